@@ -1,0 +1,217 @@
+// Command gpusnap snapshots the GPU-relevant state of a shared NVIDIA GPU host
+// and diffs it, to find what a tenant's job left behind.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit statuses, as diff(1) has them.
+const (
+	exitClean    = 0 // ran, found nothing at or above --fail-on
+	exitFindings = 1 // ran, found something at or above --fail-on
+	exitError    = 2 // bad usage, unreadable store, bad fixture ...
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole CLI: tests call it in-process with their own writers.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	unknown := false
+	app.CommandNotFound = func(_ *cli.Context, name string) {
+		fmt.Fprintf(stderr, "gpusnap: unknown command %q (see gpusnap --help)\n", name)
+		unknown = true
+	}
+	err := app.RunContext(ctx, args)
+	if unknown && err == nil {
+		return exitError
+	}
+	return exitCode(err, stderr)
+}
+
+// exitCode turns what a command returned into an exit status, printing the one
+// error line an operator sees.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitClean
+	}
+	var st statusError
+	if errors.As(err, &st) {
+		return st.code
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(stderr, "gpusnap: %s\n", msg)
+	return exitError
+}
+
+// statusError ends a command with an exit status and no message: a diff that
+// found something exits 1 having said all it had to say on stdout.
+type statusError struct{ code int }
+
+func (e statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	snapshot.Version = version
+	app := &cli.App{
+		Name:    "gpusnap",
+		Usage:   "snapshot and diff a shared NVIDIA GPU host, to find what a tenant left behind",
+		Version: version,
+		Description: "Run `gpusnap baseline --tenant T` before a tenant's job and `gpusnap diff --tenant T` after it:\n" +
+			"the diff reports device mappings, open device handles, GPU memory and GPU processes left behind.\n" +
+			"Exit status: 0 clean, 1 findings at or above --fail-on, 2 error.",
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		Flags:                globalFlags(),
+		EnableBashCompletion: false,
+		HideHelpCommand:      true,
+		Suggest:              true,
+		// Errors are printed once, by exitCode; urfave must not exit the process itself.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError(err)
+		},
+		Commands: []*cli.Command{
+			snapshotCommand(),
+			baselineCommand(),
+			diffCommand(),
+			listCommand(),
+			showCommand(),
+			rmCommand(),
+			pruneCommand(),
+			storeCommand(),
+			psCommand(),
+			bundleCommand(),
+			verifyCommand(),
+			keygenCommand(),
+		},
+	}
+	for _, cmd := range app.Commands {
+		withGlobalFlags(cmd)
+	}
+	return app
+}
+
+// withGlobalFlags lets the global flags stand after the subcommand too, as
+// operators type them (`gpusnap diff --tenant T --db X`).
+func withGlobalFlags(cmd *cli.Command) {
+	cmd.Flags = append(cmd.Flags, globalFlags()...)
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(err) }
+	for _, sub := range cmd.Subcommands {
+		withGlobalFlags(sub)
+	}
+}
+
+func usageError(err error) error { return fmt.Errorf("usage: %w", err) }
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "db", EnvVars: []string{"GPUSNAP_DB"}, Usage: "the bbolt store `PATH` (default: /var/lib/gpusnap/gpusnap.db as root, else $XDG_STATE_HOME/gpusnap/gpusnap.db)"},
+		&cli.StringFlag{Name: "proc-root", EnvVars: []string{"GPUSNAP_PROC_ROOT"}, Value: "/proc", Usage: "read processes from `DIR`, laid out like /proc"},
+		&cli.StringFlag{Name: "nvml-fixture", EnvVars: []string{"GPUSNAP_NVML_FIXTURE"}, Usage: "replay NVML state from JSON `FILE` instead of libnvidia-ml"},
+		&cli.BoolFlag{Name: "no-nvml", Usage: "skip NVML"},
+		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
+		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
+		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store"},
+	}
+}
+
+// globals are the global flags, wherever on the command line they stood.
+type globals struct {
+	DB          string
+	ProcRoot    string
+	NVMLFixture string
+	NoNVML      bool
+	RequireNVML bool
+	JSON        bool
+	LockTimeout time.Duration
+	Stdout      io.Writer
+	Stderr      io.Writer
+}
+
+func loadGlobals(c *cli.Context) (globals, error) {
+	g := globals{
+		DB:          lookup(c, "db", (*cli.Context).String),
+		ProcRoot:    lookup(c, "proc-root", (*cli.Context).String),
+		NVMLFixture: lookup(c, "nvml-fixture", (*cli.Context).String),
+		NoNVML:      lookup(c, "no-nvml", (*cli.Context).Bool),
+		RequireNVML: lookup(c, "require-nvml", (*cli.Context).Bool),
+		JSON:        lookup(c, "json", (*cli.Context).Bool),
+		LockTimeout: lookup(c, "lock-timeout", (*cli.Context).Duration),
+		Stdout:      c.App.Writer,
+		Stderr:      c.App.ErrWriter,
+	}
+	if g.NoNVML && (g.NVMLFixture != "" || g.RequireNVML) {
+		return g, usageError(errors.New("--no-nvml cannot be combined with --nvml-fixture or --require-nvml"))
+	}
+	if g.DB == "" {
+		path, err := defaultDB()
+		if err != nil {
+			return g, err
+		}
+		g.DB = path
+	}
+	return g, nil
+}
+
+// lookup reads a flag from the innermost context where it was set (on the
+// command line or through its environment variable), else its default.
+func lookup[T any](c *cli.Context, name string, get func(*cli.Context, string) T) T {
+	for _, ctx := range c.Lineage() {
+		if ctx.IsSet(name) {
+			return get(ctx, name)
+		}
+	}
+	return get(c, name)
+}
+
+// defaultDB is CONTRACT.md's default store path.
+func defaultDB() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/var/lib/gpusnap/gpusnap.db", nil
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no --db given and no home directory for the default store: %w", err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "gpusnap", "gpusnap.db"), nil
+}
+
+// captureOptions turns the global flags into what snapshot.Capture needs.
+func (g globals) captureOptions(label, tenant string) snapshot.Options {
+	return snapshot.Options{
+		ProcRoot: g.ProcRoot,
+		Label:    label,
+		Tenant:   tenant,
+		NVML: snapshot.NVMLOptions{
+			Disabled:    g.NoNVML,
+			FixturePath: g.NVMLFixture,
+			Require:     g.RequireNVML,
+		},
+	}
+}

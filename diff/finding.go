@@ -1,0 +1,123 @@
+// Package diff compares two snapshots and reports what the second holds that
+// the first did not: the findings an operator acts on. Each rule is a plain
+// function over two snapshots; diff never reads /proc.
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Finding kinds, as CONTRACT.md names them.
+const (
+	KindLeftoverDeviceMapping = "leftover_device_mapping"
+	KindLeftoverDeviceHolder  = "leftover_device_holder"
+	KindZombieGPUMemory       = "zombie_gpu_memory"
+	KindOrphanGPUProcess      = "orphan_gpu_process"
+	KindUnexpectedGPUProcess  = "unexpected_gpu_process"
+	KindRenamedDeviceNode     = "renamed_device_node"
+	KindOtherDeviceMapping    = "other_device_mapping"
+)
+
+// Severity orders findings: info < low < medium < high < critical.
+type Severity int
+
+// The severities, lowest first.
+const (
+	Info Severity = iota
+	Low
+	Medium
+	High
+	Critical
+)
+
+var severityNames = []string{"info", "low", "medium", "high", "critical"}
+
+func (s Severity) String() string {
+	if s < Info || s > Critical {
+		return fmt.Sprintf("severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// ParseSeverity reads a severity name, as --fail-on takes it.
+func ParseSeverity(name string) (Severity, error) {
+	for i, n := range severityNames {
+		if strings.EqualFold(name, n) {
+			return Severity(i), nil
+		}
+	}
+	return Info, fmt.Errorf("unknown severity %q (want one of %s)", name, strings.Join(severityNames, ", "))
+}
+
+// MarshalJSON writes the severity's name.
+func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// UnmarshalJSON reads a severity's name.
+func (s *Severity) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		return err
+	}
+	v, err := ParseSeverity(name)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// ProcessRef names the process a finding is about.
+type ProcessRef struct {
+	PID         int      `json:"pid"`
+	StartTime   uint64   `json:"start_time"`
+	Comm        string   `json:"comm"`
+	Exe         string   `json:"exe,omitempty"`
+	ExeDeleted  bool     `json:"exe_deleted,omitempty"`
+	Cmdline     []string `json:"cmdline,omitempty"`
+	UID         int      `json:"uid"`
+	User        string   `json:"user,omitempty"`
+	Cgroup      string   `json:"cgroup,omitempty"`
+	ContainerID string   `json:"container_id,omitempty"`
+	PodUID      string   `json:"pod_uid,omitempty"`
+	SlurmJobID  string   `json:"slurm_job_id,omitempty"`
+}
+
+// Key is the process identity PID@STARTTIME.
+func (p *ProcessRef) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+
+// Finding is one thing left behind.
+type Finding struct {
+	Kind     string      `json:"kind"`
+	Severity Severity    `json:"severity"`
+	Summary  string      `json:"summary"` // one human line
+	Process  *ProcessRef `json:"process,omitempty"`
+	Device   string      `json:"device,omitempty"`
+	GPUUUID  string      `json:"gpu_uuid,omitempty"`
+	// Evidence is the raw lines or numbers behind the finding (maps lines, fdinfo, NVML figures).
+	Evidence []string `json:"evidence"`
+	// InheritedFrom names the tenant process a surviving mapping came from ("PID@START (exe)").
+	InheritedFrom string `json:"inherited_from,omitempty"`
+	// Allowed names the --allow entry that downgraded this finding to info.
+	Allowed string `json:"allowed,omitempty"`
+}
+
+// Summary counts findings by severity.
+type Summary struct {
+	Total      int            `json:"total"`
+	BySeverity map[string]int `json:"by_severity"`
+	// Worst is the highest severity found, or "" when nothing was.
+	Worst string `json:"worst,omitempty"`
+}
+
+// Result is what a diff reports.
+type Result struct {
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Tenant   string    `json:"tenant,omitempty"`
+	Findings []Finding `json:"findings"`
+	Summary  Summary   `json:"summary"`
+	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.
+	MapsDiffs map[string]string `json:"maps_diffs,omitempty"`
+}

@@ -1,0 +1,253 @@
+// Package snapshot captures the GPU-relevant state of a Linux host: every
+// process's identity, device mappings and device holders from /proc, and
+// NVML's view of the GPUs. A Snapshot is plain data: it is stored, diffed and
+// bundled by other packages, and round-trips through JSON unchanged.
+package snapshot
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Labels of a snapshot: what it was taken for.
+const (
+	LabelSnapshot = "snapshot" // gpusnap snapshot
+	LabelBaseline = "baseline" // gpusnap baseline, before a tenant runs
+	LabelPost     = "post"     // the capture gpusnap diff makes after a tenant
+)
+
+// Snapshot is one capture of the host.
+type Snapshot struct {
+	ID        string    `json:"id"`
+	Label     string    `json:"label"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Host      Host      `json:"host"`
+	Scan      Scan      `json:"scan"`
+	Processes []Process `json:"processes"`
+	NVML      NVML      `json:"nvml"`
+}
+
+// Host holds the facts that place a snapshot in time and on a machine.
+type Host struct {
+	Hostname       string    `json:"hostname"`
+	KernelRelease  string    `json:"kernel_release"`
+	BootID         string    `json:"boot_id"`
+	BootTime       time.Time `json:"boot_time"` // btime of <proc-root>/stat
+	CaptureStart   time.Time `json:"capture_start"`
+	CaptureEnd     time.Time `json:"capture_end"`
+	GpusnapVersion string    `json:"gpusnap_version"`
+	ProcRoot       string    `json:"proc_root"`
+}
+
+// Scan counts what the /proc walk met. A vanished or refused process is not
+// an error: processes exit mid-scan, and PID 1 refuses reads even to root.
+type Scan struct {
+	ProcessesRead int      `json:"processes_read"`
+	Vanished      int      `json:"vanished"`
+	VanishedPIDs  []int    `json:"vanished_pids,omitempty"`
+	Refused       int      `json:"refused"`
+	RefusedPIDs   []int    `json:"refused_pids,omitempty"`
+	Errors        []string `json:"errors,omitempty"` // host-level files that could not be read
+}
+
+// Process is one process as /proc showed it.
+type Process struct {
+	PID       int       `json:"pid"`
+	StartTime uint64    `json:"start_time"` // field 22 of /proc/PID/stat: clock ticks since boot
+	Started   time.Time `json:"started"`    // BootTime + StartTime/CLK_TCK
+	PPID      int       `json:"ppid"`
+	Comm      string    `json:"comm"`
+	Cmdline   []string  `json:"cmdline,omitempty"`
+
+	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
+	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
+
+	UID  int    `json:"uid"`  // real uid, from status Uid:
+	EUID int    `json:"euid"` // effective uid
+	User string `json:"user,omitempty"`
+
+	NSpid        []int  `json:"nspid,omitempty"`         // status NSpid: host PID first, innermost last
+	PIDNamespace string `json:"pid_namespace,omitempty"` // target of /proc/PID/ns/pid, e.g. pid:[4026531836]
+
+	Cgroups          []string `json:"cgroups,omitempty"` // lines of /proc/PID/cgroup
+	ContainerID      string   `json:"container_id,omitempty"`
+	ContainerRuntime string   `json:"container_runtime,omitempty"` // docker, containerd, cri-o
+	PodUID           string   `json:"pod_uid,omitempty"`
+	SlurmJobID       string   `json:"slurm_job_id,omitempty"`
+	SystemdUnit      string   `json:"systemd_unit,omitempty"`
+
+	KernelThread bool `json:"kernel_thread,omitempty"`
+
+	// Mappings are the device mappings: NVIDIA devices first, then every other device.
+	Mappings []Mapping `json:"mappings,omitempty"`
+	// SuspectAnon are anonymous executable mappings of 64 MiB or more in a
+	// process that also uses an NVIDIA device: CUDA driver allocations look like this.
+	SuspectAnon []Mapping `json:"suspect_anon_mappings,omitempty"`
+	Holders     []Holder  `json:"holders,omitempty"`
+
+	// Raw keeps the kernel's own text for processes that use an NVIDIA device,
+	// so diffs and evidence bundles hold the kernel's words and not only our parse.
+	Raw *Raw `json:"raw,omitempty"`
+
+	// Errors names what could not be read for this process ("exe: permission denied").
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Raw is the unparsed text of a process's files, as captured.
+type Raw struct {
+	Maps    string `json:"maps"`
+	Status  string `json:"status,omitempty"`
+	Cmdline string `json:"cmdline,omitempty"` // NUL-separated, as the kernel gives it
+	Cgroup  string `json:"cgroup,omitempty"`
+}
+
+// Device classes of mappings and holders.
+const (
+	ClassNVIDIA   = "nvidia"    // CONTRACT.md's NVIDIA device
+	ClassOther    = "other"     // every other device
+	ClassAnonExec = "anon_exec" // a suspect anonymous executable mapping
+)
+
+// Mapping is one line of /proc/PID/maps that maps a device (or, in
+// SuspectAnon, an anonymous executable region).
+type Mapping struct {
+	Address string `json:"address"` // the kernel's range text, e.g. 7f0000000000-7f0000200000
+	Start   uint64 `json:"start"`
+	End     uint64 `json:"end"`
+	Size    uint64 `json:"size"`
+	Perms   string `json:"perms"` // rwxs / rwxp as in maps
+	Offset  uint64 `json:"offset"`
+	Dev     string `json:"dev"` // the maps dev field: the filesystem holding the node, not the device
+	Inode   uint64 `json:"inode"`
+	Path    string `json:"path,omitempty"` // without " (deleted)"
+	Deleted bool   `json:"deleted,omitempty"`
+	// DeviceNumber is the device's own major:minor, from stat of map_files (root only).
+	DeviceNumber string `json:"device_number,omitempty"`
+	DeviceType   string `json:"device_type,omitempty"` // char or block, where DeviceNumber is known
+	Class        string `json:"class"`
+	// GPUMinor is N of /dev/nvidiaN (or the minor of a 195 device below 255): the GPU with NVML minor number N.
+	GPUMinor *int `json:"gpu_minor,omitempty"`
+}
+
+// Writable reports whether the mapping can be written through.
+func (m Mapping) Writable() bool { return len(m.Perms) > 1 && m.Perms[1] == 'w' }
+
+// Line renders the mapping as a maps line, for evidence.
+func (m Mapping) Line() string {
+	path := m.Path
+	if m.Deleted {
+		path += " (deleted)"
+	}
+	return fmt.Sprintf("%s %s %08x %s %d %s", m.Address, m.Perms, m.Offset, m.Dev, m.Inode, path)
+}
+
+// Holder is an open file descriptor on a device: what fuser -v shows.
+type Holder struct {
+	FD           int    `json:"fd"`
+	Target       string `json:"target"` // link target of /proc/PID/fd/FD, without " (deleted)"
+	Deleted      bool   `json:"deleted,omitempty"`
+	Access       string `json:"access,omitempty"` // r, w or rw, from the flags of /proc/PID/fdinfo/FD
+	Flags        string `json:"flags,omitempty"`  // the octal flags field of fdinfo
+	DeviceNumber string `json:"device_number,omitempty"`
+	DeviceType   string `json:"device_type,omitempty"`
+	Class        string `json:"class"`
+	GPUMinor     *int   `json:"gpu_minor,omitempty"`
+}
+
+// Writable reports whether the descriptor was opened for writing.
+func (h Holder) Writable() bool { return h.Access == "w" || h.Access == "rw" }
+
+// Key is the process identity PID@STARTTIME: a reused PID is a new process.
+func (p *Process) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+
+// UsesNVIDIA reports whether the process maps or holds an NVIDIA device.
+func (p *Process) UsesNVIDIA() bool {
+	for _, m := range p.Mappings {
+		if m.Class == ClassNVIDIA {
+			return true
+		}
+	}
+	for _, h := range p.Holders {
+		if h.Class == ClassNVIDIA {
+			return true
+		}
+	}
+	return false
+}
+
+// NVML is NVML's view of the host at capture time.
+type NVML struct {
+	Source string `json:"source"` // library, fixture:PATH, or disabled
+	// Unavailable says why NVML could not be read at all ("library not found"); empty when it was.
+	Unavailable       string `json:"unavailable,omitempty"`
+	DriverVersion     string `json:"driver_version,omitempty"`
+	NVMLVersion       string `json:"nvml_version,omitempty"`
+	CUDADriverVersion int    `json:"cuda_driver_version,omitempty"`
+	Devices           []GPU  `json:"devices,omitempty"`
+	// Missing records, per value NVML could not give, why ("devices[0].memory.reserved": "not supported").
+	Missing map[string]string `json:"missing,omitempty"`
+}
+
+// GPU is one physical GPU.
+type GPU struct {
+	Index              int                  `json:"index"`
+	UUID               string               `json:"uuid"`
+	Name               string               `json:"name,omitempty"`
+	MinorNumber        *int                 `json:"minor_number,omitempty"`
+	PCIBusID           string               `json:"pci_bus_id,omitempty"`
+	Memory             *Memory              `json:"memory,omitempty"`
+	ComputeProcesses   []GPUProcess         `json:"compute_processes,omitempty"`
+	GraphicsProcesses  []GPUProcess         `json:"graphics_processes,omitempty"`
+	MPSProcesses       []GPUProcess         `json:"mps_processes,omitempty"`
+	ProcessUtilization []ProcessUtilization `json:"process_utilization,omitempty"`
+	MIGMode            *int                 `json:"mig_mode,omitempty"` // current mode: 1 enabled, 0 disabled
+	MIGDevices         []MIGDevice          `json:"mig_devices,omitempty"`
+}
+
+// Memory is framebuffer memory in bytes. Reserved is nil where the driver
+// lacks the v2 memory call.
+type Memory struct {
+	Total    uint64  `json:"total"`
+	Reserved *uint64 `json:"reserved,omitempty"`
+	Used     uint64  `json:"used"`
+	Free     uint64  `json:"free"`
+}
+
+// GPUProcess is a process NVML lists on a GPU or MIG instance. PIDs are host PIDs.
+type GPUProcess struct {
+	PID int `json:"pid"`
+	// UsedGPUMemory is nil when NVML reports it as not available.
+	UsedGPUMemory     *uint64 `json:"used_gpu_memory,omitempty"`
+	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
+	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
+}
+
+// ProcessUtilization is one per-process utilization sample, in percent.
+type ProcessUtilization struct {
+	PID       int    `json:"pid"`
+	SMUtil    uint32 `json:"sm_util"`
+	MemUtil   uint32 `json:"mem_util"`
+	EncUtil   uint32 `json:"enc_util,omitempty"`
+	DecUtil   uint32 `json:"dec_util,omitempty"`
+	Timestamp uint64 `json:"timestamp,omitempty"` // microseconds, NVML's clock
+}
+
+// MIGDevice is one MIG instance of a GPU.
+type MIGDevice struct {
+	GPUInstanceID     int          `json:"gpu_instance_id"`
+	ComputeInstanceID int          `json:"compute_instance_id"`
+	UUID              string       `json:"uuid,omitempty"`
+	Memory            *Memory      `json:"memory,omitempty"`
+	ComputeProcesses  []GPUProcess `json:"compute_processes,omitempty"`
+	GraphicsProcesses []GPUProcess `json:"graphics_processes,omitempty"`
+}
+
+// NewID returns a snapshot id that sorts by time: UTC to the microsecond, then
+// random hex so two hosts or two captures in one microsecond never collide.
+func NewID(t time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return t.UTC().Format("20060102-150405.000000") + "-" + hex.EncodeToString(b[:])
+}
