@@ -76,15 +76,15 @@ func TestParseMapsLineNoAlloc(t *testing.T) {
 // decides, whatever the path says.
 func TestScanMapsStatDecides(t *testing.T) {
 	maps := strings.Join([]string{
-		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)",     // shmem: a regular file
-		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",            // a 195:2 node outside /dev: GPU 2
-		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",              // renamed 195:5 node: NVIDIA, GPU 5
-		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",       // 508: nvidia-uvm by /proc/devices
-		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",     // a library
-		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",     // again: cached, not stat'ed twice
-		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",            // block 7:3
-		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",        // stat fails: the path rule decides
-		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",          // 195:255 nvidiactl under another name
+		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)", // shmem: a regular file
+		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",        // a 195:2 node outside /dev: GPU 2
+		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",          // renamed 195:5 node: NVIDIA, GPU 5
+		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",   // 508: nvidia-uvm by /proc/devices
+		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // a library
+		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // again: cached, not stat'ed twice
+		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",        // block 7:3
+		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",    // stat fails: the path rule decides
+		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",      // 195:255 nvidiactl under another name
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
 		77:   {},

@@ -44,10 +44,10 @@ func TestParseStatus(t *testing.T) {
 
 func TestParseCmdline(t *testing.T) {
 	for in, want := range map[string][]string{
-		"":                     nil,
-		"a\x00b c\x00":         {"a", "b c"},
+		"":                    nil,
+		"a\x00b c\x00":        {"a", "b c"},
 		"setproctitle no nul": {"setproctitle no nul"},
-		"a\x00\x00b\x00":       {"a", "", "b"},
+		"a\x00\x00b\x00":      {"a", "", "b"},
 	} {
 		if got := parseCmdline([]byte(in)); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
 			t.Errorf("%q: %q, want %q", in, got, want)
