@@ -187,7 +187,7 @@ func (w *worker) process(pid int) result {
 		return false
 	}
 
-	data, err := w.r.readFile(pidPath(w.root, pid, "stat"), w.small)
+	data, err := w.r.readWhole(pidPath(w.root, pid, "stat"), w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
@@ -209,7 +209,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cmdline, err := w.r.readFile(pidPath(w.root, pid, "cmdline"), w.small)
+	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
 	w.small = cmdline
 	if err != nil {
 		if note("cmdline", err) {
@@ -239,7 +239,7 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
+	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -258,7 +258,7 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	cg, err := w.r.readFile(pidPath(w.root, pid, "cgroup"), w.small)
+	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {

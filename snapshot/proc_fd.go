@@ -64,7 +64,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readFile(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
+		info, ierr := w.r.readWhole(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)
