@@ -205,7 +205,7 @@ func (w *worker) process(pid int) result {
 	} else {
 		p.Comm, p.PPID, p.StartTime, flags = st.Comm, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
-			p.Started = w.boot.Add(time.Duration(st.StartTime) * time.Second / userHZ)
+			p.Started = w.boot.Add(time.Duration(st.StartTime) * (time.Second / userHZ))
 		}
 	}
 
@@ -224,7 +224,7 @@ func (w *worker) process(pid int) result {
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && w.gone(pid):
+	case noExe && flags&pfKthread == 0 && w.gone(pid): // a kernel thread has no exe to lose
 		res.vanished = true
 		return res
 	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
