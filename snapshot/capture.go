@@ -64,8 +64,11 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	// stat of map_files and fd links means something only on the kernel's own
 	// procfs: in a fixture or a copied tree the links name paths of another
 	// machine, so there the path rule alone decides.
-	live := isProcfs(root)
-	results, err := scanProcesses(ctx, root, pids, classes, s.Host.BootTime, live, faults)
+	cfg := &scanConfig{
+		root: root, classes: classes, boot: s.Host.BootTime, live: isProcfs(root), faults: faults,
+		users: &userCache{names: map[int]string{}},
+	}
+	results, err := cfg.scan(ctx, pids)
 	if err != nil {
 		return nil, err
 	}
@@ -100,19 +103,27 @@ type result struct {
 	refused  bool
 }
 
-// scanProcesses reads the processes with one worker per CPU: the kernel's
-// work of generating maps and fd links dominates, and runs in parallel.
-func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceClasses, boot time.Time, live bool, faults func(string) error) ([]result, error) {
+// scanConfig is what every worker of one capture shares.
+type scanConfig struct {
+	root    string
+	classes DeviceClasses
+	boot    time.Time
+	live    bool // root is procfs: stat of map_files and fd links is the truth
+	faults  func(string) error
+	users   *userCache
+}
+
+// scan reads the processes with one worker per CPU: the kernel's work of
+// generating maps and fd links dominates, and runs in parallel.
+func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 	results := make([]result, len(pids))
-	users := &userCache{names: map[int]string{}}
 	var next int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	workers := min(runtime.NumCPU(), len(pids))
 	for range workers {
 		wg.Go(func() {
-			w := newWorker(root, classes, boot, users, faults)
-			w.live = live
+			w := newWorker(cfg)
 			for ctx.Err() == nil {
 				// Hand out PIDs in small batches: one lock per batch, not per process.
 				mu.Lock()
@@ -137,13 +148,9 @@ func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceC
 
 // worker reads processes one at a time with reused buffers.
 type worker struct {
-	root    string
-	classes DeviceClasses
-	boot    time.Time
-	users   *userCache
-	r       *reader
-	live    bool // root is procfs: stat of map_files and fd links is the truth
-	maps    MapsScanner
+	*scanConfig
+	r    *reader
+	maps MapsScanner
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
@@ -158,14 +165,14 @@ type fileID struct {
 	inode        uint64
 }
 
-func newWorker(root string, classes DeviceClasses, boot time.Time, users *userCache, faults func(string) error) *worker {
+func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
-		root: root, classes: classes, boot: boot, users: users,
-		r:       newReader(faults),
-		kinds:   map[fileID]FileKind{},
-		mapsBuf: make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
+		scanConfig: cfg,
+		r:          newReader(cfg.faults),
+		kinds:      map[fileID]FileKind{},
+		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
-	w.maps.Classes = classes
+	w.maps.Classes = cfg.classes
 	return w
 }
 
