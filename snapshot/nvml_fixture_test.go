@@ -53,9 +53,7 @@ func TestNVMLFixtureH100(t *testing.T) {
 		t.Errorf("gpu 4 process 6001: %+v", p)
 	}
 	want := map[string]string{"devices[4].compute_processes[1].used_gpu_memory": "not available"}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 }
 
 func TestNVMLFixtureA100MIG(t *testing.T) {
@@ -75,9 +73,7 @@ func TestNVMLFixtureA100MIG(t *testing.T) {
 		t.Errorf("MIG device 2: %+v", m)
 	}
 	want := map[string]string{"devices[0].process_utilization": "not supported"}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 	if n.Devices[1].MIGDevices != nil {
 		t.Errorf("MIG off GPU has MIG devices")
 	}
@@ -128,6 +124,21 @@ const failuresFixture = `{
   }
 }`
 
+// checkMissing reports each path whose reason differs from want.
+func checkMissing(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, v := range got {
+		if want[k] != v {
+			t.Errorf("missing[%s] = %q, want %q", k, v, want[k])
+		}
+	}
+	for k, v := range want {
+		if _, ok := got[k]; !ok {
+			t.Errorf("missing[%s] absent, want %q", k, v)
+		}
+	}
+}
+
 func writeFile(t *testing.T, dir, name, text string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
@@ -160,18 +171,7 @@ func TestNVMLFixtureFailures(t *testing.T) {
 		"devices[3].memory":                                                  "not supported",
 		"devices[3].mig_devices":                                             "unknown error",
 	}
-	if !reflect.DeepEqual(n.Missing, want) {
-		for k, v := range n.Missing {
-			if want[k] != v {
-				t.Errorf("missing[%s] = %q, want %q", k, v, want[k])
-			}
-		}
-		for k, v := range want {
-			if _, ok := n.Missing[k]; !ok {
-				t.Errorf("missing[%s] absent, want %q", k, v)
-			}
-		}
-	}
+	checkMissing(t, n.Missing, want)
 	// The lost GPU keeps what was read before it was lost, and nothing after.
 	if g := n.Devices[1]; g.Name != "lost" || g.MinorNumber == nil || g.Memory != nil || g.MIGMode != nil {
 		t.Errorf("lost GPU: %+v", g)

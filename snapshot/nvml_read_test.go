@@ -156,9 +156,7 @@ func TestReadNVMLDGXA100MIG(t *testing.T) {
 		t.Errorf("parent processes: %+v", g.ComputeProcesses)
 	}
 	want := map[string]string{"devices[0].process_utilization": "not supported"}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 	if n.Devices[1].MIGDevices != nil {
 		t.Error("MIG devices on a GPU with MIG off")
 	}
@@ -232,9 +230,7 @@ func TestReadNVMLGPULostMidRead(t *testing.T) {
 		"devices[0].mig_mode": "not supported", "devices[2].mig_mode": "not supported",
 		"devices[1].memory": "gpu is lost",
 	}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 }
 
 func TestReadNVMLValueFailures(t *testing.T) {
@@ -254,9 +250,7 @@ func TestReadNVMLValueFailures(t *testing.T) {
 		"devices[0].graphics_processes":                   "no permission",
 		"devices[0].process_utilization":                  "not supported",
 	}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 }
 
 // A driver older than the v2 memory call (and MIG, and MPS lists): the v1
@@ -278,9 +272,7 @@ func TestReadNVMLOldDriver(t *testing.T) {
 		"devices[0].mig_mode":        "not in this driver",
 		"devices[0].mps_processes":   "not in this driver",
 	}
-	if !reflect.DeepEqual(n.Missing, want) {
-		t.Errorf("missing %v, want %v", n.Missing, want)
-	}
+	checkMissing(t, n.Missing, want)
 }
 
 // Init failing: the reason is recorded, no other call is made (each would
