@@ -83,16 +83,20 @@ func GPUUsage(s *Snapshot) []GPUUse {
 }
 
 type joiner struct {
-	s      *Snapshot
-	byPID  map[int]*Process
-	nsPIDs map[int][]*Process // PID in a namespace below the host's -> processes
+	s       *Snapshot
+	byPID   map[int]*Process
+	nsPIDs  map[int][]*Process // PID in a namespace below the host's -> processes
+	byMinor map[int][]*Process // GPU minor number -> processes holding or mapping its node
 }
 
 func newJoiner(s *Snapshot) *joiner {
-	j := &joiner{s: s, byPID: make(map[int]*Process, len(s.Processes)), nsPIDs: map[int][]*Process{}}
+	j := &joiner{s: s, byPID: make(map[int]*Process, len(s.Processes)), nsPIDs: map[int][]*Process{}, byMinor: map[int][]*Process{}}
 	for k := range s.Processes {
 		p := &s.Processes[k]
 		j.byPID[p.PID] = p
+		for _, minor := range gpuMinors(p) {
+			j.byMinor[minor] = append(j.byMinor[minor], p)
+		}
 		for _, ns := range p.NSpid[min(1, len(p.NSpid)):] {
 			if ns != p.PID {
 				j.nsPIDs[ns] = append(j.nsPIDs[ns], p)
@@ -253,8 +257,7 @@ func (j *joiner) unlisted(minor int, uses []GPUProcessUse) []DeviceUser {
 		}
 	}
 	var out []DeviceUser
-	for k := range j.s.Processes {
-		p := &j.s.Processes[k]
+	for _, p := range j.byMinor[minor] {
 		if listed[p] {
 			continue
 		}
@@ -274,5 +277,26 @@ func (j *joiner) unlisted(minor int, uses []GPUProcessUse) []DeviceUser {
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
+	return out
+}
+
+// gpuMinors are the GPUs whose /dev/nvidiaN p holds or maps, each once.
+func gpuMinors(p *Process) []int {
+	var out []int
+	add := func(m *int) {
+		if m != nil && !slices.Contains(out, *m) {
+			out = append(out, *m)
+		}
+	}
+	for _, h := range p.Holders {
+		if h.Class == ClassNVIDIA {
+			add(h.GPUMinor)
+		}
+	}
+	for _, m := range p.Mappings {
+		if m.Class == ClassNVIDIA {
+			add(m.GPUMinor)
+		}
+	}
 	return out
 }
