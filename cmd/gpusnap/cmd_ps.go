@@ -33,8 +33,10 @@ type psReport struct {
 	Host      snapshot.Host      `json:"host"`
 	Scan      snapshot.Scan      `json:"scan"`
 	Processes []snapshot.Process `json:"processes"`
-	// HOOK(nvml): the per-GPU section (NVML's processes and memory per GPU)
-	// is added here by the NVML work, as a field of its own.
+	// GPUs is NVML's view of each GPU joined with /proc (see docs/nvml.md).
+	GPUs []snapshot.GPUUse `json:"gpus,omitempty"`
+	// NVMLUnavailable says why there is no GPUs section, unless --no-nvml.
+	NVMLUnavailable string `json:"nvml_unavailable,omitempty"`
 }
 
 func runPs(c *cli.Context) error {
@@ -46,10 +48,21 @@ func runPs(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []snapshot.Process{}}
-	for _, p := range snap.Processes {
-		if p.UsesNVIDIA() {
-			rep.Processes = append(rep.Processes, p)
+	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []snapshot.Process{}, GPUs: snapshot.GPUUsage(snap)}
+	if snap.NVML.Source != snapshot.NVMLSourceDisabled {
+		rep.NVMLUnavailable = snap.NVML.Unavailable
+	}
+	// A process NVML lists uses a GPU even when it maps and holds nothing we
+	// can see (its /dev may be a container's): it is listed too.
+	listed := map[*snapshot.Process]bool{}
+	for _, gu := range rep.GPUs {
+		for _, p := range gu.Processes {
+			listed[p.Process] = true
+		}
+	}
+	for i := range snap.Processes {
+		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] {
+			rep.Processes = append(rep.Processes, *p)
 		}
 	}
 	if g.JSON {
@@ -60,7 +73,10 @@ func runPs(c *cli.Context) error {
 	if err := printPsTable(g.Stdout, rep.Processes); err != nil {
 		return err
 	}
-	// HOOK(nvml): print the per-GPU section here, after the process table.
+	printPsGPUs(g.Stdout, rep.GPUs)
+	if rep.NVMLUnavailable != "" {
+		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
+	}
 	if len(rep.Processes) == 0 {
 		fmt.Fprintln(g.Stderr, "gpusnap: no process maps or holds an NVIDIA device")
 	}
@@ -86,6 +102,83 @@ func printPsTable(w io.Writer, procs []snapshot.Process) error {
 			p.PID, psUser(p), orDash(safetext.Escape(p.Comm)), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
 	}
 	return tw.Flush()
+}
+
+// printPsGPUs prints, per GPU: memory used and what no listed process
+// accounts for, the processes NVML lists with their memory and utilization,
+// and the processes that hold or map its /dev/nvidiaN without being listed.
+func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
+	for _, gu := range gpus {
+		node := "-"
+		if gu.MinorNumber != nil {
+			node = "/dev/nvidia" + strconv.Itoa(*gu.MinorNumber)
+		}
+		fmt.Fprintf(w, "\nGPU %d  %s  %s  %s\n", gu.Index, orDash(safetext.Escape(gu.UUID)), orDash(safetext.Escape(gu.Name)), node)
+		fmt.Fprintf(w, "  memory: %s\n", psGPUMemory(gu.Memory, gu.Unaccounted))
+		for _, m := range gu.MIG {
+			fmt.Fprintf(w, "  MIG %d/%d %s: %s\n", m.GPUInstanceID, m.ComputeInstanceID, orDash(safetext.Escape(m.UUID)), psGPUMemory(m.Memory, m.Unaccounted))
+		}
+		if len(gu.Processes) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  PID\tTYPE\tGPU MEMORY\tSM%\tMEM%\tMIG\tUSER\tCOMM\tEXE")
+			for _, p := range gu.Processes {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", p.PID, p.Types, psGPUProcessNumbers(p), psMIG(p), psListedWho(p))
+			}
+			_ = tw.Flush() // w is the command's stdout: printPsTable reported its errors
+		}
+		for _, u := range gu.Unlisted {
+			fmt.Fprintf(w, "  not listed by NVML: %d %s %s holders %s mappings %s\n", u.PID, psUser(*u.Process),
+				orDash(safetext.Escape(u.Process.Comm)), psHolders(u.Holders), psMappings(snapshot.Process{Mappings: u.Mappings}))
+		}
+	}
+}
+
+// psGPUMemory is "62.0GiB used of 79.6GiB, 2.0GiB unaccounted".
+func psGPUMemory(m *snapshot.Memory, unaccounted *uint64) string {
+	if m == nil {
+		return "not reported"
+	}
+	s := humanSize(m.Used) + " used of " + humanSize(m.Total)
+	if unaccounted != nil {
+		return s + ", " + humanSize(*unaccounted) + " unaccounted"
+	}
+	return s + ", unaccounted unknown"
+}
+
+// psGPUProcessNumbers are the GPU MEMORY, SM% and MEM% columns.
+func psGPUProcessNumbers(p snapshot.GPUProcessUse) string {
+	mem, sm, mu := "n/a", "-", "-"
+	if p.UsedGPUMemory != nil {
+		mem = humanSize(*p.UsedGPUMemory)
+	}
+	if p.Utilization != nil {
+		sm, mu = strconv.FormatUint(uint64(p.Utilization.SMUtil), 10), strconv.FormatUint(uint64(p.Utilization.MemUtil), 10)
+	}
+	return mem + "\t" + sm + "\t" + mu
+}
+
+// psMIG is the GPU/compute instance a process runs in, "1/0".
+func psMIG(p snapshot.GPUProcessUse) string {
+	if p.GPUInstanceID == nil {
+		return "-"
+	}
+	ci := "-"
+	if p.ComputeInstanceID != nil {
+		ci = strconv.FormatUint(uint64(*p.ComputeInstanceID), 10)
+	}
+	return strconv.FormatUint(uint64(*p.GPUInstanceID), 10) + "/" + ci
+}
+
+// psListedWho are the USER, COMM and EXE columns of a listed PID.
+func psListedWho(p snapshot.GPUProcessUse) string {
+	switch {
+	case p.Process != nil:
+		return psUser(*p.Process) + "\t" + orDash(safetext.Escape(p.Process.Comm)) + "\t" + psExe(*p.Process)
+	case p.Join == snapshot.JoinAmbiguous:
+		return "-\t(PID in several pid namespaces)\t-"
+	default:
+		return "-\t(no live process: orphan)\t-"
+	}
 }
 
 func psUser(p snapshot.Process) string {
