@@ -46,7 +46,8 @@ func (w *Walker) Walk(root string) (Counts, error) {
 		if n <= 0 {
 			return c, nil
 		}
-		for _, name := range direntNames(w.dirBuf[:n]) {
+		_, _, names := syscall.ParseDirent(w.dirBuf[:n], -1, nil)
+		for _, name := range names {
 			if name[0] < '0' || name[0] > '9' {
 				continue
 			}
@@ -88,38 +89,11 @@ func (w *Walker) readLinks(dir string) int {
 		if n <= 0 || err != nil {
 			return links
 		}
-		for _, name := range direntNames(w.fdBuf[:n]) {
-			if name[0] == '.' {
-				continue
-			}
+		_, _, names := syscall.ParseDirent(w.fdBuf[:n], -1, nil)
+		for _, name := range names {
 			if _, err := syscall.Readlink(dir+"/"+name, w.linkBuf); err == nil {
 				links++
 			}
 		}
 	}
-}
-
-// direntNames returns the names in a buffer of linux_dirent64 records: the
-// one thing the floor parses, since a walk cannot go on without them.
-func direntNames(buf []byte) []string {
-	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
-	var names []string
-	for len(buf) >= nameOff {
-		reclen := int(buf[16]) | int(buf[17])<<8
-		if reclen < nameOff || reclen > len(buf) {
-			break
-		}
-		name := buf[nameOff:reclen]
-		for i, b := range name {
-			if b == 0 {
-				name = name[:i]
-				break
-			}
-		}
-		if len(name) > 0 {
-			names = append(names, string(name))
-		}
-		buf = buf[reclen:]
-	}
-	return names
 }
