@@ -81,6 +81,11 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 			t.Fatalf("livetest: tenant %d did not exit after forking its ghost", sc.Tenant.PID)
 		}
 	}
+	// The tenant writes the PID file just before it exits; a ghost is only a
+	// ghost once it has (and has been re-parented).
+	if err := waitFor(fmt.Sprintf("tenant %d to exit", sc.Tenant.PID), func() bool { return !sc.Tenant.Alive() }); err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
 	WaitMapped(t, sc.Ghost.PID, "rw-s", sc.Path)
 	return sc
 }
