@@ -193,27 +193,14 @@ func (w *worker) process(pid int) result {
 		note("stat", err)
 		return res
 	}
-	var state byte
+	var flags uint64
 	if st, err := parseStat(data); err != nil {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
-		p.Comm, p.PPID, p.StartTime, state = st.Comm, st.PPID, st.StartTime, st.State
+		p.Comm, p.PPID, p.StartTime, flags = st.Comm, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
 			p.Started = w.boot.Add(time.Duration(st.StartTime) * time.Second / userHZ)
 		}
-	}
-
-	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
-	w.statusBuf = status
-	if err != nil {
-		if note("status", err) {
-			return res
-		}
-	} else if st, err := parseStatus(status); err != nil {
-		p.Errors = append(p.Errors, "status: "+err.Error())
-	} else {
-		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
-		p.User = w.users.name(st.UID)
 	}
 
 	cmdline, err := w.r.readFile(pidPath(w.root, pid, "cmdline"), w.small)
@@ -238,6 +225,27 @@ func (w *worker) process(pid int) result {
 		note("exe", err)
 	}
 
+	// A kernel thread (PF_KTHREAD, no command line, no exe) maps, holds and
+	// belongs to nothing worth a read: it runs as root in the root cgroup.
+	if flags&pfKthread != 0 && len(cmdline) == 0 && noExe {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return res
+	}
+
+	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
+	w.statusBuf = status
+	if err != nil {
+		if note("status", err) {
+			return res
+		}
+	} else if st, err := parseStatus(status); err != nil {
+		p.Errors = append(p.Errors, "status: "+err.Error())
+	} else {
+		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
+		p.User = w.users.name(st.UID)
+	}
+
 	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
 		p.PIDNamespace = ns
 	} else if note("ns/pid", err) {
@@ -256,13 +264,6 @@ func (w *worker) process(pid int) result {
 	p.Cgroups, a = parseCgroup(rawCgroup)
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
-
-	// A kernel thread has no command line and no exe, and maps nothing. A
-	// zombie has neither either, but is no kernel thread.
-	if len(cmdline) == 0 && noExe && state != 'Z' {
-		p.KernelThread = true
-		return res
-	}
 
 	maps, err := w.r.readFile(pidPath(w.root, pid, "maps"), w.mapsBuf)
 	w.mapsBuf = maps

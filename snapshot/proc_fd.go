@@ -51,6 +51,12 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			h.DeviceNumber, h.DeviceType = deviceNumber(kind)
 		}
 		h.Class, h.GPUMinor = w.classes.classify(path, kind, known)
+		if h.Class != ClassNVIDIA {
+			// No fdinfo for other devices: every process holds /dev/null or a
+			// tty, and the diff judges only NVIDIA holders by access mode.
+			other = append(other, h)
+			continue
+		}
 		info, ierr := w.r.readFile(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
 		w.small = info
 		if ierr == nil {
@@ -59,11 +65,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 		if ierr != nil {
 			errs = append(errs, "fdinfo "+strconv.Itoa(fd)+": "+errText(ierr))
 		}
-		if h.Class == ClassNVIDIA {
-			hs = append(hs, h)
-		} else {
-			other = append(other, h)
-		}
+		hs = append(hs, h)
 	}
 	return append(hs, other...), errs, nil
 }
