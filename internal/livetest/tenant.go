@@ -26,6 +26,9 @@ type Options struct {
 	// docker-<64 hex>.scope. The host then sees /dev/nvidia0 in the ghost's
 	// maps although the host has no such path.
 	Container bool
+	// GhostComm, when set, is the name the ghost gives itself (prctl
+	// PR_SET_NAME), as a miner calls itself python3; its exe stays the helper.
+	GhostComm string
 }
 
 // Scenario is a tenant that mapped the loop device through a node named
@@ -64,11 +67,15 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 	t.Helper()
 	bin := buildTenant(t)
 	sc := &Scenario{Loop: loop, Path: loop.Node}
+	args := []string{"-g"}
+	if opts.GhostComm != "" {
+		args = append(args, "-n", opts.GhostComm)
+	}
 	if opts.Container {
 		sc.Path = "/dev/nvidia0"
-		sc.Container = startContainer(t, bin, loop, sc)
+		sc.Container = startContainer(t, append([]string{bin}, args...), loop, sc)
 	} else {
-		procs, exited := runTenant(t, exec.Command(bin, "-g", loop.Node), "tenant", "ghost")
+		procs, exited := runTenant(t, exec.Command(bin, append(args, loop.Node)...), "tenant", "ghost")
 		sc.Tenant, sc.Ghost = procs["tenant"], procs["ghost"]
 		t.Cleanup(func() {
 			if err := sc.Ghost.kill(); err != nil {
