@@ -21,7 +21,7 @@ var tenantSource []byte
 // Options choose the scenario StartGhost sets up.
 type Options struct {
 	// Container runs the tenant as a container would: in its own pid and mount
-	// namespace (unshare -m -p -f --mount-proc) with a tmpfs on /dev holding a
+	// namespace (unshare -m -p --kill-child --mount-proc) with a tmpfs on /dev holding a
 	// mknod'ed /dev/nvidia0 of the loop device, in a cgroup named
 	// docker-<64 hex>.scope. The host then sees /dev/nvidia0 in the ghost's
 	// maps although the host has no such path.
