@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,6 +24,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	slices.Sort(w.fds)
 	var other []Holder
 	for _, fd := range w.fds {
 		link := dir + "/" + strconv.Itoa(fd)
@@ -41,8 +43,13 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			continue // socket, pipe, anon_inode
 		}
 		path, deleted := cutDeletedString(target)
-		kind, serr := w.r.stat(link)
-		known := serr == nil
+		var kind FileKind
+		known := false
+		if w.live {
+			var serr error
+			kind, serr = w.r.stat(link)
+			known = serr == nil
+		}
 		if known && !kind.Device || !known && !devicePathRule([]byte(path), deleted, false) {
 			continue
 		}
