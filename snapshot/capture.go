@@ -216,6 +216,15 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
+	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
+	// command line and no exe, and maps, holds and belongs to nothing worth a
+	// read: it runs as root in the root cgroup. Nothing more is read for it.
+	if flags&pfKthread != 0 {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return res
+	}
+
 	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
 	w.small = cmdline
 	if err != nil {
@@ -231,19 +240,11 @@ func (w *worker) process(pid int) result {
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && flags&pfKthread == 0 && w.gone(pid): // a kernel thread has no exe to lose
+	case noExe && w.gone(pid):
 		res.vanished = true
 		return res
-	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
+	case !noExe: // ENOENT is a zombie's: no exe to have
 		note("exe", err)
-	}
-
-	// A kernel thread (PF_KTHREAD, no command line, no exe) maps, holds and
-	// belongs to nothing worth a read: it runs as root in the root cgroup.
-	if flags&pfKthread != 0 && len(cmdline) == 0 && noExe {
-		p.KernelThread = true
-		p.User = w.users.name(0)
-		return res
 	}
 
 	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
