@@ -155,6 +155,8 @@ type worker struct {
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
 	kinds map[fileID]FileKind
+	// rootNS is the pid namespace procfs was mounted in, once seen.
+	rootNS string
 
 	mapsBuf, statusBuf, small []byte
 	fds                       []int
@@ -260,10 +262,24 @@ func (w *worker) process(pid int) result {
 		p.User = w.users.name(st.UID)
 	}
 
-	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
+	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// process with one entry lives in that namespace, as most do, and the
+	// link need not be read again for it.
+	switch {
+	case w.live && len(p.NSpid) == 1 && w.rootNS != "":
+		p.PIDNamespace = w.rootNS
+	default:
+		ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid"))
+		if err != nil {
+			if note("ns/pid", err) {
+				return res
+			}
+			break
+		}
 		p.PIDNamespace = ns
-	} else if note("ns/pid", err) {
-		return res
+		if w.live && len(p.NSpid) == 1 {
+			w.rootNS = ns
+		}
 	}
 
 	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)
