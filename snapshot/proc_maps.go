@@ -225,11 +225,19 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			continue
 		}
 		perms := line[sp+1 : sp+5]
-		// Most lines end here: not executable (so no suspect anonymous
-		// mapping) and, without stat, no "/dev/" anywhere (the fields before
-		// the path hold no '/').
-		if perms[2] != 'x' && s.Stat == nil && !bytes.Contains(line[sp+5:], devDir) {
-			continue
+		// Without stat, most lines end here. The fields before the path hold
+		// no '/', so a '/' after a space starts a file's path: only one with
+		// "/dev/" in it can be a device. Other lines (anonymous, [heap],
+		// [anon:name]) matter only when executable.
+		if s.Stat == nil {
+			rest := line[sp+5:]
+			if slash := bytes.IndexByte(rest, '/'); slash > 0 && rest[slash-1] == ' ' {
+				if !bytes.Contains(rest[slash:], devDir) {
+					continue
+				}
+			} else if perms[2] != 'x' {
+				continue
+			}
 		}
 		path, devIno, ok := pathField(line[sp+5:])
 		if !ok {
