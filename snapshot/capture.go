@@ -158,8 +158,11 @@ type worker struct {
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
 
-	mapsBuf, statusBuf, small []byte
-	fds                       []int
+	// Buffers kept until the process is done: its raw text is copied out
+	// only if it uses an NVIDIA device.
+	mapsBuf, statusBuf, cmdBuf []byte
+	small                      []byte // stat, cgroup, fdinfo: parsed at once
+	fds                        []int
 }
 
 type fileID struct {
@@ -172,7 +175,7 @@ func newWorker(cfg *scanConfig) *worker {
 		scanConfig: cfg,
 		r:          newReader(cfg.faults),
 		kinds:      map[fileID]FileKind{},
-		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
+		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
 	w.maps.Classes = cfg.classes
 	return w
@@ -227,15 +230,14 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
-	w.small = cmdline
+	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.cmdBuf)
+	w.cmdBuf = cmdline
 	if err != nil {
 		if note("cmdline", err) {
 			return res
 		}
 	}
 	p.Cmdline = parseCmdline(cmdline)
-	rawCmdline := string(cmdline)
 
 	exe, err := w.r.readlink(pidPath(w.root, pid, "exe"))
 	noExe := errors.Is(err, syscall.ENOENT)
@@ -321,7 +323,7 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
-		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: rawCmdline, Cgroup: rawCgroup}
+		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: string(cmdline), Cgroup: rawCgroup}
 	}
 	return res
 }
