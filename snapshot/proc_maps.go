@@ -258,12 +258,9 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 				res.SuspectAnon = append(res.SuspectAnon, mp)
 			}
 		case len(path) > 0 && path[0] == '/':
-			if s.Stat == nil && !underDevDir(path) {
-				continue // the common case: a library or data file
-			}
 			// A library maps as several lines in a row: the same file as the
 			// line before, already found not to be a device.
-			if s.Stat != nil && bytes.Equal(devIno, lastFile) {
+			if bytes.Equal(devIno, lastFile) {
 				continue
 			}
 			m, err := ParseMapsLine(line)
