@@ -155,9 +155,14 @@ type worker struct {
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
 	kinds map[fileID]FileKind
+	// rootNS is the pid namespace procfs was mounted in, once seen.
+	rootNS string
 
-	mapsBuf, statusBuf, small []byte
-	fds                       []int
+	// Buffers kept until the process is done: its raw text is copied out
+	// only if it uses an NVIDIA device.
+	mapsBuf, statusBuf, cmdBuf []byte
+	small                      []byte // stat, cgroup, fdinfo: parsed at once
+	fds                        []int
 }
 
 type fileID struct {
@@ -170,7 +175,7 @@ func newWorker(cfg *scanConfig) *worker {
 		scanConfig: cfg,
 		r:          newReader(cfg.faults),
 		kinds:      map[fileID]FileKind{},
-		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
+		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
 	w.maps.Classes = cfg.classes
 	return w
@@ -216,34 +221,34 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
-	w.small = cmdline
+	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
+	// command line and no exe, and maps, holds and belongs to nothing worth a
+	// read: it runs as root in the root cgroup. Nothing more is read for it.
+	if flags&pfKthread != 0 {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return res
+	}
+
+	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.cmdBuf)
+	w.cmdBuf = cmdline
 	if err != nil {
 		if note("cmdline", err) {
 			return res
 		}
 	}
 	p.Cmdline = parseCmdline(cmdline)
-	rawCmdline := string(cmdline)
 
 	exe, err := w.r.readlink(pidPath(w.root, pid, "exe"))
 	noExe := errors.Is(err, syscall.ENOENT)
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && flags&pfKthread == 0 && w.gone(pid): // a kernel thread has no exe to lose
+	case noExe && w.gone(pid):
 		res.vanished = true
 		return res
-	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
+	case !noExe: // ENOENT is a zombie's: no exe to have
 		note("exe", err)
-	}
-
-	// A kernel thread (PF_KTHREAD, no command line, no exe) maps, holds and
-	// belongs to nothing worth a read: it runs as root in the root cgroup.
-	if flags&pfKthread != 0 && len(cmdline) == 0 && noExe {
-		p.KernelThread = true
-		p.User = w.users.name(0)
-		return res
 	}
 
 	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
@@ -259,10 +264,24 @@ func (w *worker) process(pid int) result {
 		p.User = w.users.name(st.UID)
 	}
 
-	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
+	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// process with one entry lives in that namespace, as most do, and the
+	// link need not be read again for it.
+	switch {
+	case w.live && len(p.NSpid) == 1 && w.rootNS != "":
+		p.PIDNamespace = w.rootNS
+	default:
+		ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid"))
+		if err != nil {
+			if note("ns/pid", err) {
+				return res
+			}
+			break
+		}
 		p.PIDNamespace = ns
-	} else if note("ns/pid", err) {
-		return res
+		if w.live && len(p.NSpid) == 1 {
+			w.rootNS = ns
+		}
 	}
 
 	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)
@@ -304,7 +323,7 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
-		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: rawCmdline, Cgroup: rawCgroup}
+		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: string(cmdline), Cgroup: rawCgroup}
 	}
 	return res
 }

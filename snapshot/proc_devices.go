@@ -105,9 +105,6 @@ func devicePathRule(path []byte, deleted, shared bool) bool {
 	return base != "" && lastElem(dir) == "dev"
 }
 
-// underDevDir is the cheap superset of devicePathRule for the maps filter.
-func underDevDir(path []byte) bool { return bytes.Contains(path, []byte("/dev/")) }
-
 func cutSlash(s string) (before, after string, found bool) {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '/' {

@@ -210,6 +210,7 @@ type MapsResult struct {
 func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 	var res MapsResult
 	var other []Mapping
+	var lastFile []byte // "dev inode" of the last file found not to be a device
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		var line []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -224,13 +225,21 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			continue
 		}
 		perms := line[sp+1 : sp+5]
-		// Most lines end here: not executable (so no suspect anonymous
-		// mapping) and, without stat, no "/dev/" anywhere (the fields before
-		// the path hold no '/').
-		if perms[2] != 'x' && s.Stat == nil && !bytes.Contains(line[sp+5:], devDir) {
-			continue
+		// Without stat, most lines end here. The fields before the path hold
+		// no '/', so a '/' after a space starts a file's path: only one with
+		// "/dev/" in it can be a device. Other lines (anonymous, [heap],
+		// [anon:name]) matter only when executable.
+		if s.Stat == nil {
+			rest := line[sp+5:]
+			if slash := bytes.IndexByte(rest, '/'); slash > 0 && rest[slash-1] == ' ' {
+				if !bytes.Contains(rest[slash:], devDir) {
+					continue
+				}
+			} else if perms[2] != 'x' {
+				continue
+			}
 		}
-		path, ok := pathField(line[sp+5:])
+		path, devIno, ok := pathField(line[sp+5:])
 		if !ok {
 			res.Errors = append(res.Errors, malformed(lineNo, line))
 			continue
@@ -249,8 +258,10 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 				res.SuspectAnon = append(res.SuspectAnon, mp)
 			}
 		case len(path) > 0 && path[0] == '/':
-			if s.Stat == nil && !underDevDir(path) {
-				continue // the common case: a library or data file
+			// A library maps as several lines in a row: the same file as the
+			// line before, already found not to be a device.
+			if bytes.Equal(devIno, lastFile) {
+				continue
 			}
 			m, err := ParseMapsLine(line)
 			if err != nil {
@@ -259,6 +270,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			}
 			mp, ok := s.device(line, &m)
 			if !ok {
+				lastFile = devIno
 				continue
 			}
 			if mp.Class == ClassNVIDIA {
@@ -287,21 +299,27 @@ func malformed(lineNo int, line []byte) string {
 }
 
 // pathField finds the path in what follows the permissions of a maps line
-// (" offset dev inode   path"), with byte searches only. The path is empty
-// for an anonymous mapping; ok is false when a field is missing.
-func pathField(rest []byte) (path []byte, ok bool) {
-	for range 3 {
+// (" offset dev inode   path"), with byte searches only, and the "dev
+// inode" text before it, which names the mapped file. The path is empty for
+// an anonymous mapping; ok is false when a field is missing.
+func pathField(rest []byte) (path, devIno []byte, ok bool) {
+	var devStart int
+	all := rest
+	for f := range 3 {
 		if len(rest) < 2 || rest[0] != ' ' {
-			return nil, false
+			return nil, nil, false
+		}
+		if f == 1 {
+			devStart = len(all) - len(rest) + 1
 		}
 		i := bytes.IndexByte(rest[1:], ' ')
 		if i < 0 {
 			// The line ends with the inode: an anonymous mapping without padding.
-			return nil, true
+			return nil, all[devStart:], true
 		}
 		rest = rest[1+i:]
 	}
-	return trimLeftSpaces(rest), true
+	return trimLeftSpaces(rest), all[devStart : len(all)-len(rest)], true
 }
 
 // device decides whether a parsed file-backed line maps a device, and builds

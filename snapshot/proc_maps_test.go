@@ -182,9 +182,10 @@ func TestScanMapsSuspectAnon(t *testing.T) {
 		"7f0010000000-7f0020000000 rw-p 00000000 00:00 0 \n" + // not executable
 		"7f0020000000-7f0030000000 r-xp 00000000 00:00 0                          [anon:cuda]\n" +
 		"7f0030000000-7f0040000000 r-xp 00000000 00:00 0                          [heap]\n" +
-		"7f0040000000-7f0050000000 r-xp 00000000 fd:01 9 /usr/lib/big.so\n"
+		"7f0040000000-7f0050000000 r-xp 00000000 fd:01 9 /usr/lib/big.so\n" +
+		"7f0050000000-7f0060000000 rwxp 00000000 00:00 0                          [anon:jit/dev/x]\n"
 	res := sc.ScanMaps([]byte(maps))
-	if len(res.SuspectAnon) != 2 || res.SuspectAnon[0].Size != 64<<20 || res.SuspectAnon[1].Path != "[anon:cuda]" {
+	if len(res.SuspectAnon) != 3 || res.SuspectAnon[0].Size != 64<<20 || res.SuspectAnon[1].Path != "[anon:cuda]" || res.SuspectAnon[2].Path != "[anon:jit/dev/x]" || len(res.Mappings) != 0 {
 		t.Errorf("suspect anon %+v", res.SuspectAnon)
 	}
 }
