@@ -119,6 +119,11 @@ func TestGhostSurvivesItsTenant(t *testing.T) {
 		}
 		checkDeviceOfMapping(t, sc.Ghost.PID, loop.Node, loop)
 		checkFDs(t, sc.Ghost.PID, loop.Node)
+		// Kill is what a test calls to end the ghost early; Cleanup calls it again, harmlessly.
+		sc.Ghost.Kill(t)
+		if sc.Ghost.Alive() {
+			t.Errorf("ghost %d survived Kill", sc.Ghost.PID)
+		}
 	})
 	if sc == nil {
 		return // skipped
