@@ -330,7 +330,9 @@ func TestOpenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketInfo).Put(keySchema, []byte(fmt.Sprint(SchemaVersion+1))) }); err != nil {
+	if err := s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketInfo).Put(keySchema, []byte(fmt.Sprint(SchemaVersion+1)))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.Close()
