@@ -105,8 +105,9 @@ func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
 
 // Store is an open store file.
 type Store struct {
-	db   *bolt.DB
-	path string
+	db    *bolt.DB
+	path  string
+	fresh bool // an empty bbolt file, not laid out yet
 }
 
 // Path is the file the store lives in.
@@ -128,19 +129,51 @@ func Open(path string, opts Options) (s *Store, err error) {
 		}
 	}
 	if opts.ReadOnly {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
 			return nil, fmt.Errorf("%w at %s (gpusnap snapshot or gpusnap baseline creates it)", ErrNoStore, path)
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		s, err := open(path, true, opts.LockTimeout)
+		if err == nil && s.fresh {
+			_ = s.Close()
+			return nil, fmt.Errorf("%w at %s (the file holds no gpusnap data yet)", ErrNoStore, path)
+		}
+		return s, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create the store's directory: %w", err)
 	}
+	// A read-write bbolt open loads the freelist and can fault or panic on a
+	// damaged file with its lock and mmap held beyond reach. Check an existing
+	// file read-only first: damage found there is reported without a trace.
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		start := time.Now()
+		pre, err := open(path, true, opts.LockTimeout)
+		if err != nil {
+			return nil, err
+		}
+		if err := pre.Close(); err != nil {
+			return nil, err
+		}
+		opts.LockTimeout = max(opts.LockTimeout-time.Since(start), time.Millisecond)
+	}
+	s, err = open(path, false, opts.LockTimeout)
+	if err == nil && s.fresh {
+		if err = s.layout(); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, err
+}
 
+// open opens the bbolt file and checks it is a sound gpusnap store.
+func open(path string, readOnly bool, timeout time.Duration) (s *Store, err error) {
 	// bbolt panics on corrupt pages, also inside Open, with the file open and
-	// locked: keep the file so a panic can still release it.
+	// locked: keep the file so a panic can still close it.
 	var file *os.File
 	bopts := &bolt.Options{
-		Timeout:  opts.LockTimeout,
-		ReadOnly: opts.ReadOnly,
+		Timeout:  timeout,
+		ReadOnly: readOnly,
 		OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, mode)
 			file = f
@@ -150,7 +183,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if file != nil {
-				_ = file.Close() // closing the descriptor drops its flock
+				_ = file.Close()
 			}
 			s, err = nil, &DamagedError{Path: path, Cause: fmt.Sprint(r)}
 		}
@@ -160,31 +193,34 @@ func Open(path string, opts Options) (s *Store, err error) {
 	db, err := bolt.Open(path, 0o600, bopts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("store %s is locked by another gpusnap (waited %s; see --lock-timeout): %w", path, opts.LockTimeout, ErrLocked)
+		return nil, fmt.Errorf("store %s is locked by another gpusnap (waited %s; see --lock-timeout): %w", path, timeout, ErrLocked)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, &DamagedError{Path: path, Cause: err.Error()}
 	case err != nil:
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s = &Store{db: db, path: path}
-	if err := s.init(opts.ReadOnly); err != nil {
+	if err := s.check(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// init checks the file's size and schema, and lays out a new file.
-func (s *Store) init(readOnly bool) error {
+// check checks the file's size, freelist and schema; an empty bbolt file is
+// marked fresh.
+func (s *Store) check() error {
 	fileInfo, err := os.Stat(s.path)
 	if err != nil {
 		return err
 	}
-	var fresh bool
-	err = s.view(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		// A truncated file would fault when bbolt touches a page past its end.
 		if fileInfo.Size() < tx.Size() {
 			return &DamagedError{Path: s.path, Cause: fmt.Sprintf("truncated: %d bytes, its pages need %d", fileInfo.Size(), tx.Size())}
+		}
+		if err := s.checkFreelist(tx); err != nil {
+			return err
 		}
 		info := tx.Bucket(bucketInfo)
 		if info == nil {
@@ -193,17 +229,15 @@ func (s *Store) init(readOnly bool) error {
 			if !empty {
 				return fmt.Errorf("%s is a bbolt file but not a gpusnap store", s.path)
 			}
-			fresh = true
+			s.fresh = true
 			return nil
 		}
 		return checkSchema(s.path, info.Get(keySchema))
 	})
-	if err != nil || !fresh {
-		return err
-	}
-	if readOnly {
-		return fmt.Errorf("%w at %s (the file is empty)", ErrNoStore, s.path)
-	}
+}
+
+// layout creates the buckets and schema of a new store.
+func (s *Store) layout() error {
 	return s.update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
