@@ -131,7 +131,7 @@ const maxCandidates = 5
 
 func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	if idOrPrefix == "" {
-		return "", fmt.Errorf("%w: empty snapshot id", ErrNotFound)
+		return "", fmt.Errorf("%w: the id is empty", ErrNotFound)
 	}
 	b, err := s.buckets(tx, bucketMeta)
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	}
 	switch {
 	case len(matches) == 0:
-		return "", fmt.Errorf("%w: no snapshot %q in store %s (see gpusnap list)", ErrNotFound, idOrPrefix, s.path)
+		return "", fmt.Errorf("%w %q in store %s (see gpusnap list)", ErrNotFound, idOrPrefix, s.path)
 	case len(matches) > 1 && matches[0] != idOrPrefix:
 		return "", fmt.Errorf("%w: %q matches %s", ErrAmbiguous, idOrPrefix, strings.Join(matches, ", "))
 	}

@@ -85,10 +85,10 @@ var (
 	ErrNotFound   = errors.New("no such snapshot")
 	ErrAmbiguous  = errors.New("ambiguous snapshot id")
 	ErrExists     = errors.New("snapshot id already stored")
-	ErrLocked     = errors.New("store is locked by another gpusnap")
+	ErrLocked     = errors.New("is locked by another gpusnap")
 	ErrNoStore    = errors.New("no store")
 	ErrDamaged    = errors.New("store is damaged")
-	ErrNewer      = errors.New("store has a newer schema")
+	ErrNewer      = errors.New("was written by a newer gpusnap")
 	ErrUnsafePath = errors.New("unsafe store path")
 )
 
@@ -193,7 +193,7 @@ func open(path string, readOnly bool, timeout time.Duration) (s *Store, err erro
 	db, err := bolt.Open(path, 0o600, bopts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("store %s is locked by another gpusnap (waited %s; see --lock-timeout): %w", path, timeout, ErrLocked)
+		return nil, fmt.Errorf("store %s %w (waited %s; see --lock-timeout)", path, ErrLocked, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, &DamagedError{Path: path, Cause: err.Error()}
 	case err != nil:
@@ -254,7 +254,7 @@ func checkSchema(path string, v []byte) error {
 		return &DamagedError{Path: path, Cause: fmt.Sprintf("schema version %q is not a number", v)}
 	}
 	if n > SchemaVersion {
-		return fmt.Errorf("store %s has schema %d, newer than this gpusnap's %d: use a newer gpusnap: %w", path, n, SchemaVersion, ErrNewer)
+		return fmt.Errorf("store %s %w (schema %d; this one reads up to %d): use a newer gpusnap", path, ErrNewer, n, SchemaVersion)
 	}
 	return nil
 }
