@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -77,7 +80,7 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 			if err != nil {
 				return err
 			}
-			rec := compress(append(make([]byte, 0, sha256.Size+len(p.json)/2), p.sum[:]...), p.json)
+			rec := append(append(make([]byte, 0, sha256.Size+len(p.json)), p.sum[:]...), p.json...)
 			if err := procsB.Put(seqKey(seq), rec); err != nil {
 				return err
 			}
@@ -178,30 +181,44 @@ func (s *Store) load(tx *bolt.Tx, id string) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, s.damaged("snapshot %s: %v", id, err)
 	}
+	raw := make([][]byte, len(seqs))
+	for i, seq := range seqs {
+		v := b[2].Get(seqKey(seq))
+		if len(v) < sha256.Size {
+			return nil, s.damaged("snapshot %s: process record %d is missing", id, seq)
+		}
+		raw[i] = v[sha256.Size:]
+	}
 	if !isNil {
 		snap.Processes = make([]snapshot.Process, len(seqs))
 	}
-	for i, seq := range seqs {
-		if err := s.loadProcess(b[2], seq, &snap.Processes[i]); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", id, err)
-		}
+	if err := s.decodeProcesses(raw, snap.Processes); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	return snap, nil
 }
 
-func (s *Store) loadProcess(procs *bolt.Bucket, seq uint64, p *snapshot.Process) error {
-	v := procs.Get(seqKey(seq))
-	if len(v) < sha256.Size {
-		return s.damaged("process record %d is missing", seq)
+// decodeProcesses unmarshals the process records on every CPU: decoding
+// JSON is nearly all of what loading a snapshot costs. The records are
+// bbolt's mmap, valid while the transaction that read them is open.
+func (s *Store) decodeProcesses(raw [][]byte, out []snapshot.Process) error {
+	workers := min(runtime.GOMAXPROCS(0), len(raw))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			defer s.recoverDamage(&errs[w])
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			for i := w; i < len(raw); i += workers {
+				if err := json.Unmarshal(raw[i], &out[i]); err != nil {
+					errs[w] = s.damaged("process record: %v", err)
+					return
+				}
+			}
+		})
 	}
-	pb, err := decompress(v[sha256.Size:])
-	if err != nil {
-		return s.damaged("process record %d: %v", seq, err)
-	}
-	if err := json.Unmarshal(pb, p); err != nil {
-		return s.damaged("process record %d: %v", seq, err)
-	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // LatestBaseline loads the newest baseline of tenant, or ErrNoBaseline.
