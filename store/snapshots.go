@@ -159,43 +159,111 @@ func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	return matches[0], nil
 }
 
-// load reads snapshot id: its header, then each process record it references.
-func (s *Store) load(tx *bolt.Tx, id string) (*snapshot.Snapshot, error) {
+// record is a stored snapshot as its bytes: the header's JSON and the JSON
+// of each process, in order. procs is nil for a snapshot whose process list
+// was nil. The process JSON is bbolt's mmap: valid inside the transaction.
+type record struct {
+	header []byte
+	procs  [][]byte
+}
+
+func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
+	var r record
 	b, err := s.buckets(tx, bucketSnapshots, bucketRefs, bucketProcs)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	hv, rv := b[0].Get([]byte(id)), b[1].Get([]byte(id))
 	if hv == nil || rv == nil {
-		return nil, s.damaged("snapshot %s is listed but its records are missing", id)
+		return r, s.damaged("snapshot %s is listed but its records are missing", id)
 	}
-	hb, err := decompress(hv)
-	if err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
-	}
-	snap := new(snapshot.Snapshot)
-	if err := json.Unmarshal(hb, snap); err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
+	if r.header, err = decompress(hv); err != nil {
+		return r, s.damaged("snapshot %s: %v", id, err)
 	}
 	seqs, isNil, err := decodeRefs(rv)
 	if err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
+		return r, s.damaged("snapshot %s: %v", id, err)
 	}
-	raw := make([][]byte, len(seqs))
+	if isNil {
+		return r, nil
+	}
+	r.procs = make([][]byte, len(seqs))
 	for i, seq := range seqs {
 		v := b[2].Get(seqKey(seq))
 		if len(v) < sha256.Size {
-			return nil, s.damaged("snapshot %s: process record %d is missing", id, seq)
+			return r, s.damaged("snapshot %s: process record %d is missing", id, seq)
 		}
-		raw[i] = v[sha256.Size:]
+		r.procs[i] = v[sha256.Size:]
 	}
-	if !isNil {
-		snap.Processes = make([]snapshot.Process, len(seqs))
+	return r, nil
+}
+
+// load reads snapshot id: its header, then each process record it references.
+func (s *Store) load(tx *bolt.Tx, id string) (*snapshot.Snapshot, error) {
+	r, err := s.record(tx, id)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.decodeProcesses(raw, snap.Processes); err != nil {
+	snap := new(snapshot.Snapshot)
+	if err := json.Unmarshal(r.header, snap); err != nil {
+		return nil, s.damaged("snapshot %s: %v", id, err)
+	}
+	if r.procs != nil {
+		snap.Processes = make([]snapshot.Process, len(r.procs))
+	}
+	if err := s.decodeProcesses(r.procs, snap.Processes); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	return snap, nil
+}
+
+// nullProcesses is how the header, stored without its processes, ends its
+// processes field. No other raw `"processes":null` can precede it: quotes
+// inside JSON strings are escaped, and no map comes before it in Snapshot.
+var nullProcesses = []byte(`"processes":null`)
+
+// GetJSON returns a snapshot's JSON, byte for byte what json.Marshal made of
+// the Snapshot given to Put. Marshalling what Get returns can differ: invalid
+// UTF-8 is written as \ufffd and read back as U+FFFD, which marshals as
+// itself. show --json prints this, indented, so it prints exactly what
+// snapshot --json printed, and faster, with nothing decoded.
+func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
+	var out []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		id, err := s.resolve(tx, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		r, err := s.record(tx, id)
+		if err != nil {
+			return err
+		}
+		if r.procs == nil {
+			out = r.header
+			return nil
+		}
+		at := bytes.Index(r.header, nullProcesses)
+		if at < 0 {
+			return s.damaged("snapshot %s: header has no processes field", id)
+		}
+		size := len(r.header) + len(r.procs)
+		for _, p := range r.procs {
+			size += len(p)
+		}
+		out = make([]byte, 0, size)
+		out = append(out, r.header[:at]...)
+		out = append(out, `"processes":[`...)
+		for i, p := range r.procs {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, p...)
+		}
+		out = append(out, ']')
+		out = append(out, r.header[at+len(nullProcesses):]...)
+		return nil
+	})
+	return out, err
 }
 
 // decodeProcesses unmarshals the process records on every CPU: decoding

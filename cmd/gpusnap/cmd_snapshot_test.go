@@ -18,7 +18,8 @@ func gpusnapIn(t *testing.T, args ...string) (int, string, string) {
 }
 
 // tinyProcRoot is a proc root of two processes, so captures are quick and
-// the same from run to run.
+// the same from run to run. One has invalid UTF-8 and an escape sequence in
+// its name: show --json must still print exactly what snapshot --json did.
 func tinyProcRoot(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -31,10 +32,10 @@ func tinyProcRoot(t *testing.T) string {
 		"42/comm":         "sleep\n",
 		"42/maps":         "00400000-00401000 r-xp 00000000 08:01 12 /usr/bin/sleep\n",
 		"42/cgroup":       "0::/user.slice\n",
-		"43/stat":         "43 (python3) S 1 43 43 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 6000 1000 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		"43/stat":         "43 (python3\xff\x1b[2J) S 1 43 43 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 6000 1000 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		"43/status":       "Name:\tpython3\nPid:\t43\nPPid:\t1\nUid:\t0\t0\t0\t0\nNSpid:\t43\n",
 		"43/cmdline":      "python3\x00train.py\x00",
-		"43/comm":         "python3\n",
+		"43/comm":         "python3\xff\x1b[2J\n",
 		"43/maps":         "7f0000000000-7f0000200000 rw-s 00000000 00:06 7 /dev/nvidia0\n",
 		"43/cgroup":       "0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n",
 		"43/fdinfo/3":     "pos:\t0\nflags:\t0100002\n",
