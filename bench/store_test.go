@@ -19,8 +19,9 @@ import (
 //   - max-grow-%: the most one further snapshot of the unchanged host adds, in
 //     percent of first-KB (target <= 5)
 //   - file-MB: the file after 1,000 snapshots (target < 50)
-//   - list-ms, get-max-ms: List of all 1,000, and the slowest Get of any one
-//     (targets 50 and 20 ms; bench/store.sh times the commands too)
+//   - list-ms, get-max-ms, getjson-max-ms: List of all 1,000, and the slowest
+//     Get (show) and GetJSON (show --json) of any one (targets 50 and 20 ms;
+//     bench/store.sh times the commands too)
 //   - store-over-capture: the time to open the store, put a snapshot and close
 //     it, over the capture's time, alternated in one run (target <= 0.10)
 //
@@ -127,14 +128,18 @@ func benchStore(b *testing.B) {
 		}
 		lists = append(lists, time.Since(start))
 	}
-	var getMax, getSum time.Duration
+	var getMax, getSum, jsonMax, jsonSum time.Duration
 	for _, m := range metas {
 		start := time.Now()
 		if _, err := st.Get(m.ID); err != nil {
 			b.Fatal(err)
 		}
-		d := time.Since(start)
-		getMax, getSum = max(getMax, d), getSum+d
+		mid := time.Now()
+		if _, err := st.GetJSON(m.ID); err != nil {
+			b.Fatal(err)
+		}
+		d, j := mid.Sub(start), time.Since(mid)
+		getMax, getSum, jsonMax, jsonSum = max(getMax, d), getSum+d, max(jsonMax, j), jsonSum+j
 	}
 	slices.Sort(lists)
 
@@ -147,6 +152,8 @@ func benchStore(b *testing.B) {
 	b.ReportMetric(ms(lists[len(lists)/2]), "list-ms")
 	b.ReportMetric(ms(getMax), "get-max-ms")
 	b.ReportMetric(ms(getSum)/float64(len(metas)), "get-mean-ms")
+	b.ReportMetric(ms(jsonMax), "getjson-max-ms")
+	b.ReportMetric(ms(jsonSum)/float64(len(metas)), "getjson-mean-ms")
 	b.ReportMetric(ms(capT)/real, "capture-ms")
 	b.ReportMetric(ms(storeT)/real, "store-ms")
 	b.ReportMetric(float64(storeT)/float64(capT), "store-over-capture")

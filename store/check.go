@@ -73,7 +73,7 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *Report, add func(string, ...any)) {
 			add("snapshot %s is listed but its records are missing", id)
 			return nil
 		}
-		if _, err := s.load(tx, id); err != nil {
+		if _, err := s.load(tx, id, nil); err != nil {
 			add("%v", err)
 		}
 		return nil

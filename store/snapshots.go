@@ -107,13 +107,20 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 
 // Get loads a snapshot by its full id or any unique prefix.
 func (s *Store) Get(idOrPrefix string) (*snapshot.Snapshot, error) {
+	return s.GetSelected(idOrPrefix, nil)
+}
+
+// GetSelected loads a snapshot with only the processes whose stored JSON keep
+// accepts (all when keep is nil). Decoding JSON is nearly all a load costs:
+// a summary that shows a few processes of a thousand skips the rest.
+func (s *Store) GetSelected(idOrPrefix string, keep func(processJSON []byte) bool) (*snapshot.Snapshot, error) {
 	var snap *snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
 		id, err := s.resolve(tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
-		snap, err = s.load(tx, id)
+		snap, err = s.load(tx, id, keep)
 		return err
 	})
 	return snap, err
@@ -198,11 +205,21 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 	return r, nil
 }
 
-// load reads snapshot id: its header, then each process record it references.
-func (s *Store) load(tx *bolt.Tx, id string) (*snapshot.Snapshot, error) {
+// load reads snapshot id: its header, then each process record it
+// references that keep accepts.
+func (s *Store) load(tx *bolt.Tx, id string, keep func([]byte) bool) (*snapshot.Snapshot, error) {
 	r, err := s.record(tx, id)
 	if err != nil {
 		return nil, err
+	}
+	if keep != nil && r.procs != nil {
+		kept := make([][]byte, 0, len(r.procs))
+		for _, p := range r.procs {
+			if keep(p) {
+				kept = append(kept, p)
+			}
+		}
+		r.procs = kept
 	}
 	snap := new(snapshot.Snapshot)
 	if err := json.Unmarshal(r.header, snap); err != nil {
@@ -301,7 +318,7 @@ func (s *Store) LatestBaseline(tenant string) (*snapshot.Snapshot, error) {
 		if !ok {
 			return fmt.Errorf("%w for tenant %q in store %s (run gpusnap baseline --tenant first)", ErrNoBaseline, tenant, s.path)
 		}
-		snap, err = s.load(tx, id)
+		snap, err = s.load(tx, id, nil)
 		return err
 	})
 	return snap, err

@@ -86,7 +86,8 @@ func TestSnapshotStoresAndShowPrintsItIdentically(t *testing.T) {
 		t.Errorf("show --json differs from what snapshot --json printed:\n%s\n---\n%s", out, shown)
 	}
 	code, summary, _ := gpusnapIn(t, append(append([]string{"show"}, g...), id)...)
-	if code != 0 || !strings.Contains(summary, id) || !strings.Contains(summary, "job-1") {
+	if code != 0 || !strings.Contains(summary, id) || !strings.Contains(summary, "job-1") ||
+		!strings.Contains(summary, "1 processes use an NVIDIA device") || !strings.Contains(summary, `\x1b[2J`) {
 		t.Errorf("show summary: %d\n%s", code, summary)
 	}
 
