@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // /proc/PID/fd/N is a link to what fd N has open: a path for files and device
@@ -20,20 +21,43 @@ import (
 // are per-fd errors worth recording.
 func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	dir := pidPath(w.root, pid, "fd")
-	w.fds, err = w.r.readDirInts(dir, w.fds[:0])
+	dirfd, err := w.r.openDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer syscall.Close(dirfd)
+	w.fds, err = w.r.listInts(dirfd, w.fds[:0])
 	if err != nil {
 		return nil, nil, err
 	}
 	slices.Sort(w.fds)
 	var other []Holder
 	for _, fd := range w.fds {
-		link := dir + "/" + strconv.Itoa(fd)
-		target, err := w.r.readlink(link)
+		name := strconv.Itoa(fd)
+		link := dir + "/" + name
+		// On the live procfs, stat first: it is cheaper than readlink (no
+		// path to render) and most fds (sockets, pipes, files) end there.
+		var kind FileKind
+		known := false
+		if w.live {
+			var err error
+			kind, err = w.r.statAt(dirfd, name, link)
+			switch {
+			case refusedErr(err):
+				// The kernel refuses every fd of a process alike (ptrace access).
+				return append(hs, other...), errs, err
+			case vanishedErr(err): // an fd closed since the listing is no news
+				continue
+			case err == nil && !kind.Device:
+				continue
+			}
+			known = err == nil
+		}
+		target, err := w.r.readlinkAt(dirfd, name, link)
 		switch {
 		case refusedErr(err):
-			// The kernel refuses every fd of a process alike (ptrace access).
 			return append(hs, other...), errs, err
-		case vanishedErr(err): // an fd closed since the listing is no news
+		case vanishedErr(err):
 			continue
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
@@ -43,14 +67,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			continue // socket, pipe, anon_inode
 		}
 		path, deleted := cutDeletedString(target)
-		var kind FileKind
-		known := false
-		if w.live {
-			var serr error
-			kind, serr = w.r.stat(link)
-			known = serr == nil
-		}
-		if known && !kind.Device || !known && !devicePathRule([]byte(path), deleted, false) {
+		if !known && !devicePathRule([]byte(path), deleted, false) {
 			continue
 		}
 		h := Holder{FD: fd, Target: path, Deleted: deleted}
@@ -64,7 +81,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readFile(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
+		info, ierr := w.r.readWhole(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // reader does the raw system calls of one capture worker, with buffers reused
@@ -30,8 +32,22 @@ func (r *reader) fault(path string) error {
 	return r.faults(path)
 }
 
-// readFile reads the whole of path into buf[:0], growing it as needed.
+// readFile reads the whole of path into buf[:0], growing it as needed,
+// until a read returns nothing: maps and other multi-record seq files come a
+// page at a time, so a short read is not their end.
 func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
+	return r.read(path, buf, false)
+}
+
+// readWhole reads a file the kernel renders whole on the first read (the
+// single_open seq files stat, status, cgroup and fdinfo, and cmdline, which
+// copies as much as asked): a read shorter than the buffer is its end, which
+// saves the empty read that would confirm it, one syscall per file.
+func (r *reader) readWhole(path string, buf []byte) ([]byte, error) {
+	return r.read(path, buf, true)
+}
+
+func (r *reader) read(path string, buf []byte, shortIsEnd bool) ([]byte, error) {
 	buf = buf[:0]
 	if err := r.fault(path); err != nil {
 		return buf, err
@@ -56,16 +72,25 @@ func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+		if shortIsEnd && len(buf) < cap(buf) {
+			return buf, nil
+		}
 	}
 }
 
 // readlink returns the target of the link at path.
 func (r *reader) readlink(path string) (string, error) {
-	if err := r.fault(path); err != nil {
+	return r.readlinkAt(unix.AT_FDCWD, path, path)
+}
+
+// readlinkAt reads the link name in the directory open as dirfd; full is
+// its whole path, for errors and faults.
+func (r *reader) readlinkAt(dirfd int, name, full string) (string, error) {
+	if err := r.fault(full); err != nil {
 		return "", err
 	}
 	for {
-		n, err := syscall.Readlink(path, r.lnkBuf)
+		n, err := unix.Readlinkat(dirfd, name, r.lnkBuf)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -81,12 +106,18 @@ func (r *reader) readlink(path string) (string, error) {
 
 // stat stats path (following links, as stat of map_files and fd do).
 func (r *reader) stat(path string) (FileKind, error) {
-	if err := r.fault(path); err != nil {
+	return r.statAt(unix.AT_FDCWD, path, path)
+}
+
+// statAt stats name in the directory open as dirfd, following links; full
+// is its whole path, for faults.
+func (r *reader) statAt(dirfd int, name, full string) (FileKind, error) {
+	if err := r.fault(full); err != nil {
 		return FileKind{}, err
 	}
-	var st syscall.Stat_t
+	var st unix.Stat_t
 	for {
-		err := syscall.Stat(path, &st)
+		err := unix.Fstatat(dirfd, name, &st, 0)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -110,14 +141,25 @@ func (r *reader) stat(path string) (FileKind, error) {
 // readDirInts lists the numeric names of directory path (PIDs, fd numbers),
 // in directory order, appended to out.
 func (r *reader) readDirInts(path string, out []int) ([]int, error) {
-	if err := r.fault(path); err != nil {
-		return out, err
-	}
-	fd, err := openRetry(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+	fd, err := r.openDir(path)
 	if err != nil {
 		return out, err
 	}
 	defer syscall.Close(fd)
+	return r.listInts(fd, out)
+}
+
+// openDir opens a directory to list it and to stat and readlink its entries
+// relative to it, which spares the kernel the walk of its path per entry.
+func (r *reader) openDir(path string) (int, error) {
+	if err := r.fault(path); err != nil {
+		return -1, err
+	}
+	return openRetry(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+}
+
+// listInts appends the numeric names of the open directory fd to out.
+func (r *reader) listInts(fd int, out []int) ([]int, error) {
 	for {
 		n, err := syscall.ReadDirent(fd, r.dirBuf)
 		if err == syscall.EINTR {
