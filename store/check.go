@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -45,11 +46,10 @@ func (s *Store) Check() (Report, error) {
 		s.checkRecords(tx, &r, add)
 		return nil
 	})
-	if err != nil {
-		if d, ok := err.(*DamagedError); ok {
-			add("%s", d.Cause)
-			return r, nil
-		}
+	var d *DamagedError
+	if errors.As(err, &d) {
+		add("%s", d.Cause)
+		return r, nil
 	}
 	return r, err
 }
@@ -74,7 +74,12 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *Report, add func(string, ...any)) {
 			return nil
 		}
 		if _, err := s.load(tx, id, nil); err != nil {
-			add("%v", err)
+			var d *DamagedError
+			if errors.As(err, &d) {
+				add("%s", d.Cause) // names the snapshot already
+			} else {
+				add("snapshot %s: %v", id, err)
+			}
 		}
 		return nil
 	})

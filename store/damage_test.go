@@ -171,6 +171,10 @@ func TestCheckFindsBrokenRecords(t *testing.T) {
 		if err := tx.Bucket(bucketProcs).Delete(seqKey(3)); err != nil {
 			return err
 		}
+		broken := append(bytes.Clone(tx.Bucket(bucketProcs).Get(seqKey(2))[:32]), "{not json"...)
+		if err := tx.Bucket(bucketProcs).Put(seqKey(2), broken); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketBaselines).Put(baselineKey("job-2", "20990101-000000.000000-000000"), nil)
 	})
 	if err != nil {
@@ -186,7 +190,15 @@ func TestCheckFindsBrokenRecords(t *testing.T) {
 			t.Errorf("check misses %q: %v", w, r.Problems)
 		}
 	}
-	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) {
-		t.Errorf("Get of a snapshot with a missing record: %v", err)
+	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.HasPrefix(err.Error(), "store "+s.Path()+" is damaged: snapshot "+snap.ID) {
+		t.Errorf("Get of a snapshot with broken records: %v", err)
+	}
+	if err := s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketProcs).Put(seqKey(3), tx.Bucket(bucketProcs).Get(seqKey(4)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "is damaged: snapshot "+snap.ID+": process record: ") {
+		t.Errorf("Get of a snapshot with an undecodable record: %v", err)
 	}
 }

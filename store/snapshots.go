@@ -234,7 +234,11 @@ func (s *Store) load(tx *bolt.Tx, id string, keep func([]byte) bool) (*snapshot.
 		snap.Processes = make([]snapshot.Process, len(r.procs))
 	}
 	if err := s.decodeProcesses(r.procs, snap.Processes); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+		var d *DamagedError
+		if errors.As(err, &d) { // keep the one-line "store FILE is damaged: ..." form
+			return nil, s.damaged("snapshot %s: %s", id, d.Cause)
+		}
+		return nil, err
 	}
 	return snap, nil
 }
