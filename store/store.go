@@ -123,6 +123,11 @@ func Open(path string, opts Options) (s *Store, err error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
+	defer func(timeout time.Duration) {
+		if errors.Is(err, ErrLocked) {
+			err = fmt.Errorf("store %s %w (waited %s; see --lock-timeout)", path, ErrLocked, timeout)
+		}
+	}(opts.LockTimeout)
 	if os.Geteuid() == 0 {
 		if err := checkPath(path, 0); err != nil {
 			return nil, err
@@ -132,7 +137,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 		if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
 			return nil, fmt.Errorf("%w at %s (gpusnap snapshot or gpusnap baseline creates it)", ErrNoStore, path)
 		}
-		s, err := open(path, true, opts.LockTimeout)
+		s, err = open(path, true, opts.LockTimeout)
 		if err == nil && s.fresh {
 			_ = s.Close()
 			return nil, fmt.Errorf("%w at %s (the file holds no gpusnap data yet)", ErrNoStore, path)
@@ -195,7 +200,7 @@ func open(path string, readOnly bool, timeout time.Duration) (s *Store, err erro
 	db, err := bolt.Open(path, 0o600, bopts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("store %s %w (waited %s; see --lock-timeout)", path, ErrLocked, timeout)
+		return nil, ErrLocked
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, &DamagedError{Path: path, Cause: err.Error()}
 	case err != nil:
