@@ -30,12 +30,12 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 	if strings.ContainsRune(snap.Tenant, 0) {
 		return errors.New("store: tenant contains a NUL byte")
 	}
-	// Encode outside the write transaction, so the lock is held for the commit only.
+	// Encode outside the write transaction, so the lock is held for the
+	// commit only, and on every CPU: encoding is most of a Put's cost.
 	type encoded struct {
 		sum  [sha256.Size]byte
 		json []byte
 	}
-	// Encoding is most of a Put's cost: use every CPU.
 	procs := make([]encoded, len(snap.Processes))
 	err := s.parallel(len(procs), func(i int) error {
 		b, err := json.Marshal(&snap.Processes[i])
@@ -54,6 +54,7 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
 	}
+	hb = compress(nil, hb)
 	mb, err := json.Marshal(metaOf(snap))
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
@@ -97,7 +98,7 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 		if err := refs.Put(id, encodeRefs(seqs, snap.Processes == nil)); err != nil {
 			return err
 		}
-		if err := snaps.Put(id, compress(nil, hb)); err != nil {
+		if err := snaps.Put(id, hb); err != nil {
 			return err
 		}
 		if err := meta.Put(id, mb); err != nil {
