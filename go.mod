@@ -2,7 +2,10 @@ module github.com/gpusnap/gpusnap
 
 go 1.26.0
 
-require github.com/urfave/cli/v2 v2.27.7
+require (
+	github.com/sergi/go-diff v1.4.0
+	github.com/urfave/cli/v2 v2.27.7
+)
 
 require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
