@@ -64,7 +64,7 @@ func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 		{"exe=/usr/?", proc(1, 1, "a", "/usr/ab"), false},
 		{"exe=/usr/l?b/*", proc(1, 1, "a", "/usr/lib/x"), true},
 		{"exe=/usr/lib/x.so", proc(1, 1, "a", "/usr/lib/xXso"), false}, // . is literal
-		{"comm=a exe=/b", proc(1, 1, "a", "/a"), false},                 // every field must match
+		{"comm=a exe=/b", proc(1, 1, "a", "/a"), false},                // every field must match
 		{"slurm_job=42", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.SlurmJobID = "42" }), true},
 	} {
 		a, err := ParseAllow(strings.NewReader(tc.entry), "t")
