@@ -17,6 +17,7 @@ func snapshotCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` this snapshot belongs to"},
 			&cli.StringFlag{Name: "label", Value: snapshot.LabelSnapshot, Usage: "a `LABEL` for the snapshot"},
+			&cli.StringFlag{Name: "export-nvml-fixture", Usage: "also write NVML's state to the new `FILE` as an NVML fixture (see docs/nvml.md)"},
 		},
 		Action: runSnapshot,
 	}
@@ -30,6 +31,11 @@ func runSnapshot(c *cli.Context) error {
 	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
 	if err != nil {
 		return err
+	}
+	if path := c.String("export-nvml-fixture"); path != "" {
+		if err := snapshot.ExportNVMLFixture(path, snap.NVML); err != nil {
+			return err
+		}
 	}
 	return printSnapshot(g, snap)
 }
