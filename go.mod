@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/procfs v0.23.0
 	github.com/sergi/go-diff v1.4.0
 	github.com/urfave/cli/v2 v2.27.7
+	go.etcd.io/bbolt v1.5.0
 )
 
 require (
