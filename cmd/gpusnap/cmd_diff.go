@@ -49,11 +49,6 @@ type diffOptions struct {
 func parseDiffOptions(c *cli.Context) (diffOptions, error) {
 	var o diffOptions
 	o.tenant = c.String("tenant")
-	for _, a := range c.Args().Slice() {
-		if strings.HasPrefix(a, "-") {
-			return o, usageError(fmt.Errorf("flag %s after the snapshot ids: put flags before FROM and TO", a))
-		}
-	}
 	switch n := c.NArg(); {
 	case o.tenant != "" && n > 0:
 		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
