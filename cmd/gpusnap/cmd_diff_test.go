@@ -62,6 +62,11 @@ func TestDiffScenarios(t *testing.T) {
 			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
 				t.Fatalf("baseline: exit %d: %s", code, stderr)
 			}
+			if _, err := os.Stat(filepath.Join(dir, "during")); err == nil {
+				if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+					t.Fatalf("snapshot during: exit %d: %s", code, stderr)
+				}
+			}
 			args := append([]string{"diff", "--json"}, side("after")...)
 			if _, err := os.Stat(filepath.Join(dir, "allow")); err == nil {
 				args = append(args, "--allow", filepath.Join(dir, "allow"))
@@ -244,6 +249,38 @@ func TestDiffTextReport(t *testing.T) {
 		"utilization on GPU GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c: sm 100%, memory 87%"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// A ghost's findings name the tenant process it inherited the device from,
+// found in the tenant's snapshot taken while both ran.
+func TestDiffInheritedFromTenant(t *testing.T) {
+	const name = "leftover-ghost-in-container"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, step := range [][]string{
+		append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...),
+		append([]string{"snapshot", "--tenant", name}, sideArgs(db, name, "during")...),
+	} {
+		if code, _, stderr := gpusnap(t, step...); code != 0 {
+			t.Fatalf("%v: %s", step, stderr)
+		}
+	}
+	r := diffJSON(t, 1, append([]string{"--tenant", name}, sideArgs(db, name, "after")...)...)
+	inherited := map[string]string{}
+	for _, f := range r.Findings {
+		inherited[f.Kind+" "+f.Device] = f.InheritedFrom
+	}
+	const parent = "4241@60900 (/usr/bin/python3.11)"
+	for key, want := range map[string]string{
+		"leftover_device_mapping /dev/nvidia0":   parent,
+		"leftover_device_mapping /dev/nvidiactl": parent,
+		"leftover_device_holder /dev/nvidia0":    parent,
+		"leftover_device_holder /dev/nvidia-uvm": "", // no mapping of it to match
+		"unexpected_gpu_process ":                "",
+	} {
+		if got, ok := inherited[key]; !ok || got != want {
+			t.Errorf("%s: inherited from %q (found %v), want %q", key, got, ok, want)
 		}
 	}
 }
