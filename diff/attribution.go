@@ -146,7 +146,7 @@ func (c *comparison) attachInheritance(findings []Finding) {
 			h = c.indexHistory()
 		}
 		for _, m := range p.Mappings {
-			if devicePath(m.Path, m.Deleted) != f.Device {
+			if m.Path != f.Device {
 				continue
 			}
 			if a, ok := h.bestAncestor(p, m); ok {

@@ -42,9 +42,11 @@ func renamed(class, devno, devType, p string) bool {
 	return !strings.HasPrefix(path.Base(p), "nvidia")
 }
 
-// devicePath is how a finding names a device: its path, marked when the node
-// was deleted, so a deleted node and its replacement are two devices.
-func devicePath(p string, deleted bool) string {
+// withDeleted renders a path as the kernel does, marked when the node was
+// deleted. Findings group by the bare path: a node deleted and made again
+// (a driver reload) still names the same device, and the evidence lines show
+// the mark.
+func withDeleted(p string, deleted bool) string {
 	if deleted {
 		return p + " (deleted)"
 	}
@@ -90,11 +92,11 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 		return u
 	}
 	for _, m := range p.Mappings {
-		u := get(devicePath(m.Path, m.Deleted), m.DeviceNumber, m.DeviceType, m.Class, m.GPUMinor)
+		u := get(m.Path, m.DeviceNumber, m.DeviceType, m.Class, m.GPUMinor)
 		u.mappings = append(u.mappings, m)
 	}
 	for _, h := range p.Holders {
-		u := get(devicePath(h.Target, h.Deleted), h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
+		u := get(h.Target, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
 		u.holders = append(u.holders, h)
 	}
 	return order
@@ -141,7 +143,7 @@ func mappingEvidence(ms []snapshot.Mapping) []string {
 func holderEvidence(hs []snapshot.Holder) []string {
 	out := make([]string, 0, len(hs))
 	for _, h := range hs {
-		line := "fd " + strconv.Itoa(h.FD) + " -> " + devicePath(h.Target, h.Deleted)
+		line := "fd " + strconv.Itoa(h.FD) + " -> " + withDeleted(h.Target, h.Deleted)
 		if h.Access != "" {
 			line += " access " + h.Access
 		}

@@ -132,3 +132,26 @@ func TestRenamedNeedsADeviceNumber(t *testing.T) {
 		}
 	}
 }
+
+// A node deleted and made again (a driver reload) is the same device to a
+// process that mapped it before: nothing new; the evidence keeps the mark.
+func TestDeletedNodeIsTheSameDevice(t *testing.T) {
+	before := proc(812, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced",
+		mapping(ctl, "rw-s", 0x7f0000000000, pageLen, 0, ctlNo), holder(3, ctl, "rw", ctlNo))
+	after := before
+	after.Mappings = []snapshot.Mapping{before.Mappings[0]}
+	after.Mappings[0].Deleted = true
+	after.Holders = []snapshot.Holder{before.Holders[0]}
+	after.Holders[0].Deleted = true
+	expect(t, compare(snap("a", before), snap("b", after)))
+
+	r := compare(snap("a"), snap("b", after))
+	expect(t, r, "leftover_device_holder high 812 /dev/nvidiactl", "leftover_device_mapping high 812 /dev/nvidiactl",
+		"unexpected_gpu_process medium 812")
+	if ev := r.Findings[0].Evidence[0]; ev != "fd 3 -> /dev/nvidiactl (deleted) access rw [device char 195:255]" {
+		t.Errorf("holder evidence %q", ev)
+	}
+	if ev := r.Findings[1].Evidence[0]; !strings.HasSuffix(ev, "/dev/nvidiactl (deleted) [device char 195:255]") {
+		t.Errorf("mapping evidence %q", ev)
+	}
+}

@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 )
@@ -13,9 +12,14 @@ import (
 // of it for a process new since FROM). A context whose process is gone, or
 // that NVML lists under nobody, counts against the GPU.
 func zombieGPUMemory(c *comparison) []Finding {
-	if why := cmp.Or(c.fromNVML.unavailable, c.toNVML.unavailable); why != "" {
-		c.notes = append(c.notes, "NVML was not read at both ends ("+why+"): GPU memory was not compared")
-		return nil
+	for _, end := range []struct {
+		name string
+		ix   *nvmlIndex
+	}{{"FROM", c.fromNVML}, {"TO", c.toNVML}} {
+		if end.ix.unavailable != "" {
+			c.notes = append(c.notes, "NVML was not read at "+end.name+" ("+end.ix.unavailable+"): GPU memory was not compared")
+			return nil
+		}
 	}
 	var out []Finding
 	for _, pl := range c.toNVML.pools {
