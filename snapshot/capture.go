@@ -61,7 +61,11 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		s.Scan.Errors = append(s.Scan.Errors, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
 	}
 
-	results, err := scanProcesses(ctx, root, pids, classes, s.Host.BootTime, faults)
+	// stat of map_files and fd links means something only on the kernel's own
+	// procfs: in a fixture or a copied tree the links name paths of another
+	// machine, so there the path rule alone decides.
+	live := isProcfs(root)
+	results, err := scanProcesses(ctx, root, pids, classes, s.Host.BootTime, live, faults)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +102,7 @@ type result struct {
 
 // scanProcesses reads the processes with one worker per CPU: the kernel's
 // work of generating maps and fd links dominates, and runs in parallel.
-func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceClasses, boot time.Time, faults func(string) error) ([]result, error) {
+func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceClasses, boot time.Time, live bool, faults func(string) error) ([]result, error) {
 	results := make([]result, len(pids))
 	users := &userCache{names: map[int]string{}}
 	var next int
@@ -108,6 +112,7 @@ func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceC
 	for range workers {
 		wg.Go(func() {
 			w := newWorker(root, classes, boot, users, faults)
+			w.live = live
 			for ctx.Err() == nil {
 				// Hand out PIDs in small batches: one lock per batch, not per process.
 				mu.Lock()
@@ -137,6 +142,7 @@ type worker struct {
 	boot    time.Time
 	users   *userCache
 	r       *reader
+	live    bool // root is procfs: stat of map_files and fd links is the truth
 	maps    MapsScanner
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
@@ -193,27 +199,14 @@ func (w *worker) process(pid int) result {
 		note("stat", err)
 		return res
 	}
-	var state byte
+	var flags uint64
 	if st, err := parseStat(data); err != nil {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
-		p.Comm, p.PPID, p.StartTime, state = st.Comm, st.PPID, st.StartTime, st.State
+		p.Comm, p.PPID, p.StartTime, flags = st.Comm, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
 			p.Started = w.boot.Add(time.Duration(st.StartTime) * time.Second / userHZ)
 		}
-	}
-
-	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
-	w.statusBuf = status
-	if err != nil {
-		if note("status", err) {
-			return res
-		}
-	} else if st, err := parseStatus(status); err != nil {
-		p.Errors = append(p.Errors, "status: "+err.Error())
-	} else {
-		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
-		p.User = w.users.name(st.UID)
 	}
 
 	cmdline, err := w.r.readFile(pidPath(w.root, pid, "cmdline"), w.small)
@@ -238,6 +231,27 @@ func (w *worker) process(pid int) result {
 		note("exe", err)
 	}
 
+	// A kernel thread (PF_KTHREAD, no command line, no exe) maps, holds and
+	// belongs to nothing worth a read: it runs as root in the root cgroup.
+	if flags&pfKthread != 0 && len(cmdline) == 0 && noExe {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return res
+	}
+
+	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
+	w.statusBuf = status
+	if err != nil {
+		if note("status", err) {
+			return res
+		}
+	} else if st, err := parseStatus(status); err != nil {
+		p.Errors = append(p.Errors, "status: "+err.Error())
+	} else {
+		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
+		p.User = w.users.name(st.UID)
+	}
+
 	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
 		p.PIDNamespace = ns
 	} else if note("ns/pid", err) {
@@ -257,13 +271,6 @@ func (w *worker) process(pid int) result {
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 
-	// A kernel thread has no command line and no exe, and maps nothing. A
-	// zombie has neither either, but is no kernel thread.
-	if len(cmdline) == 0 && noExe && state != 'Z' {
-		p.KernelThread = true
-		return res
-	}
-
 	maps, err := w.r.readFile(pidPath(w.root, pid, "maps"), w.mapsBuf)
 	w.mapsBuf = maps
 	var mr MapsResult
@@ -272,7 +279,10 @@ func (w *worker) process(pid int) result {
 			return res
 		}
 	} else {
-		w.maps.Stat = w.mapFilesStat(pid)
+		w.maps.Stat = nil
+		if w.live {
+			w.maps.Stat = w.mapFilesStat(pid)
+		}
 		mr = w.maps.ScanMaps(maps)
 		p.Mappings = mr.Mappings
 		p.Errors = append(p.Errors, mr.Errors...)
@@ -315,6 +325,13 @@ func (w *worker) mapFilesStat(pid int) func([]byte, uint32, uint32, uint64) (Fil
 		w.kinds[id] = k
 		return k, true
 	}
+}
+
+// isProcfs reports whether root is a mounted procfs.
+func isProcfs(root string) bool {
+	const procSuperMagic = 0x9fa0
+	var fs syscall.Statfs_t
+	return syscall.Statfs(root, &fs) == nil && fs.Type == procSuperMagic
 }
 
 // gone reports whether the process directory has disappeared.

@@ -13,8 +13,8 @@ import (
 // again (Source aside). Values NVML failed to give become the fixture's
 // errors; values it marked not available are left out, as NVML reports them.
 func WriteNVMLFixture(w io.Writer, n NVML) error {
-	if n.Unavailable != "" {
-		return fmt.Errorf("NVML was not read (%s): no state to export", n.Unavailable)
+	if err := exportable(n); err != nil {
+		return err
 	}
 	f := nvmlFixture{
 		DriverVersion:     n.DriverVersion,
@@ -38,9 +38,19 @@ func WriteNVMLFixture(w io.Writer, n NVML) error {
 	return enc.Encode(f)
 }
 
+func exportable(n NVML) error {
+	if n.Unavailable != "" {
+		return fmt.Errorf("NVML was not read (%s): no state to export", n.Unavailable)
+	}
+	return nil
+}
+
 // ExportNVMLFixture writes n as a fixture to a new file at path, mode 0600.
 // It never replaces an existing file nor follows a symlink planted at path.
 func ExportNVMLFixture(path string, n NVML) (err error) {
+	if err := exportable(n); err != nil {
+		return fmt.Errorf("export NVML fixture: %w", err) // before a file is created
+	}
 	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {

@@ -64,7 +64,10 @@ func ParseDevices(data []byte) DeviceClasses {
 func (dc DeviceClasses) classify(path string, kind FileKind, known bool) (string, *int) {
 	byNumber := known && kind.Char && (kind.Major == nvidiaMajor || dc.NVIDIAMajors[kind.Major] != "")
 	dir, base := splitPath(path)
-	byName := lastElem(dir) == "dev" && len(base) >= 6 && base[:6] == "nvidia"
+	// By name: nvidia* in a dev directory (a container's /dev, /srv/x/dev) or
+	// anywhere in the /dev tree (/dev/nvidia-caps/nvidia-cap1).
+	inDev := lastElem(dir) == "dev" || len(path) > 5 && path[:5] == "/dev/"
+	byName := inDev && len(base) >= 6 && base[:6] == "nvidia"
 	if !byNumber && !byName {
 		return ClassOther, nil
 	}

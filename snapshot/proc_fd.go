@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,6 +24,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	slices.Sort(w.fds)
 	var other []Holder
 	for _, fd := range w.fds {
 		link := dir + "/" + strconv.Itoa(fd)
@@ -41,8 +43,13 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			continue // socket, pipe, anon_inode
 		}
 		path, deleted := cutDeletedString(target)
-		kind, serr := w.r.stat(link)
-		known := serr == nil
+		var kind FileKind
+		known := false
+		if w.live {
+			var serr error
+			kind, serr = w.r.stat(link)
+			known = serr == nil
+		}
 		if known && !kind.Device || !known && !devicePathRule([]byte(path), deleted, false) {
 			continue
 		}
@@ -51,6 +58,12 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			h.DeviceNumber, h.DeviceType = deviceNumber(kind)
 		}
 		h.Class, h.GPUMinor = w.classes.classify(path, kind, known)
+		if h.Class != ClassNVIDIA {
+			// No fdinfo for other devices: every process holds /dev/null or a
+			// tty, and the diff judges only NVIDIA holders by access mode.
+			other = append(other, h)
+			continue
+		}
 		info, ierr := w.r.readFile(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
 		w.small = info
 		if ierr == nil {
@@ -59,11 +72,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 		if ierr != nil {
 			errs = append(errs, "fdinfo "+strconv.Itoa(fd)+": "+errText(ierr))
 		}
-		if h.Class == ClassNVIDIA {
-			hs = append(hs, h)
-		} else {
-			other = append(other, h)
-		}
+		hs = append(hs, h)
 	}
 	return append(hs, other...), errs, nil
 }

@@ -10,11 +10,15 @@ import (
 // Fields are numbered from 1 as in proc(5); starttime is field 22, in clock
 // ticks since boot.
 
+// pfKthread is PF_KTHREAD in the flags field: set by the kernel on its own
+// threads only, so no process can pose as one.
+const pfKthread = 0x00200000
+
 // procStat holds the fields of /proc/PID/stat that a snapshot keeps.
 type procStat struct {
 	Comm      string
-	State     byte   // field 3
 	PPID      int    // field 4
+	Flags     uint64 // field 9: PF_* of the task
 	StartTime uint64 // field 22
 }
 
@@ -42,17 +46,18 @@ func parseStat(data []byte) (procStat, error) {
 			rest = nil
 		}
 		switch field {
-		case 3:
-			if len(val) != 1 {
-				return st, fmt.Errorf("bad state %q", val)
-			}
-			st.State = val[0]
 		case 4:
 			v, ok := parseDec(val)
 			if !ok || v > 1<<31 {
 				return st, fmt.Errorf("bad ppid %q", val)
 			}
 			st.PPID = int(v)
+		case 9:
+			v, ok := parseDec(val)
+			if !ok {
+				return st, fmt.Errorf("bad flags %q", val)
+			}
+			st.Flags = v
 		case 22:
 			v, ok := parseDec(val)
 			if !ok {

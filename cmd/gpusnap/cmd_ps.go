@@ -1,16 +1,303 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// TODO: replaced by its issue's work.
 func psCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "ps",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("ps: not implemented yet") },
+		Name:  "ps",
+		Usage: "live triage: every process that uses an NVIDIA device now",
+		UsageText: "gpusnap ps [--json]\n\nExamples:\n" +
+			"  gpusnap ps\n" +
+			"  gpusnap ps --json | jq '.processes[] | {pid, exe, container_id}'\n" +
+			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml",
+		Action: runPs,
 	}
+}
+
+// psReport is what `gpusnap ps --json` prints: the processes that map or
+// hold an NVIDIA device, with the host facts and scan counts behind them.
+type psReport struct {
+	Host      snapshot.Host      `json:"host"`
+	Scan      snapshot.Scan      `json:"scan"`
+	Processes []snapshot.Process `json:"processes"`
+	// GPUs is NVML's view of each GPU joined with /proc (see docs/nvml.md).
+	GPUs []snapshot.GPUUse `json:"gpus,omitempty"`
+	// NVMLUnavailable says why there is no GPUs section, unless --no-nvml.
+	NVMLUnavailable string `json:"nvml_unavailable,omitempty"`
+}
+
+func runPs(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, ""))
+	if err != nil {
+		return err
+	}
+	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []snapshot.Process{}, GPUs: snapshot.GPUUsage(snap)}
+	if snap.NVML.Source != snapshot.NVMLSourceDisabled {
+		rep.NVMLUnavailable = snap.NVML.Unavailable
+	}
+	// A process NVML lists uses a GPU even when it maps and holds nothing we
+	// can see (its /dev may be a container's): it is listed too.
+	listed := map[*snapshot.Process]bool{}
+	for _, gu := range rep.GPUs {
+		for _, p := range gu.Processes {
+			listed[p.Process] = true
+		}
+	}
+	for i := range snap.Processes {
+		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] {
+			rep.Processes = append(rep.Processes, *p)
+		}
+	}
+	if g.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := printPsTable(g.Stdout, rep.Processes); err != nil {
+		return err
+	}
+	printPsGPUs(g.Stdout, rep.GPUs)
+	if rep.NVMLUnavailable != "" {
+		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
+	}
+	if len(rep.Processes) == 0 {
+		fmt.Fprintln(g.Stderr, "gpusnap: no process maps or holds an NVIDIA device")
+	}
+	if rep.Scan.Refused > 0 {
+		hint := "" // root is refused too by non-dumpable processes and, in some containers, PID 1
+		if os.Geteuid() != 0 {
+			hint = "; run as root to read them"
+		}
+		fmt.Fprintf(g.Stderr, "gpusnap: %d processes refused reads (PIDs %s): what they map or hold is unknown%s\n",
+			rep.Scan.Refused, joinInts(rep.Scan.RefusedPIDs), hint)
+	}
+	return nil
+}
+
+// printPsTable prints one row per process. Every process-controlled string
+// (comm, exe, paths) is escaped: a hostile name cannot forge rows or drive
+// the terminal.
+func printPsTable(w io.Writer, procs []snapshot.Process) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tUSER\tCOMM\tEXE\tCONTAINER\tHOLDERS\tMAPPINGS")
+	for _, p := range procs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			p.PID, psUser(p), orDash(safetext.Escape(p.Comm)), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
+	}
+	return tw.Flush()
+}
+
+// printPsGPUs prints, per GPU: memory used and what no listed process
+// accounts for, the processes NVML lists with their memory and utilization,
+// and the processes that hold or map its /dev/nvidiaN without being listed.
+func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
+	for _, gu := range gpus {
+		node := "-"
+		if gu.MinorNumber != nil {
+			node = "/dev/nvidia" + strconv.Itoa(*gu.MinorNumber)
+		}
+		fmt.Fprintf(w, "\nGPU %d  %s  %s  %s\n", gu.Index, orDash(safetext.Escape(gu.UUID)), orDash(safetext.Escape(gu.Name)), node)
+		fmt.Fprintf(w, "  memory: %s\n", psGPUMemory(gu.Memory, gu.Unaccounted))
+		for _, m := range gu.MIG {
+			fmt.Fprintf(w, "  MIG %d/%d %s: %s\n", m.GPUInstanceID, m.ComputeInstanceID, orDash(safetext.Escape(m.UUID)), psGPUMemory(m.Memory, m.Unaccounted))
+		}
+		if len(gu.Processes) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  PID\tTYPE\tGPU MEMORY\tSM%\tMEM%\tMIG\tUSER\tCOMM\tEXE")
+			for _, p := range gu.Processes {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", p.PID, p.Types, psGPUProcessNumbers(p), psMIG(p), psListedWho(p))
+			}
+			_ = tw.Flush() // w is the command's stdout: printPsTable reported its errors
+		}
+		for _, u := range gu.Unlisted {
+			fmt.Fprintf(w, "  not listed by NVML: %d %s %s holders %s mappings %s\n", u.PID, psUser(*u.Process),
+				orDash(safetext.Escape(u.Process.Comm)), psHolders(u.Holders), psMappings(snapshot.Process{Mappings: u.Mappings}))
+		}
+	}
+}
+
+// psGPUMemory is "62.0GiB used of 79.6GiB, 2.0GiB unaccounted".
+func psGPUMemory(m *snapshot.Memory, unaccounted *uint64) string {
+	if m == nil {
+		return "not reported"
+	}
+	s := humanSize(m.Used) + " used of " + humanSize(m.Total)
+	if unaccounted != nil {
+		return s + ", " + humanSize(*unaccounted) + " unaccounted"
+	}
+	return s + ", unaccounted unknown"
+}
+
+// psGPUProcessNumbers are the GPU MEMORY, SM% and MEM% columns.
+func psGPUProcessNumbers(p snapshot.GPUProcessUse) string {
+	mem, sm, mu := "n/a", "-", "-"
+	if p.UsedGPUMemory != nil {
+		mem = humanSize(*p.UsedGPUMemory)
+	}
+	if p.Utilization != nil {
+		sm, mu = strconv.FormatUint(uint64(p.Utilization.SMUtil), 10), strconv.FormatUint(uint64(p.Utilization.MemUtil), 10)
+	}
+	return mem + "\t" + sm + "\t" + mu
+}
+
+// psMIG is the GPU/compute instance a process runs in, "1/0".
+func psMIG(p snapshot.GPUProcessUse) string {
+	if p.GPUInstanceID == nil {
+		return "-"
+	}
+	ci := "-"
+	if p.ComputeInstanceID != nil {
+		ci = strconv.FormatUint(uint64(*p.ComputeInstanceID), 10)
+	}
+	return strconv.FormatUint(uint64(*p.GPUInstanceID), 10) + "/" + ci
+}
+
+// psListedWho are the USER, COMM and EXE columns of a listed PID.
+func psListedWho(p snapshot.GPUProcessUse) string {
+	switch {
+	case p.Process != nil:
+		return psUser(*p.Process) + "\t" + orDash(safetext.Escape(p.Process.Comm)) + "\t" + psExe(*p.Process)
+	case p.Join == snapshot.JoinAmbiguous:
+		return "-\t(PID in several pid namespaces)\t-"
+	default:
+		return "-\t(no live process: orphan)\t-"
+	}
+}
+
+func psUser(p snapshot.Process) string {
+	u := strconv.Itoa(p.UID)
+	if p.User != "" {
+		u = safetext.Escape(p.User)
+	}
+	if p.EUID != p.UID {
+		u += "(euid " + strconv.Itoa(p.EUID) + ")"
+	}
+	return u
+}
+
+func psExe(p snapshot.Process) string {
+	if p.Exe == "" {
+		return "-"
+	}
+	exe := safetext.Escape(p.Exe)
+	if p.ExeDeleted {
+		exe += " (deleted)"
+	}
+	return exe
+}
+
+// psContainer names who runs the process: container, pod, Slurm job.
+func psContainer(p snapshot.Process) string {
+	var parts []string
+	if p.ContainerID != "" {
+		id := p.ContainerID[:min(12, len(p.ContainerID))]
+		if p.ContainerRuntime != "" {
+			id = p.ContainerRuntime + ":" + id
+		}
+		parts = append(parts, id)
+	}
+	if p.PodUID != "" {
+		parts = append(parts, "pod:"+p.PodUID)
+	}
+	if p.SlurmJobID != "" {
+		parts = append(parts, "slurm:"+p.SlurmJobID)
+	}
+	return orDash(safetext.Escape(strings.Join(parts, " ")))
+}
+
+// psHolders lists fds as "3:/dev/nvidia0(rw)".
+func psHolders(hs []snapshot.Holder) string {
+	var parts []string
+	for _, h := range hs {
+		s := strconv.Itoa(h.FD) + ":" + safetext.Escape(h.Target)
+		if h.Deleted {
+			s += " (deleted)"
+		}
+		if h.Access != "" {
+			s += "(" + h.Access + ")"
+		}
+		parts = append(parts, s)
+	}
+	return orDash(strings.Join(parts, " "))
+}
+
+// psMappings folds the mappings of one path and permissions into one entry,
+// "/dev/nvidia0 rw-s x12 24.0MiB": a CUDA process maps a device many times.
+func psMappings(p snapshot.Process) string {
+	type key struct{ path, perms string }
+	var order []key
+	count := map[key]int{}
+	size := map[key]uint64{}
+	add := func(k key, sz uint64) {
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+		size[k] += sz
+	}
+	for _, m := range p.Mappings {
+		path := safetext.Escape(m.Path)
+		if m.Deleted {
+			path += " (deleted)"
+		}
+		add(key{path, m.Perms}, m.Size)
+	}
+	for _, m := range p.SuspectAnon {
+		add(key{"anon-exec", m.Perms}, m.Size)
+	}
+	var parts []string
+	for _, k := range order {
+		s := k.path + " " + k.perms
+		if count[k] > 1 {
+			s += " x" + strconv.Itoa(count[k])
+		}
+		parts = append(parts, s+" "+humanSize(size[k]))
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// humanSize prints bytes in binary units, as the kernel and nvidia-smi do.
+func humanSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, " ")
 }

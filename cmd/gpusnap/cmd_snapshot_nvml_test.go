@@ -98,9 +98,13 @@ func TestSnapshotWithoutNVMLLibrary(t *testing.T) {
 	if want := "gpusnap: NVML cannot be read: library not found (--require-nvml)\n"; code != 2 || stderr != want || stdout != "" {
 		t.Errorf("--require-nvml: exit %d, stderr %q; want 2 and %q", code, stderr, want)
 	}
-	code, _, stderr = runCLI(t, "snapshot", "--export-nvml-fixture", filepath.Join(t.TempDir(), "x.json"))
+	export := filepath.Join(t.TempDir(), "x.json")
+	code, _, stderr = runCLI(t, "snapshot", "--export-nvml-fixture", export)
 	if code != 2 || !strings.Contains(stderr, "library not found") {
 		t.Errorf("export without NVML: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Lstat(export); !os.IsNotExist(err) {
+		t.Errorf("export without NVML left %s behind: %v", export, err)
 	}
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// section returns the lines of ps's section of GPU idx.
+func section(out string, idx string) string {
+	_, rest, ok := strings.Cut(out, "\nGPU "+idx+"  ")
+	if !ok {
+		return ""
+	}
+	sec, _, _ := strings.Cut(rest, "\n\n")
+	return sec
+}
+
+func TestPsGPUSection(t *testing.T) {
+	code, out, stderr := runCLI(t, "ps", "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json"))
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for idx, want := range map[string][]string{
+		"0": {"/dev/nvidia0", "memory: 60.0GiB used of 79.6GiB, 0B unaccounted", "4242  C     60.0GiB     97   40    -    cloudsdk  python3  /usr/bin/python3.11"},
+		"1": {"4243  C     60.0GiB", "(no live process: orphan)", `not listed by NVML: 5000 1001(euid 0) python3\n\x1b[31mFAKE holders 3:/dev/nvidia1(r) 5:/dev/nvidia1 (deleted)(rw) mappings /dev/nvidia1 rw-s 2.0MiB`},
+		"3": {"62.0GiB used", "5150  C     2.0GiB      3    1", "not listed by NVML: 6000 cloudsdk srun_task holders - mappings /srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB"},
+		"4": {"unaccounted unknown", "6001  C     n/a"},
+		"5": {"memory: 12.0GiB used of 79.6GiB, 12.0GiB unaccounted"},
+	} {
+		sec := section(out, idx)
+		for _, w := range want {
+			if !strings.Contains(sec, w) {
+				t.Errorf("GPU %s section lacks %q:\n%s", idx, w, sec)
+			}
+		}
+	}
+	if strings.Contains(section(out, "5"), "PID") || strings.Contains(section(out, "0"), "not listed") {
+		t.Errorf("GPU 5 lists processes or GPU 0 has unlisted ones:\n%s", out)
+	}
+	if strings.ContainsAny(out, "\x1b\a\xff") {
+		t.Errorf("raw control bytes:\n%q", out)
+	}
+}
+
+func TestPsGPUSectionMIG(t *testing.T) {
+	code, out, stderr := runCLI(t, "ps", "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("a100-mig.json"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	sec := section(out, "0")
+	for _, w := range []string{
+		"memory: 26.0GiB used of 40.0GiB, 3.0GiB unaccounted",
+		"MIG 1/0 MIG-c2d3e4f5-9012-4b3c-a4d5-3041526374a5: 15.0GiB used of 19.5GiB, 0B unaccounted",
+		"MIG 13/0 MIG-e4f5a6b7-1234-4d5e-86f7-526374a5b6c7: 3.0GiB used of 4.9GiB, 3.0GiB unaccounted",
+		"31400  C     8.0GiB      -    -     5/0",
+	} {
+		if !strings.Contains(sec, w) {
+			t.Errorf("GPU 0 section lacks %q:\n%s", w, sec)
+		}
+	}
+}
+
+func TestPsGPUJSON(t *testing.T) {
+	code, out, stderr := runCLI(t, "ps", "--json", "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Processes []snapshot.Process `json:"processes"`
+		GPUs      []snapshot.GPUUse  `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.GPUs) != 8 || rep.GPUs[0].Processes[0].Join != snapshot.JoinPID || rep.GPUs[1].Unlisted[0].PID != 5000 {
+		t.Fatalf("gpus: %+v", rep.GPUs)
+	}
+	if u := rep.GPUs[5].Unaccounted; u == nil || *u != 12<<30 {
+		t.Errorf("GPU 5 unaccounted: %v", u)
+	}
+}
+
+// A process NVML lists is in ps's table even when it maps and holds no
+// device gpusnap can see (a container's /dev, say).
+func TestPsListsNVMLProcesses(t *testing.T) {
+	fixture := filepath.Join(t.TempDir(), "nvml.json")
+	if err := os.WriteFile(fixture, []byte(`{"devices": [{"index": 0, "uuid": "GPU-0", "minor_number": 0,
+		"compute_processes": [{"pid": 7100, "used_gpu_memory": 1024}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "ps", "--proc-root", psFixture, "--nvml-fixture", fixture)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	table, _, _ := strings.Cut(out, "\n\n")
+	if !strings.Contains(table, "\n7100 ") || !strings.Contains(section(out, "0"), "7100  C     1.0KiB") {
+		t.Errorf("7100 missing from the table or GPU 0:\n%s", out)
+	}
+}
+
+// Without libnvidia-ml, ps still prints its table and says on stderr why
+// there is no per-GPU section; --no-nvml says nothing (TestPsTable).
+func TestPsWithoutNVMLLibrary(t *testing.T) {
+	if n, _ := snapshot.ReadNVML(snapshot.NVMLOptions{}); n.Unavailable != "library not found" {
+		t.Skipf("libnvidia-ml is loadable here (NVML unavailable: %q): this test is for hosts without it", n.Unavailable)
+	}
+	code, out, stderr := runCLI(t, "ps", "--proc-root", psFixture)
+	if code != 0 || strings.Contains(out, "\nGPU ") || stderr != "gpusnap: NVML unavailable (library not found): no per-GPU section\n" {
+		t.Errorf("exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+const psFixture = "../../fixtures/proc/gpuhost"
+
+func TestPsTable(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", psFixture, "--no-nvml"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "PID ") {
+		t.Fatalf("want a header and 3 rows (4242, 5000, 6000):\n%s", out.String())
+	}
+	for _, tc := range []struct {
+		row  int
+		want []string
+	}{
+		{1, []string{"4242 ", "python3", "/usr/bin/python3.11", "docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
+		{2, []string{"5000 ", "1001(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
+		{3, []string{"6000 ", "slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB"}},
+	} {
+		for _, w := range tc.want {
+			if !strings.Contains(lines[tc.row], w) {
+				t.Errorf("row %d lacks %q:\n%s", tc.row, w, lines[tc.row])
+			}
+		}
+	}
+	// Terminal-safe: no raw control byte of a hostile comm reaches the terminal.
+	if strings.ContainsAny(out.String(), "\x1b\a\xff") {
+		t.Errorf("raw control bytes in the table:\n%q", out.String())
+	}
+	if errb.Len() != 0 {
+		t.Errorf("stderr: %s", errb.String())
+	}
+}
+
+func TestPsJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"gpusnap", "ps", "--json", "--proc-root", psFixture, "--no-nvml"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep struct {
+		Host      snapshot.Host      `json:"host"`
+		Scan      snapshot.Scan      `json:"scan"`
+		Processes []snapshot.Process `json:"processes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	var pids []int
+	for _, p := range rep.Processes {
+		pids = append(pids, p.PID)
+	}
+	if !slices.Equal(pids, []int{4242, 5000, 6000}) || rep.Host.Hostname != "gpu-node-17" || rep.Scan.Vanished != 1 {
+		t.Errorf("pids %v host %+v scan %+v", pids, rep.Host, rep.Scan)
+	}
+	if p := rep.Processes[0]; len(p.Holders) != 5 || p.Holders[0].Access != "rw" || p.Mappings[0].Perms != "rw-s" || p.Raw == nil {
+		t.Errorf("4242 in JSON: %+v", p)
+	}
+}
+
+func TestPsNoNVIDIAUser(t *testing.T) {
+	var out, errb bytes.Buffer
+	root := t.TempDir()
+	code := run(context.Background(), []string{"gpusnap", "ps", "--json", "--proc-root", root, "--no-nvml"}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), `"processes": []`) {
+		t.Errorf("exit %d, out %s, err %s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", root + "/missing", "--no-nvml"}, &out, &errb); code != 2 ||
+		!strings.HasPrefix(errb.String(), "gpusnap: proc root: ") || strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("missing proc root: exit %d, stderr %q", code, errb.String())
+	}
+}

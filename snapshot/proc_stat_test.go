@@ -1,0 +1,113 @@
+package snapshot
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	tail := " 0 0 0 0 0 0 0 0 20 0 1 0 123456 0 0\n"
+	st, err := parseStat([]byte("4242 (evil) S 1 (x) R) S 77 4242 4242 0 -1 4194560" + tail))
+	if err != nil || st.Comm != "evil) S 1 (x) R" || st.PPID != 77 || st.StartTime != 123456 || st.Flags != 4194560 {
+		t.Errorf("comm with parentheses: %+v %v", st, err)
+	}
+	st, err = parseStat([]byte("2 (kthreadd) S 0 0 0 0 -1 2129984" + tail))
+	if err != nil || st.Flags&pfKthread == 0 {
+		t.Errorf("kthreadd flags: %+v %v", st, err)
+	}
+	st, err = parseStat([]byte("9 (a\nb\x1b[0m) S 1 9 9 0 -1 0" + tail))
+	if err != nil || st.Comm != "a\nb\x1b[0m" {
+		t.Errorf("hostile comm: %q %v", st.Comm, err)
+	}
+	for _, bad := range []string{"", "1 comm S 1", "1 (c) S 1 2 3", "1 (c) S x 1 1 0 -1 0" + tail, "1 (c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0\n", "1 (c)S 1"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", strings.TrimSpace(bad))
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	st, err := parseStatus([]byte("Name:\tx\nUid:\t1001\t0\t0\t0\nGid:\t0\t0\t0\t0\nNSpid:\t5000\t7\t1\n"))
+	if err != nil || st.UID != 1001 || st.EUID != 0 || len(st.NSpid) != 3 || st.NSpid[2] != 1 {
+		t.Errorf("%+v %v", st, err)
+	}
+	// Kernels before 4.1 have no NSpid line.
+	if st, err := parseStatus([]byte("Uid:\t0\t0\t0\t0\n")); err != nil || st.NSpid != nil {
+		t.Errorf("no NSpid: %+v %v", st, err)
+	}
+	for _, bad := range []string{"", "Name:\tx\n", "Uid:\tx\t0\t0\t0\n", "Uid:\t0\n", "Uid:\t0\t0\t0\t0\nNSpid:\tz\n"} {
+		if _, err := parseStatus([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestParseCmdline(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                    nil,
+		"a\x00b c\x00":        {"a", "b c"},
+		"setproctitle no nul": {"setproctitle no nul"},
+		"a\x00\x00b\x00":      {"a", "", "b"},
+	} {
+		if got := parseCmdline([]byte(in)); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseFdinfoFlags(t *testing.T) {
+	for in, want := range map[string]string{
+		"pos:\t0\nflags:\t0100000\nmnt_id:\t25\n": "r",
+		"pos:\t0\nflags:\t01\n":                   "w",
+		"flags:\t02100002\n":                      "rw",
+	} {
+		flags, access, err := parseFdinfoFlags([]byte(in))
+		if err != nil || access != want || flags == "" {
+			t.Errorf("%q: %q %q %v, want %s", in, flags, access, err, want)
+		}
+	}
+	for _, bad := range []string{"", "pos:\t0\n", "flags:\t9\n", "flags:\t03\n"} {
+		if _, _, err := parseFdinfoFlags([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestParseDevices(t *testing.T) {
+	dc := ParseDevices([]byte("Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n506 nvidia-nvswitch\n507 nvidia-caps\n508 nvidia-uvm\n509 nvidia-caps-imex-channels\n\nBlock devices:\n  7 loop\n510 nvidia-not-a-char\n"))
+	want := map[uint32]string{506: "nvidia-nvswitch", 507: "nvidia-caps", 508: "nvidia-uvm", 509: "nvidia-caps-imex-channels"}
+	if len(dc.NVIDIAMajors) != len(want) {
+		t.Errorf("majors %v, want %v", dc.NVIDIAMajors, want)
+	}
+	for k, v := range want {
+		if dc.NVIDIAMajors[k] != v {
+			t.Errorf("major %d = %q, want %q", k, dc.NVIDIAMajors[k], v)
+		}
+	}
+	for _, tc := range []struct {
+		path  string
+		kind  FileKind
+		known bool
+		class string
+		gpu   int // -1: none
+	}{
+		{"/dev/nvidia7", FileKind{}, false, ClassNVIDIA, 7},
+		{"/dev/nvidiactl", FileKind{Device: true, Char: true, Major: 195, Minor: 255}, true, ClassNVIDIA, -1},
+		{"/dev/nvidia-modeset", FileKind{Device: true, Char: true, Major: 195, Minor: 254}, true, ClassNVIDIA, 254},
+		{"/dev/gpu", FileKind{Device: true, Char: true, Major: 508, Minor: 0}, true, ClassNVIDIA, -1},
+		{"/dev/nvidia0", FileKind{Device: true, Major: 7, Minor: 3}, true, ClassNVIDIA, 0}, // a loop node named nvidia0
+		{"/dev/nvidia-1", FileKind{}, false, ClassNVIDIA, -1},
+		{"/dev/nvidia+1", FileKind{}, false, ClassNVIDIA, -1},
+		{"/dev/null", FileKind{Device: true, Char: true, Major: 1, Minor: 3}, true, ClassOther, -1},
+		{"/dev/sda", FileKind{Device: true, Major: 195, Minor: 0}, true, ClassOther, -1}, // block 195 is not NVIDIA's
+	} {
+		class, gpu := dc.classify(tc.path, tc.kind, tc.known)
+		g := -1
+		if gpu != nil {
+			g = *gpu
+		}
+		if class != tc.class || g != tc.gpu {
+			t.Errorf("%s %+v: %s gpu %d, want %s gpu %d", tc.path, tc.kind, class, g, tc.class, tc.gpu)
+		}
+	}
+}
