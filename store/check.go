@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
@@ -72,7 +73,7 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *Report, add func(string, ...any)) {
 			add("snapshot %s is listed but its records are missing", id)
 			return nil
 		}
-		if _, err := s.load(tx, id); err != nil {
+		if _, err := s.load(tx, id, nil); err != nil {
 			add("%v", err)
 		}
 		return nil
@@ -103,4 +104,26 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *Report, add func(string, ...any)) {
 		add("baseline index key %q has no tenant separator", k)
 		return nil
 	})
+}
+
+// Usage is how much room the store takes.
+type Usage struct {
+	FileBytes int64 // the file's size: bbolt grows it ahead of need, in steps
+	UsedBytes int64 // pages holding data: the high-water mark less free pages (free pages are known read-write only)
+}
+
+// Usage measures the store's size, for benchmarks and operators.
+func (s *Store) Usage() (Usage, error) {
+	var u Usage
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return u, err
+	}
+	u.FileBytes = fi.Size()
+	err = s.view(func(tx *bolt.Tx) error {
+		st := s.db.Stats()
+		u.UsedBytes = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(s.db.Info().PageSize)
+		return nil
+	})
+	return u, err
 }

@@ -9,9 +9,11 @@ import (
 	"sync"
 )
 
-// Records are JSON compressed with raw DEFLATE at its fastest level: a
-// snapshot's JSON is mostly repeated field names, and capture speed matters
-// more than the last few bytes.
+// A snapshot's header (host, scan, NVML) is JSON compressed with raw DEFLATE
+// at its fastest level: it is stored for every snapshot and read once per
+// load. Process records stay plain JSON: deduplication already stores each
+// once, and loading a snapshot decodes hundreds of them, where inflating
+// each doubled the cost of show.
 
 var writers = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // only fails for a bad level

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -77,7 +80,7 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 			if err != nil {
 				return err
 			}
-			rec := compress(append(make([]byte, 0, sha256.Size+len(p.json)/2), p.sum[:]...), p.json)
+			rec := append(append(make([]byte, 0, sha256.Size+len(p.json)), p.sum[:]...), p.json...)
 			if err := procsB.Put(seqKey(seq), rec); err != nil {
 				return err
 			}
@@ -104,13 +107,20 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 
 // Get loads a snapshot by its full id or any unique prefix.
 func (s *Store) Get(idOrPrefix string) (*snapshot.Snapshot, error) {
+	return s.GetSelected(idOrPrefix, nil)
+}
+
+// GetSelected loads a snapshot with only the processes whose stored JSON keep
+// accepts (all when keep is nil). Decoding JSON is nearly all a load costs:
+// a summary that shows a few processes of a thousand skips the rest.
+func (s *Store) GetSelected(idOrPrefix string, keep func(processJSON []byte) bool) (*snapshot.Snapshot, error) {
 	var snap *snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
 		id, err := s.resolve(tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
-		snap, err = s.load(tx, id)
+		snap, err = s.load(tx, id, keep)
 		return err
 	})
 	return snap, err
@@ -156,52 +166,144 @@ func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	return matches[0], nil
 }
 
-// load reads snapshot id: its header, then each process record it references.
-func (s *Store) load(tx *bolt.Tx, id string) (*snapshot.Snapshot, error) {
+// record is a stored snapshot as its bytes: the header's JSON and the JSON
+// of each process, in order. procs is nil for a snapshot whose process list
+// was nil. The process JSON is bbolt's mmap: valid inside the transaction.
+type record struct {
+	header []byte
+	procs  [][]byte
+}
+
+func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
+	var r record
 	b, err := s.buckets(tx, bucketSnapshots, bucketRefs, bucketProcs)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	hv, rv := b[0].Get([]byte(id)), b[1].Get([]byte(id))
 	if hv == nil || rv == nil {
-		return nil, s.damaged("snapshot %s is listed but its records are missing", id)
+		return r, s.damaged("snapshot %s is listed but its records are missing", id)
 	}
-	hb, err := decompress(hv)
-	if err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
-	}
-	snap := new(snapshot.Snapshot)
-	if err := json.Unmarshal(hb, snap); err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
+	if r.header, err = decompress(hv); err != nil {
+		return r, s.damaged("snapshot %s: %v", id, err)
 	}
 	seqs, isNil, err := decodeRefs(rv)
 	if err != nil {
+		return r, s.damaged("snapshot %s: %v", id, err)
+	}
+	if isNil {
+		return r, nil
+	}
+	r.procs = make([][]byte, len(seqs))
+	for i, seq := range seqs {
+		v := b[2].Get(seqKey(seq))
+		if len(v) < sha256.Size {
+			return r, s.damaged("snapshot %s: process record %d is missing", id, seq)
+		}
+		r.procs[i] = v[sha256.Size:]
+	}
+	return r, nil
+}
+
+// load reads snapshot id: its header, then each process record it
+// references that keep accepts.
+func (s *Store) load(tx *bolt.Tx, id string, keep func([]byte) bool) (*snapshot.Snapshot, error) {
+	r, err := s.record(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if keep != nil && r.procs != nil {
+		kept := make([][]byte, 0, len(r.procs))
+		for _, p := range r.procs {
+			if keep(p) {
+				kept = append(kept, p)
+			}
+		}
+		r.procs = kept
+	}
+	snap := new(snapshot.Snapshot)
+	if err := json.Unmarshal(r.header, snap); err != nil {
 		return nil, s.damaged("snapshot %s: %v", id, err)
 	}
-	if !isNil {
-		snap.Processes = make([]snapshot.Process, len(seqs))
+	if r.procs != nil {
+		snap.Processes = make([]snapshot.Process, len(r.procs))
 	}
-	for i, seq := range seqs {
-		if err := s.loadProcess(b[2], seq, &snap.Processes[i]); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", id, err)
-		}
+	if err := s.decodeProcesses(r.procs, snap.Processes); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	return snap, nil
 }
 
-func (s *Store) loadProcess(procs *bolt.Bucket, seq uint64, p *snapshot.Process) error {
-	v := procs.Get(seqKey(seq))
-	if len(v) < sha256.Size {
-		return s.damaged("process record %d is missing", seq)
+// nullProcesses is how the header, stored without its processes, ends its
+// processes field. No other raw `"processes":null` can precede it: quotes
+// inside JSON strings are escaped, and no map comes before it in Snapshot.
+var nullProcesses = []byte(`"processes":null`)
+
+// GetJSON returns a snapshot's JSON, byte for byte what json.Marshal made of
+// the Snapshot given to Put. Marshalling what Get returns can differ: invalid
+// UTF-8 is written as \ufffd and read back as U+FFFD, which marshals as
+// itself. show --json prints this, indented, so it prints exactly what
+// snapshot --json printed, and faster, with nothing decoded.
+func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
+	var out []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		id, err := s.resolve(tx, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		r, err := s.record(tx, id)
+		if err != nil {
+			return err
+		}
+		if r.procs == nil {
+			out = r.header
+			return nil
+		}
+		at := bytes.Index(r.header, nullProcesses)
+		if at < 0 {
+			return s.damaged("snapshot %s: header has no processes field", id)
+		}
+		size := len(r.header) + len(r.procs)
+		for _, p := range r.procs {
+			size += len(p)
+		}
+		out = make([]byte, 0, size)
+		out = append(out, r.header[:at]...)
+		out = append(out, `"processes":[`...)
+		for i, p := range r.procs {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, p...)
+		}
+		out = append(out, ']')
+		out = append(out, r.header[at+len(nullProcesses):]...)
+		return nil
+	})
+	return out, err
+}
+
+// decodeProcesses unmarshals the process records on every CPU: decoding
+// JSON is nearly all of what loading a snapshot costs. The records are
+// bbolt's mmap, valid while the transaction that read them is open.
+func (s *Store) decodeProcesses(raw [][]byte, out []snapshot.Process) error {
+	workers := min(runtime.GOMAXPROCS(0), len(raw))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			defer s.recoverDamage(&errs[w])
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			for i := w; i < len(raw); i += workers {
+				if err := json.Unmarshal(raw[i], &out[i]); err != nil {
+					errs[w] = s.damaged("process record: %v", err)
+					return
+				}
+			}
+		})
 	}
-	pb, err := decompress(v[sha256.Size:])
-	if err != nil {
-		return s.damaged("process record %d: %v", seq, err)
-	}
-	if err := json.Unmarshal(pb, p); err != nil {
-		return s.damaged("process record %d: %v", seq, err)
-	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // LatestBaseline loads the newest baseline of tenant, or ErrNoBaseline.
@@ -216,7 +318,7 @@ func (s *Store) LatestBaseline(tenant string) (*snapshot.Snapshot, error) {
 		if !ok {
 			return fmt.Errorf("%w for tenant %q in store %s (run gpusnap baseline --tenant first)", ErrNoBaseline, tenant, s.path)
 		}
-		snap, err = s.load(tx, id)
+		snap, err = s.load(tx, id, nil)
 		return err
 	})
 	return snap, err

@@ -6,7 +6,7 @@
 //	meta       id -> JSON Meta: list reads only this bucket
 //	snapshots  id -> flate(JSON of the snapshot without its processes)
 //	refs       id -> the snapshot's processes, as sequence numbers of process records
-//	procs      seq (8 bytes, big endian) -> SHA-256 of the process JSON, then flate(that JSON)
+//	procs      seq (8 bytes, big endian) -> SHA-256 of the process JSON, then that JSON
 //	hashes     SHA-256 -> seq: a process unchanged since an earlier snapshot is stored once
 //	baselines  tenant NUL id -> nothing: a tenant's latest baseline is one seek away
 //

@@ -342,3 +342,34 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestGetJSONIsWhatWasPut(t *testing.T) {
+	s, _ := openTemp(t)
+	now := time.Now()
+	withNil := fakeSnapshot(now.Add(time.Second), snapshot.LabelSnapshot, "", 0)
+	withNil.Processes = nil
+	hostile := fakeSnapshot(now, snapshot.LabelSnapshot, `"processes":null`, 60)
+	hostile.Processes[3].Comm = "\xff<b>\"processes\":null\u2028"
+	hostile.NVML.Missing["processes"] = "null"
+	for _, snap := range []*snapshot.Snapshot{hostile, withNil, fakeSnapshot(now.Add(2*time.Second), snapshot.LabelSnapshot, "", 0)} {
+		if err := s.Put(snap); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := s.GetJSON(snap.ID[:20])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Not json.Marshal of Get's result: invalid UTF-8 is written as \ufffd
+		// and read back as U+FFFD, which marshals as itself.
+		want, _ := json.Marshal(snap)
+		for _, other := range [][]byte{want} {
+			if !bytes.Equal(raw, other) {
+				i := 0
+				for i < min(len(raw), len(other)) && raw[i] == other[i] {
+					i++
+				}
+				t.Errorf("GetJSON differs from json.Marshal at byte %d: %q vs %q", i, raw[max(i-40, 0):min(i+40, len(raw))], other[max(i-40, 0):min(i+40, len(other))])
+			}
+		}
+	}
+}

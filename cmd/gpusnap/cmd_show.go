@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,15 +38,41 @@ func runShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := st.Get(c.Args().First())
-	_ = st.Close()
+	defer st.Close()
+	if g.JSON {
+		raw, err := st.GetJSON(c.Args().First())
+		if err != nil {
+			return err
+		}
+		return printStoredJSON(g.Stdout, raw)
+	}
+	snap, err := st.GetSelected(c.Args().First(), mayUseNVIDIA)
 	if err != nil {
 		return err
 	}
-	if g.JSON {
-		return printSnapshot(g, snap)
-	}
 	return printSummary(g.Stdout, snap)
+}
+
+// nvidiaClass is how a mapping or holder of an NVIDIA device reads in a
+// process's JSON. It cannot occur inside a JSON string, whose quotes are
+// escaped, so a process without it uses no NVIDIA device.
+var nvidiaClass = []byte(`"class":"` + snapshot.ClassNVIDIA + `"`)
+
+// mayUseNVIDIA picks, before decoding, the processes the summary lists.
+func mayUseNVIDIA(processJSON []byte) bool { return bytes.Contains(processJSON, nvidiaClass) }
+
+// printStoredJSON prints a snapshot's stored JSON exactly as printSnapshot
+// prints the snapshot (json.Encoder with a two-space indent indents the
+// compact encoding, newline included), without decoding and re-encoding it:
+// for a host of a thousand processes that is most of show's time.
+func printStoredJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	buf.Grow(2 * len(raw))
+	if err := json.Indent(&buf, append(raw, '\n'), "", "  "); err != nil {
+		return err
+	}
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 // printSummary writes what an operator looks at first. Every string a
@@ -56,7 +84,7 @@ func printSummary(w io.Writer, s *snapshot.Snapshot) error {
 	fmt.Fprintf(tw, "id\t%s\n", s.ID)
 	fmt.Fprintf(tw, "label\t%s\n", e(s.Label))
 	fmt.Fprintf(tw, "tenant\t%s\n", orDash(e(s.Tenant)))
-	fmt.Fprintf(tw, "host\t%s (kernel %s, boot %s)\n", e(h.Hostname), e(h.KernelRelease), e(h.BootID))
+	fmt.Fprintf(tw, "host\t%s (kernel %s, boot %s)\n", orDash(e(h.Hostname)), orDash(e(h.KernelRelease)), orDash(e(h.BootID)))
 	fmt.Fprintf(tw, "captured\t%s, in %s, by gpusnap %s from %s\n", h.CaptureStart.Local().Format(time.RFC3339),
 		h.CaptureEnd.Sub(h.CaptureStart).Round(time.Millisecond), e(h.GpusnapVersion), e(h.ProcRoot))
 	fmt.Fprintf(tw, "processes\t%d read, %d vanished, %d refused\n", s.Scan.ProcessesRead, s.Scan.Vanished, s.Scan.Refused)
