@@ -31,7 +31,12 @@ done
 
 work=$(mktemp -d)
 sleepers=()
+hyperfine_pid=
 cleanup() {
+	if [[ -n "$hyperfine_pid" ]]; then
+		kill "$hyperfine_pid" 2>/dev/null || true
+		wait "$hyperfine_pid" 2>/dev/null || true
+	fi
 	if ((${#sleepers[@]})); then
 		kill "${sleepers[@]}" 2>/dev/null || true
 		wait "${sleepers[@]}" 2>/dev/null || true
@@ -82,10 +87,15 @@ echo "floor: $(cat "$work/floor.txt")"
 echo "fuser -v ${nodes[*]}"
 echo
 
+# In the background, waited for: bash runs a trap only once its foreground
+# command ends, and an interrupted run must kill its sleeps at once.
 hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
 	-n snapshot "$snap" \
 	-n floor "$work/rawfloor" \
-	-n fuser "fuser -v ${nodes[*]}"
+	-n fuser "fuser -v ${nodes[*]}" &
+hyperfine_pid=$!
+wait "$hyperfine_pid"
+hyperfine_pid=
 
 # times.csv: command,mean,stddev,median,user,system,min,max (seconds)
 awk -F, '

@@ -15,10 +15,10 @@ import (
 	"testing"
 )
 
-// startContainer runs the tenant helper in ghost mode the way a container
+// startContainer runs the tenant command (helper and its flags) the way a container
 // runtime would place it, fills sc.Tenant and sc.Ghost with host PIDs, and
 // registers the cleanup that kills the namespace by PID.
-func startContainer(t testing.TB, bin string, loop *Loop, sc *Scenario) *Container {
+func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Container {
 	t.Helper()
 	Require(t, "unshare", "mount", "mknod", "sh")
 	c := newCgroup(t)
@@ -26,8 +26,12 @@ func startContainer(t testing.TB, bin string, loop *Loop, sc *Scenario) *Contain
 	// tenant run by sh (the namespace's init, which must outlive the tenant or
 	// the kernel kills the ghost with it), then init sleeps until killed.
 	// runTenant appends the PID file as "$0".
-	inner := fmt.Sprintf(`mount -t tmpfs tmpfs /dev && mknod -m 600 /dev/nvidia0 b %d %d && %s -g -p 3 /dev/nvidia0 "$0" && exec sleep infinity`,
-		loop.Major, loop.Minor, quote(bin))
+	words := make([]string, len(tenant))
+	for i, w := range tenant {
+		words[i] = quote(w)
+	}
+	inner := fmt.Sprintf(`mount -t tmpfs tmpfs /dev && mknod -m 600 /dev/nvidia0 b %d %d && %s -p 3 /dev/nvidia0 "$0" && exec sleep infinity`,
+		loop.Major, loop.Minor, strings.Join(words, " "))
 	// Outside: join the cgroup first, so every process below is born in it.
 	// --kill-child: should unshare die, its child (the init) dies with it.
 	outer := fmt.Sprintf(`echo $$ > %s && exec unshare -m -p --kill-child --mount-proc sh -c %s "$0"`,

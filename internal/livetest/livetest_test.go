@@ -139,8 +139,11 @@ func TestContainerGhost(t *testing.T) {
 	var sc *Scenario
 	t.Run("scenario", func(t *testing.T) {
 		loop := NewLoop(t)
-		sc = StartGhost(t, loop, Options{Container: true})
+		sc = StartGhost(t, loop, Options{Container: true, GhostComm: "python3"})
 		c := sc.Container
+		if comm := status(t, sc.Ghost.PID, "Name"); comm != "python3" {
+			t.Errorf("ghost's comm is %q, want python3", comm)
+		}
 		if len(c.ID) != 64 {
 			t.Errorf("container id %q", c.ID)
 		}

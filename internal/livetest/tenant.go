@@ -21,11 +21,14 @@ var tenantSource []byte
 // Options choose the scenario StartGhost sets up.
 type Options struct {
 	// Container runs the tenant as a container would: in its own pid and mount
-	// namespace (unshare -m -p -f --mount-proc) with a tmpfs on /dev holding a
+	// namespace (unshare -m -p --kill-child --mount-proc) with a tmpfs on /dev holding a
 	// mknod'ed /dev/nvidia0 of the loop device, in a cgroup named
 	// docker-<64 hex>.scope. The host then sees /dev/nvidia0 in the ghost's
 	// maps although the host has no such path.
 	Container bool
+	// GhostComm, when set, is the name the ghost gives itself (prctl
+	// PR_SET_NAME), as a miner calls itself python3; its exe stays the helper.
+	GhostComm string
 }
 
 // Scenario is a tenant that mapped the loop device through a node named
@@ -64,11 +67,15 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 	t.Helper()
 	bin := buildTenant(t)
 	sc := &Scenario{Loop: loop, Path: loop.Node}
+	args := []string{"-g"}
+	if opts.GhostComm != "" {
+		args = append(args, "-n", opts.GhostComm)
+	}
 	if opts.Container {
 		sc.Path = "/dev/nvidia0"
-		sc.Container = startContainer(t, bin, loop, sc)
+		sc.Container = startContainer(t, append([]string{bin}, args...), loop, sc)
 	} else {
-		procs, exited := runTenant(t, exec.Command(bin, "-g", loop.Node), "tenant", "ghost")
+		procs, exited := runTenant(t, exec.Command(bin, append(args, loop.Node)...), "tenant", "ghost")
 		sc.Tenant, sc.Ghost = procs["tenant"], procs["ghost"]
 		t.Cleanup(func() {
 			if err := sc.Ghost.kill(); err != nil {
@@ -80,6 +87,11 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 		case <-time.After(waitLimit):
 			t.Fatalf("livetest: tenant %d did not exit after forking its ghost", sc.Tenant.PID)
 		}
+	}
+	// The tenant writes the PID file just before it exits; a ghost is only a
+	// ghost once it has (and has been re-parented).
+	if err := waitFor(fmt.Sprintf("tenant %d to exit", sc.Tenant.PID), func() bool { return !sc.Tenant.Alive() }); err != nil {
+		t.Fatalf("livetest: %v", err)
 	}
 	WaitMapped(t, sc.Ghost.PID, "rw-s", sc.Path)
 	return sc

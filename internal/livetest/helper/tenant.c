@@ -8,6 +8,7 @@
  *               mapping and both fds by fork alone (no exec); the parent writes
  *               "tenant ..." and "ghost ..." to PIDFILE and exits, so the child
  *               is a true ghost that survives its parent.
+ * -n NAME renames the ghost (prctl PR_SET_NAME), as a miner calls itself python3.
  * -p FD names an fd open on the host's /proc: inside a pid namespace it turns
  * the process's own PID into the host PID (readlink of "self" answers in the
  * namespace of the proc mount). PIDFILE is written to PIDFILE.tmp and renamed,
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 static int procfd = -1;
@@ -81,20 +83,22 @@ static void writepids(const char *file, const char *lines) {
 
 int main(int argc, char **argv) {
 	int ghost = 0, opt, rw, ro, p[2];
+	const char *name = NULL;
 	size_t len = 64 * 1024;
 	char lines[256], child[128];
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "gp:")) != -1) {
+	while ((opt = getopt(argc, argv, "gn:p:")) != -1) {
 		switch (opt) {
 		case 'g': ghost = 1; break;
+		case 'n': name = optarg; break;
 		case 'p': procfd = atoi(optarg); break;
-		default: fprintf(stderr, "usage: tenant [-g] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		default: fprintf(stderr, "usage: tenant [-g] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: tenant [-g] [-p PROCFD] NODE PIDFILE\n");
+		fprintf(stderr, "usage: tenant [-g] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
 		return 2;
 	}
 	rw = open(argv[optind], O_RDWR);
@@ -123,6 +127,8 @@ int main(int argc, char **argv) {
 		close(p[0]);
 		if (setsid() < 0)
 			die("setsid");
+		if (name && prctl(PR_SET_NAME, name, 0, 0, 0) != 0)
+			die("prctl PR_SET_NAME");
 		n = snprintf(child, sizeof child, "ghost %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
 		/* the ghost keeps the device, not a handle on the host's /proc */
 		if (procfd >= 0)
