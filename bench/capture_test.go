@@ -201,3 +201,15 @@ func readInto(path string, buf []byte) ([]byte, error) {
 		}
 	}
 }
+
+// BenchmarkMapsFileRead reads the 50,000-line file and parses nothing: the
+// floor under both the scanner and procfs.
+func BenchmarkMapsFileRead(b *testing.B) {
+	path := filepath.Join(bigMaps(b), "1", "maps")
+	buf := make([]byte, 0, 8<<20)
+	for b.Loop() {
+		if _, err := readInto(path, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

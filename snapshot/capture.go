@@ -64,8 +64,11 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	// stat of map_files and fd links means something only on the kernel's own
 	// procfs: in a fixture or a copied tree the links name paths of another
 	// machine, so there the path rule alone decides.
-	live := isProcfs(root)
-	results, err := scanProcesses(ctx, root, pids, classes, s.Host.BootTime, live, faults)
+	cfg := &scanConfig{
+		root: root, classes: classes, boot: s.Host.BootTime, live: isProcfs(root), faults: faults,
+		users: &userCache{names: map[int]string{}},
+	}
+	results, err := cfg.scan(ctx, pids)
 	if err != nil {
 		return nil, err
 	}
@@ -100,19 +103,27 @@ type result struct {
 	refused  bool
 }
 
-// scanProcesses reads the processes with one worker per CPU: the kernel's
-// work of generating maps and fd links dominates, and runs in parallel.
-func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceClasses, boot time.Time, live bool, faults func(string) error) ([]result, error) {
+// scanConfig is what every worker of one capture shares.
+type scanConfig struct {
+	root    string
+	classes DeviceClasses
+	boot    time.Time
+	live    bool // root is procfs: stat of map_files and fd links is the truth
+	faults  func(string) error
+	users   *userCache
+}
+
+// scan reads the processes with one worker per CPU: the kernel's work of
+// generating maps and fd links dominates, and runs in parallel.
+func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 	results := make([]result, len(pids))
-	users := &userCache{names: map[int]string{}}
 	var next int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	workers := min(runtime.NumCPU(), len(pids))
 	for range workers {
 		wg.Go(func() {
-			w := newWorker(root, classes, boot, users, faults)
-			w.live = live
+			w := newWorker(cfg)
 			for ctx.Err() == nil {
 				// Hand out PIDs in small batches: one lock per batch, not per process.
 				mu.Lock()
@@ -137,13 +148,9 @@ func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceC
 
 // worker reads processes one at a time with reused buffers.
 type worker struct {
-	root    string
-	classes DeviceClasses
-	boot    time.Time
-	users   *userCache
-	r       *reader
-	live    bool // root is procfs: stat of map_files and fd links is the truth
-	maps    MapsScanner
+	*scanConfig
+	r    *reader
+	maps MapsScanner
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
@@ -158,14 +165,14 @@ type fileID struct {
 	inode        uint64
 }
 
-func newWorker(root string, classes DeviceClasses, boot time.Time, users *userCache, faults func(string) error) *worker {
+func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
-		root: root, classes: classes, boot: boot, users: users,
-		r:       newReader(faults),
-		kinds:   map[fileID]FileKind{},
-		mapsBuf: make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
+		scanConfig: cfg,
+		r:          newReader(cfg.faults),
+		kinds:      map[fileID]FileKind{},
+		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
-	w.maps.Classes = classes
+	w.maps.Classes = cfg.classes
 	return w
 }
 
@@ -187,7 +194,7 @@ func (w *worker) process(pid int) result {
 		return false
 	}
 
-	data, err := w.r.readFile(pidPath(w.root, pid, "stat"), w.small)
+	data, err := w.r.readWhole(pidPath(w.root, pid, "stat"), w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
@@ -205,11 +212,11 @@ func (w *worker) process(pid int) result {
 	} else {
 		p.Comm, p.PPID, p.StartTime, flags = st.Comm, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
-			p.Started = w.boot.Add(time.Duration(st.StartTime) * time.Second / userHZ)
+			p.Started = w.boot.Add(time.Duration(st.StartTime) * (time.Second / userHZ))
 		}
 	}
 
-	cmdline, err := w.r.readFile(pidPath(w.root, pid, "cmdline"), w.small)
+	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
 	w.small = cmdline
 	if err != nil {
 		if note("cmdline", err) {
@@ -224,7 +231,7 @@ func (w *worker) process(pid int) result {
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && w.gone(pid):
+	case noExe && flags&pfKthread == 0 && w.gone(pid): // a kernel thread has no exe to lose
 		res.vanished = true
 		return res
 	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
@@ -239,7 +246,7 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
+	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -258,7 +265,7 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	cg, err := w.r.readFile(pidPath(w.root, pid, "cgroup"), w.small)
+	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {

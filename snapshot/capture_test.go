@@ -372,3 +372,17 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestCaptureLongUptime: start times of a host up for years do not overflow.
+func TestCaptureLongUptime(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "5"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 0 1 1 0 0 0 0 0 0\nbtime 1000000000\n"), 0o644))
+	// 10^10 ticks: 3.2 years after boot.
+	must(t, os.WriteFile(filepath.Join(root, "5", "stat"), []byte("5 (old) S 1 5 5 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 10000000000 0 0\n"), 0o644))
+	s := captureFixture(t, root, nil)
+	p := findPID(t, s, 5)
+	if want := time.Unix(1000000000+100000000, 0); !p.Started.Equal(want) {
+		t.Errorf("started %v, want %v", p.Started, want)
+	}
+}

@@ -28,12 +28,29 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	var other []Holder
 	for _, fd := range w.fds {
 		link := dir + "/" + strconv.Itoa(fd)
+		// On the live procfs, stat first: it is cheaper than readlink (no
+		// path to render) and most fds (sockets, pipes, files) end there.
+		var kind FileKind
+		known := false
+		if w.live {
+			var err error
+			kind, err = w.r.stat(link)
+			switch {
+			case refusedErr(err):
+				// The kernel refuses every fd of a process alike (ptrace access).
+				return append(hs, other...), errs, err
+			case vanishedErr(err): // an fd closed since the listing is no news
+				continue
+			case err == nil && !kind.Device:
+				continue
+			}
+			known = err == nil
+		}
 		target, err := w.r.readlink(link)
 		switch {
 		case refusedErr(err):
-			// The kernel refuses every fd of a process alike (ptrace access).
 			return append(hs, other...), errs, err
-		case vanishedErr(err): // an fd closed since the listing is no news
+		case vanishedErr(err):
 			continue
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
@@ -43,14 +60,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			continue // socket, pipe, anon_inode
 		}
 		path, deleted := cutDeletedString(target)
-		var kind FileKind
-		known := false
-		if w.live {
-			var serr error
-			kind, serr = w.r.stat(link)
-			known = serr == nil
-		}
-		if known && !kind.Device || !known && !devicePathRule([]byte(path), deleted, false) {
+		if !known && !devicePathRule([]byte(path), deleted, false) {
 			continue
 		}
 		h := Holder{FD: fd, Target: path, Deleted: deleted}
@@ -64,7 +74,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readFile(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
+		info, ierr := w.r.readWhole(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)

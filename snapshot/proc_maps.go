@@ -204,8 +204,9 @@ type MapsResult struct {
 }
 
 // ScanMaps scans the text of a maps file. Most lines (libraries, heap, stack)
-// are dismissed by byte checks on the path and permissions before anything is
-// parsed or allocated; only candidate lines are parsed in full.
+// are dismissed by byte checks on the permissions and path before anything
+// is parsed or allocated; only candidate lines are parsed (and validated) in
+// full. Every line must at least have an address and permissions.
 func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 	var res MapsResult
 	var other []Mapping
@@ -216,13 +217,22 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		} else {
 			line, data = data, nil
 		}
-		path, perms, ok := quickFields(line)
+		// The shape every line must have: an address, then permissions.
+		sp := bytes.IndexByte(line, ' ')
+		if sp <= 0 || len(line) < sp+6 || !validPerms(line[sp+1:sp+5]) || line[sp+5] != ' ' {
+			res.Errors = append(res.Errors, malformed(lineNo, line))
+			continue
+		}
+		perms := line[sp+1 : sp+5]
+		// Most lines end here: not executable (so no suspect anonymous
+		// mapping) and, without stat, no "/dev/" anywhere (the fields before
+		// the path hold no '/').
+		if perms[2] != 'x' && s.Stat == nil && !bytes.Contains(line[sp+5:], devDir) {
+			continue
+		}
+		path, ok := pathField(line[sp+5:])
 		if !ok {
-			_, err := ParseMapsLine(line)
-			if err == nil {
-				err = fmt.Errorf("%w: too few fields", errMapsLine)
-			}
-			res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+			res.Errors = append(res.Errors, malformed(lineNo, line))
 			continue
 		}
 		anon := len(path) == 0 || bytes.HasPrefix(path, anonNamePrefix)
@@ -262,36 +272,36 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 	return res
 }
 
-var anonNamePrefix = []byte("[anon:")
+var (
+	anonNamePrefix = []byte("[anon:")
+	devDir         = []byte("/dev/")
+)
 
-// quickFields finds the path and permissions of a maps line with nothing but
-// byte searches. ok is false when the line lacks the shape of a maps line.
-func quickFields(line []byte) (path, perms []byte, ok bool) {
-	sp := bytes.IndexByte(line, ' ')
-	if sp < 0 || len(line) < sp+5 {
-		return nil, nil, false
+// malformed returns the error text of a line that lacks a maps line's shape.
+func malformed(lineNo int, line []byte) string {
+	_, err := ParseMapsLine(line)
+	if err == nil {
+		err = fmt.Errorf("%w: too few fields", errMapsLine)
 	}
-	perms = line[sp+1 : sp+5]
-	if !validPerms(perms) {
-		return nil, nil, false
-	}
-	rest := line[sp+5:]
-	// offset, dev and inode: three more space-separated fields.
+	return fmt.Sprintf("maps line %d: %v", lineNo, err)
+}
+
+// pathField finds the path in what follows the permissions of a maps line
+// (" offset dev inode   path"), with byte searches only. The path is empty
+// for an anonymous mapping; ok is false when a field is missing.
+func pathField(rest []byte) (path []byte, ok bool) {
 	for range 3 {
-		if len(rest) == 0 || rest[0] != ' ' {
-			return nil, nil, false
+		if len(rest) < 2 || rest[0] != ' ' {
+			return nil, false
 		}
 		i := bytes.IndexByte(rest[1:], ' ')
 		if i < 0 {
-			// A line may end right after the inode (anonymous mapping, no padding).
-			if len(rest) > 1 {
-				return nil, perms, true
-			}
-			return nil, nil, false
+			// The line ends with the inode: an anonymous mapping without padding.
+			return nil, true
 		}
 		rest = rest[1+i:]
 	}
-	return trimLeftSpaces(rest), perms, true
+	return trimLeftSpaces(rest), true
 }
 
 // device decides whether a parsed file-backed line maps a device, and builds

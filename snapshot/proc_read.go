@@ -30,8 +30,22 @@ func (r *reader) fault(path string) error {
 	return r.faults(path)
 }
 
-// readFile reads the whole of path into buf[:0], growing it as needed.
+// readFile reads the whole of path into buf[:0], growing it as needed,
+// until a read returns nothing: maps and other multi-record seq files come a
+// page at a time, so a short read is not their end.
 func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
+	return r.read(path, buf, false)
+}
+
+// readWhole reads a file the kernel renders whole on the first read (the
+// single_open seq files stat, status, cgroup and fdinfo, and cmdline, which
+// copies as much as asked): a read shorter than the buffer is its end, which
+// saves the empty read that would confirm it, one syscall per file.
+func (r *reader) readWhole(path string, buf []byte) ([]byte, error) {
+	return r.read(path, buf, true)
+}
+
+func (r *reader) read(path string, buf []byte, shortIsEnd bool) ([]byte, error) {
 	buf = buf[:0]
 	if err := r.fault(path); err != nil {
 		return buf, err
@@ -56,6 +70,9 @@ func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+		if shortIsEnd && len(buf) < cap(buf) {
+			return buf, nil
+		}
 	}
 }
 
