@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 // gpusnap runs the CLI in-process with exactly the arguments given.
@@ -282,5 +284,60 @@ func TestDiffInheritedFromTenant(t *testing.T) {
 		if got, ok := inherited[key]; !ok || got != want {
 			t.Errorf("%s: inherited from %q (found %v), want %q", key, got, ok, want)
 		}
+	}
+}
+
+// A renamed node shows only in its device number, which capture reads on the
+// kernel's own procfs alone: the post snapshot is a capture of a scenario
+// with the number a live capture on a GPU host records, stored, then diffed
+// through the CLI by id.
+func TestDiffRenamedDeviceNode(t *testing.T) {
+	const name = "leftover-read-only"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	_, base, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	if base == "" {
+		t.Fatal(stderr)
+	}
+	post, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: filepath.Join(scenarioDir(name), "after", "proc"),
+		Label: snapshot.LabelPost, Tenant: name, NVML: snapshot.NVMLOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := 0
+	for i := range post.Processes {
+		p := &post.Processes[i]
+		for j := range p.Mappings {
+			if m := &p.Mappings[j]; p.PID == 4242 && m.Path == "/dev/nvidia0" {
+				m.Path, m.DeviceNumber, m.DeviceType = "/var/lib/docker/overlay2/l/gpu", "195:0", "char"
+				renamed++
+			}
+		}
+	}
+	if renamed != 1 {
+		t.Fatalf("the scenario's pid 4242 has %d mappings of /dev/nvidia0, want 1", renamed)
+	}
+	st, err := store.Open(db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(post); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := diffJSON(t, 1, "--db", db, strings.TrimSpace(base), post.ID)
+	var got []string
+	for _, f := range r.Findings {
+		got = append(got, f.Kind+" "+f.Severity.String()+" "+f.Device)
+	}
+	want := []string{
+		"renamed_device_node high /var/lib/docker/overlay2/l/gpu",
+		"leftover_device_holder medium /dev/nvidia0",
+		"leftover_device_mapping medium /var/lib/docker/overlay2/l/gpu",
+		"unexpected_gpu_process medium ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
