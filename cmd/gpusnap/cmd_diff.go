@@ -156,7 +156,8 @@ func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snaps
 }
 
 // history loads, read-only, the tenant's newest snapshots taken after FROM
-// and before TO: those in which a tenant process still ran.
+// and before TO, while it ran: post snapshots, taken after it ended, hold
+// only what it left behind, not where that came from.
 func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, error) {
 	st, err := openStore(g, true)
 	if err != nil {
@@ -169,7 +170,7 @@ func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, erro
 	}
 	var out []*snapshot.Snapshot
 	for _, m := range metas { // newest first
-		if m.ID == from.ID || m.ID == to.ID || !m.Time.Before(to.Host.CaptureStart) {
+		if m.ID == from.ID || m.ID == to.ID || m.Label == snapshot.LabelPost || !m.Time.Before(to.Host.CaptureStart) {
 			continue
 		}
 		s, err := st.Get(m.ID)
