@@ -82,7 +82,9 @@ func summaryLine(r *Result) string {
 
 func writeFinding(b *bufio.Writer, f *Finding) {
 	fmt.Fprintf(b, "  %s: %s\n", f.Kind, safetext.Escape(f.Summary))
-	if p := f.Process; p != nil {
+	if p := f.Process; p != nil && p.StartTime == 0 && p.Comm == "" {
+		fmt.Fprintf(b, "    process: pid %d, no process behind it\n", p.PID)
+	} else if p != nil {
 		fmt.Fprintf(b, "    process: %s uid %d", p.Key(), p.UID)
 		if p.Cgroup != "" {
 			fmt.Fprintf(b, " cgroup %s", safetext.Escape(p.Cgroup))

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -147,7 +148,15 @@ func TestOrphans(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { expect(t, compare(tc.from, tc.to), tc.want...) })
 	}
-	r := compare(withGPUs(snap("a", old), gpu(gib, gp(500, gib))), withGPUs(snap("b", reused), gpu(gib, gp(500, gib))))
+	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(0, gp(7777, 0))))
+	if p := r.Findings[0].Process; p.PID != 7777 || p.UID != -1 || p.Comm != "" {
+		t.Errorf("an orphan nobody had names %+v, want pid 7777 and uid -1 (unknown)", p)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil || !strings.Contains(text.String(), "process: pid 7777, no process behind it\n") {
+		t.Errorf("report (%v):\n%s", err, text.String())
+	}
+	r = compare(withGPUs(snap("a", old), gpu(gib, gp(500, gib))), withGPUs(snap("b", reused), gpu(gib, gp(500, gib))))
 	f := r.Findings[0]
 	if f.Process.StartTime != 100 || f.Process.Exe != "/usr/bin/python3.11" {
 		t.Errorf("orphan names %+v, want the process that had the PID at FROM", f.Process)

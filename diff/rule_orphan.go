@@ -34,7 +34,8 @@ func orphanGPUProcesses(c *comparison) []Finding {
 func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 	pid := e.proc.PID
 	evidence := []string{entryEvidence(e), why}
-	ref := &ProcessRef{PID: pid}
+	// No process to read the rest from: uid -1 says unknown, not root.
+	ref := &ProcessRef{PID: pid, UID: -1}
 	if old := c.fromByPID[pid]; old != nil {
 		// NVML's context most likely belongs to the process that had the PID at FROM.
 		ref = processRef(old)
