@@ -7,9 +7,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// benchHost builds a host of n processes, of which users hold 2,000 device
-// mappings in all (10 each: nvidia devices and a DRM node) and a holder per
-// device, on 8 GPUs that NVML lists them on. shift > 0 replaces that many
+// benchHost builds a host of n processes, each holding /dev/null, of which
+// GPU users hold 2,000 device mappings in all (10 each: nvidia devices and a
+// DRM node) and a holder per NVIDIA device, on 8 GPUs that NVML lists them on. shift > 0 replaces that many
 // GPU processes with new ones, so TO differs from FROM as after a tenant.
 func benchHost(id string, n, shift int) *snapshot.Snapshot {
 	const gpuUsers = 200
@@ -20,7 +20,9 @@ func benchHost(id string, n, shift int) *snapshot.Snapshot {
 		if i < shift {
 			start += 7 // the same PID, another process: all new at TO
 		}
-		p := proc(pid, start, "worker", "/usr/bin/worker", cgroups("0::/system.slice/worker.service"))
+		// Like every daemon, each holds /dev/null on its standard fds.
+		p := proc(pid, start, "worker", "/usr/bin/worker", cgroups("0::/system.slice/worker.service"),
+			holder(0, "/dev/null", "r", "1:3"), holder(1, "/dev/null", "w", "1:3"), holder(2, "/dev/null", "w", "1:3"))
 		if i < gpuUsers {
 			gpu := fmt.Sprintf("/dev/nvidia%d", i%8)
 			for j := range 8 {

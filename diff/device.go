@@ -64,11 +64,12 @@ type deviceUse struct {
 	holders  []snapshot.Holder
 }
 
-// deviceUses groups a process's device mappings and holders by device, in the
-// order they first appear, so a finding is raised once per device and not once
-// per maps line.
+// deviceUses groups a process's device mappings and NVIDIA holders by device,
+// in the order they first appear, so a finding is raised once per device and
+// not once per maps line. Holders of other devices raise nothing (almost every
+// process holds /dev/null) and are left out, so most processes have no uses.
 func deviceUses(p *snapshot.Process) []*deviceUse {
-	if len(p.Mappings) == 0 && len(p.Holders) == 0 {
+	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) {
 		return nil
 	}
 	byDev := make(map[string]*deviceUse)
@@ -96,10 +97,22 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 		u.mappings = append(u.mappings, m)
 	}
 	for _, h := range p.Holders {
+		if !isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+			continue
+		}
 		u := get(h.Target, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
 		u.holders = append(u.holders, h)
 	}
 	return order
+}
+
+func hasNVIDIAHolder(p *snapshot.Process) bool {
+	for _, h := range p.Holders {
+		if isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+			return true
+		}
+	}
+	return false
 }
 
 // nvidia reports whether the use is of an NVIDIA device.

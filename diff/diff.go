@@ -170,12 +170,7 @@ func hasNVIDIADevice(p *snapshot.Process) bool {
 			return true
 		}
 	}
-	for _, h := range p.Holders {
-		if isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
-			return true
-		}
-	}
-	return false
+	return hasNVIDIAHolder(p)
 }
 
 // sortFindings orders findings for people and for byte-stable JSON: severity

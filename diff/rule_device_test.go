@@ -155,3 +155,10 @@ func TestDeletedNodeIsTheSameDevice(t *testing.T) {
 		t.Errorf("mapping evidence %q", ev)
 	}
 }
+
+// Holding a device other than NVIDIA's raises nothing: every daemon holds
+// /dev/null, and only mappings of other devices are worth a look.
+func TestOtherDeviceHoldersRaiseNothing(t *testing.T) {
+	p := proc(800, 5, "sshd", "/usr/sbin/sshd", holder(0, "/dev/null", "r", "1:3"), holder(3, "/dev/dri/card0", "rw", "226:0"))
+	expect(t, compare(snap("a"), snap("b", p)))
+}

@@ -96,7 +96,8 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 	}
 }
 
-// stagingDirs are where droppers put what they run: world-writable, often noexec-less.
+// stagingDirs are where droppers put what they run: writable by anyone, and
+// no package installs an executable there.
 var stagingDirs = []string{"/tmp/", "/var/tmp/", "/dev/shm/"}
 
 // masquerade lists the signs that a process hides what it is.
@@ -138,8 +139,10 @@ func hiddenElement(exe string) string {
 // commLen is TASK_COMM_LEN less its NUL: the kernel keeps 15 bytes of a name.
 const commLen = 15
 
-// interpreters run a script or a runtime whose comm is the script's name or
-// a thread name (python3 train.py -> "train.py", torch -> "pt_main_thread").
+// interpreters run scripts and runtimes, whose comm is rarely the exe's name:
+// a script started through its #! line takes the script's name ("./train.py"
+// gives "train.py"), and runtimes rename their main thread (PyTorch's
+// "pt_main_thread").
 var interpreters = regexp.MustCompile(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
 
 // commMatchesExe reports whether a process's comm fits its exe: the exe's

@@ -28,7 +28,7 @@ func zombieGPUMemory(c *comparison) []Finding {
 		}
 		before := c.fromNVML.poolByID[pl.id]
 		if pl.memory == nil || before == nil || before.memory == nil {
-			c.notes = append(c.notes, pl.label+" has no memory figure at both ends: its memory was not compared")
+			c.notes = append(c.notes, pl.label+" lacks a memory figure at FROM or at TO: its memory was not compared")
 			continue
 		}
 		if f, ok := c.zombie(pl, before); ok {
