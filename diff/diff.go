@@ -78,7 +78,8 @@ type comparison struct {
 	toByKey   map[string]*snapshot.Process
 	fromByPID map[int]*snapshot.Process
 	toByPID   map[int]*snapshot.Process
-	// toUnread are PIDs alive at TO whose /proc entry could not be read (refused).
+	// toUnread are PIDs alive at TO that refused some reads: alive, though
+	// maybe known by PID alone.
 	toUnread map[int]bool
 
 	fromNVML, toNVML *nvmlIndex
@@ -153,7 +154,7 @@ func (c *comparison) noteLimits() {
 		c.notes = append(c.notes, "the snapshots come from different hosts ("+c.from.Host.Hostname+", "+c.to.Host.Hostname+")")
 	}
 	if len(c.to.Scan.RefusedPIDs) > 0 {
-		c.notes = append(c.notes, "some processes at TO could not be read (refused) and are not checked: "+pidList(c.to.Scan.RefusedPIDs))
+		c.notes = append(c.notes, "processes at TO that refused some reads (PID 1 does, even to root), so what they map or hold may be missing: "+pidList(c.to.Scan.RefusedPIDs))
 	}
 }
 
