@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/procfs"
 
+	"github.com/gpusnap/gpusnap/bench/floor"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -38,86 +38,47 @@ func BenchmarkCapture(b *testing.B) {
 	b.ReportMetric(float64(procs), "procs")
 }
 
-// BenchmarkRawFloor is the floor of issue 2: one thread reading every
-// /proc/PID/maps and readlinking every /proc/PID/fd/*, parsing nothing. It uses
-// the cheapest calls there are (raw syscalls, one reused buffer), so the
-// floor is the kernel's cost and not Go's.
+// BenchmarkRawFloor is the floor of issue 2 (bench/floor): one thread reading
+// every /proc/PID/maps and readlinking every /proc/PID/fd/*, parsing nothing,
+// with bare syscalls and reused buffers: the kernel's cost, not Go's.
 func BenchmarkRawFloor(b *testing.B) {
-	var f floor
+	w := floor.NewWalker()
+	var c floor.Counts
 	for b.Loop() {
-		f.run(b)
+		c = walk(b, w)
 	}
-	b.ReportMetric(float64(f.procs), "procs")
+	b.ReportMetric(float64(c.Processes), "procs")
 }
 
-// BenchmarkCaptureOverFloor alternates a capture and a floor pass and reports
+// BenchmarkCaptureOverFloor alternates a capture and a floor walk and reports
 // their ratio: on a shared, noisy machine only a ratio measured in one run
 // means anything. Issue 2 wants x-floor <= 1.0.
 func BenchmarkCaptureOverFloor(b *testing.B) {
 	ctx := context.Background()
 	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}}
-	var f floor
+	w := floor.NewWalker()
 	var capT, floorT time.Duration
+	var c floor.Counts
 	for b.Loop() {
 		t0 := time.Now()
 		if _, err := snapshot.Capture(ctx, opts); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		f.run(b)
+		c = walk(b, w)
 		capT += t1.Sub(t0)
 		floorT += time.Since(t1)
 	}
 	b.ReportMetric(float64(capT)/float64(floorT), "x-floor")
-	b.ReportMetric(float64(f.procs), "procs")
+	b.ReportMetric(float64(c.Processes), "procs")
 }
 
-type floor struct {
-	buf, dirBuf, link []byte
-	procs             int
-}
-
-func (f *floor) run(b *testing.B) {
-	if f.buf == nil {
-		f.buf, f.dirBuf, f.link = make([]byte, 1<<20), make([]byte, 8192), make([]byte, 4096)
-	}
-	f.procs = 0
-	for _, pid := range dirNames(b, "/proc", f.dirBuf) {
-		if pid[0] < '0' || pid[0] > '9' {
-			continue
-		}
-		f.procs++
-		if fd, err := syscall.Open("/proc/"+pid+"/maps", syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
-			for {
-				n, err := syscall.Read(fd, f.buf)
-				if n <= 0 || err != nil {
-					break
-				}
-			}
-			syscall.Close(fd)
-		}
-		dir := "/proc/" + pid + "/fd"
-		for _, name := range dirNames(b, dir, f.dirBuf) {
-			_, _ = syscall.Readlink(dir+"/"+name, f.link)
-		}
-	}
-}
-
-// dirNames lists a directory with getdents, as ls does; an unreadable one is empty.
-func dirNames(b *testing.B, dir string, buf []byte) []string {
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+func walk(b *testing.B, w *floor.Walker) floor.Counts {
+	c, err := w.Walk("/proc")
 	if err != nil {
-		return nil
+		b.Fatal(err)
 	}
-	defer syscall.Close(fd)
-	var names []string
-	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		if err != nil || n <= 0 {
-			return names
-		}
-		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
-	}
+	return c
 }
 
 // bigMaps writes a 50,000-line maps file as <dir>/1/maps: a large process

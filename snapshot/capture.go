@@ -155,6 +155,8 @@ type worker struct {
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
 	kinds map[fileID]FileKind
+	// rootNS is the pid namespace procfs was mounted in, once seen.
+	rootNS string
 
 	mapsBuf, statusBuf, small []byte
 	fds                       []int
@@ -216,6 +218,15 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
+	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
+	// command line and no exe, and maps, holds and belongs to nothing worth a
+	// read: it runs as root in the root cgroup. Nothing more is read for it.
+	if flags&pfKthread != 0 {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return res
+	}
+
 	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.small)
 	w.small = cmdline
 	if err != nil {
@@ -231,19 +242,11 @@ func (w *worker) process(pid int) result {
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && flags&pfKthread == 0 && w.gone(pid): // a kernel thread has no exe to lose
+	case noExe && w.gone(pid):
 		res.vanished = true
 		return res
-	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
+	case !noExe: // ENOENT is a zombie's: no exe to have
 		note("exe", err)
-	}
-
-	// A kernel thread (PF_KTHREAD, no command line, no exe) maps, holds and
-	// belongs to nothing worth a read: it runs as root in the root cgroup.
-	if flags&pfKthread != 0 && len(cmdline) == 0 && noExe {
-		p.KernelThread = true
-		p.User = w.users.name(0)
-		return res
 	}
 
 	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
@@ -259,10 +262,24 @@ func (w *worker) process(pid int) result {
 		p.User = w.users.name(st.UID)
 	}
 
-	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
+	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// process with one entry lives in that namespace, as most do, and the
+	// link need not be read again for it.
+	switch {
+	case w.live && len(p.NSpid) == 1 && w.rootNS != "":
+		p.PIDNamespace = w.rootNS
+	default:
+		ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid"))
+		if err != nil {
+			if note("ns/pid", err) {
+				return res
+			}
+			break
+		}
 		p.PIDNamespace = ns
-	} else if note("ns/pid", err) {
-		return res
+		if w.live && len(p.NSpid) == 1 {
+			w.rootNS = ns
+		}
 	}
 
 	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)

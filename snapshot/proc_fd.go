@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // /proc/PID/fd/N is a link to what fd N has open: a path for files and device
@@ -20,21 +21,27 @@ import (
 // are per-fd errors worth recording.
 func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	dir := pidPath(w.root, pid, "fd")
-	w.fds, err = w.r.readDirInts(dir, w.fds[:0])
+	dirfd, err := w.r.openDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer syscall.Close(dirfd)
+	w.fds, err = w.r.listInts(dirfd, w.fds[:0])
 	if err != nil {
 		return nil, nil, err
 	}
 	slices.Sort(w.fds)
 	var other []Holder
 	for _, fd := range w.fds {
-		link := dir + "/" + strconv.Itoa(fd)
+		name := strconv.Itoa(fd)
+		link := dir + "/" + name
 		// On the live procfs, stat first: it is cheaper than readlink (no
 		// path to render) and most fds (sockets, pipes, files) end there.
 		var kind FileKind
 		known := false
 		if w.live {
 			var err error
-			kind, err = w.r.stat(link)
+			kind, err = w.r.statAt(dirfd, name, link)
 			switch {
 			case refusedErr(err):
 				// The kernel refuses every fd of a process alike (ptrace access).
@@ -46,7 +53,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			}
 			known = err == nil
 		}
-		target, err := w.r.readlink(link)
+		target, err := w.r.readlinkAt(dirfd, name, link)
 		switch {
 		case refusedErr(err):
 			return append(hs, other...), errs, err

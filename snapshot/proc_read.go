@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // reader does the raw system calls of one capture worker, with buffers reused
@@ -78,11 +80,17 @@ func (r *reader) read(path string, buf []byte, shortIsEnd bool) ([]byte, error) 
 
 // readlink returns the target of the link at path.
 func (r *reader) readlink(path string) (string, error) {
-	if err := r.fault(path); err != nil {
+	return r.readlinkAt(unix.AT_FDCWD, path, path)
+}
+
+// readlinkAt reads the link name in the directory open as dirfd; full is
+// its whole path, for errors and faults.
+func (r *reader) readlinkAt(dirfd int, name, full string) (string, error) {
+	if err := r.fault(full); err != nil {
 		return "", err
 	}
 	for {
-		n, err := syscall.Readlink(path, r.lnkBuf)
+		n, err := unix.Readlinkat(dirfd, name, r.lnkBuf)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -98,12 +106,18 @@ func (r *reader) readlink(path string) (string, error) {
 
 // stat stats path (following links, as stat of map_files and fd do).
 func (r *reader) stat(path string) (FileKind, error) {
-	if err := r.fault(path); err != nil {
+	return r.statAt(unix.AT_FDCWD, path, path)
+}
+
+// statAt stats name in the directory open as dirfd, following links; full
+// is its whole path, for faults.
+func (r *reader) statAt(dirfd int, name, full string) (FileKind, error) {
+	if err := r.fault(full); err != nil {
 		return FileKind{}, err
 	}
-	var st syscall.Stat_t
+	var st unix.Stat_t
 	for {
-		err := syscall.Stat(path, &st)
+		err := unix.Fstatat(dirfd, name, &st, 0)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -127,14 +141,25 @@ func (r *reader) stat(path string) (FileKind, error) {
 // readDirInts lists the numeric names of directory path (PIDs, fd numbers),
 // in directory order, appended to out.
 func (r *reader) readDirInts(path string, out []int) ([]int, error) {
-	if err := r.fault(path); err != nil {
-		return out, err
-	}
-	fd, err := openRetry(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+	fd, err := r.openDir(path)
 	if err != nil {
 		return out, err
 	}
 	defer syscall.Close(fd)
+	return r.listInts(fd, out)
+}
+
+// openDir opens a directory to list it and to stat and readlink its entries
+// relative to it, which spares the kernel the walk of its path per entry.
+func (r *reader) openDir(path string) (int, error) {
+	if err := r.fault(path); err != nil {
+		return -1, err
+	}
+	return openRetry(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+}
+
+// listInts appends the numeric names of the open directory fd to out.
+func (r *reader) listInts(fd int, out []int) ([]int, error) {
 	for {
 		n, err := syscall.ReadDirent(fd, r.dirBuf)
 		if err == syscall.EINTR {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -154,5 +156,37 @@ func TestDamagedFilesAreReportedNotPanicked(t *testing.T) {
 				_ = s.Close()
 			}
 		})
+	}
+}
+
+// TestCheckFindsBrokenRecords breaks gpusnap's own records in a sound bbolt
+// file: bbolt's check passes, gpusnap's finds it.
+func TestCheckFindsBrokenRecords(t *testing.T) {
+	s, _ := openTemp(t)
+	snap := fakeSnapshot(time.Now(), snapshot.LabelBaseline, "job-1", 5)
+	if err := s.Put(snap); err != nil {
+		t.Fatal(err)
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketProcs).Delete(seqKey(3)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketBaselines).Put(baselineKey("job-2", "20990101-000000.000000-000000"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"process record 3 is missing", "hash index has 5 entries for 4 process records", "baseline index names missing snapshot 20990101"}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(r.Problems, "\n"), w) {
+			t.Errorf("check misses %q: %v", w, r.Problems)
+		}
+	}
+	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Get of a snapshot with a missing record: %v", err)
 	}
 }

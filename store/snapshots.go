@@ -35,13 +35,18 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 		sum  [sha256.Size]byte
 		json []byte
 	}
+	// Encoding is most of a Put's cost: use every CPU.
 	procs := make([]encoded, len(snap.Processes))
-	for i := range snap.Processes {
+	err := s.parallel(len(procs), func(i int) error {
 		b, err := json.Marshal(&snap.Processes[i])
 		if err != nil {
 			return fmt.Errorf("store: encode process %d: %w", snap.Processes[i].PID, err)
 		}
 		procs[i] = encoded{sha256.Sum256(b), b}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	header := *snap
 	header.Processes = nil
@@ -287,16 +292,26 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 // JSON is nearly all of what loading a snapshot costs. The records are
 // bbolt's mmap, valid while the transaction that read them is open.
 func (s *Store) decodeProcesses(raw [][]byte, out []snapshot.Process) error {
-	workers := min(runtime.GOMAXPROCS(0), len(raw))
+	return s.parallel(len(raw), func(i int) error {
+		if err := json.Unmarshal(raw[i], &out[i]); err != nil {
+			return s.damaged("process record: %v", err)
+		}
+		return nil
+	})
+}
+
+// parallel runs fn for 0..n-1 on every CPU and returns the errors. A fault
+// reading bbolt's mmap in a worker becomes a damage report, as in view.
+func (s *Store) parallel(n int, fn func(i int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), n)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			defer s.recoverDamage(&errs[w])
 			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-			for i := w; i < len(raw); i += workers {
-				if err := json.Unmarshal(raw[i], &out[i]); err != nil {
-					errs[w] = s.damaged("process record: %v", err)
+			for i := w; i < n; i += workers {
+				if errs[w] = fn(i); errs[w] != nil {
 					return
 				}
 			}

@@ -169,7 +169,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 // open opens the bbolt file and checks it is a sound gpusnap store.
 func open(path string, readOnly bool, timeout time.Duration) (s *Store, err error) {
 	// bbolt panics on corrupt pages, also inside Open, with the file open and
-	// locked: keep the file so a panic can still close it.
+	// locked: keep the file so a panic can still close the descriptor. The
+	// lock lives on with bbolt's mapping of the file until the process ends,
+	// which is why Open checks a file read-only before opening it read-write.
 	var file *os.File
 	bopts := &bolt.Options{
 		Timeout:  timeout,

@@ -31,8 +31,11 @@ func runBaseline(c *cli.Context) error {
 	if tenant == "" {
 		return usageError(errors.New("baseline needs --tenant T"))
 	}
-	snap, err := captureStored(c, g, snapshot.LabelBaseline, tenant, true)
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelBaseline, tenant))
 	if err != nil {
+		return err
+	}
+	if err := storeSnapshot(g, snap); err != nil {
 		return err
 	}
 	return printSnapshot(g, snap)

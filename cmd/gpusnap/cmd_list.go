@@ -75,10 +75,3 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, usageError(fmt.Errorf("--since %q is neither a time (2026-03-01T10:00:00Z, 2026-03-01) nor a duration (24h)", s))
 }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

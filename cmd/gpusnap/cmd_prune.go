@@ -59,7 +59,9 @@ func runPrune(c *cli.Context) error {
 		if removed == nil {
 			removed = []store.Meta{}
 		}
-		return json.NewEncoder(g.Stdout).Encode(removed)
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(removed)
 	}
 	for _, m := range removed {
 		fmt.Fprintf(g.Stdout, "%s %s %s\n", m.ID, safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))

@@ -287,6 +287,13 @@ func humanSize(n uint64) string {
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func joinInts(xs []int) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {

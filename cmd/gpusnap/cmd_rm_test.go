@@ -57,6 +57,9 @@ func TestPruneKeepsNewestAndBaselines(t *testing.T) {
 	if code, out, errs := prune("--keep-last", "1", "--dry-run"); code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(errs, "would remove 2") {
 		t.Errorf("dry run: %d %q %s", code, out, errs)
 	}
+	if code, out, _ := prune("--keep-last", "1", "--dry-run", "--json"); code != 0 || strings.Count(out, `"id"`) != 2 {
+		t.Errorf("dry run --json: %d %s", code, out)
+	}
 	if code, out, _ := prune("--keep-last", "1", "--older-than", "1h"); code != 0 || out != "" {
 		t.Errorf("nothing is older than 1h: %d %q", code, out)
 	}

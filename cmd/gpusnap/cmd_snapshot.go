@@ -19,8 +19,8 @@ func snapshotCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` this snapshot belongs to"},
 			&cli.StringFlag{Name: "label", Value: snapshot.LabelSnapshot, Usage: "a `LABEL` for the snapshot"},
-			&cli.StringFlag{Name: "export-nvml-fixture", Usage: "also write NVML's state to the new `FILE` as an NVML fixture (see docs/nvml.md)"},
 			&cli.BoolFlag{Name: "no-store", Usage: "print the snapshot without storing it"},
+			&cli.StringFlag{Name: "export-nvml-fixture", Usage: "also write NVML's state to the new `FILE` as an NVML fixture (see docs/nvml.md)"},
 		},
 		Action: runSnapshot,
 	}
@@ -31,7 +31,7 @@ func runSnapshot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := captureStored(c, g, c.String("label"), c.String("tenant"), !c.Bool("no-store"))
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
 	if err != nil {
 		return err
 	}
@@ -40,29 +40,29 @@ func runSnapshot(c *cli.Context) error {
 			return err
 		}
 	}
+	if !c.Bool("no-store") {
+		if err := storeSnapshot(g, snap); err != nil {
+			return err
+		}
+	}
 	return printSnapshot(g, snap)
 }
 
-// captureStored captures the host and, when keep is set, stores the capture
-// in --db. The store is opened after the capture, so its lock is held for the
-// write alone and not for the /proc walk.
-func captureStored(c *cli.Context, g globals, label, tenant string, keep bool) (*snapshot.Snapshot, error) {
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(label, tenant))
-	if err != nil || !keep {
-		return snap, err
-	}
+// storeSnapshot puts a capture into --db. Commands open the store after
+// capturing, so its lock is held for the write alone and not for the /proc walk.
+func storeSnapshot(g globals, snap *snapshot.Snapshot) error {
 	st, err := openStore(g, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := st.Put(snap); err != nil {
 		_ = st.Close()
-		return nil, err
+		return err
 	}
 	if err := st.Close(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", g.DB, err)
+		return fmt.Errorf("store %s: %w", g.DB, err)
 	}
-	return snap, nil
+	return nil
 }
 
 // openStore opens --db; readers open it read-only and never block each other.

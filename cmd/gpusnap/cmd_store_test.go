@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,15 +226,18 @@ func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
 	args := append([]string{"snapshot", "--lock-timeout", "30s"}, g...)
-	// How long a warm run takes here: kills land in [0, 1.5x) of it.
-	typical := time.Hour
+	// How long a run takes here: kills land in [0, 2x) of the median of 5,
+	// so about half the runs are cut short, at every stage of their write.
+	var runs []time.Duration
 	for range 5 {
 		start := time.Now()
 		if out, err := gpusnapProc(args...).CombinedOutput(); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
-		typical = min(typical, time.Since(start))
+		runs = append(runs, time.Since(start))
 	}
+	slices.Sort(runs)
+	typical := runs[2]
 	var reported []string
 	killed := 0
 	for range 200 {
@@ -243,7 +247,7 @@ func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		timer := time.AfterFunc(time.Duration(rand.Int64N(int64(typical)*3/2)), func() {
+		timer := time.AfterFunc(time.Duration(rand.Int64N(2*int64(typical))), func() {
 			_ = c.Process.Signal(syscall.SIGKILL)
 		})
 		err := c.Wait()
@@ -258,7 +262,7 @@ func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
 		killed++
 	}
 	t.Logf("%d runs killed, %d reported success (a run takes %s)", killed, len(reported), typical)
-	if killed < 20 || len(reported) < 20 {
+	if killed < 10 || len(reported) < 10 {
 		t.Fatalf("kills did not spread over the runs: %d killed, %d succeeded", killed, len(reported))
 	}
 	st, err := store.Open(db, store.Options{ReadOnly: true})
