@@ -210,6 +210,7 @@ type MapsResult struct {
 func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 	var res MapsResult
 	var other []Mapping
+	var lastFile []byte // "dev inode" of the last file found not to be a device
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		var line []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -230,7 +231,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		if perms[2] != 'x' && s.Stat == nil && !bytes.Contains(line[sp+5:], devDir) {
 			continue
 		}
-		path, ok := pathField(line[sp+5:])
+		path, devIno, ok := pathField(line[sp+5:])
 		if !ok {
 			res.Errors = append(res.Errors, malformed(lineNo, line))
 			continue
@@ -252,6 +253,11 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			if s.Stat == nil && !underDevDir(path) {
 				continue // the common case: a library or data file
 			}
+			// A library maps as several lines in a row: the same file as the
+			// line before, already found not to be a device.
+			if s.Stat != nil && bytes.Equal(devIno, lastFile) {
+				continue
+			}
 			m, err := ParseMapsLine(line)
 			if err != nil {
 				res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
@@ -259,6 +265,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			}
 			mp, ok := s.device(line, &m)
 			if !ok {
+				lastFile = devIno
 				continue
 			}
 			if mp.Class == ClassNVIDIA {
@@ -287,21 +294,27 @@ func malformed(lineNo int, line []byte) string {
 }
 
 // pathField finds the path in what follows the permissions of a maps line
-// (" offset dev inode   path"), with byte searches only. The path is empty
-// for an anonymous mapping; ok is false when a field is missing.
-func pathField(rest []byte) (path []byte, ok bool) {
-	for range 3 {
+// (" offset dev inode   path"), with byte searches only, and the "dev
+// inode" text before it, which names the mapped file. The path is empty for
+// an anonymous mapping; ok is false when a field is missing.
+func pathField(rest []byte) (path, devIno []byte, ok bool) {
+	var devStart int
+	all := rest
+	for f := range 3 {
 		if len(rest) < 2 || rest[0] != ' ' {
-			return nil, false
+			return nil, nil, false
+		}
+		if f == 1 {
+			devStart = len(all) - len(rest) + 1
 		}
 		i := bytes.IndexByte(rest[1:], ' ')
 		if i < 0 {
 			// The line ends with the inode: an anonymous mapping without padding.
-			return nil, true
+			return nil, all[devStart:], true
 		}
 		rest = rest[1+i:]
 	}
-	return trimLeftSpaces(rest), true
+	return trimLeftSpaces(rest), all[devStart : len(all)-len(rest)], true
 }
 
 // device decides whether a parsed file-backed line maps a device, and builds
