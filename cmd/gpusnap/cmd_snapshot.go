@@ -7,16 +7,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 func snapshotCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "snapshot",
-		Usage:     "capture the host now, store it and print its id",
-		UsageText: "gpusnap snapshot [--tenant T] [--label L] [--json]\n\nExamples:\n  gpusnap snapshot\n  gpusnap snapshot --json --no-nvml | jq '.processes[] | select(.mappings)'",
+		Name:  "snapshot",
+		Usage: "capture the host now, store it and print its id",
+		UsageText: "gpusnap snapshot [--tenant T] [--label L] [--no-store] [--json]\n\nExamples:\n  gpusnap snapshot\n" +
+			"  gpusnap snapshot --json --no-nvml | jq '.processes[] | select(.mappings)'\n  gpusnap snapshot --no-store --json > host.json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` this snapshot belongs to"},
 			&cli.StringFlag{Name: "label", Value: snapshot.LabelSnapshot, Usage: "a `LABEL` for the snapshot"},
+			&cli.BoolFlag{Name: "no-store", Usage: "print the snapshot without storing it"},
 		},
 		Action: runSnapshot,
 	}
@@ -27,11 +30,38 @@ func runSnapshot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
+	snap, err := captureStored(c, g, c.String("label"), c.String("tenant"), !c.Bool("no-store"))
 	if err != nil {
 		return err
 	}
 	return printSnapshot(g, snap)
+}
+
+// captureStored captures the host and, when keep is set, stores the capture
+// in --db. The store is opened after the capture, so its lock is held for the
+// write alone and not for the /proc walk.
+func captureStored(c *cli.Context, g globals, label, tenant string, keep bool) (*snapshot.Snapshot, error) {
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(label, tenant))
+	if err != nil || !keep {
+		return snap, err
+	}
+	st, err := openStore(g, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Put(snap); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", g.DB, err)
+	}
+	return snap, nil
+}
+
+// openStore opens --db; readers open it read-only and never block each other.
+func openStore(g globals, readOnly bool) (*store.Store, error) {
+	return store.Open(g.DB, store.Options{ReadOnly: readOnly, LockTimeout: g.LockTimeout})
 }
 
 // printSnapshot prints the whole snapshot with --json, else its id alone on
