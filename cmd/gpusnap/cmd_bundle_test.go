@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+// storeWith puts hand-built snapshots of tenant job-7 into a new store:
+// a baseline and, when post is set, a post snapshot after it.
+func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) {
+	t.Helper()
+	db = filepath.Join(t.TempDir(), "gpusnap.db")
+	st, err := store.Open(db, store.Options{LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	mk := func(id, label string, when time.Time) *snapshot.Snapshot {
+		s := &snapshot.Snapshot{ID: id, Label: label, Tenant: "job-7",
+			Host: snapshot.Host{Hostname: "n1", BootID: "b1", CaptureStart: when, CaptureEnd: when.Add(time.Second)}}
+		if err := st.Put(s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	snaps = append(snaps, mk("20261129-090000.000000-000001", snapshot.LabelPost, at.Add(-time.Hour))) // an earlier job's post
+	snaps = append(snaps, mk("20261129-100000.000000-000002", snapshot.LabelBaseline, at))
+	if post {
+		snaps = append(snaps, mk("20261129-120000.000000-000003", snapshot.LabelPost, at.Add(2*time.Hour)))
+	}
+	return db, snaps
+}
+
+func verifiedManifest(t *testing.T, file string) *bundle.Manifest {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := bundle.Verify(f, nil)
+	if err != nil || !rep.Intact() {
+		t.Fatalf("bundle %s: %v %+v", file, err, rep)
+	}
+	return rep.Manifest
+}
+
+func TestBundleFromTo(t *testing.T) {
+	db, snaps := storeWith(t, true)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
+	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
+	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: 0, unsigned, sha256 ") {
+		t.Fatalf("bundle: %d %q %q", code, out, errOut)
+	}
+	if m := verifiedManifest(t, a); m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Tenant != "job-7" || m.UID != os.Getuid() {
+		t.Errorf("manifest: %+v", m)
+	}
+	if fi, _ := os.Stat(a); fi.Mode().Perm() != 0o600 {
+		t.Errorf("bundle mode %v", fi.Mode())
+	}
+	// The same two snapshots give the same bytes.
+	if code, _, errOut := gpusnap(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
+		t.Fatal(errOut)
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ab, bb) {
+		t.Error("two bundles of the same snapshots differ")
+	}
+
+	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+		t.Errorf("over an existing file: %d %q", code, errOut)
+	}
+	code, out, _ = gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db, "--force", "--json")
+	var res struct {
+		File, SHA256 string
+		Files        int
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.File != a || len(res.SHA256) != 64 || res.Files < 5 {
+		t.Errorf("--force --json: %d %v %q", code, err, out)
+	}
+}
+
+func TestBundleTenant(t *testing.T) {
+	db, snaps := storeWith(t, true)
+	dir := t.TempDir()
+	keyPrefix := filepath.Join(dir, "k")
+	if code, _, errOut := gpusnap(t, "keygen", "-o", keyPrefix); code != 0 {
+		t.Fatal(errOut)
+	}
+	out := filepath.Join(dir, "t.tar.gz")
+	code, stdout, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--sign-key", keyPrefix+".key",
+		"--tenant-start", "2026-11-29T10:05:00Z", "--tenant-end", "2026-11-29T11:55:00+01:00")
+	if code != 0 || !strings.Contains(stdout, "signed by ") {
+		t.Fatalf("bundle --tenant: %d %q %q", code, stdout, errOut)
+	}
+	m := verifiedManifest(t, out)
+	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Signer == nil || m.TenantEnd == nil || m.TenantEnd.Hour() != 10 {
+		t.Errorf("manifest: %+v", m)
+	}
+	if code, _, _ := gpusnap(t, "verify", out, "--pub", keyPrefix+".pub"); code != 0 {
+		t.Error("verify --pub of a signed bundle failed")
+	}
+}
+
+// With no post snapshot after the baseline, bundle --tenant captures one and stores it.
+func TestBundleTenantCapturesPost(t *testing.T) {
+	db, snaps := storeWith(t, false)
+	out := filepath.Join(t.TempDir(), "t.tar.gz")
+	code, _, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
+	if code != 0 {
+		t.Fatalf("bundle --tenant: %d %q", code, errOut)
+	}
+	m := verifiedManifest(t, out)
+	if m.Before.ID != snaps[1].ID || m.After.ID == snaps[0].ID || m.After.Label != snapshot.LabelPost {
+		t.Errorf("manifest: %+v", m)
+	}
+	st, err := store.Open(db, store.Options{ReadOnly: true, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Get(m.After.ID); err != nil {
+		t.Errorf("the fresh post snapshot was not stored: %v", err)
+	}
+}
+
+func TestBundleErrors(t *testing.T) {
+	db, snaps := storeWith(t, true)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.tar.gz")
+	junk := filepath.Join(dir, "junk.key")
+	os.WriteFile(junk, []byte("junk"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bundle", "--tenant", "job-7"}, "needs -o FILE"},
+		{[]string{"bundle", "--tenant", "job-7", snaps[1].ID, "-o", out}, "not both"},
+		{[]string{"bundle", snaps[1].ID, "-o", out}, "two snapshot ids"},
+		{[]string{"bundle", snaps[1].ID, "nosuch", "-o", out}, "nosuch"},
+		{[]string{"bundle", "--tenant", "job-8", "-o", out}, "tenant job-8 has no baseline"},
+		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--sign-key", junk}, "not a PEM file"},
+		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--tenant-start", "yesterday"}, "--tenant-start"},
+	} {
+		code, _, errOut := gpusnap(t, append(c.args, "--db", db)...)
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a failed bundle left a file")
+	}
+	// A symbolic link at the output is refused, even with --force.
+	link := filepath.Join(dir, "link")
+	os.Symlink(filepath.Join(dir, "target"), link)
+	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
+		t.Errorf("symlink output: %d %q", code, errOut)
+	}
+}
