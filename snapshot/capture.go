@@ -2,6 +2,14 @@ package snapshot
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -16,12 +24,62 @@ type Options struct {
 	Tenant   string
 }
 
-// Capture reads the host now.
-// TODO(capture issue): the /proc walk.
+// userHZ is USER_HZ, the unit of stat's starttime: 100 on every Linux ABI
+// (sysconf(_SC_CLK_TCK) would need cgo for a constant).
+const userHZ = 100
+
+// Capture reads the host now: every process under the proc root, then NVML.
+// An unreadable proc root is an error; a process that vanishes or refuses a
+// read is recorded in Scan and the capture goes on.
 func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
+	return capture(ctx, opts, nil)
+}
+
+// capture is Capture with a fault hook for tests (see reader.faults).
+func capture(ctx context.Context, opts Options, faults func(string) error) (*Snapshot, error) {
 	start := time.Now()
+	root := opts.ProcRoot
+	if root == "" {
+		root = "/proc"
+	}
 	s := &Snapshot{ID: NewID(start), Label: opts.Label, Tenant: opts.Tenant}
 	s.Host.CaptureStart = start
+	s.Host.GpusnapVersion = Version
+	s.Host.ProcRoot = root
+
+	r := newReader(faults)
+	pids, err := r.readDirInts(root, nil)
+	if err != nil {
+		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	slices.Sort(pids)
+	s.Scan.Errors = readHost(r, root, &s.Host)
+	classes := DeviceClasses{}
+	if data, err := r.readFile(root+"/devices", nil); err == nil {
+		classes = ParseDevices(data)
+	} else {
+		s.Scan.Errors = append(s.Scan.Errors, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
+	}
+
+	results, err := scanProcesses(ctx, root, pids, classes, s.Host.BootTime, faults)
+	if err != nil {
+		return nil, err
+	}
+	s.Processes = make([]Process, 0, len(results))
+	for _, res := range results {
+		switch {
+		case res.vanished:
+			s.Scan.Vanished++
+			s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+			continue
+		case res.refused:
+			s.Scan.Refused++
+			s.Scan.RefusedPIDs = append(s.Scan.RefusedPIDs, res.p.PID)
+		}
+		s.Processes = append(s.Processes, res.p)
+	}
+	s.Scan.ProcessesRead = len(s.Processes)
+
 	nv, err := ReadNVML(opts.NVML)
 	if err != nil {
 		return nil, err
@@ -29,4 +87,268 @@ func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
 	s.NVML = nv
 	s.Host.CaptureEnd = time.Now()
 	return s, nil
+}
+
+// result is one process as a worker left it.
+type result struct {
+	p        Process
+	vanished bool
+	refused  bool
+}
+
+// scanProcesses reads the processes with one worker per CPU: the kernel's
+// work of generating maps and fd links dominates, and runs in parallel.
+func scanProcesses(ctx context.Context, root string, pids []int, classes DeviceClasses, boot time.Time, faults func(string) error) ([]result, error) {
+	results := make([]result, len(pids))
+	users := &userCache{names: map[int]string{}}
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	workers := min(runtime.NumCPU(), len(pids))
+	for range workers {
+		wg.Go(func() {
+			w := newWorker(root, classes, boot, users, faults)
+			for ctx.Err() == nil {
+				// Hand out PIDs in small batches: one lock per batch, not per process.
+				mu.Lock()
+				lo := next
+				next = min(next+8, len(pids))
+				mu.Unlock()
+				if lo >= len(pids) {
+					return
+				}
+				for i := lo; i < min(lo+8, len(pids)); i++ {
+					results[i] = w.process(pids[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// worker reads processes one at a time with reused buffers.
+type worker struct {
+	root    string
+	classes DeviceClasses
+	boot    time.Time
+	users   *userCache
+	r       *reader
+	maps    MapsScanner
+	// kinds caches stat of map_files by the maps dev field and inode: every
+	// process maps the same libraries, and one stat per file (not per line
+	// per process) keeps "stat decides" affordable.
+	kinds map[fileID]FileKind
+
+	mapsBuf, statusBuf, small []byte
+	fds                       []int
+}
+
+type fileID struct {
+	major, minor uint32
+	inode        uint64
+}
+
+func newWorker(root string, classes DeviceClasses, boot time.Time, users *userCache, faults func(string) error) *worker {
+	w := &worker{
+		root: root, classes: classes, boot: boot, users: users,
+		r:       newReader(faults),
+		kinds:   map[fileID]FileKind{},
+		mapsBuf: make([]byte, 64<<10), statusBuf: make([]byte, 4096), small: make([]byte, 4096),
+	}
+	w.maps.Classes = classes
+	return w
+}
+
+// process reads one process. Files are read in the order that lets it stop
+// early: stat first (no stat, no process), maps and fds last.
+func (w *worker) process(pid int) result {
+	res := result{p: Process{PID: pid}}
+	p := &res.p
+	// note records a failed read; it reports whether the process is gone.
+	note := func(what string, err error) bool {
+		if vanishedErr(err) && w.gone(pid) {
+			res.vanished = true
+			return true
+		}
+		if refusedErr(err) {
+			res.refused = true
+		}
+		p.Errors = append(p.Errors, what+": "+errText(err))
+		return false
+	}
+
+	data, err := w.r.readFile(pidPath(w.root, pid, "stat"), w.small)
+	w.small = data
+	if err != nil {
+		// Without stat there is no identity (no start time): a process whose
+		// stat is gone has exited between the listing and now.
+		if vanishedErr(err) {
+			res.vanished = true
+			return res
+		}
+		note("stat", err)
+		return res
+	}
+	var state byte
+	if st, err := parseStat(data); err != nil {
+		p.Errors = append(p.Errors, "stat: "+err.Error())
+	} else {
+		p.Comm, p.PPID, p.StartTime, state = st.Comm, st.PPID, st.StartTime, st.State
+		if !w.boot.IsZero() {
+			p.Started = w.boot.Add(time.Duration(st.StartTime) * time.Second / userHZ)
+		}
+	}
+
+	status, err := w.r.readFile(pidPath(w.root, pid, "status"), w.statusBuf)
+	w.statusBuf = status
+	if err != nil {
+		if note("status", err) {
+			return res
+		}
+	} else if st, err := parseStatus(status); err != nil {
+		p.Errors = append(p.Errors, "status: "+err.Error())
+	} else {
+		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
+		p.User = w.users.name(st.UID)
+	}
+
+	cmdline, err := w.r.readFile(pidPath(w.root, pid, "cmdline"), w.small)
+	w.small = cmdline
+	if err != nil {
+		if note("cmdline", err) {
+			return res
+		}
+	}
+	p.Cmdline = parseCmdline(cmdline)
+	rawCmdline := string(cmdline)
+
+	exe, err := w.r.readlink(pidPath(w.root, pid, "exe"))
+	noExe := errors.Is(err, syscall.ENOENT)
+	switch {
+	case err == nil:
+		p.Exe, p.ExeDeleted = cutDeletedString(exe)
+	case noExe && w.gone(pid):
+		res.vanished = true
+		return res
+	case !noExe: // ENOENT is a kernel thread's or a zombie's: no exe to have
+		note("exe", err)
+	}
+
+	if ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid")); err == nil {
+		p.PIDNamespace = ns
+	} else if note("ns/pid", err) {
+		return res
+	}
+
+	cg, err := w.r.readFile(pidPath(w.root, pid, "cgroup"), w.small)
+	w.small = cg
+	if err != nil {
+		if note("cgroup", err) {
+			return res
+		}
+	}
+	rawCgroup := string(cg)
+	var a attribution
+	p.Cgroups, a = parseCgroup(rawCgroup)
+	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
+		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+
+	// A kernel thread has no command line and no exe, and maps nothing. A
+	// zombie has neither either, but is no kernel thread.
+	if len(cmdline) == 0 && noExe && state != 'Z' {
+		p.KernelThread = true
+		return res
+	}
+
+	maps, err := w.r.readFile(pidPath(w.root, pid, "maps"), w.mapsBuf)
+	w.mapsBuf = maps
+	var mr MapsResult
+	if err != nil {
+		if note("maps", err) {
+			return res
+		}
+	} else {
+		w.maps.Stat = w.mapFilesStat(pid)
+		mr = w.maps.ScanMaps(maps)
+		p.Mappings = mr.Mappings
+		p.Errors = append(p.Errors, mr.Errors...)
+	}
+
+	hs, errs, err := w.holders(pid)
+	p.Holders = hs
+	p.Errors = append(p.Errors, errs...)
+	if err != nil && note("fd", err) {
+		return res
+	}
+
+	if p.UsesNVIDIA() {
+		p.SuspectAnon = mr.SuspectAnon
+		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: rawCmdline, Cgroup: rawCgroup}
+	}
+	return res
+}
+
+// mapFilesStat returns the stat function of the maps scanner for one
+// process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
+// After a refusal it stops asking for the rest of the process: the kernel
+// refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
+func (w *worker) mapFilesStat(pid int) func([]byte, uint32, uint32, uint64) (FileKind, bool) {
+	refused := false
+	dir := pidPath(w.root, pid, "map_files/")
+	return func(rangeText []byte, major, minor uint32, inode uint64) (FileKind, bool) {
+		id := fileID{major, minor, inode}
+		if k, ok := w.kinds[id]; ok {
+			return k, true
+		}
+		if refused {
+			return FileKind{}, false
+		}
+		k, err := w.r.stat(dir + string(rangeText))
+		if err != nil {
+			refused = refusedErr(err)
+			return FileKind{}, false
+		}
+		w.kinds[id] = k
+		return k, true
+	}
+}
+
+// gone reports whether the process directory has disappeared.
+func (w *worker) gone(pid int) bool {
+	var st syscall.Stat_t
+	err := syscall.Stat(pidPath(w.root, pid, "stat"), &st)
+	return vanishedErr(err)
+}
+
+// userCache maps uids to user names, looked up once per capture.
+type userCache struct {
+	mu    sync.Mutex
+	names map[int]string
+}
+
+func (c *userCache) name(uid int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.names[uid]; ok {
+		return n
+	}
+	n := ""
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		n = u.Username
+	}
+	c.names[uid] = n
+	return n
+}
+
+// errText is the errno text of err without the path os would add.
+func errText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
 }

@@ -19,6 +19,7 @@ func snapshotCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` this snapshot belongs to"},
 			&cli.StringFlag{Name: "label", Value: snapshot.LabelSnapshot, Usage: "a `LABEL` for the snapshot"},
+			&cli.StringFlag{Name: "export-nvml-fixture", Usage: "also write NVML's state to the new `FILE` as an NVML fixture (see docs/nvml.md)"},
 			&cli.BoolFlag{Name: "no-store", Usage: "print the snapshot without storing it"},
 		},
 		Action: runSnapshot,
@@ -33,6 +34,11 @@ func runSnapshot(c *cli.Context) error {
 	snap, err := captureStored(c, g, c.String("label"), c.String("tenant"), !c.Bool("no-store"))
 	if err != nil {
 		return err
+	}
+	if path := c.String("export-nvml-fixture"); path != "" {
+		if err := snapshot.ExportNVMLFixture(path, snap.NVML); err != nil {
+			return err
+		}
 	}
 	return printSnapshot(g, snap)
 }

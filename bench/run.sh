@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench/run.sh: how fast is `gpusnap snapshot` on a busy host?
+#
+# Starts N extra `sleep` processes (default 500), then in ONE hyperfine run
+# times, on the same host state:
+#   snapshot  gpusnap snapshot --json --no-nvml [--no-store] >/dev/null
+#   floor     bench/floor/rawfloor: one thread reading every /proc/PID/maps and
+#             readlinking every /proc/PID/fd/N, parsing nothing (the kernel's cost)
+#   fuser     fuser -v over the device nodes an operator would name (see below)
+# and prints the ratios snapshot/floor (target <= 1.0) and snapshot/fuser
+# (target <= 0.5). Ratios, not times: these machines are shared and noisy.
+#
+# It installs nothing: it needs go, hyperfine (Debian package) and fuser
+# (psmisc). It kills exactly the sleeps it started, by PID, on any exit.
+#
+# Environment: N (extra processes, 500), RUNS (timed runs per command, 30),
+# FUSER_NODES (space-separated device nodes for fuser; default /dev/nvidia*,
+# or, on a host without them, six busy character devices: see below).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+N=${N:-500}
+RUNS=${RUNS:-30}
+for tool in go hyperfine fuser; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "bench/run.sh: $tool is not installed (apt-get install -y hyperfine psmisc; Go from go.dev)" >&2
+		exit 2
+	fi
+done
+
+work=$(mktemp -d)
+sleepers=()
+cleanup() {
+	if ((${#sleepers[@]})); then
+		kill "${sleepers[@]}" 2>/dev/null || true
+		wait "${sleepers[@]}" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+go build -o "$work/gpusnap" ./cmd/gpusnap
+go build -o "$work/rawfloor" ./bench/floor/rawfloor
+
+# The store is not what is measured: --no-store where this gpusnap has it, and
+# a throwaway --db either way so nothing lands in /var/lib/gpusnap.
+snap="$work/gpusnap snapshot --json --no-nvml --db $work/bench.db"
+if "$work/gpusnap" snapshot --help 2>&1 | grep -q -- '--no-store'; then
+	snap="$snap --no-store"
+else
+	echo "note: this gpusnap has no --no-store (no store yet): snapshot only prints"
+fi
+
+# fuser's nodes. On a GPU host: /dev/nvidia*, the operator's own command. On a
+# host without them, six character devices that many processes hold open, as
+# many as a 4-GPU host's nvidia0-3, nvidiactl and nvidia-uvm: fuser's cost is
+# one pass over every process's fds and maps, whatever the names, and these
+# give it real matches to report.
+shopt -s nullglob
+if [[ -n "${FUSER_NODES:-}" ]]; then
+	read -r -a nodes <<<"$FUSER_NODES"
+else
+	nodes=(/dev/nvidia*)
+	((${#nodes[@]})) || nodes=(/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty)
+fi
+shopt -u nullglob
+
+for ((i = 0; i < N; i++)); do
+	sleep 3600 &
+	sleepers+=($!)
+done
+
+# Each command must work before it is timed: hyperfine -i below only forgives
+# fuser's exit status 1 (no process uses the nodes).
+$snap >"$work/snap.json"
+"$work/rawfloor" 2>"$work/floor.txt"
+procs=$(ls /proc | grep -c '^[0-9]')
+echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), hyperfine $(hyperfine --version | cut -d' ' -f2)"
+echo "floor: $(cat "$work/floor.txt")"
+echo "fuser -v ${nodes[*]}"
+echo
+
+hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
+	-n snapshot "$snap" \
+	-n floor "$work/rawfloor" \
+	-n fuser "fuser -v ${nodes[*]}"
+
+# times.csv: command,mean,stddev,median,user,system,min,max (seconds)
+awk -F, '
+	NR > 1 { mean[$1] = $2; median[$1] = $4 }
+	END {
+		printf "\nratios (mean; median)\n"
+		printf "  snapshot/floor  %.2fx; %.2fx   target <= 1.00x\n", mean["snapshot"] / mean["floor"], median["snapshot"] / median["floor"]
+		printf "  snapshot/fuser  %.2fx; %.2fx   target <= 0.50x\n", mean["snapshot"] / mean["fuser"], median["snapshot"] / median["fuser"]
+	}' "$work/times.csv"

@@ -1,0 +1,144 @@
+/*
+ * tenant: a workload that uses a device the way a GPU job does, for gpusnap's
+ * live tests. It opens NODE read-write and maps it MAP_SHARED read-write (a
+ * "rw-s" line in maps), and opens it a second time read-only, so a holder of
+ * each access mode exists. Then:
+ *   without -g: it writes "tenant HOSTPID NSPID STARTTIME" to PIDFILE and sleeps.
+ *   with -g:    it forks a child that calls setsid() and sleeps, inheriting the
+ *               mapping and both fds by fork alone (no exec); the parent writes
+ *               "tenant ..." and "ghost ..." to PIDFILE and exits, so the child
+ *               is a true ghost that survives its parent.
+ * -p FD names an fd open on the host's /proc: inside a pid namespace it turns
+ * the process's own PID into the host PID (readlink of "self" answers in the
+ * namespace of the proc mount). PIDFILE is written to PIDFILE.tmp and renamed,
+ * so a reader never sees half of it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int procfd = -1;
+
+static void die(const char *what) {
+	fprintf(stderr, "tenant: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* starttime returns field 22 of /proc/self/stat: with the PID, the process's identity. */
+static unsigned long long starttime(void) {
+	char buf[1024], *p;
+	size_t n;
+	int i;
+	FILE *f = fopen("/proc/self/stat", "r");
+	if (!f)
+		die("/proc/self/stat");
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* comm may hold spaces and parentheses: fields resume after the last ')' */
+	p = strrchr(buf, ')');
+	for (i = 0; p && i < 20; i++) /* the 20th space after it precedes field 22 */
+		p = strchr(p + 1, ' ');
+	if (!p) {
+		errno = EINVAL;
+		die("/proc/self/stat");
+	}
+	return strtoull(p + 1, NULL, 10);
+}
+
+/* hostpid returns the PID as the host's /proc names it, or getpid() without -p. */
+static long hostpid(void) {
+	char buf[32];
+	ssize_t n;
+	if (procfd < 0)
+		return (long)getpid();
+	n = readlinkat(procfd, "self", buf, sizeof buf - 1);
+	if (n < 0)
+		die("readlink host /proc/self");
+	buf[n] = 0;
+	return strtol(buf, NULL, 10);
+}
+
+static void writepids(const char *file, const char *lines) {
+	char tmp[PATH_MAX];
+	FILE *f;
+	snprintf(tmp, sizeof tmp, "%s.tmp", file);
+	f = fopen(tmp, "w");
+	if (!f)
+		die(tmp);
+	fputs(lines, f);
+	if (fclose(f) != 0)
+		die(tmp);
+	if (rename(tmp, file) != 0)
+		die(file);
+}
+
+int main(int argc, char **argv) {
+	int ghost = 0, opt, rw, ro, p[2];
+	size_t len = 64 * 1024;
+	char lines[256], child[128];
+	void *m;
+	ssize_t n;
+
+	while ((opt = getopt(argc, argv, "gp:")) != -1) {
+		switch (opt) {
+		case 'g': ghost = 1; break;
+		case 'p': procfd = atoi(optarg); break;
+		default: fprintf(stderr, "usage: tenant [-g] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		fprintf(stderr, "usage: tenant [-g] [-p PROCFD] NODE PIDFILE\n");
+		return 2;
+	}
+	rw = open(argv[optind], O_RDWR);
+	if (rw < 0)
+		die(argv[optind]);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+	if (m == MAP_FAILED)
+		die("mmap");
+	ro = open(argv[optind], O_RDONLY);
+	if (ro < 0)
+		die(argv[optind]);
+	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
+	if (!ghost) {
+		if (procfd >= 0)
+			close(procfd);
+		writepids(argv[optind + 1], lines);
+		for (;;)
+			pause();
+	}
+	if (pipe(p) != 0)
+		die("pipe");
+	switch (fork()) {
+	case -1:
+		die("fork");
+	case 0:
+		close(p[0]);
+		if (setsid() < 0)
+			die("setsid");
+		n = snprintf(child, sizeof child, "ghost %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
+		/* the ghost keeps the device, not a handle on the host's /proc */
+		if (procfd >= 0)
+			close(procfd);
+		if (write(p[1], child, n) != n)
+			die("write pipe");
+		close(p[1]);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	n = read(p[0], child, sizeof child - 1);
+	if (n <= 0)
+		die("read pipe");
+	child[n] = 0;
+	strncat(lines, child, sizeof lines - strlen(lines) - 1);
+	writepids(argv[optind + 1], lines);
+	return 0;
+}

@@ -1,0 +1,170 @@
+// Package livetest sets up real GPU-tenant scenarios on this machine for
+// gpusnap's tests, without a GPU: a loop block device stands in for the GPU,
+// reached through a node named nvidia0; a small C program (built with gcc at
+// test time) opens that node, maps it MAP_SHARED read-write, and forks a ghost
+// that keeps the mapping and the descriptors after its parent exits; a
+// variant runs in its own pid and mount namespace with a private tmpfs /dev,
+// inside a cgroup named like a docker container's scope.
+//
+// Everything needs root. Each helper skips the test with a clear message when
+// not root, when a tool is missing, or when the kernel refuses (losetup, mknod,
+// unshare, cgroup writes), and registers t.Cleanup to undo what it did:
+// processes are killed with SIGKILL by PID (and only while the PID still has
+// the start time it had), loop devices are detached by name, cgroup
+// directories removed. Nothing is cleaned up by name pattern, so tests of
+// other packages may run at the same time.
+//
+// A typical test:
+//
+//	loop := livetest.NewLoop(t)            // /dev/loopN and <tmp>/dev/nvidia0
+//	sc := livetest.StartGhost(t, loop, livetest.Options{Container: true})
+//	snap := capture(t)                     // sc.Ghost.PID maps sc.Path rw-s, holds it rw and r
+//	sc.Ghost.Kill(t)                       // the ghost is gone; Cleanup would do it too
+package livetest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitLimit bounds every wait of the harness: for a mapping to appear, a
+// process to exit, a cgroup to empty. Generous, since other tests share the CPUs.
+const waitLimit = 20 * time.Second
+
+// Require skips the test unless it runs as root with the named tools on PATH.
+func Require(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("live /proc test: needs root (run the tests as root, as .ci/run does)")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("live /proc test: %s is not installed (.ci/run installs it)", tool)
+		}
+	}
+}
+
+// Proc is a process the harness started: its host PID, its PID inside its
+// own pid namespace (the same as PID outside one), and its start time (field
+// 22 of /proc/PID/stat), which together name it even if the PID is reused.
+type Proc struct {
+	PID       int
+	NSPID     int
+	StartTime uint64
+}
+
+// Alive reports whether the process still runs (a zombie does not count).
+func (p Proc) Alive() bool {
+	st, state, err := readStat(p.PID)
+	return err == nil && st == p.StartTime && state != 'Z' && state != 'X'
+}
+
+// Kill sends SIGKILL to the process if it is still the same process, and
+// waits until it is gone or a zombie. Calling it again is harmless.
+func (p Proc) Kill(t testing.TB) {
+	t.Helper()
+	if err := p.kill(); err != nil {
+		t.Errorf("livetest: %v", err)
+	}
+}
+
+func (p Proc) kill() error {
+	if p.PID <= 0 || !p.Alive() {
+		return nil
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %d: %w", p.PID, err)
+	}
+	return waitFor(fmt.Sprintf("pid %d to exit", p.PID), func() bool { return !p.Alive() })
+}
+
+// newProc names the running process pid by its start time.
+func newProc(pid, nspid int) (Proc, error) {
+	st, _, err := readStat(pid)
+	if err != nil {
+		return Proc{}, err
+	}
+	return Proc{PID: pid, NSPID: nspid, StartTime: st}, nil
+}
+
+// readStat returns field 22 (start time) and field 3 (state) of /proc/PID/stat.
+func readStat(pid int) (uint64, byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// comm may hold spaces and parentheses: the fields start after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after comm", pid, len(f))
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
+	}
+	return st, f[0][0], nil
+}
+
+// waitFor polls cond until it holds or waitLimit passes.
+func waitFor(what string, cond func() bool) error {
+	deadline := time.Now().Add(waitLimit)
+	for d := time.Millisecond; !cond(); d = min(2*d, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s", waitLimit, what)
+		}
+		time.Sleep(d)
+	}
+	return nil
+}
+
+// WaitMapped waits until /proc/PID/maps has a line with permissions perms
+// (e.g. "rw-s") for path, as the kernel prints it, and fails the test if it
+// never comes.
+func WaitMapped(t testing.TB, pid int, perms, path string) {
+	t.Helper()
+	err := waitFor(fmt.Sprintf("pid %d to map %s %s", pid, perms, path), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, name := mapsPermsPath(line); p == perms && name == path {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+}
+
+// mapsPermsPath returns the permissions and the path (spaces kept, " (deleted)"
+// included) of a maps line: range perms offset dev inode [padding] path.
+func mapsPermsPath(line string) (perms, path string) {
+	rest := line
+	for i := 0; i < 5; i++ {
+		rest = strings.TrimLeft(rest, " ")
+		j := strings.IndexByte(rest, ' ')
+		if j < 0 {
+			return "", ""
+		}
+		if i == 1 {
+			perms = rest[:j]
+		}
+		rest = rest[j:]
+	}
+	return perms, strings.TrimLeft(rest, " ")
+}

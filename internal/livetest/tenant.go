@@ -1,0 +1,192 @@
+package livetest
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tenantSource is the C helper: fork without exec is what makes a real ghost,
+// and Go cannot fork without exec.
+//
+//go:embed helper/tenant.c
+var tenantSource []byte
+
+// Options choose the scenario StartGhost sets up.
+type Options struct {
+	// Container runs the tenant as a container would: in its own pid and mount
+	// namespace (unshare -m -p -f --mount-proc) with a tmpfs on /dev holding a
+	// mknod'ed /dev/nvidia0 of the loop device, in a cgroup named
+	// docker-<64 hex>.scope. The host then sees /dev/nvidia0 in the ghost's
+	// maps although the host has no such path.
+	Container bool
+}
+
+// Scenario is a tenant that mapped the loop device through a node named
+// nvidia0 and left a ghost behind.
+type Scenario struct {
+	Loop *Loop
+	// Path is the node's path as the host's /proc shows it in maps and fd
+	// links: Loop.Node, or /dev/nvidia0 in a container.
+	Path string
+	// Tenant opened Path read-write and read-only, mapped 64 KiB of it
+	// MAP_SHARED read-write, forked the ghost and exited: it is gone when
+	// StartGhost returns.
+	Tenant Proc
+	// Ghost is the tenant's child, in a session of its own (setsid): it
+	// inherited the rw-s mapping and both fds (access rw and r) by fork and
+	// sleeps until killed. Its parent is now init, a subreaper, or the
+	// container's init.
+	Ghost Proc
+	// Container is set with Options.Container.
+	Container *Container
+}
+
+// Container describes the namespaces and cgroup of a containerised scenario.
+type Container struct {
+	ID           string // the 64 hex digits of docker-<ID>.scope
+	CgroupDir    string // the directory in the cgroup filesystem
+	CgroupPath   string // the path as /proc/PID/cgroup shows it, e.g. /docker-<ID>.scope
+	Init         Proc   // the pid namespace's init (NSPID 1): the ghost's parent
+	PIDNamespace string // link target of /proc/PID/ns/pid, e.g. pid:[4026532178]
+}
+
+// StartGhost builds the tenant helper, runs it on loop's device as opts say,
+// and returns once the tenant has exited and its ghost holds the mapping.
+// Cleanup kills the ghost (and the container's init) by PID.
+func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
+	t.Helper()
+	bin := buildTenant(t)
+	sc := &Scenario{Loop: loop, Path: loop.Node}
+	if opts.Container {
+		sc.Path = "/dev/nvidia0"
+		sc.Container = startContainer(t, bin, loop, sc)
+	} else {
+		procs, exited := runTenant(t, exec.Command(bin, "-g", loop.Node), "tenant", "ghost")
+		sc.Tenant, sc.Ghost = procs["tenant"], procs["ghost"]
+		t.Cleanup(func() {
+			if err := sc.Ghost.kill(); err != nil {
+				t.Errorf("livetest: ghost: %v", err)
+			}
+		})
+		select {
+		case <-exited:
+		case <-time.After(waitLimit):
+			t.Fatalf("livetest: tenant %d did not exit after forking its ghost", sc.Tenant.PID)
+		}
+	}
+	WaitMapped(t, sc.Ghost.PID, "rw-s", sc.Path)
+	return sc
+}
+
+// Hold starts a process that opens path read-write and read-only, maps 64
+// KiB of it MAP_SHARED read-write, and sleeps until killed: a tenant that did
+// not fork. Cleanup kills it. Use it for files that must NOT count as devices
+// (/dev/zero maps as "/dev/zero (deleted)", a /dev/shm file) as well as for
+// device nodes.
+func Hold(t testing.TB, path string) Proc {
+	t.Helper()
+	bin := buildTenant(t)
+	procs, exited := runTenant(t, exec.Command(bin, path), "tenant")
+	p := procs["tenant"]
+	t.Cleanup(func() {
+		if err := p.kill(); err != nil {
+			t.Errorf("livetest: %v", err)
+		}
+		<-exited // reaped: it is our child
+	})
+	return p
+}
+
+// buildTenant compiles tenant.c with gcc into a temporary directory.
+func buildTenant(t testing.TB) string {
+	t.Helper()
+	Require(t, "gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "tenant.c")
+	if err := os.WriteFile(src, tenantSource, 0o600); err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	bin := filepath.Join(dir, "tenant")
+	if out, err := exec.Command("gcc", "-O", "-Wall", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("livetest: gcc tenant.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runTenant starts cmd with a PID file as its last argument and waits until
+// the file names every role in roles. The channel yields cmd's exit, once.
+func runTenant(t testing.TB, cmd *exec.Cmd, roles ...string) (map[string]Proc, <-chan error) {
+	t.Helper()
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "pids")
+	cmd.Args = append(cmd.Args, pidfile)
+	// An *os.File, not a buffer: the ghost inherits stderr, and a pipe would
+	// make Wait wait for the ghost too.
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("livetest: start %s: %v", cmd.Path, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fail := func(why string) {
+		msg, _ := os.ReadFile(stderr.Name())
+		t.Fatalf("livetest: %s %s: %s", strings.Join(cmd.Args, " "), why, msg)
+	}
+	deadline := time.After(waitLimit)
+	for {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			procs, err := parsePIDs(string(b), roles)
+			if err != nil {
+				fail(err.Error())
+			}
+			return procs, exited
+		}
+		select {
+		case err := <-exited:
+			if _, serr := os.Stat(pidfile); serr != nil {
+				fail(fmt.Sprintf("exited before it was ready (%v)", err))
+			}
+			// It wrote the file and exited, as the ghost's parent does: pass the exit on.
+			exited <- err
+		case <-deadline:
+			fail(fmt.Sprintf("not ready after %s", waitLimit))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// parsePIDs reads the helper's PID file: "ROLE HOSTPID NSPID STARTTIME" per line.
+func parsePIDs(text string, roles []string) (map[string]Proc, error) {
+	procs := map[string]Proc{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("bad PID file line %q", line)
+		}
+		pid, err1 := strconv.Atoi(f[1])
+		nspid, err2 := strconv.Atoi(f[2])
+		st, err3 := strconv.ParseUint(f[3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("bad PID file line %q", line)
+		}
+		procs[f[0]] = Proc{PID: pid, NSPID: nspid, StartTime: st}
+	}
+	for _, r := range roles {
+		if _, ok := procs[r]; !ok {
+			return nil, fmt.Errorf("PID file lacks %q: %q", r, text)
+		}
+	}
+	return procs, nil
+}

@@ -1,0 +1,264 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// nvmlFixture is CONTRACT.md's NVML fixture: NVML's values with NVML's field
+// names, sizes in bytes, a missing field meaning "not reported". Errors adds
+// what a call answered instead of a value, keyed by the path Missing uses
+// ("devices[0].memory": "ERROR_GPU_IS_LOST"), so a state with failures
+// replays exactly.
+type nvmlFixture struct {
+	DriverVersion     string            `json:"driver_version,omitempty"`
+	NVMLVersion       string            `json:"nvml_version,omitempty"`
+	CUDADriverVersion int               `json:"cuda_driver_version,omitempty"`
+	Devices           []GPU             `json:"devices"`
+	Errors            map[string]string `json:"errors,omitempty"`
+}
+
+// loadNVMLFixture reads and checks a fixture file. Its errors name the file
+// and the field: "nvml fixture x.json: devices[1].memory.used: want a number".
+func loadNVMLFixture(path string) (*fixtureLib, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("nvml fixture: %w", err)
+	}
+	f, err := parseNVMLFixture(data)
+	if err != nil {
+		return nil, fmt.Errorf("nvml fixture %s: %w", path, err)
+	}
+	return &fixtureLib{f: f}, nil
+}
+
+func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
+	// Check the shape against the Go types first: json.Unmarshal's own errors
+	// name neither array indices nor, for unknown fields, where they stood.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, jsonSyntaxError(data, err)
+	}
+	if dec.More() {
+		return nil, errors.New("data after the JSON object")
+	}
+	if err := checkShape("", tree, reflect.TypeOf(nvmlFixture{})); err != nil {
+		return nil, err
+	}
+	var f nvmlFixture
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, err // checkShape lets through nothing Unmarshal refuses
+	}
+	if err := f.check(tree.(map[string]any)); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func jsonSyntaxError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
+		return fmt.Errorf("line %d: %v", line, se)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("not a complete JSON object")
+	}
+	return err
+}
+
+// checkShape reports the first value of tree that does not fit type t, by its path.
+func checkShape(path string, v any, t reflect.Type) error {
+	if v == nil {
+		return nil // null is "not reported", as an absent field
+	}
+	field := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return checkShape(path, v, t.Elem())
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return shapeError(path, "want an object")
+		}
+		fields := jsonFields(t)
+		for _, key := range sortedKeys(obj) {
+			f, known := fields[key]
+			if !known {
+				return shapeError(field(key), "unknown field")
+			}
+			if err := checkShape(field(key), obj[key], f.Type); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			return shapeError(path, "want an array")
+		}
+		for i, e := range arr {
+			if err := checkShape(fmt.Sprintf("%s[%d]", path, i), e, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return shapeError(path, "want an object")
+		}
+		for _, key := range sortedKeys(obj) {
+			if err := checkShape(fmt.Sprintf("%s[%q]", path, key), obj[key], t.Elem()); err != nil {
+				return err
+			}
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return shapeError(path, "want a string")
+		}
+	case reflect.Int, reflect.Int64, reflect.Uint32, reflect.Uint64:
+		num, ok := v.(json.Number)
+		if !ok {
+			return shapeError(path, "want a number")
+		}
+		var err error
+		if t.Kind() == reflect.Int || t.Kind() == reflect.Int64 {
+			_, err = strconv.ParseInt(string(num), 10, t.Bits())
+		} else {
+			_, err = strconv.ParseUint(string(num), 10, t.Bits())
+		}
+		if err != nil {
+			return shapeError(path, fmt.Sprintf("want a whole number that fits %s, got %s", t.Kind(), num))
+		}
+	default:
+		return shapeError(path, "unexpected value") // no fixture field has another kind
+	}
+	return nil
+}
+
+func shapeError(path, problem string) error {
+	if path == "" {
+		path = "top level"
+	}
+	return fmt.Errorf("%s: %s", path, problem)
+}
+
+// jsonFields maps the JSON names of a struct's fields to the fields.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// Fields of the fixture that take an error (what the reader records in Missing).
+var (
+	errorPathRE = regexp.MustCompile(`^(?:driver_version|nvml_version|cuda_driver_version|devices` +
+		`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices)` +
+		`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
+)
+
+// check verifies what the shape cannot say: devices in index order, PIDs,
+// and errors naming real fields and real NVML error codes.
+func (f *nvmlFixture) check(tree map[string]any) error {
+	devices, _ := tree["devices"].([]any)
+	for i, g := range f.Devices {
+		if raw, _ := devices[i].(map[string]any); raw != nil && raw["index"] != nil && g.Index != i {
+			return fmt.Errorf("devices[%d].index: %d, want %d (devices are listed in index order)", i, g.Index, i)
+		}
+		path := deviceKey(i)
+		if len(g.MIGDevices) > 0 && (g.MIGMode == nil || *g.MIGMode != nvml.DEVICE_MIG_ENABLE) {
+			return fmt.Errorf("%s.mig_devices: listed, but mig_mode is not 1 (enabled)", path)
+		}
+		lists := map[string][]GPUProcess{"compute_processes": g.ComputeProcesses, "graphics_processes": g.GraphicsProcesses, "mps_processes": g.MPSProcesses}
+		for j, m := range g.MIGDevices {
+			lists[fmt.Sprintf("mig_devices[%d].compute_processes", j)] = m.ComputeProcesses
+			lists[fmt.Sprintf("mig_devices[%d].graphics_processes", j)] = m.GraphicsProcesses
+		}
+		for name, list := range lists {
+			for k, p := range list {
+				if p.PID <= 0 || p.PID > maxPID {
+					return fmt.Errorf("%s.%s[%d].pid: %d is not a PID", path, name, k, p.PID)
+				}
+			}
+		}
+		for k, u := range g.ProcessUtilization {
+			if u.PID <= 0 || u.PID > maxPID {
+				return fmt.Errorf("%s.process_utilization[%d].pid: %d is not a PID", path, k, u.PID)
+			}
+		}
+	}
+	for _, key := range sortedKeys(f.Errors) {
+		m := errorPathRE.FindStringSubmatch(key)
+		if m == nil {
+			return fmt.Errorf("errors[%q]: not a field that can fail", key)
+		}
+		if m[1] != "" {
+			i, _ := strconv.Atoi(m[1])
+			if i >= len(f.Devices) {
+				return fmt.Errorf("errors[%q]: there is no devices[%d]", key, i)
+			}
+			if m[3] != "" {
+				if j, _ := strconv.Atoi(m[3]); j >= len(f.Devices[i].MIGDevices) {
+					return fmt.Errorf("errors[%q]: there is no devices[%d].mig_devices[%d]", key, i, j)
+				}
+			}
+		}
+		if _, ok := nvmlCodeByName(f.Errors[key]); !ok {
+			return fmt.Errorf("errors[%q]: %q is not an NVML error (want a name such as ERROR_NOT_SUPPORTED)", key, f.Errors[key])
+		}
+	}
+	return nil
+}
+
+// maxPID is the kernel's largest pid_max (PID_MAX_LIMIT).
+const maxPID = 1 << 22
+
+func nvmlCodeByName(name string) (nvml.Return, bool) {
+	for _, c := range nvmlCodes {
+		if c.name == name {
+			return c.ret, true
+		}
+	}
+	return 0, false
+}
+
+func nvmlCodeByReason(reason string) (string, bool) {
+	for _, c := range nvmlCodes {
+		if c.reason == reason {
+			return c.name, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,302 @@
+package snapshot
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// GPUUse is one GPU as NVML and /proc see it together: what NVML lists,
+// which live process each listed PID is, who else holds or maps the GPU's
+// /dev/nvidiaN, and the memory no listed process accounts for.
+type GPUUse struct {
+	Index       int     `json:"index"`
+	UUID        string  `json:"uuid"`
+	Name        string  `json:"name,omitempty"`
+	MinorNumber *int    `json:"minor_number,omitempty"`
+	Memory      *Memory `json:"memory,omitempty"`
+	// Processes are the PIDs NVML lists on the GPU or any of its MIG devices, once each.
+	Processes []GPUProcessUse `json:"processes,omitempty"`
+	// Unlisted hold or map the GPU's /dev/nvidiaN but are not listed by NVML.
+	Unlisted []DeviceUser `json:"unlisted,omitempty"`
+	// Unaccounted is used memory minus what the listed processes use; nil
+	// when it cannot be told (no memory, a list NVML refused, a process
+	// whose memory is not available).
+	Unaccounted *uint64  `json:"unaccounted,omitempty"`
+	MIG         []MIGUse `json:"mig,omitempty"`
+}
+
+// MIGUse is one MIG device: its memory, its processes and what they leave unaccounted.
+type MIGUse struct {
+	GPUInstanceID     int             `json:"gpu_instance_id"`
+	ComputeInstanceID int             `json:"compute_instance_id"`
+	UUID              string          `json:"uuid,omitempty"`
+	Memory            *Memory         `json:"memory,omitempty"`
+	Processes         []GPUProcessUse `json:"processes,omitempty"`
+	Unaccounted       *uint64         `json:"unaccounted,omitempty"`
+}
+
+// How a listed PID was matched to a process of the snapshot.
+const (
+	JoinPID       = "pid"       // a process with that host PID
+	JoinNSpid     = "nspid"     // the only process with that PID further down its NSpid chain
+	JoinAmbiguous = "ambiguous" // several processes have that namespaced PID: none is chosen
+	JoinNone      = ""          // no live process: an orphan
+)
+
+// GPUProcessUse is a PID NVML lists, joined to its /proc process.
+type GPUProcessUse struct {
+	PID int `json:"pid"` // as NVML gave it: a host PID
+	// Types are the lists it is in: C (compute), G (graphics), M (MPS client).
+	Types string `json:"types"`
+	// UsedGPUMemory is the most any list reports for it (a C+G process is
+	// reported in both); nil when NVML has it as not available.
+	UsedGPUMemory     *uint64             `json:"used_gpu_memory,omitempty"`
+	GPUInstanceID     *uint32             `json:"gpu_instance_id,omitempty"`
+	ComputeInstanceID *uint32             `json:"compute_instance_id,omitempty"`
+	Utilization       *ProcessUtilization `json:"utilization,omitempty"`
+	Process           *Process            `json:"-"`
+	Join              string              `json:"join,omitempty"`
+}
+
+// DeviceUser is a process holding or mapping a GPU's device node.
+type DeviceUser struct {
+	Process  *Process  `json:"-"`
+	PID      int       `json:"pid"`
+	Holders  []Holder  `json:"holders,omitempty"`
+	Mappings []Mapping `json:"mappings,omitempty"`
+}
+
+// GPUUsage joins NVML's GPUs with the snapshot's processes. It works on any
+// Snapshot: one without NVML gives nil, one without processes gives every
+// listed PID as an orphan.
+func GPUUsage(s *Snapshot) []GPUUse {
+	if len(s.NVML.Devices) == 0 {
+		return nil
+	}
+	j := newJoiner(s)
+	out := make([]GPUUse, 0, len(s.NVML.Devices))
+	for i := range s.NVML.Devices {
+		out = append(out, j.gpu(&s.NVML.Devices[i], deviceKey(i)))
+	}
+	return out
+}
+
+type joiner struct {
+	s       *Snapshot
+	byPID   map[int]*Process
+	nsPIDs  map[int][]*Process // PID in a namespace below the host's -> processes
+	byMinor map[int][]*Process // GPU minor number -> processes holding or mapping its node
+}
+
+func newJoiner(s *Snapshot) *joiner {
+	j := &joiner{s: s, byPID: make(map[int]*Process, len(s.Processes)), nsPIDs: map[int][]*Process{}, byMinor: map[int][]*Process{}}
+	for k := range s.Processes {
+		p := &s.Processes[k]
+		j.byPID[p.PID] = p
+		for _, minor := range gpuMinors(p) {
+			j.byMinor[minor] = append(j.byMinor[minor], p)
+		}
+		for _, ns := range p.NSpid[min(1, len(p.NSpid)):] {
+			if ns != p.PID {
+				j.nsPIDs[ns] = append(j.nsPIDs[ns], p)
+			}
+		}
+	}
+	return j
+}
+
+// process finds the process NVML means by pid: the host PID, else a unique
+// match down the NSpid chains (a proc root seen from inside a pid namespace).
+func (j *joiner) process(pid int) (*Process, string) {
+	if p := j.byPID[pid]; p != nil {
+		return p, JoinPID
+	}
+	switch c := j.nsPIDs[pid]; len(c) {
+	case 0:
+		return nil, JoinNone
+	case 1:
+		return c[0], JoinNSpid
+	default:
+		return nil, JoinAmbiguous
+	}
+}
+
+func (j *joiner) gpu(g *GPU, path string) GPUUse {
+	u := GPUUse{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, Memory: g.Memory}
+	l := j.newLister(g.ProcessUtilization)
+	l.add("C", g.ComputeProcesses)
+	l.add("G", g.GraphicsProcesses)
+	l.add("M", g.MPSProcesses)
+	known := j.listed(path, "compute_processes", "graphics_processes", "mps_processes")
+	for k := range g.MIGDevices {
+		mu := j.mig(&g.MIGDevices[k], migKey(path, k))
+		u.MIG = append(u.MIG, mu)
+		for _, p := range mu.Processes {
+			l.merge(p)
+		}
+	}
+	u.Processes = l.uses()
+	if known {
+		u.Unaccounted = unaccounted(g.Memory, u.Processes)
+	}
+	if g.MinorNumber != nil {
+		u.Unlisted = j.unlisted(*g.MinorNumber, u.Processes)
+	}
+	return u
+}
+
+func (j *joiner) mig(m *MIGDevice, path string) MIGUse {
+	u := MIGUse{GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, UUID: m.UUID, Memory: m.Memory}
+	l := j.newLister(nil)
+	l.add("C", m.ComputeProcesses)
+	l.add("G", m.GraphicsProcesses)
+	u.Processes = l.uses()
+	if j.listed(path, "compute_processes", "graphics_processes") {
+		u.Unaccounted = unaccounted(m.Memory, u.Processes)
+	}
+	return u
+}
+
+// listed reports whether NVML gave all the lists (an empty list is a list).
+func (j *joiner) listed(path string, fields ...string) bool {
+	for _, f := range fields {
+		if _, failed := j.s.NVML.Missing[path+"."+f]; failed {
+			return false
+		}
+	}
+	return true
+}
+
+// lister merges NVML's lists into one use per PID.
+type lister struct {
+	j     *joiner
+	util  map[int]*ProcessUtilization
+	order []int
+	by    map[int]*GPUProcessUse
+}
+
+func (j *joiner) newLister(util []ProcessUtilization) *lister {
+	l := &lister{j: j, util: map[int]*ProcessUtilization{}, by: map[int]*GPUProcessUse{}}
+	for k := range util {
+		l.util[util[k].PID] = &util[k]
+	}
+	return l
+}
+
+// add merges one of NVML's lists; kind is its letter in Types.
+func (l *lister) add(kind string, list []GPUProcess) {
+	for _, p := range list {
+		l.merge(GPUProcessUse{PID: p.PID, Types: kind, UsedGPUMemory: p.UsedGPUMemory,
+			GPUInstanceID: p.GPUInstanceID, ComputeInstanceID: p.ComputeInstanceID})
+	}
+}
+
+func (l *lister) merge(p GPUProcessUse) {
+	u := l.by[p.PID]
+	if u == nil {
+		u = &GPUProcessUse{PID: p.PID, Utilization: l.util[p.PID]}
+		u.Process, u.Join = l.j.process(p.PID)
+		l.by[p.PID] = u
+		l.order = append(l.order, p.PID)
+	}
+	for _, t := range strings.Split(p.Types, "+") {
+		if !slices.Contains(strings.Split(u.Types, "+"), t) {
+			if u.Types != "" {
+				u.Types += "+"
+			}
+			u.Types += t
+		}
+	}
+	if p.UsedGPUMemory != nil && (u.UsedGPUMemory == nil || *p.UsedGPUMemory > *u.UsedGPUMemory) {
+		u.UsedGPUMemory = p.UsedGPUMemory
+	}
+	if u.GPUInstanceID == nil {
+		u.GPUInstanceID, u.ComputeInstanceID = p.GPUInstanceID, p.ComputeInstanceID
+	}
+}
+
+func (l *lister) uses() []GPUProcessUse {
+	out := make([]GPUProcessUse, 0, len(l.order))
+	for _, pid := range l.order {
+		out = append(out, *l.by[pid])
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// unaccounted is used memory minus the listed processes' memory, floored at
+// zero (MPS clients and C+G processes can be counted twice by NVML).
+func unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
+	if m == nil {
+		return nil
+	}
+	var sum uint64
+	for _, u := range uses {
+		if u.UsedGPUMemory == nil {
+			return nil
+		}
+		sum += *u.UsedGPUMemory
+	}
+	left := uint64(0)
+	if m.Used > sum {
+		left = m.Used - sum
+	}
+	return &left
+}
+
+// unlisted are the processes holding or mapping /dev/nvidia<minor> that no
+// listed PID resolved to, in PID order.
+func (j *joiner) unlisted(minor int, uses []GPUProcessUse) []DeviceUser {
+	listed := map[*Process]bool{}
+	for _, u := range uses {
+		if u.Process != nil {
+			listed[u.Process] = true
+		}
+	}
+	var out []DeviceUser
+	for _, p := range j.byMinor[minor] {
+		if listed[p] {
+			continue
+		}
+		du := DeviceUser{Process: p, PID: p.PID}
+		for _, h := range p.Holders {
+			if h.Class == ClassNVIDIA && h.GPUMinor != nil && *h.GPUMinor == minor {
+				du.Holders = append(du.Holders, h)
+			}
+		}
+		for _, m := range p.Mappings {
+			if m.Class == ClassNVIDIA && m.GPUMinor != nil && *m.GPUMinor == minor {
+				du.Mappings = append(du.Mappings, m)
+			}
+		}
+		if du.Holders != nil || du.Mappings != nil {
+			out = append(out, du)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
+	return out
+}
+
+// gpuMinors are the GPUs whose /dev/nvidiaN p holds or maps, each once.
+func gpuMinors(p *Process) []int {
+	var out []int
+	add := func(m *int) {
+		if m != nil && !slices.Contains(out, *m) {
+			out = append(out, *m)
+		}
+	}
+	for _, h := range p.Holders {
+		if h.Class == ClassNVIDIA {
+			add(h.GPUMinor)
+		}
+	}
+	for _, m := range p.Mappings {
+		if m.Class == ClassNVIDIA {
+			add(m.GPUMinor)
+		}
+	}
+	return out
+}

@@ -1,0 +1,38 @@
+package snapshot
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// /proc/PID/fdinfo/FD holds "flags:\t0100002" among other lines: the open(2)
+// flags in octal. Their O_ACCMODE bits say how the fd was opened: 0 read,
+// 1 write, 2 read-write.
+
+// parseFdinfoFlags returns the octal flags text and the access mode.
+func parseFdinfoFlags(data []byte) (flags, access string, err error) {
+	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+		rest, ok := bytes.CutPrefix(line, []byte("flags:"))
+		if !ok {
+			continue
+		}
+		text := string(bytes.TrimSpace(rest))
+		v, err := strconv.ParseUint(text, 8, 64)
+		if err != nil {
+			return "", "", fmt.Errorf("bad flags %q", text)
+		}
+		switch v & 3 { // O_ACCMODE
+		case 0:
+			access = "r"
+		case 1:
+			access = "w"
+		case 2:
+			access = "rw"
+		default:
+			return text, "", fmt.Errorf("flags %q have no valid access mode", text)
+		}
+		return text, access, nil
+	}
+	return "", "", fmt.Errorf("no flags line")
+}

@@ -1,0 +1,335 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// /proc/PID/maps, one line per mapping (proc(5)):
+//
+//	address           perms offset  dev   inode      pathname
+//	7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 1043       /dev/nvidia0
+//
+// prometheus/procfs ProcMaps is not used here: it allocates a struct and a
+// string per line of every process (~17x the cost of reading the file),
+// collapses repeated spaces inside paths, keeps " (deleted)" in the path and
+// ignores read errors mid-file. Capture needs only the few device and
+// anonymous executable lines of each process, so ScanMaps filters lines by
+// cheap byte checks first and parses only those (bench/ measures both).
+
+// suspectAnonSize is the size from which an anonymous executable mapping is
+// suspect: CUDA driver allocations look like this.
+const suspectAnonSize = 64 << 20
+
+// MapsLine is one parsed line of /proc/PID/maps. Path aliases the input.
+type MapsLine struct {
+	Start, End uint64
+	Perms      [4]byte // r/-, w/-, x/-, s/p
+	Offset     uint64
+	DevMajor   uint32 // the maps dev field: the filesystem holding the file
+	DevMinor   uint32
+	Inode      uint64
+	Path       []byte // without " (deleted)"
+	Deleted    bool
+}
+
+// errMapsLine is wrapped by every parse error of a maps line.
+var errMapsLine = errors.New("malformed maps line")
+
+// ParseMapsLine parses one maps line (without its newline). It does not
+// allocate on success. The path is everything after the inode field and the
+// kernel's padding: d_path always starts with '/' or '[' (or is empty for an
+// anonymous mapping), so skipping spaces never eats part of a name, and spaces
+// inside the path are kept as they are.
+func ParseMapsLine(line []byte) (MapsLine, error) {
+	var m MapsLine
+	rest := line
+	addr, rest, ok := cutField(rest)
+	if !ok {
+		return m, fmt.Errorf("%w: no fields after the address", errMapsLine)
+	}
+	dash := bytes.IndexByte(addr, '-')
+	if dash < 0 {
+		return m, fmt.Errorf("%w: address %q has no '-'", errMapsLine, addr)
+	}
+	if m.Start, ok = parseHex(addr[:dash]); !ok {
+		return m, fmt.Errorf("%w: bad start address %q", errMapsLine, addr[:dash])
+	}
+	if m.End, ok = parseHex(addr[dash+1:]); !ok {
+		return m, fmt.Errorf("%w: bad end address %q", errMapsLine, addr[dash+1:])
+	}
+	if m.End < m.Start {
+		return m, fmt.Errorf("%w: end %#x before start %#x", errMapsLine, m.End, m.Start)
+	}
+	perms, rest, ok := cutField(rest)
+	if !ok || !validPerms(perms) {
+		return m, fmt.Errorf("%w: bad permissions %q", errMapsLine, perms)
+	}
+	copy(m.Perms[:], perms)
+	off, rest, ok := cutField(rest)
+	if !ok {
+		return m, fmt.Errorf("%w: no fields after the offset", errMapsLine)
+	}
+	if m.Offset, ok = parseHex(off); !ok {
+		return m, fmt.Errorf("%w: bad offset %q", errMapsLine, off)
+	}
+	dev, rest, ok := cutField(rest)
+	if !ok {
+		return m, fmt.Errorf("%w: no inode field", errMapsLine)
+	}
+	if m.DevMajor, m.DevMinor, ok = parseDev(dev); !ok {
+		return m, fmt.Errorf("%w: bad dev field %q", errMapsLine, dev)
+	}
+	ino, rest, _ := cutField(rest)
+	if m.Inode, ok = parseDec(ino); !ok {
+		return m, fmt.Errorf("%w: bad inode %q", errMapsLine, ino)
+	}
+	m.Path, m.Deleted = cutDeleted(trimLeftSpaces(rest))
+	return m, nil
+}
+
+// cutField returns the text before the next space and what follows it; ok is
+// false when there is no space (the line ends in this field).
+func cutField(b []byte) (field, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, ' ')
+	if i < 0 {
+		return b, nil, false
+	}
+	return b[:i], b[i+1:], true
+}
+
+func trimLeftSpaces(b []byte) []byte {
+	for len(b) > 0 && b[0] == ' ' {
+		b = b[1:]
+	}
+	return b
+}
+
+var deletedSuffix = []byte(" (deleted)")
+
+func cutDeleted(path []byte) ([]byte, bool) {
+	if bytes.HasSuffix(path, deletedSuffix) {
+		return path[:len(path)-len(deletedSuffix)], true
+	}
+	return path, false
+}
+
+func validPerms(p []byte) bool {
+	return len(p) == 4 &&
+		(p[0] == 'r' || p[0] == '-') &&
+		(p[1] == 'w' || p[1] == '-') &&
+		(p[2] == 'x' || p[2] == '-') &&
+		(p[3] == 's' || p[3] == 'p')
+}
+
+func parseHex(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, true
+}
+
+func parseDec(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (^uint64(0)-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// parseDev parses a maps dev field, hex major:minor.
+func parseDev(b []byte) (major, minor uint32, ok bool) {
+	i := bytes.IndexByte(b, ':')
+	if i < 0 {
+		return 0, 0, false
+	}
+	ma, ok1 := parseHex(b[:i])
+	mi, ok2 := parseHex(b[i+1:])
+	if !ok1 || !ok2 || ma > 0xffffffff || mi > 0xffffffff {
+		return 0, 0, false
+	}
+	return uint32(ma), uint32(mi), true
+}
+
+// FileKind is what stat of a mapped file or an fd said: the file type and,
+// for a device node, its own number.
+type FileKind struct {
+	Device bool   // a character or block device node
+	Char   bool   // character (else block) device, where Device
+	Major  uint32 // the device's own number, where Device
+	Minor  uint32
+}
+
+// MapsScanner finds the device mappings and the suspect anonymous executable
+// mappings in the text of a maps file.
+type MapsScanner struct {
+	// Stat stats the file behind a mapping (stat of /proc/PID/map_files/RANGE).
+	// ok is false when it could not be read; the path rule then decides. Nil
+	// means no stat at all (only the path rule).
+	Stat func(rangeText []byte, devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
+	// Classes decides NVIDIA or other for a device.
+	Classes DeviceClasses
+}
+
+// MapsResult is what ScanMaps found in one maps text.
+type MapsResult struct {
+	Mappings    []Mapping // device mappings, NVIDIA first, then other, each in address order
+	SuspectAnon []Mapping // anonymous executable mappings of 64 MiB or more
+	Errors      []string  // malformed lines, by line number
+}
+
+// ScanMaps scans the text of a maps file. Most lines (libraries, heap, stack)
+// are dismissed by byte checks on the path and permissions before anything is
+// parsed or allocated; only candidate lines are parsed in full.
+func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
+	var res MapsResult
+	var other []Mapping
+	for lineNo := 1; len(data) > 0; lineNo++ {
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		path, perms, ok := quickFields(line)
+		if !ok {
+			_, err := ParseMapsLine(line)
+			if err == nil {
+				err = fmt.Errorf("%w: too few fields", errMapsLine)
+			}
+			res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+			continue
+		}
+		anon := len(path) == 0 || bytes.HasPrefix(path, anonNamePrefix)
+		switch {
+		case anon && perms[2] == 'x':
+			m, err := ParseMapsLine(line)
+			if err != nil {
+				res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+				continue
+			}
+			if m.End-m.Start >= suspectAnonSize {
+				mp := newMapping(line, &m)
+				mp.Class = ClassAnonExec
+				res.SuspectAnon = append(res.SuspectAnon, mp)
+			}
+		case len(path) > 0 && path[0] == '/':
+			if s.Stat == nil && !underDevDir(path) {
+				continue // the common case: a library or data file
+			}
+			m, err := ParseMapsLine(line)
+			if err != nil {
+				res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+				continue
+			}
+			mp, ok := s.device(line, &m)
+			if !ok {
+				continue
+			}
+			if mp.Class == ClassNVIDIA {
+				res.Mappings = append(res.Mappings, mp)
+			} else {
+				other = append(other, mp)
+			}
+		}
+	}
+	res.Mappings = append(res.Mappings, other...)
+	return res
+}
+
+var anonNamePrefix = []byte("[anon:")
+
+// quickFields finds the path and permissions of a maps line with nothing but
+// byte searches. ok is false when the line lacks the shape of a maps line.
+func quickFields(line []byte) (path, perms []byte, ok bool) {
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 || len(line) < sp+5 {
+		return nil, nil, false
+	}
+	perms = line[sp+1 : sp+5]
+	if !validPerms(perms) {
+		return nil, nil, false
+	}
+	rest := line[sp+5:]
+	// offset, dev and inode: three more space-separated fields.
+	for range 3 {
+		if len(rest) == 0 || rest[0] != ' ' {
+			return nil, nil, false
+		}
+		i := bytes.IndexByte(rest[1:], ' ')
+		if i < 0 {
+			// A line may end right after the inode (anonymous mapping, no padding).
+			if len(rest) > 1 {
+				return nil, perms, true
+			}
+			return nil, nil, false
+		}
+		rest = rest[1+i:]
+	}
+	return trimLeftSpaces(rest), perms, true
+}
+
+// device decides whether a parsed file-backed line maps a device, and builds
+// its Mapping. Where stat of the mapped file works its file type decides;
+// otherwise the path rule of CONTRACT.md does.
+func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
+	var kind FileKind
+	known := false
+	if s.Stat != nil {
+		rangeText, _, _ := bytes.Cut(line, []byte{' '})
+		kind, known = s.Stat(rangeText, m.DevMajor, m.DevMinor, m.Inode)
+	}
+	if known && !kind.Device {
+		return Mapping{}, false
+	}
+	if !known && !devicePathRule(m.Path, m.Deleted, m.Perms[3] == 's') {
+		return Mapping{}, false
+	}
+	mp := newMapping(line, m)
+	if known {
+		mp.DeviceNumber, mp.DeviceType = deviceNumber(kind)
+	}
+	mp.Class, mp.GPUMinor = s.Classes.classify(mp.Path, kind, known)
+	return mp, true
+}
+
+func newMapping(line []byte, m *MapsLine) Mapping {
+	rangeText, _, _ := bytes.Cut(line, []byte{' '})
+	return Mapping{
+		Address: string(rangeText),
+		Start:   m.Start,
+		End:     m.End,
+		Size:    m.End - m.Start,
+		Perms:   string(m.Perms[:]),
+		Offset:  m.Offset,
+		Dev:     fmt.Sprintf("%02x:%02x", m.DevMajor, m.DevMinor),
+		Inode:   m.Inode,
+		Path:    string(m.Path),
+		Deleted: m.Deleted,
+	}
+}
