@@ -249,7 +249,7 @@ func TestReportContents(t *testing.T) {
 	in := testInput()
 	md := string(memberData(t, writeBundle(t, in), FileReportMD))
 	for _, want := range []string{
-		"**4 findings: 3 high, 1 medium.**",
+		"**4 findings: 3 high, 1 medium.**\n\n> Note: NVML was not read at FROM: library not found\n",
 		"### high (3)", "### medium (1)",
 		"#### 1. unexpected_gpu_process:", "#### 4. leftover_device_mapping:",
 		"- inherited from: `4242@987600 (/usr/bin/python3.11)`",

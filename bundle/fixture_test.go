@@ -93,6 +93,7 @@ func testInput() Input {
 			{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.Medium, Summary: "666@990000 maps /dev/nvidiactl read-only",
 				Process: ref(miner), Device: "/dev/nvidiactl", Evidence: []string{"7f1000000000-7f1000001000 r--s 00000000 00:06 812 /dev/nvidiactl"}},
 		},
+		Notes:   []string{"NVML was not read at FROM: library not found"},
 		Summary: diff.Summary{Total: 4, BySeverity: map[string]int{"high": 3, "medium": 1}, Worst: "high"},
 		MapsDiffs: map[string]string{
 			"4243@987654": "--- 4243@987654 maps at 20261129-100000.000000-aaaaaa\n+++ 4243@987654 maps at 20261129-120000.000000-bbbbbb\n@@ -0,0 +1,2 @@\n+55d000000000-55d000001000 r--p 00000000 08:01 1234 /usr/bin/python3.11\n+" + ghostMap.Line() + "\n",

@@ -25,6 +25,7 @@ type report struct {
 	Before    snapRow
 	After     snapRow
 	Verdict   string
+	Notes     []string // what the diff could not check
 	Summary   diff.Summary
 	Groups    []group
 	Timeline  []event
@@ -91,6 +92,9 @@ func newReport(in Input) *report {
 		{"driver", safetext.Escape(in.After.NVML.DriverVersion)},
 	})
 	r.Verdict = verdict(in.Result)
+	for _, n := range in.Result.Notes {
+		r.Notes = append(r.Notes, safetext.Escape(n))
+	}
 	r.Groups = groups(in.Result.Findings)
 	r.Processes = processes(in)
 	r.Timeline = timeline(in, r.Processes)

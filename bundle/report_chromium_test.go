@@ -81,7 +81,7 @@ func TestReportHTMLInChromium(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("finding rows in the DOM: %q, want %q", got, want)
 	}
-	for _, s := range []string{`id="verdict">4 findings: 3 high, 1 medium.`, `id="finding-4"`, `id="process-666@990000"`, `&lt;script&gt;alert(1)&lt;/script&gt;`, `<span class="add">+7f0000000000-7f0000200000 rw-s`} {
+	for _, s := range []string{`id="verdict">4 findings: 3 high, 1 medium.`, `id="finding-4"`, `<li>Note: NVML was not read at FROM: library not found</li>`, `id="process-666@990000"`, `&lt;script&gt;alert(1)&lt;/script&gt;`, `<span class="add">+7f0000000000-7f0000200000 rw-s`} {
 		if !strings.Contains(dom, s) {
 			t.Errorf("the DOM lacks %s", s)
 		}

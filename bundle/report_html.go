@@ -28,6 +28,7 @@ pre { background: #f7f7f7; border: 1px solid #e2e2e2; padding: .5em; overflow-x:
 .add { color: #1b5e20; background: #e8f5e9; } .del { color: #b71c1c; background: #ffebee; }
 .hunk { color: #4a148c; } .file { color: #555; font-weight: 600; }
 .diff span { display: block; }
+.notes { color: #6d4c00; }
 @media print { pre { white-space: pre-wrap; } }
 `
 
@@ -43,6 +44,13 @@ var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <body>
 <h1>{{.R.Title}}</h1>
 <p class="verdict{{if .R.Groups}} dirty{{end}}" id="verdict">{{.R.Verdict}}</p>
+{{- if .R.Notes}}
+<ul class="notes" id="notes">
+{{- range .R.Notes}}
+<li>Note: {{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
 <table class="fields" id="facts">
 {{- range .Snaps}}
 <tr><th>{{.Role}}</th><td><code>{{.ID}}</code> ({{.Label}}), taken {{.Time}}</td></tr>

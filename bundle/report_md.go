@@ -13,6 +13,12 @@ func (r *report) markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", mdText(r.Title))
 	fmt.Fprintf(&b, "**%s**\n\n", mdText(r.Verdict))
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "> Note: %s\n>\n", mdText(n))
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
 	for _, s := range []snapRow{r.Before, r.After} {
 		fmt.Fprintf(&b, "- %s: snapshot %s (%s), taken %s\n", s.Role, mdCode(s.ID), mdText(s.Label), s.Time)
 	}

@@ -78,7 +78,7 @@ func runBundle(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := diff.Compare(from, to, diff.Options{MapsDiff: true})
+	res := diff.Compare(from, to, diff.Options{MapsDiff: true, ZombieThreshold: diff.DefaultZombieThreshold})
 	return writeBundle(g, out, opts, from, to, res)
 }
 

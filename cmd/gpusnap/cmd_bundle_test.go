@@ -14,6 +14,14 @@ import (
 	"github.com/gpusnap/gpusnap/store"
 )
 
+// ghost is a tenant's forked child still mapping /dev/nvidia0 read-write.
+var ghost = snapshot.Process{
+	PID: 4243, StartTime: 987654, PPID: 1, Comm: "python3", Exe: "/usr/bin/python3", UID: 1001,
+	Mappings: []snapshot.Mapping{{Address: "7f0000000000-7f0000200000", Start: 0x7f0000000000, End: 0x7f0000200000, Size: 0x200000,
+		Perms: "rw-s", Dev: "00:06", Inode: 811, Path: "/dev/nvidia0", Class: snapshot.ClassNVIDIA}},
+	Raw: &snapshot.Raw{Maps: "7f0000000000-7f0000200000 rw-s 00000000 00:06 811 /dev/nvidia0\n", Status: "Name:\tpython3\n", Cmdline: "python3\x00", Cgroup: "0::/\n"},
+}
+
 // storeWith puts hand-built snapshots of tenant job-7 into a new store:
 // a baseline and, when post is set, a post snapshot after it.
 func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) {
@@ -25,8 +33,8 @@ func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) 
 	}
 	defer st.Close()
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	mk := func(id, label string, when time.Time) *snapshot.Snapshot {
-		s := &snapshot.Snapshot{ID: id, Label: label, Tenant: "job-7",
+	mk := func(id, label string, when time.Time, procs ...snapshot.Process) *snapshot.Snapshot {
+		s := &snapshot.Snapshot{ID: id, Label: label, Tenant: "job-7", Processes: procs,
 			Host: snapshot.Host{Hostname: "n1", BootID: "b1", CaptureStart: when, CaptureEnd: when.Add(time.Second)}}
 		if err := st.Put(s); err != nil {
 			t.Fatal(err)
@@ -36,7 +44,7 @@ func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) 
 	snaps = append(snaps, mk("20261129-090000.000000-000001", snapshot.LabelPost, at.Add(-time.Hour))) // an earlier job's post
 	snaps = append(snaps, mk("20261129-100000.000000-000002", snapshot.LabelBaseline, at))
 	if post {
-		snaps = append(snaps, mk("20261129-120000.000000-000003", snapshot.LabelPost, at.Add(2*time.Hour)))
+		snaps = append(snaps, mk("20261129-120000.000000-000003", snapshot.LabelPost, at.Add(2*time.Hour), ghost))
 	}
 	return db, snaps
 }
@@ -60,11 +68,22 @@ func TestBundleFromTo(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
 	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
-	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: 0, unsigned, sha256 ") {
+	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: ") || !strings.Contains(out, ", unsigned, sha256 ") {
 		t.Fatalf("bundle: %d %q %q", code, out, errOut)
 	}
-	if m := verifiedManifest(t, a); m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Tenant != "job-7" || m.UID != os.Getuid() {
+	m := verifiedManifest(t, a)
+	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Tenant != "job-7" || m.UID != os.Getuid() || m.Summary.Worst != "high" {
 		t.Errorf("manifest: %+v", m)
+	}
+	// The ghost's finding, its maps diff and the kernel's text are all in.
+	files := map[string]bool{}
+	for _, f := range m.Files {
+		files[f.Name] = true
+	}
+	for _, want := range []string{"maps/4243@987654.diff", "raw/4243@987654/maps", "raw/4243@987654/cmdline", "report.html"} {
+		if !files[want] {
+			t.Errorf("bundle lacks %s: %v", want, files)
+		}
 	}
 	if fi, _ := os.Stat(a); fi.Mode().Perm() != 0o600 {
 		t.Errorf("bundle mode %v", fi.Mode())
