@@ -14,8 +14,8 @@ import (
 	"github.com/gpusnap/gpusnap/store"
 )
 
-// ghost is a tenant's forked child still mapping /dev/nvidia0 read-write.
-var ghost = snapshot.Process{
+// bundleGhost is a tenant's forked child still mapping /dev/nvidia0 read-write.
+var bundleGhost = snapshot.Process{
 	PID: 4243, StartTime: 987654, PPID: 1, Comm: "python3", Exe: "/usr/bin/python3", UID: 1001,
 	Mappings: []snapshot.Mapping{{Address: "7f0000000000-7f0000200000", Start: 0x7f0000000000, End: 0x7f0000200000, Size: 0x200000,
 		Perms: "rw-s", Dev: "00:06", Inode: 811, Path: "/dev/nvidia0", Class: snapshot.ClassNVIDIA}},
@@ -44,7 +44,7 @@ func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) 
 	snaps = append(snaps, mk("20261129-090000.000000-000001", snapshot.LabelPost, at.Add(-time.Hour))) // an earlier job's post
 	snaps = append(snaps, mk("20261129-100000.000000-000002", snapshot.LabelBaseline, at))
 	if post {
-		snaps = append(snaps, mk("20261129-120000.000000-000003", snapshot.LabelPost, at.Add(2*time.Hour), ghost))
+		snaps = append(snaps, mk("20261129-120000.000000-000003", snapshot.LabelPost, at.Add(2*time.Hour), bundleGhost))
 	}
 	return db, snaps
 }
@@ -67,7 +67,7 @@ func TestBundleFromTo(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
-	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
+	code, out, errOut := execCLI(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
 	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: ") || !strings.Contains(out, ", unsigned, sha256 ") {
 		t.Fatalf("bundle: %d %q %q", code, out, errOut)
 	}
@@ -89,7 +89,7 @@ func TestBundleFromTo(t *testing.T) {
 		t.Errorf("bundle mode %v", fi.Mode())
 	}
 	// The same two snapshots give the same bytes.
-	if code, _, errOut := gpusnap(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
+	if code, _, errOut := execCLI(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
 		t.Fatal(errOut)
 	}
 	ab, _ := os.ReadFile(a)
@@ -98,10 +98,10 @@ func TestBundleFromTo(t *testing.T) {
 		t.Error("two bundles of the same snapshots differ")
 	}
 
-	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+	if code, _, errOut := execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db); code != 2 || !strings.Contains(errOut, "exists (use --force") {
 		t.Errorf("over an existing file: %d %q", code, errOut)
 	}
-	code, out, _ = gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db, "--force", "--json")
+	code, out, _ = execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db, "--force", "--json")
 	var res struct {
 		File, SHA256 string
 		Files        int
@@ -115,11 +115,11 @@ func TestBundleTenant(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
 	keyPrefix := filepath.Join(dir, "k")
-	if code, _, errOut := gpusnap(t, "keygen", "-o", keyPrefix); code != 0 {
+	if code, _, errOut := execCLI(t, "keygen", "-o", keyPrefix); code != 0 {
 		t.Fatal(errOut)
 	}
 	out := filepath.Join(dir, "t.tar.gz")
-	code, stdout, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--sign-key", keyPrefix+".key",
+	code, stdout, errOut := execCLI(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--sign-key", keyPrefix+".key",
 		"--tenant-start", "2026-11-29T10:05:00Z", "--tenant-end", "2026-11-29T11:55:00+01:00")
 	if code != 0 || !strings.Contains(stdout, "signed by ") {
 		t.Fatalf("bundle --tenant: %d %q %q", code, stdout, errOut)
@@ -128,7 +128,7 @@ func TestBundleTenant(t *testing.T) {
 	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Signer == nil || m.TenantEnd == nil || m.TenantEnd.Hour() != 10 {
 		t.Errorf("manifest: %+v", m)
 	}
-	if code, _, _ := gpusnap(t, "verify", out, "--pub", keyPrefix+".pub"); code != 0 {
+	if code, _, _ := execCLI(t, "verify", out, "--pub", keyPrefix+".pub"); code != 0 {
 		t.Error("verify --pub of a signed bundle failed")
 	}
 }
@@ -137,7 +137,7 @@ func TestBundleTenant(t *testing.T) {
 func TestBundleTenantCapturesPost(t *testing.T) {
 	db, snaps := storeWith(t, false)
 	out := filepath.Join(t.TempDir(), "t.tar.gz")
-	code, _, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
+	code, _, errOut := execCLI(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
 	if code != 0 {
 		t.Fatalf("bundle --tenant: %d %q", code, errOut)
 	}
@@ -173,7 +173,7 @@ func TestBundleErrors(t *testing.T) {
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--sign-key", junk}, "not a PEM file"},
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--tenant-start", "yesterday"}, "--tenant-start"},
 	} {
-		code, _, errOut := gpusnap(t, append(c.args, "--db", db)...)
+		code, _, errOut := execCLI(t, append(c.args, "--db", db)...)
 		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
 		}
@@ -184,7 +184,7 @@ func TestBundleErrors(t *testing.T) {
 	// A symbolic link at the output is refused, even with --force.
 	link := filepath.Join(dir, "link")
 	os.Symlink(filepath.Join(dir, "target"), link)
-	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
+	if code, _, errOut := execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
 		t.Errorf("symlink output: %d %q", code, errOut)
 	}
 }
