@@ -79,7 +79,17 @@ func runBundle(c *cli.Context) error {
 		return err
 	}
 	res := diff.Compare(from, to, diff.Options{MapsDiff: true, ZombieThreshold: diff.DefaultZombieThreshold})
-	return writeBundle(g, out, opts, from, to, res)
+	w, err := writeBundle(out, opts, from, to, res)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(w)
+	}
+	_, err = fmt.Fprintln(g.Stdout, w)
+	return err
 }
 
 // bundleOpts are bundleFlags, read and checked before any capture or store
@@ -155,8 +165,29 @@ func storedPair(g globals, fromID, toID string) (from, to *snapshot.Snapshot, er
 	return from, to, err
 }
 
-// writeBundle writes the bundle of a diff to path and says what it wrote.
-func writeBundle(g globals, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result) error {
+// written describes a bundle just written, for the line or JSON that says so.
+type written struct {
+	File    string       `json:"file"`
+	SHA256  string       `json:"sha256"`
+	From    string       `json:"from"`
+	To      string       `json:"to"`
+	Tenant  string       `json:"tenant,omitempty"`
+	Files   int          `json:"files"`
+	Summary diff.Summary `json:"summary"`
+	Signer  string       `json:"signer,omitempty"` // the signing key, base64
+}
+
+func (w written) String() string {
+	signed := "unsigned"
+	if w.Signer != "" {
+		signed = "signed by " + w.Signer
+	}
+	return fmt.Sprintf("wrote %s: %s to %s, findings: %d, %s, sha256 %s",
+		safetext.Escape(w.File), safetext.Escape(w.From), safetext.Escape(w.To), w.Summary.Total, signed, w.SHA256)
+}
+
+// writeBundle writes the bundle of a diff to path.
+func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result) (written, error) {
 	in := bundle.Input{
 		Before: from, After: to, Result: res,
 		Version: version, UID: os.Getuid(),
@@ -165,27 +196,17 @@ func writeBundle(g globals, path string, o bundleOpts, from, to *snapshot.Snapsh
 	}
 	m, err := bundle.WriteFile(path, in, o.force)
 	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
+		return written{}, fmt.Errorf("bundle: %w", err)
 	}
 	sum, err := fileSHA256(path)
 	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
+		return written{}, fmt.Errorf("bundle: %w", err)
 	}
-	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{
-			"file": path, "sha256": sum, "from": from.ID, "to": to.ID, "tenant": res.Tenant,
-			"files": len(m.Files), "summary": res.Summary, "signed": m.Signer != nil,
-		})
-	}
-	signed := "unsigned"
+	w := written{File: path, SHA256: sum, From: from.ID, To: to.ID, Tenant: m.Tenant, Files: len(m.Files), Summary: res.Summary}
 	if m.Signer != nil {
-		signed = "signed by " + m.Signer.PublicKey
+		w.Signer = m.Signer.PublicKey
 	}
-	_, err = fmt.Fprintf(g.Stdout, "wrote %s: %s to %s, findings: %d, %s, sha256 %s\n",
-		safetext.Escape(path), from.ID, to.ID, len(res.Findings), signed, sum)
-	return err
+	return w, nil
 }
 
 func fileSHA256(path string) (string, error) {
