@@ -91,7 +91,7 @@ func Verify(r io.Reader, trusted ed25519.PublicKey) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{rep: &Report{Problems: []Problem{}}, byName: map[string]*member{}}
+	v := &verifier{rep: &Report{Problems: []Problem{}}, members: members, byName: map[string]*member{}}
 	for _, m := range members {
 		if first := v.byName[m.name]; first != nil {
 			// Which copy a tool extracts is up to the tool: neither is trusted.
@@ -121,6 +121,7 @@ func Verify(r io.Reader, trusted ed25519.PublicKey) (*Report, error) {
 
 type verifier struct {
 	rep      *Report
+	members  []*member // in archive order, so problems are reported in a stable order
 	byName   map[string]*member
 	manifest []byte
 	removed  []Entry
@@ -212,9 +213,10 @@ func (v *verifier) checkFiles() {
 			dirs[d] = true
 		}
 	}
-	for name, m := range v.byName {
+	for _, m := range v.members {
+		name := m.name
 		if m.status != "" || name == FileSums {
-			continue // already judged, or checked by checkSums
+			continue // already judged (a duplicate too), or checked by checkSums
 		}
 		want, ok := listed[name]
 		switch {
