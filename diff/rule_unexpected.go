@@ -76,9 +76,6 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 			evidence = append(evidence, fmt.Sprintf("holds %s (%s)", u.device, count(len(u.holders), "descriptor")))
 		}
 	}
-	if len(p.Cmdline) > 0 {
-		evidence = append(evidence, "cmdline: "+strings.Join(p.Cmdline, " "))
-	}
 	signs := masquerade(p)
 	sev := Medium
 	if len(signs) > 0 {
