@@ -35,6 +35,8 @@ func bundleCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "bundle tenant `T`'s newest baseline and post snapshot"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the bundle to `FILE` (required)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "as for gpusnap diff (`SIZE`)"},
+			&cli.StringFlag{Name: "allow", Usage: "as for gpusnap diff: expected workloads, downgraded to info (`FILE`)"},
 		}, bundleFlags()...),
 		Action: runBundle,
 	}
@@ -49,6 +51,55 @@ func bundleFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tenant-start", Usage: "when the tenant's job started (RFC 3339 `TIME`), for the report's time line"},
 		&cli.StringFlag{Name: "tenant-end", Usage: "when the tenant's job ended (RFC 3339 `TIME`), for the report's time line"},
 	}
+}
+
+// diffBundleFlags are what `gpusnap diff` takes to write a bundle.
+func diffBundleFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "bundle", Usage: "write an evidence bundle to `FILE` when the diff finds something at or above --fail-on (docs/bundle.md)"},
+		&cli.BoolFlag{Name: "bundle-always", Usage: "with --bundle: write the bundle whatever the diff finds"},
+	}, bundleFlags()...)
+}
+
+// diffBundle is diff's --bundle, read before anything is captured.
+type diffBundle struct {
+	path   string
+	always bool
+	opts   bundleOpts
+}
+
+func parseDiffBundle(c *cli.Context) (diffBundle, error) {
+	b := diffBundle{path: c.String("bundle"), always: c.Bool("bundle-always")}
+	if b.path == "" {
+		for _, name := range []string{"bundle-always", "sign-key", "force", "tenant-start", "tenant-end"} {
+			if c.IsSet(name) {
+				return b, usageError(fmt.Errorf("--%s needs --bundle FILE", name))
+			}
+		}
+		return b, nil
+	}
+	var err error
+	b.opts, err = bundleOptions(c)
+	return b, err
+}
+
+// write writes the bundle of a diff when asked and warranted, and says so on
+// stderr: stdout holds the diff.
+func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
+	if b.path == "" || !(b.always || r.Failed(failOn)) {
+		return nil
+	}
+	if !opts.MapsDiff {
+		// The bundle holds every involved process's maps diff, printed or not.
+		opts.MapsDiff = true
+		r = diff.Compare(from, to, opts)
+	}
+	w, err := writeBundle(b.path, b.opts, from, to, r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.Stderr, w)
+	return err
 }
 
 func runBundle(c *cli.Context) error {
@@ -69,17 +120,25 @@ func runBundle(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	cmp := diff.Options{MapsDiff: true}
+	if cmp.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	}
+	if path := c.String("allow"); path != "" {
+		if cmp.Allow, err = diff.LoadAllow(path); err != nil {
+			return err
+		}
+	}
 	var from, to *snapshot.Snapshot
 	if tenant != "" {
-		from, to, err = tenantPair(c, g, tenant)
+		from, to, cmp.History, err = tenantPair(c, g, tenant)
 	} else {
-		from, to, err = storedPair(g, c.Args().Get(0), c.Args().Get(1))
+		from, to, cmp.History, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
 	}
 	if err != nil {
 		return err
 	}
-	res := diff.Compare(from, to, diff.Options{MapsDiff: true, ZombieThreshold: diff.DefaultZombieThreshold})
-	w, err := writeBundle(out, opts, from, to, res)
+	w, err := writeBundle(out, opts, from, to, diff.Compare(from, to, cmp))
 	if err != nil {
 		return err
 	}
@@ -121,48 +180,32 @@ func bundleOptions(c *cli.Context) (bundleOpts, error) {
 	return o, nil
 }
 
-// tenantPair is the tenant's newest baseline and the newest post snapshot
-// taken after it, captured and stored now when there is none.
-func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+// tenantPair is the tenant's newest baseline, the newest post snapshot taken
+// after it, and the tenant's snapshots in between (as diff reads them). With
+// no such post snapshot it does what `diff --tenant` does: capture one now
+// and store it.
+func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, hist []*snapshot.Snapshot, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	from, err = st.LatestBaseline(tenant)
-	if errors.Is(err, store.ErrNoBaseline) {
-		err = fmt.Errorf("tenant %s has no baseline (run gpusnap baseline --tenant T before the tenant starts)", safetext.Escape(tenant))
-	}
 	var posts []store.Meta
 	if err == nil {
 		posts, err = st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from.Host.CaptureStart})
 	}
-	if len(posts) > 0 { // newest first
-		to, err = st.Get(posts[0].ID)
+	if err == nil && len(posts) > 0 { // newest first
+		if to, err = st.Get(posts[0].ID); err == nil {
+			hist, err = history(st, from, to)
+		}
 	}
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil || to != nil {
-		return from, to, err
+		return from, to, hist, err
 	}
-	to, err = captureStored(c, g, snapshot.LabelPost, tenant, true)
-	return from, to, err
-}
-
-// storedPair loads two stored snapshots by id or unique prefix.
-func storedPair(g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
-	st, err := openStore(g, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	from, err = st.Get(fromID)
-	if err == nil {
-		to, err = st.Get(toID)
-	}
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
-	return from, to, err
+	return diffTenant(c, g, tenant)
 }
 
 // written describes a bundle just written, for the line or JSON that says so.

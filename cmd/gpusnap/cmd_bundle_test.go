@@ -1,8 +1,11 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -169,7 +173,7 @@ func TestBundleErrors(t *testing.T) {
 		{[]string{"bundle", "--tenant", "job-7", snaps[1].ID, "-o", out}, "not both"},
 		{[]string{"bundle", snaps[1].ID, "-o", out}, "two snapshot ids"},
 		{[]string{"bundle", snaps[1].ID, "nosuch", "-o", out}, "nosuch"},
-		{[]string{"bundle", "--tenant", "job-8", "-o", out}, "tenant job-8 has no baseline"},
+		{[]string{"bundle", "--tenant", "job-8", "-o", out}, `no baseline for tenant "job-8"`},
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--sign-key", junk}, "not a PEM file"},
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--tenant-start", "yesterday"}, "--tenant-start"},
 	} {
@@ -186,5 +190,93 @@ func TestBundleErrors(t *testing.T) {
 	os.Symlink(filepath.Join(dir, "target"), link)
 	if code, _, errOut := execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
 		t.Errorf("symlink output: %d %q", code, errOut)
+	}
+}
+
+// TestDiffBundle runs `diff --tenant --bundle` on the container ghost
+// scenario: the bundle is written when the diff fails, holds the same
+// findings as diff --json and every involved process's maps diff, and is not
+// written when the diff passes, unless --bundle-always.
+func TestDiffBundle(t *testing.T) {
+	scenario := filepath.Join("..", "..", "fixtures", "scenarios", "leftover-ghost-in-container")
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	side := func(s string) []string {
+		return []string{"--db", db, "--tenant", "job-9",
+			"--proc-root", filepath.Join(scenario, s, "proc"), "--nvml-fixture", filepath.Join(scenario, s, "nvml.json")}
+	}
+	if code, _, errOut := execCLI(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
+		t.Fatalf("baseline: %s", errOut)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "b.tar.gz")
+	code, stdout, errOut := execCLI(t, append([]string{"diff", "--json", "--bundle", out}, side("after")...)...)
+	if code != 1 || !strings.HasPrefix(errOut, "wrote "+out+": ") {
+		t.Fatalf("diff --bundle: exit %d, stderr %q", code, errOut)
+	}
+	var printed diff.Result
+	if err := json.Unmarshal([]byte(stdout), &printed); err != nil || printed.MapsDiffs != nil {
+		t.Fatalf("diff --json output changed by --bundle: %v\n%s", err, stdout)
+	}
+	m := verifiedManifest(t, out)
+	if m.Tenant != "job-9" || m.Summary.Total != printed.Summary.Total || m.After.ID != printed.To {
+		t.Errorf("manifest %+v, diff printed %+v", m, printed.Summary)
+	}
+	var bundled diff.Result
+	if err := json.Unmarshal(memberOf(t, out, "findings.json"), &bundled); err != nil {
+		t.Fatal(err)
+	}
+	if len(bundled.Findings) != len(printed.Findings) || len(bundled.MapsDiffs) == 0 {
+		t.Errorf("bundled findings %d (maps diffs %d), printed %d", len(bundled.Findings), len(bundled.MapsDiffs), len(printed.Findings))
+	}
+	for key := range bundled.MapsDiffs {
+		if len(memberOf(t, out, "maps/"+key+".diff")) == 0 {
+			t.Errorf("maps/%s.diff is empty", key)
+		}
+	}
+
+	// Nothing at or above --fail-on critical: no bundle, unless --bundle-always.
+	quiet := filepath.Join(dir, "quiet.tar.gz")
+	if code, _, errOut := execCLI(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet}, side("after")...)...); code != 0 || errOut != "" {
+		t.Errorf("diff --fail-on critical --bundle: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(quiet); err == nil {
+		t.Error("a bundle was written for a diff that passed")
+	}
+	if code, _, errOut := execCLI(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet, "--bundle-always"}, side("after")...)...); code != 0 || !strings.Contains(errOut, "wrote ") {
+		t.Errorf("--bundle-always: exit %d, stderr %q", code, errOut)
+	}
+	verifiedManifest(t, quiet)
+
+	if code, _, errOut := execCLI(t, append([]string{"diff", "--bundle-always"}, side("after")...)...); code != 2 || !strings.Contains(errOut, "--bundle-always needs --bundle FILE") {
+		t.Errorf("--bundle-always alone: exit %d, stderr %q", code, errOut)
+	}
+	// A bundle that cannot be written is an error, exit 2.
+	if code, _, errOut := execCLI(t, append([]string{"diff", "--bundle", out}, side("after")...)...); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+		t.Errorf("diff --bundle over an existing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// memberOf reads one file of a bundle on disk.
+func memberOf(t *testing.T, bundleFile, name string) []byte {
+	t.Helper()
+	f, err := os.Open(bundleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s: no %s: %v", bundleFile, name, err)
+		}
+		if h.Name == name {
+			b, _ := io.ReadAll(tr)
+			return b
+		}
 	}
 }
