@@ -71,7 +71,7 @@ func TestBundleFromTo(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
-	code, out, errOut := execCLI(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
+	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
 	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: ") || !strings.Contains(out, ", unsigned, sha256 ") {
 		t.Fatalf("bundle: %d %q %q", code, out, errOut)
 	}
@@ -93,7 +93,7 @@ func TestBundleFromTo(t *testing.T) {
 		t.Errorf("bundle mode %v", fi.Mode())
 	}
 	// The same two snapshots give the same bytes.
-	if code, _, errOut := execCLI(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
+	if code, _, errOut := gpusnap(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
 		t.Fatal(errOut)
 	}
 	ab, _ := os.ReadFile(a)
@@ -102,10 +102,10 @@ func TestBundleFromTo(t *testing.T) {
 		t.Error("two bundles of the same snapshots differ")
 	}
 
-	if code, _, errOut := execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db); code != 2 || !strings.Contains(errOut, "exists (use --force") {
 		t.Errorf("over an existing file: %d %q", code, errOut)
 	}
-	code, out, _ = execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db, "--force", "--json")
+	code, out, _ = gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", a, "--db", db, "--force", "--json")
 	var res struct {
 		File, SHA256 string
 		Files        int
@@ -119,11 +119,11 @@ func TestBundleTenant(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
 	keyPrefix := filepath.Join(dir, "k")
-	if code, _, errOut := execCLI(t, "keygen", "-o", keyPrefix); code != 0 {
+	if code, _, errOut := gpusnap(t, "keygen", "-o", keyPrefix); code != 0 {
 		t.Fatal(errOut)
 	}
 	out := filepath.Join(dir, "t.tar.gz")
-	code, stdout, errOut := execCLI(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--sign-key", keyPrefix+".key",
+	code, stdout, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--sign-key", keyPrefix+".key",
 		"--tenant-start", "2026-11-29T10:05:00Z", "--tenant-end", "2026-11-29T11:55:00+01:00")
 	if code != 0 || !strings.Contains(stdout, "signed by ") {
 		t.Fatalf("bundle --tenant: %d %q %q", code, stdout, errOut)
@@ -132,7 +132,7 @@ func TestBundleTenant(t *testing.T) {
 	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Signer == nil || m.TenantEnd == nil || m.TenantEnd.Hour() != 10 {
 		t.Errorf("manifest: %+v", m)
 	}
-	if code, _, _ := execCLI(t, "verify", out, "--pub", keyPrefix+".pub"); code != 0 {
+	if code, _, _ := gpusnap(t, "verify", out, "--pub", keyPrefix+".pub"); code != 0 {
 		t.Error("verify --pub of a signed bundle failed")
 	}
 }
@@ -141,7 +141,7 @@ func TestBundleTenant(t *testing.T) {
 func TestBundleTenantCapturesPost(t *testing.T) {
 	db, snaps := storeWith(t, false)
 	out := filepath.Join(t.TempDir(), "t.tar.gz")
-	code, _, errOut := execCLI(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
+	code, _, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
 	if code != 0 {
 		t.Fatalf("bundle --tenant: %d %q", code, errOut)
 	}
@@ -177,7 +177,7 @@ func TestBundleErrors(t *testing.T) {
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--sign-key", junk}, "not a PEM file"},
 		{[]string{"bundle", "--tenant", "job-7", "-o", out, "--tenant-start", "yesterday"}, "--tenant-start"},
 	} {
-		code, _, errOut := execCLI(t, append(c.args, "--db", db)...)
+		code, _, errOut := gpusnap(t, append(c.args, "--db", db)...)
 		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
 		}
@@ -188,7 +188,7 @@ func TestBundleErrors(t *testing.T) {
 	// A symbolic link at the output is refused, even with --force.
 	link := filepath.Join(dir, "link")
 	os.Symlink(filepath.Join(dir, "target"), link)
-	if code, _, errOut := execCLI(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
+	if code, _, errOut := gpusnap(t, "bundle", snaps[1].ID, snaps[2].ID, "-o", link, "--force", "--db", db); code != 2 || !strings.Contains(errOut, "symbolic link") {
 		t.Errorf("symlink output: %d %q", code, errOut)
 	}
 }
@@ -204,12 +204,12 @@ func TestDiffBundle(t *testing.T) {
 		return []string{"--db", db, "--tenant", "job-9",
 			"--proc-root", filepath.Join(scenario, s, "proc"), "--nvml-fixture", filepath.Join(scenario, s, "nvml.json")}
 	}
-	if code, _, errOut := execCLI(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
+	if code, _, errOut := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
 		t.Fatalf("baseline: %s", errOut)
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "b.tar.gz")
-	code, stdout, errOut := execCLI(t, append([]string{"diff", "--json", "--bundle", out}, side("after")...)...)
+	code, stdout, errOut := gpusnap(t, append([]string{"diff", "--json", "--bundle", out}, side("after")...)...)
 	if code != 1 || !strings.HasPrefix(errOut, "wrote "+out+": ") {
 		t.Fatalf("diff --bundle: exit %d, stderr %q", code, errOut)
 	}
@@ -236,22 +236,22 @@ func TestDiffBundle(t *testing.T) {
 
 	// Nothing at or above --fail-on critical: no bundle, unless --bundle-always.
 	quiet := filepath.Join(dir, "quiet.tar.gz")
-	if code, _, errOut := execCLI(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet}, side("after")...)...); code != 0 || errOut != "" {
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet}, side("after")...)...); code != 0 || errOut != "" {
 		t.Errorf("diff --fail-on critical --bundle: exit %d, stderr %q", code, errOut)
 	}
 	if _, err := os.Stat(quiet); err == nil {
 		t.Error("a bundle was written for a diff that passed")
 	}
-	if code, _, errOut := execCLI(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet, "--bundle-always"}, side("after")...)...); code != 0 || !strings.Contains(errOut, "wrote ") {
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet, "--bundle-always"}, side("after")...)...); code != 0 || !strings.Contains(errOut, "wrote ") {
 		t.Errorf("--bundle-always: exit %d, stderr %q", code, errOut)
 	}
 	verifiedManifest(t, quiet)
 
-	if code, _, errOut := execCLI(t, append([]string{"diff", "--bundle-always"}, side("after")...)...); code != 2 || !strings.Contains(errOut, "--bundle-always needs --bundle FILE") {
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--bundle-always"}, side("after")...)...); code != 2 || !strings.Contains(errOut, "--bundle-always needs --bundle FILE") {
 		t.Errorf("--bundle-always alone: exit %d, stderr %q", code, errOut)
 	}
 	// A bundle that cannot be written is an error, exit 2.
-	if code, _, errOut := execCLI(t, append([]string{"diff", "--bundle", out}, side("after")...)...); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--bundle", out}, side("after")...)...); code != 2 || !strings.Contains(errOut, "exists (use --force") {
 		t.Errorf("diff --bundle over an existing file: exit %d, stderr %q", code, errOut)
 	}
 }

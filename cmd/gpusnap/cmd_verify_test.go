@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -17,13 +16,6 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
-
-func execCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"gpusnap"}, args...), &out, &errOut)
-	return code, out.String(), errOut.String()
-}
 
 // smallBundle writes a bundle of two hand-built snapshots, signed with key
 // when it is given.
@@ -87,36 +79,36 @@ func rewrite(t *testing.T, name string, edit func(h *tar.Header, data []byte) ([
 func TestKeygenAndVerify(t *testing.T) {
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "site")
-	code, out, errOut := execCLI(t, "keygen", "-o", prefix)
+	code, out, errOut := gpusnap(t, "keygen", "-o", prefix)
 	if code != 0 || !strings.Contains(out, "public key: ") {
 		t.Fatalf("keygen: %d %q %q", code, out, errOut)
 	}
-	if code, _, errOut := execCLI(t, "keygen", "-o", prefix); code != 2 || !strings.Contains(errOut, "exists (use --force") {
+	if code, _, errOut := gpusnap(t, "keygen", "-o", prefix); code != 2 || !strings.Contains(errOut, "exists (use --force") {
 		t.Errorf("keygen over existing keys: %d %q", code, errOut)
 	}
-	if code, _, errOut := execCLI(t, "keygen"); code != 2 || !strings.Contains(errOut, "-o PREFIX") {
+	if code, _, errOut := gpusnap(t, "keygen"); code != 2 || !strings.Contains(errOut, "-o PREFIX") {
 		t.Errorf("keygen without -o: %d %q", code, errOut)
 	}
-	if code, _, _ := execCLI(t, "keygen", "-o", filepath.Join(dir, "other"), "--json"); code != 0 {
+	if code, _, _ := gpusnap(t, "keygen", "-o", filepath.Join(dir, "other"), "--json"); code != 0 {
 		t.Fatal("second keygen failed")
 	}
 
 	file := smallBundle(t, dir, prefix+".key")
-	code, out, errOut = execCLI(t, "verify", file, "--pub", prefix+".pub")
+	code, out, errOut = gpusnap(t, "verify", file, "--pub", prefix+".pub")
 	if code != 0 || !strings.Contains(out, "signature: valid, by the given key") || !strings.Contains(out, "b.tar.gz: intact (8 files)") ||
 		!strings.Contains(out, "ok  ") || !strings.Contains(out, "report.html") {
 		t.Errorf("verify: %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = execCLI(t, "verify", file)
+	code, out, _ = gpusnap(t, "verify", file)
 	if code != 0 || !strings.Contains(out, "pass --pub to check who signed it") {
 		t.Errorf("verify without --pub: %d\n%s", code, out)
 	}
-	code, out, _ = execCLI(t, "verify", file, "--pub", filepath.Join(dir, "other.pub"))
+	code, out, _ = gpusnap(t, "verify", file, "--pub", filepath.Join(dir, "other.pub"))
 	if code != 1 || !strings.Contains(out, "WRONG KEY: manifest.sig: signed by key") || !strings.Contains(out, "NOT INTACT") {
 		t.Errorf("verify with the wrong key: %d\n%s", code, out)
 	}
 
-	code, out, _ = execCLI(t, "verify", "--json", file)
+	code, out, _ = gpusnap(t, "verify", "--json", file)
 	var rep struct {
 		File   string `json:"file"`
 		Intact bool   `json:"intact"`
@@ -132,7 +124,7 @@ func TestKeygenAndVerify(t *testing.T) {
 		}
 		return data, true
 	})
-	code, out, _ = execCLI(t, "verify", file)
+	code, out, _ = gpusnap(t, "verify", file)
 	if code != 1 || !strings.Contains(out, "ALTERED: report.md: SHA-256") {
 		t.Errorf("verify of an altered report.md: %d\n%s", code, out)
 	}
@@ -142,7 +134,7 @@ func TestVerifyExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	file := smallBundle(t, dir, "")
 	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) { return data, h.Name != "manifest.json" })
-	code, out, _ := execCLI(t, "verify", file)
+	code, out, _ := gpusnap(t, "verify", file)
 	if code != 1 || !strings.Contains(out, "REMOVED: manifest.json: manifest.json missing") || !strings.Contains(out, "unchecked") {
 		t.Errorf("missing manifest: %d\n%s", code, out)
 	}
@@ -154,7 +146,7 @@ func TestVerifyExitStatus(t *testing.T) {
 		}
 		return data, true
 	})
-	code, out, _ = execCLI(t, "verify", file)
+	code, out, _ = gpusnap(t, "verify", file)
 	if code != 1 || strings.Contains(out, "\x1b") || !strings.Contains(out, `ADDED: report\x1b[2J.html`) || !strings.Contains(out, "REMOVED: report.html") {
 		t.Errorf("renamed member: %d\n%s", code, out)
 	}
@@ -162,11 +154,11 @@ func TestVerifyExitStatus(t *testing.T) {
 	notGzip := filepath.Join(dir, "notgz")
 	os.WriteFile(notGzip, []byte("hello"), 0o600)
 	for _, args := range [][]string{{"verify", notGzip}, {"verify", filepath.Join(dir, "absent")}, {"verify"}, {"verify", file, "--pub", notGzip}} {
-		if code, _, errOut := execCLI(t, args...); code != 2 || strings.Count(errOut, "\n") != 1 {
+		if code, _, errOut := gpusnap(t, args...); code != 2 || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and one line", args, code, errOut)
 		}
 	}
-	if _, _, errOut := execCLI(t, "verify", notGzip); !strings.Contains(errOut, "cannot read bundle: not a gzip file") {
+	if _, _, errOut := gpusnap(t, "verify", notGzip); !strings.Contains(errOut, "cannot read bundle: not a gzip file") {
 		t.Errorf("not gzip: %q", errOut)
 	}
 }
