@@ -93,6 +93,18 @@ var inheritKinds = map[string]bool{
 	KindRenamedDeviceNode:     true,
 }
 
+// Inheritable reports whether a finding is of a device a surviving process
+// may have inherited from a tenant process: only then is Options.History
+// read, so callers may load the history only when this says so.
+func (r *Result) Inheritable() bool {
+	for _, f := range r.Findings {
+		if inheritKinds[f.Kind] && f.Process != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // ancestor is a tenant process, seen in an earlier snapshot, that had a mapping.
 type ancestor struct {
 	snap *snapshot.Snapshot

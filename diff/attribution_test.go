@@ -36,6 +36,12 @@ func TestInheritedFromTenantProcess(t *testing.T) {
 	ghost := child
 	ghost.PPID = 1
 	to := snap("b", ghost)
+	if !Compare(snap("a"), to, Options{}).Inheritable() {
+		t.Error("a ghost's mapping is not inheritable")
+	}
+	if Compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(gib)), Options{}).Inheritable() {
+		t.Error("zombie memory is inheritable")
+	}
 	r := Compare(snap("a"), to, Options{ZombieThreshold: DefaultZombieThreshold, History: []*snapshot.Snapshot{during}})
 	expect(t, r, "leftover_device_mapping high 101 /dev/nvidia0", "unexpected_gpu_process medium 101")
 	f := r.Findings[0]

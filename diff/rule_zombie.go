@@ -48,6 +48,8 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		switch {
 		case !c.live(pid):
 			lines = append(lines, fmt.Sprintf("%s: no live process, not counted: %s", who, usedText(e)))
+		case c.pidReused(pid):
+			lines = append(lines, fmt.Sprintf("%s: PID reused since FROM, NVML's entry is the old process's, not counted: %s", who, usedText(e)))
 		case e.proc.UsedGPUMemory == nil:
 			unknown++
 			lines = append(lines, who+": used_gpu_memory not available")

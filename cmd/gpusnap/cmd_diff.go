@@ -49,11 +49,6 @@ type diffOptions struct {
 func parseDiffOptions(c *cli.Context) (diffOptions, error) {
 	var o diffOptions
 	o.tenant = c.String("tenant")
-	for _, a := range c.Args().Slice() {
-		if strings.HasPrefix(a, "-") {
-			return o, usageError(fmt.Errorf("flag %s after the snapshot ids: put flags before FROM and TO", a))
-		}
-	}
 	switch n := c.NArg(); {
 	case o.tenant != "" && n > 0:
 		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
@@ -91,14 +86,22 @@ func runDiff(c *cli.Context) error {
 	}
 	var from, to *snapshot.Snapshot
 	if o.tenant != "" {
-		from, to, o.opts.History, err = diffTenant(c, g, o.tenant)
+		from, to, err = diffTenant(c, g, o.tenant)
 	} else {
-		from, to, o.opts.History, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
 	}
 	if err != nil {
 		return err
 	}
 	r := diff.Compare(from, to, o.opts)
+	if r.Inheritable() && from.Tenant != "" {
+		// Something is left behind: read the tenant's snapshots taken while
+		// it ran, to tell which tenant process each survivor got it from.
+		if o.opts.History, err = history(g, from, to); err != nil {
+			return err
+		}
+		r = diff.Compare(from, to, o.opts)
+	}
 	if g.JSON {
 		err = diff.WriteJSON(g.Stdout, r)
 	} else {
@@ -117,16 +120,16 @@ func runDiff(c *cli.Context) error {
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the
-// tenant's baseline (no baseline: an error, and nothing stored), stores the
-// capture as its post snapshot and reads the tenant's snapshots in between.
-func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, hist []*snapshot.Snapshot, err error) {
+// tenant's baseline (no baseline: an error, and nothing stored) and stores
+// the capture as its post snapshot.
+func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
 	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	st, err := openStore(g, false)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if cerr := st.Close(); cerr != nil && err == nil {
@@ -134,47 +137,40 @@ func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 		}
 	}()
 	if from, err = st.LatestBaseline(tenant); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	if err = st.Put(to); err != nil {
-		return nil, nil, nil, err
-	}
-	hist, err = history(st, from, to)
-	return from, to, hist, err
+	return from, to, st.Put(to)
 }
 
 // diffStored loads FROM and TO from the store, read-only; without TO it
 // captures the host now (and does not store it: a reader never takes the
 // store's write lock).
-func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, hist []*snapshot.Snapshot, err error) {
+func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	defer st.Close()
 	if from, err = st.Get(fromID); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if toID != "" {
 		to, err = st.Get(toID)
 	} else {
 		to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
 	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	hist, err = history(st, from, to)
-	return from, to, hist, err
+	return from, to, err
 }
 
-// history loads the tenant's newest snapshots taken after FROM and before
-// TO, where a ghost's mapping can be traced to the tenant process it came from.
-func history(st *store.Store, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, error) {
-	tenant := from.Tenant
-	if tenant == "" {
-		return nil, nil
+// history loads, read-only, the tenant's newest snapshots taken after FROM
+// and before TO: those in which a tenant process still ran.
+func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, error) {
+	st, err := openStore(g, true)
+	if err != nil {
+		return nil, err
 	}
-	metas, err := st.List(store.Filter{Tenant: tenant, Since: from.Host.CaptureStart})
+	defer st.Close()
+	metas, err := st.List(store.Filter{Tenant: from.Tenant, Since: from.Host.CaptureStart})
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,11 @@ func TestDiffScenarios(t *testing.T) {
 			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
 				t.Fatalf("baseline: exit %d: %s", code, stderr)
 			}
+			if _, err := os.Stat(filepath.Join(dir, "during")); err == nil {
+				if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+					t.Fatalf("snapshot during: exit %d: %s", code, stderr)
+				}
+			}
 			args := append([]string{"diff", "--json"}, side("after")...)
 			if _, err := os.Stat(filepath.Join(dir, "allow")); err == nil {
 				args = append(args, "--allow", filepath.Join(dir, "allow"))
@@ -98,5 +103,184 @@ func TestDiffScenarios(t *testing.T) {
 				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
 			}
 		})
+	}
+}
+
+func scenarioDir(name string) string { return filepath.Join("..", "..", "fixtures", "scenarios", name) }
+
+// sideArgs are the global flags that read one side of a scenario.
+func sideArgs(db, name, side string) []string {
+	dir := scenarioDir(name)
+	return []string{"--db", db, "--proc-root", filepath.Join(dir, side, "proc"), "--nvml-fixture", filepath.Join(dir, side, "nvml.json")}
+}
+
+func TestDiffUsageErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	bad := filepath.Join(t.TempDir(), "allow")
+	if err := os.WriteFile(bad, []byte("exe=/usr/bin/x\nfoo=bar\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after := sideArgs(db, "zombie-memory", "after")
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "t"}, sideArgs(db, "zombie-memory", "before")...)...); code != 0 {
+		t.Fatalf("baseline: %d %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"diff", "--tenant", "nobody"}, `no baseline for tenant "nobody"`},
+		{[]string{"diff"}, "diff needs --tenant T, or FROM [TO]"},
+		{[]string{"diff", "a", "b", "c"}, "diff needs --tenant T, or FROM [TO]"},
+		{[]string{"diff", "--tenant", "t", "abc"}, "not both"},
+		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: unknown severity "severe"`},
+		{[]string{"diff", "--tenant", "t", "--zombie-threshold", "-1"}, `--zombie-threshold: "-1" is not a size`},
+		{[]string{"diff", "--tenant", "t", "--allow", bad}, bad + ":2: unknown field \"foo\""},
+		{[]string{"diff", "--tenant", "t", "--allow", bad + ".missing"}, "no such file"},
+		{[]string{"diff", "nosuchid"}, "no such snapshot"},
+	} {
+		code, stdout, stderr := gpusnap(t, append(tc.args, after...)...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != 2 || len(lines) != 1 || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", tc.args, code, stderr, stdout, tc.want)
+		}
+	}
+	// Nothing was stored by the failed diffs: the store holds the baseline alone.
+	code, stdout, _ := gpusnap(t, "list", "--json", "--db", db)
+	var metas []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &metas); code != 0 || err != nil || len(metas) != 1 {
+		t.Errorf("list after failed diffs: exit %d, %v, %s", code, err, stdout)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for text, want := range map[string]uint64{
+		"64MiB": 64 << 20, "1GiB": 1 << 30, "1048576": 1 << 20, "0": 0, "512mb": 512e6, "2 GiB": 2 << 30, "10KiB": 10 << 10, "3B": 3,
+	} {
+		if got, err := parseSize(text); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"", "MiB", "1.5GiB", "-1", "12XB", "99999999999999999999", "20000000TiB"} {
+		if _, err := parseSize(text); err == nil {
+			t.Errorf("parseSize(%q) took it", text)
+		}
+	}
+}
+
+// diffJSON runs a diff with --json and decodes its result.
+func diffJSON(t *testing.T, wantCode int, args ...string) diff.Result {
+	t.Helper()
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json"}, args...)...)
+	if code != wantCode {
+		t.Fatalf("diff %v: exit %d, want %d: %s", args, code, wantCode, stderr)
+	}
+	var r diff.Result
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	return r
+}
+
+func TestDiffThresholdsAndFailOn(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, name := range []string{"zombie-memory", "other-device-mapping"} {
+		if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...); code != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	zombie := append([]string{"--tenant", "zombie-memory"}, sideArgs(db, "zombie-memory", "after")...)
+	diffJSON(t, 1, zombie...)
+	if r := diffJSON(t, 0, append([]string{"--zombie-threshold", "4GiB"}, zombie...)...); len(r.Findings) != 0 {
+		t.Errorf("4 GiB of growth at a 4 GiB threshold: %v", r.Findings)
+	}
+	if r := diffJSON(t, 1, append([]string{"--zombie-threshold", "4095MiB"}, zombie...)...); len(r.Findings) != 1 {
+		t.Errorf("4 GiB of growth over a 4095 MiB threshold: %v", r.Findings)
+	}
+	if r := diffJSON(t, 0, append([]string{"--fail-on", "critical"}, zombie...)...); r.Summary.Worst != "high" {
+		t.Errorf("--fail-on critical: worst %q", r.Summary.Worst)
+	}
+	other := append([]string{"--tenant", "other-device-mapping"}, sideArgs(db, "other-device-mapping", "after")...)
+	diffJSON(t, 0, other...)
+	diffJSON(t, 1, append([]string{"--fail-on", "low"}, other...)...)
+}
+
+// diff FROM TO between stored snapshots, by prefix, and diff FROM against a
+// fresh capture, give what diff --tenant gives; --maps-diff adds the maps.
+func TestDiffStoredSnapshots(t *testing.T) {
+	const name = "leftover-ghost-in-container"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	_, base, _ := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	_, post, _ := gpusnap(t, append([]string{"snapshot", "--label", "post"}, sideArgs(db, name, "after")...)...)
+	base, post = strings.TrimSpace(base), strings.TrimSpace(post)
+	byIDs := diffJSON(t, 1, append([]string{"--maps-diff", base, post[:len(post)-3]}, "--db", db)...)
+	if byIDs.From != base || byIDs.To != post || len(byIDs.Findings) != 6 {
+		t.Errorf("diff FROM TO: from %s to %s, %d findings", byIDs.From, byIDs.To, len(byIDs.Findings))
+	}
+	d := byIDs.MapsDiffs["4242@61000"]
+	if len(byIDs.MapsDiffs) != 1 || !strings.Contains(d, "+7f3a40000000-7f3a40200000 rw-s 00000000 00:05 1027") || !strings.HasPrefix(d, "--- "+base) {
+		t.Errorf("maps diffs = %q", byIDs.MapsDiffs)
+	}
+	fresh := diffJSON(t, 1, append([]string{base}, sideArgs(db, name, "after")...)...)
+	if fresh.From != base || fresh.To == post || len(fresh.Findings) != 6 || fresh.Tenant != name {
+		t.Errorf("diff FROM: from %s to %s tenant %q, %d findings", fresh.From, fresh.To, fresh.Tenant, len(fresh.Findings))
+	}
+	// The fresh capture was not stored.
+	_, list, _ := gpusnap(t, "list", "--json", "--db", db)
+	if n := strings.Count(list, `"id"`); n != 2 {
+		t.Errorf("%d snapshots stored, want 2:\n%s", n, list)
+	}
+}
+
+// The text report of a scenario: the summary line, then the findings by severity.
+func TestDiffTextReport(t *testing.T) {
+	const name = "unexpected-masquerade"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--tenant", name}, sideArgs(db, name, "after")...)...)
+	if code != 1 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(stdout, "\n")
+	if !strings.HasPrefix(lines[0], "gpusnap diff: 3 high, 0 medium, 0 low, 0 info; tenant unexpected-masquerade; from ") {
+		t.Errorf("summary line %q", lines[0])
+	}
+	for _, want := range []string{"\nHIGH\n", "masquerade: exe /dev/shm/.x/xmrig lies under /dev/shm",
+		"masquerade: exe /dev/shm/.x/xmrig lies under hidden directory /dev/shm/.x", `masquerade: comm "python3" disagrees with exe /dev/shm/.x/xmrig`,
+		"utilization on GPU GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c: sm 100%, memory 87%"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// A ghost's findings name the tenant process it inherited the device from,
+// found in the tenant's snapshot taken while both ran.
+func TestDiffInheritedFromTenant(t *testing.T) {
+	const name = "leftover-ghost-in-container"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, step := range [][]string{
+		append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...),
+		append([]string{"snapshot", "--tenant", name}, sideArgs(db, name, "during")...),
+	} {
+		if code, _, stderr := gpusnap(t, step...); code != 0 {
+			t.Fatalf("%v: %s", step, stderr)
+		}
+	}
+	r := diffJSON(t, 1, append([]string{"--tenant", name}, sideArgs(db, name, "after")...)...)
+	inherited := map[string]string{}
+	for _, f := range r.Findings {
+		inherited[f.Kind+" "+f.Device] = f.InheritedFrom
+	}
+	const parent = "4241@60900 (/usr/bin/python3.11)"
+	for key, want := range map[string]string{
+		"leftover_device_mapping /dev/nvidia0":   parent,
+		"leftover_device_mapping /dev/nvidiactl": parent,
+		"leftover_device_holder /dev/nvidia0":    parent,
+		"leftover_device_holder /dev/nvidia-uvm": "", // no mapping of it to match
+		"unexpected_gpu_process ":                "",
+	} {
+		if got, ok := inherited[key]; !ok || got != want {
+			t.Errorf("%s: inherited from %q (found %v), want %q", key, got, ok, want)
+		}
 	}
 }
