@@ -131,14 +131,18 @@ func runBundle(c *cli.Context) error {
 	}
 	var from, to *snapshot.Snapshot
 	if tenant != "" {
-		from, to, cmp.History, err = tenantPair(c, g, tenant)
+		from, to, err = tenantPair(c, g, tenant)
 	} else {
-		from, to, cmp.History, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
 	}
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(out, opts, from, to, diff.Compare(from, to, cmp))
+	r, err := compareWithHistory(g, from, to, &cmp)
+	if err != nil {
+		return err
+	}
+	w, err := writeBundle(out, opts, from, to, r)
 	if err != nil {
 		return err
 	}
@@ -180,14 +184,13 @@ func bundleOptions(c *cli.Context) (bundleOpts, error) {
 	return o, nil
 }
 
-// tenantPair is the tenant's newest baseline, the newest post snapshot taken
-// after it, and the tenant's snapshots in between (as diff reads them). With
-// no such post snapshot it does what `diff --tenant` does: capture one now
-// and store it.
-func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, hist []*snapshot.Snapshot, err error) {
+// tenantPair is the tenant's newest baseline and the newest post snapshot
+// taken after it. With no such post snapshot it does what `diff --tenant`
+// does: capture one now and store it.
+func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	from, err = st.LatestBaseline(tenant)
 	var posts []store.Meta
@@ -195,15 +198,13 @@ func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 		posts, err = st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from.Host.CaptureStart})
 	}
 	if err == nil && len(posts) > 0 { // newest first
-		if to, err = st.Get(posts[0].ID); err == nil {
-			hist, err = history(st, from, to)
-		}
+		to, err = st.Get(posts[0].ID)
 	}
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil || to != nil {
-		return from, to, hist, err
+		return from, to, err
 	}
 	return diffTenant(c, g, tenant)
 }

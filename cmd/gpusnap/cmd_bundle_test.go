@@ -207,6 +207,10 @@ func TestDiffBundle(t *testing.T) {
 	if code, _, errOut := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
 		t.Fatalf("baseline: %s", errOut)
 	}
+	// A snapshot while the tenant ran: the bundle tells where the ghost's mapping came from.
+	if code, _, errOut := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+		t.Fatalf("snapshot during: %s", errOut)
+	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "b.tar.gz")
 	code, stdout, errOut := gpusnap(t, append([]string{"diff", "--json", "--bundle", out}, side("after")...)...)
@@ -227,6 +231,15 @@ func TestDiffBundle(t *testing.T) {
 	}
 	if len(bundled.Findings) != len(printed.Findings) || len(bundled.MapsDiffs) == 0 {
 		t.Errorf("bundled findings %d (maps diffs %d), printed %d", len(bundled.Findings), len(bundled.MapsDiffs), len(printed.Findings))
+	}
+	inherited := 0
+	for _, f := range bundled.Findings {
+		if f.InheritedFrom != "" {
+			inherited++
+		}
+	}
+	if inherited == 0 || !bytes.Contains(memberOf(t, out, "report.md"), []byte("- inherited from: `")) {
+		t.Error("the bundle does not say where the ghost's mapping came from")
 	}
 	for key := range bundled.MapsDiffs {
 		if len(memberOf(t, out, "maps/"+key+".diff")) == 0 {

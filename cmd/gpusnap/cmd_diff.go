@@ -93,14 +93,9 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r := diff.Compare(from, to, o.opts)
-	if r.Inheritable() && from.Tenant != "" {
-		// Something is left behind: read the tenant's snapshots taken while
-		// it ran, to tell which tenant process each survivor got it from.
-		if o.opts.History, err = history(g, from, to); err != nil {
-			return err
-		}
-		r = diff.Compare(from, to, o.opts)
+	r, err := compareWithHistory(g, from, to, &o.opts)
+	if err != nil {
+		return err
 	}
 	if g.JSON {
 		err = diff.WriteJSON(g.Stdout, r)
@@ -117,6 +112,21 @@ func runDiff(c *cli.Context) error {
 		return statusError{exitFindings}
 	}
 	return nil
+}
+
+// compareWithHistory diffs from and to; when something is left behind it
+// reads the tenant's snapshots taken while it ran into opts.History and diffs
+// again, to tell which tenant process each survivor got it from.
+func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
+	r := diff.Compare(from, to, *opts)
+	if !r.Inheritable() || from.Tenant == "" {
+		return r, nil
+	}
+	var err error
+	if opts.History, err = history(g, from, to); err != nil {
+		return nil, err
+	}
+	return diff.Compare(from, to, *opts), nil
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the
