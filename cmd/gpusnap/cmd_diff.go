@@ -28,13 +28,13 @@ func diffCommand() *cli.Command {
 			"Examples:\n  gpusnap baseline --tenant \"$SLURM_JOB_ID\"   # prolog\n" +
 			"  gpusnap diff --tenant \"$SLURM_JOB_ID\" --allow /etc/gpusnap/allow   # epilog: drain the node on exit 1\n" +
 			"  gpusnap diff --json --maps-diff 20261129-2000 20261129-2100 | jq '.findings[] | select(.severity==\"high\")'",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high, critical)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
-		},
+		}, diffBundleFlags()...),
 		Action: runDiff,
 	}
 }
@@ -80,6 +80,10 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	bo, err := parseDiffBundle(c)
+	if err != nil {
+		return err
+	}
 	var from, to *snapshot.Snapshot
 	if o.tenant != "" {
 		from, to, err = diffTenant(c, g, o.tenant)
@@ -89,14 +93,9 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r := diff.Compare(from, to, o.opts)
-	if r.Inheritable() && from.Tenant != "" {
-		// Something is left behind: read the tenant's snapshots taken while
-		// it ran, to tell which tenant process each survivor got it from.
-		if o.opts.History, err = history(g, from, to); err != nil {
-			return err
-		}
-		r = diff.Compare(from, to, o.opts)
+	r, err := compareWithHistory(g, from, to, &o.opts)
+	if err != nil {
+		return err
 	}
 	if g.JSON {
 		err = diff.WriteJSON(g.Stdout, r)
@@ -106,10 +105,28 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := bo.write(g, o.failOn, from, to, o.opts, r); err != nil {
+		return err
+	}
 	if r.Failed(o.failOn) {
 		return statusError{exitFindings}
 	}
 	return nil
+}
+
+// compareWithHistory diffs from and to; when something is left behind it
+// reads the tenant's snapshots taken while it ran into opts.History and diffs
+// again, to tell which tenant process each survivor got it from.
+func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
+	r := diff.Compare(from, to, *opts)
+	if !r.Inheritable() || from.Tenant == "" {
+		return r, nil
+	}
+	var err error
+	if opts.History, err = history(g, from, to); err != nil {
+		return nil, err
+	}
+	return diff.Compare(from, to, *opts), nil
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the
