@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/prometheus/procfs v0.23.0
+	github.com/sergi/go-diff v1.4.0
 	github.com/urfave/cli/v2 v2.27.7
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.49.0
 )
 

@@ -1,18 +1,254 @@
 package diff
 
-import "github.com/gpusnap/gpusnap/snapshot"
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
-// Options tune a diff.
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// DefaultZombieThreshold is --zombie-threshold's default: GPU memory growth
+// below it is allocator noise, not a zombie context.
+const DefaultZombieThreshold = 64 << 20
+
+// Options tune a diff. The zero value compares with a zero zombie threshold,
+// no allow list, no maps diffs and no history.
 type Options struct {
 	ZombieThreshold uint64 // bytes; --zombie-threshold, default 64 MiB
 	MapsDiff        bool   // fill Result.MapsDiffs
 	// History holds earlier stored snapshots (of the tenant), to tell which
 	// tenant process a surviving mapping was inherited from.
 	History []*snapshot.Snapshot
+	// Allow lists expected workloads (--allow FILE): their findings are
+	// downgraded to info, with Finding.Allowed naming the entry.
+	Allow *AllowList
 }
 
 // Compare reports what to holds that from did not.
-// TODO(diff issue): the rules.
 func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
-	return &Result{From: from.ID, To: to.ID, Tenant: to.Tenant, Findings: []Finding{}}
+	c := newComparison(from, to, opts)
+	var findings []Finding
+	for _, rule := range rules {
+		findings = append(findings, rule(c)...)
+	}
+	c.attachInheritance(findings)
+	c.applyAllow(findings)
+	sortFindings(findings)
+	if findings == nil {
+		findings = []Finding{}
+	}
+	r := &Result{
+		From:     from.ID,
+		To:       to.ID,
+		FromTime: from.Host.CaptureStart,
+		ToTime:   to.Host.CaptureStart,
+		Tenant:   cmp.Or(to.Tenant, from.Tenant),
+		Findings: findings,
+		Summary:  summarize(findings),
+		Notes:    c.notes,
+	}
+	if opts.MapsDiff {
+		r.MapsDiffs = c.mapsDiffs(findings)
+	}
+	return r
+}
+
+// rules are the finding kinds, each a plain function over the two snapshots
+// (indexed once in a comparison).
+var rules = []func(*comparison) []Finding{
+	leftoverMappings,
+	leftoverHolders,
+	otherDeviceMappings,
+	renamedDeviceNodes,
+	unexpectedGPUProcesses,
+	orphanGPUProcesses,
+	zombieGPUMemory,
+}
+
+// comparison indexes the two snapshots by process identity and PID, so every
+// rule looks processes up in a map instead of scanning.
+type comparison struct {
+	from, to *snapshot.Snapshot
+	opts     Options
+
+	fromByKey map[string]*snapshot.Process
+	toByKey   map[string]*snapshot.Process
+	fromByPID map[int]*snapshot.Process
+	toByPID   map[int]*snapshot.Process
+	// toUnread are PIDs alive at TO that refused some reads: alive, though
+	// maybe known by PID alone.
+	toUnread map[int]bool
+
+	fromNVML, toNVML *nvmlIndex
+
+	// changed lists, for each process at TO with a device mapping or holder,
+	// its uses and those it had at FROM (none for a new process).
+	changed []processChange
+
+	notes []string
+}
+
+// processChange is one process's device uses at TO beside those at FROM.
+type processChange struct {
+	proc   *snapshot.Process
+	before *snapshot.Process // the same process (PID@START) at FROM, or nil
+	uses   []*deviceUse
+	prior  map[string]*deviceUse // by device, at FROM
+}
+
+func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
+	c := &comparison{
+		from:      from,
+		to:        to,
+		opts:      opts,
+		fromByKey: make(map[string]*snapshot.Process, len(from.Processes)),
+		toByKey:   make(map[string]*snapshot.Process, len(to.Processes)),
+		fromByPID: make(map[int]*snapshot.Process, len(from.Processes)),
+		toByPID:   make(map[int]*snapshot.Process, len(to.Processes)),
+		toUnread:  make(map[int]bool, len(to.Scan.RefusedPIDs)),
+		fromNVML:  indexNVML(&from.NVML),
+		toNVML:    indexNVML(&to.NVML),
+	}
+	for i := range from.Processes {
+		p := &from.Processes[i]
+		c.fromByKey[p.Key()] = p
+		c.fromByPID[p.PID] = p
+	}
+	for i := range to.Processes {
+		p := &to.Processes[i]
+		c.toByKey[p.Key()] = p
+		c.toByPID[p.PID] = p
+	}
+	for _, pid := range to.Scan.RefusedPIDs {
+		c.toUnread[pid] = true
+	}
+	for i := range to.Processes {
+		p := &to.Processes[i]
+		uses := deviceUses(p)
+		if uses == nil {
+			continue
+		}
+		ch := processChange{proc: p, uses: uses, before: c.fromByKey[p.Key()]}
+		if ch.before != nil {
+			prior := deviceUses(ch.before)
+			ch.prior = make(map[string]*deviceUse, len(prior))
+			for _, u := range prior {
+				ch.prior[u.device] = u
+			}
+		}
+		c.changed = append(c.changed, ch)
+	}
+	c.noteLimits()
+	return c
+}
+
+// noteLimits records what makes this comparison weaker than it looks.
+func (c *comparison) noteLimits() {
+	if c.from.Host.BootID != "" && c.to.Host.BootID != "" && c.from.Host.BootID != c.to.Host.BootID {
+		c.notes = append(c.notes, "the snapshots come from different boots (boot ids differ): every process at TO counts as new")
+	}
+	if c.from.Host.Hostname != "" && c.to.Host.Hostname != "" && c.from.Host.Hostname != c.to.Host.Hostname {
+		c.notes = append(c.notes, "the snapshots come from different hosts ("+c.from.Host.Hostname+", "+c.to.Host.Hostname+")")
+	}
+	if len(c.to.Scan.RefusedPIDs) > 0 {
+		c.notes = append(c.notes, "processes at TO that refused some reads (PID 1 does, even to root), so what they map or hold may be missing: "+pidList(c.to.Scan.RefusedPIDs))
+	}
+}
+
+// usedNVIDIA reports whether a process mapped or held an NVIDIA device, or
+// was listed by NVML, in its snapshot.
+func usedNVIDIA(p *snapshot.Process, nv *nvmlIndex) bool {
+	return p != nil && (hasNVIDIADevice(p) || len(nv.byPID[p.PID]) > 0)
+}
+
+// hasNVIDIADevice reports whether a process maps or holds an NVIDIA device.
+func hasNVIDIADevice(p *snapshot.Process) bool {
+	for _, m := range p.Mappings {
+		if isNVIDIA(m.Class, m.DeviceNumber, m.DeviceType) {
+			return true
+		}
+	}
+	return hasNVIDIAHolder(p)
+}
+
+// sortFindings orders findings for people and for byte-stable JSON: severity
+// (highest first), then kind, pid, device, GPU and summary.
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		return cmp.Or(
+			cmp.Compare(b.Severity, a.Severity),
+			cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.pid(), b.pid()),
+			cmp.Compare(a.startTime(), b.startTime()),
+			cmp.Compare(a.Device, b.Device),
+			cmp.Compare(a.GPUUUID, b.GPUUUID),
+			cmp.Compare(a.Summary, b.Summary),
+		)
+	})
+}
+
+func (f *Finding) pid() int {
+	if f.Process == nil {
+		return 0
+	}
+	return f.Process.PID
+}
+
+func (f *Finding) startTime() uint64 {
+	if f.Process == nil {
+		return 0
+	}
+	return f.Process.StartTime
+}
+
+// summarize counts findings by severity; every severity has a count, zero
+// included, so scripts can read any of them without a default.
+func summarize(fs []Finding) Summary {
+	s := Summary{Total: len(fs), BySeverity: make(map[string]int, len(severityNames))}
+	for _, n := range severityNames {
+		s.BySeverity[n] = 0
+	}
+	worst := Severity(-1)
+	for _, f := range fs {
+		s.BySeverity[f.Severity.String()]++
+		if f.Allowed != "" {
+			s.Allowed++
+		}
+		worst = max(worst, f.Severity)
+	}
+	if worst >= Info {
+		s.Worst = worst.String()
+	}
+	return s
+}
+
+// Failed reports whether the result holds a finding at or above threshold:
+// what --fail-on turns into exit status 1.
+func (r *Result) Failed(threshold Severity) bool {
+	for _, f := range r.Findings {
+		if f.Severity >= threshold {
+			return true
+		}
+	}
+	return false
+}
+
+// pidList writes PIDs for a note: "1, 2, 3".
+func pidList(pids []int) string {
+	parts := make([]string, len(pids))
+	for i, p := range pids {
+		parts[i] = strconv.Itoa(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// captureTime is when a snapshot was taken, for report lines.
+func captureTime(t time.Time) string {
+	if t.IsZero() {
+		return "time unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
 }

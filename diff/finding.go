@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Finding kinds, as CONTRACT.md names them.
@@ -109,15 +110,22 @@ type Summary struct {
 	BySeverity map[string]int `json:"by_severity"`
 	// Worst is the highest severity found, or "" when nothing was.
 	Worst string `json:"worst,omitempty"`
+	// Allowed counts the findings --allow downgraded to info.
+	Allowed int `json:"allowed"`
 }
 
 // Result is what a diff reports.
 type Result struct {
 	From     string    `json:"from"`
 	To       string    `json:"to"`
+	FromTime time.Time `json:"from_time"` // capture start of FROM
+	ToTime   time.Time `json:"to_time"`   // capture start of TO
 	Tenant   string    `json:"tenant,omitempty"`
 	Findings []Finding `json:"findings"`
 	Summary  Summary   `json:"summary"`
 	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.
 	MapsDiffs map[string]string `json:"maps_diffs,omitempty"`
+	// Notes say what the diff could not check (NVML unread at one end, a
+	// different boot, refused processes), so a clean result is read for what it is.
+	Notes []string `json:"notes,omitempty"`
 }

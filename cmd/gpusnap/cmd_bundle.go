@@ -1,16 +1,267 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
-// TODO: replaced by its issue's work.
 func bundleCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "bundle",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("bundle: not implemented yet") },
+		Name:  "bundle",
+		Usage: "write an evidence bundle: both snapshots, the findings, reports and the kernel's own text, hashed and optionally signed",
+		UsageText: "gpusnap bundle --tenant T -o FILE [--sign-key KEY] [--force]\n" +
+			"gpusnap bundle FROM TO -o FILE [--sign-key KEY] [--force]\n\n" +
+			"With --tenant: T's newest baseline against T's newest post snapshot taken after it (the one\n" +
+			"`gpusnap diff --tenant T` stored); when there is none, a post snapshot is captured now and stored.\n" +
+			"With FROM TO: two stored snapshots, by id or unique prefix.\n" +
+			"The file is created 0600 and never written through a symbolic link or over an existing file\n" +
+			"(--force replaces a file, atomically). Check it with `gpusnap verify FILE`. docs/bundle.md has the layout.\n\n" +
+			"Examples:\n  gpusnap bundle --tenant \"$SLURM_JOB_ID\" -o /var/lib/gpusnap/incident-$SLURM_JOB_ID.tar.gz --sign-key /etc/gpusnap/bundle.key\n" +
+			"  gpusnap bundle 20261129-1000 20261129-1200 -o incident.tar.gz",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "tenant", Usage: "bundle tenant `T`'s newest baseline and post snapshot"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the bundle to `FILE` (required)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "as for gpusnap diff (`SIZE`)"},
+			&cli.StringFlag{Name: "allow", Usage: "as for gpusnap diff: expected workloads, downgraded to info (`FILE`)"},
+		}, bundleFlags()...),
+		Action: runBundle,
 	}
+}
+
+// bundleFlags are the flags of every command that writes a bundle (bundle,
+// and diff with --bundle).
+func bundleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "sign-key", Usage: "sign the manifest with the ed25519 private `KEY` (from gpusnap keygen)"},
+		&cli.BoolFlag{Name: "force", Usage: "replace an existing bundle file (never a symbolic link)"},
+		&cli.StringFlag{Name: "tenant-start", Usage: "when the tenant's job started (RFC 3339 `TIME`), for the report's time line"},
+		&cli.StringFlag{Name: "tenant-end", Usage: "when the tenant's job ended (RFC 3339 `TIME`), for the report's time line"},
+	}
+}
+
+// diffBundleFlags are what `gpusnap diff` takes to write a bundle.
+func diffBundleFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "bundle", Usage: "write an evidence bundle to `FILE` when the diff finds something at or above --fail-on (docs/bundle.md)"},
+		&cli.BoolFlag{Name: "bundle-always", Usage: "with --bundle: write the bundle whatever the diff finds"},
+	}, bundleFlags()...)
+}
+
+// diffBundle is diff's --bundle, read before anything is captured.
+type diffBundle struct {
+	path   string
+	always bool
+	opts   bundleOpts
+}
+
+func parseDiffBundle(c *cli.Context) (diffBundle, error) {
+	b := diffBundle{path: c.String("bundle"), always: c.Bool("bundle-always")}
+	if b.path == "" {
+		for _, name := range []string{"bundle-always", "sign-key", "force", "tenant-start", "tenant-end"} {
+			if c.IsSet(name) {
+				return b, usageError(fmt.Errorf("--%s needs --bundle FILE", name))
+			}
+		}
+		return b, nil
+	}
+	var err error
+	b.opts, err = bundleOptions(c)
+	return b, err
+}
+
+// write writes the bundle of a diff when asked and warranted, and says so on
+// stderr: stdout holds the diff.
+func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
+	if b.path == "" || !(b.always || r.Failed(failOn)) {
+		return nil
+	}
+	if !opts.MapsDiff {
+		// The bundle holds every involved process's maps diff, printed or not.
+		opts.MapsDiff = true
+		r = diff.Compare(from, to, opts)
+	}
+	w, err := writeBundle(b.path, b.opts, from, to, r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.Stderr, w)
+	return err
+}
+
+func runBundle(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	out, tenant := c.String("output"), c.String("tenant")
+	switch {
+	case out == "":
+		return usageError(errors.New("bundle needs -o FILE"))
+	case tenant != "" && c.NArg() != 0:
+		return usageError(errors.New("bundle takes --tenant T or FROM TO, not both"))
+	case tenant == "" && c.NArg() != 2:
+		return usageError(fmt.Errorf("bundle needs --tenant T or two snapshot ids FROM TO, got %d arguments", c.NArg()))
+	}
+	opts, err := bundleOptions(c)
+	if err != nil {
+		return err
+	}
+	cmp := diff.Options{MapsDiff: true}
+	if cmp.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	}
+	if path := c.String("allow"); path != "" {
+		if cmp.Allow, err = diff.LoadAllow(path); err != nil {
+			return err
+		}
+	}
+	var from, to *snapshot.Snapshot
+	if tenant != "" {
+		from, to, err = tenantPair(c, g, tenant)
+	} else {
+		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+	}
+	if err != nil {
+		return err
+	}
+	r, err := compareWithHistory(g, from, to, &cmp)
+	if err != nil {
+		return err
+	}
+	w, err := writeBundle(out, opts, from, to, r)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(w)
+	}
+	_, err = fmt.Fprintln(g.Stdout, w)
+	return err
+}
+
+// bundleOpts are bundleFlags, read and checked before any capture or store
+// access, so a bad key fails fast.
+type bundleOpts struct {
+	force                  bool
+	signKey                []byte
+	tenantStart, tenantEnd time.Time
+}
+
+func bundleOptions(c *cli.Context) (bundleOpts, error) {
+	o := bundleOpts{force: c.Bool("force")}
+	if path := c.String("sign-key"); path != "" {
+		key, err := bundle.ReadPrivateKey(path)
+		if err != nil {
+			return o, err
+		}
+		o.signKey = key
+	}
+	for name, t := range map[string]*time.Time{"tenant-start": &o.tenantStart, "tenant-end": &o.tenantEnd} {
+		if s := c.String(name); s != "" {
+			v, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return o, usageError(fmt.Errorf("--%s: %w", name, err))
+			}
+			*t = v
+		}
+	}
+	return o, nil
+}
+
+// tenantPair is the tenant's newest baseline and the newest post snapshot
+// taken after it. With no such post snapshot it does what `diff --tenant`
+// does: capture one now and store it.
+func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+	st, err := openStore(g, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	from, err = st.LatestBaseline(tenant)
+	var posts []store.Meta
+	if err == nil {
+		posts, err = st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from.Host.CaptureStart})
+	}
+	if err == nil && len(posts) > 0 { // newest first
+		to, err = st.Get(posts[0].ID)
+	}
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || to != nil {
+		return from, to, err
+	}
+	return diffTenant(c, g, tenant)
+}
+
+// written describes a bundle just written, for the line or JSON that says so.
+type written struct {
+	File    string       `json:"file"`
+	SHA256  string       `json:"sha256"`
+	From    string       `json:"from"`
+	To      string       `json:"to"`
+	Tenant  string       `json:"tenant,omitempty"`
+	Files   int          `json:"files"`
+	Summary diff.Summary `json:"summary"`
+	Signer  string       `json:"signer,omitempty"` // the signing key, base64
+}
+
+func (w written) String() string {
+	signed := "unsigned"
+	if w.Signer != "" {
+		signed = "signed by " + w.Signer
+	}
+	return fmt.Sprintf("wrote %s: %s to %s, findings: %d, %s, sha256 %s",
+		safetext.Escape(w.File), safetext.Escape(w.From), safetext.Escape(w.To), w.Summary.Total, signed, w.SHA256)
+}
+
+// writeBundle writes the bundle of a diff to path.
+func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result) (written, error) {
+	in := bundle.Input{
+		Before: from, After: to, Result: res,
+		Version: version, UID: os.Getuid(),
+		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
+		SignKey: o.signKey,
+	}
+	m, err := bundle.WriteFile(path, in, o.force)
+	if err != nil {
+		return written{}, fmt.Errorf("bundle: %w", err)
+	}
+	sum, err := fileSHA256(path)
+	if err != nil {
+		return written{}, fmt.Errorf("bundle: %w", err)
+	}
+	w := written{File: path, SHA256: sum, From: from.ID, To: to.ID, Tenant: m.Tenant, Files: len(m.Files), Summary: res.Summary}
+	if m.Signer != nil {
+		w.Signer = m.Signer.PublicKey
+	}
+	return w, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -2,15 +2,224 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
-// TODO: replaced by its issue's work.
+// historyLimit bounds the tenant's snapshots read to tell where a surviving
+// mapping came from: the newest ones, taken last while the tenant ran.
+const historyLimit = 5
+
 func diffCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "diff",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("diff: not implemented yet") },
+		Name:  "diff",
+		Usage: "report what a tenant left behind: diff a post capture against its baseline, or two snapshots",
+		UsageText: "gpusnap diff --tenant T [options]\n   gpusnap diff [options] FROM [TO]\n\n" +
+			"--tenant T captures the host now, stores it (label post) and diffs it against T's newest baseline.\n" +
+			"FROM and TO are stored snapshot ids or unique prefixes; without TO, FROM is diffed against a fresh\n" +
+			"capture that is not stored. Exit status: 0 nothing at or above --fail-on, 1 something, 2 error.\n\n" +
+			"Examples:\n  gpusnap baseline --tenant \"$SLURM_JOB_ID\"   # prolog\n" +
+			"  gpusnap diff --tenant \"$SLURM_JOB_ID\" --allow /etc/gpusnap/allow   # epilog: drain the node on exit 1\n" +
+			"  gpusnap diff --json --maps-diff 20261129-2000 20261129-2100 | jq '.findings[] | select(.severity==\"high\")'",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
+			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high, critical)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
+			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
+			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
+		}, diffBundleFlags()...),
+		Action: runDiff,
 	}
+}
+
+// diffOptions are the diff command's own flags, checked before anything is captured.
+type diffOptions struct {
+	tenant string
+	failOn diff.Severity
+	opts   diff.Options
+}
+
+func parseDiffOptions(c *cli.Context) (diffOptions, error) {
+	var o diffOptions
+	o.tenant = c.String("tenant")
+	switch n := c.NArg(); {
+	case o.tenant != "" && n > 0:
+		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
+	case o.tenant == "" && (n < 1 || n > 2):
+		return o, usageError(errors.New("diff needs --tenant T, or FROM [TO]"))
+	}
+	var err error
+	if o.failOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
+		return o, usageError(fmt.Errorf("--fail-on: %w", err))
+	}
+	if o.opts.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	}
+	if path := c.String("allow"); path != "" {
+		if o.opts.Allow, err = diff.LoadAllow(path); err != nil {
+			return o, err
+		}
+	}
+	o.opts.MapsDiff = c.Bool("maps-diff")
+	return o, nil
+}
+
+func runDiff(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	o, err := parseDiffOptions(c)
+	if err != nil {
+		return err
+	}
+	bo, err := parseDiffBundle(c)
+	if err != nil {
+		return err
+	}
+	var from, to *snapshot.Snapshot
+	if o.tenant != "" {
+		from, to, err = diffTenant(c, g, o.tenant)
+	} else {
+		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+	}
+	if err != nil {
+		return err
+	}
+	r, err := compareWithHistory(g, from, to, &o.opts)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		err = diff.WriteJSON(g.Stdout, r)
+	} else {
+		err = diff.WriteText(g.Stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	if err := bo.write(g, o.failOn, from, to, o.opts, r); err != nil {
+		return err
+	}
+	if r.Failed(o.failOn) {
+		return statusError{exitFindings}
+	}
+	return nil
+}
+
+// compareWithHistory diffs from and to; when something is left behind it
+// reads the tenant's snapshots taken while it ran into opts.History and diffs
+// again, to tell which tenant process each survivor got it from.
+func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
+	r := diff.Compare(from, to, *opts)
+	if !r.Inheritable() || from.Tenant == "" {
+		return r, nil
+	}
+	var err error
+	if opts.History, err = history(g, from, to); err != nil {
+		return nil, err
+	}
+	return diff.Compare(from, to, *opts), nil
+}
+
+// diffTenant captures the host, then, in one hold of the store, finds the
+// tenant's baseline (no baseline: an error, and nothing stored) and stores
+// the capture as its post snapshot.
+func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openStore(g, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store %s: %w", g.DB, cerr)
+		}
+	}()
+	if from, err = st.LatestBaseline(tenant); err != nil {
+		return nil, nil, err
+	}
+	return from, to, st.Put(to)
+}
+
+// diffStored loads FROM and TO from the store, read-only; without TO it
+// captures the host now (and does not store it: a reader never takes the
+// store's write lock).
+func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
+	st, err := openStore(g, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	if from, err = st.Get(fromID); err != nil {
+		return nil, nil, err
+	}
+	if toID != "" {
+		to, err = st.Get(toID)
+	} else {
+		to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
+	}
+	return from, to, err
+}
+
+// history loads, read-only, the tenant's newest snapshots taken after FROM
+// and before TO, while it ran: post snapshots, taken after it ended, hold
+// only what it left behind, not where that came from.
+func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, error) {
+	st, err := openStore(g, true)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	metas, err := st.List(store.Filter{Tenant: from.Tenant, Since: from.Host.CaptureStart})
+	if err != nil {
+		return nil, err
+	}
+	var out []*snapshot.Snapshot
+	for _, m := range metas { // newest first
+		if m.ID == from.ID || m.ID == to.ID || m.Label == snapshot.LabelPost || !m.Time.Before(to.Host.CaptureStart) {
+			continue
+		}
+		s, err := st.Get(m.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+		if len(out) == historyLimit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// sizeUnits are the suffixes --zombie-threshold takes, lower-cased.
+var sizeUnits = map[string]uint64{
+	"": 1, "b": 1,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
+
+// parseSize reads a byte count: 1048576, 64MiB, 1GiB, 500MB.
+func parseSize(text string) (uint64, error) {
+	s := strings.TrimSpace(text)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	unit, ok := sizeUnits[strings.ToLower(strings.TrimSpace(s[i:]))]
+	n, err := strconv.ParseUint(s[:i], 10, 64)
+	if !ok || err != nil || (unit > 1 && n > ^uint64(0)/unit) {
+		return 0, fmt.Errorf("%q is not a size (want bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB or TB: 64MiB, 1GiB, 1048576)", text)
+	}
+	return n * unit, nil
 }

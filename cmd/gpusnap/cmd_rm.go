@@ -2,15 +2,47 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 )
 
-// TODO: replaced by its issue's work.
 func rmCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "rm",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("rm: not implemented yet") },
+		Name:  "rm",
+		Usage: "remove stored snapshots",
+		UsageText: "gpusnap rm [--force] ID...\n\nIds may be abbreviated to any unique prefix. A tenant's latest baseline is kept\n" +
+			"unless --force: the tenant's next diff needs it. Prints each removed id.\n\nExamples:\n  gpusnap rm 20260301-1012",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "also remove a tenant's latest baseline"},
+		},
+		Action: runRm,
 	}
+}
+
+func runRm(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() == 0 {
+		return usageError(errors.New("rm needs the ID of a snapshot"))
+	}
+	st, err := openStore(g, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// One removal per id: each is its own transaction, so an error on the
+	// third leaves the first two removed, as printed.
+	for _, arg := range c.Args().Slice() {
+		id, err := st.Remove(arg, c.Bool("force"))
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(g.Stdout, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

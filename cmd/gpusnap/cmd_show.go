@@ -1,16 +1,133 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// TODO: replaced by its issue's work.
 func showCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "show",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("show: not implemented yet") },
+		Name:  "show",
+		Usage: "show a stored snapshot",
+		UsageText: "gpusnap show ID [--json]\n\nA summary: host, scan counts, NVML, and every process using an NVIDIA device.\n" +
+			"--json prints the whole snapshot, exactly as `gpusnap snapshot --json` printed it.\n\nExamples:\n" +
+			"  gpusnap show 20260301-1012\n  gpusnap show --json \"$(gpusnap list --json | jq -r '.[0].id')\"",
+		Action: runShow,
 	}
+}
+
+func runShow(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usageError(errors.New("show needs one snapshot ID"))
+	}
+	st, err := openStore(g, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if g.JSON {
+		raw, err := st.GetJSON(c.Args().First())
+		if err != nil {
+			return err
+		}
+		return printStoredJSON(g.Stdout, raw)
+	}
+	snap, err := st.GetSelected(c.Args().First(), mayUseNVIDIA)
+	if err != nil {
+		return err
+	}
+	return printSummary(g.Stdout, snap)
+}
+
+// nvidiaClass is how a mapping or holder of an NVIDIA device reads in a
+// process's JSON. It cannot occur inside a JSON string, whose quotes are
+// escaped, so a process without it uses no NVIDIA device.
+var nvidiaClass = []byte(`"class":"` + snapshot.ClassNVIDIA + `"`)
+
+// mayUseNVIDIA picks, before decoding, the processes the summary lists.
+func mayUseNVIDIA(processJSON []byte) bool { return bytes.Contains(processJSON, nvidiaClass) }
+
+// printStoredJSON prints a snapshot's stored JSON exactly as printSnapshot
+// prints the snapshot (json.Encoder with a two-space indent indents the
+// compact encoding, newline included), without decoding and re-encoding it:
+// for a host of a thousand processes that is most of show's time.
+func printStoredJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	buf.Grow(2 * len(raw))
+	if err := json.Indent(&buf, append(raw, '\n'), "", "  "); err != nil {
+		return err
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// printSummary writes what an operator looks at first. Every string a
+// process chose (comm, exe, paths) is escaped for the terminal.
+func printSummary(w io.Writer, s *snapshot.Snapshot) error {
+	e := safetext.Escape
+	h := s.Host
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%s\n", s.ID)
+	fmt.Fprintf(tw, "label\t%s\n", e(s.Label))
+	fmt.Fprintf(tw, "tenant\t%s\n", orDash(e(s.Tenant)))
+	fmt.Fprintf(tw, "host\t%s (kernel %s, boot %s)\n", orDash(e(h.Hostname)), orDash(e(h.KernelRelease)), orDash(e(h.BootID)))
+	fmt.Fprintf(tw, "captured\t%s, in %s, by gpusnap %s from %s\n", h.CaptureStart.Local().Format(time.RFC3339),
+		h.CaptureEnd.Sub(h.CaptureStart).Round(time.Millisecond), e(h.GpusnapVersion), e(h.ProcRoot))
+	fmt.Fprintf(tw, "processes\t%d read, %d vanished, %d refused\n", s.Scan.ProcessesRead, s.Scan.Vanished, s.Scan.Refused)
+	nv := s.NVML
+	switch {
+	case nv.Unavailable != "":
+		fmt.Fprintf(tw, "nvml\t%s: %s\n", e(nv.Source), e(nv.Unavailable))
+	default:
+		fmt.Fprintf(tw, "nvml\t%s: driver %s, %d GPUs\n", e(nv.Source), e(nv.DriverVersion), len(nv.Devices))
+	}
+	for _, d := range nv.Devices {
+		mem := "memory not reported"
+		if d.Memory != nil {
+			mem = fmt.Sprintf("%d MiB of %d MiB used", d.Memory.Used>>20, d.Memory.Total>>20)
+		}
+		fmt.Fprintf(tw, "  gpu %d\t%s %s, %s, %d compute processes\n", d.Index, e(d.UUID), e(d.Name), mem, len(d.ComputeProcesses))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	var users []*snapshot.Process
+	for i := range s.Processes {
+		if s.Processes[i].UsesNVIDIA() {
+			users = append(users, &s.Processes[i])
+		}
+	}
+	fmt.Fprintf(w, "\n%d processes use an NVIDIA device\n", len(users))
+	if len(users) == 0 {
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tUSER\tCOMM\tEXE\tMAPPINGS\tHOLDERS")
+	for _, p := range users {
+		exe := e(p.Exe)
+		if p.ExeDeleted {
+			exe += " (deleted)"
+		}
+		user := p.User
+		if user == "" {
+			user = fmt.Sprint(p.UID)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", p.PID, e(user), e(p.Comm), orDash(exe), len(p.Mappings), len(p.Holders))
+	}
+	return tw.Flush()
 }

@@ -1,16 +1,72 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/store"
 )
 
-// TODO: replaced by its issue's work.
 func storeCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "store",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("store: not implemented yet") },
+		Name:  "store",
+		Usage: "look after the snapshot store",
+		Subcommands: []*cli.Command{{
+			Name:  "check",
+			Usage: "check the store for damage",
+			UsageText: "gpusnap store check [--json]\n\nRuns bbolt's consistency check over every page, then checks that every snapshot\n" +
+				"loads and that the process records and indexes agree. Exit 0 when sound, 2 when damaged.\n\n" +
+				"Examples:\n  gpusnap store check --db /var/lib/gpusnap/gpusnap.db",
+			Action: runStoreCheck,
+		}},
 	}
+}
+
+// checkReport is store check's --json output.
+type checkReport struct {
+	Path      string   `json:"path"`
+	OK        bool     `json:"ok"`
+	Snapshots int      `json:"snapshots"`
+	Processes int      `json:"process_records"`
+	Size      int64    `json:"size"`
+	Problems  []string `json:"problems"`
+}
+
+func runStoreCheck(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(g, true)
+	if err != nil {
+		return err
+	}
+	r, err := st.Check()
+	_ = st.Close()
+	if err != nil {
+		return err
+	}
+	out := checkReport{Path: g.DB, OK: len(r.Problems) == 0, Snapshots: r.Snapshots, Processes: r.Processes, Size: r.Size, Problems: r.Problems}
+	if out.Problems == nil {
+		out.Problems = []string{}
+	}
+	if g.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else if out.OK {
+		fmt.Fprintf(g.Stdout, "store %s is sound: %d snapshots, %d process records, %d bytes\n", g.DB, r.Snapshots, r.Processes, r.Size)
+	} else {
+		for _, p := range r.Problems {
+			fmt.Fprintln(g.Stdout, p)
+		}
+	}
+	if !out.OK {
+		return &store.DamagedError{Path: g.DB, Cause: fmt.Sprintf("%d problems found by the consistency check (first: %s)", len(r.Problems), r.Problems[0])}
+	}
+	return nil
 }

@@ -1,16 +1,119 @@
 package main
 
 import (
-	"errors"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
-// TODO: replaced by its issue's work.
 func verifyCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "verify",
-		Usage:  "not implemented yet",
-		Action: func(*cli.Context) error { return errors.New("verify: not implemented yet") },
+		Name:  "verify",
+		Usage: "check an evidence bundle: every hash, the signature, and what it holds",
+		UsageText: "gpusnap verify FILE [--pub KEY]\n\n" +
+			"Lists the bundle's files and checks each against manifest.json, manifest.json against\n" +
+			"SHA256SUMS, and manifest.sig. With --pub the signature must be that key's.\n" +
+			"Exit status: 0 intact, 1 something altered, added or removed (named), 2 not readable.\n" +
+			"FILE - reads standard input.\n\nExample:\n  gpusnap verify incident-4242.tar.gz --pub bundle.pub",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pub", Usage: "the public `KEY` file (from gpusnap keygen) the bundle must be signed with"},
+		},
+		Action: runVerify,
 	}
+}
+
+func runVerify(c *cli.Context) error {
+	g, err := loadGlobals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usageError(fmt.Errorf("verify takes one FILE, got %d arguments", c.NArg()))
+	}
+	name := c.Args().First()
+	var trusted ed25519.PublicKey
+	if p := c.String("pub"); p != "" {
+		if trusted, err = bundle.ReadPublicKey(p); err != nil {
+			return err
+		}
+	}
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	rep, err := bundle.Verify(r, trusted)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if g.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			File   string `json:"file"`
+			Intact bool   `json:"intact"`
+			*bundle.Report
+		}{name, rep.Intact(), rep}); err != nil {
+			return err
+		}
+	} else {
+		printVerify(g.Stdout, name, rep)
+	}
+	if !rep.Intact() {
+		return statusError{exitFindings}
+	}
+	return nil
+}
+
+// printVerify lists the bundle and then says what is wrong, if anything.
+// Names come from the archive, which anyone could have built: escape them.
+func printVerify(w io.Writer, name string, rep *bundle.Report) {
+	files := 0
+	for _, e := range rep.Entries {
+		if e.Type == "dir" {
+			continue
+		}
+		files++
+		fmt.Fprintf(w, "%-10s %10d  %s\n", e.Status, e.Size, safetext.Escape(e.Name))
+	}
+	if m := rep.Manifest; m != nil {
+		tenant := "(none)"
+		if m.Tenant != "" {
+			tenant = safetext.Escape(m.Tenant)
+		}
+		fmt.Fprintf(w, "tenant %s, from %s to %s, host %s, written by gpusnap %s as uid %d\n",
+			tenant, safetext.Escape(m.Before.ID), safetext.Escape(m.After.ID),
+			safetext.Escape(m.Host.Hostname), safetext.Escape(m.GpusnapVersion), m.UID)
+	}
+	s := rep.Signature
+	switch {
+	case !s.Signed:
+		fmt.Fprintln(w, "signature: none")
+	case s.Trusted:
+		fmt.Fprintf(w, "signature: valid, by the given key %s\n", safetext.Escape(s.PublicKey))
+	case s.Valid:
+		fmt.Fprintf(w, "signature: valid, by key %s (the key the manifest names: pass --pub to check who signed it)\n", safetext.Escape(s.PublicKey))
+	default:
+		fmt.Fprintln(w, "signature: INVALID")
+	}
+	if rep.Intact() {
+		fmt.Fprintf(w, "%s: intact (%d files)\n", safetext.Escape(name), files)
+		return
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "%s: %s: %s\n", strings.ToUpper(p.Status), safetext.Escape(p.Name), safetext.Escape(p.Detail))
+	}
+	fmt.Fprintf(w, "%s: NOT INTACT (problems: %d)\n", safetext.Escape(name), len(rep.Problems))
 }

@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpusnap: unknown command %q (see gpusnap --help)\n", name)
 		unknown = true
 	}
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, permuteArgs(app, args))
 	if unknown && err == nil {
 		return exitError
 	}

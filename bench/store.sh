@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 4's size and speed figures for the store, on this host with 500 extra
+# `sleep` processes: BenchmarkStore (sizes, in-process list/get, store over
+# capture), then hyperfine on the commands an operator runs against the
+# 1,000-snapshot store it leaves behind (list, show of the 500th). The sleeps
+# are killed by PID on exit. Run as root on a quiet machine: bench/store.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v hyperfine >/dev/null || { echo "store.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 2; }
+
+out=bench/out
+mkdir -p "$out"
+chmod 0700 "$out"
+db="$PWD/$out/store-bench.db"
+bin="$PWD/$out/gpusnap"
+go build -o "$bin" ./cmd/gpusnap
+
+pids=()
+cleanup() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 500); do sleep 3600 & pids+=($!); done
+
+GPUSNAP_BENCH_DB="$db" go test -run x -bench '^BenchmarkStore$' -benchtime 1x ./bench/ | tee "$out/store-bench.txt"
+
+id=$("$bin" list --db "$db" --json | sed -n 's/.*"id": "\(.*\)".*/\1/p' | sed -n 500p)
+hyperfine -N --warmup 3 --runs 30 --export-json "$out/store-hyperfine.json" \
+  -n list "$bin list --db $db" \
+  -n list-json "$bin list --json --db $db" \
+  -n show "$bin show --db $db $id" \
+  -n show-json "$bin show --json --db $db $id"
+# Storing over capturing is BenchmarkStore's store-over-capture, alternated in
+# one process: hyperfine runs each command's batch apart, and the load of a
+# shared machine swings a 100 ms capture by more than the 10% to be measured.
+python3 - "$out/store-hyperfine.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+for n in ("list", "list-json", "show", "show-json"):
+    print(f"{n:10s} {r[n]['mean']*1000:7.1f} ms (max {r[n]['max']*1000:.1f} ms)")
+PY

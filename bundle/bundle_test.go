@@ -1,0 +1,282 @@
+package bundle
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func TestRoundTrip(t *testing.T) {
+	in := testInput()
+	in.SignKey = testKey()
+	b := writeBundle(t, in)
+
+	rep := verifyBytes(t, b, testKey().Public().(ed25519.PublicKey))
+	if !rep.Intact() {
+		t.Fatalf("fresh bundle not intact: %+v", rep.Problems)
+	}
+	if !rep.Signature.Valid || !rep.Signature.Trusted {
+		t.Errorf("signature = %+v, want valid and trusted", rep.Signature)
+	}
+	var names []string
+	for _, e := range rep.Entries {
+		if e.Status != StatusOK {
+			t.Errorf("%s: status %s", e.Name, e.Status)
+		}
+		names = append(names, e.Name)
+	}
+	want := []string{
+		"SHA256SUMS", "after.json", "before.json", "findings.json", "manifest.json", "manifest.sig",
+		"maps/", "maps/4243@987654.diff", "maps/666@990000.diff",
+		"raw/", "raw/4243@987654/", "raw/4243@987654/cgroup", "raw/4243@987654/cmdline", "raw/4243@987654/maps", "raw/4243@987654/status",
+		"raw/666@990000/", "raw/666@990000/cgroup", "raw/666@990000/cmdline", "raw/666@990000/maps", "raw/666@990000/status",
+		"report.html", "report.md",
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("entries:\n got %q\nwant %q", names, want)
+	}
+
+	m := rep.Manifest
+	if m.GpusnapVersion != "1.0.0-test" || m.Tenant != "job-4242" || m.UID != 0 ||
+		m.Host != (HostFacts{Hostname: "gpu-node-7", KernelRelease: "6.1.0-28-amd64", BootID: "b00710-1d", DriverVersion: "550.54.15"}) ||
+		m.Before.ID != in.Before.ID || m.After.ID != in.After.ID || !m.After.CaptureStart.Equal(in.After.Host.CaptureStart) ||
+		m.TenantStart == nil || !m.TenantStart.Equal(in.TenantStart) || m.Summary.Total != 4 {
+		t.Errorf("manifest = %+v", m)
+	}
+	if len(m.Files) != len(want)-len([]string{"SHA256SUMS", "manifest.json", "manifest.sig", "maps/", "raw/", "raw/4243@987654/", "raw/666@990000/"}) {
+		t.Errorf("manifest lists %d files", len(m.Files))
+	}
+
+	// The snapshots and the result come back as they went in.
+	var before, after snapshot.Snapshot
+	var res diff.Result
+	for name, v := range map[string]any{"before.json": &before, "after.json": &after, "findings.json": &res} {
+		if err := json.Unmarshal(memberData(t, b, name), v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if before.ID != in.Before.ID || len(after.Processes) != 3 || after.Processes[1].Raw.Maps != in.After.Processes[1].Raw.Maps {
+		t.Errorf("snapshots did not round-trip")
+	}
+	if len(res.Findings) != 4 || res.Findings[1].InheritedFrom != in.Result.Findings[1].InheritedFrom || res.MapsDiffs["666@990000"] != in.Result.MapsDiffs["666@990000"] {
+		t.Errorf("findings did not round-trip: %+v", res)
+	}
+	// raw/ keeps the kernel's bytes, even those JSON cannot carry.
+	if got := memberData(t, b, "raw/666@990000/cmdline"); string(got) != in.After.Processes[2].Raw.Cmdline {
+		t.Errorf("raw cmdline = %q", got)
+	}
+	if got := memberData(t, b, "maps/4243@987654.diff"); string(got) != in.Result.MapsDiffs["4243@987654"] {
+		t.Errorf("maps diff = %q", got)
+	}
+}
+
+func TestArchiveIsReproducible(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		in := testInput()
+		if signed {
+			in.SignKey = testKey()
+		}
+		a := writeBundle(t, in)
+		// A second Input built afresh: equal values, not the same pointers.
+		in2 := testInput()
+		in2.SignKey = in.SignKey
+		if b := writeBundle(t, in2); !bytes.Equal(a, b) {
+			t.Errorf("signed=%v: two runs gave different bytes", signed)
+		}
+		// The manifest's own times are UTC, whatever zone the snapshots were read in.
+		in3 := testInput()
+		in3.TenantStart = in3.TenantStart.In(time.FixedZone("UTC+5", 5*3600))
+		if man := memberData(t, writeBundle(t, in3), FileManifest); !bytes.Contains(man, []byte(`"tenant_start": "2026-11-29T10:20:00Z"`)) {
+			t.Errorf("signed=%v: manifest times not in UTC:\n%s", signed, man)
+		}
+	}
+}
+
+func TestArchiveHeaders(t *testing.T) {
+	b := writeBundle(t, testInput())
+	if b[3] != 0 || !bytes.Equal(b[4:8], []byte{0, 0, 0, 0}) {
+		t.Errorf("gzip header carries a name or time: % x", b[:10])
+	}
+	mtime := t0.Add(2*time.Hour + 90*time.Millisecond).Truncate(time.Second)
+	for _, m := range readMembers(t, b) {
+		h := m.hdr
+		wantMode := int64(0o644)
+		if strings.HasSuffix(h.Name, "/") {
+			wantMode = 0o755
+		}
+		if h.Mode != wantMode || h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" || !h.ModTime.Equal(mtime) {
+			t.Errorf("%s: mode %o uid %d gid %d uname %q gname %q mtime %v", h.Name, h.Mode, h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime)
+		}
+	}
+}
+
+func TestWriteRefusesBadInput(t *testing.T) {
+	in := testInput()
+	in.Result = nil
+	if _, err := Write(&bytes.Buffer{}, in); err == nil {
+		t.Error("Write without a result succeeded")
+	}
+	in = testInput()
+	in.Result.MapsDiffs["../../etc/passwd"] = "x"
+	if _, err := Write(&bytes.Buffer{}, in); err == nil || !strings.Contains(err.Error(), "PID@START") {
+		t.Errorf("Write with a path as a process key: %v", err)
+	}
+}
+
+// extract writes the regular files of a bundle under dir, as tar would.
+func extract(t *testing.T, b []byte, dir string) {
+	t.Helper()
+	for _, m := range readMembers(t, b) {
+		p := filepath.Join(dir, filepath.FromSlash(m.hdr.Name))
+		if strings.HasSuffix(m.hdr.Name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, m.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSha256sumChecksExtractedBundle(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("sha256sum (coreutils) is not installed")
+	}
+	dir := t.TempDir()
+	extract(t, writeBundle(t, testInput()), dir)
+	cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sha256sum -c: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "manifest.json: OK") || !strings.Contains(string(out), "raw/666@990000/cmdline: OK") {
+		t.Errorf("sha256sum -c did not check everything:\n%s", out)
+	}
+	// And it fails on an altered file.
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("sha256sum", "-c", "SHA256SUMS")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "report.md: FAILED") {
+		t.Errorf("sha256sum -c passed an edited report.md: %v\n%s", err, out)
+	}
+}
+
+func TestOpensslChecksSignature(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed")
+	}
+	dir := t.TempDir()
+	if _, err := WriteKeyPair(filepath.Join(dir, "k"), false); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ReadPrivateKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := testInput()
+	in.SignKey = key
+	extract(t, writeBundle(t, in), dir)
+	out, err := exec.Command("openssl", "pkeyutl", "-verify", "-pubin", "-inkey", filepath.Join(dir, "k.pub"), "-rawin",
+		"-in", filepath.Join(dir, "manifest.json"), "-sigfile", filepath.Join(dir, "manifest.sig")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Signature Verified Successfully") {
+		t.Fatalf("openssl could not verify the signature: %v\n%s", err, out)
+	}
+}
+
+func TestReportsEscapeHostileStrings(t *testing.T) {
+	b := writeBundle(t, testInput())
+	md := memberData(t, b, FileReportMD)
+	html := memberData(t, b, FileReportHTM)
+	for name, text := range map[string][]byte{"report.md": md, "report.html": html} {
+		if !utf8.Valid(text) {
+			t.Errorf("%s is not valid UTF-8", name)
+		}
+		if bytes.ContainsAny(text, "\x1b\x07\x00") {
+			t.Errorf("%s holds a raw control character", name)
+		}
+		if bytes.Contains(text, []byte("\n- forged")) {
+			t.Errorf("%s: a newline in a command line forged a line", name)
+		}
+	}
+	// HTML: no markup from a process survives; it shows as text.
+	low := strings.ToLower(string(html))
+	for _, bad := range []string{"<script", "<img"} {
+		if strings.Contains(low, bad) {
+			t.Errorf("report.html holds %q", bad)
+		}
+	}
+	if !strings.Contains(string(html), "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(string(html), `\x1b[31mminer\xff`) {
+		t.Errorf("report.html does not show the hostile name escaped")
+	}
+	// Markdown: every process value sits in a code span or block, or is backslash-escaped.
+	for _, line := range strings.Split(string(md), "\n") {
+		if strings.Contains(line, "<script>") && !inCode(line, "<script>") {
+			t.Errorf("report.md: raw markup outside code: %q", line)
+		}
+	}
+	if !strings.Contains(string(md), "\\<script\\>") || !strings.Contains(string(md), "``python3 -c x\\n- forged: line\\x1b]0;pwned\\x07 `code` <img") {
+		t.Errorf("report.md does not quote the hostile strings:\n%s", md)
+	}
+}
+
+// inCode reports whether every occurrence of s in a Markdown line lies in a
+// code span or in a fenced block line (which the test sees as a plain line).
+func inCode(line, s string) bool {
+	if !strings.HasPrefix(line, "- ") && !strings.HasPrefix(line, "#") {
+		return true // a line of a fenced block
+	}
+	i := strings.Index(line, s)
+	return strings.Count(line[:i], "`")%2 == 1
+}
+
+func TestReportContents(t *testing.T) {
+	in := testInput()
+	md := string(memberData(t, writeBundle(t, in), FileReportMD))
+	for _, want := range []string{
+		"**4 findings: 3 high, 1 medium.**\n\n> Note: NVML was not read at FROM: library not found\n",
+		"### high (3)", "### medium (1)",
+		"#### 1. unexpected_gpu_process:", "#### 4. leftover_device_mapping:",
+		"- inherited from: `4242@987600 (/usr/bin/python3.11)`",
+		"- container: `0123456789abcdef",
+		"- kernel text as captured: `raw/4243@987654/`",
+		"Maps diff (`maps/4243@987654.diff`)",
+		"+7f0000000000-7f0000200000 rw-s 00000000 00:06 811 /dev/nvidia0",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	// The time line is in order: baseline, tenant start, ghost, miner, tenant end, post.
+	order := []string{"FROM snapshot 20261129-100000", "tenant job-4242 started", "process 4243@987654", "process 666@990000", "tenant job-4242 ended", "TO snapshot 20261129-120000"}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(md, s)
+		if i < last {
+			t.Errorf("time line: %q out of order", s)
+		}
+		last = i
+	}
+
+	clean := testInput()
+	clean.Result.Findings, clean.Result.MapsDiffs = nil, nil
+	md = string(memberData(t, writeBundle(t, clean), FileReportMD))
+	if !strings.Contains(md, "No findings") || strings.Contains(md, "raw/") {
+		t.Errorf("a clean diff's report:\n%s", md)
+	}
+}

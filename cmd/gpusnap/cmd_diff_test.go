@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+// gpusnap runs the CLI in-process with exactly the arguments given.
+func gpusnap(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), append([]string{"gpusnap"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// expectedFinding is one line of a scenario's expected.json.
+type expectedFinding struct {
+	Kind     string `json:"kind"`
+	Severity string `json:"severity"`
+	PID      int    `json:"pid"`
+}
+
+func (f expectedFinding) String() string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// TestDiffScenarios walks fixtures/scenarios through the CLI: baseline of the
+// before proc root and NVML fixture, then diff --tenant of the after ones. The
+// findings (kind, severity, pid) must be expected.json's, and nothing else;
+// the exit status 1 exactly when one is at or above medium.
+func TestDiffScenarios(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "*", "expected.json"))
+	if err != nil || len(dirs) < 10 {
+		t.Fatalf("scenarios: %v (%d found)", err, len(dirs))
+	}
+	for _, exp := range dirs {
+		dir := filepath.Dir(exp)
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			var want struct{ Findings []expectedFinding }
+			data, err := os.ReadFile(exp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatalf("%s: %v", exp, err)
+			}
+			db := filepath.Join(t.TempDir(), "gpusnap.db")
+			side := func(s string) []string {
+				return []string{"--db", db, "--tenant", name,
+					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
+			}
+			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
+				t.Fatalf("baseline: exit %d: %s", code, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "during")); err == nil {
+				if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+					t.Fatalf("snapshot during: exit %d: %s", code, stderr)
+				}
+			}
+			args := append([]string{"diff", "--json"}, side("after")...)
+			if _, err := os.Stat(filepath.Join(dir, "allow")); err == nil {
+				args = append(args, "--allow", filepath.Join(dir, "allow"))
+			}
+			code, stdout, stderr := gpusnap(t, args...)
+			var r diff.Result
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+				t.Fatalf("diff --json: exit %d, %v: %s %s", code, err, stdout, stderr)
+			}
+			var got []expectedFinding
+			for _, f := range r.Findings {
+				e := expectedFinding{Kind: f.Kind, Severity: f.Severity.String()}
+				if f.Process != nil {
+					e.PID = f.Process.PID
+				}
+				got = append(got, e)
+			}
+			key := func(a, b expectedFinding) int { return strings.Compare(a.String(), b.String()) }
+			slices.SortFunc(got, key)
+			slices.SortFunc(want.Findings, key)
+			if !slices.Equal(got, want.Findings) {
+				t.Errorf("findings:\n  %v\nwant:\n  %v\nreport:\n%s", got, want.Findings, stdout)
+			}
+			wantCode := 0
+			for _, f := range want.Findings {
+				if sev, _ := diff.ParseSeverity(f.Severity); sev >= diff.Medium {
+					wantCode = 1
+				}
+			}
+			if code != wantCode {
+				t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
+			}
+			if r.Tenant != name || r.Summary.Total != len(want.Findings) {
+				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
+			}
+		})
+	}
+}
+
+func scenarioDir(name string) string { return filepath.Join("..", "..", "fixtures", "scenarios", name) }
+
+// sideArgs are the global flags that read one side of a scenario.
+func sideArgs(db, name, side string) []string {
+	dir := scenarioDir(name)
+	return []string{"--db", db, "--proc-root", filepath.Join(dir, side, "proc"), "--nvml-fixture", filepath.Join(dir, side, "nvml.json")}
+}
+
+func TestDiffUsageErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	bad := filepath.Join(t.TempDir(), "allow")
+	if err := os.WriteFile(bad, []byte("exe=/usr/bin/x\nfoo=bar\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after := sideArgs(db, "zombie-memory", "after")
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "t"}, sideArgs(db, "zombie-memory", "before")...)...); code != 0 {
+		t.Fatalf("baseline: %d %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"diff", "--tenant", "nobody"}, `no baseline for tenant "nobody"`},
+		{[]string{"diff"}, "diff needs --tenant T, or FROM [TO]"},
+		{[]string{"diff", "a", "b", "c"}, "diff needs --tenant T, or FROM [TO]"},
+		{[]string{"diff", "--tenant", "t", "abc"}, "not both"},
+		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: unknown severity "severe"`},
+		{[]string{"diff", "--tenant", "t", "--zombie-threshold", "-1"}, `--zombie-threshold: "-1" is not a size`},
+		{[]string{"diff", "--tenant", "t", "--allow", bad}, bad + ":2: unknown field \"foo\""},
+		{[]string{"diff", "--tenant", "t", "--allow", bad + ".missing"}, "no such file"},
+		{[]string{"diff", "nosuchid"}, "no such snapshot"},
+	} {
+		code, stdout, stderr := gpusnap(t, append(tc.args, after...)...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != 2 || len(lines) != 1 || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", tc.args, code, stderr, stdout, tc.want)
+		}
+	}
+	// Nothing was stored by the failed diffs: the store holds the baseline alone.
+	code, stdout, _ := gpusnap(t, "list", "--json", "--db", db)
+	var metas []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &metas); code != 0 || err != nil || len(metas) != 1 {
+		t.Errorf("list after failed diffs: exit %d, %v, %s", code, err, stdout)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for text, want := range map[string]uint64{
+		"64MiB": 64 << 20, "1GiB": 1 << 30, "1048576": 1 << 20, "0": 0, "512mb": 512e6, "2 GiB": 2 << 30, "10KiB": 10 << 10, "3B": 3,
+	} {
+		if got, err := parseSize(text); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"", "MiB", "1.5GiB", "-1", "12XB", "99999999999999999999", "20000000TiB"} {
+		if _, err := parseSize(text); err == nil {
+			t.Errorf("parseSize(%q) took it", text)
+		}
+	}
+}
+
+// diffJSON runs a diff with --json and decodes its result.
+func diffJSON(t *testing.T, wantCode int, args ...string) diff.Result {
+	t.Helper()
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json"}, args...)...)
+	if code != wantCode {
+		t.Fatalf("diff %v: exit %d, want %d: %s", args, code, wantCode, stderr)
+	}
+	var r diff.Result
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	return r
+}
+
+func TestDiffThresholdsAndFailOn(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, name := range []string{"zombie-memory", "other-device-mapping"} {
+		if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...); code != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	zombie := append([]string{"--tenant", "zombie-memory"}, sideArgs(db, "zombie-memory", "after")...)
+	diffJSON(t, 1, zombie...)
+	if r := diffJSON(t, 0, append([]string{"--zombie-threshold", "4GiB"}, zombie...)...); len(r.Findings) != 0 {
+		t.Errorf("4 GiB of growth at a 4 GiB threshold: %v", r.Findings)
+	}
+	if r := diffJSON(t, 1, append([]string{"--zombie-threshold", "4095MiB"}, zombie...)...); len(r.Findings) != 1 {
+		t.Errorf("4 GiB of growth over a 4095 MiB threshold: %v", r.Findings)
+	}
+	if r := diffJSON(t, 0, append([]string{"--fail-on", "critical"}, zombie...)...); r.Summary.Worst != "high" {
+		t.Errorf("--fail-on critical: worst %q", r.Summary.Worst)
+	}
+	other := append([]string{"--tenant", "other-device-mapping"}, sideArgs(db, "other-device-mapping", "after")...)
+	diffJSON(t, 0, other...)
+	diffJSON(t, 1, append([]string{"--fail-on", "low"}, other...)...)
+}
+
+// diff FROM TO between stored snapshots, by prefix, and diff FROM against a
+// fresh capture, give what diff --tenant gives; --maps-diff adds the maps.
+func TestDiffStoredSnapshots(t *testing.T) {
+	const name = "leftover-ghost-in-container"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	_, base, _ := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	_, post, _ := gpusnap(t, append([]string{"snapshot", "--label", "post"}, sideArgs(db, name, "after")...)...)
+	base, post = strings.TrimSpace(base), strings.TrimSpace(post)
+	byIDs := diffJSON(t, 1, append([]string{"--maps-diff", base, post[:len(post)-3]}, "--db", db)...)
+	if byIDs.From != base || byIDs.To != post || len(byIDs.Findings) != 6 {
+		t.Errorf("diff FROM TO: from %s to %s, %d findings", byIDs.From, byIDs.To, len(byIDs.Findings))
+	}
+	d := byIDs.MapsDiffs["4242@61000"]
+	if len(byIDs.MapsDiffs) != 1 || !strings.Contains(d, "+7f3a40000000-7f3a40200000 rw-s 00000000 00:05 1027") || !strings.HasPrefix(d, "--- "+base) {
+		t.Errorf("maps diffs = %q", byIDs.MapsDiffs)
+	}
+	fresh := diffJSON(t, 1, append([]string{base}, sideArgs(db, name, "after")...)...)
+	if fresh.From != base || fresh.To == post || len(fresh.Findings) != 6 || fresh.Tenant != name {
+		t.Errorf("diff FROM: from %s to %s tenant %q, %d findings", fresh.From, fresh.To, fresh.Tenant, len(fresh.Findings))
+	}
+	// The fresh capture was not stored.
+	_, list, _ := gpusnap(t, "list", "--json", "--db", db)
+	if n := strings.Count(list, `"id"`); n != 2 {
+		t.Errorf("%d snapshots stored, want 2:\n%s", n, list)
+	}
+}
+
+// The text report of a scenario: the summary line, then the findings by severity.
+func TestDiffTextReport(t *testing.T) {
+	const name = "unexpected-masquerade"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--tenant", name}, sideArgs(db, name, "after")...)...)
+	if code != 1 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(stdout, "\n")
+	if !strings.HasPrefix(lines[0], "gpusnap diff: 3 high, 0 medium, 0 low, 0 info; tenant unexpected-masquerade; from ") {
+		t.Errorf("summary line %q", lines[0])
+	}
+	for _, want := range []string{"\nHIGH\n", "masquerade: exe /dev/shm/.x/xmrig lies under /dev/shm",
+		"masquerade: exe /dev/shm/.x/xmrig lies under hidden directory /dev/shm/.x", `masquerade: comm "python3" disagrees with exe /dev/shm/.x/xmrig`,
+		"utilization on GPU GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c: sm 100%, memory 87%"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// A ghost's findings name the tenant process it inherited the device from,
+// found in the tenant's snapshot taken while both ran.
+func TestDiffInheritedFromTenant(t *testing.T) {
+	const name = "leftover-ghost-in-container"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, step := range [][]string{
+		append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...),
+		append([]string{"snapshot", "--tenant", name}, sideArgs(db, name, "during")...),
+	} {
+		if code, _, stderr := gpusnap(t, step...); code != 0 {
+			t.Fatalf("%v: %s", step, stderr)
+		}
+	}
+	r := diffJSON(t, 1, append([]string{"--tenant", name}, sideArgs(db, name, "after")...)...)
+	inherited := map[string]string{}
+	for _, f := range r.Findings {
+		inherited[f.Kind+" "+f.Device] = f.InheritedFrom
+	}
+	const parent = "4241@60900 (/usr/bin/python3.11)"
+	for key, want := range map[string]string{
+		"leftover_device_mapping /dev/nvidia0":   parent,
+		"leftover_device_mapping /dev/nvidiactl": parent,
+		"leftover_device_holder /dev/nvidia0":    parent,
+		"leftover_device_holder /dev/nvidia-uvm": "", // no mapping of it to match
+		"unexpected_gpu_process ":                "",
+	} {
+		if got, ok := inherited[key]; !ok || got != want {
+			t.Errorf("%s: inherited from %q (found %v), want %q", key, got, ok, want)
+		}
+	}
+}
+
+// A renamed node shows only in its device number, which capture reads on the
+// kernel's own procfs alone: the post snapshot is a capture of a scenario
+// with the number a live capture on a GPU host records, stored, then diffed
+// through the CLI by id.
+func TestDiffRenamedDeviceNode(t *testing.T) {
+	const name = "leftover-read-only"
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	_, base, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
+	if base == "" {
+		t.Fatal(stderr)
+	}
+	post, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: filepath.Join(scenarioDir(name), "after", "proc"),
+		Label: snapshot.LabelPost, Tenant: name, NVML: snapshot.NVMLOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := 0
+	for i := range post.Processes {
+		p := &post.Processes[i]
+		for j := range p.Mappings {
+			if m := &p.Mappings[j]; p.PID == 4242 && m.Path == "/dev/nvidia0" {
+				m.Path, m.DeviceNumber, m.DeviceType = "/var/lib/docker/overlay2/l/gpu", "195:0", "char"
+				renamed++
+			}
+		}
+	}
+	if renamed != 1 {
+		t.Fatalf("the scenario's pid 4242 has %d mappings of /dev/nvidia0, want 1", renamed)
+	}
+	st, err := store.Open(db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(post); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := diffJSON(t, 1, "--db", db, strings.TrimSpace(base), post.ID)
+	var got []string
+	for _, f := range r.Findings {
+		got = append(got, f.Kind+" "+f.Severity.String()+" "+f.Device)
+	}
+	want := []string{
+		"renamed_device_node high /var/lib/docker/overlay2/l/gpu",
+		"leftover_device_holder medium /dev/nvidia0",
+		"leftover_device_mapping medium /var/lib/docker/overlay2/l/gpu",
+		"unexpected_gpu_process medium ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

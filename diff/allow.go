@@ -1,0 +1,217 @@
+package diff
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// AllowList is the expected workloads of --allow FILE: their findings are
+// downgraded to info. Each line of the file is one entry of space-separated
+// FIELD=PATTERN pairs; an entry matches a finding when every pattern does. A
+// pattern is a glob where * matches any run of characters, slashes included,
+// and ? any one character; a value with spaces is written in double quotes.
+// Blank lines and lines starting with # are skipped. docs/diff.md has examples.
+type AllowList struct {
+	entries []allowEntry
+}
+
+type allowEntry struct {
+	where  string // FILE:LINE
+	text   string // the entry as written
+	fields []allowField
+}
+
+type allowField struct {
+	name string
+	re   *regexp.Regexp
+}
+
+// allowFields are the fields an entry may name, each giving the values of a
+// finding's process, or of the finding itself, that its pattern is tried on.
+// A process field never matches a finding that names no process.
+var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
+	"exe":  processField(func(p *snapshot.Process) []string { return []string{p.Exe} }),
+	"comm": processField(func(p *snapshot.Process) []string { return []string{p.Comm} }),
+	// user matches the user name or the numeric uid.
+	"user": processField(func(p *snapshot.Process) []string { return []string{p.User, strconv.Itoa(p.UID)} }),
+	// cgroup matches the path of any of the process's cgroup lines.
+	"cgroup": processField(func(p *snapshot.Process) []string {
+		var paths []string
+		for _, line := range p.Cgroups {
+			if parts := strings.SplitN(line, ":", 3); len(parts) == 3 {
+				paths = append(paths, parts[2])
+			}
+		}
+		return paths
+	}),
+	"container": processField(func(p *snapshot.Process) []string { return []string{p.ContainerID} }),
+	"pod":       processField(func(p *snapshot.Process) []string { return []string{p.PodUID} }),
+	"slurm_job": processField(func(p *snapshot.Process) []string { return []string{p.SlurmJobID} }),
+	"kind":      func(f *Finding, _ *snapshot.Process) []string { return []string{f.Kind} },
+	"device":    func(f *Finding, _ *snapshot.Process) []string { return []string{f.Device} },
+	"gpu":       func(f *Finding, _ *snapshot.Process) []string { return []string{f.GPUUUID} },
+}
+
+func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot.Process) []string {
+	return func(_ *Finding, p *snapshot.Process) []string {
+		if p == nil {
+			return nil
+		}
+		return get(p)
+	}
+}
+
+// LoadAllow reads an allow list file.
+func LoadAllow(path string) (*AllowList, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("allow list: %w", err)
+	}
+	defer f.Close()
+	return ParseAllow(f, path)
+}
+
+// ParseAllow reads an allow list; name is used in error messages and in Finding.Allowed.
+func ParseAllow(r io.Reader, name string) (*AllowList, error) {
+	a := &AllowList{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		e, err := parseAllowEntry(text)
+		if err != nil {
+			return nil, fmt.Errorf("allow list %s:%d: %w", name, n, err)
+		}
+		e.where = fmt.Sprintf("%s:%d", name, n)
+		a.entries = append(a.entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("allow list %s: %w", name, err)
+	}
+	return a, nil
+}
+
+func parseAllowEntry(text string) (allowEntry, error) {
+	e := allowEntry{text: text}
+	rest := text
+	for rest = strings.TrimLeft(rest, " \t"); rest != ""; rest = strings.TrimLeft(rest, " \t") {
+		name, value, ok := strings.Cut(rest, "=")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return e, fmt.Errorf("want FIELD=PATTERN, got %q", firstWord(rest))
+		}
+		if allowFields[name] == nil {
+			return e, fmt.Errorf("unknown field %q (want exe, comm, user, cgroup, container, pod, slurm_job, kind, device or gpu)", name)
+		}
+		var pattern string
+		if strings.HasPrefix(value, `"`) {
+			quoted, err := strconv.QuotedPrefix(value)
+			if err != nil {
+				return e, fmt.Errorf("field %s: unterminated or bad quoted value", name)
+			}
+			pattern, _ = strconv.Unquote(quoted)
+			rest = value[len(quoted):]
+			if rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+				return e, fmt.Errorf("field %s: want a space after the quoted value", name)
+			}
+		} else {
+			end := strings.IndexAny(value, " \t")
+			if end < 0 {
+				end = len(value)
+			}
+			pattern, rest = value[:end], value[end:]
+		}
+		if pattern == "" {
+			return e, fmt.Errorf("field %s has an empty pattern", name)
+		}
+		e.fields = append(e.fields, allowField{name: name, re: globRegexp(pattern)})
+	}
+	if len(e.fields) == 0 {
+		return e, errors.New("empty entry")
+	}
+	return e, nil
+}
+
+func firstWord(s string) string {
+	w, _, _ := strings.Cut(s, " ")
+	return w
+}
+
+// globRegexp compiles a glob: * any run of characters, ? one character,
+// everything else literal.
+func globRegexp(glob string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString(`^`)
+	for _, r := range glob {
+		switch r {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString(`$`)
+	return regexp.MustCompile(b.String())
+}
+
+// match returns the first entry that matches the finding, or nil.
+func (a *AllowList) match(f *Finding, p *snapshot.Process) *allowEntry {
+	for i := range a.entries {
+		e := &a.entries[i]
+		if e.matches(f, p) {
+			return e
+		}
+	}
+	return nil
+}
+
+func (e *allowEntry) matches(f *Finding, p *snapshot.Process) bool {
+	for _, fld := range e.fields {
+		hit := false
+		for _, v := range allowFields[fld.name](f, p) {
+			if fld.re.MatchString(v) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+// applyAllow downgrades the findings of expected workloads to info.
+func (c *comparison) applyAllow(findings []Finding) {
+	if c.opts.Allow == nil {
+		return
+	}
+	for i := range findings {
+		f := &findings[i]
+		// A PID NVML lists with no process behind it has no process fields
+		// to match: only entries naming no process field can allow it.
+		var p *snapshot.Process
+		if f.Process != nil {
+			key := f.Process.Key()
+			p = c.toByKey[key]
+			if p == nil {
+				p = c.fromByKey[key]
+			}
+		}
+		if e := c.opts.Allow.match(f, p); e != nil {
+			f.Severity = Info
+			f.Allowed = e.where + ": " + e.text
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+const allowText = `# expected GPU workloads on this host
+exe=/usr/bin/nv-hostengine user=root
+cgroup=*/nvidia-persistenced.service
+exe="/opt/my app/bin/*"	kind=unexpected_gpu_process
+kind=zombie_gpu_memory gpu=GPU-0
+`
+
+func TestAllowDowngradesToInfo(t *testing.T) {
+	a, err := ParseAllow(strings.NewReader(allowText), "allow.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcgm := proc(900, 50, "nv-hostengine", "/usr/bin/nv-hostengine", holder(3, ctl, "rw", ctlNo),
+		func(p *snapshot.Process) { p.User, p.UID = "root", 0 })
+	dcgmBob := proc(901, 50, "nv-hostengine", "/usr/bin/nv-hostengine", holder(3, ctl, "rw", ctlNo))
+	pd := proc(902, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced", holder(3, ctl, "rw", ctlNo),
+		cgroups("1:name=systemd:/", "0::/system.slice/nvidia-persistenced.service"))
+	app := proc(903, 50, "app", "/opt/my app/bin/app", holder(3, dev0, "r", dev0No))
+	to := withGPUs(snap("b", dcgm, dcgmBob, pd, app), gpu(gib))
+	r := Compare(withGPUs(snap("a"), gpu(0)), to, Options{ZombieThreshold: DefaultZombieThreshold, Allow: a})
+	expect(t, r,
+		"leftover_device_holder high 901 /dev/nvidiactl",
+		"leftover_device_holder medium 903 /dev/nvidia0",
+		"unexpected_gpu_process medium 901",
+		"leftover_device_holder info 900 /dev/nvidiactl",
+		"leftover_device_holder info 902 /dev/nvidiactl",
+		"unexpected_gpu_process info 900",
+		"unexpected_gpu_process info 902",
+		"unexpected_gpu_process info 903",
+		"zombie_gpu_memory info 0",
+	)
+	for _, f := range r.Findings {
+		if (f.Severity == Info) != (f.Allowed != "") {
+			t.Errorf("%s %s: allowed %q", f.Kind, f.Severity, f.Allowed)
+		}
+	}
+	if got := r.Findings[3].Allowed; got != "allow.txt:2: exe=/usr/bin/nv-hostengine user=root" {
+		t.Errorf("allowed = %q", got)
+	}
+	if r.Summary.Allowed != 6 || r.Summary.BySeverity["info"] != 6 || r.Summary.Worst != "high" {
+		t.Errorf("summary = %+v", r.Summary)
+	}
+}
+
+func TestAllowMatchesUIDAndGlobs(t *testing.T) {
+	for _, tc := range []struct {
+		entry string
+		p     snapshot.Process
+		want  bool
+	}{
+		{"user=1000", proc(1, 1, "a", "/a"), true},
+		{"user=bob", proc(1, 1, "a", "/a"), true},
+		{"user=alice", proc(1, 1, "a", "/a"), false},
+		{"exe=/usr/*", proc(1, 1, "a", "/usr/lib/x/y"), true},
+		{"exe=/usr/?", proc(1, 1, "a", "/usr/ab"), false},
+		{"exe=/usr/l?b/*", proc(1, 1, "a", "/usr/lib/x"), true},
+		{"exe=/usr/lib/x.so", proc(1, 1, "a", "/usr/lib/xXso"), false}, // . is literal
+		{"comm=a exe=/b", proc(1, 1, "a", "/a"), false},                // every field must match
+		{"slurm_job=42", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.SlurmJobID = "42" }), true},
+	} {
+		a, err := ParseAllow(strings.NewReader(tc.entry), "t")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.entry, err)
+		}
+		f := Finding{Kind: KindUnexpectedGPUProcess}
+		if got := a.match(&f, &tc.p) != nil; got != tc.want {
+			t.Errorf("%s on %s: %v, want %v", tc.entry, tc.p.Exe, got, tc.want)
+		}
+	}
+	// An entry naming a process field never allows a finding with no process.
+	a, _ := ParseAllow(strings.NewReader("exe=*"), "t")
+	if a.match(&Finding{Kind: KindOrphanGPUProcess}, nil) != nil {
+		t.Error("exe=* allowed a finding with no process")
+	}
+}
+
+func TestAllowParseErrors(t *testing.T) {
+	for text, want := range map[string]string{
+		"exe":                      `f:1: want FIELD=PATTERN, got "exe"`,
+		"# c\n\nfoo=bar":           `f:3: unknown field "foo"`,
+		"exe=":                     "f:1: field exe has an empty pattern",
+		`exe="/a b`:                "f:1: field exe: unterminated or bad quoted value",
+		`exe="/a b"user=x`:         "f:1: field exe: want a space after the quoted value",
+		"exe=/a =b":                `f:1: want FIELD=PATTERN, got "=b"`,
+		"user=root exe=/x comm=y ": "",
+	} {
+		_, err := ParseAllow(strings.NewReader(text), "f")
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", text, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: error %v, want %q", text, err, want)
+		}
+	}
+	if _, err := LoadAllow("/nonexistent/allow"); err == nil || !strings.Contains(err.Error(), "/nonexistent/allow") {
+		t.Errorf("missing file: %v", err)
+	}
+}

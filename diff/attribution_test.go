@@ -1,0 +1,71 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func TestCgroupPath(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"0::/system.slice/docker-abc.scope"}, "/system.slice/docker-abc.scope"},
+		{[]string{"12:memory:/slurm/uid_1000/job_42/step_0", "0::/"}, "/slurm/uid_1000/job_42/step_0"},
+		{[]string{"1:name=systemd:/", "0::/"}, ""},
+		{[]string{"0::/a:b"}, "/a:b"},
+		{[]string{"garbage"}, ""},
+	} {
+		if got := cgroupPath(tc.lines); got != tc.want {
+			t.Errorf("cgroupPath(%q) = %q, want %q", tc.lines, got, tc.want)
+		}
+	}
+}
+
+// A ghost forked by the tenant keeps its parent's mapping: the history shows
+// which tenant process had it.
+func TestInheritedFromTenantProcess(t *testing.T) {
+	m := mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x1000, dev0No)
+	other := mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x1000, dev0No)
+	parent := proc(100, 50, "python3", "/usr/bin/python3.11", m)
+	sibling := proc(90, 40, "python3", "/usr/bin/python3.11", other) // older, not the parent
+	child := proc(101, 60, "python3", "/usr/bin/python3.11", m, func(p *snapshot.Process) { p.PPID = 100 })
+	during := snap("mid", sibling, parent, child)
+	ghost := child
+	ghost.PPID = 1
+	to := snap("b", ghost)
+	if !Compare(snap("a"), to, Options{}).Inheritable() {
+		t.Error("a ghost's mapping is not inheritable")
+	}
+	if Compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(gib)), Options{}).Inheritable() {
+		t.Error("zombie memory is inheritable")
+	}
+	r := Compare(snap("a"), to, Options{ZombieThreshold: DefaultZombieThreshold, History: []*snapshot.Snapshot{during}})
+	expect(t, r, "leftover_device_mapping high 101 /dev/nvidia0", "unexpected_gpu_process medium 101")
+	f := r.Findings[0]
+	if f.InheritedFrom != "100@50 (/usr/bin/python3.11)" {
+		t.Errorf("inherited from %q, want the parent 100@50", f.InheritedFrom)
+	}
+	if ev := f.Evidence[len(f.Evidence)-1]; !strings.Contains(ev, "in snapshot mid tenant process 100@50") {
+		t.Errorf("evidence = %q", ev)
+	}
+
+	// With the parent gone from the history, the oldest tenant process with the mapping.
+	r = Compare(snap("a"), to, Options{History: []*snapshot.Snapshot{snap("mid", sibling, child)}})
+	if f := r.Findings[0]; f.InheritedFrom != "90@40 (/usr/bin/python3.11)" {
+		t.Errorf("inherited from %q, want 90@40", f.InheritedFrom)
+	}
+
+	// A process present at FROM is no tenant process; another offset is another mapping.
+	r = Compare(snap("a", parent), to, Options{History: []*snapshot.Snapshot{snap("mid", parent, child)}})
+	if f := r.Findings[0]; f.InheritedFrom != "" {
+		t.Errorf("inherited from %q, want none: the parent predates the baseline", f.InheritedFrom)
+	}
+	moved := proc(100, 50, "python3", "/usr/bin/python3.11", mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x2000, dev0No))
+	r = Compare(snap("a"), to, Options{History: []*snapshot.Snapshot{snap("mid", moved)}})
+	if f := r.Findings[0]; f.InheritedFrom != "" {
+		t.Errorf("inherited from %q, want none: the offsets differ", f.InheritedFrom)
+	}
+}

@@ -1,0 +1,172 @@
+package diff
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// nvidiaMajor is the character major of /dev/nvidia0..N, nvidiactl and
+// nvidia-modeset. The uvm, caps and nvswitch majors are dynamic: capture reads
+// them from <proc-root>/devices and marks such devices ClassNVIDIA.
+const nvidiaMajor = 195
+
+// major returns the major number of a "MAJ:MIN" device number.
+func major(devno string) (int, bool) {
+	maj, _, ok := strings.Cut(devno, ":")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(maj)
+	return n, err == nil
+}
+
+// isNVIDIA reports whether a device is an NVIDIA device: capture's class, or
+// major 195 should a capture have classed it by path alone.
+func isNVIDIA(class, devno, devType string) bool {
+	if class == snapshot.ClassNVIDIA {
+		return true
+	}
+	maj, ok := major(devno)
+	return ok && maj == nvidiaMajor && devType != "block"
+}
+
+// renamed reports whether an NVIDIA device hides behind a path whose last
+// element does not start with "nvidia": only its device number gives it away.
+func renamed(class, devno, devType, p string) bool {
+	if devno == "" || !isNVIDIA(class, devno, devType) {
+		return false
+	}
+	return !strings.HasPrefix(path.Base(p), "nvidia")
+}
+
+// withDeleted renders a path as the kernel does, marked when the node was
+// deleted. Findings group by the bare path: a node deleted and made again
+// (a driver reload) still names the same device, and the evidence lines show
+// the mark.
+func withDeleted(p string, deleted bool) string {
+	if deleted {
+		return p + " (deleted)"
+	}
+	return p
+}
+
+// deviceUse is every mapping and holder one process has of one device.
+type deviceUse struct {
+	device   string
+	devno    string
+	devType  string
+	class    string
+	gpuMinor *int
+	mappings []snapshot.Mapping
+	holders  []snapshot.Holder
+}
+
+// deviceUses groups a process's device mappings and NVIDIA holders by device,
+// in the order they first appear, so a finding is raised once per device and
+// not once per maps line. Holders of other devices raise nothing (almost every
+// process holds /dev/null) and are left out, so most processes have no uses.
+func deviceUses(p *snapshot.Process) []*deviceUse {
+	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) {
+		return nil
+	}
+	byDev := make(map[string]*deviceUse)
+	var order []*deviceUse
+	get := func(dev, devno, devType, class string, minor *int) *deviceUse {
+		u := byDev[dev]
+		if u == nil {
+			u = &deviceUse{device: dev, devno: devno, devType: devType, class: class, gpuMinor: minor}
+			byDev[dev] = u
+			order = append(order, u)
+		}
+		if u.devno == "" {
+			u.devno, u.devType = devno, devType
+		}
+		if u.gpuMinor == nil {
+			u.gpuMinor = minor
+		}
+		if class == snapshot.ClassNVIDIA {
+			u.class = class
+		}
+		return u
+	}
+	for _, m := range p.Mappings {
+		u := get(m.Path, m.DeviceNumber, m.DeviceType, m.Class, m.GPUMinor)
+		u.mappings = append(u.mappings, m)
+	}
+	for _, h := range p.Holders {
+		if !isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+			continue
+		}
+		u := get(h.Target, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
+		u.holders = append(u.holders, h)
+	}
+	return order
+}
+
+func hasNVIDIAHolder(p *snapshot.Process) bool {
+	for _, h := range p.Holders {
+		if isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+			return true
+		}
+	}
+	return false
+}
+
+// nvidia reports whether the use is of an NVIDIA device.
+func (u *deviceUse) nvidia() bool { return isNVIDIA(u.class, u.devno, u.devType) }
+
+// writableMapping reports whether any mapping of the device can be written through.
+func (u *deviceUse) writableMapping() bool {
+	for _, m := range u.mappings {
+		if m.Writable() {
+			return true
+		}
+	}
+	return false
+}
+
+// writableHolder reports whether any descriptor on the device was opened for writing.
+func (u *deviceUse) writableHolder() bool {
+	for _, h := range u.holders {
+		if h.Writable() {
+			return true
+		}
+	}
+	return false
+}
+
+// mappingEvidence renders each mapping as its maps line, with the device's own
+// number where capture could read it.
+func mappingEvidence(ms []snapshot.Mapping) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		line := "maps: " + m.Line()
+		if m.DeviceNumber != "" {
+			line += " [device " + m.DeviceType + " " + m.DeviceNumber + "]"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// holderEvidence renders each holder as fuser and fdinfo would show it.
+func holderEvidence(hs []snapshot.Holder) []string {
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		line := "fd " + strconv.Itoa(h.FD) + " -> " + withDeleted(h.Target, h.Deleted)
+		if h.Access != "" {
+			line += " access " + h.Access
+		}
+		if h.Flags != "" {
+			line += " flags " + h.Flags
+		}
+		if h.DeviceNumber != "" {
+			line += " [device " + h.DeviceType + " " + h.DeviceNumber + "]"
+		}
+		out = append(out, line)
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package diff
+
+import (
+	"path"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// Hand-built snapshots for the rules' tests.
+
+type procOpt func(*snapshot.Process)
+
+func proc(pid int, start uint64, comm, exe string, opts ...procOpt) snapshot.Process {
+	p := snapshot.Process{PID: pid, StartTime: start, PPID: 1, Comm: comm, Exe: exe, UID: 1000, User: "bob",
+		Cmdline: []string{exe}}
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+// class decides a device's class as capture does: an NVIDIA major, or a
+// path in a dev directory whose last element starts with "nvidia".
+func class(p, devno string) string {
+	if maj, ok := major(devno); ok && maj == nvidiaMajor {
+		return snapshot.ClassNVIDIA
+	}
+	if path.Base(path.Dir(p)) == "dev" && strings.HasPrefix(path.Base(p), "nvidia") {
+		return snapshot.ClassNVIDIA
+	}
+	return snapshot.ClassOther
+}
+
+func gpuMinor(p string) *int {
+	if n, err := strconv.Atoi(strings.TrimPrefix(path.Base(p), "nvidia")); err == nil && strings.HasPrefix(path.Base(p), "nvidia") {
+		return &n
+	}
+	return nil
+}
+
+// mapping adds a device mapping; devno "" when capture could not stat it.
+func mapping(p, perms string, start, size, offset uint64, devno string) procOpt {
+	return func(pr *snapshot.Process) {
+		m := snapshot.Mapping{
+			Address: strconv.FormatUint(start, 16) + "-" + strconv.FormatUint(start+size, 16),
+			Start:   start, End: start + size, Size: size, Perms: perms, Offset: offset,
+			Dev: "00:05", Inode: 1000, Path: p, DeviceNumber: devno, Class: class(p, devno), GPUMinor: gpuMinor(p),
+		}
+		if devno != "" {
+			m.DeviceType = "char"
+		}
+		pr.Mappings = append(pr.Mappings, m)
+	}
+}
+
+func holder(fd int, target, access, devno string) procOpt {
+	return func(pr *snapshot.Process) {
+		h := snapshot.Holder{FD: fd, Target: target, Access: access, DeviceNumber: devno,
+			Class: class(target, devno), GPUMinor: gpuMinor(target)}
+		if devno != "" {
+			h.DeviceType = "char"
+		}
+		pr.Holders = append(pr.Holders, h)
+	}
+}
+
+func cgroups(lines ...string) procOpt {
+	return func(pr *snapshot.Process) { pr.Cgroups = lines }
+}
+
+func rawMapsText(text string) procOpt {
+	return func(pr *snapshot.Process) { pr.Raw = &snapshot.Raw{Maps: text} }
+}
+
+var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+
+func snap(id string, procs ...snapshot.Process) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{ID: id, Label: snapshot.LabelSnapshot, Processes: procs}
+	s.Host.BootID = "boot-1"
+	s.Host.Hostname = "gpu-node-1"
+	s.Host.CaptureStart = t0
+	s.NVML = snapshot.NVML{Source: "fixture:test"}
+	return s
+}
+
+func u64(n uint64) *uint64 { return &n }
+func u32(n uint32) *uint32 { return &n }
+func intp(n int) *int      { return &n }
+
+// gpu is GPU 0 (minor 0) with used memory and compute processes (pid, bytes).
+func gpu(used uint64, procs ...snapshot.GPUProcess) snapshot.GPU {
+	return snapshot.GPU{Index: 0, UUID: "GPU-0", MinorNumber: intp(0),
+		Memory:           &snapshot.Memory{Total: 80 << 30, Used: used, Free: 80<<30 - used},
+		ComputeProcesses: procs}
+}
+
+func gp(pid int, mem uint64) snapshot.GPUProcess {
+	return snapshot.GPUProcess{PID: pid, UsedGPUMemory: u64(mem)}
+}
+
+func withGPUs(s *snapshot.Snapshot, gpus ...snapshot.GPU) *snapshot.Snapshot {
+	s.NVML.Devices = gpus
+	return s
+}
+
+// got is what a test compares: "kind severity pid device" per finding, in order.
+func got(r *Result) []string {
+	var out []string
+	for _, f := range r.Findings {
+		pid := 0
+		if f.Process != nil {
+			pid = f.Process.PID
+		}
+		line := f.Kind + " " + f.Severity.String() + " " + strconv.Itoa(pid)
+		if f.Device != "" {
+			line += " " + f.Device
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func expect(t *testing.T, r *Result, want ...string) {
+	t.Helper()
+	g := got(r)
+	if strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Errorf("findings:\n  %s\nwant:\n  %s\nresult: %+v", strings.Join(g, "\n  "), strings.Join(want, "\n  "), r.Findings)
+	}
+}
+
+func compare(from, to *snapshot.Snapshot) *Result {
+	return Compare(from, to, Options{ZombieThreshold: DefaultZombieThreshold})
+}

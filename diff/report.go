@@ -1,0 +1,123 @@
+package diff
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+)
+
+// textEvidenceLines caps the evidence printed per finding in the text report;
+// --json carries all of it.
+const textEvidenceLines = 20
+
+// WriteJSON writes the result as CONTRACT.md's diff object.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report an operator reads: one summary line, then the
+// findings by severity, highest first, each with its evidence. Every string a
+// process controls (comm, exe, cmdline, paths, maps lines) is escaped.
+func WriteText(w io.Writer, r *Result) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintln(b, summaryLine(r))
+	for _, n := range r.Notes {
+		fmt.Fprintf(b, "note: %s\n", safetext.Escape(n))
+	}
+	var current Severity = -1
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		if f.Severity != current {
+			current = f.Severity
+			fmt.Fprintf(b, "\n%s\n", strings.ToUpper(current.String()))
+		}
+		writeFinding(b, f)
+	}
+	if len(r.MapsDiffs) > 0 {
+		keys := make([]string, 0, len(r.MapsDiffs))
+		for k := range r.MapsDiffs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(b, "\nmaps diff of %s:\n", k)
+			for _, line := range strings.SplitAfter(strings.TrimSuffix(r.MapsDiffs[k], "\n"), "\n") {
+				fmt.Fprintln(b, safetext.Escape(strings.TrimSuffix(line, "\n")))
+			}
+		}
+	}
+	return b.Flush()
+}
+
+// summaryLine: counts by severity, the tenant, and the two snapshots with their times.
+func summaryLine(r *Result) string {
+	var counts []string
+	for s := Critical; s >= Info; s-- {
+		name := s.String()
+		if n := r.Summary.BySeverity[name]; n > 0 || s != Critical {
+			counts = append(counts, fmt.Sprintf("%d %s", n, name))
+		}
+	}
+	line := "gpusnap diff: "
+	if r.Summary.Total == 0 {
+		line += "clean: "
+	}
+	line += strings.Join(counts, ", ")
+	if r.Summary.Allowed > 0 {
+		line += fmt.Sprintf(" (%d allowed)", r.Summary.Allowed)
+	}
+	if r.Tenant != "" {
+		line += "; tenant " + safetext.Escape(r.Tenant)
+	}
+	return line + fmt.Sprintf("; from %s (%s) to %s (%s)",
+		r.From, captureTime(r.FromTime), r.To, captureTime(r.ToTime))
+}
+
+func writeFinding(b *bufio.Writer, f *Finding) {
+	fmt.Fprintf(b, "  %s: %s\n", f.Kind, safetext.Escape(f.Summary))
+	if p := f.Process; p != nil && p.StartTime == 0 && p.Comm == "" {
+		fmt.Fprintf(b, "    process: pid %d, no process behind it\n", p.PID)
+	} else if p != nil {
+		fmt.Fprintf(b, "    process: %s uid %d", p.Key(), p.UID)
+		if p.Cgroup != "" {
+			fmt.Fprintf(b, " cgroup %s", safetext.Escape(p.Cgroup))
+		}
+		if p.ContainerID != "" {
+			fmt.Fprintf(b, " container %s", safetext.Escape(p.ContainerID))
+		}
+		b.WriteByte('\n')
+		if len(p.Cmdline) > 0 {
+			fmt.Fprintf(b, "    cmdline: %s\n", safetext.Join(p.Cmdline))
+		}
+	}
+	if f.Device != "" || f.GPUUUID != "" {
+		fmt.Fprint(b, "   ")
+		if f.Device != "" {
+			fmt.Fprintf(b, " device: %s", safetext.Escape(f.Device))
+		}
+		if f.GPUUUID != "" {
+			fmt.Fprintf(b, " gpu: %s", safetext.Escape(f.GPUUUID))
+		}
+		b.WriteByte('\n')
+	}
+	if f.InheritedFrom != "" {
+		fmt.Fprintf(b, "    inherited from %s\n", safetext.Escape(f.InheritedFrom))
+	}
+	if f.Allowed != "" {
+		fmt.Fprintf(b, "    allowed by %s\n", safetext.Escape(f.Allowed))
+	}
+	for i, e := range f.Evidence {
+		if i == textEvidenceLines {
+			fmt.Fprintf(b, "      ... %d more evidence lines (--json has them all)\n", len(f.Evidence)-i)
+			break
+		}
+		fmt.Fprintf(b, "      %s\n", safetext.Escape(e))
+	}
+}

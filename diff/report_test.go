@@ -1,0 +1,159 @@
+package diff
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func TestSortAndSummary(t *testing.T) {
+	fs := []Finding{
+		{Kind: KindOtherDeviceMapping, Severity: Low, Process: &ProcessRef{PID: 5}, Device: "/dev/b"},
+		{Kind: KindLeftoverDeviceMapping, Severity: High, Process: &ProcessRef{PID: 9}, Device: "/dev/nvidia0"},
+		{Kind: KindLeftoverDeviceHolder, Severity: High, Process: &ProcessRef{PID: 9}, Device: "/dev/nvidia0"},
+		{Kind: KindOtherDeviceMapping, Severity: Low, Process: &ProcessRef{PID: 5}, Device: "/dev/a"},
+		{Kind: KindLeftoverDeviceMapping, Severity: High, Process: &ProcessRef{PID: 3}, Device: "/dev/nvidia1"},
+		{Kind: KindZombieGPUMemory, Severity: High, GPUUUID: "GPU-1"},
+		{Kind: KindZombieGPUMemory, Severity: High, GPUUUID: "GPU-0"},
+		{Kind: KindUnexpectedGPUProcess, Severity: Info, Process: &ProcessRef{PID: 1}, Allowed: "x:1: exe=*"},
+	}
+	sortFindings(fs)
+	var order []string
+	for _, f := range fs {
+		order = append(order, f.Kind+" "+f.Severity.String()+" "+f.Device+f.GPUUUID)
+	}
+	want := []string{
+		"leftover_device_holder high /dev/nvidia0",
+		"leftover_device_mapping high /dev/nvidia1",
+		"leftover_device_mapping high /dev/nvidia0",
+		"zombie_gpu_memory high GPU-0",
+		"zombie_gpu_memory high GPU-1",
+		"other_device_mapping low /dev/a",
+		"other_device_mapping low /dev/b",
+		"unexpected_gpu_process info ",
+	}
+	if strings.Join(order, "\n") != strings.Join(want, "\n") {
+		t.Errorf("order:\n%s\nwant:\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+	s := summarize(fs)
+	if s.Total != 8 || s.Worst != "high" || s.Allowed != 1 || s.BySeverity["high"] != 5 || s.BySeverity["low"] != 2 ||
+		s.BySeverity["critical"] != 0 || len(s.BySeverity) != 5 {
+		t.Errorf("summary = %+v", s)
+	}
+	if s := summarize(nil); s.Worst != "" || s.Total != 0 || s.BySeverity["medium"] != 0 {
+		t.Errorf("empty summary = %+v", s)
+	}
+}
+
+func TestFailed(t *testing.T) {
+	r := &Result{Findings: []Finding{{Severity: Medium}, {Severity: Info}}}
+	for sev, want := range map[Severity]bool{Info: true, Low: true, Medium: true, High: false, Critical: false} {
+		if got := r.Failed(sev); got != want {
+			t.Errorf("Failed(%s) = %v, want %v", sev, got, want)
+		}
+	}
+	if (&Result{}).Failed(Info) {
+		t.Error("an empty result failed")
+	}
+}
+
+// hostile is a process whose comm, exe, cmdline and device path try to forge
+// report lines and drive the terminal.
+func hostile() snapshot.Process {
+	p := proc(666, 1, "x\n  HIGH\x1b[2J", "/tmp/evil\x1b]0;pwned\x07",
+		mapping("/dev/nvidia0\nleftover", "rw-s", 0x7f0000000000, pageLen, 0, dev0No),
+		rawMapsText("7f0000000000-7f0000001000 rw-s 00000000 00:05 1 /dev/nvidia0\x1b[31m\n"))
+	p.Cmdline = []string{"evil", "--opt=\x9b31m", "\xff"}
+	return p
+}
+
+func TestTextReportIsTerminalSafe(t *testing.T) {
+	from := snap("20261129-200000.000000-aaaaaa")
+	to := snap("20261129-210000.000000-bbbbbb", hostile())
+	to.Tenant = "job-42"
+	to.Host.CaptureStart = t0.Add(3600e9)
+	r := Compare(from, to, Options{MapsDiff: true})
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07\x9b\xff") || strings.Contains(out, "\u009b") {
+		t.Errorf("report holds raw control bytes:\n%q", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  HIGH") || strings.HasPrefix(line, "leftover") {
+			t.Errorf("a process string forged the report line %q", line)
+		}
+	}
+	first, _, _ := strings.Cut(out, "\n")
+	wantFirst := "gpusnap diff: 2 high, 0 medium, 0 low, 0 info; tenant job-42; from 20261129-200000.000000-aaaaaa (2026-11-29T20:00:00Z) to 20261129-210000.000000-bbbbbb (2026-11-29T21:00:00Z)"
+	if first != wantFirst {
+		t.Errorf("summary line:\n%s\nwant:\n%s", first, wantFirst)
+	}
+	for _, want := range []string{"\nHIGH\n", `/tmp/evil\x1b]0;pwned\x07`, `cmdline: evil --opt=\x9b31m \xff`, `comm "x\n  HIGH\x1b[2J" disagrees`,
+		"maps diff of 666@1:\n--- 20261129-200000.000000-aaaaaa/666@1/maps\n", `+7f0000000000-7f0000001000 rw-s 00000000 00:05 1 /dev/nvidia0\x1b[31m`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCleanReportAndJSON(t *testing.T) {
+	r := Compare(snap("a"), snap("b"), Options{})
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "gpusnap diff: clean: 0 high, 0 medium, 0 low, 0 info; from a (") {
+		t.Errorf("clean report:\n%s", b.String())
+	}
+	b.Reset()
+	to := snap("b", hostile())
+	to.Tenant = "job-42"
+	if err := WriteJSON(&b, Compare(snap("a"), to, Options{})); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		From, To, Tenant string
+		Findings         []map[string]any
+		Summary          map[string]any
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if doc.From != "a" || doc.To != "b" || doc.Tenant != "job-42" || len(doc.Findings) != 2 || doc.Summary["worst"] != "high" {
+		t.Errorf("json = %+v", doc)
+	}
+	f := doc.Findings[0]
+	for _, k := range []string{"kind", "severity", "summary", "process", "device", "evidence"} {
+		if _, ok := f[k]; !ok {
+			t.Errorf("finding lacks %q: %v", k, f)
+		}
+	}
+	p := f["process"].(map[string]any)
+	for _, k := range []string{"pid", "start_time", "comm", "exe", "uid", "user"} {
+		if _, ok := p[k]; !ok {
+			t.Errorf("process lacks %q: %v", k, p)
+		}
+	}
+}
+
+func TestMapsDiffsOfInvolvedProcesses(t *testing.T) {
+	base := "55d000000000-55d000001000 r--p 00000000 fe:00 1 /usr/bin/python3.11\n"
+	before := proc(300, 10, "python3", "/usr/bin/python3.11", rawMapsText(base))
+	after := proc(300, 10, "python3", "/usr/bin/python3.11",
+		mapping(dev0, "rw-s", 0x7f0000000000, pageLen, 0, dev0No), rawMapsText(base+devLine))
+	quiet := proc(400, 10, "bash", "/usr/bin/bash", rawMapsText(base))
+	r := Compare(snap("a", before, quiet), snap("b", after, quiet), Options{MapsDiff: true})
+	want := "--- a/300@10/maps\n+++ b/300@10/maps\n@@ -1 +1,2 @@\n " + base + "+" + devLine
+	if len(r.MapsDiffs) != 1 || r.MapsDiffs["300@10"] != want {
+		t.Errorf("maps diffs = %q, want only 300@10:\n%s", r.MapsDiffs, want)
+	}
+	if r := Compare(snap("a", before), snap("b", after), Options{}); r.MapsDiffs != nil {
+		t.Error("maps diffs without --maps-diff")
+	}
+}

@@ -1,0 +1,88 @@
+package diff
+
+import "fmt"
+
+// leftoverMappings: at TO a process maps an NVIDIA device that it did not map
+// at FROM (a new process, or one that gained it). High when writable.
+func leftoverMappings(c *comparison) []Finding {
+	var out []Finding
+	for _, ch := range c.changed {
+		for _, u := range ch.gainedMappings() {
+			if !u.nvidia() {
+				continue
+			}
+			sev, how := Medium, "read-only"
+			if u.writableMapping() {
+				sev, how = High, "writable"
+			}
+			out = append(out, c.deviceFinding(ch, u, KindLeftoverDeviceMapping, sev,
+				fmt.Sprintf("maps %s %s (%s)", u.device, how, count(len(u.mappings), "mapping")),
+				mappingEvidence(u.mappings)))
+		}
+	}
+	return out
+}
+
+// otherDeviceMappings: at TO a process maps a non-NVIDIA device (DRM, loop,
+// /dev/mem, DMA-buf ...) that it did not map at FROM. Low: worth a look, not
+// a GPU leftover by itself.
+func otherDeviceMappings(c *comparison) []Finding {
+	var out []Finding
+	for _, ch := range c.changed {
+		for _, u := range ch.gainedMappings() {
+			if u.nvidia() {
+				continue
+			}
+			how := "read-only"
+			if u.writableMapping() {
+				how = "writable"
+			}
+			out = append(out, c.deviceFinding(ch, u, KindOtherDeviceMapping, Low,
+				fmt.Sprintf("maps %s %s (%s)", u.device, how, count(len(u.mappings), "mapping")),
+				mappingEvidence(u.mappings)))
+		}
+	}
+	return out
+}
+
+// gainedMappings are the devices the process maps at TO and did not map at FROM.
+func (ch *processChange) gainedMappings() []*deviceUse {
+	var out []*deviceUse
+	for _, u := range ch.uses {
+		if len(u.mappings) == 0 {
+			continue
+		}
+		if prior := ch.prior[u.device]; prior != nil && len(prior.mappings) > 0 {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// deviceFinding builds a finding about one device a process uses, naming the
+// process and whether it is new since FROM or changed.
+func (c *comparison) deviceFinding(ch processChange, u *deviceUse, kind string, sev Severity, what string, evidence []string) Finding {
+	ref := processRef(ch.proc)
+	since := "a process new since FROM"
+	if ch.before != nil {
+		since = "alive at FROM without it"
+	}
+	return Finding{
+		Kind:     kind,
+		Severity: sev,
+		Summary:  fmt.Sprintf("%s %s; %s", describe(ref), what, since),
+		Process:  ref,
+		Device:   u.device,
+		GPUUUID:  c.toNVML.gpuUUIDForMinor(u.gpuMinor),
+		Evidence: evidence,
+	}
+}
+
+// count writes "1 mapping" or "3 mappings".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,26 @@
+package diff
+
+import "fmt"
+
+// renamedDeviceNodes: a process maps or holds, and did not at FROM, a device
+// whose number is an NVIDIA major but whose path's last element does not start
+// with "nvidia": a GPU reached through a node made to escape
+// `ls /dev/nvidia*`, `fuser /dev/nvidia*` and grep.
+func renamedDeviceNodes(c *comparison) []Finding {
+	var out []Finding
+	for _, ch := range c.changed {
+		for _, u := range ch.uses {
+			if !renamed(u.class, u.devno, u.devType, u.device) {
+				continue
+			}
+			if prior := ch.prior[u.device]; prior != nil {
+				continue
+			}
+			evidence := append(mappingEvidence(u.mappings), holderEvidence(u.holders)...)
+			out = append(out, c.deviceFinding(ch, u, KindRenamedDeviceNode, High,
+				fmt.Sprintf("uses NVIDIA device %s %s under a name that hides it", u.devType, u.devno),
+				evidence))
+		}
+	}
+	return out
+}

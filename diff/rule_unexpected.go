@@ -1,0 +1,165 @@
+package diff
+
+import (
+	"cmp"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// unexpectedGPUProcesses: a live process uses a GPU at TO (NVML lists it, or it
+// holds or maps an NVIDIA device) and did not at FROM. High when it shows a
+// masquerade: its exe under /tmp, /var/tmp, /dev/shm or a hidden directory,
+// deleted, or named otherwise than its comm.
+func unexpectedGPUProcesses(c *comparison) []Finding {
+	var out []Finding
+	seen := make(map[*snapshot.Process]bool)
+	check := func(p *snapshot.Process) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		nvml := c.toNVML.byPID[p.PID]
+		if c.pidReused(p.PID) {
+			// NVML's entry belongs to the process that had the PID before:
+			// an orphan, reported as such, not this process's use.
+			nvml = nil
+		}
+		if len(nvml) == 0 && !hasNVIDIADevice(p) {
+			return
+		}
+		before := c.fromByKey[p.Key()]
+		if usedNVIDIA(before, c.fromNVML) {
+			return
+		}
+		out = append(out, c.unexpected(p, before, nvml))
+	}
+	for _, ch := range c.changed {
+		check(ch.proc)
+	}
+	for _, pl := range c.toNVML.pools {
+		for _, e := range pl.procs {
+			if p := c.toByPID[e.proc.PID]; p != nil {
+				check(p)
+			}
+		}
+	}
+	return out
+}
+
+func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) Finding {
+	ref := processRef(p)
+	var evidence []string
+	gpu := ""
+	for _, e := range nvml {
+		evidence = append(evidence, entryEvidence(e))
+		gpu = cmp.Or(gpu, e.pool.uuid)
+	}
+	if len(nvml) > 0 {
+		for _, u := range c.toNVML.util[p.PID] {
+			evidence = append(evidence, fmt.Sprintf("nvml: utilization on GPU %s: sm %d%%, memory %d%%",
+				u.gpu, u.sample.SMUtil, u.sample.MemUtil))
+		}
+	}
+	for _, u := range deviceUses(p) {
+		if !u.nvidia() {
+			continue
+		}
+		gpu = cmp.Or(gpu, c.toNVML.gpuUUIDForMinor(u.gpuMinor))
+		if len(u.mappings) > 0 {
+			evidence = append(evidence, fmt.Sprintf("maps %s (%s)", u.device, count(len(u.mappings), "mapping")))
+		}
+		if len(u.holders) > 0 {
+			evidence = append(evidence, fmt.Sprintf("holds %s (%s)", u.device, count(len(u.holders), "descriptor")))
+		}
+	}
+	signs := masquerade(p)
+	sev := Medium
+	if len(signs) > 0 {
+		sev = High
+		evidence = append(evidence, signs...)
+	}
+	since := "a process new since FROM"
+	if before != nil {
+		since = "alive at FROM without a GPU"
+	}
+	return Finding{
+		Kind:     KindUnexpectedGPUProcess,
+		Severity: sev,
+		Summary:  fmt.Sprintf("%s uses a GPU; %s", describe(ref), since),
+		Process:  ref,
+		GPUUUID:  gpu,
+		Evidence: evidence,
+	}
+}
+
+// stagingDirs are where droppers put what they run: writable by anyone, and
+// no package installs an executable there.
+var stagingDirs = []string{"/tmp/", "/var/tmp/", "/dev/shm/"}
+
+// masquerade lists the signs that a process hides what it is.
+func masquerade(p *snapshot.Process) []string {
+	if p.Exe == "" {
+		return nil // unreadable exe (kernel thread, refused): no evidence either way
+	}
+	var signs []string
+	for _, dir := range stagingDirs {
+		if strings.HasPrefix(p.Exe, dir) {
+			signs = append(signs, fmt.Sprintf("masquerade: exe %s lies under %s", p.Exe, strings.TrimSuffix(dir, "/")))
+		}
+	}
+	if hidden := hiddenElement(p.Exe); hidden != "" {
+		signs = append(signs, fmt.Sprintf("masquerade: exe %s lies under hidden %s", p.Exe, hidden))
+	}
+	if p.ExeDeleted {
+		signs = append(signs, fmt.Sprintf("masquerade: exe %s was deleted after the process started", p.Exe))
+	}
+	if !commMatchesExe(p.Comm, p.Exe) {
+		signs = append(signs, fmt.Sprintf("masquerade: comm \"%s\" disagrees with exe %s", p.Comm, p.Exe))
+	}
+	return signs
+}
+
+// hiddenElement returns the first directory of exe's path whose name starts
+// with a dot ("/home/u/.cache/"), or "".
+func hiddenElement(exe string) string {
+	dir := path.Dir(exe)
+	elems := strings.Split(dir, "/")
+	for i, e := range elems {
+		if strings.HasPrefix(e, ".") && e != "." && e != ".." {
+			return "directory " + strings.Join(elems[:i+1], "/")
+		}
+	}
+	return ""
+}
+
+// commLen is TASK_COMM_LEN less its NUL: the kernel keeps 15 bytes of a name.
+const commLen = 15
+
+// interpreters run scripts and runtimes, whose comm is rarely the exe's name:
+// a script started through its #! line takes the script's name ("./train.py"
+// gives "train.py"), and runtimes rename their main thread (PyTorch's
+// "pt_main_thread").
+var interpreters = regexp.MustCompile(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
+
+// commMatchesExe reports whether a process's comm fits its exe: the exe's
+// name cut to 15 bytes, a versioned name (python3 for python3.11, vim for
+// vim.basic through an alternatives link), or any comm for an interpreter.
+func commMatchesExe(comm, exe string) bool {
+	base := path.Base(exe)
+	if comm == base[:min(len(base), commLen)] || interpreters.MatchString(base) {
+		return true
+	}
+	short, long := comm, base
+	if len(short) > len(long) {
+		short, long = long, short
+	}
+	if short == "" || !strings.HasPrefix(long, short) {
+		return false
+	}
+	next := long[len(short)]
+	return next == '.' || next == '-' || next == '_' || (next >= '0' && next <= '9')
+}

@@ -1,0 +1,114 @@
+package diff
+
+import (
+	"fmt"
+	"strings"
+)
+
+// zombieGPUMemory: a GPU, or a MIG instance, uses more memory than at FROM,
+// by more than the threshold, that no live process accounts for. What live
+// processes account for is, over the processes NVML lists at TO that are
+// alive, their memory at TO less what the same process had there at FROM (all
+// of it for a process new since FROM). A context whose process is gone, or
+// that NVML lists under nobody, counts against the GPU.
+func zombieGPUMemory(c *comparison) []Finding {
+	for _, end := range []struct {
+		name string
+		ix   *nvmlIndex
+	}{{"FROM", c.fromNVML}, {"TO", c.toNVML}} {
+		if end.ix.unavailable != "" {
+			c.notes = append(c.notes, "NVML was not read at "+end.name+" ("+end.ix.unavailable+"): GPU memory was not compared")
+			return nil
+		}
+	}
+	var out []Finding
+	for _, pl := range c.toNVML.pools {
+		if pl.hasMIG {
+			continue
+		}
+		before := c.fromNVML.poolByID[pl.id]
+		if pl.memory == nil || before == nil || before.memory == nil {
+			c.notes = append(c.notes, pl.label+" lacks a memory figure at FROM or at TO: its memory was not compared")
+			continue
+		}
+		if f, ok := c.zombie(pl, before); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
+	growth := int64(pl.memory.Used) - int64(before.memory.Used)
+	var accounted int64
+	var lines []string
+	unknown := 0
+	for _, e := range pl.procs {
+		pid := e.proc.PID
+		who := fmt.Sprintf("pid %d", pid)
+		if p := c.toByPID[pid]; p != nil {
+			who = fmt.Sprintf("pid %d (%s, %s)", pid, p.Comm, p.Key())
+		}
+		switch {
+		case !c.live(pid):
+			lines = append(lines, fmt.Sprintf("%s: no live process, not counted: %s", who, usedText(e)))
+		case c.pidReused(pid):
+			lines = append(lines, fmt.Sprintf("%s: PID reused since FROM, NVML's entry is the old process's, not counted: %s", who, usedText(e)))
+		case e.proc.UsedGPUMemory == nil:
+			unknown++
+			lines = append(lines, who+": used_gpu_memory not available")
+		default:
+			mem := int64(*e.proc.UsedGPUMemory)
+			prev, listed := c.fromNVML.memoryOf(pl.id, pid)
+			if listed && prev != nil && !c.pidReused(pid) {
+				lines = append(lines, fmt.Sprintf("%s: %s at TO, %s at FROM", who, usedText(e), bytesText(*prev)))
+				mem -= int64(*prev)
+			} else {
+				lines = append(lines, fmt.Sprintf("%s: %s, new since FROM", who, usedText(e)))
+			}
+			accounted += mem
+		}
+	}
+	unaccounted := growth - accounted
+	if unaccounted <= int64(c.opts.ZombieThreshold) {
+		return Finding{}, false
+	}
+	evidence := []string{
+		fmt.Sprintf("nvml: %s memory.used at FROM: %s", before.label, bytesText(before.memory.Used)),
+		fmt.Sprintf("nvml: %s memory.used at TO: %s", pl.label, bytesText(pl.memory.Used)),
+	}
+	if len(pl.procs) == 0 {
+		evidence = append(evidence, "nvml lists no process at TO")
+	}
+	evidence = append(evidence, lines...)
+	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
+		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
+	sev := High
+	if unknown > 0 {
+		// The memory may be that of the processes NVML gave no figure for.
+		sev = Medium
+		evidence = append(evidence, fmt.Sprintf("%s with no memory figure may hold it", count(unknown, "live process")))
+	}
+	return Finding{
+		Kind:     KindZombieGPUMemory,
+		Severity: sev,
+		Summary: fmt.Sprintf("%s holds %s more than at FROM that no live process accounts for",
+			pl.label, strings.TrimPrefix(signedBytes(unaccounted), "+")),
+		GPUUUID:  pl.uuid,
+		Evidence: evidence,
+	}, true
+}
+
+func usedText(e nvmlEntry) string {
+	if e.proc.UsedGPUMemory == nil {
+		return "used_gpu_memory not available"
+	}
+	return bytesText(*e.proc.UsedGPUMemory)
+}
+
+func signedBytes(n int64) string {
+	if n < 0 {
+		return "-" + bytesText(uint64(-n))
+	}
+	return "+" + bytesText(uint64(n))
+}

@@ -1,0 +1,114 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// maxSymlinks is the kernel's own limit on links followed in one lookup.
+const maxSymlinks = 40
+
+// checkPath refuses, for a store opened as trusted (root), a path that another
+// user could redirect or tamper with: the store holds command lines, which can
+// hold secrets, and root reads what it finds there. Refused are a symlink on
+// the way owned by another user, a store directory that is not owned by
+// trusted or that its group or others may write, and a store file owned by
+// another user or writable by its group or others. Parts of the path that do
+// not exist yet are fine: Open creates them 0700.
+func checkPath(path string, trusted uint32) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%w: refusing store %s: %s (the store holds command lines, which can hold secrets)",
+			ErrUnsafePath, path, fmt.Sprintf(format, args...))
+	}
+	// Walk the path as the kernel would, following each symlink met.
+	todo := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	cur := "/"
+	links := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			cur = filepath.Join(append([]string{next}, todo...)...)
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("check store path %s: %w", path, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if uid := owner(fi); uid != trusted {
+			return refuse("%s is a symlink owned by uid %d", next, uid)
+		}
+		if links++; links > maxSymlinks {
+			return refuse("too many symlinks")
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return fmt.Errorf("check store path %s: %w", path, err)
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	// cur is now the resolved path; check the nearest existing directory
+	// holding it, and the file if it exists.
+	dir := filepath.Dir(cur)
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil {
+			if err := checkOwned(fi, trusted); err != "" {
+				return refuse("its directory %s %s", dir, err)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || dir == "/" {
+			return fmt.Errorf("check store path %s: %w", path, err)
+		}
+		dir = filepath.Dir(dir)
+	}
+	if fi, err := os.Stat(cur); err == nil {
+		if err := checkOwned(fi, trusted); err != "" {
+			return refuse("the file %s", err)
+		}
+	}
+	return nil
+}
+
+// checkOwned says what lets another user write fi, or "" when nothing does.
+func checkOwned(fi fs.FileInfo, trusted uint32) string {
+	if uid := owner(fi); uid != trusted {
+		return fmt.Sprintf("is owned by uid %d", uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Sprintf("is writable by its group or others (mode %04o)", perm)
+	}
+	return ""
+}
+
+func owner(fi fs.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
+}
