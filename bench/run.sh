@@ -52,7 +52,8 @@ go build -o "$work/rawfloor" ./bench/floor/rawfloor
 # The store is not what is measured: --no-store where this gpusnap has it, and
 # a throwaway --db either way so nothing lands in /var/lib/gpusnap.
 snap="$work/gpusnap snapshot --json --no-nvml --db $work/bench.db"
-if "$work/gpusnap" snapshot --help 2>&1 | grep -q -- '--no-store'; then
+help=$("$work/gpusnap" snapshot --help 2>&1) # not piped into grep -q: pipefail and SIGPIPE
+if [[ "$help" == *--no-store* ]]; then
 	snap="$snap --no-store"
 else
 	echo "note: this gpusnap has no --no-store (no store yet): snapshot only prints"
