@@ -15,36 +15,16 @@
 # Environment: N (extra processes, 500), RUNS (timed runs per command, 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/go/bin"
+source bench/lib.sh
 
 N=${N:-500}
 RUNS=${RUNS:-30}
-for tool in go hyperfine; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "bench/diff.sh: $tool is not installed (apt-get install -y hyperfine; Go from go.dev)" >&2
-		exit 2
-	fi
-done
-
-work=$(mktemp -d)
-sleepers=()
-cleanup() {
-	if ((${#sleepers[@]})); then
-		kill "${sleepers[@]}" 2>/dev/null || true
-		wait "${sleepers[@]}" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+require_tools go hyperfine
 
 go build -o "$work/gpusnap" ./cmd/gpusnap
 g="$work/gpusnap --no-nvml --db $work/bench.db"
 
-for ((i = 0; i < N; i++)); do
-	sleep 3600 &
-	sleepers+=($!)
-done
+start_sleepers "$N"
 
 $g baseline --tenant bench >/dev/null
 # The diff must run clean before it is timed; -i below forgives exit 1, which
@@ -55,7 +35,7 @@ echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), hype
 head -1 "$work/diff.txt"
 echo
 
-hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
+in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
 	-n snapshot "$g snapshot" \
 	-n diff "$g diff --tenant bench"
 

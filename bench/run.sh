@@ -18,33 +18,11 @@
 # or, on a host without them, six busy character devices: see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/go/bin"
+source bench/lib.sh
 
 N=${N:-500}
 RUNS=${RUNS:-30}
-for tool in go hyperfine fuser; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "bench/run.sh: $tool is not installed (apt-get install -y hyperfine psmisc; Go from go.dev)" >&2
-		exit 2
-	fi
-done
-
-work=$(mktemp -d)
-sleepers=()
-hyperfine_pid=
-cleanup() {
-	if [[ -n "$hyperfine_pid" ]]; then
-		kill "$hyperfine_pid" 2>/dev/null || true
-		wait "$hyperfine_pid" 2>/dev/null || true
-	fi
-	if ((${#sleepers[@]})); then
-		kill "${sleepers[@]}" 2>/dev/null || true
-		wait "${sleepers[@]}" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+require_tools go hyperfine fuser
 
 go build -o "$work/gpusnap" ./cmd/gpusnap
 go build -o "$work/rawfloor" ./bench/floor/rawfloor
@@ -73,10 +51,7 @@ else
 fi
 shopt -u nullglob
 
-for ((i = 0; i < N; i++)); do
-	sleep 3600 &
-	sleepers+=($!)
-done
+start_sleepers "$N"
 
 # Each command must work before it is timed: hyperfine -i below only forgives
 # fuser's exit status 1 (no process uses the nodes).
@@ -88,15 +63,10 @@ echo "floor: $(cat "$work/floor.txt")"
 echo "fuser -v ${nodes[*]}"
 echo
 
-# In the background, waited for: bash runs a trap only once its foreground
-# command ends, and an interrupted run must kill its sleeps at once.
-hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
+in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
 	-n snapshot "$snap" \
 	-n floor "$work/rawfloor" \
-	-n fuser "fuser -v ${nodes[*]}" &
-hyperfine_pid=$!
-wait "$hyperfine_pid"
-hyperfine_pid=
+	-n fuser "fuser -v ${nodes[*]}"
 
 # times.csv: command,mean,stddev,median,user,system,min,max (seconds)
 # The targets are wall-clock ratios. The CPU ratio (user+system) is the work

@@ -6,7 +6,8 @@
 # are killed by PID on exit. Run as root on a quiet machine: bench/store.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v hyperfine >/dev/null || { echo "store.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 2; }
+source bench/lib.sh
+require_tools go hyperfine
 
 out=bench/out
 mkdir -p "$out"
@@ -15,10 +16,7 @@ db="$PWD/$out/store-bench.db"
 bin="$PWD/$out/gpusnap"
 go build -o "$bin" ./cmd/gpusnap
 
-pids=()
-cleanup() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; }
-trap cleanup EXIT
-for _ in $(seq 500); do sleep 3600 & pids+=($!); done
+start_sleepers 500
 
 GPUSNAP_BENCH_DB="$db" go test -run x -bench '^BenchmarkStore$' -benchtime 1x ./bench/ | tee "$out/store-bench.txt"
 
