@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,14 +13,6 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
-
-// gpusnap runs the CLI in-process with exactly the arguments given.
-func gpusnap(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"gpusnap"}, args...), &out, &errOut)
-	return code, out.String(), errOut.String()
-}
 
 // expectedFinding is one line of a scenario's expected.json.
 type expectedFinding struct {

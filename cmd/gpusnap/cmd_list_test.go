@@ -11,12 +11,12 @@ import (
 func TestListNewestFirstWithFilters(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
-	if code, out, _ := gpusnapIn(t, append([]string{"list", "--json"}, g...)...); code != 2 || out != "" {
+	if code, out, _ := gpusnap(t, append([]string{"list", "--json"}, g...)...); code != 2 || out != "" {
 		t.Errorf("list of a missing store: %d %q", code, out)
 	}
 	var ids []string
 	for _, args := range [][]string{{"snapshot"}, {"baseline", "--tenant", "job-1"}, {"snapshot", "--label", "post", "--tenant", "job-1"}} {
-		code, out, errs := gpusnapIn(t, append(args, g...)...)
+		code, out, errs := gpusnap(t, append(args, g...)...)
 		if code != 0 {
 			t.Fatal(errs)
 		}
@@ -24,7 +24,7 @@ func TestListNewestFirstWithFilters(t *testing.T) {
 	}
 	list := func(args ...string) []map[string]any {
 		t.Helper()
-		code, out, errs := gpusnapIn(t, append(append([]string{"list", "--json"}, g...), args...)...)
+		code, out, errs := gpusnap(t, append(append([]string{"list", "--json"}, g...), args...)...)
 		if code != 0 {
 			t.Fatalf("list %v: %s", args, errs)
 		}
@@ -58,14 +58,14 @@ func TestListNewestFirstWithFilters(t *testing.T) {
 	if ms := list("--since", time.Now().Add(time.Hour).Format(time.RFC3339)); len(ms) != 0 {
 		t.Errorf("--since the future: %v", ms)
 	}
-	if code, _, errs := gpusnapIn(t, append([]string{"list", "--since", "yesterday"}, g...)...); code != 2 || !strings.Contains(errs, "--since") {
+	if code, _, errs := gpusnap(t, append([]string{"list", "--since", "yesterday"}, g...)...); code != 2 || !strings.Contains(errs, "--since") {
 		t.Errorf("bad --since: %d %s", code, errs)
 	}
-	code, out, _ := gpusnapIn(t, append([]string{"list"}, g...)...)
+	code, out, _ := gpusnap(t, append([]string{"list"}, g...)...)
 	if code != 0 || !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 4 {
 		t.Errorf("list table:\n%s", out)
 	}
-	if code, out, _ := gpusnapIn(t, append([]string{"list", "--json", "--tenant", "nobody"}, g...)...); code != 0 || strings.TrimSpace(out) != "[]" {
+	if code, out, _ := gpusnap(t, append([]string{"list", "--json", "--tenant", "nobody"}, g...)...); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("empty list --json: %q", out)
 	}
 }

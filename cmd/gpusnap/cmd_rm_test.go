@@ -11,14 +11,14 @@ func TestRmByPrefixKeepsLatestBaseline(t *testing.T) {
 	g := storeArgs(t, db)
 	var ids []string
 	for _, args := range [][]string{{"snapshot"}, {"baseline", "--tenant", "job-1"}} {
-		code, out, errs := gpusnapIn(t, append(args, g...)...)
+		code, out, errs := gpusnap(t, append(args, g...)...)
 		if code != 0 {
 			t.Fatal(errs)
 		}
 		ids = append(ids, lastLine(out))
 	}
 	rm := func(args ...string) (int, string, string) {
-		return gpusnapIn(t, append(append([]string{"rm"}, g...), args...)...)
+		return gpusnap(t, append(append([]string{"rm"}, g...), args...)...)
 	}
 	if code, _, errs := rm("2"); code != 2 || !strings.Contains(errs, "ambiguous") {
 		t.Errorf("ambiguous prefix: %d %s", code, errs)
@@ -44,12 +44,12 @@ func TestPruneKeepsNewestAndBaselines(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
 	for _, args := range [][]string{{"baseline", "--tenant", "job-1"}, {"snapshot"}, {"snapshot"}, {"snapshot"}} {
-		if code, _, errs := gpusnapIn(t, append(args, g...)...); code != 0 {
+		if code, _, errs := gpusnap(t, append(args, g...)...); code != 0 {
 			t.Fatal(errs)
 		}
 	}
 	prune := func(args ...string) (int, string, string) {
-		return gpusnapIn(t, append(append([]string{"prune"}, g...), args...)...)
+		return gpusnap(t, append(append([]string{"prune"}, g...), args...)...)
 	}
 	if code, _, errs := prune(); code != 2 || !strings.Contains(errs, "--keep-last") {
 		t.Errorf("prune without rule: %d %s", code, errs)
@@ -66,7 +66,7 @@ func TestPruneKeepsNewestAndBaselines(t *testing.T) {
 	if code, _, errs := prune("--keep-last", "1"); code != 0 || !strings.Contains(errs, "removed 2") {
 		t.Errorf("prune: %d %s", code, errs)
 	}
-	code, out, _ := gpusnapIn(t, append([]string{"list"}, g...)...)
+	code, out, _ := gpusnap(t, append([]string{"list"}, g...)...)
 	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, "baseline") {
 		t.Errorf("after prune, want the newest and the baseline:\n%s", out)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,11 +14,7 @@ import (
 // runCLI runs gpusnap in-process with a store in a temporary directory.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	args = append([]string{"gpusnap"}, args...)
-	args = append(args, "--db", filepath.Join(t.TempDir(), "gpusnap.db"))
-	code = run(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
+	return gpusnap(t, append(args, "--db", filepath.Join(t.TempDir(), "gpusnap.db"))...)
 }
 
 func snapshotJSON(t *testing.T, args ...string) snapshot.Snapshot {

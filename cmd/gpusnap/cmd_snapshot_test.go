@@ -1,21 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// gpusnapIn runs the CLI in-process and returns its exit status and output.
-func gpusnapIn(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), append([]string{"gpusnap"}, args...), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
 
 // tinyProcRoot is a proc root of two processes, so captures are quick and
 // the same from run to run. One has invalid UTF-8 and an escape sequence in
@@ -69,38 +59,38 @@ func lastLine(s string) string {
 func TestSnapshotStoresAndShowPrintsItIdentically(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "state", "gpusnap.db")
 	g := storeArgs(t, db)
-	code, out, errs := gpusnapIn(t, append([]string{"snapshot", "--json", "--tenant", "job-1"}, g...)...)
+	code, out, errs := gpusnap(t, append([]string{"snapshot", "--json", "--tenant", "job-1"}, g...)...)
 	if code != 0 {
 		t.Fatalf("snapshot: %d %s", code, errs)
 	}
-	code, list, errs := gpusnapIn(t, append([]string{"list", "--json"}, g...)...)
+	code, list, errs := gpusnap(t, append([]string{"list", "--json"}, g...)...)
 	if code != 0 || !strings.Contains(list, `"tenant": "job-1"`) {
 		t.Fatalf("list: %d %s %s", code, list, errs)
 	}
 	id := between(out, `"id": "`, `"`)
-	code, shown, errs := gpusnapIn(t, append(append([]string{"show", "--json"}, g...), id[:17])...)
+	code, shown, errs := gpusnap(t, append(append([]string{"show", "--json"}, g...), id[:17])...)
 	if code != 0 {
 		t.Fatalf("show: %d %s", code, errs)
 	}
 	if shown != out {
 		t.Errorf("show --json differs from what snapshot --json printed:\n%s\n---\n%s", out, shown)
 	}
-	code, summary, _ := gpusnapIn(t, append(append([]string{"show"}, g...), id)...)
+	code, summary, _ := gpusnap(t, append(append([]string{"show"}, g...), id)...)
 	if code != 0 || !strings.Contains(summary, id) || !strings.Contains(summary, "job-1") ||
 		!strings.Contains(summary, "1 processes use an NVIDIA device") || !strings.Contains(summary, `\x1b[2J`) {
 		t.Errorf("show summary: %d\n%s", code, summary)
 	}
 
 	// Without --json the id alone is the last line; --no-store stores nothing.
-	code, out, _ = gpusnapIn(t, append([]string{"snapshot", "--no-store"}, g...)...)
+	code, out, _ = gpusnap(t, append([]string{"snapshot", "--no-store"}, g...)...)
 	if code != 0 {
 		t.Fatal(code)
 	}
-	if code, _, errs := gpusnapIn(t, append(append([]string{"show"}, g...), lastLine(out))...); code != 2 || !strings.Contains(errs, "no such snapshot") {
+	if code, _, errs := gpusnap(t, append(append([]string{"show"}, g...), lastLine(out))...); code != 2 || !strings.Contains(errs, "no such snapshot") {
 		t.Errorf("--no-store snapshot was stored: %d %s", code, errs)
 	}
 	nodb := filepath.Join(t.TempDir(), "none", "gpusnap.db")
-	if code, _, _ := gpusnapIn(t, "snapshot", "--no-store", "--no-nvml", "--db", nodb); code != 0 {
+	if code, _, _ := gpusnap(t, "snapshot", "--no-store", "--no-nvml", "--db", nodb); code != 0 {
 		t.Fatal(code)
 	}
 	if _, err := os.Stat(filepath.Dir(nodb)); err == nil {
@@ -111,15 +101,15 @@ func TestSnapshotStoresAndShowPrintsItIdentically(t *testing.T) {
 func TestBaselineNeedsTenantAndIsFoundAgain(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
-	if code, _, errs := gpusnapIn(t, append([]string{"baseline"}, g...)...); code != 2 || !strings.Contains(errs, "--tenant") {
+	if code, _, errs := gpusnap(t, append([]string{"baseline"}, g...)...); code != 2 || !strings.Contains(errs, "--tenant") {
 		t.Errorf("baseline without tenant: %d %s", code, errs)
 	}
-	code, out, errs := gpusnapIn(t, append([]string{"baseline", "--tenant", "job-7"}, g...)...)
+	code, out, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-7"}, g...)...)
 	if code != 0 {
 		t.Fatalf("baseline: %s", errs)
 	}
 	id := lastLine(out)
-	code, list, _ := gpusnapIn(t, append([]string{"list", "--label", "baseline", "--tenant", "job-7"}, g...)...)
+	code, list, _ := gpusnap(t, append([]string{"list", "--label", "baseline", "--tenant", "job-7"}, g...)...)
 	if code != 0 || !strings.Contains(list, id) {
 		t.Errorf("list of baselines misses %s:\n%s", id, list)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -13,6 +14,9 @@ func storeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "store",
 		Usage: "look after the snapshot store",
+		Action: func(*cli.Context) error {
+			return usageError(errors.New("store needs a command: gpusnap store check"))
+		},
 		Subcommands: []*cli.Command{{
 			Name:  "check",
 			Usage: "check the store for damage",

@@ -46,19 +46,19 @@ func gpusnapProc(args ...string) *exec.Cmd {
 func TestStoreCheck(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
-	if code, _, errs := gpusnapIn(t, append([]string{"store", "check"}, g...)...); code != 2 || !strings.Contains(errs, "no store at") {
+	if code, _, errs := gpusnap(t, append([]string{"store", "check"}, g...)...); code != 2 || !strings.Contains(errs, "no store at") {
 		t.Errorf("check of a missing store: %d %s", code, errs)
 	}
 	for range 3 {
-		if code, _, errs := gpusnapIn(t, append([]string{"snapshot"}, g...)...); code != 0 {
+		if code, _, errs := gpusnap(t, append([]string{"snapshot"}, g...)...); code != 0 {
 			t.Fatal(errs)
 		}
 	}
-	code, out, errs := gpusnapIn(t, append([]string{"store", "check"}, g...)...)
+	code, out, errs := gpusnap(t, append([]string{"store", "check"}, g...)...)
 	if code != 0 || !strings.Contains(out, "is sound: 3 snapshots") {
 		t.Errorf("check of a sound store: %d %q %s", code, out, errs)
 	}
-	code, out, _ = gpusnapIn(t, append([]string{"store", "check", "--json"}, g...)...)
+	code, out, _ = gpusnap(t, append([]string{"store", "check", "--json"}, g...)...)
 	if code != 0 || !strings.Contains(out, `"ok": true`) || !strings.Contains(out, `"problems": []`) {
 		t.Errorf("check --json: %d %s", code, out)
 	}
@@ -73,7 +73,7 @@ func TestDamagedStoreIsReportedAndLeftAlone(t *testing.T) {
 	g := storeArgs(t, sound)
 	var ids []string
 	for range 12 {
-		code, out, errs := gpusnapIn(t, append([]string{"baseline", "--tenant", "job-1"}, g...)...)
+		code, out, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-1"}, g...)...)
 		if code != 0 {
 			t.Fatal(errs)
 		}
@@ -143,7 +143,7 @@ func TestDamagedStoreIsReportedAndLeftAlone(t *testing.T) {
 func TestSecondWriterWaitsThenGivesUp(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
-	if code, _, errs := gpusnapIn(t, append([]string{"snapshot"}, g...)...); code != 0 {
+	if code, _, errs := gpusnap(t, append([]string{"snapshot"}, g...)...); code != 0 {
 		t.Fatal(errs)
 	}
 	held, err := store.Open(db, store.Options{LockTimeout: time.Second})
@@ -293,7 +293,7 @@ func TestRootRefusesUnsafeStorePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "gpusnap.db")
-	code, _, errs := gpusnapIn(t, append([]string{"snapshot"}, storeArgs(t, db)...)...)
+	code, _, errs := gpusnap(t, append([]string{"snapshot"}, storeArgs(t, db)...)...)
 	if code != 2 || !strings.Contains(errs, "refusing store "+db) || !strings.Contains(errs, "writable by its group or others") {
 		t.Errorf("world-writable directory: %d %s", code, errs)
 	}

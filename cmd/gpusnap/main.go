@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -19,8 +20,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..."; left
+// unset, buildVersion names the module version or commit the binary was built
+// from, so a snapshot taken as evidence says which gpusnap took it.
+var version = ""
 
 // Exit statuses, as diff(1) has them.
 const (
@@ -72,7 +75,41 @@ type statusError struct{ code int }
 
 func (e statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// buildVersion is the version recorded in snapshots and printed by --version.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "dev+" + rev
+}
+
 func newApp(stdout, stderr io.Writer) *cli.App {
+	version := buildVersion()
 	snapshot.Version = version
 	app := &cli.App{
 		Name:    "gpusnap",
