@@ -69,18 +69,19 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ProcessRef names the process a finding is about.
+// ProcessRef names the process a finding is about. CONTRACT.md's fields are
+// always written, empty where unknown, so scripts can read them without a default.
 type ProcessRef struct {
 	PID         int      `json:"pid"`
 	StartTime   uint64   `json:"start_time"`
 	Comm        string   `json:"comm"`
-	Exe         string   `json:"exe,omitempty"`
+	Exe         string   `json:"exe"`
 	ExeDeleted  bool     `json:"exe_deleted,omitempty"`
 	Cmdline     []string `json:"cmdline,omitempty"`
 	UID         int      `json:"uid"`
-	User        string   `json:"user,omitempty"`
-	Cgroup      string   `json:"cgroup,omitempty"`
-	ContainerID string   `json:"container_id,omitempty"`
+	User        string   `json:"user"`
+	Cgroup      string   `json:"cgroup"`
+	ContainerID string   `json:"container_id"`
 	PodUID      string   `json:"pod_uid,omitempty"`
 	SlurmJobID  string   `json:"slurm_job_id,omitempty"`
 }
@@ -120,7 +121,7 @@ type Result struct {
 	To       string    `json:"to"`
 	FromTime time.Time `json:"from_time"` // capture start of FROM
 	ToTime   time.Time `json:"to_time"`   // capture start of TO
-	Tenant   string    `json:"tenant,omitempty"`
+	Tenant   string    `json:"tenant"`    // "" when neither snapshot names one: always written, as CONTRACT.md's object has it
 	Findings []Finding `json:"findings"`
 	Summary  Summary   `json:"summary"`
 	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.

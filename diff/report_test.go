@@ -157,3 +157,28 @@ func TestMapsDiffsOfInvolvedProcesses(t *testing.T) {
 		t.Error("maps diffs without --maps-diff")
 	}
 }
+
+// CONTRACT.md's fields are in every object, empty where unknown: an orphan
+// nobody had, in a diff of snapshots that name no tenant.
+func TestJSONFieldsAlwaysWritten(t *testing.T) {
+	var b bytes.Buffer
+	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(0, gp(7777, 0))))
+	if err := WriteJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"from", "to", "tenant", "findings", "summary"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("result lacks %q: %s", k, b.String())
+		}
+	}
+	p := doc["findings"].([]any)[0].(map[string]any)["process"].(map[string]any)
+	for _, k := range []string{"pid", "start_time", "comm", "exe", "uid", "user", "cgroup", "container_id"} {
+		if _, ok := p[k]; !ok {
+			t.Errorf("process lacks %q: %v", k, p)
+		}
+	}
+}
