@@ -45,7 +45,7 @@ func TestZombieMemory(t *testing.T) {
 		{"a live process NVML gives no memory figure for",
 			withGPUs(snap("a"), gpu(0)),
 			withGPUs(snap("b", trainer), gpu(10*gib, snapshot.GPUProcess{PID: 4242})),
-			[]string{"leftover_device_holder high 4242 /dev/nvidia0", "unexpected_gpu_process medium 4242", "zombie_gpu_memory medium 0"}},
+			[]string{"leftover_device_holder high 4242 /dev/nvidia0", "zombie_gpu_memory high 0", "unexpected_gpu_process medium 4242"}},
 		{"NVML unread at FROM",
 			snap("a"),
 			withGPUs(snap("b"), gpu(10*gib)),

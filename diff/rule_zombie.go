@@ -83,15 +83,13 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	evidence = append(evidence, lines...)
 	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
-	sev := High
 	if unknown > 0 {
-		// The memory may be that of the processes NVML gave no figure for.
-		sev = Medium
+		// Still high, as CONTRACT.md has every zombie: the evidence says who may hold it.
 		evidence = append(evidence, fmt.Sprintf("%s with no memory figure may hold it", count(unknown, "live process")))
 	}
 	return Finding{
 		Kind:     KindZombieGPUMemory,
-		Severity: sev,
+		Severity: High,
 		Summary: fmt.Sprintf("%s holds %s more than at FROM that no live process accounts for",
 			pl.label, strings.TrimPrefix(signedBytes(unaccounted), "+")),
 		GPUUUID:  pl.uuid,
