@@ -112,6 +112,7 @@ func TestZombieMemoryPerMIGInstance(t *testing.T) {
 func TestOrphans(t *testing.T) {
 	old := proc(500, 100, "python3", "/usr/bin/python3.11")
 	reused := proc(500, 900, "bash", "/usr/bin/bash")
+	reusedOnGPU := proc(500, 900, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No))
 	for _, tc := range []struct {
 		name     string
 		from, to *snapshot.Snapshot
@@ -129,6 +130,22 @@ func TestOrphans(t *testing.T) {
 			withGPUs(snap("a", old), gpu(gib, gp(500, gib))),
 			withGPUs(snap("b", reused), gpu(5*gib, gp(500, 5*gib))),
 			[]string{"orphan_gpu_process high 500", "zombie_gpu_memory high 0"}},
+		{"PID reused by a process with no device, NVML silent at FROM",
+			withGPUs(snap("a", old), gpu(0)),
+			withGPUs(snap("b", reused), gpu(gib, gp(500, gib))),
+			[]string{"orphan_gpu_process high 500", "zombie_gpu_memory high 0"}},
+		{"PID reused by a process on the GPU, NVML silent at FROM",
+			withGPUs(snap("a", old), gpu(0)),
+			withGPUs(snap("b", reusedOnGPU), gpu(gib, gp(500, gib))),
+			[]string{"leftover_device_holder high 500 /dev/nvidia0", "unexpected_gpu_process medium 500"}},
+		{"PID reused by a process refused at TO, NVML silent at FROM",
+			withGPUs(snap("a", old), gpu(0)),
+			func() *snapshot.Snapshot {
+				s := withGPUs(snap("b", reused), gpu(gib, gp(500, gib)))
+				s.Scan.RefusedPIDs = []int{500}
+				return s
+			}(),
+			[]string{"unexpected_gpu_process medium 500"}},
 		{"same process at both ends",
 			withGPUs(snap("a", old), gpu(gib, gp(500, gib))),
 			withGPUs(snap("b", old), gpu(gib, gp(500, gib))),

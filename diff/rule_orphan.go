@@ -22,9 +22,11 @@ func orphanGPUProcesses(c *comparison) []Finding {
 				continue
 			case live == nil:
 				out = append(out, c.orphan(e, "no live process has this PID at TO"))
-			case c.pidReused(pid):
-				out = append(out, c.orphan(e, fmt.Sprintf("PID %d is now another process, %s (%s): the PID was reused",
-					pid, live.Key(), live.Comm)))
+			default:
+				if why := c.staleEntry(pid); why != "" {
+					out = append(out, c.orphan(e, fmt.Sprintf("PID %d is now another process, %s (%s): %s",
+						pid, live.Key(), live.Comm, why)))
+				}
 			}
 		}
 	}
@@ -54,20 +56,34 @@ func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 	}
 }
 
-// pidReused reports whether NVML listed pid at FROM for a process other than
-// the one that has the PID at TO, so NVML's entry at TO is stale.
-func (c *comparison) pidReused(pid int) bool {
+// staleEntry says why NVML's entry for pid at TO belongs to an earlier
+// process than the one that has the PID at TO, or "" when it may be its own:
+//   - NVML listed pid at FROM for another process, or for none;
+//   - the PID was another process at FROM, and the one now at it neither maps
+//     nor holds an NVIDIA device though its reads were not refused: a process
+//     with a GPU context keeps /dev/nvidia* open, so the context is the one a
+//     process had between the two snapshots, before the PID was reused.
+func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
-	if now == nil || len(c.fromNVML.byPID[pid]) == 0 {
-		return false
+	if now == nil {
+		return ""
 	}
 	then := c.fromByPID[pid]
-	if then == nil {
-		// Listed by NVML at FROM with no live process then: an orphan at
-		// FROM, unless FROM could only not read the process.
-		return !slices.Contains(c.from.Scan.RefusedPIDs, pid)
+	if len(c.fromNVML.byPID[pid]) > 0 {
+		switch {
+		case then == nil && !slices.Contains(c.from.Scan.RefusedPIDs, pid):
+			// Listed by NVML at FROM with no live process then: an orphan at FROM.
+			return "NVML listed this PID at FROM with no live process, and lists it still: the PID was reused"
+		case then != nil && then.Key() != now.Key():
+			return fmt.Sprintf("NVML listed this PID at FROM for %s (%s): the PID was reused", then.Key(), then.Comm)
+		}
+		return ""
 	}
-	return then.Key() != now.Key()
+	if then != nil && then.Key() != now.Key() && !hasNVIDIADevice(now) && !c.toUnread[pid] {
+		return fmt.Sprintf("at FROM the PID was %s (%s), and %s maps and holds no NVIDIA device: the PID was reused after a process on the GPU exited",
+			then.Key(), then.Comm, now.Key())
+	}
+	return ""
 }
 
 // orphanAtFrom reports whether NVML listed pid on the pool at FROM with no

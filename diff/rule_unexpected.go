@@ -23,7 +23,7 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 		}
 		seen[p] = true
 		nvml := c.toNVML.byPID[p.PID]
-		if c.pidReused(p.PID) {
+		if c.staleEntry(p.PID) != "" {
 			// NVML's entry belongs to the process that had the PID before:
 			// an orphan, reported as such, not this process's use.
 			nvml = nil

@@ -52,7 +52,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		switch {
 		case !c.live(pid):
 			lines = append(lines, fmt.Sprintf("%s: no live process, not counted: %s", who, usedText(e)))
-		case c.pidReused(pid):
+		case c.staleEntry(pid) != "":
 			lines = append(lines, fmt.Sprintf("%s: PID reused since FROM, NVML's entry is the old process's, not counted: %s", who, usedText(e)))
 		case e.proc.UsedGPUMemory == nil:
 			unknown++
@@ -60,7 +60,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		default:
 			mem := int64(*e.proc.UsedGPUMemory)
 			prev, listed := c.fromNVML.memoryOf(pl.id, pid)
-			if listed && prev != nil && !c.pidReused(pid) {
+			if listed && prev != nil {
 				lines = append(lines, fmt.Sprintf("%s: %s at TO, %s at FROM", who, usedText(e), bytesText(*prev)))
 				mem -= int64(*prev)
 			} else {
