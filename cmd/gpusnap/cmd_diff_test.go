@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -330,5 +333,76 @@ func TestDiffRenamedDeviceNode(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A process whose comm, exe, command line and descriptors carry newlines,
+// escape sequences and bytes that are not UTF-8, captured from a proc root
+// and diffed through the CLI: the text report escapes every one, so no line
+// is forged and nothing reaches the terminal raw.
+func TestDiffTextHostileProcess(t *testing.T) {
+	const name = "unexpected-masquerade"
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "proc")
+	if out, err := exec.Command("cp", "-a", filepath.Join(scenarioDir(name), "after", "proc"), root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	pdir := filepath.Join(root, "6660")
+	comm := "py\x1b[2J\nHIGH\xff"
+	for file, text := range map[string]string{
+		"comm":    comm + "\n",
+		"stat":    "6660 (" + comm + ") S 1 6660 6660 0 -1 4194560 1200 0 0 0 12 3 0 0 20 0 1 0 90000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		"cmdline": "x\x1b]0;pwned\x07\x00--opt=\xc2\x9b31m\x00\n  leftover_device_mapping: forged\x00",
+	} {
+		if err := os.WriteFile(filepath.Join(pdir, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"exe":  "/dev/shm/.x/\x1b[31mxmrig\nHIGH",
+		"fd/5": "/dev/nvidia1\n  unexpected_gpu_process: forged\x1b[0m",
+	} {
+		if err := os.Remove(filepath.Join(pdir, link)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(pdir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pdir, "fdinfo", "5"), []byte("pos:\t0\nflags:\t0100002\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(tmp, "gpusnap.db")
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, stderr := gpusnap(t, "diff", "--tenant", name, "--maps-diff", "--db", db, "--proc-root", root,
+		"--nvml-fixture", filepath.Join(scenarioDir(name), "after", "nvml.json"))
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !utf8.ValidString(stdout) {
+		t.Errorf("report is not UTF-8:\n%q", stdout)
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		if strings.ContainsFunc(line, func(r rune) bool { return unicode.IsControl(r) }) {
+			t.Errorf("line %d holds a control character: %q", i, line)
+		}
+		switch {
+		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), line == "", line == "HIGH", line == "MEDIUM",
+			strings.HasPrefix(line, "note: "), strings.HasPrefix(line, "maps diff of "),
+			strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "  leftover_device_mapping: forged") &&
+				!strings.HasPrefix(line, "  unexpected_gpu_process: forged"),
+			strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || strings.HasPrefix(line, "@@") ||
+				strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-") || strings.HasPrefix(line, " "):
+		default:
+			t.Errorf("line %d is not the report's: %q", i, line)
+		}
+	}
+	for _, want := range []string{`py\x1b[2J\nHIGH\xff`, `/dev/shm/.x/\x1b[31mxmrig\nHIGH`, `x\x1b]0;pwned\x07 --opt=\u009b31m \n  leftover_device_mapping: forged`,
+		`/dev/nvidia1\n  unexpected_gpu_process: forged\x1b[0m`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %s:\n%s", want, stdout)
+		}
 	}
 }
