@@ -1,7 +1,9 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sergi/go-diff/diffmatchpatch"
@@ -26,8 +28,15 @@ func (c *comparison) mapsDiffs(findings []Finding) map[string]string {
 		if _, done := out[key]; done {
 			continue
 		}
-		before, after := rawMaps(c.fromByKey[key]), rawMaps(c.toByKey[key])
-		if d := UnifiedDiff(before, after, c.from.ID+"/"+key+"/maps", c.to.ID+"/"+key+"/maps"); d != "" {
+		before, after := c.fromByKey[key], c.toByKey[key]
+		a, b, what := rawMaps(before), rawMaps(after), "maps"
+		if before != nil && after != nil && (before.Raw == nil) != (after.Raw == nil) {
+			// Capture keeps maps text only while a process uses an NVIDIA
+			// device: for a survivor that did not at one end, diff the
+			// device mappings both ends hold, not every line as new or gone.
+			a, b, what = deviceLines(before), deviceLines(after), "device-mappings"
+		}
+		if d := UnifiedDiff(a, b, c.from.ID+"/"+key+"/"+what, c.to.ID+"/"+key+"/"+what); d != "" {
 			out[key] = d
 		}
 	}
@@ -42,6 +51,20 @@ func rawMaps(p *snapshot.Process) string {
 		return ""
 	}
 	return p.Raw.Maps
+}
+
+// deviceLines renders a process's device mappings as maps lines, in address
+// order as the kernel lists them
+// (capture lists NVIDIA devices first).
+func deviceLines(p *snapshot.Process) string {
+	ms := slices.Clone(p.Mappings)
+	slices.SortStableFunc(ms, func(x, y snapshot.Mapping) int { return cmp.Compare(x.Start, y.Start) })
+	var b strings.Builder
+	for _, m := range ms {
+		b.WriteString(m.Line())
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // diffLine is one line of a line diff: ' ' kept, '-' removed, '+' added. The

@@ -182,3 +182,20 @@ func TestJSONFieldsAlwaysWritten(t *testing.T) {
 		}
 	}
 }
+
+// A survivor that used no NVIDIA device at FROM has no maps text kept there:
+// its maps diff is of the device mappings of both ends, not its whole maps
+// shown as new.
+func TestMapsDiffOfASurvivorWithoutTextAtFrom(t *testing.T) {
+	base := "55d000000000-55d000001000 r--p 00000000 fe:00 1 /usr/sbin/sshd\n"
+	before := proc(1502, 10, "sshd", "/usr/sbin/sshd", mapping("/dev/dri/card0", "rw-s", 0x7e0000000000, pageLen, 0, ""))
+	after := proc(1502, 10, "sshd", "/usr/sbin/sshd", mapping(dev0, "rw-s", 0x7f0000000000, pageLen, 0, dev0No),
+		mapping("/dev/dri/card0", "rw-s", 0x7e0000000000, pageLen, 0, ""), rawMapsText(base+devLine))
+	r := Compare(snap("a", before), snap("b", after), Options{MapsDiff: true})
+	want := "--- a/1502@10/device-mappings\n+++ b/1502@10/device-mappings\n@@ -1 +1,2 @@\n" +
+		" 7e0000000000-7e0000001000 rw-s 00000000 00:05 1000 /dev/dri/card0\n" +
+		"+7f0000000000-7f0000001000 rw-s 00000000 00:05 1000 /dev/nvidia0\n"
+	if got := r.MapsDiffs["1502@10"]; got != want {
+		t.Errorf("maps diff:\n%s\nwant:\n%s", got, want)
+	}
+}
