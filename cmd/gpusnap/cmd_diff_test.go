@@ -198,6 +198,21 @@ func TestDiffThresholdsAndFailOn(t *testing.T) {
 	other := append([]string{"--tenant", "other-device-mapping"}, sideArgs(db, "other-device-mapping", "after")...)
 	diffJSON(t, 0, other...)
 	diffJSON(t, 1, append([]string{"--fail-on", "low"}, other...)...)
+	// Each severity as a threshold, against a worst finding of low and of high.
+	for _, tc := range []struct {
+		failOn              string
+		wantLow, wantZombie int
+	}{
+		{"info", 1, 1}, {"low", 1, 1}, {"medium", 0, 1}, {"high", 0, 1}, {"critical", 0, 0}, {"HIGH", 0, 1},
+	} {
+		diffJSON(t, tc.wantLow, append([]string{"--fail-on", tc.failOn}, other...)...)
+		diffJSON(t, tc.wantZombie, append([]string{"--fail-on", tc.failOn}, zombie...)...)
+	}
+	for _, bad := range []string{"", "none", "hi"} {
+		if code, _, stderr := gpusnap(t, append([]string{"diff", "--fail-on", bad}, zombie...)...); code != 2 || !strings.Contains(stderr, "--fail-on") {
+			t.Errorf("--fail-on %q: exit %d, %s", bad, code, stderr)
+		}
+	}
 }
 
 // diff FROM TO between stored snapshots, by prefix, and diff FROM against a
