@@ -229,3 +229,16 @@ func TestUnexpectedNeedsANewUse(t *testing.T) {
 	to := withGPUs(snap("b", p), gpu(gib, gp(4242, gib)))
 	expect(t, compare(from, to))
 }
+
+// A process that holds a GPU that NVML gave a utilization sample for, but no
+// process list, carries the sample in its evidence.
+func TestUnexpectedUtilizationWithoutAList(t *testing.T) {
+	p := proc(4242, 700, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No))
+	g := gpu(0)
+	g.ProcessUtilization = []snapshot.ProcessUtilization{{PID: 4242, SMUtil: 97, MemUtil: 40}}
+	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", p), g))
+	expect(t, r, "leftover_device_holder high 4242 /dev/nvidia0", "unexpected_gpu_process medium 4242")
+	if ev := strings.Join(r.Findings[1].Evidence, "\n"); !strings.Contains(ev, "utilization on GPU GPU-0: sm 97%, memory 40%") {
+		t.Errorf("evidence lacks the utilization sample:\n%s", ev)
+	}
+}

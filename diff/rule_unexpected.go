@@ -58,7 +58,9 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 		evidence = append(evidence, entryEvidence(e))
 		gpu = cmp.Or(gpu, e.pool.uuid)
 	}
-	if len(nvml) > 0 {
+	// A sample counts where NVML lists no process (a list it could not
+	// give), but not one of an earlier process that had the PID.
+	if c.staleEntry(p.PID) == "" {
 		for _, u := range c.toNVML.util[p.PID] {
 			evidence = append(evidence, fmt.Sprintf("nvml: utilization on GPU %s: sm %d%%, memory %d%%",
 				u.gpu, u.sample.SMUtil, u.sample.MemUtil))
