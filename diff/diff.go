@@ -109,8 +109,8 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 		fromByPID: make(map[int]*snapshot.Process, len(from.Processes)),
 		toByPID:   make(map[int]*snapshot.Process, len(to.Processes)),
 		toUnread:  make(map[int]bool, len(to.Scan.RefusedPIDs)),
-		fromNVML:  indexNVML(&from.NVML),
-		toNVML:    indexNVML(&to.NVML),
+		fromNVML:  indexNVML(&from.NVML, from.Processes),
+		toNVML:    indexNVML(&to.NVML, to.Processes),
 	}
 	for i := range from.Processes {
 		p := &from.Processes[i]

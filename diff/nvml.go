@@ -26,7 +26,11 @@ type pool struct {
 type nvmlEntry struct {
 	pool *pool
 	list string // compute, graphics or mps
+	// proc is NVML's entry, its PID the host PID of the process it names.
 	proc snapshot.GPUProcess
+	// nvmlPID is the PID as NVML gave it, where it named the process by a
+	// PID of its own pid namespace (NSpid); else 0.
+	nvmlPID int
 }
 
 // utilEntry is one utilization sample of a process on a GPU.
@@ -43,10 +47,13 @@ type nvmlIndex struct {
 	byPID       map[int][]nvmlEntry
 	util        map[int][]utilEntry
 	gpuByMinor  map[int]*snapshot.GPU
+	hostPID     func(int) int
 }
 
-func indexNVML(nv *snapshot.NVML) *nvmlIndex {
+// indexNVML indexes NVML's view of a snapshot whose processes are procs.
+func indexNVML(nv *snapshot.NVML, procs []snapshot.Process) *nvmlIndex {
 	ix := &nvmlIndex{
+		hostPID:    hostPIDs(procs),
 		poolByID:   make(map[string]*pool),
 		byPID:      make(map[int][]nvmlEntry),
 		util:       make(map[int][]utilEntry),
@@ -91,8 +98,8 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 			uuid:   m.UUID,
 			memory: m.Memory,
 		})
-		add(p, "compute", m.ComputeProcesses)
-		add(p, "graphics", m.GraphicsProcesses)
+		ix.add(p, "compute", m.ComputeProcesses)
+		ix.add(p, "graphics", m.GraphicsProcesses)
 	}
 	for _, list := range []struct {
 		name  string
@@ -105,11 +112,12 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 					p = mp
 				}
 			}
-			add(p, list.name, []snapshot.GPUProcess{gp})
+			ix.add(p, list.name, []snapshot.GPUProcess{gp})
 		}
 	}
 	for _, u := range g.ProcessUtilization {
-		ix.util[u.PID] = append(ix.util[u.PID], utilEntry{gpu: id, sample: u})
+		pid := ix.hostPID(u.PID)
+		ix.util[pid] = append(ix.util[pid], utilEntry{gpu: id, sample: u})
 	}
 }
 
@@ -131,20 +139,25 @@ func (ix *nvmlIndex) pool(id string, p *pool) *pool {
 // add lists processes on a pool once per PID: a process NVML lists as both
 // compute and graphics, or on the GPU and on its MIG device, holds one
 // allocation, not two. The larger figure wins.
-func add(p *pool, list string, procs []snapshot.GPUProcess) {
+func (ix *nvmlIndex) add(p *pool, list string, procs []snapshot.GPUProcess) {
 	if p.at == nil {
 		p.at = make(map[int]int)
 	}
 	for _, gp := range procs {
+		e := nvmlEntry{pool: p, list: list, proc: gp}
+		if host := ix.hostPID(gp.PID); host != gp.PID {
+			e.nvmlPID, e.proc.PID = gp.PID, host
+		}
+		gp = e.proc
 		i, dup := p.at[gp.PID]
 		if !dup {
 			p.at[gp.PID] = len(p.procs)
-			p.procs = append(p.procs, nvmlEntry{pool: p, list: list, proc: gp})
+			p.procs = append(p.procs, e)
 			continue
 		}
-		e := &p.procs[i]
-		if gp.UsedGPUMemory != nil && (e.proc.UsedGPUMemory == nil || *gp.UsedGPUMemory > *e.proc.UsedGPUMemory) {
-			e.proc.UsedGPUMemory = gp.UsedGPUMemory
+		old := &p.procs[i]
+		if gp.UsedGPUMemory != nil && (old.proc.UsedGPUMemory == nil || *gp.UsedGPUMemory > *old.proc.UsedGPUMemory) {
+			old.proc.UsedGPUMemory = gp.UsedGPUMemory
 		}
 	}
 }
@@ -176,7 +189,45 @@ func entryEvidence(e nvmlEntry) string {
 	if e.proc.UsedGPUMemory != nil {
 		mem = "used_gpu_memory " + bytesText(*e.proc.UsedGPUMemory)
 	}
-	return fmt.Sprintf("nvml: %s lists pid %d as a %s process, %s", e.pool.label, e.proc.PID, e.list, mem)
+	pid := strconv.Itoa(e.proc.PID)
+	if e.nvmlPID != 0 {
+		pid = fmt.Sprintf("%d (host PID %d, found through NSpid)", e.nvmlPID, e.proc.PID)
+	}
+	return fmt.Sprintf("nvml: %s lists pid %s as a %s process, %s", e.pool.label, pid, e.list, mem)
+}
+
+// hostPIDs returns how a PID NVML gives is read against procs: a process's
+// host PID as it is, else the PID of the only process that has it further
+// down its NSpid chain (NVML read inside a pid namespace, as
+// snapshot.GPUUsage joins it) and holds or maps an NVIDIA device, as a
+// process with a GPU context does, so that a true orphan is not hidden
+// behind a container's PID of the same number; else unchanged: no live process.
+func hostPIDs(procs []snapshot.Process) func(int) int {
+	host := make(map[int]bool, len(procs))
+	inner := make(map[int]int) // namespaced PID -> host PID, -1 when several have it
+	for i := range procs {
+		p := &procs[i]
+		host[p.PID] = true
+		if len(p.NSpid) < 2 || !hasNVIDIADevice(p) {
+			continue
+		}
+		for _, ns := range p.NSpid[1:] {
+			if ns == p.PID {
+				continue
+			}
+			if _, seen := inner[ns]; seen {
+				inner[ns] = -1
+			} else {
+				inner[ns] = p.PID
+			}
+		}
+	}
+	return func(pid int) int {
+		if h, ok := inner[pid]; ok && !host[pid] && h > 0 {
+			return h
+		}
+		return pid
+	}
 }
 
 // bytesText gives a byte count exactly and in binary units.
