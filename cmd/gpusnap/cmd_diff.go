@@ -202,10 +202,12 @@ func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, erro
 	return out, nil
 }
 
-// sizeUnits are the suffixes --zombie-threshold takes, lower-cased.
+// sizeUnits are the suffixes --zombie-threshold takes, lower-cased; a bare
+// K, M, G or T is binary, as docker and numfmt --from=iec read it.
 var sizeUnits = map[string]uint64{
 	"": 1, "b": 1,
 	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
 	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
 }
 
@@ -219,7 +221,7 @@ func parseSize(text string) (uint64, error) {
 	unit, ok := sizeUnits[strings.ToLower(strings.TrimSpace(s[i:]))]
 	n, err := strconv.ParseUint(s[:i], 10, 64)
 	if !ok || err != nil || (unit > 1 && n > ^uint64(0)/unit) {
-		return 0, fmt.Errorf("%q is not a size (want bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB or TB: 64MiB, 1GiB, 1048576)", text)
+		return 0, fmt.Errorf("%q is not a size (want bytes, or a whole number with KiB, MiB, GiB, TiB (or K, M, G, T), KB, MB, GB or TB: 64MiB, 1G, 1048576)", text)
 	}
 	return n * unit, nil
 }

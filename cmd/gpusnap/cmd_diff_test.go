@@ -150,7 +150,7 @@ func TestDiffUsageErrors(t *testing.T) {
 
 func TestParseSize(t *testing.T) {
 	for text, want := range map[string]uint64{
-		"64MiB": 64 << 20, "1GiB": 1 << 30, "1048576": 1 << 20, "0": 0, "512mb": 512e6, "2 GiB": 2 << 30, "10KiB": 10 << 10, "3B": 3,
+		"64MiB": 64 << 20, "1GiB": 1 << 30, "1048576": 1 << 20, "0": 0, "512mb": 512e6, "2 GiB": 2 << 30, "10KiB": 10 << 10, "3B": 3, "1G": 1 << 30, "64m": 64 << 20,
 	} {
 		if got, err := parseSize(text); err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", text, got, err, want)
