@@ -172,13 +172,16 @@ func (ix *nvmlIndex) memoryOf(poolID string, pid int) (mem *uint64, listed bool)
 	return nil, false
 }
 
-// gpuUUIDForMinor names the GPU of /dev/nvidiaN.
-func (ix *nvmlIndex) gpuUUIDForMinor(minor *int) string {
+// gpuUUID names the GPU of /dev/nvidiaN as NVML saw it at TO, else at FROM
+// (NVML unread at TO): minor numbers hold within a boot.
+func (c *comparison) gpuUUID(minor *int) string {
 	if minor == nil {
 		return ""
 	}
-	if g := ix.gpuByMinor[*minor]; g != nil {
-		return g.UUID
+	for _, ix := range []*nvmlIndex{c.toNVML, c.fromNVML} {
+		if g := ix.gpuByMinor[*minor]; g != nil {
+			return g.UUID
+		}
 	}
 	return ""
 }

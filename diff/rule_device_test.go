@@ -162,3 +162,21 @@ func TestOtherDeviceHoldersRaiseNothing(t *testing.T) {
 	p := proc(800, 5, "sshd", "/usr/sbin/sshd", holder(0, "/dev/null", "r", "1:3"), holder(3, "/dev/dri/card0", "rw", "226:0"))
 	expect(t, compare(snap("a"), snap("b", p)))
 }
+
+// A device finding on /dev/nvidiaN names GPU N, from NVML at TO, else at FROM.
+func TestDeviceFindingNamesItsGPU(t *testing.T) {
+	p := proc(4242, 700, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No))
+	for name, to := range map[string]*snapshot.Snapshot{
+		"NVML at TO": withGPUs(snap("b", p), gpu(0)),
+		"NVML only at FROM": func() *snapshot.Snapshot {
+			s := snap("b", p)
+			s.NVML = snapshot.NVML{Source: "disabled", Unavailable: "--no-nvml"}
+			return s
+		}(),
+	} {
+		r := compare(withGPUs(snap("a"), gpu(0)), to)
+		if f := r.Findings[0]; f.Kind != KindLeftoverDeviceHolder || f.GPUUUID != "GPU-0" {
+			t.Errorf("%s: %s on GPU %q, want GPU-0", name, f.Kind, f.GPUUUID)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func (c *comparison) deviceFinding(ch processChange, u *deviceUse, kind string, 
 		Summary:  fmt.Sprintf("%s %s; %s", describe(ref), what, since),
 		Process:  ref,
 		Device:   u.device,
-		GPUUUID:  c.toNVML.gpuUUIDForMinor(u.gpuMinor),
+		GPUUUID:  c.gpuUUID(u.gpuMinor),
 		Evidence: evidence,
 	}
 }

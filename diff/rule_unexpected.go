@@ -70,7 +70,7 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 		if !u.nvidia() {
 			continue
 		}
-		gpu = cmp.Or(gpu, c.toNVML.gpuUUIDForMinor(u.gpuMinor))
+		gpu = cmp.Or(gpu, c.gpuUUID(u.gpuMinor))
 		if len(u.mappings) > 0 {
 			evidence = append(evidence, fmt.Sprintf("maps %s (%s)", u.device, count(len(u.mappings), "mapping")))
 		}
