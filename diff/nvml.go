@@ -17,6 +17,7 @@ type pool struct {
 	label  string // how a finding names it
 	hasMIG bool   // a whole GPU split into MIG instances: its instances are checked, not it
 	uuid   string // the GPU or MIG device UUID, for Finding.GPUUUID
+	minor  *int   // the GPU's minor number: its /dev/nvidiaN
 	memory *snapshot.Memory
 	procs  []nvmlEntry // one per PID
 	at     map[int]int // PID -> index in procs
@@ -88,7 +89,7 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 	if g.MinorNumber != nil {
 		ix.gpuByMinor[*g.MinorNumber] = g
 	}
-	whole := ix.pool(id, &pool{label: "GPU " + id, uuid: g.UUID, memory: g.Memory, hasMIG: len(g.MIGDevices) > 0})
+	whole := ix.pool(id, &pool{label: "GPU " + id, uuid: g.UUID, minor: g.MinorNumber, memory: g.Memory, hasMIG: len(g.MIGDevices) > 0})
 	// MIG instances are pools of their own; compute instances of one GPU
 	// instance share its memory, so the first one met gives the figures.
 	for i := range g.MIGDevices {
@@ -96,6 +97,7 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 		p := ix.pool(migPoolID(id, uint32(m.GPUInstanceID)), &pool{
 			label:  fmt.Sprintf("GPU %s MIG instance %d (%s)", id, m.GPUInstanceID, m.UUID),
 			uuid:   m.UUID,
+			minor:  g.MinorNumber,
 			memory: m.Memory,
 		})
 		ix.add(p, "compute", m.ComputeProcesses)

@@ -259,3 +259,21 @@ func TestNVMLPIDFoundThroughNSpid(t *testing.T) {
 	expect(t, compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", shell), gpu(gib, gp(12, gib)))),
 		"orphan_gpu_process high 12", "zombie_gpu_memory high 0")
 }
+
+// The real ghost, as seen on an H200: the tenant made a CUDA context and
+// exited; its forked child keeps the descriptors, so NVML lists the dead PID
+// and the memory stays. The orphan and the zombie name the child.
+func TestOrphanAndZombieNameTheGhostThatKeepsThem(t *testing.T) {
+	ghost := proc(670, 25007, "dctenant", "/usr/local/bin/dctenant", holder(4, dev0, "rw", dev0No), holder(3, ctl, "rw", ctlNo))
+	persistenced := proc(812, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced", holder(3, dev0, "rw", dev0No))
+	r := compare(withGPUs(snap("a", persistenced), gpu(0)), withGPUs(snap("b", persistenced, ghost), gpu(2500<<20, gp(664, 2500<<20))))
+	expect(t, r, "leftover_device_holder high 670 /dev/nvidia0", "leftover_device_holder high 670 /dev/nvidiactl",
+		"orphan_gpu_process high 664", "zombie_gpu_memory high 0", "unexpected_gpu_process medium 670")
+	const want = "/dev/nvidia0 is held or mapped by 670@25007 (dctenant, exe /usr/local/bin/dctenant), which NVML does not list there and which did not use it at FROM: it may keep the context alive"
+	for _, f := range r.Findings[2:4] {
+		ev := strings.Join(f.Evidence, "\n")
+		if !strings.Contains(ev, want) || strings.Contains(ev, "812@50") {
+			t.Errorf("%s evidence:\n%s\nwant the ghost 670 named, and not persistenced", f.Kind, ev)
+		}
+	}
+}

@@ -43,6 +43,7 @@ func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 		ref = processRef(old)
 		evidence = append(evidence, fmt.Sprintf("at FROM PID %d was %s (%s, exe %s)", pid, old.Key(), old.Comm, old.Exe))
 	}
+	evidence = append(evidence, c.keepers(e.pool)...)
 	if slices.Contains(c.to.Scan.VanishedPIDs, pid) {
 		evidence = append(evidence, fmt.Sprintf("PID %d vanished during the /proc scan at TO: it may have exited just then", pid))
 	}
@@ -97,3 +98,29 @@ func (c *comparison) orphanAtFrom(poolID string, pid int) bool {
 
 // live reports whether a PID has a process at TO, read or refused.
 func (c *comparison) live(pid int) bool { return c.toByPID[pid] != nil || c.toUnread[pid] }
+
+// keepers names the processes that may keep a dead process's GPU context, and
+// its memory, alive: a context lives while any descriptor on the GPU's
+// /dev/nvidiaN that it was made through is open, and a forked child keeps its
+// parent's. They hold or map the pool's GPU, did not at FROM, and NVML does
+// not list them on the pool.
+func (c *comparison) keepers(pl *pool) []string {
+	if pl.minor == nil {
+		return nil
+	}
+	var out []string
+	for _, ch := range c.changed {
+		if _, listed := c.toNVML.memoryOf(pl.id, ch.proc.PID); listed && c.staleEntry(ch.proc.PID) == "" {
+			continue
+		}
+		for _, u := range ch.uses {
+			if !u.nvidia() || u.gpuMinor == nil || *u.gpuMinor != *pl.minor || ch.prior[u.device] != nil {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s is held or mapped by %s (%s, exe %s), which NVML does not list there and which did not use it at FROM: it may keep the context alive",
+				u.device, ch.proc.Key(), ch.proc.Comm, withDeleted(ch.proc.Exe, ch.proc.ExeDeleted)))
+			break
+		}
+	}
+	return out
+}

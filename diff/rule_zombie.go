@@ -81,6 +81,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		evidence = append(evidence, "nvml lists no process at TO")
 	}
 	evidence = append(evidence, lines...)
+	evidence = append(evidence, c.keepers(pl)...)
 	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
 	if unknown > 0 {
