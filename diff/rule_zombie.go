@@ -81,9 +81,9 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		evidence = append(evidence, "nvml lists no process at TO")
 	}
 	evidence = append(evidence, lines...)
-	evidence = append(evidence, c.keepers(pl)...)
 	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
+	evidence = append(evidence, c.keepers(pl)...)
 	if unknown > 0 {
 		// Still high, as CONTRACT.md has every zombie: the evidence says who may hold it.
 		evidence = append(evidence, fmt.Sprintf("%s with no memory figure may hold it", count(unknown, "live process")))
