@@ -250,3 +250,25 @@ func FuzzParseMapsLine(f *testing.F) {
 		}
 	})
 }
+
+// TestScanMapsMapFilesName: map_files names a mapping "%lx-%lx", without the
+// zero padding maps gives low addresses; stat of the padded name is ENOENT,
+// which would leave a low device mapping without its number.
+func TestScanMapsMapFilesName(t *testing.T) {
+	var names []string
+	sc := MapsScanner{Stat: func(name []byte, _, _ uint32, _ uint64) (FileKind, bool) {
+		names = append(names, string(name))
+		return FileKind{Device: true, Major: 7, Minor: 1}, true
+	}}
+	res := sc.ScanMaps([]byte("00200000-00210000 rw-s 00000000 fe:00 10 /srv/dev/nvidia0\n" +
+		"08048000-08049000 r--s 00001000 fe:00 11 /srv/dev/nvidia1\n" +
+		"7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 12 /dev/nvidia2\n" +
+		"0-1000 r--s 00000000 00:06 13 /dev/nvidia3\n"))
+	want := []string{"200000-210000", "8048000-8049000", "7f2c0a200000-7f2c0a400000", "0-1000"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("stat of map_files %q, want %q", names, want)
+	}
+	if len(res.Mappings) != 4 || res.Mappings[0].Address != "00200000-00210000" || res.Mappings[0].DeviceNumber != "7:1" {
+		t.Errorf("mappings %+v", res.Mappings)
+	}
+}
