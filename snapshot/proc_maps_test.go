@@ -76,15 +76,16 @@ func TestParseMapsLineNoAlloc(t *testing.T) {
 // decides, whatever the path says.
 func TestScanMapsStatDecides(t *testing.T) {
 	maps := strings.Join([]string{
-		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)", // shmem: a regular file
-		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",        // a 195:2 node outside /dev: GPU 2
-		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",          // renamed 195:5 node: NVIDIA, GPU 5
-		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",   // 508: nvidia-uvm by /proc/devices
-		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // a library
-		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // again: cached, not stat'ed twice
-		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",        // block 7:3
-		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",    // stat fails: the path rule decides
-		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",      // 195:255 nvidiactl under another name
+		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)",   // shmem: a regular file
+		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",          // a 195:2 node outside /dev: GPU 2
+		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",            // renamed 195:5 node: NVIDIA, GPU 5
+		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",     // 508: nvidia-uvm by /proc/devices
+		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",   // a library
+		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",   // again: cached, not stat'ed twice
+		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",          // block 7:3
+		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",      // stat fails: the path rule decides
+		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",        // 195:255 nvidiactl under another name
+		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: no GPU either
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
 		77:   {},
@@ -94,6 +95,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		600:  {},
 		1070: {Device: true, Major: 7, Minor: 3},
 		1051: {Device: true, Char: true, Major: 195, Minor: 255},
+		1052: {Device: true, Char: true, Major: 195, Minor: 254},
 	}
 	stats := 0
 	cache := map[uint64]FileKind{}
@@ -126,13 +128,14 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"/dev/nvidia-uvm nvidia 508:0 char gpu=-",
 		"/dev/nvidiactl nvidia   gpu=-",
 		"/dev/nvidia0 nvidia 195:255 char gpu=-",
+		"/dev/nvidia-modeset nvidia 195:254 char gpu=-",
 		"/dev/loop3 other 7:3 block gpu=-",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("mappings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if stats != 8 {
-		t.Errorf("%d stats, want 8 (the second libc line comes from the cache)", stats)
+	if stats != 9 {
+		t.Errorf("%d stats, want 9 (the second libc line comes from the cache)", stats)
 	}
 	if len(res.Errors) != 0 || len(res.SuspectAnon) != 0 {
 		t.Errorf("errors %q anon %v", res.Errors, res.SuspectAnon)
