@@ -275,3 +275,34 @@ func TestScanMapsMapFilesName(t *testing.T) {
 		t.Errorf("mappings %+v", res.Mappings)
 	}
 }
+
+// TestScanMapsShapes: the shapes real maps files have, 32-bit and 64-bit,
+// through the scanner without stat: only the device lines come out, with
+// their paths as the kernel wrote them.
+func TestScanMapsShapes(t *testing.T) {
+	long := "/srv/" + strings.Repeat("a", 4000) + "/dev/nvidia3"
+	maps := "08048000-08049000 r-xp 00000000 08:01 131        /usr/bin/prog32\n" +
+		"0804a000-0806b000 rw-p 00000000 00:00 0          [heap]\n" +
+		"f7d00000-f7d10000 rw-s 00000000 00:06 1043       /dev/nvidia0\n" +
+		"f7f00000-f7f02000 r-xp 00000000 00:00 0          [vdso]\n" +
+		"ff8a0000-ff8c1000 rw-p 00000000 00:00 0          [stack]\n" +
+		"7f0000000000-7f0000001000 rw-s 00000000 00:05 12 /srv/x/dev/nvidia  1 (deleted) (deleted)\n" +
+		"7f0000001000-7f0000002000 r--s 00001000 00:05 13 " + long + "\n" +
+		"7ffd1b5f0000-7ffd1b5f2000 r--p 00000000 00:00 0  [vvar]\n" +
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n"
+	var sc MapsScanner
+	res := sc.ScanMaps([]byte(maps))
+	if len(res.Errors) != 0 || len(res.SuspectAnon) != 0 || len(res.Mappings) != 3 {
+		t.Fatalf("errors %q anon %d mappings %+v", res.Errors, len(res.SuspectAnon), res.Mappings)
+	}
+	m := res.Mappings
+	if m[0].Address != "f7d00000-f7d10000" || m[0].Size != 0x10000 || m[0].Path != "/dev/nvidia0" || *m[0].GPUMinor != 0 {
+		t.Errorf("32-bit mapping %+v", m[0])
+	}
+	if m[1].Path != "/srv/x/dev/nvidia  1 (deleted)" || !m[1].Deleted || m[1].GPUMinor != nil || m[1].Line() != "7f0000000000-7f0000001000 rw-s 00000000 00:05 12 /srv/x/dev/nvidia  1 (deleted) (deleted)" {
+		t.Errorf("spaced, twice deleted mapping %+v", m[1])
+	}
+	if m[2].Path != long || m[2].Offset != 0x1000 || *m[2].GPUMinor != 3 {
+		t.Errorf("long path mapping: offset %#x, path of %d bytes", m[2].Offset, len(m[2].Path))
+	}
+}
