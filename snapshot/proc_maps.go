@@ -235,7 +235,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		if s.Stat == nil {
 			rest := line[sp+5:]
 			if slash := bytes.IndexByte(rest, '/'); slash > 0 && rest[slash-1] == ' ' {
-				if !bytes.Contains(rest[slash:], devDir) {
+				if !bytes.Contains(rest[slash:], devDir) && !bytes.HasPrefix(rest[slash:], dmabufPrefix) {
 					continue
 				}
 			} else if perms[2] != 'x' {
@@ -290,6 +290,10 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 var (
 	anonNamePrefix = []byte("[anon:")
 	devDir         = []byte("/dev/")
+	// dmabufPrefix starts the name the kernel gives a DMA-buf ("/dmabuf:NAME"):
+	// a buffer a device driver exported (a GPU's, a camera's), which CONTRACT.md
+	// counts among the other devices though it is no device node.
+	dmabufPrefix = []byte("/dmabuf:")
 )
 
 // malformed returns the error text of a line that lacks a maps line's shape.
@@ -334,6 +338,12 @@ func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	if s.Stat != nil {
 		s.nameBuf = mapFilesName(s.nameBuf[:0], m.Start, m.End)
 		kind, known = s.Stat(s.nameBuf, m.DevMajor, m.DevMinor, m.Inode)
+	}
+	if bytes.HasPrefix(m.Path, dmabufPrefix) {
+		// Its inode has no file type: stat says nothing, the name says DMA-buf.
+		mp := newMapping(line, m)
+		mp.Class = ClassOther
+		return mp, true
 	}
 	if known && !kind.Device {
 		return Mapping{}, false

@@ -86,6 +86,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",      // stat fails: the path rule decides
 		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",        // 195:255 nvidiactl under another name
 		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: no GPU either
+		"b000-c000 rw-s 00000000 00:0d 1090 /dmabuf:",            // DMA-buf: no file type, an other device
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
 		77:   {},
@@ -96,6 +97,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		1070: {Device: true, Major: 7, Minor: 3},
 		1051: {Device: true, Char: true, Major: 195, Minor: 255},
 		1052: {Device: true, Char: true, Major: 195, Minor: 254},
+		1090: {},
 	}
 	stats := 0
 	cache := map[uint64]FileKind{}
@@ -130,12 +132,13 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"/dev/nvidia0 nvidia 195:255 char gpu=-",
 		"/dev/nvidia-modeset nvidia 195:254 char gpu=-",
 		"/dev/loop3 other 7:3 block gpu=-",
+		"/dmabuf: other   gpu=-",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("mappings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if stats != 9 {
-		t.Errorf("%d stats, want 9 (the second libc line comes from the cache)", stats)
+	if stats != 10 {
+		t.Errorf("%d stats, want 10 (the second libc line comes from the cache)", stats)
 	}
 	if len(res.Errors) != 0 || len(res.SuspectAnon) != 0 {
 		t.Errorf("errors %q anon %v", res.Errors, res.SuspectAnon)
@@ -165,6 +168,9 @@ func TestScanMapsPathRule(t *testing.T) {
 		{"/home/u/dev/project/lib.so", "r-xp", false, ""},
 		{"/home/u/devices/nvidia0", "r-xp", false, ""},
 		{"/usr/lib/libc.so.6", "r-xp", false, ""},
+		{"/dmabuf:", "rw-s", true, ClassOther}, // DMA-buf: CONTRACT.md's other device
+		{"/dmabuf:cuda-ipc", "r--s", true, ClassOther},
+		{"/dmabuffer", "rw-s", false, ""},
 	} {
 		line := "1000-2000 " + tc.perms + " 00000000 00:05 10 " + tc.path + "\n"
 		res := sc.ScanMaps([]byte(line))
