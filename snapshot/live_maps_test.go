@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -61,6 +62,68 @@ func TestLiveLowAddressMapping(t *testing.T) {
 			return
 		}
 		t.Fatalf("the snapshot of this process lacks the mapping %s of %s: %+v", want, loop.Node, p.Mappings)
+	}
+	t.Fatalf("the snapshot lacks this process %d", os.Getpid())
+}
+
+// TestLiveNodeNames: this process maps one loop device through three more
+// nodes: one outside any dev directory (only stat of map_files can tell it is
+// a device), one with spaces in its name, and one deleted since. Each is a
+// device mapping with the loop device's own number, its path as the kernel
+// wrote it, and the deleted flag where the node is gone.
+func TestLiveNodeNames(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	dir := t.TempDir()
+	nodes := map[string]struct {
+		class   string
+		deleted bool
+	}{
+		filepath.Join(dir, "gpu"):                          {"other", false},
+		filepath.Join(filepath.Dir(loop.Node), "nvidia 1"): {"nvidia", false},
+		filepath.Join(filepath.Dir(loop.Node), "nvidia2"):  {"nvidia", true},
+	}
+	for path, want := range nodes {
+		if err := syscall.Mknod(path, syscall.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+			t.Skipf("live /proc test: mknod refused here: %v", err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			t.Skipf("live /proc test: mmap of %s refused here: %v", path, err)
+		}
+		t.Cleanup(func() { _ = syscall.Munmap(b) })
+		if want.deleted {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	snap := captureLive(t)
+	for _, p := range snap.Processes {
+		if p.PID != os.Getpid() {
+			continue
+		}
+		for path, want := range nodes {
+			found := false
+			for _, m := range p.Mappings {
+				if m.Path != path {
+					continue
+				}
+				found = true
+				if m.Class != want.class || m.Deleted != want.deleted || m.DeviceNumber != loop.DeviceNumber() || m.Perms != "rw-s" {
+					t.Errorf("mapping of %q: %+v, want class %s, deleted %v, device %s", path, m, want.class, want.deleted, loop.DeviceNumber())
+				}
+			}
+			if !found {
+				t.Errorf("the snapshot lacks the mapping of %q: %+v", path, p.Mappings)
+			}
+		}
+		return
 	}
 	t.Fatalf("the snapshot lacks this process %d", os.Getpid())
 }
