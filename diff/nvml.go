@@ -202,14 +202,20 @@ func entryEvidence(e nvmlEntry) string {
 }
 
 // hostPIDs returns how a PID NVML gives is read against procs: a process's
-// host PID as it is, else the PID of the only process that has it further
-// down its NSpid chain (NVML read inside a pid namespace, as
-// snapshot.GPUUsage joins it) and holds or maps an NVIDIA device, as a
-// process with a GPU context does, so that a true orphan is not hidden
-// behind a container's PID of the same number; else unchanged: no live process.
+// host PID as it is; else, where the proc root is not the host's (it shows no
+// kernel thread: seen from inside a pid namespace), the PID of the only
+// process that has it further down its NSpid chain, as snapshot.GPUUsage
+// joins it, and that holds or maps an NVIDIA device, as a process with a GPU
+// context does; else unchanged: no live process. On the host's /proc a PID
+// no process has is an orphan, never a container's PID of the same number.
 func hostPIDs(procs []snapshot.Process) func(int) int {
 	host := make(map[int]bool, len(procs))
 	inner := make(map[int]int) // namespaced PID -> host PID, -1 when several have it
+	for i := range procs {
+		if procs[i].KernelThread {
+			return func(pid int) int { return pid }
+		}
+	}
 	for i := range procs {
 		p := &procs[i]
 		host[p.PID] = true

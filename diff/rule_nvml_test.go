@@ -258,6 +258,10 @@ func TestNVMLPIDFoundThroughNSpid(t *testing.T) {
 	shell := inContainer(proc(4301, 700, "bash", "/usr/bin/bash"))
 	expect(t, compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", shell), gpu(gib, gp(12, gib)))),
 		"orphan_gpu_process high 12", "zombie_gpu_memory high 0")
+	// The host's /proc shows kernel threads, and NVML's PIDs are its own.
+	kthread := proc(2, 1, "kthreadd", "", func(p *snapshot.Process) { p.KernelThread = true })
+	expect(t, compare(withGPUs(snap("a", kthread), gpu(0)), withGPUs(snap("b", kthread, trainer), gpu(gib, gp(12, gib)))),
+		"leftover_device_holder high 4300 /dev/nvidia0", "orphan_gpu_process high 12", "zombie_gpu_memory high 0", "unexpected_gpu_process medium 4300")
 }
 
 // The real ghost, as seen on an H200: the tenant made a CUDA context and
