@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 
@@ -133,6 +135,11 @@ func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Optio
 // tenant's baseline (no baseline: an error, and nothing stored) and stores
 // the capture as its post snapshot.
 func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+	// Without a store there is no baseline: say so before capturing, and
+	// create no empty store on the way.
+	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
+	}
 	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
 	if err != nil {
 		return nil, nil, err

@@ -140,6 +140,12 @@ func TestDiffUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", tc.args, code, stderr, stdout, tc.want)
 		}
 	}
+	// A tenant diff against no store at all creates none.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	code, _, stderr := gpusnap(t, append([]string{"diff", "--tenant", "t"}, append(after, "--db", missing)...)...)
+	if _, err := os.Stat(missing); code != 2 || !strings.Contains(stderr, `no baseline for tenant "t": no store at `+missing) || err == nil {
+		t.Errorf("diff --tenant without a store: exit %d, %q, store file: %v", code, stderr, err)
+	}
 	// Nothing was stored by the failed diffs: the store holds the baseline alone.
 	code, stdout, _ := gpusnap(t, "list", "--json", "--db", db)
 	var metas []map[string]any
