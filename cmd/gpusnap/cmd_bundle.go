@@ -234,7 +234,7 @@ func (w written) String() string {
 func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result) (written, error) {
 	in := bundle.Input{
 		Before: from, After: to, Result: res,
-		Version: version, UID: os.Getuid(),
+		Version: snapshot.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,
 	}

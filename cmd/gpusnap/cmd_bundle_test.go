@@ -79,6 +79,9 @@ func TestBundleFromTo(t *testing.T) {
 	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Tenant != "job-7" || m.UID != os.Getuid() || m.Summary.Worst != "high" {
 		t.Errorf("manifest: %+v", m)
 	}
+	if m.GpusnapVersion == "" || m.GpusnapVersion != snapshot.Version {
+		t.Errorf("manifest names gpusnap version %q, want this build's %q", m.GpusnapVersion, snapshot.Version)
+	}
 	// The ghost's finding, its maps diff and the kernel's text are all in.
 	files := map[string]bool{}
 	for _, f := range m.Files {
