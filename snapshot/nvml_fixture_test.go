@@ -81,7 +81,7 @@ func TestNVMLFixtureA100MIG(t *testing.T) {
 
 // A fixture read, exported and read again gives the same NVML.
 func TestNVMLFixtureRoundTrip(t *testing.T) {
-	for _, name := range []string{"h100x8.json", "a100-mig.json", "failures"} {
+	for _, name := range []string{"h100x8.json", "a100-mig.json", "h200-ghost.json", "h200-idle.json", "failures"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join("..", "fixtures", "nvml", name)
@@ -246,5 +246,27 @@ func TestExportNVMLFixtureRefusesExisting(t *testing.T) {
 	var buf bytes.Buffer
 	if err := WriteNVMLFixture(&buf, NVML{Unavailable: "library not found"}); err == nil {
 		t.Error("exported an unread NVML")
+	}
+}
+
+// h200-ghost.json is what `gpusnap snapshot --export-nvml-fixture` wrote on a
+// real H200 (driver 580.159.04) after a PyTorch tenant (PID 470) allocated
+// 2 GiB, forked a child and exited: NVML still lists the dead tenant, and the
+// driver's own share of the memory is what no listed process accounts for.
+func TestNVMLFixtureH200Ghost(t *testing.T) {
+	n := readFixture(t, filepath.Join("..", "fixtures", "nvml", "h200-ghost.json"))
+	if n.DriverVersion != "580.159.04" || n.NVMLVersion != "13.580.159.04" || n.CUDADriverVersion != 13000 || len(n.Devices) != 1 {
+		t.Fatalf("nvml %+v", n)
+	}
+	g := n.Devices[0]
+	if g.Name != "NVIDIA H200" || g.Memory == nil || g.Memory.Reserved == nil || len(g.ComputeProcesses) != 1 || g.ComputeProcesses[0].PID != 470 {
+		t.Fatalf("gpu %+v", g)
+	}
+	uses := GPUUsage(&Snapshot{NVML: n})
+	if len(uses) != 1 || len(uses[0].Processes) != 1 || uses[0].Processes[0].Join != JoinNone {
+		t.Fatalf("the dead tenant must be an orphan: %+v", uses)
+	}
+	if u := uses[0].Unaccounted; u == nil || *u != 2796355584-2787115008 {
+		t.Errorf("unaccounted %v, want used minus the listed process's memory", u)
 	}
 }
