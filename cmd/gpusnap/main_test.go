@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +42,112 @@ func TestVersionOverride(t *testing.T) {
 	version = ""
 	if v := buildVersion(); v == "" {
 		t.Fatal("buildVersion is empty without -X main.version")
+	}
+}
+
+// oneLine checks an error exit: status 2, one line on stderr holding want,
+// no raw control byte, nothing on stdout.
+func oneLine(t *testing.T, args []string, code int, stdout, stderr, want string) {
+	t.Helper()
+	if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "gpusnap: ") ||
+		!strings.Contains(stderr, want) || stdout != "" || strings.ContainsAny(stderr, "\x1b\a\xff") {
+		t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line with %q", args, code, stdout, stderr, want)
+	}
+}
+
+// TestCommandsRefuseExtraArguments: a stray word is a usage error, not
+// silently dropped: `baseline --tenant job 42` must not store tenant "job".
+// Nothing stored before is lost, and nothing new is stored.
+func TestCommandsRefuseExtraArguments(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	g := storeArgs(t, db)
+	code, first, errs := gpusnap(t, append([]string{"snapshot"}, g...)...)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	key := filepath.Join(t.TempDir(), "k")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"snapshot", "extra"}, `snapshot takes no arguments, got "extra"`},
+		{[]string{"baseline", "--tenant", "job", "42"}, `baseline takes no arguments, got "42"`},
+		{[]string{"list", "x"}, `list takes no arguments`},
+		{[]string{"ps", "1234"}, `ps takes no arguments`},
+		{[]string{"prune", "--keep-last", "1", "x"}, `prune takes no arguments`},
+		{[]string{"store", "check", "x"}, `store check takes no arguments`},
+		{[]string{"keygen", "-o", key, "x"}, `keygen takes no arguments`},
+	} {
+		args := append(c.args, g...)
+		code, out, errs := gpusnap(t, args...)
+		oneLine(t, args, code, out, errs, c.want)
+	}
+	if _, err := os.Stat(key + ".key"); err == nil {
+		t.Error("keygen with a stray argument wrote a key")
+	}
+	code, list, errs := gpusnap(t, append([]string{"list", "--json"}, g...)...)
+	if code != 0 || strings.Count(list, `"id"`) != 1 || !strings.Contains(list, strings.TrimSpace(first)) {
+		t.Errorf("after the refused commands the store holds:\n%s%s", list, errs)
+	}
+}
+
+// TestFlagErrorsSayWhatWasWrong: the flag package's own messages ("-x",
+// "parse error") are rewritten in gpusnap's words, and a lock timeout that
+// is not positive (the store would read 0 as its default) is refused.
+func TestFlagErrorsSayWhatWasWrong(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus", "list"}, "usage: unknown flag --bogus"},
+		{[]string{"list", "--bogus"}, "usage: unknown flag --bogus"},
+		{[]string{"baseline", "--tenant"}, "usage: --tenant needs a value"},
+		{[]string{"--lock-timeout", "5", "list"}, `usage: --lock-timeout: "5" is not a duration (10s, 1m30s, 720h)`},
+		{[]string{"list", "--lock-timeout", "5"}, `usage: --lock-timeout: "5" is not a duration`},
+		{[]string{"list", "--lock-timeout", "0"}, "usage: --lock-timeout 0s: want a positive duration"},
+		{[]string{"list", "--lock-timeout=-1s"}, "usage: --lock-timeout -1s: want a positive duration"},
+		{[]string{"prune", "--keep-last", "x"}, `usage: --keep-last: "x" is not a whole number`},
+		{[]string{"prune", "--older-than", "3days"}, `usage: --older-than: "3days" is not a duration`},
+		{[]string{"list", "--json=maybe"}, `usage: --json: "maybe" is neither true nor false`},
+	} {
+		args := append([]string{"--db", db}, c.args...)
+		code, out, errs := gpusnap(t, args...)
+		oneLine(t, args, code, out, errs, c.want)
+	}
+	t.Setenv("GPUSNAP_LOCK_TIMEOUT", "0s")
+	code, out, errs := gpusnap(t, "list", "--db", db)
+	oneLine(t, []string{"GPUSNAP_LOCK_TIMEOUT=0s", "list"}, code, out, errs, "want a positive duration")
+}
+
+// TestErrorLineIsTerminalSafe: an error that quotes an operator's argument
+// escapes what is in it; what a message already quoted keeps its escapes.
+func TestErrorLineIsTerminalSafe(t *testing.T) {
+	hostile := "/nonexistent/\x1b]0;pwned\a\xff\x1b[2J"
+	code, out, errs := gpusnap(t, "verify", hostile)
+	oneLine(t, []string{"verify", hostile}, code, out, errs, `/nonexistent/\x1b]0;pwned\x07\xff\x1b[2J: no such file`)
+	code, out, errs = gpusnap(t, "list", "--\x1b[2J")
+	oneLine(t, []string{"list", "--\x1b[2J"}, code, out, errs, `unknown flag --\x1b[2J`)
+	code, out, errs = gpusnap(t, "--db", filepath.Join(t.TempDir(), "s.db"), "baseline", "--tenant", "a", "\x1b[2J")
+	oneLine(t, []string{"baseline", "\x1b[2J"}, code, out, errs, `got "\x1b[2J"`)
+}
+
+// TestDefaultDBIgnoresRelativeXDGStateHome: the XDG spec says a relative
+// path in the variable is invalid and ignored.
+func TestDefaultDBIgnoresRelativeXDGStateHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for xdg, want := range map[string]string{
+		"":               filepath.Join(home, ".local", "state", "gpusnap", "gpusnap.db"),
+		"relative/state": filepath.Join(home, ".local", "state", "gpusnap", "gpusnap.db"),
+		"/srv/state":     "/srv/state/gpusnap/gpusnap.db",
+	} {
+		t.Setenv("XDG_STATE_HOME", xdg)
+		if got, err := defaultDB(1000); err != nil || got != want {
+			t.Errorf("XDG_STATE_HOME=%q: %q, %v; want %q", xdg, got, err, want)
+		}
+	}
+	if got, _ := defaultDB(0); got != "/var/lib/gpusnap/gpusnap.db" {
+		t.Errorf("root: %q", got)
 	}
 }
