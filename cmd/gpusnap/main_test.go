@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // gpusnap runs the CLI in-process with exactly the arguments given and
@@ -150,4 +154,21 @@ func TestDefaultDBIgnoresRelativeXDGStateHome(t *testing.T) {
 	if got, _ := defaultDB(0); got != "/var/lib/gpusnap/gpusnap.db" {
 		t.Errorf("root: %q", got)
 	}
+}
+
+// TestEveryCommandHelpHasExamples: `gpusnap COMMAND --help` shows examples
+// for every command and subcommand, as the README promises.
+func TestEveryCommandHelpHasExamples(t *testing.T) {
+	var check func(path []string, cmds []*cli.Command)
+	check = func(path []string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			args := append(append(slices.Clone(path), cmd.Name), "--help")
+			code, out, errs := gpusnap(t, args...)
+			if code != 0 || !strings.Contains(out, "Example") || errs != "" {
+				t.Errorf("%q: exit %d, stderr %q, no examples in:\n%s", args, code, errs, out)
+			}
+			check(args[:len(args)-1], cmd.Subcommands)
+		}
+	}
+	check(nil, newApp(io.Discard, io.Discard).Commands)
 }
