@@ -54,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if unknown && err == nil {
 		return exitError
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = errors.New("interrupted")
+	}
 	return exitCode(err, stderr)
 }
 

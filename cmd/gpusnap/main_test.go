@@ -172,3 +172,19 @@ func TestEveryCommandHelpHasExamples(t *testing.T) {
 	}
 	check(nil, newApp(io.Discard, io.Discard).Commands)
 }
+
+// TestInterruptedSaysSo: a command stopped by SIGINT or SIGTERM (its context
+// canceled) says "interrupted", not "context canceled", and stores nothing.
+func TestInterruptedSaysSo(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, append([]string{"gpusnap", "snapshot"}, storeArgs(t, db)...), &out, &errOut)
+	if code != exitError || errOut.String() != "gpusnap: interrupted\n" || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("an interrupted snapshot created the store")
+	}
+}
