@@ -43,7 +43,16 @@ func main() {
 }
 
 // run is the whole CLI: tests call it in-process with their own writers.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	// A bug must not hand an operator a stack trace in place of the one line
+	// a script reads: it is reported as an error, exit 2, naming the panic.
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "gpusnap: internal error: %s (a bug in gpusnap: please report it with the command line)\n",
+				safetext.Line(strings.ReplaceAll(fmt.Sprint(r), "\n", " ")))
+			code = exitError
+		}
+	}()
 	app := newApp(stdout, stderr)
 	unknown := false
 	app.CommandNotFound = func(_ *cli.Context, name string) {

@@ -188,3 +188,20 @@ func TestInterruptedSaysSo(t *testing.T) {
 		t.Error("an interrupted snapshot created the store")
 	}
 }
+
+// panicWriter is a stdout whose write panics, standing in for any bug.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("write to a closed\nstream") }
+
+// TestPanicIsOneErrorLine: a panic in a command is one line on stderr and
+// exit 2, never a stack trace.
+func TestPanicIsOneErrorLine(t *testing.T) {
+	var errOut bytes.Buffer
+	code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", t.TempDir(), "--no-nvml"}, panicWriter{}, &errOut)
+	e := errOut.String()
+	if code != exitError || !strings.HasPrefix(e, "gpusnap: internal error: ") || !strings.Contains(e, "write to a closed stream") ||
+		!strings.HasSuffix(e, "(a bug in gpusnap: please report it with the command line)\n") || strings.Count(e, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}
