@@ -270,6 +270,14 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
 	}
+	// An empty path given is a script's unset variable: reading the live
+	// /proc, the real NVML or the default store in its place would answer
+	// another question than the one asked.
+	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture} {
+		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
+			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
+		}
+	}
 	if g.LockTimeout <= 0 {
 		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
 		return g, usageError(fmt.Errorf("--lock-timeout %s: want a positive duration (10s; 1ms not to wait)", g.LockTimeout))

@@ -205,3 +205,20 @@ func TestPanicIsOneErrorLine(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestEmptyPathIsUsageError: `--proc-root "$ROOT"` with ROOT unset must not
+// read the live /proc in its place (nor the real NVML, nor the default store).
+func TestEmptyPathIsUsageError(t *testing.T) {
+	for _, args := range [][]string{
+		{"ps", "--proc-root", "", "--no-nvml"},
+		{"--proc-root=", "snapshot", "--no-store"},
+		{"snapshot", "--no-store", "--nvml-fixture", ""},
+		{"list", "--db", ""},
+	} {
+		code, out, errs := gpusnap(t, args...)
+		oneLine(t, args, code, out, errs, "is empty")
+	}
+	t.Setenv("GPUSNAP_DB", "")
+	code, out, errs := gpusnap(t, "list")
+	oneLine(t, []string{"GPUSNAP_DB=", "list"}, code, out, errs, "usage: --db is empty")
+}
