@@ -175,7 +175,7 @@ var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle"
 // operators type them (`gpusnap diff --tenant T --db X`), and makes a
 // command that takes no arguments refuse them.
 func withGlobalFlags(cmd *cli.Command, name string) {
-	cmd.Flags = append(cmd.Flags, globalFlags()...)
+	cmd.Flags = append(cmd.Flags, withoutEnv(globalFlags())...)
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return flagError(cmd.Flags, err) }
 	cmd.HideHelpCommand = true // `gpusnap store help` is not a command; --help is
 	if action := cmd.Action; action != nil && len(cmd.Subcommands) == 0 && !takesArgs[name] {
@@ -189,6 +189,22 @@ func withGlobalFlags(cmd *cli.Command, name string) {
 	for _, sub := range cmd.Subcommands {
 		withGlobalFlags(sub, name+" "+sub.Name)
 	}
+}
+
+// withoutEnv drops the environment variables of a command's copy of the
+// global flags: read there, GPUSNAP_DB would count as set on the command and
+// win over a --db given before it, or after it on a parent (`store --db X
+// check`). Read once, on the app, a flag on the command line always wins.
+func withoutEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			f.EnvVars = nil
+		case *cli.DurationFlag:
+			f.EnvVars = nil
+		}
+	}
+	return flags
 }
 
 func usageError(err error) error { return fmt.Errorf("usage: %w", err) }

@@ -222,3 +222,41 @@ func TestEmptyPathIsUsageError(t *testing.T) {
 	code, out, errs := gpusnap(t, "list")
 	oneLine(t, []string{"GPUSNAP_DB=", "list"}, code, out, errs, "usage: --db is empty")
 }
+
+// TestFlagBeatsEnvironment: a global flag on the command line, before the
+// command, after it or on a parent command, wins over its environment
+// variable; the variable alone is used.
+func TestFlagBeatsEnvironment(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	g := storeArgs(t, db)
+	code, out, errs := gpusnap(t, append([]string{"snapshot"}, g...)...)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	id := lastLine(out)
+	t.Setenv("GPUSNAP_DB", filepath.Join(t.TempDir(), "other.db"))
+	t.Setenv("GPUSNAP_PROC_ROOT", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("GPUSNAP_LOCK_TIMEOUT", "1ms")
+	for _, args := range [][]string{
+		{"--db", db, "list"},
+		{"list", "--db", db},
+		{"store", "check", "--db", db},
+		{"store", "--db", db, "check"},
+		{"show", id, "--db", db},
+		{"snapshot", "--no-store", "--no-nvml", "--proc-root", g[3]},
+		{"--proc-root", g[3], "ps", "--no-nvml"},
+		{"list", "--lock-timeout", "0"}, // the flag's 0 is refused, not the variable's 1ms used
+	} {
+		code, out, errs := gpusnap(t, args...)
+		switch {
+		case args[1] == "--lock-timeout":
+			oneLine(t, args, code, out, errs, "--lock-timeout 0s")
+		case code != 0:
+			t.Errorf("%q: exit %d, stderr %q", args, code, errs)
+		}
+	}
+	t.Setenv("GPUSNAP_DB", db)
+	if code, out, errs := gpusnap(t, "list"); code != 0 || !strings.Contains(out, id) {
+		t.Errorf("GPUSNAP_DB alone: exit %d, %q %q", code, out, errs)
+	}
+}
