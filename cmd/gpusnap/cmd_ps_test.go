@@ -98,3 +98,18 @@ func TestPsNoNVIDIAUser(t *testing.T) {
 		t.Errorf("missing proc root: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestPsHoldersFold: a real CUDA process holds /dev/nvidia0 through a score
+// of fds (seen on an H200); ps folds them, as it folds mappings, and keeps
+// a lone fd's number.
+func TestPsHoldersFold(t *testing.T) {
+	hs := []snapshot.Holder{{FD: 8, Target: "/dev/nvidiactl", Access: "rw"}}
+	for fd := 11; fd < 31; fd++ {
+		hs = append(hs, snapshot.Holder{FD: fd, Target: "/dev/nvidia0", Access: "rw"})
+	}
+	hs = append(hs, snapshot.Holder{FD: 40, Target: "/dev/nvidia0", Access: "r"}, snapshot.Holder{FD: 41, Target: "/dev/nvidia0", Access: "r", Deleted: true})
+	want := "8:/dev/nvidiactl(rw) /dev/nvidia0(rw) x20 40:/dev/nvidia0(r) 41:/dev/nvidia0 (deleted)(r)"
+	if got := psHolders(hs); got != want {
+		t.Errorf("psHolders = %q, want %q", got, want)
+	}
+}
