@@ -59,16 +59,24 @@ func oneLine(t *testing.T, args []string, code int, stdout, stderr, want string)
 	}
 }
 
+// oneSnapshot stores a snapshot of a tiny host in a new store and returns the
+// store, the global flags naming both, and the snapshot's id.
+func oneSnapshot(t *testing.T) (db string, g []string, id string) {
+	t.Helper()
+	db = filepath.Join(t.TempDir(), "gpusnap.db")
+	g = storeArgs(t, db)
+	code, out, errs := gpusnap(t, append([]string{"snapshot"}, g...)...)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	return db, g, lastLine(out)
+}
+
 // TestCommandsRefuseExtraArguments: a stray word is a usage error, not
 // silently dropped: `baseline --tenant job 42` must not store tenant "job".
 // Nothing stored before is lost, and nothing new is stored.
 func TestCommandsRefuseExtraArguments(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "gpusnap.db")
-	g := storeArgs(t, db)
-	code, first, errs := gpusnap(t, append([]string{"snapshot"}, g...)...)
-	if code != 0 {
-		t.Fatal(errs)
-	}
+	_, g, first := oneSnapshot(t)
 	key := filepath.Join(t.TempDir(), "k")
 	for _, c := range []struct {
 		args []string
@@ -90,7 +98,7 @@ func TestCommandsRefuseExtraArguments(t *testing.T) {
 		t.Error("keygen with a stray argument wrote a key")
 	}
 	code, list, errs := gpusnap(t, append([]string{"list", "--json"}, g...)...)
-	if code != 0 || strings.Count(list, `"id"`) != 1 || !strings.Contains(list, strings.TrimSpace(first)) {
+	if code != 0 || strings.Count(list, `"id"`) != 1 || !strings.Contains(list, first) {
 		t.Errorf("after the refused commands the store holds:\n%s%s", list, errs)
 	}
 }
@@ -227,13 +235,7 @@ func TestEmptyPathIsUsageError(t *testing.T) {
 // command, after it or on a parent command, wins over its environment
 // variable; the variable alone is used.
 func TestFlagBeatsEnvironment(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "gpusnap.db")
-	g := storeArgs(t, db)
-	code, out, errs := gpusnap(t, append([]string{"snapshot"}, g...)...)
-	if code != 0 {
-		t.Fatal(errs)
-	}
-	id := lastLine(out)
+	db, g, id := oneSnapshot(t)
 	t.Setenv("GPUSNAP_DB", filepath.Join(t.TempDir(), "other.db"))
 	t.Setenv("GPUSNAP_PROC_ROOT", filepath.Join(t.TempDir(), "missing"))
 	t.Setenv("GPUSNAP_LOCK_TIMEOUT", "1ms")
