@@ -83,6 +83,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 			s.Scan.Refused++
 			s.Scan.RefusedPIDs = append(s.Scan.RefusedPIDs, res.p.PID)
 		}
+		res.p.makeValidUTF8()
 		s.Processes = append(s.Processes, res.p)
 	}
 	s.Scan.ProcessesRead = len(s.Processes)

@@ -87,12 +87,13 @@ func TestCaptureFixtureIdentity(t *testing.T) {
 		t.Errorf("kernel thread %v, errors %v", p.KernelThread, p.Errors)
 	}
 
-	// The miner: hostile comm and cmdline kept byte for byte, deleted exe, setuid root.
+	// The miner: hostile comm and cmdline kept (control bytes as they are,
+	// each invalid UTF-8 byte as U+FFFD, as JSON stores it), deleted exe, setuid root.
 	m := findPID(t, s, 5000)
 	if m.Comm != "python3\n\x1b[31mFAKE" {
 		t.Errorf("comm %q", m.Comm)
 	}
-	if len(m.Cmdline) != 5 || m.Cmdline[3] != "\x1b]0;pwned\a" || m.Cmdline[4] != "\xff\xfe bad" {
+	if len(m.Cmdline) != 5 || m.Cmdline[3] != "\x1b]0;pwned\a" || m.Cmdline[4] != "\ufffd\ufffd bad" {
 		t.Errorf("cmdline %q", m.Cmdline)
 	}
 	if m.Exe != "/tmp/.x/miner" || !m.ExeDeleted {

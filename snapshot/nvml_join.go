@@ -83,10 +83,15 @@ func GPUUsage(s *Snapshot) []GPUUse {
 }
 
 type joiner struct {
-	s       *Snapshot
-	byPID   map[int]*Process
-	nsPIDs  map[int][]*Process // PID in a namespace below the host's -> processes
-	byMinor map[int][]*Process // GPU minor number -> processes holding or mapping its node
+	s *Snapshot
+	// hostView: the proc root shows kernel threads, which only a procfs of the
+	// host's pid namespace does. Its PIDs are the host PIDs NVML gives, so a
+	// PID not among them is an orphan, never a namespaced PID of some
+	// container process that happens to have the same number.
+	hostView bool
+	byPID    map[int]*Process
+	nsPIDs   map[int][]*Process // PID in a namespace below the host's -> processes
+	byMinor  map[int][]*Process // GPU minor number -> processes holding or mapping its node
 }
 
 func newJoiner(s *Snapshot) *joiner {
@@ -94,6 +99,7 @@ func newJoiner(s *Snapshot) *joiner {
 	for k := range s.Processes {
 		p := &s.Processes[k]
 		j.byPID[p.PID] = p
+		j.hostView = j.hostView || p.KernelThread
 		for _, minor := range gpuMinors(p) {
 			j.byMinor[minor] = append(j.byMinor[minor], p)
 		}
@@ -106,11 +112,14 @@ func newJoiner(s *Snapshot) *joiner {
 	return j
 }
 
-// process finds the process NVML means by pid: the host PID, else a unique
-// match down the NSpid chains (a proc root seen from inside a pid namespace).
+// process finds the process NVML means by pid: the host PID, else, where
+// the proc root is not the host's, a unique match down the NSpid chains.
 func (j *joiner) process(pid int) (*Process, string) {
 	if p := j.byPID[pid]; p != nil {
 		return p, JoinPID
+	}
+	if j.hostView {
+		return nil, JoinNone
 	}
 	switch c := j.nsPIDs[pid]; len(c) {
 	case 0:

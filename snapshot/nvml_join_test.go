@@ -98,6 +98,21 @@ func TestGPUUsage(t *testing.T) {
 	}
 }
 
+// TestGPUUsageHostView: a proc root with kernel threads is the host's, where
+// NVML's host PIDs are the PIDs: PID 300, gone from the host, is an orphan,
+// not the container process whose own namespace calls it 300.
+func TestGPUUsageHostView(t *testing.T) {
+	s := joinSnapshot()
+	s.Processes = append(s.Processes, Process{PID: 2, Comm: "kthreadd", KernelThread: true})
+	g := GPUUsage(s)[0]
+	if p := g.Processes[2]; p.PID != 300 || p.Join != JoinNone || p.Process != nil {
+		t.Errorf("pid 300 on a host view: %+v", p)
+	}
+	if p := GPUUsage(s)[1].Processes[0]; p.PID != 7 || p.Join != JoinNone {
+		t.Errorf("pid 7 on a host view: %+v", p)
+	}
+}
+
 func TestGPUUsageMIG(t *testing.T) {
 	s := &Snapshot{
 		NVML:      readFixture(t, filepath.Join("..", "fixtures", "nvml", "a100-mig.json")),

@@ -9,9 +9,10 @@ import "strings"
 //	docker (cgroupfs)      /docker/<64 hex>
 //	containerd (k8s)       /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<64 hex>.scope
 //	cri-o (k8s)            .../crio-<64 hex>.scope
-//	kubelet (cgroupfs)     /kubepods/burstable/pod<uid>/<64 hex>
+//	kubelet (cgroupfs)     /kubepods/burstable/pod<uid>/<64 hex>, or .../pod<uid>/crio-<64 hex> (cri-o)
+//	kubelet --cgroup-root  /kubelet.slice/kubelet-kubepods.slice/.../kubelet-kubepods-pod<uid>.slice/..., /kubelet/kubepods/pod<uid>/...
 //	Slurm (v1)             /slurm/uid_1000/job_4242/step_0/task_0
-//	Slurm (v2)             /system.slice/slurmstepd.scope/job_4242/step_0/user/task_0
+//	Slurm (v2)             /system.slice/slurmstepd.scope/job_4242/step_0/user/task_0 (<node>_slurmstepd.scope with multiple slurmd)
 //	systemd                /system.slice/sshd.service, /user.slice/user-1000.slice/session-3.scope
 
 // attribution is what the cgroup paths of a process reveal.
@@ -53,23 +54,27 @@ var scopePrefixes = []struct{ prefix, runtime string }{
 func (a *attribution) fill(path string) {
 	elems := strings.Split(strings.Trim(path, "/"), "/")
 	slurm := false
+	kubepods := false // an element above names the kubepods hierarchy
 	unit := ""
 	for i, e := range elems {
+		// docker-<id>.scope, crio-<id>.scope, and cri-o's cgroupfs form crio-<id>.
+		if id, rt := scopeContainer(e); id != "" {
+			a.setContainer(id, rt)
+		}
 		switch {
 		case strings.HasSuffix(e, ".scope") || strings.HasSuffix(e, ".service"):
 			unit = e // the innermost unit of the path
-			if id, rt := scopeContainer(e); id != "" {
-				a.setContainer(id, rt)
-			}
-			if strings.HasPrefix(e, "slurmstepd") {
+			// slurmstepd.scope, or <node>_slurmstepd.scope with multiple slurmd.
+			if strings.HasSuffix(e, "slurmstepd.scope") {
 				slurm = true
 			}
-		case strings.HasPrefix(e, "kubepods") && strings.HasSuffix(e, ".slice"):
-			// kubepods-burstable-pod1a2b_3c4d.slice: systemd cannot have '-' in a name part.
+		case strings.Contains(e, "kubepods") && strings.HasSuffix(e, ".slice"):
+			// kubepods-burstable-pod1a2b_3c4d.slice (or kubelet-kubepods-... under
+			// a kubelet --cgroup-root): systemd cannot have '-' in a name part.
 			if j := strings.LastIndex(e, "-pod"); j >= 0 {
 				a.setPod(strings.ReplaceAll(strings.TrimSuffix(e[j+4:], ".slice"), "_", "-"))
 			}
-		case strings.HasPrefix(e, "pod") && i > 0 && strings.HasPrefix(elems[0], "kubepods"):
+		case strings.HasPrefix(e, "pod") && kubepods:
 			a.setPod(e[3:])
 		case e == "slurm" || strings.HasPrefix(e, "slurm_"):
 			slurm = true
@@ -85,12 +90,15 @@ func (a *attribution) fill(path string) {
 			}
 			a.setContainer(e, rt)
 		}
+		kubepods = kubepods || strings.HasPrefix(e, "kubepods")
 	}
 	if a.SystemdUnit == "" {
 		a.SystemdUnit = unit
 	}
 }
 
+// scopeContainer finds the container id in a runtime's scope name, with or
+// without ".scope" (cri-o's cgroupfs manager names the cgroup crio-<id>).
 func scopeContainer(e string) (id, runtime string) {
 	name := strings.TrimSuffix(e, ".scope")
 	for _, sp := range scopePrefixes {

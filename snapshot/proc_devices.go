@@ -24,6 +24,10 @@ import (
 // nvidia-modeset (195:254).
 const nvidiaMajor = 195
 
+// nvidiaModesetMinor is the first minor of major 195 that names no GPU:
+// nvidia-modeset is 254, nvidiactl 255.
+const nvidiaModesetMinor = 254
+
 // DeviceClasses decides whether a device is an NVIDIA device. The zero value
 // knows only major 195 and the path rule.
 type DeviceClasses struct {
@@ -71,9 +75,10 @@ func (dc DeviceClasses) classify(path string, kind FileKind, known bool) (string
 	if !byNumber && !byName {
 		return ClassOther, nil
 	}
-	// The device number is the truth where known: a renamed 195:N node is GPU N.
+	// The device number is the truth where known: a renamed 195:N node is GPU
+	// N, but 195:254 (nvidia-modeset) and 195:255 (nvidiactl) are no GPU.
 	if known && kind.Char && kind.Major == nvidiaMajor {
-		if kind.Minor < 255 {
+		if kind.Minor < nvidiaModesetMinor {
 			n := int(kind.Minor)
 			return ClassNVIDIA, &n
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // /proc/PID/maps, one line per mapping (proc(5)):
@@ -188,12 +189,14 @@ type FileKind struct {
 // MapsScanner finds the device mappings and the suspect anonymous executable
 // mappings in the text of a maps file.
 type MapsScanner struct {
-	// Stat stats the file behind a mapping (stat of /proc/PID/map_files/RANGE).
-	// ok is false when it could not be read; the path rule then decides. Nil
-	// means no stat at all (only the path rule).
-	Stat func(rangeText []byte, devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
+	// Stat stats the file behind a mapping (stat of /proc/PID/map_files/NAME,
+	// NAME as mapFilesName gives it). ok is false when it could not be read;
+	// the path rule then decides. Nil means no stat at all (only the path rule).
+	Stat func(name []byte, devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
 	// Classes decides NVIDIA or other for a device.
 	Classes DeviceClasses
+
+	nameBuf []byte // the map_files name of the line being stat'ed
 }
 
 // MapsResult is what ScanMaps found in one maps text.
@@ -232,7 +235,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		if s.Stat == nil {
 			rest := line[sp+5:]
 			if slash := bytes.IndexByte(rest, '/'); slash > 0 && rest[slash-1] == ' ' {
-				if !bytes.Contains(rest[slash:], devDir) {
+				if !bytes.Contains(rest[slash:], devDir) && !bytes.HasPrefix(rest[slash:], dmabufPrefix) {
 					continue
 				}
 			} else if perms[2] != 'x' {
@@ -287,6 +290,10 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 var (
 	anonNamePrefix = []byte("[anon:")
 	devDir         = []byte("/dev/")
+	// dmabufPrefix starts the name the kernel gives a DMA-buf ("/dmabuf:NAME"):
+	// a buffer a device driver exported (a GPU's, a camera's), which CONTRACT.md
+	// counts among the other devices though it is no device node.
+	dmabufPrefix = []byte("/dmabuf:")
 )
 
 // malformed returns the error text of a line that lacks a maps line's shape.
@@ -329,8 +336,14 @@ func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	var kind FileKind
 	known := false
 	if s.Stat != nil {
-		rangeText, _, _ := bytes.Cut(line, []byte{' '})
-		kind, known = s.Stat(rangeText, m.DevMajor, m.DevMinor, m.Inode)
+		s.nameBuf = mapFilesName(s.nameBuf[:0], m.Start, m.End)
+		kind, known = s.Stat(s.nameBuf, m.DevMajor, m.DevMinor, m.Inode)
+	}
+	if bytes.HasPrefix(m.Path, dmabufPrefix) {
+		// Its inode has no file type: stat says nothing, the name says DMA-buf.
+		mp := newMapping(line, m)
+		mp.Class = ClassOther
+		return mp, true
 	}
 	if known && !kind.Device {
 		return Mapping{}, false
@@ -344,6 +357,16 @@ func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	}
 	mp.Class, mp.GPUMinor = s.Classes.classify(mp.Path, kind, known)
 	return mp, true
+}
+
+// mapFilesName appends the name of a mapping in /proc/PID/map_files to dst:
+// the kernel writes it "%lx-%lx", without the zero padding maps gives an
+// address below 0x10000000 (a non-PIE executable at 00400000, a 32-bit
+// process, a MAP_FIXED device mapping), and refuses the padded name (ENOENT).
+func mapFilesName(dst []byte, start, end uint64) []byte {
+	dst = strconv.AppendUint(dst, start, 16)
+	dst = append(dst, '-')
+	return strconv.AppendUint(dst, end, 16)
 }
 
 func newMapping(line []byte, m *MapsLine) Mapping {

@@ -76,15 +76,17 @@ func TestParseMapsLineNoAlloc(t *testing.T) {
 // decides, whatever the path says.
 func TestScanMapsStatDecides(t *testing.T) {
 	maps := strings.Join([]string{
-		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)", // shmem: a regular file
-		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",        // a 195:2 node outside /dev: GPU 2
-		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",          // renamed 195:5 node: NVIDIA, GPU 5
-		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",   // 508: nvidia-uvm by /proc/devices
-		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // a library
-		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // again: cached, not stat'ed twice
-		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",        // block 7:3
-		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",    // stat fails: the path rule decides
-		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",      // 195:255 nvidiactl under another name
+		"1000-2000 rw-s 00000000 00:01 77 /dev/zero (deleted)",   // shmem: a regular file
+		"2000-3000 rw-s 00000000 fd:01 500 /tmp/.x/gpu",          // a 195:2 node outside /dev: GPU 2
+		"3000-4000 rw-s 00000000 00:05 1050 /dev/fb0",            // renamed 195:5 node: NVIDIA, GPU 5
+		"4000-5000 rw-s 00000000 00:05 1060 /dev/nvidia-uvm",     // 508: nvidia-uvm by /proc/devices
+		"5000-6000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",   // a library
+		"6000-7000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6",   // again: cached, not stat'ed twice
+		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",          // block 7:3
+		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",      // stat fails: the path rule decides
+		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",        // 195:255 nvidiactl under another name
+		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: no GPU either
+		"b000-c000 rw-s 00000000 00:0d 1090 /dmabuf:",            // DMA-buf: no file type, an other device
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
 		77:   {},
@@ -94,6 +96,8 @@ func TestScanMapsStatDecides(t *testing.T) {
 		600:  {},
 		1070: {Device: true, Major: 7, Minor: 3},
 		1051: {Device: true, Char: true, Major: 195, Minor: 255},
+		1052: {Device: true, Char: true, Major: 195, Minor: 254},
+		1090: {},
 	}
 	stats := 0
 	cache := map[uint64]FileKind{}
@@ -126,13 +130,15 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"/dev/nvidia-uvm nvidia 508:0 char gpu=-",
 		"/dev/nvidiactl nvidia   gpu=-",
 		"/dev/nvidia0 nvidia 195:255 char gpu=-",
+		"/dev/nvidia-modeset nvidia 195:254 char gpu=-",
 		"/dev/loop3 other 7:3 block gpu=-",
+		"/dmabuf: other   gpu=-",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("mappings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if stats != 8 {
-		t.Errorf("%d stats, want 8 (the second libc line comes from the cache)", stats)
+	if stats != 10 {
+		t.Errorf("%d stats, want 10 (the second libc line comes from the cache)", stats)
 	}
 	if len(res.Errors) != 0 || len(res.SuspectAnon) != 0 {
 		t.Errorf("errors %q anon %v", res.Errors, res.SuspectAnon)
@@ -162,6 +168,9 @@ func TestScanMapsPathRule(t *testing.T) {
 		{"/home/u/dev/project/lib.so", "r-xp", false, ""},
 		{"/home/u/devices/nvidia0", "r-xp", false, ""},
 		{"/usr/lib/libc.so.6", "r-xp", false, ""},
+		{"/dmabuf:", "rw-s", true, ClassOther}, // DMA-buf: CONTRACT.md's other device
+		{"/dmabuf:cuda-ipc", "r--s", true, ClassOther},
+		{"/dmabuffer", "rw-s", false, ""},
 	} {
 		line := "1000-2000 " + tc.perms + " 00000000 00:05 10 " + tc.path + "\n"
 		res := sc.ScanMaps([]byte(line))
@@ -249,4 +258,57 @@ func FuzzParseMapsLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScanMapsMapFilesName: map_files names a mapping "%lx-%lx", without the
+// zero padding maps gives low addresses; stat of the padded name is ENOENT,
+// which would leave a low device mapping without its number.
+func TestScanMapsMapFilesName(t *testing.T) {
+	var names []string
+	sc := MapsScanner{Stat: func(name []byte, _, _ uint32, _ uint64) (FileKind, bool) {
+		names = append(names, string(name))
+		return FileKind{Device: true, Major: 7, Minor: 1}, true
+	}}
+	res := sc.ScanMaps([]byte("00200000-00210000 rw-s 00000000 fe:00 10 /srv/dev/nvidia0\n" +
+		"08048000-08049000 r--s 00001000 fe:00 11 /srv/dev/nvidia1\n" +
+		"7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 12 /dev/nvidia2\n" +
+		"0-1000 r--s 00000000 00:06 13 /dev/nvidia3\n"))
+	want := []string{"200000-210000", "8048000-8049000", "7f2c0a200000-7f2c0a400000", "0-1000"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("stat of map_files %q, want %q", names, want)
+	}
+	if len(res.Mappings) != 4 || res.Mappings[0].Address != "00200000-00210000" || res.Mappings[0].DeviceNumber != "7:1" {
+		t.Errorf("mappings %+v", res.Mappings)
+	}
+}
+
+// TestScanMapsShapes: the shapes real maps files have, 32-bit and 64-bit,
+// through the scanner without stat: only the device lines come out, with
+// their paths as the kernel wrote them.
+func TestScanMapsShapes(t *testing.T) {
+	long := "/srv/" + strings.Repeat("a", 4000) + "/dev/nvidia3"
+	maps := "08048000-08049000 r-xp 00000000 08:01 131        /usr/bin/prog32\n" +
+		"0804a000-0806b000 rw-p 00000000 00:00 0          [heap]\n" +
+		"f7d00000-f7d10000 rw-s 00000000 00:06 1043       /dev/nvidia0\n" +
+		"f7f00000-f7f02000 r-xp 00000000 00:00 0          [vdso]\n" +
+		"ff8a0000-ff8c1000 rw-p 00000000 00:00 0          [stack]\n" +
+		"7f0000000000-7f0000001000 rw-s 00000000 00:05 12 /srv/x/dev/nvidia  1 (deleted) (deleted)\n" +
+		"7f0000001000-7f0000002000 r--s 00001000 00:05 13 " + long + "\n" +
+		"7ffd1b5f0000-7ffd1b5f2000 r--p 00000000 00:00 0  [vvar]\n" +
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n"
+	var sc MapsScanner
+	res := sc.ScanMaps([]byte(maps))
+	if len(res.Errors) != 0 || len(res.SuspectAnon) != 0 || len(res.Mappings) != 3 {
+		t.Fatalf("errors %q anon %d mappings %+v", res.Errors, len(res.SuspectAnon), res.Mappings)
+	}
+	m := res.Mappings
+	if m[0].Address != "f7d00000-f7d10000" || m[0].Size != 0x10000 || m[0].Path != "/dev/nvidia0" || *m[0].GPUMinor != 0 {
+		t.Errorf("32-bit mapping %+v", m[0])
+	}
+	if m[1].Path != "/srv/x/dev/nvidia  1 (deleted)" || !m[1].Deleted || m[1].GPUMinor != nil || m[1].Line() != "7f0000000000-7f0000001000 rw-s 00000000 00:05 12 /srv/x/dev/nvidia  1 (deleted) (deleted)" {
+		t.Errorf("spaced, twice deleted mapping %+v", m[1])
+	}
+	if m[2].Path != long || m[2].Offset != 0x1000 || *m[2].GPUMinor != 3 {
+		t.Errorf("long path mapping: offset %#x, path of %d bytes", m[2].Offset, len(m[2].Path))
+	}
 }
