@@ -53,6 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = exitError
 		}
 	}()
+	if len(args) > 1 && args[1] == "help" {
+		// `gpusnap help [COMMAND...]` is how many operators ask for --help.
+		args = append(append([]string{args[0]}, args[2:]...), "--help")
+	}
 	app := newApp(stdout, stderr)
 	unknown := false
 	app.CommandNotFound = func(_ *cli.Context, name string) {

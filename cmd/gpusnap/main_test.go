@@ -262,3 +262,14 @@ func TestFlagBeatsEnvironment(t *testing.T) {
 		t.Errorf("GPUSNAP_DB alone: exit %d, %q %q", code, out, errs)
 	}
 }
+
+// TestHelpCommand: `gpusnap help [COMMAND...]` prints what --help does.
+func TestHelpCommand(t *testing.T) {
+	for _, cmd := range [][]string{{}, {"diff"}, {"store", "check"}} {
+		code, got, errs := gpusnap(t, append([]string{"help"}, cmd...)...)
+		_, want, _ := gpusnap(t, append(cmd, "--help")...)
+		if code != 0 || got != want || !strings.Contains(got, "USAGE") || errs != "" {
+			t.Errorf("help %q: exit %d, stderr %q, output %q; want %q", cmd, code, errs, got, want)
+		}
+	}
+}
