@@ -18,15 +18,8 @@ import (
 // then renamed over name, so a reader sees the old file or the new one. A
 // failed write leaves nothing behind.
 func CreateFile(name string, perm os.FileMode, force bool, write func(io.Writer) error) error {
-	if fi, err := os.Lstat(name); err == nil {
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return fmt.Errorf("%s is a symbolic link: refusing to write through it", name)
-		case !force:
-			return fmt.Errorf("%s exists (use --force to replace it)", name)
-		case !fi.Mode().IsRegular():
-			return fmt.Errorf("%s exists and is not a regular file: refusing to replace it", name)
-		}
+	if err := CheckTarget(name, force); err != nil {
+		return err
 	}
 	if force {
 		return replaceFile(name, perm, write)
@@ -42,6 +35,35 @@ func CreateFile(name string, perm os.FileMode, force bool, write func(io.Writer)
 	if err := fill(f, write); err != nil {
 		os.Remove(name)
 		return err
+	}
+	return nil
+}
+
+// CheckTarget says why CreateFile would refuse to write name, if it would:
+// a symbolic link, an existing file without force, a missing directory.
+// Commands call it before the work that comes ahead of the write (a capture
+// that is stored), so that a wrong -o fails before anything was done.
+func CheckTarget(name string, force bool) error {
+	if fi, err := os.Lstat(name); err == nil {
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link: refusing to write through it", name)
+		case !force:
+			return fmt.Errorf("%s exists (use --force to replace it)", name)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("%s exists and is not a regular file: refusing to replace it", name)
+		}
+		return nil
+	}
+	dir := filepath.Dir(name)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: directory %s does not exist", name, dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s: %s is not a directory", name, dir)
 	}
 	return nil
 }

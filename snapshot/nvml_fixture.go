@@ -56,6 +56,10 @@ func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
 	if dec.More() {
 		return nil, errors.New("data after the JSON object")
 	}
+	top, ok := tree.(map[string]any)
+	if !ok { // checkShape lets null through, as "not reported"; a whole file of it is no fixture
+		return nil, errors.New("top level: want an object")
+	}
 	if err := checkShape("", tree, reflect.TypeOf(nvmlFixture{})); err != nil {
 		return nil, err
 	}
@@ -63,7 +67,7 @@ func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, err // checkShape lets through nothing Unmarshal refuses
 	}
-	if err := f.check(tree.(map[string]any)); err != nil {
+	if err := f.check(top); err != nil {
 		return nil, err
 	}
 	return &f, nil

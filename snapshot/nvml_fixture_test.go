@@ -187,6 +187,7 @@ func TestNVMLFixtureMalformed(t *testing.T) {
 		{"syntax", "{\n\"devices\": [}", "line 2: invalid character '}'"},
 		{"trailing", `{"devices": []} {}`, "data after the JSON object"},
 		{"top array", `[]`, "top level: want an object"},
+		{"top null", `null`, "top level: want an object"},
 		{"memory string", `{"devices": [{"index": 0}, {"index": 1, "memory": {"used": "lots"}}]}`, "devices[1].memory.used: want a number"},
 		{"negative", `{"devices": [{"memory": {"total": -1}}]}`, "devices[0].memory.total: want a whole number that fits uint64, got -1"},
 		{"fraction", `{"devices": [{"minor_number": 1.5}]}`, "devices[0].minor_number: want a whole number"},

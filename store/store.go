@@ -133,6 +133,10 @@ func Open(path string, opts Options) (s *Store, err error) {
 			return nil, err
 		}
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		// bbolt would call it an invalid database: it is no store at all.
+		return nil, fmt.Errorf("store %s is a directory, not a store file", path)
+	}
 	if opts.ReadOnly {
 		if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
 			return nil, fmt.Errorf("%w at %s (gpusnap snapshot or gpusnap baseline creates it)", ErrNoStore, path)

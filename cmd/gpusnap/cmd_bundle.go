@@ -79,7 +79,7 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 		return b, nil
 	}
 	var err error
-	b.opts, err = bundleOptions(c)
+	b.opts, err = bundleOptions(c, b.path)
 	return b, err
 }
 
@@ -116,7 +116,7 @@ func runBundle(c *cli.Context) error {
 	case tenant == "" && c.NArg() != 2:
 		return usageError(fmt.Errorf("bundle needs --tenant T or two snapshot ids FROM TO, got %d arguments", c.NArg()))
 	}
-	opts, err := bundleOptions(c)
+	opts, err := bundleOptions(c, out)
 	if err != nil {
 		return err
 	}
@@ -156,15 +156,21 @@ func runBundle(c *cli.Context) error {
 }
 
 // bundleOpts are bundleFlags, read and checked before any capture or store
-// access, so a bad key fails fast.
+// access, so a bad key or output path fails fast.
 type bundleOpts struct {
 	force                  bool
 	signKey                []byte
 	tenantStart, tenantEnd time.Time
 }
 
-func bundleOptions(c *cli.Context) (bundleOpts, error) {
+// bundleOptions reads bundleFlags for a bundle to be written to path. A path
+// the bundle cannot be written to is refused now: later, a diff would have
+// stored its post snapshot and printed its report before failing.
+func bundleOptions(c *cli.Context, path string) (bundleOpts, error) {
 	o := bundleOpts{force: c.Bool("force")}
+	if err := bundle.CheckTarget(path, o.force); err != nil {
+		return o, fmt.Errorf("bundle: %w", err)
+	}
 	if path := c.String("sign-key"); path != "" {
 		key, err := bundle.ReadPrivateKey(path)
 		if err != nil {

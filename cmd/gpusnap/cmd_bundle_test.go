@@ -296,3 +296,41 @@ func memberOf(t *testing.T, bundleFile, name string) []byte {
 		}
 	}
 }
+
+// TestBundleOutputRefusedBeforeCapture: an output that cannot be written (an
+// existing file, a symbolic link, a missing directory) fails before the
+// capture, so neither diff nor bundle stores a post snapshot or prints a
+// report and then exits 2.
+func TestBundleOutputRefusedBeforeCapture(t *testing.T) {
+	db, _ := storeWith(t, false)
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing.tar.gz")
+	os.WriteFile(existing, []byte("evidence of an earlier incident"), 0o600)
+	link := filepath.Join(dir, "link.tar.gz")
+	os.Symlink(filepath.Join(dir, "target"), link)
+	g := []string{"--db", db, "--no-nvml", "--proc-root", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"diff", "--tenant", "job-7", "--bundle", existing}, "exists (use --force"},
+		{[]string{"diff", "--tenant", "job-7", "--bundle", link, "--force"}, "symbolic link"},
+		{[]string{"diff", "--tenant", "job-7", "--bundle", filepath.Join(dir, "no", "b.tar.gz")}, "directory " + filepath.Join(dir, "no") + " does not exist"},
+		{[]string{"bundle", "--tenant", "job-7", "-o", existing}, "exists (use --force"},
+		{[]string{"bundle", "--tenant", "job-7", "-o", dir, "--force"}, "is not a regular file"},
+	} {
+		args := append(c.args, g...)
+		code, out, errs := gpusnap(t, args...)
+		oneLine(t, args, code, out, errs, "bundle: ")
+		if !strings.Contains(errs, c.want) {
+			t.Errorf("%q: stderr %q, want %q", args, errs, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "evidence of an earlier incident" {
+		t.Error("the existing file was changed")
+	}
+	code, list, errs := gpusnap(t, "list", "--json", "--label", "post", "--db", db)
+	if code != 0 || strings.Count(list, `"id"`) != 1 { // storeWith's earlier job's post alone
+		t.Errorf("a refused bundle stored a post snapshot:\n%s%s", list, errs)
+	}
+}

@@ -31,9 +31,6 @@ func runKeygen(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() > 0 {
-		return usageError(fmt.Errorf("keygen takes no arguments, got %q", c.Args().First()))
-	}
 	prefix := c.String("output")
 	if prefix == "" {
 		return usageError(errors.New("keygen needs -o PREFIX"))

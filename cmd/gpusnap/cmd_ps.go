@@ -222,18 +222,32 @@ func psContainer(p snapshot.Process) string {
 	return orDash(safetext.Escape(strings.Join(parts, " ")))
 }
 
-// psHolders lists fds as "3:/dev/nvidia0(rw)".
+// psHolders lists fds as "3:/dev/nvidia0(rw)". The fds of one target and
+// access fold into one entry, "/dev/nvidia0(rw) x20": a CUDA process holds
+// its GPU's node through a score of them (--json keeps every fd number).
 func psHolders(hs []snapshot.Holder) string {
-	var parts []string
+	var order []string
+	fds := map[string][]int{}
 	for _, h := range hs {
-		s := strconv.Itoa(h.FD) + ":" + safetext.Escape(h.Target)
+		s := safetext.Escape(h.Target)
 		if h.Deleted {
 			s += " (deleted)"
 		}
 		if h.Access != "" {
 			s += "(" + h.Access + ")"
 		}
-		parts = append(parts, s)
+		if fds[s] == nil {
+			order = append(order, s)
+		}
+		fds[s] = append(fds[s], h.FD)
+	}
+	parts := make([]string, len(order))
+	for i, s := range order {
+		if n := len(fds[s]); n > 1 {
+			parts[i] = s + " x" + strconv.Itoa(n)
+		} else {
+			parts[i] = strconv.Itoa(fds[s][0]) + ":" + s
+		}
 	}
 	return orDash(strings.Join(parts, " "))
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +14,16 @@ import (
 )
 
 const psFixture = "../../fixtures/proc/gpuhost"
+
+// hostUser is how ps names a uid of the fixture: capture looks it up in the
+// user database of the host the tests run on (cloudsdk or ubuntu for 1000,
+// say), and prints the number where it has none.
+func hostUser(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
+}
 
 func TestPsTable(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -28,7 +40,7 @@ func TestPsTable(t *testing.T) {
 		want []string
 	}{
 		{1, []string{"4242 ", "python3", "/usr/bin/python3.11", "docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
-		{2, []string{"5000 ", "1001(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
+		{2, []string{"5000 ", hostUser(1001) + "(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
 		{3, []string{"6000 ", "slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB"}},
 	} {
 		for _, w := range tc.want {
@@ -84,5 +96,20 @@ func TestPsNoNVIDIAUser(t *testing.T) {
 	if code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", root + "/missing", "--no-nvml"}, &out, &errb); code != 2 ||
 		!strings.HasPrefix(errb.String(), "gpusnap: proc root: ") || strings.Count(errb.String(), "\n") != 1 {
 		t.Errorf("missing proc root: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestPsHoldersFold: a real CUDA process holds /dev/nvidia0 through a score
+// of fds (seen on an H200); ps folds them, as it folds mappings, and keeps
+// a lone fd's number.
+func TestPsHoldersFold(t *testing.T) {
+	hs := []snapshot.Holder{{FD: 8, Target: "/dev/nvidiactl", Access: "rw"}}
+	for fd := 11; fd < 31; fd++ {
+		hs = append(hs, snapshot.Holder{FD: fd, Target: "/dev/nvidia0", Access: "rw"})
+	}
+	hs = append(hs, snapshot.Holder{FD: 40, Target: "/dev/nvidia0", Access: "r"}, snapshot.Holder{FD: 41, Target: "/dev/nvidia0", Access: "r", Deleted: true})
+	want := "8:/dev/nvidiactl(rw) /dev/nvidia0(rw) x20 40:/dev/nvidia0(r) 41:/dev/nvidia0 (deleted)(r)"
+	if got := psHolders(hs); got != want {
+		t.Errorf("psHolders = %q, want %q", got, want)
 	}
 }

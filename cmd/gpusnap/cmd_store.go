@@ -14,6 +14,8 @@ func storeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "store",
 		Usage: "look after the snapshot store",
+		UsageText: "gpusnap store check [--json]\n\nExamples:\n  gpusnap store check\n" +
+			"  gpusnap store check --db /var/lib/gpusnap/gpusnap.db --json | jq .problems",
 		Action: func(*cli.Context) error {
 			return usageError(errors.New("store needs a command: gpusnap store check"))
 		},

@@ -301,3 +301,17 @@ func TestRootRefusesUnsafeStorePath(t *testing.T) {
 		t.Error("the store was created anyway")
 	}
 }
+
+// TestStoreThatIsADirectory: --db naming a directory is said to be one, not
+// a damaged store, and it is left as it was.
+func TestStoreThatIsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"list"}, {"snapshot"}, {"store", "check"}} {
+		args := append(cmd, storeArgs(t, dir)...)
+		code, out, errs := gpusnap(t, args...)
+		oneLine(t, args, code, out, errs, "store "+dir+" is a directory, not a store file")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the directory was written to: %v", entries)
+	}
+}

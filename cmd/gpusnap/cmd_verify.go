@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -68,8 +69,9 @@ func runVerify(c *cli.Context) error {
 		}{name, rep.Intact(), rep}); err != nil {
 			return err
 		}
-	} else {
-		printVerify(g.Stdout, name, rep)
+	} else if err := printVerify(g.Stdout, name, rep); err != nil {
+		// A listing that did not reach its file is no verdict: exit 2, not 0.
+		return err
 	}
 	if !rep.Intact() {
 		return statusError{exitFindings}
@@ -79,7 +81,8 @@ func runVerify(c *cli.Context) error {
 
 // printVerify lists the bundle and then says what is wrong, if anything.
 // Names come from the archive, which anyone could have built: escape them.
-func printVerify(w io.Writer, name string, rep *bundle.Report) {
+func printVerify(out io.Writer, name string, rep *bundle.Report) error {
+	w := &bytes.Buffer{}
 	files := 0
 	for _, e := range rep.Entries {
 		if e.Type == "dir" {
@@ -110,10 +113,12 @@ func printVerify(w io.Writer, name string, rep *bundle.Report) {
 	}
 	if rep.Intact() {
 		fmt.Fprintf(w, "%s: intact (%d files)\n", safetext.Escape(name), files)
-		return
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(w, "%s: %s: %s\n", strings.ToUpper(p.Status), safetext.Escape(p.Name), safetext.Escape(p.Detail))
+		}
+		fmt.Fprintf(w, "%s: NOT INTACT (problems: %d)\n", safetext.Escape(name), len(rep.Problems))
 	}
-	for _, p := range rep.Problems {
-		fmt.Fprintf(w, "%s: %s: %s\n", strings.ToUpper(p.Status), safetext.Escape(p.Name), safetext.Escape(p.Detail))
-	}
-	fmt.Fprintf(w, "%s: NOT INTACT (problems: %d)\n", safetext.Escape(name), len(rep.Problems))
+	_, err := w.WriteTo(out)
+	return err
 }

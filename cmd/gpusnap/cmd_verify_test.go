@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,5 +162,21 @@ func TestVerifyExitStatus(t *testing.T) {
 	}
 	if _, _, errOut := gpusnap(t, "verify", notGzip); !strings.Contains(errOut, "cannot read bundle: not a gzip file") {
 		t.Errorf("not gzip: %q", errOut)
+	}
+}
+
+// fullWriter is a stdout on a full disk.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestVerifyListingNotWrittenIsAnError: `gpusnap verify F > report` on a
+// full disk exits 2, not 0 with an empty report.
+func TestVerifyListingNotWrittenIsAnError(t *testing.T) {
+	file := smallBundle(t, t.TempDir(), "")
+	var errOut bytes.Buffer
+	code := run(context.Background(), []string{"gpusnap", "verify", file}, fullWriter{}, &errOut)
+	if code != exitError || !strings.Contains(errOut.String(), "no space left on device") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 }

@@ -10,13 +10,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -40,7 +43,20 @@ func main() {
 }
 
 // run is the whole CLI: tests call it in-process with their own writers.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	// A bug must not hand an operator a stack trace in place of the one line
+	// a script reads: it is reported as an error, exit 2, naming the panic.
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "gpusnap: internal error: %s (a bug in gpusnap: please report it with the command line)\n",
+				safetext.Line(strings.ReplaceAll(fmt.Sprint(r), "\n", " ")))
+			code = exitError
+		}
+	}()
+	if len(args) > 1 && args[1] == "help" {
+		// `gpusnap help [COMMAND...]` is how many operators ask for --help.
+		args = append(append([]string{args[0]}, args[2:]...), "--help")
+	}
 	app := newApp(stdout, stderr)
 	unknown := false
 	app.CommandNotFound = func(_ *cli.Context, name string) {
@@ -51,11 +67,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if unknown && err == nil {
 		return exitError
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = errors.New("interrupted")
+	}
 	return exitCode(err, stderr)
 }
 
 // exitCode turns what a command returned into an exit status, printing the one
-// error line an operator sees.
+// error line an operator sees. The line is escaped for the terminal: it can
+// quote a path or an argument with control characters in it.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitClean
@@ -64,7 +84,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &st) {
 		return st.code
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	msg := safetext.Line(strings.ReplaceAll(err.Error(), "\n", " "))
 	fmt.Fprintf(stderr, "gpusnap: %s\n", msg)
 	return exitError
 }
@@ -127,7 +147,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// Errors are printed once, by exitCode; urfave must not exit the process itself.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError(err)
+			return flagError(globalFlags(), err)
 		},
 		Commands: []*cli.Command{
 			snapshotCommand(),
@@ -145,22 +165,93 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 	}
 	for _, cmd := range app.Commands {
-		withGlobalFlags(cmd)
+		withGlobalFlags(cmd, cmd.Name)
 	}
 	return app
 }
 
+// takesArgs are the commands that take arguments (snapshot ids, a file). Every
+// other command refuses them: a mistyped `gpusnap baseline --tenant job 42`
+// must fail, not store a baseline of tenant "job".
+var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle": true, "verify": true}
+
 // withGlobalFlags lets the global flags stand after the subcommand too, as
-// operators type them (`gpusnap diff --tenant T --db X`).
-func withGlobalFlags(cmd *cli.Command) {
-	cmd.Flags = append(cmd.Flags, globalFlags()...)
-	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(err) }
+// operators type them (`gpusnap diff --tenant T --db X`), and makes a
+// command that takes no arguments refuse them.
+func withGlobalFlags(cmd *cli.Command, name string) {
+	cmd.Flags = append(cmd.Flags, withoutEnv(globalFlags())...)
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return flagError(cmd.Flags, err) }
+	cmd.HideHelpCommand = true // `gpusnap store help` is not a command; --help is
+	if action := cmd.Action; action != nil && len(cmd.Subcommands) == 0 && !takesArgs[name] {
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError(fmt.Errorf("%s takes no arguments, got %q", name, c.Args().First()))
+			}
+			return action(c)
+		}
+	}
 	for _, sub := range cmd.Subcommands {
-		withGlobalFlags(sub)
+		withGlobalFlags(sub, name+" "+sub.Name)
 	}
 }
 
+// withoutEnv drops the environment variables of a command's copy of the
+// global flags: read there, GPUSNAP_DB would count as set on the command and
+// win over a --db given before it, or after it on a parent (`store --db X
+// check`). Read once, on the app, a flag on the command line always wins.
+func withoutEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			f.EnvVars = nil
+		case *cli.DurationFlag:
+			f.EnvVars = nil
+		}
+	}
+	return flags
+}
+
 func usageError(err error) error { return fmt.Errorf("usage: %w", err) }
+
+// The flag package's own messages name a flag with one dash and call a bad
+// duration a "parse error"; flagError says what was wrong the way gpusnap's
+// own messages do.
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	flagBadValue  = regexp.MustCompile(`^invalid value (".*") for flag -+([^:]*): `)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean value (".*") for -+([^:]*): `)
+)
+
+// flagError turns an error from parsing the flags defs into a usage error.
+func flagError(defs []cli.Flag, err error) error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		return usageError(fmt.Errorf("unknown flag --%s (see --help)", m[1]))
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return usageError(fmt.Errorf("--%s needs a value", m[1]))
+	}
+	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		return usageError(fmt.Errorf("--%s: %s is neither true nor false", m[2], m[1]))
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		want := "valid"
+		for _, f := range defs {
+			if !slices.Contains(f.Names(), m[2]) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
+				want = "a duration (10s, 1m30s, 720h)"
+			case *cli.IntFlag:
+				want = "a whole number"
+			}
+		}
+		return usageError(fmt.Errorf("--%s: %s is not %s", m[2], m[1], want))
+	}
+	return usageError(err)
+}
 
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
@@ -170,7 +261,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-nvml", Usage: "skip NVML"},
 		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
-		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store"},
+		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
 	}
 }
 
@@ -199,11 +290,23 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
 	}
+	// An empty path given is a script's unset variable: reading the live
+	// /proc, the real NVML or the default store in its place would answer
+	// another question than the one asked.
+	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture} {
+		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
+			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
+		}
+	}
+	if g.LockTimeout <= 0 {
+		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
+		return g, usageError(fmt.Errorf("--lock-timeout %s: want a positive duration (10s; 1ms not to wait)", g.LockTimeout))
+	}
 	if g.NoNVML && (g.NVMLFixture != "" || g.RequireNVML) {
 		return g, usageError(errors.New("--no-nvml cannot be combined with --nvml-fixture or --require-nvml"))
 	}
 	if g.DB == "" {
-		path, err := defaultDB()
+		path, err := defaultDB(os.Geteuid())
 		if err != nil {
 			return g, err
 		}
@@ -223,13 +326,15 @@ func lookup[T any](c *cli.Context, name string, get func(*cli.Context, string) T
 	return get(c, name)
 }
 
-// defaultDB is CONTRACT.md's default store path.
-func defaultDB() (string, error) {
-	if os.Geteuid() == 0 {
+// defaultDB is CONTRACT.md's default store path for a user.
+func defaultDB(euid int) (string, error) {
+	if euid == 0 {
 		return "/var/lib/gpusnap/gpusnap.db", nil
 	}
+	// The XDG spec has a relative path in the variable ignored: it would put
+	// the store wherever the command happened to run.
 	state := os.Getenv("XDG_STATE_HOME")
-	if state == "" {
+	if !filepath.IsAbs(state) {
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return "", fmt.Errorf("no --db given and no home directory for the default store: %w", err)

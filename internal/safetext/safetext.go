@@ -15,8 +15,15 @@ import (
 // and invalid UTF-8 byte written as a visible Go-style escape (\n, \x1b,
 // \xff, \u202e). Printable text, spaces included, is kept as it is, and a
 // backslash is doubled so an escape in the output is never ambiguous.
-func Escape(s string) string {
-	if clean(s) {
+func Escape(s string) string { return escape(s, true) }
+
+// Line is Escape for a message that may already hold escapes of its own, such
+// as an error that quoted its arguments with %q: backslashes are kept as they
+// are, so they are not doubled, and everything else Escape escapes still is.
+func Line(s string) string { return escape(s, false) }
+
+func escape(s string, backslash bool) string {
+	if clean(s, backslash) {
 		return s
 	}
 	var b strings.Builder
@@ -26,7 +33,7 @@ func Escape(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\':
+		case r == '\\' && backslash:
 			b.WriteString(`\\`)
 		case r == '\n':
 			b.WriteString(`\n`)
@@ -47,12 +54,12 @@ func Escape(s string) string {
 	return b.String()
 }
 
-// clean reports whether s is printable ASCII with no backslash: the common
-// case, which needs no copy.
-func clean(s string) bool {
+// clean reports whether s is printable ASCII (with no backslash, when
+// backslashes are escaped): the common case, which needs no copy.
+func clean(s string, backslash bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '\\' {
+		if c < 0x20 || c >= 0x7f || (c == '\\' && backslash) {
 			return false
 		}
 	}

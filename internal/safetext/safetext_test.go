@@ -28,3 +28,18 @@ func TestJoin(t *testing.T) {
 		t.Errorf("Join = %q", got)
 	}
 }
+
+func TestLine(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"plain", "plain"},
+		{`no such snapshot "\x1b[2J"`, `no such snapshot "\x1b[2J"`}, // already quoted: kept as it is
+		{"open /tmp/a\x1b]0;pwned\a\xff: no such file", `open /tmp/a\x1b]0;pwned\x07\xff: no such file`},
+		{`quoted "\\" and raw` + "\x1b", `quoted "\\" and raw\x1b`},
+		{"a\nb", `a\nb`},
+	}
+	for _, c := range cases {
+		if got := Line(c.in); got != c.want {
+			t.Errorf("Line(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
