@@ -71,7 +71,8 @@ func TestDamagedFilesAreReportedNotPanicked(t *testing.T) {
 			}
 			return b
 		},
-		"truncated": func(b []byte) []byte { return b[:len(b)/3] },
+		"truncated":              func(b []byte) []byte { return b[:len(b)/3] },
+		"truncated-within-metas": func(b []byte) []byte { return b[:pageSize+904] },
 		"zeroed-pages": func(b []byte) []byte {
 			clear(b[2*pageSize:]) // every page but the metas: the trees' roots are gone
 			return b

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -205,7 +206,9 @@ func open(path string, readOnly bool, timeout time.Duration) (s *Store, err erro
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, ErrLocked
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch),
+		// bbolt has no sentinel for a file cut short of its two meta pages.
+		err != nil && strings.HasPrefix(err.Error(), "file size too small"):
 		return nil, &DamagedError{Path: path, Cause: err.Error()}
 	case err != nil:
 		return nil, fmt.Errorf("open store %s: %w", path, err)

@@ -23,7 +23,7 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "diff",
 		Usage: "report what a tenant left behind: diff a post capture against its baseline, or two snapshots",
-		UsageText: "gpusnap diff --tenant T [options]\n   gpusnap diff [options] FROM [TO]\n\n" +
+		UsageText: "gpusnap diff --tenant T [options]\ngpusnap diff [options] FROM [TO]\n\n" +
 			"--tenant T captures the host now, stores it (label post) and diffs it against T's newest baseline.\n" +
 			"FROM and TO are stored snapshot ids or unique prefixes; without TO, FROM is diffed against a fresh\n" +
 			"capture that is not stored. Exit status: 0 nothing at or above --fail-on, 1 something, 2 error.\n\n" +
