@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
 
@@ -74,10 +79,112 @@ func openStore(g globals, readOnly bool) (*store.Store, error) {
 // the last line, so scripts can do id=$(gpusnap snapshot).
 func printSnapshot(g globals, snap *snapshot.Snapshot) error {
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(snap)
+		return writeSnapshotJSON(g.Stdout, snap)
 	}
 	_, err := fmt.Fprintln(g.Stdout, snap.ID)
 	return err
 }
+
+// processesNull is where the processes go in the indented header.
+var processesNull = []byte(`"processes": null`)
+
+// encodeChunk is how many processes one encoding task takes: big enough that
+// a write of the chunk is one large write, small enough to spread the work.
+const encodeChunk = 32
+
+// writeSnapshotJSON writes snap byte for byte as a json.Encoder with a
+// two-space indent would (show --json relies on it), but encodes the
+// processes, nearly all of the bytes, on every CPU and writes them chunk by
+// chunk as they are ready: one encoder over a thousand processes costs as
+// much wall time as a tenth of the capture.
+func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
+	procs := snap.Processes
+	header := *snap
+	header.Processes = nil
+	hb, err := json.MarshalIndent(&header, "", "  ")
+	if err != nil {
+		return err
+	}
+	// No string can hold the key with its quotes unescaped: the first match
+	// is the field.
+	at := bytes.Index(hb, processesNull)
+	if len(procs) == 0 || at < 0 {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(snap)
+	}
+
+	chunks := (len(procs) + encodeChunk - 1) / encodeChunk
+	out := make([]*bytes.Buffer, chunks)
+	errs := make([]error, chunks)
+	ready := make([]chan struct{}, chunks)
+	for i := range ready {
+		ready[i] = make(chan struct{})
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range min(runtime.GOMAXPROCS(0), chunks) {
+		wg.Go(func() {
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				out[c], errs[c] = encodeProcesses(procs[c*encodeChunk : min((c+1)*encodeChunk, len(procs))])
+				close(ready[c])
+			}
+		})
+	}
+
+	// A process is an element of the array "processes" in the top object:
+	// its lines sit two levels deep, its first after the array's newline.
+	if _, err := io.WriteString(w, string(hb[:at])+`"processes": [`+"\n    "); err != nil {
+		next.Store(int64(chunks)) // the workers stop after their chunk
+		return err
+	}
+	for c := range chunks {
+		<-ready[c]
+		if errs[c] != nil {
+			next.Store(int64(chunks))
+			return errs[c]
+		}
+		if c > 0 {
+			if _, err := io.WriteString(w, ",\n    "); err != nil {
+				next.Store(int64(chunks))
+				return err
+			}
+		}
+		if _, err := out[c].WriteTo(w); err != nil {
+			next.Store(int64(chunks))
+			return err
+		}
+		out[c].Reset()
+		chunkBufs.Put(out[c])
+		out[c] = nil
+	}
+	_, err = io.WriteString(w, "\n  ]"+string(hb[at+len(processesNull):])+"\n")
+	return err
+}
+
+// encodeProcesses indents procs as the elements of the snapshot's
+// "processes" array, separated as json.Indent separates them.
+func encodeProcesses(procs []snapshot.Process) (*bytes.Buffer, error) {
+	buf := chunkBufs.Get().(*bytes.Buffer)
+	enc := json.NewEncoder(buf)
+	enc.SetIndent("    ", "  ")
+	for i := range procs {
+		if i > 0 {
+			buf.WriteString(",\n    ")
+		}
+		if err := enc.Encode(&procs[i]); err != nil {
+			return nil, err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+	}
+	return buf, nil
+}
+
+// chunkBufs recycles the chunks' buffers once written: fresh memory costs a
+// page fault per page, more than the copy into it.
+var chunkBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
