@@ -25,34 +25,47 @@ func newReader(faults func(string) error) *reader {
 	return &reader{faults: faults, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
 }
 
-func (r *reader) fault(path string) error {
+// fault asks the test hook about dir/name (name alone when dir is ""),
+// building the path only when there is a hook.
+func (r *reader) fault(dir, name string) error {
 	if r.faults == nil {
 		return nil
 	}
-	return r.faults(path)
+	if dir == "" {
+		return r.faults(name)
+	}
+	return r.faults(dir + "/" + name)
 }
 
 // readFile reads the whole of path into buf[:0], growing it as needed,
 // until a read returns nothing: maps and other multi-record seq files come a
 // page at a time, so a short read is not their end.
 func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
-	return r.read(path, buf, false)
+	return r.read(unix.AT_FDCWD, "", path, buf, false)
 }
 
-// readWhole reads a file the kernel renders whole on the first read (the
+// readFileAt is readFile of name in the directory open as dirfd, whose path
+// is dir. A process's files are read relative to its /proc/PID directory:
+// a full path makes the kernel look up and revalidate /proc/PID again for
+// every file.
+func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+	return r.read(dirfd, dir, name, buf, false)
+}
+
+// readWholeAt reads a file the kernel renders whole on the first read (the
 // single_open seq files stat, status, cgroup and fdinfo, and cmdline, which
 // copies as much as asked): a read shorter than the buffer is its end, which
 // saves the empty read that would confirm it, one syscall per file.
-func (r *reader) readWhole(path string, buf []byte) ([]byte, error) {
-	return r.read(path, buf, true)
+func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+	return r.read(dirfd, dir, name, buf, true)
 }
 
-func (r *reader) read(path string, buf []byte, shortIsEnd bool) ([]byte, error) {
+func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd bool) ([]byte, error) {
 	buf = buf[:0]
-	if err := r.fault(path); err != nil {
+	if err := r.fault(dir, name); err != nil {
 		return buf, err
 	}
-	fd, err := openRetry(path, syscall.O_RDONLY|syscall.O_CLOEXEC)
+	fd, err := openRetry(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC)
 	if err != nil {
 		return buf, err
 	}
@@ -78,15 +91,10 @@ func (r *reader) read(path string, buf []byte, shortIsEnd bool) ([]byte, error) 
 	}
 }
 
-// readlink returns the target of the link at path.
-func (r *reader) readlink(path string) (string, error) {
-	return r.readlinkAt(unix.AT_FDCWD, path, path)
-}
-
-// readlinkAt reads the link name in the directory open as dirfd; full is
-// its whole path, for errors and faults.
-func (r *reader) readlinkAt(dirfd int, name, full string) (string, error) {
-	if err := r.fault(full); err != nil {
+// readlinkAt reads the link name in the directory open as dirfd, whose path
+// is dir.
+func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
+	if err := r.fault(dir, name); err != nil {
 		return "", err
 	}
 	for {
@@ -104,15 +112,10 @@ func (r *reader) readlinkAt(dirfd int, name, full string) (string, error) {
 	}
 }
 
-// stat stats path (following links, as stat of map_files and fd do).
-func (r *reader) stat(path string) (FileKind, error) {
-	return r.statAt(unix.AT_FDCWD, path, path)
-}
-
-// statAt stats name in the directory open as dirfd, following links; full
-// is its whole path, for faults.
-func (r *reader) statAt(dirfd int, name, full string) (FileKind, error) {
-	if err := r.fault(full); err != nil {
+// statAt stats name in the directory open as dirfd, whose path is dir,
+// following links (as stat of map_files and fd links must).
+func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
+	if err := r.fault(dir, name); err != nil {
 		return FileKind{}, err
 	}
 	var st unix.Stat_t
@@ -141,7 +144,7 @@ func (r *reader) statAt(dirfd int, name, full string) (FileKind, error) {
 // readDirInts lists the numeric names of directory path (PIDs, fd numbers),
 // in directory order, appended to out.
 func (r *reader) readDirInts(path string, out []int) ([]int, error) {
-	fd, err := r.openDir(path)
+	fd, err := r.openDirAt(unix.AT_FDCWD, "", path)
 	if err != nil {
 		return out, err
 	}
@@ -149,13 +152,14 @@ func (r *reader) readDirInts(path string, out []int) ([]int, error) {
 	return r.listInts(fd, out)
 }
 
-// openDir opens a directory to list it and to stat and readlink its entries
-// relative to it, which spares the kernel the walk of its path per entry.
-func (r *reader) openDir(path string) (int, error) {
-	if err := r.fault(path); err != nil {
+// openDirAt opens directory name (in dirfd, whose path is dir) to list it
+// and to stat and readlink its entries relative to it, which spares the
+// kernel the walk of its path per entry.
+func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
+	if err := r.fault(dir, name); err != nil {
 		return -1, err
 	}
-	return openRetry(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+	return openRetry(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
 }
 
 // listInts appends the numeric names of the open directory fd to out.
@@ -202,9 +206,9 @@ func nulTrim(b []byte) []byte {
 	return b
 }
 
-func openRetry(path string, flags int) (int, error) {
+func openRetry(dirfd int, name string, flags int) (int, error) {
 	for {
-		fd, err := syscall.Open(path, flags, 0)
+		fd, err := syscall.Openat(dirfd, name, flags, 0)
 		if err != syscall.EINTR {
 			return fd, err
 		}
@@ -223,7 +227,7 @@ func refusedErr(err error) bool {
 	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
 }
 
-// pidPath is root/pid/name without fmt.
-func pidPath(root string, pid int, name string) string {
-	return root + "/" + strconv.Itoa(pid) + "/" + name
+// pidDir is root/pid without fmt.
+func pidDir(root string, pid int) string {
+	return root + "/" + strconv.Itoa(pid)
 }
