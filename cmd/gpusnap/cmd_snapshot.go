@@ -93,18 +93,20 @@ var processesNull = []byte(`"processes": null`)
 const encodeChunk = 32
 
 // writeSnapshotJSON writes snap byte for byte as a json.Encoder with a
-// two-space indent would (show --json relies on it), but encodes the
-// processes, nearly all of the bytes, on every CPU and writes them chunk by
-// chunk as they are ready: one encoder over a thousand processes costs as
+// two-space indent would (show --json re-indents the stored JSON with
+// json.Indent: the same bytes), but encodes the processes, nearly all of the
+// bytes, on every CPU, indents them with appendIndent, and writes them chunk
+// by chunk as they are ready: one encoder over a thousand processes costs as
 // much wall time as a tenth of the capture.
 func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 	procs := snap.Processes
 	header := *snap
 	header.Processes = nil
-	hb, err := json.MarshalIndent(&header, "", "  ")
+	compact, err := json.Marshal(&header)
 	if err != nil {
 		return err
 	}
+	hb := appendIndent(nil, compact, "")
 	// No string can hold the key with its quotes unescaped: the first match
 	// is the field.
 	at := bytes.Index(hb, processesNull)
@@ -115,7 +117,7 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 	}
 
 	chunks := (len(procs) + encodeChunk - 1) / encodeChunk
-	out := make([]*bytes.Buffer, chunks)
+	out := make([]*[]byte, chunks)
 	errs := make([]error, chunks)
 	ready := make([]chan struct{}, chunks)
 	for i := range ready {
@@ -126,12 +128,13 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 	defer wg.Wait()
 	for range min(runtime.GOMAXPROCS(0), chunks) {
 		wg.Go(func() {
+			var scratch bytes.Buffer
 			for {
 				c := int(next.Add(1) - 1)
 				if c >= chunks {
 					return
 				}
-				out[c], errs[c] = encodeProcesses(procs[c*encodeChunk : min((c+1)*encodeChunk, len(procs))])
+				out[c], errs[c] = encodeProcesses(&scratch, procs[c*encodeChunk:min((c+1)*encodeChunk, len(procs))])
 				close(ready[c])
 			}
 		})
@@ -155,11 +158,10 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 				return err
 			}
 		}
-		if _, err := out[c].WriteTo(w); err != nil {
+		if _, err := w.Write(*out[c]); err != nil {
 			next.Store(int64(chunks))
 			return err
 		}
-		out[c].Reset()
 		chunkBufs.Put(out[c])
 		out[c] = nil
 	}
@@ -168,23 +170,26 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 }
 
 // encodeProcesses indents procs as the elements of the snapshot's
-// "processes" array, separated as json.Indent separates them.
-func encodeProcesses(procs []snapshot.Process) (*bytes.Buffer, error) {
-	buf := chunkBufs.Get().(*bytes.Buffer)
-	enc := json.NewEncoder(buf)
-	enc.SetIndent("    ", "  ")
+// "processes" array, separated as json.Indent separates them; scratch holds
+// each compact encoding.
+func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process) (*[]byte, error) {
+	buf := chunkBufs.Get().(*[]byte)
+	*buf = (*buf)[:0]
+	enc := json.NewEncoder(scratch)
 	for i := range procs {
 		if i > 0 {
-			buf.WriteString(",\n    ")
+			*buf = append(*buf, ",\n    "...)
 		}
+		scratch.Reset()
 		if err := enc.Encode(&procs[i]); err != nil {
 			return nil, err
 		}
-		buf.Truncate(buf.Len() - 1) // Encode's newline
+		compact := scratch.Bytes()
+		*buf = appendIndent(*buf, compact[:len(compact)-1], "    ") // less Encode's newline
 	}
 	return buf, nil
 }
 
 // chunkBufs recycles the chunks' buffers once written: fresh memory costs a
 // page fault per page, more than the copy into it.
-var chunkBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var chunkBufs = sync.Pool{New: func() any { return new([]byte) }}
