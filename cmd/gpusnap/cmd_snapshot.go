@@ -45,10 +45,14 @@ func runSnapshot(c *cli.Context) error {
 			return err
 		}
 	}
+	var encoded [][]byte // the processes' JSON, as stored: printed from it
 	if !c.Bool("no-store") {
-		if err := storeSnapshot(g, snap); err != nil {
+		if encoded, err = storeEncoded(g, snap); err != nil {
 			return err
 		}
+	}
+	if g.JSON {
+		return writeSnapshotJSON(g.Stdout, snap, encoded)
 	}
 	return printSnapshot(g, snap)
 }
@@ -56,18 +60,28 @@ func runSnapshot(c *cli.Context) error {
 // storeSnapshot puts a capture into --db. Commands open the store after
 // capturing, so its lock is held for the write alone and not for the /proc walk.
 func storeSnapshot(g globals, snap *snapshot.Snapshot) error {
+	_, err := storeEncoded(g, snap)
+	return err
+}
+
+// storeEncoded is storeSnapshot that returns the processes' JSON it stored.
+func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, error) {
 	st, err := openStore(g, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := st.Put(snap); err != nil {
+	procs, err := st.EncodeProcesses(snap)
+	if err == nil {
+		err = st.PutEncoded(snap, procs)
+	}
+	if err != nil {
 		_ = st.Close()
-		return err
+		return nil, err
 	}
 	if err := st.Close(); err != nil {
-		return fmt.Errorf("store %s: %w", g.DB, err)
+		return nil, fmt.Errorf("store %s: %w", g.DB, err)
 	}
-	return nil
+	return procs, nil
 }
 
 // openStore opens --db; readers open it read-only and never block each other.
@@ -79,7 +93,7 @@ func openStore(g globals, readOnly bool) (*store.Store, error) {
 // the last line, so scripts can do id=$(gpusnap snapshot).
 func printSnapshot(g globals, snap *snapshot.Snapshot) error {
 	if g.JSON {
-		return writeSnapshotJSON(g.Stdout, snap)
+		return writeSnapshotJSON(g.Stdout, snap, nil)
 	}
 	_, err := fmt.Fprintln(g.Stdout, snap.ID)
 	return err
@@ -97,8 +111,9 @@ const encodeChunk = 32
 // json.Indent: the same bytes), but encodes the processes, nearly all of the
 // bytes, on every CPU, indents them with appendIndent, and writes them chunk
 // by chunk as they are ready: one encoder over a thousand processes costs as
-// much wall time as a tenth of the capture.
-func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
+// much wall time as a tenth of the capture. encoded, when not nil, is each
+// process's compact JSON (json.Marshal), already made for the store.
+func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error {
 	procs := snap.Processes
 	header := *snap
 	header.Processes = nil
@@ -134,7 +149,12 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 				if c >= chunks {
 					return
 				}
-				out[c], errs[c] = encodeProcesses(&scratch, procs[c*encodeChunk:min((c+1)*encodeChunk, len(procs))])
+				lo, hi := c*encodeChunk, min((c+1)*encodeChunk, len(procs))
+				var done [][]byte
+				if encoded != nil {
+					done = encoded[lo:hi]
+				}
+				out[c], errs[c] = encodeProcesses(&scratch, procs[lo:hi], done)
 				close(ready[c])
 			}
 		})
@@ -170,15 +190,19 @@ func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot) error {
 }
 
 // encodeProcesses indents procs as the elements of the snapshot's
-// "processes" array, separated as json.Indent separates them; scratch holds
-// each compact encoding.
-func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process) (*[]byte, error) {
+// "processes" array, separated as json.Indent separates them. Their compact
+// JSON is encoded[i] if given, else encoded into scratch.
+func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process, encoded [][]byte) (*[]byte, error) {
 	buf := chunkBufs.Get().(*[]byte)
 	*buf = (*buf)[:0]
 	enc := json.NewEncoder(scratch)
 	for i := range procs {
 		if i > 0 {
 			*buf = append(*buf, ",\n    "...)
+		}
+		if encoded != nil {
+			*buf = appendIndent(*buf, encoded[i], "    ")
+			continue
 		}
 		scratch.Reset()
 		if err := enc.Encode(&procs[i]); err != nil {

@@ -152,11 +152,21 @@ func TestWriteSnapshotJSONAsEncoder(t *testing.T) {
 		if err := enc.Encode(&s); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeSnapshotJSON(&got, &s); err != nil {
-			t.Fatal(err)
+		// The processes encoded here, or already for the store.
+		stored := make([][]byte, len(s.Processes))
+		for i := range stored {
+			if stored[i], err = json.Marshal(&s.Processes[i]); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Errorf("%d processes: writer printed\n%s\nencoder printed\n%s", n, got.Bytes(), want.Bytes())
+		for _, encoded := range [][][]byte{nil, stored} {
+			got.Reset()
+			if err := writeSnapshotJSON(&got, &s, encoded); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("%d processes (stored JSON given: %t): writer printed\n%s\nencoder printed\n%s", n, encoded != nil, got.Bytes(), want.Bytes())
+			}
 		}
 	}
 }
