@@ -30,7 +30,7 @@ type Options struct {
 // (sysconf(_SC_CLK_TCK) would need cgo for a constant).
 const userHZ = 100
 
-// Capture reads the host now: every process under the proc root, then NVML.
+// Capture reads the host now: every process under the proc root, and NVML.
 // An unreadable proc root is an error; a process that vanishes or refuses a
 // read is recorded in Scan and the capture goes on.
 func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
@@ -48,6 +48,18 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	s.Host.CaptureStart = start
 	s.Host.GpusnapVersion = Version
 	s.Host.ProcRoot = root
+
+	// NVML answers at the driver's pace (its init alone can take longer
+	// than the /proc walk on a GPU host): it is read beside /proc, and
+	// waited for on every return.
+	var nv NVML
+	var nvErr error
+	nvDone := make(chan struct{})
+	go func() {
+		defer close(nvDone)
+		nv, nvErr = ReadNVML(opts.NVML)
+	}()
+	defer func() { <-nvDone }()
 
 	r := newReader(faults)
 	pids, err := r.readDirInts(root, nil)
@@ -89,9 +101,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	}
 	s.Scan.ProcessesRead = len(s.Processes)
 
-	nv, err := ReadNVML(opts.NVML)
-	if err != nil {
-		return nil, err
+	<-nvDone
+	if nvErr != nil {
+		return nil, nvErr
 	}
 	s.NVML = nv
 	s.Host.CaptureEnd = time.Now()
