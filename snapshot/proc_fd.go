@@ -26,7 +26,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 		return nil, nil, err
 	}
 	defer syscall.Close(dirfd)
-	w.fds, err = w.r.listInts(dirfd, w.fds[:0])
+	w.fds, err = w.r.listInts(dirfd, w.fds[:0], w.live)
 	if err != nil {
 		return nil, nil, err
 	}

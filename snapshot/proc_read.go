@@ -149,7 +149,7 @@ func (r *reader) readDirInts(path string, out []int) ([]int, error) {
 		return out, err
 	}
 	defer syscall.Close(fd)
-	return r.listInts(fd, out)
+	return r.listInts(fd, out, false)
 }
 
 // openDirAt opens directory name (in dirfd, whose path is dir) to list it
@@ -162,8 +162,11 @@ func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
 	return openRetry(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
 }
 
-// listInts appends the numeric names of the open directory fd to out.
-func (r *reader) listInts(fd int, out []int) ([]int, error) {
+// listInts appends the numeric names of the open directory fd to out. On
+// procfs, which fills each getdents until the next record does not fit, a
+// result that leaves room for the longest record is the end: that saves the
+// empty getdents that would confirm it, one system call per process.
+func (r *reader) listInts(fd int, out []int, procfs bool) ([]int, error) {
 	for {
 		n, err := syscall.ReadDirent(fd, r.dirBuf)
 		if err == syscall.EINTR {
@@ -176,8 +179,15 @@ func (r *reader) listInts(fd int, out []int) ([]int, error) {
 			return out, nil
 		}
 		out = appendDirentInts(r.dirBuf[:n], out)
+		if procfs && n <= len(r.dirBuf)-maxDirent {
+			return out, nil
+		}
 	}
 }
+
+// maxDirent is the longest linux_dirent64: 19 bytes of header, a NAME_MAX
+// name and its NUL, 8-aligned.
+const maxDirent = (19 + 255 + 1 + 7) &^ 7
 
 // appendDirentInts parses linux_dirent64 records and keeps the names that are
 // decimal numbers, without allocating a string per name.
