@@ -61,7 +61,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	}()
 	defer func() { <-nvDone }()
 
-	r := newReader(faults)
+	r := newReader(faults, false)
 	pids, err := r.readDirInts(root, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
@@ -191,7 +191,7 @@ type fileID struct {
 func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
-		r:          newReader(cfg.faults),
+		r:          newReader(cfg.faults, cfg.live),
 		kinds:      map[fileID]FileKind{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
@@ -218,7 +218,7 @@ func (w *worker) process(pid int) result {
 	}
 
 	w.dir = pidDir(w.root, pid)
-	dirfd, err := openRetry(unix.AT_FDCWD, w.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	dirfd, err := w.r.openat(unix.AT_FDCWD, w.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		if vanishedErr(err) {
 			res.vanished = true
@@ -227,10 +227,10 @@ func (w *worker) process(pid int) result {
 		note("dir", err)
 		return res
 	}
-	defer syscall.Close(dirfd)
+	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
 
-	data, err := w.r.readWholeAt(dirfd, w.dir, "stat", w.small)
+	data, err := w.r.readQuickAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
@@ -282,7 +282,7 @@ func (w *worker) process(pid int) result {
 		note("exe", err)
 	}
 
-	status, err := w.r.readWholeAt(dirfd, w.dir, "status", w.statusBuf)
+	status, err := w.r.readQuickAt(dirfd, w.dir, "status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -315,7 +315,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
+	cg, err := w.r.readQuickAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {

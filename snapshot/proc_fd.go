@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // /proc/PID/fd/N is a link to what fd N has open: a path for files and device
@@ -25,7 +24,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer syscall.Close(dirfd)
+	defer w.r.close(dirfd, true)
 	w.fds, err = w.r.listInts(dirfd, w.fds[:0], w.live)
 	if err != nil {
 		return nil, nil, err
@@ -80,7 +79,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readWholeAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
+		info, ierr := w.r.readQuickAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)
