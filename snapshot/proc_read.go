@@ -30,10 +30,10 @@ type reader struct {
 // fields without waiting on anything: opening (O_PATH), listing and closing
 // its directories, opening, reading and closing stat, status, cgroup and
 // fdinfo, and readlink (which renders a path). Then, on the live procfs
-// (r.quick), it is a RawSyscall: the worker keeps its P, so the scheduler and
-// sysmon do not hand the P to an idle thread and back around each of the ~30
-// calls a process costs (with 2 CPUs, half the context switches of a
-// capture). Calls that can wait on the target or on a filesystem stay
+// (r.quick), it is a RawSyscall: the worker keeps its P, and the runtime's
+// bookkeeping around each of the ~30 calls a process costs (entering and
+// leaving the syscall state, sysmon handing the P to another thread) is
+// skipped. Calls that can wait on the target or on a filesystem stay
 // ordinary system calls: maps and cmdline (their open waits out the target's
 // exec, their read takes its mmap lock), stat of an fd or a mapped file (it
 // asks the file's own filesystem, NFS included), and everything in a fixture
