@@ -215,7 +215,7 @@ func (r *reader) readDirInts(path string, out []int) ([]int, error) {
 		return out, err
 	}
 	defer r.close(fd, true)
-	return r.listInts(fd, out, false)
+	return r.listInts(fd, out)
 }
 
 // openDirAt opens directory name (in dirfd, whose path is dir) to list it
@@ -228,11 +228,12 @@ func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
 	return r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
 }
 
-// listInts appends the numeric names of the open directory fd to out. On
-// procfs, which fills each getdents until the next record does not fit, a
-// result that leaves room for the longest record is the end: that saves the
-// empty getdents that would confirm it, one system call per process.
-func (r *reader) listInts(fd int, out []int, procfs bool) ([]int, error) {
+// listInts appends the numeric names of the open directory fd to out. It
+// reads until a getdents returns nothing: even procfs, which otherwise fills
+// each getdents, stops one short when a signal is pending (the Go runtime
+// preempts goroutines with signals), so a result with room to spare is not
+// the end.
+func (r *reader) listInts(fd int, out []int) ([]int, error) {
 	for {
 		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)
 		n := int(un)
@@ -246,15 +247,8 @@ func (r *reader) listInts(fd int, out []int, procfs bool) ([]int, error) {
 			return out, nil
 		}
 		out = appendDirentInts(r.dirBuf[:n], out)
-		if procfs && n <= len(r.dirBuf)-maxDirent {
-			return out, nil
-		}
 	}
 }
-
-// maxDirent is the longest linux_dirent64: 19 bytes of header, a NAME_MAX
-// name and its NUL, 8-aligned.
-const maxDirent = (19 + 255 + 1 + 7) &^ 7
 
 // appendDirentInts parses linux_dirent64 records and keeps the names that are
 // decimal numbers, without allocating a string per name.
