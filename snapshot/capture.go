@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Version is gpusnap's version, recorded in every snapshot; the CLI sets it.
@@ -28,7 +30,7 @@ type Options struct {
 // (sysconf(_SC_CLK_TCK) would need cgo for a constant).
 const userHZ = 100
 
-// Capture reads the host now: every process under the proc root, then NVML.
+// Capture reads the host now: every process under the proc root, and NVML.
 // An unreadable proc root is an error; a process that vanishes or refuses a
 // read is recorded in Scan and the capture goes on.
 func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
@@ -47,7 +49,19 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	s.Host.GpusnapVersion = Version
 	s.Host.ProcRoot = root
 
-	r := newReader(faults)
+	// NVML answers at the driver's pace (its init alone can take longer
+	// than the /proc walk on a GPU host): it is read beside /proc, and
+	// waited for on every return.
+	var nv NVML
+	var nvErr error
+	nvDone := make(chan struct{})
+	go func() {
+		defer close(nvDone)
+		nv, nvErr = ReadNVML(opts.NVML)
+	}()
+	defer func() { <-nvDone }()
+
+	r := newReader(faults, false)
 	pids, err := r.readDirInts(root, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
@@ -88,9 +102,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	}
 	s.Scan.ProcessesRead = len(s.Processes)
 
-	nv, err := ReadNVML(opts.NVML)
-	if err != nil {
-		return nil, err
+	<-nvDone
+	if nvErr != nil {
+		return nil, nvErr
 	}
 	s.NVML = nv
 	s.Host.CaptureEnd = time.Now()
@@ -158,6 +172,10 @@ type worker struct {
 	kinds map[fileID]FileKind
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
+	// dir is the directory of the process being read, open as dirfd
+	// (O_PATH): its files are opened relative to it.
+	dir   string
+	dirfd int
 
 	// Buffers kept until the process is done: its raw text is copied out
 	// only if it uses an NVIDIA device.
@@ -174,7 +192,7 @@ type fileID struct {
 func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
-		r:          newReader(cfg.faults),
+		r:          newReader(cfg.faults, cfg.live),
 		kinds:      map[fileID]FileKind{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
@@ -189,7 +207,7 @@ func (w *worker) process(pid int) result {
 	p := &res.p
 	// note records a failed read; it reports whether the process is gone.
 	note := func(what string, err error) bool {
-		if vanishedErr(err) && w.gone(pid) {
+		if vanishedErr(err) && w.gone() {
 			res.vanished = true
 			return true
 		}
@@ -200,7 +218,20 @@ func (w *worker) process(pid int) result {
 		return false
 	}
 
-	data, err := w.r.readWhole(pidPath(w.root, pid, "stat"), w.small)
+	w.dir = pidDir(w.root, pid)
+	dirfd, err := w.r.openat(unix.AT_FDCWD, w.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		if vanishedErr(err) {
+			res.vanished = true
+			return res
+		}
+		note("dir", err)
+		return res
+	}
+	defer w.r.close(dirfd, true)
+	w.dirfd = dirfd
+
+	data, err := w.r.readQuickAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
@@ -231,7 +262,7 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
-	cmdline, err := w.r.readWhole(pidPath(w.root, pid, "cmdline"), w.cmdBuf)
+	cmdline, err := w.r.readWholeAt(dirfd, w.dir, "cmdline", w.cmdBuf)
 	w.cmdBuf = cmdline
 	if err != nil {
 		if note("cmdline", err) {
@@ -240,19 +271,19 @@ func (w *worker) process(pid int) result {
 	}
 	p.Cmdline = parseCmdline(cmdline)
 
-	exe, err := w.r.readlink(pidPath(w.root, pid, "exe"))
+	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
 	switch {
 	case err == nil:
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
-	case noExe && w.gone(pid):
+	case noExe && w.gone():
 		res.vanished = true
 		return res
 	case !noExe: // ENOENT is a zombie's: no exe to have
 		note("exe", err)
 	}
 
-	status, err := w.r.readWhole(pidPath(w.root, pid, "status"), w.statusBuf)
+	status, err := w.r.readQuickAt(dirfd, w.dir, "status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -272,7 +303,7 @@ func (w *worker) process(pid int) result {
 	case w.live && len(p.NSpid) == 1 && w.rootNS != "":
 		p.PIDNamespace = w.rootNS
 	default:
-		ns, err := w.r.readlink(pidPath(w.root, pid, "ns/pid"))
+		ns, err := w.r.readlinkAt(dirfd, w.dir, "ns/pid")
 		if err != nil {
 			if note("ns/pid", err) {
 				return res
@@ -285,7 +316,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cg, err := w.r.readWhole(pidPath(w.root, pid, "cgroup"), w.small)
+	cg, err := w.r.readQuickAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {
@@ -298,7 +329,7 @@ func (w *worker) process(pid int) result {
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 
-	maps, err := w.r.readFile(pidPath(w.root, pid, "maps"), w.mapsBuf)
+	maps, err := w.r.readFileAt(dirfd, w.dir, "maps", w.mapsBuf)
 	w.mapsBuf = maps
 	var mr MapsResult
 	if err != nil {
@@ -308,14 +339,14 @@ func (w *worker) process(pid int) result {
 	} else {
 		w.maps.Stat = nil
 		if w.live {
-			w.maps.Stat = w.mapFilesStat(pid)
+			w.maps.Stat = w.mapFilesStat()
 		}
 		mr = w.maps.ScanMaps(maps)
 		p.Mappings = mr.Mappings
 		p.Errors = append(p.Errors, mr.Errors...)
 	}
 
-	hs, errs, err := w.holders(pid)
+	hs, errs, err := w.holders()
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
 	if err != nil && note("fd", err) {
@@ -333,9 +364,8 @@ func (w *worker) process(pid int) result {
 // process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
 // After a refusal it stops asking for the rest of the process: the kernel
 // refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
-func (w *worker) mapFilesStat(pid int) func([]byte, uint32, uint32, uint64) (FileKind, bool) {
+func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, bool) {
 	refused := false
-	dir := pidPath(w.root, pid, "map_files/")
 	return func(rangeText []byte, major, minor uint32, inode uint64) (FileKind, bool) {
 		id := fileID{major, minor, inode}
 		if k, ok := w.kinds[id]; ok {
@@ -344,7 +374,7 @@ func (w *worker) mapFilesStat(pid int) func([]byte, uint32, uint32, uint64) (Fil
 		if refused {
 			return FileKind{}, false
 		}
-		k, err := w.r.stat(dir + string(rangeText))
+		k, err := w.r.statAt(w.dirfd, w.dir, "map_files/"+string(rangeText))
 		if err != nil {
 			refused = refusedErr(err)
 			return FileKind{}, false
@@ -361,10 +391,12 @@ func isProcfs(root string) bool {
 	return syscall.Statfs(root, &fs) == nil && fs.Type == procSuperMagic
 }
 
-// gone reports whether the process directory has disappeared.
-func (w *worker) gone(pid int) bool {
-	var st syscall.Stat_t
-	err := syscall.Stat(pidPath(w.root, pid, "stat"), &st)
+// gone reports whether the process being read has exited: its directory,
+// open since before its first read, has lost its files (a new process with
+// the same PID would have a new directory).
+func (w *worker) gone() bool {
+	var st unix.Stat_t
+	err := unix.Fstatat(w.dirfd, "stat", &st, 0)
 	return vanishedErr(err)
 }
 

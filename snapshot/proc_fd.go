@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // /proc/PID/fd/N is a link to what fd N has open: a path for files and device
@@ -19,13 +18,13 @@ import (
 // holders reads the fd directory of a process and returns its device holders.
 // err is the error of listing the directory or a refusal of its links; errs
 // are per-fd errors worth recording.
-func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
-	dir := pidPath(w.root, pid, "fd")
-	dirfd, err := w.r.openDir(dir)
+func (w *worker) holders() (hs []Holder, errs []string, err error) {
+	dir := w.dir + "/fd"
+	dirfd, err := w.r.openDirAt(w.dirfd, w.dir, "fd")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer syscall.Close(dirfd)
+	defer w.r.close(dirfd, true)
 	w.fds, err = w.r.listInts(dirfd, w.fds[:0])
 	if err != nil {
 		return nil, nil, err
@@ -34,14 +33,13 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 	var other []Holder
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
-		link := dir + "/" + name
 		// On the live procfs, stat first: it is cheaper than readlink (no
 		// path to render) and most fds (sockets, pipes, files) end there.
 		var kind FileKind
 		known := false
 		if w.live {
 			var err error
-			kind, err = w.r.statAt(dirfd, name, link)
+			kind, err = w.r.statAt(dirfd, dir, name)
 			switch {
 			case refusedErr(err):
 				// The kernel refuses every fd of a process alike (ptrace access).
@@ -53,7 +51,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			}
 			known = err == nil
 		}
-		target, err := w.r.readlinkAt(dirfd, name, link)
+		target, err := w.r.readlinkAt(dirfd, dir, name)
 		switch {
 		case refusedErr(err):
 			return append(hs, other...), errs, err
@@ -81,7 +79,7 @@ func (w *worker) holders(pid int) (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readWhole(pidPath(w.root, pid, "fdinfo/"+strconv.Itoa(fd)), w.small)
+		info, ierr := w.r.readQuickAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)

@@ -24,29 +24,50 @@ const fillSequential = 0.95
 // Put stores a snapshot under its ID. A process whose JSON is identical to
 // one already stored is referenced, not stored again.
 func (s *Store) Put(snap *snapshot.Snapshot) error {
+	procs, err := s.EncodeProcesses(snap)
+	if err != nil {
+		return err
+	}
+	return s.PutEncoded(snap, procs)
+}
+
+// EncodeProcesses returns the JSON of each process of snap as Put stores
+// it (json.Marshal), encoded on every CPU: encoding is most of a Put's cost.
+// A caller that also prints the processes encodes them once and hands them
+// to PutEncoded.
+func (s *Store) EncodeProcesses(snap *snapshot.Snapshot) ([][]byte, error) {
+	procs := make([][]byte, len(snap.Processes))
+	err := s.parallel(len(procs), func(i int) error {
+		b, err := json.Marshal(&snap.Processes[i])
+		if err != nil {
+			return fmt.Errorf("store: encode process %d: %w", snap.Processes[i].PID, err)
+		}
+		procs[i] = b
+		return nil
+	})
+	return procs, err
+}
+
+// PutEncoded is Put of snap whose processes EncodeProcesses encoded.
+func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error {
 	if snap.ID == "" {
 		return errors.New("store: snapshot has no id")
 	}
 	if strings.ContainsRune(snap.Tenant, 0) {
 		return errors.New("store: tenant contains a NUL byte")
 	}
-	// Encode outside the write transaction, so the lock is held for the
-	// commit only, and on every CPU: encoding is most of a Put's cost.
+	if len(processJSON) != len(snap.Processes) {
+		return fmt.Errorf("store: %d encoded processes for %d processes", len(processJSON), len(snap.Processes))
+	}
+	// Hash outside the write transaction, so the lock is held for the
+	// commit only.
 	type encoded struct {
 		sum  [sha256.Size]byte
 		json []byte
 	}
-	procs := make([]encoded, len(snap.Processes))
-	err := s.parallel(len(procs), func(i int) error {
-		b, err := json.Marshal(&snap.Processes[i])
-		if err != nil {
-			return fmt.Errorf("store: encode process %d: %w", snap.Processes[i].PID, err)
-		}
+	procs := make([]encoded, len(processJSON))
+	for i, b := range processJSON {
 		procs[i] = encoded{sha256.Sum256(b), b}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	header := *snap
 	header.Processes = nil

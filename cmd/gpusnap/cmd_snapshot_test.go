@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // tinyProcRoot is a proc root of two processes, so captures are quick and
@@ -119,4 +124,49 @@ func between(s, start, end string) string {
 	_, after, _ := strings.Cut(s, start)
 	v, _, _ := strings.Cut(after, end)
 	return v
+}
+
+// TestWriteSnapshotJSONAsEncoder: the parallel writer prints byte for byte
+// what one indenting json.Encoder prints (show --json re-indents the stored
+// JSON the same way), for no process, one, and chunks full and partial.
+func TestWriteSnapshotJSONAsEncoder(t *testing.T) {
+	base, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: tinyProcRoot(t), NVML: snapshot.NVMLOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 2, encodeChunk, 2*encodeChunk + 5} {
+		s := *base
+		s.Processes = nil
+		if n > 0 {
+			s.Processes = []snapshot.Process{}
+		}
+		for i := range n {
+			p := base.Processes[i%len(base.Processes)]
+			p.PID = 100 + i
+			p.Comm += " <&> \"\\ \u2028"
+			s.Processes = append(s.Processes, p)
+		}
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&s); err != nil {
+			t.Fatal(err)
+		}
+		// The processes encoded here, or already for the store.
+		stored := make([][]byte, len(s.Processes))
+		for i := range stored {
+			if stored[i], err = json.Marshal(&s.Processes[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, encoded := range [][][]byte{nil, stored} {
+			got.Reset()
+			if err := writeSnapshotJSON(&got, &s, encoded); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("%d processes (stored JSON given: %t): writer printed\n%s\nencoder printed\n%s", n, encoded != nil, got.Bytes(), want.Bytes())
+			}
+		}
+	}
 }
