@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -33,9 +32,6 @@ func snapshotCommand() *cli.Command {
 }
 
 func runSnapshot(c *cli.Context) error {
-	// A capture lives a few tens of milliseconds and its heap a few MB:
-	// collecting it while it grows is work thrown away at exit.
-	debug.SetGCPercent(400)
 	g, err := loadGlobals(c)
 	if err != nil {
 		return err
