@@ -66,6 +66,11 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
 	}
+	if len(pids) == 0 {
+		// gpusnap itself is a process: a root without one is a mistyped
+		// path, and a baseline of nothing would hide everything a diff finds.
+		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
+	}
 	slices.Sort(pids)
 	s.Scan.Errors = readHost(r, root, &s.Host)
 	classes := DeviceClasses{}

@@ -144,7 +144,7 @@ func TestBundleTenant(t *testing.T) {
 func TestBundleTenantCapturesPost(t *testing.T) {
 	db, snaps := storeWith(t, false)
 	out := filepath.Join(t.TempDir(), "t.tar.gz")
-	code, _, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", t.TempDir())
+	code, _, errOut := gpusnap(t, "bundle", "--tenant", "job-7", "-o", out, "--db", db, "--no-nvml", "--proc-root", quietHost(t))
 	if code != 0 {
 		t.Fatalf("bundle --tenant: %d %q", code, errOut)
 	}
@@ -308,7 +308,7 @@ func TestBundleOutputRefusedBeforeCapture(t *testing.T) {
 	os.WriteFile(existing, []byte("evidence of an earlier incident"), 0o600)
 	link := filepath.Join(dir, "link.tar.gz")
 	os.Symlink(filepath.Join(dir, "target"), link)
-	g := []string{"--db", db, "--no-nvml", "--proc-root", t.TempDir()}
+	g := []string{"--db", db, "--no-nvml", "--proc-root", quietHost(t)}
 	for _, c := range []struct {
 		args []string
 		want string

@@ -86,7 +86,7 @@ func TestPsJSON(t *testing.T) {
 
 func TestPsNoNVIDIAUser(t *testing.T) {
 	var out, errb bytes.Buffer
-	root := t.TempDir()
+	root := quietHost(t)
 	code := run(context.Background(), []string{"gpusnap", "ps", "--json", "--proc-root", root, "--no-nvml"}, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), `"processes": []`) {
 		t.Errorf("exit %d, out %s, err %s", code, out.String(), errb.String())

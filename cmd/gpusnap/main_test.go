@@ -206,7 +206,7 @@ func (panicWriter) Write([]byte) (int, error) { panic("write to a closed\nstream
 // exit 2, never a stack trace.
 func TestPanicIsOneErrorLine(t *testing.T) {
 	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", t.TempDir(), "--no-nvml"}, panicWriter{}, &errOut)
+	code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", quietHost(t), "--no-nvml"}, panicWriter{}, &errOut)
 	e := errOut.String()
 	if code != exitError || !strings.HasPrefix(e, "gpusnap: internal error: ") || !strings.Contains(e, "write to a closed stream") ||
 		!strings.HasSuffix(e, "(a bug in gpusnap: please report it with the command line)\n") || strings.Count(e, "\n") != 1 {
@@ -271,5 +271,30 @@ func TestHelpCommand(t *testing.T) {
 		if code != 0 || got != want || !strings.Contains(got, "USAGE") || errs != "" {
 			t.Errorf("help %q: exit %d, stderr %q, output %q; want %q", cmd, code, errs, got, want)
 		}
+	}
+}
+
+// quietHost is a proc root of one process that uses no device: a host with
+// nothing to report.
+func quietHost(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stat := "1 (init) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 10 0 0\n"
+	if err := os.WriteFile(filepath.Join(root, "1", "stat"), []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// A --proc-root with no process in it (a mistyped path) is an error, not an
+// empty baseline that would hide everything a later diff finds.
+func TestProcRootWithoutProcessesIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := gpusnap(t, "baseline", "--tenant", "t", "--db", filepath.Join(t.TempDir(), "s.db"), "--no-nvml", "--proc-root", dir)
+	if code != exitError || stderr != "gpusnap: proc root: "+dir+" holds no process directories (is it a /proc?)\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
