@@ -252,7 +252,7 @@ func (w *worker) process(pid int) result {
 	if st, err := parseStat(data); err != nil {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
-		p.Comm, p.PPID, p.StartTime, flags = st.Comm, st.PPID, st.StartTime, st.Flags
+		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
 			p.Started = w.boot.Add(time.Duration(st.StartTime) * (time.Second / userHZ))
 		}

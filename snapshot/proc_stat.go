@@ -17,8 +17,10 @@ const pfKthread = 0x00200000
 // procStat holds the fields of /proc/PID/stat that a snapshot keeps.
 type procStat struct {
 	Comm      string
+	State     string // field 3: the kernel's state letter
 	PPID      int    // field 4
 	Flags     uint64 // field 9: PF_* of the task
+	Threads   int    // field 20: threads in the thread group
 	StartTime uint64 // field 22
 }
 
@@ -31,7 +33,7 @@ func parseStat(data []byte) (procStat, error) {
 	}
 	st.Comm = string(data[open+1 : end])
 	rest := bytes.TrimRight(data[end+1:], "\n")
-	// Fields 3.. follow, space-separated; walk to 4 and 22 without splitting.
+	// Fields 3.. follow, space-separated; walk to 22 without splitting.
 	field := 2
 	for len(rest) > 0 && field < 22 {
 		if rest[0] != ' ' {
@@ -46,6 +48,11 @@ func parseStat(data []byte) (procStat, error) {
 			rest = nil
 		}
 		switch field {
+		case 3:
+			if len(val) != 1 || val[0]|0x20 < 'a' || val[0]|0x20 > 'z' {
+				return st, fmt.Errorf("bad state %q", val)
+			}
+			st.State = string(val)
 		case 4:
 			v, ok := parseDec(val)
 			if !ok || v > 1<<31 {
@@ -58,6 +65,12 @@ func parseStat(data []byte) (procStat, error) {
 				return st, fmt.Errorf("bad flags %q", val)
 			}
 			st.Flags = v
+		case 20:
+			v, ok := parseDec(val)
+			if !ok || v > 1<<31 {
+				return st, fmt.Errorf("bad num_threads %q", val)
+			}
+			st.Threads = int(v)
 		case 22:
 			v, ok := parseDec(val)
 			if !ok {

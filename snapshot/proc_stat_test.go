@@ -19,9 +19,39 @@ func TestParseStat(t *testing.T) {
 	if err != nil || st.Comm != "a\nb\x1b[0m" {
 		t.Errorf("hostile comm: %q %v", st.Comm, err)
 	}
-	for _, bad := range []string{"", "1 comm S 1", "1 (c) S 1 2 3", "1 (c) S x 1 1 0 -1 0" + tail, "1 (c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0\n", "1 (c)S 1"} {
+	// A zombie: exited, not reaped. Field 20 counts its threads.
+	st, err = parseStat([]byte("7777 (python3) Z 2100 7777 7777 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 700 0 0\n"))
+	if err != nil || st.State != "Z" || st.Threads != 1 || st.PPID != 2100 || st.StartTime != 700 {
+		t.Errorf("zombie: %+v %v", st, err)
+	}
+	if st, err := parseStat([]byte("8 (w) t 1 8 8 0 -1 0 0 0 0 0 0 0 0 0 20 0 12 0 9 0 0\n")); err != nil || st.State != "t" || st.Threads != 12 {
+		t.Errorf("traced, 12 threads: %+v %v", st, err)
+	}
+	for _, bad := range []string{"", "1 comm S 1", "1 (c) S 1 2 3", "1 (c) S x 1 1 0 -1 0" + tail, "1 (c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0\n", "1 (c)S 1",
+		"1 (c) 5 1 1 1 0 -1 0" + tail, "1 (c) SZ 1 1 1 0 -1 0" + tail, "1 (c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 x 0 5 0\n"} {
 		if _, err := parseStat([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", strings.TrimSpace(bad))
+		}
+	}
+}
+
+func TestDefunct(t *testing.T) {
+	for _, tc := range []struct {
+		state   string
+		threads int
+		want    bool
+	}{
+		{"Z", 1, true},
+		{"Z", 0, true}, // threads unknown
+		{"X", 1, true},
+		{"Z", 3, false}, // the leader exited, its other threads run
+		{"S", 1, false},
+		{"R", 8, false},
+		{"", 0, false}, // a snapshot from before gpusnap kept the state
+	} {
+		p := Process{State: tc.state, Threads: tc.threads}
+		if p.Defunct() != tc.want {
+			t.Errorf("state %q with %d threads: Defunct() = %v", tc.state, tc.threads, !tc.want)
 		}
 	}
 }

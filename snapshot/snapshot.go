@@ -59,7 +59,15 @@ type Process struct {
 	Started   time.Time `json:"started"`    // BootTime + StartTime/CLK_TCK
 	PPID      int       `json:"ppid"`
 	Comm      string    `json:"comm"`
-	Cmdline   []string  `json:"cmdline,omitempty"`
+	// State is the kernel's state letter, field 3 of /proc/PID/stat: R
+	// running, S sleeping, D uninterruptible (disk) wait, Z zombie (exited,
+	// not yet reaped by its parent), T stopped, t traced, X dead, I idle
+	// kernel thread. Empty in snapshots taken before gpusnap kept it.
+	State string `json:"state,omitempty"`
+	// Threads is field 20 of stat, the threads of the process. A Z process
+	// with more than one is alive: its main thread exited, others run.
+	Threads int      `json:"threads,omitempty"`
+	Cmdline []string `json:"cmdline,omitempty"`
 
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
 	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
@@ -161,6 +169,15 @@ func (h Holder) Writable() bool { return h.Access == "w" || h.Access == "rw" }
 
 // Key is the process identity PID@STARTTIME: a reused PID is a new process.
 func (p *Process) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+
+// Defunct reports whether the process has exited: a zombie (Z) that its
+// parent has not reaped, or a dead task (X). It runs no code and maps and
+// holds nothing, so it keeps no GPU context of its own; NVML may still list
+// its PID while the driver tears the context down. A zombie thread-group
+// leader whose other threads still run (Threads > 1) is alive.
+func (p *Process) Defunct() bool {
+	return p.State == "X" || (p.State == "Z" && p.Threads <= 1)
+}
 
 // UsesNVIDIA reports whether the process maps or holds an NVIDIA device.
 func (p *Process) UsesNVIDIA() bool {
