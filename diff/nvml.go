@@ -208,6 +208,7 @@ func entryEvidence(e nvmlEntry) string {
 // joins it, and that holds or maps an NVIDIA device, as a process with a GPU
 // context does; else unchanged: no live process. On the host's /proc a PID
 // no process has is an orphan, never a container's PID of the same number.
+// A defunct process (a zombie) counts as none.
 func hostPIDs(procs []snapshot.Process) func(int) int {
 	host := make(map[int]bool, len(procs))
 	inner := make(map[int]int) // namespaced PID -> host PID, -1 when several have it
@@ -218,6 +219,9 @@ func hostPIDs(procs []snapshot.Process) func(int) int {
 	}
 	for i := range procs {
 		p := &procs[i]
+		if p.Defunct() {
+			continue
+		}
 		host[p.PID] = true
 		if len(p.NSpid) < 2 || !hasNVIDIADevice(p) {
 			continue

@@ -281,3 +281,75 @@ func TestOrphanAndZombieNameTheGhostThatKeepsThem(t *testing.T) {
 		}
 	}
 }
+
+// defunct makes a process a zombie: exited, not reaped by its parent. It
+// keeps its comm, uid and cgroup, but no exe, maps or fds.
+func defunct(p *snapshot.Process) {
+	p.State, p.Threads, p.Exe, p.Cmdline = "Z", 1, "", nil
+}
+
+// A zombie is no live process: a PID NVML lists under it is an orphan, and
+// its memory is not accounted for. A zombie thread-group leader whose other
+// threads run is alive.
+func TestDefunctProcessIsNotLive(t *testing.T) {
+	launcher := proc(2100, 50, "bash", "/usr/bin/bash")
+	trainer := proc(7777, 700, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No))
+	zombie := proc(7777, 700, "python3", "/usr/bin/python3.11", defunct, func(p *snapshot.Process) { p.PPID = 2100 })
+	threadsLeft := proc(7777, 700, "python3", "/usr/bin/python3.11", func(p *snapshot.Process) { p.State, p.Threads = "Z", 3 })
+	running := proc(7777, 900, "bash", "/usr/bin/bash", func(p *snapshot.Process) { p.State = "S" })
+	for _, tc := range []struct {
+		name     string
+		from, to *snapshot.Snapshot
+		want     []string
+	}{
+		{"a zombie new since FROM",
+			withGPUs(snap("a", launcher), gpu(0)),
+			withGPUs(snap("b", launcher, zombie), gpu(3*gib, gp(7777, 3*gib))),
+			[]string{"orphan_gpu_process high 7777", "zombie_gpu_memory high 0"}},
+		{"a process on the GPU at FROM, a zombie at TO",
+			withGPUs(snap("a", launcher, trainer), gpu(gib, gp(7777, gib))),
+			withGPUs(snap("b", launcher, zombie), gpu(3*gib, gp(7777, 3*gib))),
+			[]string{"orphan_gpu_process high 7777", "zombie_gpu_memory high 0"}},
+		{"a zombie listed at FROM already",
+			withGPUs(snap("a", launcher, zombie), gpu(gib, gp(7777, gib))),
+			withGPUs(snap("b", launcher, zombie), gpu(gib, gp(7777, gib))),
+			nil},
+		{"a zombie listed at FROM, its PID reused since by a process with no device",
+			withGPUs(snap("a", launcher, zombie), gpu(gib, gp(7777, gib))),
+			withGPUs(snap("b", launcher, running), gpu(gib, gp(7777, gib))),
+			nil}, // an orphan at FROM already, older than the tenant: not the new process's use either
+		{"a zombie leader whose threads run",
+			withGPUs(snap("a", launcher), gpu(0)),
+			withGPUs(snap("b", launcher, threadsLeft), gpu(3*gib, gp(7777, 3*gib))),
+			[]string{"unexpected_gpu_process medium 7777"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { expect(t, compare(tc.from, tc.to), tc.want...) })
+	}
+
+	r := compare(withGPUs(snap("a", launcher), gpu(0)), withGPUs(snap("b", launcher, zombie), gpu(3*gib, gp(7777, 3*gib))))
+	orphan, zombieMem := r.Findings[0], r.Findings[1]
+	if p := orphan.Process; p.StartTime != 700 || p.Comm != "python3" || p.UID != 1000 {
+		t.Errorf("the orphan names %+v, want the zombie 7777@700", p)
+	}
+	if ev := strings.Join(orphan.Evidence, "\n"); !strings.Contains(ev, "PID 7777 is 7777@700 (python3), defunct (state Z): it has exited and its parent, PID 2100, has not reaped it") {
+		t.Errorf("orphan evidence:\n%s", ev)
+	}
+	if ev := strings.Join(zombieMem.Evidence, "\n"); !strings.Contains(ev, "pid 7777 (python3, 7777@700): defunct (exited, not reaped), not counted: 3221225472 bytes (3.00 GiB)") {
+		t.Errorf("zombie evidence:\n%s", ev)
+	}
+	// Dead at TO, the process FROM saw alive names itself with what a zombie no longer shows.
+	r = compare(withGPUs(snap("a", launcher, trainer), gpu(gib, gp(7777, gib))), withGPUs(snap("b", launcher, zombie), gpu(gib, gp(7777, gib))))
+	expect(t, r, "orphan_gpu_process high 7777")
+	if p := r.Findings[0].Process; p.Exe != "/usr/bin/python3.11" {
+		t.Errorf("the orphan names %+v, want FROM's record of 7777@700 with its exe", p)
+	}
+}
+
+// Joined through NSpid, a PID NVML lists is the live container process that
+// has it, not a zombie that has that number in the proc root's own namespace.
+func TestNVMLPIDJoinSkipsDefunct(t *testing.T) {
+	trainer := proc(4300, 700, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No), func(p *snapshot.Process) { p.NSpid = []int{4300, 12} })
+	zombie := proc(12, 800, "sh", "/bin/sh", defunct)
+	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", trainer, zombie), gpu(gib, gp(12, gib))))
+	expect(t, r, "leftover_device_holder high 4300 /dev/nvidia0", "unexpected_gpu_process medium 4300")
+}

@@ -5,10 +5,11 @@ import (
 	"slices"
 )
 
-// orphanGPUProcesses: NVML lists a PID at TO that no live process has, or
-// whose /proc entry is another process than the one NVML listed at FROM (the
-// PID was reused): a GPU context that outlived its process. An orphan NVML
-// already listed at FROM, with no live process then either, predates the tenant.
+// orphanGPUProcesses: NVML lists a PID at TO that no live process has (none,
+// or a defunct one: a zombie has exited and keeps no context), or whose /proc
+// entry is another process than the one NVML listed at FROM (the PID was
+// reused): a GPU context that outlived its process. An orphan NVML already
+// listed at FROM, with no live process then either, predates the tenant.
 func orphanGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	for _, pl := range c.toNVML.pools {
@@ -22,6 +23,9 @@ func orphanGPUProcesses(c *comparison) []Finding {
 				continue
 			case live == nil:
 				out = append(out, c.orphan(e, "no live process has this PID at TO"))
+			case live.Defunct():
+				out = append(out, c.orphan(e, fmt.Sprintf("PID %d is %s (%s), defunct (state %s): it has exited and its parent, PID %d, has not reaped it",
+					pid, live.Key(), live.Comm, live.State, live.PPID)))
 			default:
 				if why := c.staleEntry(pid); why != "" {
 					out = append(out, c.orphan(e, fmt.Sprintf("PID %d is now another process, %s (%s): %s",
@@ -38,10 +42,17 @@ func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 	evidence := []string{entryEvidence(e), why}
 	// No process to read the rest from: uid -1 says unknown, not root.
 	ref := &ProcessRef{PID: pid, UID: -1}
-	if old := c.fromByPID[pid]; old != nil {
+	now, old := c.toByPID[pid], c.fromByPID[pid]
+	if old != nil {
 		// NVML's context most likely belongs to the process that had the PID at FROM.
 		ref = processRef(old)
 		evidence = append(evidence, fmt.Sprintf("at FROM PID %d was %s (%s, exe %s)", pid, old.Key(), old.Comm, old.Exe))
+	}
+	if now != nil && now.Defunct() && (old == nil || old.Key() != now.Key()) {
+		// Unless a zombie new since FROM has it now: what is left of the
+		// process whose context it was (FROM's record of the same process
+		// names its exe, which a zombie's /proc entry no longer does).
+		ref = processRef(now)
 	}
 	evidence = append(evidence, c.keepers(e.pool)...)
 	if slices.Contains(c.to.Scan.VanishedPIDs, pid) {
@@ -66,13 +77,13 @@ func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 //     process had between the two snapshots, before the PID was reused.
 func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
-	if now == nil {
-		return ""
+	if now == nil || now.Defunct() {
+		return "" // no live process: an orphan, not a stale entry
 	}
 	then := c.fromByPID[pid]
 	if len(c.fromNVML.byPID[pid]) > 0 {
 		switch {
-		case then == nil && !slices.Contains(c.from.Scan.RefusedPIDs, pid):
+		case (then == nil || then.Defunct()) && !slices.Contains(c.from.Scan.RefusedPIDs, pid):
 			// Listed by NVML at FROM with no live process then: an orphan at FROM.
 			return "NVML listed this PID at FROM with no live process, and lists it still: the PID was reused"
 		case then != nil && then.Key() != now.Key():
@@ -93,11 +104,18 @@ func (c *comparison) orphanAtFrom(poolID string, pid int) bool {
 	if _, listed := c.fromNVML.memoryOf(poolID, pid); !listed {
 		return false
 	}
-	return c.fromByPID[pid] == nil && !slices.Contains(c.from.Scan.RefusedPIDs, pid)
+	then := c.fromByPID[pid]
+	return (then == nil || then.Defunct()) && !slices.Contains(c.from.Scan.RefusedPIDs, pid)
 }
 
-// live reports whether a PID has a process at TO, read or refused.
-func (c *comparison) live(pid int) bool { return c.toByPID[pid] != nil || c.toUnread[pid] }
+// live reports whether a PID has a process at TO that is not defunct, read
+// or refused.
+func (c *comparison) live(pid int) bool {
+	if p := c.toByPID[pid]; p != nil {
+		return !p.Defunct()
+	}
+	return c.toUnread[pid]
+}
 
 // keepers names the processes that may keep a dead process's GPU context, and
 // its memory, alive: a context lives while any descriptor on the GPU's

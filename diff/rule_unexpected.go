@@ -42,8 +42,8 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 	}
 	for _, pl := range c.toNVML.pools {
 		for _, e := range pl.procs {
-			if p := c.toByPID[e.proc.PID]; p != nil {
-				check(p)
+			if p := c.toByPID[e.proc.PID]; p != nil && !p.Defunct() {
+				check(p) // a defunct process's entry is an orphan
 			}
 		}
 	}

@@ -9,8 +9,8 @@ import (
 // by more than the threshold, that no live process accounts for. What live
 // processes account for is, over the processes NVML lists at TO that are
 // alive, their memory at TO less what the same process had there at FROM (all
-// of it for a process new since FROM). A context whose process is gone, or
-// that NVML lists under nobody, counts against the GPU.
+// of it for a process new since FROM). A context whose process is gone or
+// defunct (a zombie), or that NVML lists under nobody, counts against the GPU.
 func zombieGPUMemory(c *comparison) []Finding {
 	for _, end := range []struct {
 		name string
@@ -46,10 +46,13 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	for _, e := range pl.procs {
 		pid := e.proc.PID
 		who := fmt.Sprintf("pid %d", pid)
-		if p := c.toByPID[pid]; p != nil {
+		p := c.toByPID[pid]
+		if p != nil {
 			who = fmt.Sprintf("pid %d (%s, %s)", pid, p.Comm, p.Key())
 		}
 		switch {
+		case p != nil && p.Defunct():
+			lines = append(lines, fmt.Sprintf("%s: defunct (exited, not reaped), not counted: %s", who, usedText(e)))
 		case !c.live(pid):
 			lines = append(lines, fmt.Sprintf("%s: no live process, not counted: %s", who, usedText(e)))
 		case c.staleEntry(pid) != "":

@@ -42,6 +42,9 @@ const (
 	JoinNSpid     = "nspid"     // the only process with that PID further down its NSpid chain
 	JoinAmbiguous = "ambiguous" // several processes have that namespaced PID: none is chosen
 	JoinNone      = ""          // no live process: an orphan
+	// JoinDefunct: only a defunct process (a zombie: exited, not reaped) has
+	// that PID, so no live process does: an orphan. Process is the zombie.
+	JoinDefunct = "defunct"
 )
 
 // GPUProcessUse is a PID NVML lists, joined to its /proc process.
@@ -55,7 +58,7 @@ type GPUProcessUse struct {
 	GPUInstanceID     *uint32             `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32             `json:"compute_instance_id,omitempty"`
 	Utilization       *ProcessUtilization `json:"utilization,omitempty"`
-	Process           *Process            `json:"-"`
+	Process           *Process            `json:"-"` // the live process; the zombie for JoinDefunct
 	Join              string              `json:"join,omitempty"`
 }
 
@@ -100,6 +103,9 @@ func newJoiner(s *Snapshot) *joiner {
 		p := &s.Processes[k]
 		j.byPID[p.PID] = p
 		j.hostView = j.hostView || p.KernelThread
+		if p.Defunct() {
+			continue // it uses no GPU, and no PID NVML lists is it
+		}
 		for _, minor := range gpuMinors(p) {
 			j.byMinor[minor] = append(j.byMinor[minor], p)
 		}
@@ -112,23 +118,27 @@ func newJoiner(s *Snapshot) *joiner {
 	return j
 }
 
-// process finds the process NVML means by pid: the host PID, else, where
-// the proc root is not the host's, a unique match down the NSpid chains.
+// process finds the live process NVML means by pid: the host PID, else, where
+// the proc root is not the host's, a unique match down the NSpid chains; else
+// a zombie with that PID, or none.
 func (j *joiner) process(pid int) (*Process, string) {
-	if p := j.byPID[pid]; p != nil {
+	p := j.byPID[pid]
+	if p != nil && !p.Defunct() {
 		return p, JoinPID
 	}
-	if j.hostView {
-		return nil, JoinNone
+	if !j.hostView {
+		switch c := j.nsPIDs[pid]; len(c) {
+		case 0:
+		case 1:
+			return c[0], JoinNSpid
+		default:
+			return nil, JoinAmbiguous
+		}
 	}
-	switch c := j.nsPIDs[pid]; len(c) {
-	case 0:
-		return nil, JoinNone
-	case 1:
-		return c[0], JoinNSpid
-	default:
-		return nil, JoinAmbiguous
+	if p != nil {
+		return p, JoinDefunct
 	}
+	return nil, JoinNone
 }
 
 func (j *joiner) gpu(g *GPU, path string) GPUUse {

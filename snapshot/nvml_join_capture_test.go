@@ -44,6 +44,31 @@ func procEntry(t *testing.T, root string, pid int, comm string, minor int) {
 	}
 }
 
+// zombieEntry writes a defunct process into a proc root as the kernel shows
+// one: state Z in stat, no exe, an empty command line and maps, no fds.
+func zombieEntry(t *testing.T, root string, pid int, comm string) {
+	t.Helper()
+	dir := filepath.Join(root, fmt.Sprint(pid))
+	for _, d := range []string{"fd", "fdinfo"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"stat":    fmt.Sprintf("%d (%s) Z 1 %d %d 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 6000 0 0\n", pid, comm, pid, pid),
+		"status":  fmt.Sprintf("Name:\t%s\nState:\tZ (zombie)\nUid:\t1000\t1000\t1000\t1000\nNSpid:\t%d\nThreads:\t1\n", comm, pid),
+		"comm":    comm + "\n",
+		"cmdline": "",
+		"maps":    "",
+		"cgroup":  "0::/slurm/job_77\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // The whole path: a proc root and the H100 fixture captured together, then joined.
 func TestGPUUsageOfCapture(t *testing.T) {
 	root := t.TempDir()
@@ -57,6 +82,7 @@ func TestGPUUsageOfCapture(t *testing.T) {
 	}
 	procEntry(t, root, 4242, "python3", 0) // listed on GPU 0
 	procEntry(t, root, 9999, "ghost", 5)   // holds GPU 5, where 12 GiB are used by nobody listed
+	zombieEntry(t, root, 4244, "trainer")  // listed on GPU 2, exited, not reaped
 	s, err := Capture(context.Background(), Options{ProcRoot: root,
 		NVML: NVMLOptions{FixturePath: filepath.Join("..", "fixtures", "nvml", "h100x8.json")}})
 	if err != nil {
@@ -71,6 +97,12 @@ func TestGPUUsageOfCapture(t *testing.T) {
 	}
 	if p := u[1].Processes[0]; p.PID != 4243 || p.Join != JoinNone {
 		t.Errorf("gpu 1 (orphan): %+v", p)
+	}
+	if p := u[2].Processes[0]; p.PID != 4244 || p.Join != JoinDefunct || p.Process == nil || p.Process.State != "Z" || p.Process.Threads != 1 ||
+		!p.Process.Defunct() || p.Process.Comm != "trainer" || p.Process.Exe != "" || p.Process.SlurmJobID != "77" {
+		t.Errorf("gpu 2 (a zombie): %+v, process %+v", p, p.Process)
+	} else if strings.Contains(strings.Join(p.Process.Errors, "\n"), "exe") {
+		t.Errorf("a zombie's missing exe is not an error: %q", p.Process.Errors)
 	}
 	g := u[5]
 	if len(g.Unlisted) != 1 || g.Unlisted[0].PID != 9999 || len(g.Unlisted[0].Holders) != 1 || len(g.Unlisted[0].Mappings) != 1 {

@@ -113,6 +113,33 @@ func TestGPUUsageHostView(t *testing.T) {
 	}
 }
 
+// A zombie (exited, not reaped) is no live process: a PID NVML lists that
+// only a zombie has is an orphan (JoinDefunct, naming the zombie), and a
+// zombie does not hide the live container process that has the PID further
+// down its NSpid chain.
+func TestGPUUsageDefunct(t *testing.T) {
+	s := joinSnapshot()
+	s.Processes = append(s.Processes,
+		Process{PID: 200, Comm: "python3", State: "Z", Threads: 1},
+		Process{PID: 300, Comm: "sh", State: "Z", Threads: 1},
+		Process{PID: 7, Comm: "worker", State: "Z", Threads: 4}) // its main thread exited, 3 others run
+	g := GPUUsage(s)
+	if p := g[0].Processes[1]; p.PID != 200 || p.Join != JoinDefunct || p.Process == nil || p.Process.Comm != "python3" {
+		t.Errorf("pid 200, a zombie: %+v", p)
+	}
+	if p := g[0].Processes[2]; p.PID != 300 || p.Join != JoinNSpid || p.Process == nil || p.Process.PID != 4300 {
+		t.Errorf("pid 300, a zombie here and a live process's namespaced PID: %+v", p)
+	}
+	if p := g[1].Processes[0]; p.PID != 7 || p.Join != JoinPID || p.Process == nil || p.Process.Comm != "worker" {
+		t.Errorf("pid 7, a zombie leader whose threads run: %+v", p)
+	}
+	// On the host's /proc a zombie with a PID NVML lists is that PID's orphan.
+	s.Processes = append(s.Processes, Process{PID: 2, Comm: "kthreadd", KernelThread: true})
+	if p := GPUUsage(s)[0].Processes[2]; p.PID != 300 || p.Join != JoinDefunct || p.Process.Comm != "sh" {
+		t.Errorf("pid 300 on a host view: %+v", p)
+	}
+}
+
 func TestGPUUsageMIG(t *testing.T) {
 	s := &Snapshot{
 		NVML:      readFixture(t, filepath.Join("..", "fixtures", "nvml", "a100-mig.json")),

@@ -99,7 +99,7 @@ func printPsTable(w io.Writer, procs []snapshot.Process) error {
 	fmt.Fprintln(tw, "PID\tUSER\tCOMM\tEXE\tCONTAINER\tHOLDERS\tMAPPINGS")
 	for _, p := range procs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			p.PID, psUser(p), orDash(safetext.Escape(p.Comm)), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
+			p.PID, psUser(p), psComm(p), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
 	}
 	return tw.Flush()
 }
@@ -128,7 +128,7 @@ func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
 		}
 		for _, u := range gu.Unlisted {
 			fmt.Fprintf(w, "  not listed by NVML: %d %s %s holders %s mappings %s\n", u.PID, psUser(*u.Process),
-				orDash(safetext.Escape(u.Process.Comm)), psHolders(u.Holders), psMappings(snapshot.Process{Mappings: u.Mappings}))
+				psComm(*u.Process), psHolders(u.Holders), psMappings(snapshot.Process{Mappings: u.Mappings}))
 		}
 	}
 }
@@ -173,12 +173,22 @@ func psMIG(p snapshot.GPUProcessUse) string {
 func psListedWho(p snapshot.GPUProcessUse) string {
 	switch {
 	case p.Process != nil:
-		return psUser(*p.Process) + "\t" + orDash(safetext.Escape(p.Process.Comm)) + "\t" + psExe(*p.Process)
+		return psUser(*p.Process) + "\t" + psComm(*p.Process) + "\t" + psExe(*p.Process)
 	case p.Join == snapshot.JoinAmbiguous:
 		return "-\t(PID in several pid namespaces)\t-"
 	default:
 		return "-\t(no live process: orphan)\t-"
 	}
+}
+
+// psComm is the COMM column: a defunct process's name is followed by
+// <defunct>, as ps(1) shows it; NVML's PID of one is an orphan.
+func psComm(p snapshot.Process) string {
+	c := orDash(safetext.Escape(p.Comm))
+	if p.Defunct() {
+		c += " <defunct>"
+	}
+	return c
 }
 
 func psUser(p snapshot.Process) string {

@@ -114,3 +114,32 @@ func TestPsWithoutNVMLLibrary(t *testing.T) {
 		t.Errorf("exit %d, stderr %q:\n%s", code, stderr, out)
 	}
 }
+
+// A zombie NVML lists is shown as ps(1) shows one, `<defunct>` after its
+// name, in the table and in its GPU's section; --json joins it as "defunct".
+func TestPsShowsDefunct(t *testing.T) {
+	after := filepath.Join(scenarioDir("orphan-pid-defunct"), "after")
+	args := []string{"ps", "--proc-root", filepath.Join(after, "proc"), "--nvml-fixture", filepath.Join(after, "nvml.json")}
+	code, out, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	table, _, _ := strings.Cut(out, "\n\n")
+	if !strings.Contains(table, "\n7777  "+hostUser(1000)+"  python3 <defunct>  -") ||
+		!strings.Contains(section(out, "0"), "7777  C     3.0GiB      -    -     -    "+hostUser(1000)+"  python3 <defunct>  -") {
+		t.Errorf("zombie 7777 not shown as <defunct>:\n%s", out)
+	}
+	if strings.Contains(table, "7770") {
+		t.Errorf("its launcher, which uses no GPU, is listed:\n%s", out)
+	}
+	code, out, stderr = runCLI(t, append(args, "--json")...)
+	var rep struct {
+		GPUs []snapshot.GPUUse `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, stderr)
+	}
+	if p := rep.GPUs[0].Processes[0]; p.PID != 7777 || p.Join != snapshot.JoinDefunct {
+		t.Errorf("7777 joined as %+v", p)
+	}
+}
