@@ -60,6 +60,19 @@ func benchStore(b *testing.B) {
 	}
 	empty := put(&snapshot.Snapshot{ID: "0-empty", Label: "empty"}) // the store's own pages, before any real snapshot
 
+	// captureAndStore captures the host and stores it, timing each half, and
+	// reports the store's usage after it.
+	captureAndStore := func() (snap *snapshot.Snapshot, capture, storing time.Duration, u store.Usage) {
+		start := time.Now()
+		snap, err := snapshot.Capture(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		u = put(snap)
+		return snap, mid.Sub(start), time.Since(mid), u
+	}
+
 	// Real captures, alternated with storing them.
 	const real = 10
 	var captures []*snapshot.Snapshot
@@ -67,15 +80,8 @@ func benchStore(b *testing.B) {
 	var first, prev store.Usage
 	var maxGrow int64
 	for i := range real {
-		start := time.Now()
-		snap, err := snapshot.Capture(ctx, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		mid := time.Now()
-		u := put(snap)
-		storeT += time.Since(mid)
-		capT += mid.Sub(start)
+		snap, c, st, u := captureAndStore()
+		capT, storeT = capT+c, storeT+st
 		captures = append(captures, snap)
 		if i == 0 {
 			first = u
@@ -115,15 +121,8 @@ func benchStore(b *testing.B) {
 	// which no longer grows its file at every snapshot as a new one does.
 	var capSteady, storeSteady time.Duration
 	for range real {
-		start := time.Now()
-		snap, err := snapshot.Capture(ctx, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		mid := time.Now()
-		u := put(snap)
-		storeSteady += time.Since(mid)
-		capSteady += mid.Sub(start)
+		_, c, st, u := captureAndStore()
+		capSteady, storeSteady = capSteady+c, storeSteady+st
 		maxGrow = max(maxGrow, u.UsedBytes-prev.UsedBytes)
 		prev = u
 	}

@@ -82,10 +82,13 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 
 	// stat of map_files and fd links means something only on the kernel's own
 	// procfs: in a fixture or a copied tree the links name paths of another
-	// machine, so there the path rule alone decides.
-	cfg := &scanConfig{
-		root: root, classes: classes, boot: s.Host.BootTime, live: isProcfs(root), faults: faults,
-		users: &userCache{names: map[int]string{}},
+	// machine, so there the path rule alone decides. Its uids are that
+	// machine's too: this host's user database would name them wrongly, so
+	// users are named on the live procfs only.
+	live := isProcfs(root)
+	cfg := &scanConfig{root: root, classes: classes, boot: s.Host.BootTime, live: live, faults: faults}
+	if live {
+		cfg.users = &userCache{names: map[int]string{}}
 	}
 	results, err := cfg.scan(ctx, pids)
 	if err != nil {
@@ -130,7 +133,7 @@ type scanConfig struct {
 	boot    time.Time
 	live    bool // root is procfs: stat of map_files and fd links is the truth
 	faults  func(string) error
-	users   *userCache
+	users   *userCache // nil unless live: no names for another machine's uids
 }
 
 // scan reads the processes with one worker per CPU: the kernel's work of
@@ -405,13 +408,17 @@ func (w *worker) gone() bool {
 	return vanishedErr(err)
 }
 
-// userCache maps uids to user names, looked up once per capture.
+// userCache maps uids to user names, looked up once per capture. A nil
+// cache names no uid.
 type userCache struct {
 	mu    sync.Mutex
 	names map[int]string
 }
 
 func (c *userCache) name(uid int) string {
+	if c == nil {
+		return ""
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n, ok := c.names[uid]; ok {

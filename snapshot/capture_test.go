@@ -107,11 +107,18 @@ func TestCaptureFixtureIdentity(t *testing.T) {
 	}
 
 	k := findPID(t, s, 2)
-	if !k.KernelThread || k.Exe != "" || k.Cmdline != nil || len(k.Errors) != 0 || k.User != "root" {
+	if !k.KernelThread || k.Exe != "" || k.Cmdline != nil || len(k.Errors) != 0 || k.UID != 0 {
 		t.Errorf("kthreadd: %+v", k)
 	}
-	if p := findPID(t, s, 1); p.KernelThread || p.User != "root" || p.SystemdUnit != "init.scope" {
+	if p := findPID(t, s, 1); p.KernelThread || p.UID != 0 || p.SystemdUnit != "init.scope" {
 		t.Errorf("init: %+v", p)
+	}
+	// The fixture's uids are another machine's: this host's user database
+	// (which has root for 0, at least) names none of them.
+	for _, p := range s.Processes {
+		if p.User != "" {
+			t.Errorf("pid %d uid %d named %q from this host's user database", p.PID, p.UID, p.User)
+		}
 	}
 	for pid, want := range map[int]attribution{
 		6000: {SlurmJobID: "4242"},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,6 +32,26 @@ func captureLive(t *testing.T) *snapshot.Snapshot {
 		t.Fatalf("Capture: %v", err)
 	}
 	return snap
+}
+
+// On the live /proc, uids are this host's, so its user database names them.
+func TestLiveNamesUsers(t *testing.T) {
+	snap := captureLive(t)
+	uid := os.Getuid()
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		t.Skipf("uid %d has no name on this host: %v", uid, err)
+	}
+	want := u.Username
+	for _, p := range snap.Processes {
+		if p.PID == os.Getpid() {
+			if p.User != want {
+				t.Errorf("this test (pid %d, uid %d): user %q, want %q", p.PID, p.UID, p.User, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("the snapshot lacks this test's own process %d", os.Getpid())
 }
 
 // findProc returns the snapshot's record of p (same PID and start time), or nil.

@@ -120,7 +120,11 @@ func checkShape(path string, v any, t reflect.Type) error {
 			return shapeError(path, "want an array")
 		}
 		for i, e := range arr {
-			if err := checkShape(fmt.Sprintf("%s[%d]", path, i), e, t.Elem()); err != nil {
+			elem := fmt.Sprintf("%s[%d]", path, i)
+			if e == nil { // a field may be null ("not reported"); a list entry has nothing to stand for
+				return shapeError(elem, "null, want a value")
+			}
+			if err := checkShape(elem, e, t.Elem()); err != nil {
 				return err
 			}
 		}
@@ -193,15 +197,35 @@ var (
 		`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
 )
 
-// check verifies what the shape cannot say: devices in index order, PIDs,
-// and errors naming real fields and real NVML error codes.
+// check verifies what the shape cannot say: devices in index order, minor
+// numbers and UUIDs that name one GPU each, PIDs, percentages, and errors
+// naming real fields and real NVML error codes.
 func (f *nvmlFixture) check(tree map[string]any) error {
 	devices, _ := tree["devices"].([]any)
+	byMinor := map[int]int{}   // minor number -> first device index with it
+	byUUID := map[string]int{} // UUID -> first device index with it
 	for i, g := range f.Devices {
 		if raw, _ := devices[i].(map[string]any); raw != nil && raw["index"] != nil && g.Index != i {
 			return fmt.Errorf("devices[%d].index: %d, want %d (devices are listed in index order)", i, g.Index, i)
 		}
 		path := deviceKey(i)
+		// A minor number names /dev/nvidiaN and a UUID names the GPU in every
+		// join: a negative or shared one would pin processes on the wrong GPU.
+		if g.MinorNumber != nil {
+			if *g.MinorNumber < 0 {
+				return fmt.Errorf("%s.minor_number: %d is not a device minor number", path, *g.MinorNumber)
+			}
+			if j, dup := byMinor[*g.MinorNumber]; dup {
+				return fmt.Errorf("%s.minor_number: %d is also devices[%d]'s", path, *g.MinorNumber, j)
+			}
+			byMinor[*g.MinorNumber] = i
+		}
+		if g.UUID != "" {
+			if j, dup := byUUID[g.UUID]; dup {
+				return fmt.Errorf("%s.uuid: %q is also devices[%d]'s", path, g.UUID, j)
+			}
+			byUUID[g.UUID] = i
+		}
 		if len(g.MIGDevices) > 0 && (g.MIGMode == nil || *g.MIGMode != nvml.DEVICE_MIG_ENABLE) {
 			return fmt.Errorf("%s.mig_devices: listed, but mig_mode is not 1 (enabled)", path)
 		}
@@ -220,6 +244,14 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 		for k, u := range g.ProcessUtilization {
 			if u.PID <= 0 || u.PID > maxPID {
 				return fmt.Errorf("%s.process_utilization[%d].pid: %d is not a PID", path, k, u.PID)
+			}
+			for _, pct := range []struct {
+				name  string
+				value uint32
+			}{{"sm_util", u.SMUtil}, {"mem_util", u.MemUtil}, {"enc_util", u.EncUtil}, {"dec_util", u.DecUtil}} {
+				if pct.value > 100 {
+					return fmt.Errorf("%s.process_utilization[%d].%s: %d, want a percentage (0 to 100)", path, k, pct.name, pct.value)
+				}
 			}
 		}
 	}

@@ -24,9 +24,10 @@ import (
 // nvidia-modeset (195:254).
 const nvidiaMajor = 195
 
-// nvidiaModesetMinor is the first minor of major 195 that names no GPU:
-// nvidia-modeset is 254, nvidiactl 255.
-const nvidiaModesetMinor = 254
+// nvidiactlMinor is 195:255, /dev/nvidiactl, the one minor of major 195 that
+// names no GPU. CONTRACT.md has every minor below it name GPU N, nvidia-modeset
+// (195:254) included: no GPU has NVML minor 254, so that joins to no GPU.
+const nvidiactlMinor = 255
 
 // DeviceClasses decides whether a device is an NVIDIA device. The zero value
 // knows only major 195 and the path rule.
@@ -75,10 +76,9 @@ func (dc DeviceClasses) classify(path string, kind FileKind, known bool) (string
 	if !byNumber && !byName {
 		return ClassOther, nil
 	}
-	// The device number is the truth where known: a renamed 195:N node is GPU
-	// N, but 195:254 (nvidia-modeset) and 195:255 (nvidiactl) are no GPU.
+	// The device number is the truth where known: a renamed 195:N node is GPU N.
 	if known && kind.Char && kind.Major == nvidiaMajor {
-		if kind.Minor < nvidiaModesetMinor {
+		if kind.Minor < nvidiactlMinor {
 			n := int(kind.Minor)
 			return ClassNVIDIA, &n
 		}

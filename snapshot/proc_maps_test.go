@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -85,7 +86,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",          // block 7:3
 		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",      // stat fails: the path rule decides
 		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",        // 195:255 nvidiactl under another name
-		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: no GPU either
+		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: GPU 254 by CONTRACT.md, which no GPU has
 		"b000-c000 rw-s 00000000 00:0d 1090 /dmabuf:",            // DMA-buf: no file type, an other device
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
@@ -120,7 +121,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 	for _, m := range res.Mappings {
 		g := "-"
 		if m.GPUMinor != nil {
-			g = string(rune('0' + *m.GPUMinor))
+			g = strconv.Itoa(*m.GPUMinor)
 		}
 		got = append(got, m.Path+" "+m.Class+" "+m.DeviceNumber+" "+m.DeviceType+" gpu="+g)
 	}
@@ -130,7 +131,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"/dev/nvidia-uvm nvidia 508:0 char gpu=-",
 		"/dev/nvidiactl nvidia   gpu=-",
 		"/dev/nvidia0 nvidia 195:255 char gpu=-",
-		"/dev/nvidia-modeset nvidia 195:254 char gpu=-",
+		"/dev/nvidia-modeset nvidia 195:254 char gpu=254",
 		"/dev/loop3 other 7:3 block gpu=-",
 		"/dmabuf: other   gpu=-",
 	}

@@ -26,9 +26,9 @@ func TestPsGPUSection(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for idx, want := range map[string][]string{
-		"0": {"/dev/nvidia0", "memory: 60.0GiB used of 79.6GiB, 0B unaccounted", "4242  C     60.0GiB     97   40    -    " + hostUser(1000) + "  python3  /usr/bin/python3.11"},
-		"1": {"4243  C     60.0GiB", "(no live process: orphan)", "not listed by NVML: 5000 " + hostUser(1001) + `(euid 0) python3\n\x1b[31mFAKE holders 3:/dev/nvidia1(r) 5:/dev/nvidia1 (deleted)(rw) mappings /dev/nvidia1 rw-s 2.0MiB`},
-		"3": {"62.0GiB used", "5150  C     2.0GiB      3    1", "not listed by NVML: 6000 " + hostUser(1000) + " srun_task holders - mappings /srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB"},
+		"0": {"/dev/nvidia0", "memory: 60.0GiB used of 79.6GiB, 0B unaccounted", "4242  C     60.0GiB     97   40    -    1000  python3  /usr/bin/python3.11"},
+		"1": {"4243  C     60.0GiB", "(no live process: orphan)", `not listed by NVML: 5000 1001(euid 0) python3\n\x1b[31mFAKE holders 3:/dev/nvidia1(r) 5:/dev/nvidia1 (deleted)(rw) mappings /dev/nvidia1 rw-s 2.0MiB`},
+		"3": {"62.0GiB used", "5150  C     2.0GiB      3    1", "not listed by NVML: 6000 1000 srun_task holders - mappings /srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB"},
 		"4": {"unaccounted unknown", "6001  C     n/a"},
 		"5": {"memory: 12.0GiB used of 79.6GiB, 12.0GiB unaccounted"},
 	} {

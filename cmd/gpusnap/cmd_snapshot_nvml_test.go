@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -75,6 +76,31 @@ func TestSnapshotNVMLFixtureMalformed(t *testing.T) {
 	code, _, stderr = runCLI(t, "snapshot", "--nvml-fixture", filepath.Join(t.TempDir(), "absent.json"))
 	if code != 2 || !strings.Contains(stderr, "absent.json") {
 		t.Errorf("absent fixture: exit %d, %q", code, stderr)
+	}
+}
+
+// Fixtures that parse but could not come from one host (a null GPU, a shared
+// minor number, a utilization above 100%) are refused the same way.
+func TestSnapshotNVMLFixtureInconsistent(t *testing.T) {
+	cases := map[string]string{
+		`{"devices": [null]}`: "devices[0]: null, want a value",
+		`{"devices": [{"minor_number": 0}, {"minor_number": -3}]}`:                                  "devices[1].minor_number: -3 is not a device minor number",
+		`{"devices": [{"uuid": "GPU-a", "minor_number": 0}, {"uuid": "GPU-b", "minor_number": 0}]}`: "devices[1].minor_number: 0 is also devices[0]'s",
+		`{"devices": [{"process_utilization": [{"pid": 9, "sm_util": 150, "mem_util": 1}]}]}`:       "devices[0].process_utilization[0].sm_util: 150, want a percentage (0 to 100)",
+	}
+	dir := t.TempDir()
+	n := 0
+	for text, problem := range cases {
+		n++
+		path := filepath.Join(dir, fmt.Sprintf("bad%d.json", n))
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "snapshot", "--nvml-fixture", path)
+		want := "gpusnap: nvml fixture " + path + ": " + problem + "\n"
+		if code != 2 || stderr != want || stdout != "" {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want 2 and %q", text, code, stderr, stdout, want)
+		}
 	}
 }
 
