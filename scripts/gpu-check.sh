@@ -5,7 +5,9 @@
 # It takes a --require-nvml snapshot, runs ps, exports the NVML state as
 # fixtures, and diffs around a PyTorch tenant that allocates 2 GiB, forks a
 # child and exits, leaving the child holding the device: the ghost. Then it
-# kills the ghost (by PID) and diffs again. Everything lands in $OUT.
+# kills the ghost (by PID) and diffs again. Then the same tenant under a
+# parent that never reaps it (a zombie NVML keeps listing), diffed against a
+# new baseline. Everything lands in $OUT.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
@@ -63,4 +65,30 @@ kill -9 "$ghost"; sleep 3
 $G ps >"$OUT/ps-after.txt" 2>&1
 $G diff --tenant gpu-check >"$OUT/diff-after-kill.txt"; echo "exit $?"; head -20 "$OUT/diff-after-kill.txt"
 $G snapshot --no-store --export-nvml-fixture "$OUT/nvml-after-kill.json" >/dev/null
+
+step "zombie tenant: its parent never reaps it (expect orphan and zombie memory)"
+$G baseline --tenant gpu-check-zombie >/dev/null; echo "exit $?"
+python3 - "$OUT/zombie.pids" <<'PY' &
+import os, sys, time
+tenant = os.fork()
+if tenant == 0:
+    import torch
+    x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    x.fill_(1)
+    torch.cuda.synchronize()
+    ghost = os.fork()
+    if ghost == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    open(sys.argv[1], "w").write(f"{os.getppid()} {os.getpid()} {ghost}")
+    os._exit(0)
+time.sleep(600)  # the parent: never waits, so the tenant stays a zombie
+PY
+for _ in $(seq 60); do [ -s "$OUT/zombie.pids" ] && break; sleep 0.5; done
+sleep 2
+read -r zparent ztenant zghost <"$OUT/zombie.pids"
+echo "parent $zparent tenant $ztenant ($(awk '{print $3}' /proc/$ztenant/stat)) ghost $zghost"
+$G diff --tenant gpu-check-zombie >"$OUT/diff-zombie.txt"; echo "exit $?"; grep -E '^gpusnap diff|orphan_gpu_process|zombie_gpu_memory|unexpected_gpu_process' "$OUT/diff-zombie.txt"
+kill -9 "$zghost" "$zparent"
 rm -rf "$state"
