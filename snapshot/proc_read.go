@@ -184,9 +184,12 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 	if err := r.fault(dir, name); err != nil {
 		return FileKind{}, err
 	}
-	var st unix.Stat_t
+	// statx with AT_STATX_DONT_SYNC: a file's type and device number never
+	// change, so cached attributes are the truth, and a mapped file on a dead
+	// NFS or Lustre server does not hang the capture on a round trip to it.
+	var st unix.Statx_t
 	for {
-		err := unix.Fstatat(dirfd, name, &st, 0)
+		err := unix.Statx(dirfd, name, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -195,13 +198,13 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 		}
 		break
 	}
-	switch st.Mode & syscall.S_IFMT {
+	switch uint32(st.Mode) & syscall.S_IFMT {
 	case syscall.S_IFCHR, syscall.S_IFBLK:
 		return FileKind{
 			Device: true,
-			Char:   st.Mode&syscall.S_IFMT == syscall.S_IFCHR,
-			Major:  uint32((st.Rdev>>8)&0xfff | (st.Rdev>>32)&^0xfff),
-			Minor:  uint32(st.Rdev&0xff | (st.Rdev>>12)&^0xff),
+			Char:   uint32(st.Mode)&syscall.S_IFMT == syscall.S_IFCHR,
+			Major:  st.Rdev_major,
+			Minor:  st.Rdev_minor,
 		}, nil
 	}
 	return FileKind{}, nil
