@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"fmt"
+	"math"
 )
 
 // /proc/PID/stat is one line: "pid (comm) state ppid pgrp ... starttime ...".
@@ -54,27 +55,27 @@ func parseStat(data []byte) (procStat, error) {
 			}
 			st.State = string(val)
 		case 4:
-			v, ok := parseDec(val)
-			if !ok || v > 1<<31 {
-				return st, fmt.Errorf("bad ppid %q", val)
+			v, err := statNumber(val, "ppid", 1<<31)
+			if err != nil {
+				return st, err
 			}
 			st.PPID = int(v)
 		case 9:
-			v, ok := parseDec(val)
-			if !ok {
-				return st, fmt.Errorf("bad flags %q", val)
+			v, err := statNumber(val, "flags", math.MaxUint64)
+			if err != nil {
+				return st, err
 			}
 			st.Flags = v
 		case 20:
-			v, ok := parseDec(val)
-			if !ok || v > 1<<31 {
-				return st, fmt.Errorf("bad num_threads %q", val)
+			v, err := statNumber(val, "num_threads", 1<<31)
+			if err != nil {
+				return st, err
 			}
 			st.Threads = int(v)
 		case 22:
-			v, ok := parseDec(val)
-			if !ok {
-				return st, fmt.Errorf("bad starttime %q", val)
+			v, err := statNumber(val, "starttime", math.MaxUint64)
+			if err != nil {
+				return st, err
 			}
 			st.StartTime = v
 		}
@@ -83,6 +84,15 @@ func parseStat(data []byte) (procStat, error) {
 		return st, fmt.Errorf("stat has %d fields, want at least 22", field)
 	}
 	return st, nil
+}
+
+// statNumber parses one decimal field of stat, at most limit.
+func statNumber(val []byte, name string, limit uint64) (uint64, error) {
+	v, ok := parseDec(val)
+	if !ok || v > limit {
+		return 0, fmt.Errorf("bad %s %q", name, val)
+	}
+	return v, nil
 }
 
 // truncate shortens b for an error message.
