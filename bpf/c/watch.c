@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// watch.c: the kernel side of `gpusnap watch`. It reports every open and
+// mapping of a device node that may be an NVIDIA device, and the exec, fork
+// and exit of every process that made one, to user space through a ring
+// buffer. The filter here is a superset of gpusnap's classifier (user space
+// classifies each event again with it): a character device of a major in
+// nvidia_majors, or any device node whose name starts with "nvidia" in a
+// directory named "dev" (or one below it, /dev/nvidia-caps/nvidia-cap1).
+//
+// Three ways to see opens and mappings, user space loads the first the kernel
+// accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry on the same
+// security hooks, or the syscall tracepoints (exit of the open family, the
+// file looked up in the task's fd table; entry of mmap). Exec, fork and exit
+// use BTF tracepoints in every mode.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define EV_OPEN 1
+#define EV_MMAP 2
+#define EV_EXEC 3
+#define EV_EXIT 4
+#define EV_FORK 5
+
+#define NAME_LEN 32
+#define PATH_DEPTH 8
+#define EXEC_PATH_LEN (NAME_LEN * PATH_DEPTH)
+
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define O_PATH 010000000
+#define MAP_ANONYMOUS 0x20
+
+// event is what one hook reports; its layout is mirrored by bpf2go's Go type.
+struct event {
+	u64 time_ns;       // bpf_ktime_get_boot_ns: CLOCK_BOOTTIME
+	u64 start_ns;      // the thread group leader's start_boottime: /proc/PID/stat field 22 in ns
+	u64 cgroup_id;     // the cgroup v2 id (the inode of its directory)
+	u64 length;        // mmap: the length asked for
+	u64 child_start_ns;// fork: the child's start_boottime
+	u32 kind;
+	u32 pid;           // the thread group id: the process
+	u32 tid;
+	u32 ns_pid;        // the process's pid in its own pid namespace
+	u32 ppid;
+	u32 uid;
+	u32 rdev_major;
+	u32 rdev_minor;
+	u32 mode;          // i_mode of the device: its file type
+	u32 flags;         // open: f_flags; mmap: the flags asked for
+	u32 prot;          // mmap: the protection asked for; open: f_mode
+	s32 fd;            // -1 where the hook has no descriptor
+	u32 child_pid;     // fork: the child's pid
+	u32 depth;         // how many names path holds (open, mmap)
+	char comm[16];
+	// open and mmap: the path's last PATH_DEPTH names, innermost first, each
+	// NUL-terminated in its NAME_LEN slot; exec: the file name as exec'd.
+	char path[EXEC_PATH_LEN];
+};
+
+// Keeps struct event in the object's BTF, for bpf2go's Go type.
+const struct event *unused_event __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+// nvidia_majors: the character majors of the NVIDIA driver (195 and those
+// /proc/devices names nvidia-*), filled by user space before attaching.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, u32);
+	__type(value, u8);
+} nvidia_majors SEC(".maps");
+
+// seen: the processes (tgid -> start_boottime) that opened or mapped a
+// device, whose fork and exit are reported.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u64);
+} seen SEC(".maps");
+
+// scratch: an event is built here, then copied to the ring buffer whole.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct event);
+} scratch SEC(".maps");
+
+// lost counts the events the ring buffer had no room for; user space reports it.
+u64 lost = 0;
+
+static __always_inline void emit(struct event *e)
+{
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0) < 0)
+		__sync_fetch_and_add(&lost, 1);
+}
+
+// begin fills a scratch event with the current process's identity.
+static __always_inline struct event *begin(u32 kind)
+{
+	u32 zero = 0;
+	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	e->kind = kind;
+	e->time_ns = bpf_ktime_get_boot_ns();
+	e->start_ns = BPF_CORE_READ(leader, start_boottime);
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->pid = pid_tgid >> 32;
+	e->tid = (u32)pid_tgid;
+	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->uid = (u32)bpf_get_current_uid_gid();
+	e->fd = -1;
+	e->length = 0;
+	e->child_pid = 0;
+	e->child_start_ns = 0;
+	e->rdev_major = e->rdev_minor = e->mode = e->flags = e->prot = e->depth = 0;
+
+	struct pid *tp = BPF_CORE_READ(leader, thread_pid);
+	u32 level = BPF_CORE_READ(tp, level);
+	e->ns_pid = 0;
+	if (level < 32) {
+		struct upid up = {};
+		bpf_core_read(&up, sizeof(up), &tp->numbers[level]);
+		e->ns_pid = up.nr;
+	}
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+static __always_inline int name_is(const char *name, const char *want, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (name[i] != want[i])
+			return 0;
+	return 1;
+}
+
+// fill_path walks from the file's dentry towards the root, crossing mount
+// points, and keeps the innermost PATH_DEPTH names.
+static __always_inline void fill_path(struct event *e, struct file *file)
+{
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
+	struct mount *mnt = (void *)vm - bpf_core_field_offset(struct mount, mnt);
+	u32 depth = 0;
+
+#pragma unroll
+	for (int i = 0; i < PATH_DEPTH + 4; i++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		if (d == root) {
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt)
+				break; // the root of everything
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
+		}
+		if (d == parent)
+			break; // a dentry cut off from its mount
+		if (depth < PATH_DEPTH) {
+			const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+			bpf_probe_read_kernel_str(&e->path[(depth & (PATH_DEPTH - 1)) * NAME_LEN], NAME_LEN, name);
+			depth++;
+		}
+		d = parent;
+	}
+	e->depth = depth;
+}
+
+// nvidia_name: the last name starts with "nvidia" and its directory (or the
+// one above it) is named "dev".
+static __always_inline int nvidia_name(struct event *e)
+{
+	if (e->depth < 2 || !name_is(&e->path[0], "nvidia", 6))
+		return 0;
+	if (name_is(&e->path[NAME_LEN], "dev", 4))
+		return 1;
+	return e->depth >= 3 && name_is(&e->path[2 * NAME_LEN], "dev", 4);
+}
+
+// report_file reports an open or mapping of file when it is a device that
+// may be an NVIDIA device, and marks the process seen.
+static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 flags, u32 prot, u64 length)
+{
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	u32 mode = BPF_CORE_READ(inode, i_mode);
+	u32 type = mode & S_IFMT;
+	if (type != S_IFCHR && type != S_IFBLK)
+		return 0;
+	u32 f_flags = BPF_CORE_READ(file, f_flags);
+	if (f_flags & O_PATH)
+		return 0;
+	dev_t rdev = BPF_CORE_READ(inode, i_rdev);
+	u32 major = rdev >> 20, minor = rdev & ((1U << 20) - 1);
+	int by_major = type == S_IFCHR && bpf_map_lookup_elem(&nvidia_majors, &major);
+	if (!by_major) {
+		// /dev/null, ttys, /dev/urandom: rejected on their name before
+		// anything is reserved or walked.
+		char base[8] = {};
+		bpf_probe_read_kernel_str(base, sizeof(base), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		if (!name_is(base, "nvidia", 6))
+			return 0;
+	}
+
+	struct event *e = begin(kind);
+	if (!e)
+		return 0;
+	fill_path(e, file);
+	if (!by_major && !nvidia_name(e))
+		return 0;
+	e->rdev_major = major;
+	e->rdev_minor = minor;
+	e->mode = mode;
+	e->fd = fd;
+	if (kind == EV_OPEN) {
+		e->flags = f_flags;
+		e->prot = BPF_CORE_READ(file, f_mode);
+	} else {
+		e->flags = flags;
+		e->prot = prot;
+		e->length = length;
+	}
+	bpf_map_update_elem(&seen, &e->pid, &e->start_ns, BPF_ANY);
+	emit(e);
+	return 0;
+}
+
+// fd_file looks fd up in the current task's descriptor table.
+static __always_inline struct file *fd_file(long fd)
+{
+	if (fd < 0)
+		return 0;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	u32 max = BPF_CORE_READ(fdt, max_fds);
+	if ((u64)fd >= max)
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = 0;
+	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+// The tracepoint hook: the open family on exit (the descriptor is installed
+// by then), mmap on entry.
+
+static __always_inline int on_open_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	long fd = ctx->ret;
+	return report_file(fd_file(fd), EV_OPEN, fd, 0, 0, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int tp_exit_openat(struct trace_event_raw_sys_exit *ctx) { return on_open_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int tp_exit_openat2(struct trace_event_raw_sys_exit *ctx) { return on_open_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_open")
+int tp_exit_open(struct trace_event_raw_sys_exit *ctx) { return on_open_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_creat")
+int tp_exit_creat(struct trace_event_raw_sys_exit *ctx) { return on_open_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_open_by_handle_at")
+int tp_exit_open_by_handle_at(struct trace_event_raw_sys_exit *ctx) { return on_open_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int tp_enter_mmap(struct trace_event_raw_sys_enter *ctx)
+{
+	u64 len = ctx->args[1];
+	u32 prot = ctx->args[2], flags = ctx->args[3];
+	long fd = (long)ctx->args[4];
+	if (flags & MAP_ANONYMOUS)
+		return 0;
+	return report_file(fd_file(fd), EV_MMAP, fd, flags, prot, len);
+}
+
+// The security hooks see every open and mapping, io_uring's and the
+// kernel's on a process's behalf included, but no descriptor; mmap_file has
+// no length.
+
+SEC("lsm/file_open")
+int BPF_PROG(lsm_file_open, struct file *file)
+{
+	report_file(file, EV_OPEN, -1, 0, 0, 0);
+	return 0;
+}
+
+SEC("lsm/mmap_file")
+int BPF_PROG(lsm_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot, unsigned long flags)
+{
+	report_file(file, EV_MMAP, -1, flags, prot, 0);
+	return 0;
+}
+
+SEC("fentry/security_file_open")
+int BPF_PROG(fentry_file_open, struct file *file)
+{
+	return report_file(file, EV_OPEN, -1, 0, 0, 0);
+}
+
+SEC("fentry/security_mmap_file")
+int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
+{
+	return report_file(file, EV_MMAP, -1, flags, prot, 0);
+}
+
+// Process life, in every mode. exec is reported for every process (user
+// space keeps the recent ones, to name a process that opens a device after
+// it); fork and exit only for processes seen.
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct event *e = begin(EV_EXEC);
+	if (!e)
+		return 0;
+	const char *filename = BPF_CORE_READ(bprm, filename);
+	bpf_probe_read_kernel_str(e->path, sizeof(e->path), filename);
+	emit(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid || !bpf_map_lookup_elem(&seen, &ptgid))
+		return 0; // a new thread, or a process that used no device
+	// The child inherits its parent's descriptors and mappings.
+	u64 cstart = BPF_CORE_READ(child, start_boottime);
+	bpf_map_update_elem(&seen, &cpid, &cstart, BPF_ANY);
+	struct event *e = begin(EV_FORK);
+	if (!e)
+		return 0;
+	e->child_pid = cpid;
+	e->child_start_ns = cstart;
+	emit(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	u32 tgid = BPF_CORE_READ(p, tgid);
+	u64 *started = bpf_map_lookup_elem(&seen, &tgid);
+	if (!started || *started != BPF_CORE_READ(p, group_leader, start_boottime))
+		return 0;
+	// do_exit counts the thread out of signal->live before this tracepoint:
+	// zero is the last thread, the process's end.
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	bpf_map_delete_elem(&seen, &tgid);
+	struct event *e = begin(EV_EXIT);
+	if (!e)
+		return 0;
+	e->flags = BPF_CORE_READ(p, exit_code);
+	emit(e);
+	return 0;
+}

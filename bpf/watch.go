@@ -1,0 +1,383 @@
+package bpf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Hook is how the watch programs see opens and mappings of devices.
+type Hook string
+
+// The hooks, best first: the security hooks see every open and mapping (io_uring's
+// and the kernel's on a process's behalf included); the syscall tracepoints
+// see only the syscalls they are attached to.
+const (
+	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
+	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
+	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry
+)
+
+// Hooks lists every hook, best first.
+var Hooks = []Hook{HookLSM, HookFentry, HookTracepoint}
+
+// Kind is what a kernel event reports.
+type Kind uint32
+
+// The kinds of event, as watch.c numbers them.
+const (
+	KindOpen Kind = 1
+	KindMmap Kind = 2
+	KindExec Kind = 3
+	KindExit Kind = 4
+	KindFork Kind = 5
+)
+
+// pathDepth and nameLen mirror PATH_DEPTH and NAME_LEN in watch.c.
+const (
+	pathDepth = 8
+	nameLen   = 32
+)
+
+// Event is one kernel event, decoded. Times are CLOCK_BOOTTIME nanoseconds.
+type Event struct {
+	Kind         Kind
+	TimeNS       uint64 // when the hook ran
+	StartNS      uint64 // the process's start, /proc/PID/stat field 22 in ns
+	CgroupID     uint64 // cgroup v2 id: the inode number of its directory
+	PID          uint32 // the process (thread group id)
+	TID          uint32
+	NSPID        uint32 // the PID in the process's own pid namespace
+	PPID         uint32
+	UID          uint32
+	Comm         string
+	Major, Minor uint32 // open, mmap: the device's own number
+	Mode         uint32 // open, mmap: the device's i_mode (its file type)
+	Flags        uint32 // open: f_flags; mmap: the flags asked for; exit: the exit code
+	Prot         uint32 // open: f_mode; mmap: the protection asked for
+	FD           int32  // -1 where the hook has no descriptor
+	Length       uint64 // mmap: the length asked for (0 where the hook has none)
+	Path         string // open, mmap: the device's path; exec: the file exec'd
+	ChildPID     uint32 // fork
+	ChildStartNS uint64 // fork
+}
+
+// Char reports whether the device is a character device.
+func (e *Event) Char() bool { return e.Mode&syscall.S_IFMT == syscall.S_IFCHR }
+
+// Watch is the loaded and attached watch programs.
+type Watch struct {
+	Hook Hook
+	// Refused says, for each better hook, why it did not load.
+	Refused []string
+	// Unattached names tracepoints this kernel lacks (sys_exit_open on arm64).
+	Unattached []string
+
+	maps   sharedMaps
+	lost   *ebpf.Variable
+	progs  []*ebpf.Program
+	links  []link.Link
+	reader *ringbuf.Reader
+}
+
+// hookPrograms are the programs of each hook.
+var hookPrograms = map[Hook][]string{
+	HookLSM:    {"lsm_file_open", "lsm_mmap_file"},
+	HookFentry: {"fentry_file_open", "fentry_mmap_file"},
+	HookTracepoint: {"tp_exit_openat", "tp_exit_openat2", "tp_exit_open", "tp_exit_creat",
+		"tp_exit_open_by_handle_at", "tp_enter_mmap"},
+}
+
+// lifePrograms report exec, fork and exit in every mode.
+var lifePrograms = []string{"on_exec", "on_fork", "on_exit"}
+
+// TracefsDir is where the syscall tracepoints are found.
+const TracefsDir = "/sys/kernel/tracing"
+
+// Open loads the watch programs with the best hook the kernel accepts among
+// hooks (Hooks when nil), fills the NVIDIA majors, and attaches them. The
+// error names the kernel feature that is missing.
+func Open(majors []uint32, hooks []Hook) (*Watch, error) {
+	if len(hooks) == 0 {
+		hooks = Hooks
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, fmt.Errorf("kernel BTF is missing (/sys/kernel/btf/vmlinux: %v): BPF needs CONFIG_DEBUG_INFO_BTF", err)
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
+	// to the cgroup, and may refuse raising it.
+	_ = rlimit.RemoveMemlock()
+	spec, err := loadWatch()
+	if err != nil {
+		return nil, fmt.Errorf("the watch programs: %w", err)
+	}
+	w := &Watch{}
+	if err := spec.LoadAndAssign(&w.maps, nil); err != nil {
+		return nil, loadError("the watch maps", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	w.lost, err = lostVariable(spec, &w.maps)
+	if err != nil {
+		return nil, err
+	}
+	for _, major := range majors {
+		if err := w.maps.NvidiaMajors.Put(major, uint8(1)); err != nil {
+			return nil, fmt.Errorf("fill the NVIDIA majors: %w", err)
+		}
+	}
+	for _, hook := range hooks {
+		err := w.attachHook(spec, hook)
+		if err == nil {
+			w.Hook = hook
+			break
+		}
+		w.Refused = append(w.Refused, fmt.Sprintf("%s: %v", hook, err))
+		w.closeLinks()
+	}
+	if w.Hook == "" {
+		return nil, fmt.Errorf("no BPF hook loads (%s)", strings.Join(w.Refused, "; "))
+	}
+	for _, name := range lifePrograms {
+		prog, err := w.load(spec, name)
+		if err != nil {
+			return nil, err
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			return nil, fmt.Errorf("attach %s (BTF tracepoint): %w", name, err)
+		}
+		w.links = append(w.links, l)
+	}
+	if w.reader, err = ringbuf.NewReader(w.maps.Events); err != nil {
+		return nil, fmt.Errorf("open the ring buffer: %w", err)
+	}
+	ok = true
+	return w, nil
+}
+
+// sharedMaps are the maps every hook shares.
+type sharedMaps struct {
+	Events       *ebpf.Map `ebpf:"events"`
+	NvidiaMajors *ebpf.Map `ebpf:"nvidia_majors"`
+	Seen         *ebpf.Map `ebpf:"seen"`
+	Bss          *ebpf.Map `ebpf:".bss"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+}
+
+// lostVariable is the counter of events the ring buffer had no room for,
+// in the .bss map the programs share.
+func lostVariable(spec *ebpf.CollectionSpec, maps *sharedMaps) (*ebpf.Variable, error) {
+	var vars struct {
+		Lost *ebpf.Variable `ebpf:"lost"`
+	}
+	err := spec.LoadAndAssign(&vars, &ebpf.CollectionOptions{MapReplacements: maps.replacements()})
+	if err != nil {
+		return nil, loadError("the lost-event counter", err)
+	}
+	return vars.Lost, nil
+}
+
+func (m *sharedMaps) replacements() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{"events": m.Events, "nvidia_majors": m.NvidiaMajors, "seen": m.Seen, ".bss": m.Bss, "scratch": m.Scratch}
+}
+
+// load loads one program of the spec, sharing the maps already loaded.
+func (w *Watch) load(spec *ebpf.CollectionSpec, name string) (*ebpf.Program, error) {
+	ps := spec.Programs[name]
+	if ps == nil {
+		return nil, fmt.Errorf("the watch object has no program %s", name)
+	}
+	one := spec.Copy()
+	one.Programs = map[string]*ebpf.ProgramSpec{"prog": ps}
+	var progs struct {
+		Prog *ebpf.Program `ebpf:"prog"`
+	}
+	if err := one.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: w.maps.replacements()}); err != nil {
+		return nil, loadError(name, err)
+	}
+	w.progs = append(w.progs, progs.Prog)
+	return progs.Prog, nil
+}
+
+// attachHook loads and attaches the programs of one hook.
+func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
+	if hook == HookTracepoint {
+		if err := ensureTracefs(); err != nil {
+			return err
+		}
+	}
+	for _, name := range hookPrograms[hook] {
+		prog, err := w.load(spec, name)
+		if err != nil {
+			return err
+		}
+		var l link.Link
+		switch hook {
+		case HookLSM:
+			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
+		case HookFentry:
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		case HookTracepoint:
+			group, tp, _ := strings.Cut(strings.TrimPrefix(spec.Programs[name].SectionName, "tracepoint/"), "/")
+			l, err = link.Tracepoint(group, tp, prog, nil)
+			if errors.Is(err, os.ErrNotExist) && name != "tp_exit_openat" && name != "tp_enter_mmap" {
+				// open and creat exist on x86_64 only.
+				w.Unattached = append(w.Unattached, tp)
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("attach %s: %w", name, err)
+		}
+		w.links = append(w.links, l)
+	}
+	return nil
+}
+
+// ensureTracefs mounts tracefs where it is not mounted: the syscall
+// tracepoints are found by name there.
+func ensureTracefs() error {
+	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
+		return nil
+	}
+	if err := syscall.Mount("nodev", TracefsDir, "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("tracefs is not mounted at %s and mounting it failed: %w", TracefsDir, err)
+	}
+	return nil
+}
+
+// loadError names what the kernel refused, in one line.
+func loadError(what string, err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		// The verifier's log is long; its last line says why.
+		return fmt.Errorf("%s: the verifier refused it: %s", what, lastLine(ve.Log))
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%s: the kernel refused to load it (operation not permitted: not root, or a policy forbids this program type)", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func lastLine(log []string) string {
+	for i := len(log) - 1; i >= 0; i-- {
+		if s := strings.TrimSpace(log[i]); s != "" {
+			return s
+		}
+	}
+	return "no log"
+}
+
+// Read blocks until the next event; after Close it returns ErrClosed.
+func (w *Watch) Read() (Event, error) {
+	rec, err := w.reader.Read()
+	if err != nil {
+		if errors.Is(err, ringbuf.ErrClosed) {
+			return Event{}, ErrClosed
+		}
+		return Event{}, err
+	}
+	return decode(rec.RawSample)
+}
+
+// ErrClosed is returned by Read after Close.
+var ErrClosed = errors.New("watch closed")
+
+// Lost is how many events the ring buffer had no room for since Open.
+func (w *Watch) Lost() (uint64, error) {
+	var n uint64
+	err := w.lost.Get(&n)
+	return n, err
+}
+
+// Close detaches the programs and frees the maps; a Read in progress returns ErrClosed.
+func (w *Watch) Close() error {
+	if w.reader != nil {
+		_ = w.reader.Close()
+	}
+	w.closeLinks()
+	for _, p := range w.progs {
+		_ = p.Close()
+	}
+	for _, m := range []*ebpf.Map{w.maps.Events, w.maps.NvidiaMajors, w.maps.Seen, w.maps.Bss, w.maps.Scratch} {
+		if m != nil {
+			_ = m.Close()
+		}
+	}
+	return nil
+}
+
+func (w *Watch) closeLinks() {
+	for _, l := range w.links {
+		_ = l.Close()
+	}
+	w.links = nil
+}
+
+// decode reads an event as watch.c laid it out.
+func decode(raw []byte) (Event, error) {
+	var k watchEvent
+	if len(raw) < int(unsafe.Sizeof(k)) {
+		return Event{}, fmt.Errorf("short event: %d bytes", len(raw))
+	}
+	k = *(*watchEvent)(unsafe.Pointer(&raw[0]))
+	e := Event{
+		Kind: Kind(k.Kind), TimeNS: k.TimeNs, StartNS: k.StartNs, CgroupID: k.CgroupId,
+		PID: k.Pid, TID: k.Tid, NSPID: k.NsPid, PPID: k.Ppid, UID: k.Uid,
+		Comm:  cString(k.Comm[:]),
+		Major: k.RdevMajor, Minor: k.RdevMinor, Mode: k.Mode, Flags: k.Flags, Prot: k.Prot,
+		FD: k.Fd, Length: k.Length, ChildPID: k.ChildPid, ChildStartNS: k.ChildStartNs,
+	}
+	path := unsafe.Slice((*byte)(unsafe.Pointer(&k.Path[0])), len(k.Path))
+	switch e.Kind {
+	case KindOpen, KindMmap:
+		e.Path = joinPath(path, int(k.Depth))
+	case KindExec:
+		e.Path = cString(k.Path[:])
+	}
+	return e, nil
+}
+
+// joinPath joins the names watch.c wrote innermost first. A walk cut at
+// pathDepth names is marked with a leading ".../".
+func joinPath(slots []byte, depth int) string {
+	depth = min(depth, pathDepth)
+	names := make([]string, depth)
+	for i := range depth {
+		slot := slots[i*nameLen : (i+1)*nameLen]
+		if j := bytes.IndexByte(slot, 0); j >= 0 {
+			slot = slot[:j]
+		}
+		names[depth-1-i] = string(slot)
+	}
+	p := "/" + strings.Join(names, "/")
+	if depth == pathDepth {
+		p = "..." + p
+	}
+	return p
+}
+
+func cString[T int8 | byte](b []T) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
