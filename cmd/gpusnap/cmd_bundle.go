@@ -61,15 +61,21 @@ func diffBundleFlags() []cli.Flag {
 	}, bundleFlags()...)
 }
 
-// diffBundle is diff's --bundle, read before anything is captured.
+// diffBundle is diff's --bundle. Its flags are read before anything is
+// captured, but its files (the output path, the signing key) are touched
+// only after the diff: a bundle that cannot be written must not keep a dirty
+// host from being reported, as it would when an epilog runs a second time
+// and finds its bundle already there.
 type diffBundle struct {
-	path   string
-	always bool
-	opts   bundleOpts
+	path    string
+	always  bool
+	force   bool
+	signKey string
+	opts    bundleOpts
 }
 
 func parseDiffBundle(c *cli.Context) (diffBundle, error) {
-	b := diffBundle{path: c.String("bundle"), always: c.Bool("bundle-always")}
+	b := diffBundle{path: c.String("bundle"), always: c.Bool("bundle-always"), force: c.Bool("force"), signKey: c.String("sign-key")}
 	if b.path == "" {
 		for _, name := range []string{"bundle-always", "sign-key", "force", "tenant-start", "tenant-end"} {
 			if c.IsSet(name) {
@@ -79,15 +85,19 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 		return b, nil
 	}
 	var err error
-	b.opts, err = bundleOptions(c, b.path)
+	b.opts, err = bundleTimes(c)
 	return b, err
 }
 
 // write writes the bundle of a diff when asked and warranted, and says so on
-// stderr: stdout holds the diff.
+// stderr: stdout holds the diff. Its error is a line on stderr after the
+// findings, never in their place.
 func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
 	if b.path == "" || !(b.always || r.Failed(failOn)) {
 		return nil
+	}
+	if err := b.opts.readFiles(b.path, b.force, b.signKey); err != nil {
+		return err
 	}
 	if !opts.MapsDiff {
 		// The bundle holds every involved process's maps diff, printed or not.
@@ -130,8 +140,9 @@ func runBundle(c *cli.Context) error {
 		}
 	}
 	var from, to *snapshot.Snapshot
+	var storeErr error
 	if tenant != "" {
-		from, to, err = tenantPair(c, g, tenant)
+		from, to, storeErr, err = tenantPair(c, g, tenant)
 	} else {
 		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
 	}
@@ -149,9 +160,14 @@ func runBundle(c *cli.Context) error {
 	if g.JSON {
 		enc := json.NewEncoder(g.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(w)
+		err = enc.Encode(w)
+	} else {
+		_, err = fmt.Fprintln(g.Stdout, w)
 	}
-	_, err = fmt.Fprintln(g.Stdout, w)
+	if err == nil && storeErr != nil {
+		// The bundle holds the post snapshot the store could not.
+		err = storeErr
+	}
 	return err
 }
 
@@ -164,20 +180,36 @@ type bundleOpts struct {
 }
 
 // bundleOptions reads bundleFlags for a bundle to be written to path. A path
-// the bundle cannot be written to is refused now: later, a diff would have
-// stored its post snapshot and printed its report before failing.
+// the bundle cannot be written to is refused now, before the bundle command
+// captures and stores a post snapshot it would not use.
 func bundleOptions(c *cli.Context, path string) (bundleOpts, error) {
-	o := bundleOpts{force: c.Bool("force")}
-	if err := bundle.CheckTarget(path, o.force); err != nil {
-		return o, fmt.Errorf("bundle: %w", err)
+	o, err := bundleTimes(c)
+	if err != nil {
+		return o, err
 	}
-	if path := c.String("sign-key"); path != "" {
-		key, err := bundle.ReadPrivateKey(path)
+	return o, o.readFiles(path, c.Bool("force"), c.String("sign-key"))
+}
+
+// readFiles checks that the bundle can be written to path and reads the
+// signing key, when there is one.
+func (o *bundleOpts) readFiles(path string, force bool, signKey string) error {
+	o.force = force
+	if err := bundle.CheckTarget(path, force); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	if signKey != "" {
+		key, err := bundle.ReadPrivateKey(signKey)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.signKey = key
 	}
+	return nil
+}
+
+// bundleTimes reads --tenant-start and --tenant-end.
+func bundleTimes(c *cli.Context) (bundleOpts, error) {
+	var o bundleOpts
 	for name, t := range map[string]*time.Time{"tenant-start": &o.tenantStart, "tenant-end": &o.tenantEnd} {
 		if s := c.String(name); s != "" {
 			v, err := time.Parse(time.RFC3339, s)
@@ -192,11 +224,11 @@ func bundleOptions(c *cli.Context, path string) (bundleOpts, error) {
 
 // tenantPair is the tenant's newest baseline and the newest post snapshot
 // taken after it. With no such post snapshot it does what `diff --tenant`
-// does: capture one now and store it.
-func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+// does: capture one now and store it (storeErr: it could not be).
+func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	from, err = st.LatestBaseline(tenant)
 	var posts []store.Meta
@@ -210,7 +242,7 @@ func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 		err = cerr
 	}
 	if err != nil || to != nil {
-		return from, to, err
+		return from, to, nil, err
 	}
 	return diffTenant(c, g, tenant)
 }

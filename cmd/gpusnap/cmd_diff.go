@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -87,8 +88,9 @@ func runDiff(c *cli.Context) error {
 		return err
 	}
 	var from, to *snapshot.Snapshot
+	var storeErr error // the post snapshot not stored: said after the verdict, never in its place
 	if o.tenant != "" {
-		from, to, err = diffTenant(c, g, o.tenant)
+		from, to, storeErr, err = diffTenant(c, g, o.tenant)
 	} else {
 		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
 	}
@@ -107,13 +109,33 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := bo.write(g, o.failOn, from, to, o.opts, r); err != nil {
-		return err
+	return diffVerdict(g, r.Failed(o.failOn), storeErr, bo.write(g, o.failOn, from, to, o.opts, r))
+}
+
+// diffVerdict is the exit status of a diff that ran: the findings decide it,
+// and a failure after the comparison (storing the post snapshot, writing
+// the bundle) is a line on stderr that never hides them. With nothing found,
+// such a failure exits 2: the operator has something to look at.
+func diffVerdict(g globals, found bool, failures ...error) error {
+	failed := false
+	for _, err := range failures {
+		if err != nil {
+			failed = true
+			warn(g, err)
+		}
 	}
-	if r.Failed(o.failOn) {
+	switch {
+	case found:
 		return statusError{exitFindings}
+	case failed:
+		return statusError{exitError}
 	}
 	return nil
+}
+
+// warn prints one line on stderr for a failure that does not end the command.
+func warn(g globals, err error) {
+	fmt.Fprintf(g.Stderr, "gpusnap: %s\n", safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
 }
 
 // compareWithHistory diffs from and to; when something is left behind it
@@ -133,30 +155,40 @@ func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Optio
 
 // diffTenant captures the host, then, in one hold of the store, finds the
 // tenant's baseline (no baseline: an error, and nothing stored) and stores
-// the capture as its post snapshot.
-func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, err error) {
+// the capture as its post snapshot. A post snapshot that could not be stored
+// (a full disk) is storeErr: the diff goes on without it.
+func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
 	// Without a store there is no baseline: say so before capturing, and
 	// create no empty store on the way.
 	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
+		return nil, nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
 	}
 	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st, err := openStore(g, false)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if cerr := st.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("store %s: %w", g.DB, cerr)
+		// A store that can be read but not written (a read-only filesystem)
+		// still holds the baseline to judge by.
+		storeErr = fmt.Errorf("post snapshot %s not stored: %w", to.ID, err)
+		if st, err = openStore(g, true); err != nil {
+			return nil, nil, nil, err
 		}
-	}()
-	if from, err = st.LatestBaseline(tenant); err != nil {
-		return nil, nil, err
 	}
-	return from, to, st.Put(to)
+	from, err = st.LatestBaseline(tenant)
+	if err == nil && storeErr == nil {
+		if perr := st.Put(to); perr != nil {
+			storeErr = fmt.Errorf("post snapshot %s not stored: %w", to.ID, perr)
+		}
+	}
+	if cerr := st.Close(); cerr != nil && err == nil && storeErr == nil {
+		storeErr = fmt.Errorf("post snapshot %s: store %s: %w", to.ID, g.DB, cerr)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return from, to, storeErr, nil
 }
 
 // diffStored loads FROM and TO from the store, read-only; without TO it
