@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's size and speed figures for the store, on this host with 500 extra
+# The size and speed figures for the store, on this host with 500 extra
 # `sleep` processes: BenchmarkStore (sizes, in-process list/get, store over
 # capture), then hyperfine on the commands an operator runs against the
 # 1,000-snapshot store it leaves behind (list, show of the 500th). The sleeps

@@ -12,7 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/store"
 )
 
-// BenchmarkStore measures issue 4's size and speed targets on this host, in
+// BenchmarkStore measures the store's size and speed targets (docs/store.md) on this host, in
 // one run (bench/store.sh starts 500 extra sleeps first):
 //
 //   - first-KB: the store's used pages after the first snapshot

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Finding kinds, as CONTRACT.md names them.
+// Finding kinds, as docs/spec.md (Findings) names them.
 const (
 	KindLeftoverDeviceMapping = "leftover_device_mapping"
 	KindLeftoverDeviceHolder  = "leftover_device_holder"
@@ -69,8 +69,9 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ProcessRef names the process a finding is about. CONTRACT.md's fields are
-// always written, empty where unknown, so scripts can read them without a default.
+// ProcessRef names the process a finding is about. The fields docs/spec.md
+// (JSON) lists are always written, empty where unknown, so scripts can read
+// them without a default.
 type ProcessRef struct {
 	PID         int      `json:"pid"`
 	StartTime   uint64   `json:"start_time"`
@@ -121,7 +122,7 @@ type Result struct {
 	To       string    `json:"to"`
 	FromTime time.Time `json:"from_time"` // capture start of FROM
 	ToTime   time.Time `json:"to_time"`   // capture start of TO
-	Tenant   string    `json:"tenant"`    // "" when neither snapshot names one: always written, as CONTRACT.md's object has it
+	Tenant   string    `json:"tenant"`    // "" when neither snapshot names one: always written, as docs/spec.md's diff object has it
 	Findings []Finding `json:"findings"`
 	Summary  Summary   `json:"summary"`
 	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.

@@ -15,7 +15,7 @@ import (
 // --json carries all of it.
 const textEvidenceLines = 20
 
-// WriteJSON writes the result as CONTRACT.md's diff object.
+// WriteJSON writes the result as the diff object of docs/spec.md (JSON).
 func WriteJSON(w io.Writer, r *Result) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -158,7 +158,7 @@ func TestMapsDiffsOfInvolvedProcesses(t *testing.T) {
 	}
 }
 
-// CONTRACT.md's fields are in every object, empty where unknown: an orphan
+// spec.md's (JSON) fields are in every object, empty where unknown: an orphan
 // nobody had, in a diff of snapshots that name no tenant.
 func TestJSONFieldsAlwaysWritten(t *testing.T) {
 	var b bytes.Buffer

@@ -88,7 +88,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
 	evidence = append(evidence, c.keepers(pl)...)
 	if unknown > 0 {
-		// Still high, as CONTRACT.md has every zombie: the evidence says who may hold it.
+		// Still high, as docs/spec.md (Findings) has every zombie: the evidence says who may hold it.
 		evidence = append(evidence, fmt.Sprintf("%s with no memory figure may hold it", count(unknown, "live process")))
 	}
 	return Finding{

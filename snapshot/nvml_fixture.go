@@ -17,7 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// nvmlFixture is CONTRACT.md's NVML fixture: NVML's values with NVML's field
+// nvmlFixture is the NVML fixture of docs/spec.md (Fixtures): NVML's values with NVML's field
 // names, sizes in bytes, a missing field meaning "not reported". Errors adds
 // what a call answered instead of a value, keyed by the path Missing uses
 // ("devices[0].memory": "ERROR_GPU_IS_LOST"), so a state with failures

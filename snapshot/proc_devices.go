@@ -25,8 +25,9 @@ import (
 const nvidiaMajor = 195
 
 // nvidiactlMinor is 195:255, /dev/nvidiactl, the one minor of major 195 that
-// names no GPU. CONTRACT.md has every minor below it name GPU N, nvidia-modeset
-// (195:254) included: no GPU has NVML minor 254, so that joins to no GPU.
+// names no GPU. docs/spec.md (Device rule) has every minor below it name GPU
+// N, nvidia-modeset (195:254) included: no GPU has NVML minor 254, so that
+// joins to no GPU.
 const nvidiactlMinor = 255
 
 // DeviceClasses decides whether a device is an NVIDIA device. The zero value
@@ -92,8 +93,8 @@ func (dc DeviceClasses) classify(path string, kind FileKind, known bool) (string
 	return ClassNVIDIA, nil
 }
 
-// devicePathRule is CONTRACT.md's rule for a path whose file type cannot be
-// read: a node of the /dev tree or in any directory named dev, except
+// devicePathRule is the path rule of docs/spec.md (Device rule) for a path
+// whose file type cannot be read: a node of the /dev tree or in any directory named dev, except
 // /dev/shm, /dev/mqueue, /dev/hugepages and below, and the "/dev/zero
 // (deleted)" name the kernel gives a shared anonymous mapping of /dev/zero.
 func devicePathRule(path []byte, deleted, shared bool) bool {

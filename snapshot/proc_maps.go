@@ -291,8 +291,9 @@ var (
 	anonNamePrefix = []byte("[anon:")
 	devDir         = []byte("/dev/")
 	// dmabufPrefix starts the name the kernel gives a DMA-buf ("/dmabuf:NAME"):
-	// a buffer a device driver exported (a GPU's, a camera's), which CONTRACT.md
-	// counts among the other devices though it is no device node.
+	// a buffer a device driver exported (a GPU's, a camera's), which
+	// docs/spec.md (Device rule) counts among the other devices though it is
+	// no device node.
 	dmabufPrefix = []byte("/dmabuf:")
 )
 
@@ -331,7 +332,7 @@ func pathField(rest []byte) (path, devIno []byte, ok bool) {
 
 // device decides whether a parsed file-backed line maps a device, and builds
 // its Mapping. Where stat of the mapped file works its file type decides;
-// otherwise the path rule of CONTRACT.md does.
+// otherwise the path rule of docs/spec.md (Device rule) does.
 func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	var kind FileKind
 	known := false

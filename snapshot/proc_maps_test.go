@@ -86,7 +86,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"7000-8000 rw-s 00000000 00:05 1070 /dev/loop3",          // block 7:3
 		"8000-9000 rw-s 00000000 00:05 1080 /dev/nvidiactl",      // stat fails: the path rule decides
 		"9000-a000 rw-s 00000000 00:05 1051 /dev/nvidia0",        // 195:255 nvidiactl under another name
-		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: GPU 254 by CONTRACT.md, which no GPU has
+		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: GPU 254 by spec.md's Device rule, which no GPU has
 		"b000-c000 rw-s 00000000 00:0d 1090 /dmabuf:",            // DMA-buf: no file type, an other device
 	}, "\n") + "\n"
 	kinds := map[uint64]FileKind{
@@ -146,7 +146,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 	}
 }
 
-// TestScanMapsPathRule: without stat, CONTRACT.md's path rule decides.
+// TestScanMapsPathRule: without stat, the path rule (spec.md, Device rule) decides.
 func TestScanMapsPathRule(t *testing.T) {
 	var sc MapsScanner
 	for _, tc := range []struct {
@@ -169,7 +169,7 @@ func TestScanMapsPathRule(t *testing.T) {
 		{"/home/u/dev/project/lib.so", "r-xp", false, ""},
 		{"/home/u/devices/nvidia0", "r-xp", false, ""},
 		{"/usr/lib/libc.so.6", "r-xp", false, ""},
-		{"/dmabuf:", "rw-s", true, ClassOther}, // DMA-buf: CONTRACT.md's other device
+		{"/dmabuf:", "rw-s", true, ClassOther}, // DMA-buf: an other device (spec.md, Device rule)
 		{"/dmabuf:cuda-ipc", "r--s", true, ClassOther},
 		{"/dmabuffer", "rw-s", false, ""},
 	} {

@@ -123,7 +123,7 @@ func TestParseDevices(t *testing.T) {
 	}{
 		{"/dev/nvidia7", FileKind{}, false, ClassNVIDIA, 7},
 		{"/dev/nvidiactl", FileKind{Device: true, Char: true, Major: 195, Minor: 255}, true, ClassNVIDIA, -1},
-		{"/dev/nvidia-modeset", FileKind{Device: true, Char: true, Major: 195, Minor: 254}, true, ClassNVIDIA, 254}, // CONTRACT.md: a minor below 255 names GPU N; none has 254
+		{"/dev/nvidia-modeset", FileKind{Device: true, Char: true, Major: 195, Minor: 254}, true, ClassNVIDIA, 254}, // spec.md, Device rule: a minor below 255 names GPU N; none has 254
 		{"/dev/gpu", FileKind{Device: true, Char: true, Major: 508, Minor: 0}, true, ClassNVIDIA, -1},
 		{"/dev/nvidia0", FileKind{Device: true, Major: 7, Minor: 3}, true, ClassNVIDIA, 0}, // a loop node named nvidia0
 		{"/dev/nvidia-1", FileKind{}, false, ClassNVIDIA, -1},

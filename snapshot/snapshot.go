@@ -113,7 +113,7 @@ type Raw struct {
 
 // Device classes of mappings and holders.
 const (
-	ClassNVIDIA   = "nvidia"    // CONTRACT.md's NVIDIA device
+	ClassNVIDIA   = "nvidia"    // an NVIDIA device (docs/spec.md, Device rule)
 	ClassOther    = "other"     // every other device
 	ClassAnonExec = "anon_exec" // a suspect anonymous executable mapping
 )

@@ -330,7 +330,7 @@ func lookup[T any](c *cli.Context, name string, get func(*cli.Context, string) T
 	return get(c, name)
 }
 
-// defaultDB is CONTRACT.md's default store path for a user.
+// defaultDB is the default store path (docs/spec.md, Global flags).
 func defaultDB(euid int) (string, error) {
 	if euid == 0 {
 		return "/var/lib/gpusnap/gpusnap.db", nil
