@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
 // Keys are PEM files in the standard encodings, the ones openssl writes and
@@ -94,7 +96,8 @@ func ReadPublicKey(name string) (ed25519.PublicKey, error) {
 }
 
 func readPEM(name, typ string) ([]byte, error) {
-	b, err := os.ReadFile(name)
+	// A PEM key is a few hundred bytes; a FIFO or /dev/zero named as one is refused.
+	b, err := safefile.ReadFile(name, 64<<10)
 	if err != nil {
 		return nil, err
 	}

@@ -2,14 +2,15 @@ package diff
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -69,14 +70,16 @@ func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot
 	}
 }
 
-// LoadAllow reads an allow list file.
+// maxAllowSize bounds an allow list file: thousands of entries fit in 1 MiB.
+const maxAllowSize = 1 << 20
+
+// LoadAllow reads an allow list file: a regular file, at most maxAllowSize.
 func LoadAllow(path string) (*AllowList, error) {
-	f, err := os.Open(path)
+	data, err := safefile.ReadFile(path, maxAllowSize)
 	if err != nil {
 		return nil, fmt.Errorf("allow list: %w", err)
 	}
-	defer f.Close()
-	return ParseAllow(f, path)
+	return ParseAllow(bytes.NewReader(data), path)
 }
 
 // ParseAllow reads an allow list; name is used in error messages and in Finding.Allowed.

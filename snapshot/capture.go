@@ -61,10 +61,25 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	}()
 	defer func() { <-nvDone }()
 
-	r := newReader(faults, false)
-	pids, err := r.readDirInts(root, nil)
+	// stat of map_files and fd links means something only on the kernel's own
+	// procfs: in a fixture or a copied tree the links name paths of another
+	// machine, so there the path rule alone decides. Its uids are that
+	// machine's too: this host's user database would name them wrongly, so
+	// users are named on the live procfs only. And a tree is a stranger's:
+	// every file in it is read beneath it, never through a link (see reader).
+	live := isProcfs(root)
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	defer unix.Close(rootfd)
+	r := newReader(faults, false, !live)
+	pids, err := r.listPIDs(rootfd)
+	if err != nil {
+		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	if len(r.badNames) > 0 {
+		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("proc root: %s: ignored entries that are no PID (a leading zero, 0, or %d and above): %q", root, pidMax, r.badNames))
 	}
 	if len(pids) == 0 {
 		// gpusnap itself is a process: a root without one is a mistyped
@@ -72,21 +87,15 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
 	slices.Sort(pids)
-	s.Scan.Errors = readHost(r, root, &s.Host)
+	s.Scan.Errors = append(s.Scan.Errors, readHost(r, rootfd, root, &s.Host)...)
 	classes := DeviceClasses{}
-	if data, err := r.readFile(root+"/devices", nil); err == nil {
+	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
 		classes = ParseDevices(data)
 	} else {
 		s.Scan.Errors = append(s.Scan.Errors, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
 	}
 
-	// stat of map_files and fd links means something only on the kernel's own
-	// procfs: in a fixture or a copied tree the links name paths of another
-	// machine, so there the path rule alone decides. Its uids are that
-	// machine's too: this host's user database would name them wrongly, so
-	// users are named on the live procfs only.
-	live := isProcfs(root)
-	cfg := &scanConfig{root: root, classes: classes, boot: s.Host.BootTime, live: live, faults: faults}
+	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: s.Host.BootTime, live: live, faults: faults}
 	if live {
 		cfg.users = &userCache{names: map[int]string{}}
 	}
@@ -129,6 +138,7 @@ type result struct {
 // scanConfig is what every worker of one capture shares.
 type scanConfig struct {
 	root    string
+	rootfd  int // root, open (O_PATH): process directories are opened in it
 	classes DeviceClasses
 	boot    time.Time
 	live    bool // root is procfs: stat of map_files and fd links is the truth
@@ -200,7 +210,7 @@ type fileID struct {
 func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
-		r:          newReader(cfg.faults, cfg.live),
+		r:          newReader(cfg.faults, cfg.live, !cfg.live),
 		kinds:      map[fileID]FileKind{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
@@ -227,7 +237,7 @@ func (w *worker) process(pid int) result {
 	}
 
 	w.dir = pidDir(w.root, pid)
-	dirfd, err := w.r.openat(unix.AT_FDCWD, w.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		if vanishedErr(err) {
 			res.vanished = true
@@ -404,7 +414,7 @@ func isProcfs(root string) bool {
 // the same PID would have a new directory).
 func (w *worker) gone() bool {
 	var st unix.Stat_t
-	err := unix.Fstatat(w.dirfd, "stat", &st, 0)
+	err := unix.Fstatat(w.dirfd, "stat", &st, unix.AT_SYMLINK_NOFOLLOW)
 	return vanishedErr(err)
 }
 

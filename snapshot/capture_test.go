@@ -261,7 +261,7 @@ func TestCaptureMissingFiles(t *testing.T) {
 	if p.Comm != "lonely" || p.StartTime != 777 {
 		t.Errorf("stat not read: %+v", p)
 	}
-	for _, want := range []string{"status: is a directory", "cmdline: no such file or directory", "maps: no such file or directory", "fd: no such file or directory"} {
+	for _, want := range []string{"status: is a directory, not a regular file (not read)", "cmdline: no such file or directory", "maps: no such file or directory", "fd: no such file or directory"} {
 		if !slices.Contains(p.Errors, want) {
 			t.Errorf("errors %q lack %q", p.Errors, want)
 		}

@@ -1,27 +1,25 @@
 package snapshot
 
 import (
+	"bytes"
+	"errors"
 	"strings"
 	"time"
-
-	"github.com/prometheus/procfs"
 )
 
-// readHost fills the host facts from the proc root: btime from <root>/stat
-// (procfs parses it: read once, nothing to gain from our own), hostname,
-// kernel release and boot id from <root>/sys/kernel. A fixture root without
-// them gets each recorded as unreadable, never the facts of the machine
-// running the tests.
-func readHost(r *reader, root string, h *Host) (errs []string) {
-	fs, err := procfs.NewFS(root)
-	if err == nil {
-		var st procfs.Stat
-		if st, err = fs.Stat(); err == nil {
-			h.BootTime = time.Unix(int64(st.BootTime), 0).UTC()
-		}
-	}
-	if err != nil {
-		errs = append(errs, "boot time: "+err.Error())
+// readHost fills the host facts from the proc root, open as rootfd: btime
+// from <root>/stat, hostname, kernel release and boot id from
+// <root>/sys/kernel. A fixture root without them gets each recorded as
+// unreadable, never the facts of the machine running the tests. They are
+// read by the capture's own reader (not procfs's), which in a tree reads
+// only regular files beneath it.
+func readHost(r *reader, rootfd int, root string, h *Host) (errs []string) {
+	if data, err := r.readFileAt(rootfd, root, "stat", nil); err != nil {
+		errs = append(errs, "boot time: "+root+"/stat: "+errText(err))
+	} else if btime, err := parseBtime(data); err != nil {
+		errs = append(errs, "boot time: "+root+"/stat: "+err.Error())
+	} else {
+		h.BootTime = time.Unix(btime, 0).UTC()
 	}
 	for _, f := range []struct {
 		name, path string
@@ -31,7 +29,7 @@ func readHost(r *reader, root string, h *Host) (errs []string) {
 		{"kernel release", "sys/kernel/osrelease", &h.KernelRelease},
 		{"boot id", "sys/kernel/random/boot_id", &h.BootID},
 	} {
-		data, err := r.readFile(root+"/"+f.path, nil)
+		data, err := r.readFileAt(rootfd, root, f.path, nil)
 		if err != nil {
 			errs = append(errs, f.name+": "+root+"/"+f.path+": "+errText(err))
 			continue
@@ -39,4 +37,19 @@ func readHost(r *reader, root string, h *Host) (errs []string) {
 		*f.dst = strings.TrimSpace(string(data))
 	}
 	return errs
+}
+
+// parseBtime finds the "btime SECONDS" line of /proc/stat (proc(5)): the
+// boot time, in seconds since the epoch.
+func parseBtime(data []byte) (int64, error) {
+	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			n, ok := parseDec(bytes.TrimSpace(v))
+			if !ok || n > 1<<40 {
+				return 0, errors.New("bad btime line")
+			}
+			return int64(n), nil
+		}
+	}
+	return 0, errors.New("no btime line")
 }

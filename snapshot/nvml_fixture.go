@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
 // nvmlFixture is the NVML fixture of docs/spec.md (Fixtures): NVML's values with NVML's field
@@ -30,10 +31,15 @@ type nvmlFixture struct {
 	Errors            map[string]string `json:"errors,omitempty"`
 }
 
+// maxFixtureSize bounds an NVML fixture: a real host's state (8 GPUs, a
+// thousand processes) is about 100 KB; JSON costs far more in memory than on
+// disk, so a stranger's 79 MB file would cost gigabytes to decode.
+const maxFixtureSize = 8 << 20
+
 // loadNVMLFixture reads and checks a fixture file. Its errors name the file
 // and the field: "nvml fixture x.json: devices[1].memory.used: want a number".
 func loadNVMLFixture(path string) (*fixtureLib, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, maxFixtureSize)
 	if err != nil {
 		return nil, fmt.Errorf("nvml fixture: %w", err)
 	}

@@ -25,7 +25,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 		return nil, nil, err
 	}
 	defer w.r.close(dirfd, true)
-	w.fds, err = w.r.listInts(dirfd, w.fds[:0])
+	w.fds, err = w.r.listInts(dirfd, w.fds[:0], 0, 1<<31-1)
 	if err != nil {
 		return nil, nil, err
 	}

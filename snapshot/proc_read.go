@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -21,10 +23,30 @@ type reader struct {
 	faults func(path string) error
 	// quick: the reader is on the live procfs, where the calls marked quick
 	// below are made with RawSyscall (see sys).
-	quick  bool
+	quick bool
+	// tree: the root is not the live procfs but a directory tree someone
+	// handed over, whose every file is an adversary's: see openat.
+	tree   bool
 	dirBuf []byte
 	lnkBuf []byte
+	// badNames keeps the first few directory entries that start with a
+	// digit but are no canonical number in range ("04242", "0", "4194304").
+	badNames []string
 }
+
+// maxFileSize bounds every file a capture reads: a process's maps (a
+// tenant's 100,000 mappings are about 10 MB), and in a tree any file at all,
+// where a sparse terabyte or /dev/zero would otherwise be read to the end.
+const maxFileSize = 64 << 20
+
+// pidMax is the kernel's PID_MAX_LIMIT (4194304): no PID is at or above it.
+const pidMax = 1 << 22
+
+var (
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("larger than 64 MiB (not read)")
+	errSymlink    = errors.New("a symbolic link in a --proc-root tree (not followed)")
+)
 
 // sys makes a system call; quick says procfs answers it from the task's own
 // fields without waiting on anything: opening (O_PATH), listing and closing
@@ -52,8 +74,16 @@ func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) 
 	return n, nil
 }
 
-// openat opens name in dirfd, retrying on EINTR (quick: see sys).
+// openat opens name in dirfd, retrying on EINTR (quick: see sys). In a
+// tree, name is resolved beneath dirfd without following any symbolic link
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a tree whose 4242/cmdline
+// links to /etc/shadow, or whose 4242 links to /proc/1, is refused, not read;
+// and it is opened O_NONBLOCK, so a FIFO in a file's place does not wait for
+// a writer. On the live procfs the kernel's own links are the truth.
 func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, error) {
+	if r.tree {
+		return r.openBeneath(dirfd, name, flags)
+	}
 	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
 		return -1, err
@@ -69,13 +99,42 @@ func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, err
 	}
 }
 
+func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
+	if flags&unix.O_PATH == 0 {
+		flags |= unix.O_NONBLOCK | unix.O_NOCTTY
+	}
+	how := unix.OpenHow{
+		Flags:   uint64(flags),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for {
+		fd, err := unix.Openat2(dirfd, name, &how)
+		switch err {
+		case nil:
+			return fd, nil
+		case syscall.EINTR, syscall.EAGAIN: // EAGAIN: a rename raced the lookup
+			continue
+		case syscall.ELOOP, syscall.EXDEV:
+			return -1, errSymlink
+		}
+		return -1, err
+	}
+}
+
+// notRegular is the error for a tree's file of mode, which is no regular file.
+func notRegular(mode uint32) error {
+	what := map[uint32]string{unix.S_IFIFO: "a FIFO", unix.S_IFCHR: "a character device", unix.S_IFBLK: "a block device",
+		unix.S_IFDIR: "a directory", unix.S_IFSOCK: "a socket"}[mode&unix.S_IFMT]
+	return fmt.Errorf("is %s, %w (not read)", what, errNotRegular)
+}
+
 // close closes fd (quick: see sys).
 func (r *reader) close(fd int, quick bool) {
 	_, _ = r.sys(quick, syscall.SYS_CLOSE, uintptr(fd), 0, 0, 0)
 }
 
-func newReader(faults func(string) error, quick bool) *reader {
-	return &reader{faults: faults, quick: quick, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
+func newReader(faults func(string) error, quick, tree bool) *reader {
+	return &reader{faults: faults, quick: quick, tree: tree, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
 }
 
 // fault asks the test hook about dir/name (name alone when dir is ""),
@@ -90,17 +149,12 @@ func (r *reader) fault(dir, name string) error {
 	return r.faults(dir + "/" + name)
 }
 
-// readFile reads the whole of path into buf[:0], growing it as needed,
-// until a read returns nothing: maps and other multi-record seq files come a
-// page at a time, so a short read is not their end.
-func (r *reader) readFile(path string, buf []byte) ([]byte, error) {
-	return r.read(unix.AT_FDCWD, "", path, buf, false, false)
-}
-
-// readFileAt is readFile of name in the directory open as dirfd, whose path
-// is dir. A process's files are read relative to its /proc/PID directory:
-// a full path makes the kernel look up and revalidate /proc/PID again for
-// every file.
+// readFileAt reads the whole of name in the directory open as dirfd, whose
+// path is dir, into buf[:0], growing it as needed, until a read returns
+// nothing: maps and other multi-record seq files come a page at a time, so a
+// short read is not their end. A process's files are read relative to its
+// /proc/PID directory: a full path makes the kernel look up and revalidate
+// /proc/PID again for every file.
 func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, false, false)
 }
@@ -119,6 +173,9 @@ func (r *reader) readQuickAt(dirfd int, dir, name string, buf []byte) ([]byte, e
 	return r.read(dirfd, dir, name, buf, true, true)
 }
 
+// read reads name, at most maxFileSize bytes of it: a longer file is an
+// error (its first maxFileSize bytes are returned with it). In a tree only a
+// regular file of at most that size is read at all.
 func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
 	buf = buf[:0]
 	if err := r.fault(dir, name); err != nil {
@@ -129,7 +186,22 @@ func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 		return buf, err
 	}
 	defer r.close(fd, quick)
+	if r.tree {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return buf, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return buf, notRegular(st.Mode)
+		}
+		if st.Size > maxFileSize {
+			return buf, errTooLarge
+		}
+	}
 	for {
+		if len(buf) >= maxFileSize {
+			return buf, errTooLarge
+		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
@@ -156,6 +228,16 @@ func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
 	if err := r.fault(dir, name); err != nil {
 		return "", err
+	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 && r.tree {
+		// The link itself is never followed, but the directories on its
+		// way could be links out of the tree: open them beneath it first.
+		parent, err := r.openat(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
+		if err != nil {
+			return "", err
+		}
+		defer r.close(parent, false)
+		dirfd, name = parent, name[i+1:]
 	}
 	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
@@ -210,15 +292,14 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 	return FileKind{}, nil
 }
 
-// readDirInts lists the numeric names of directory path (PIDs, fd numbers),
-// in directory order, appended to out.
-func (r *reader) readDirInts(path string, out []int) ([]int, error) {
-	fd, err := r.openDirAt(unix.AT_FDCWD, "", path)
+// listPIDs lists the PIDs in the open proc root dirfd, in directory order.
+func (r *reader) listPIDs(dirfd int) ([]int, error) {
+	fd, err := r.openDirAt(dirfd, "", ".")
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	defer r.close(fd, true)
-	return r.listInts(fd, out)
+	return r.listInts(fd, nil, 1, pidMax-1)
 }
 
 // openDirAt opens directory name (in dirfd, whose path is dir) to list it
@@ -231,12 +312,13 @@ func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
 	return r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
 }
 
-// listInts appends the numeric names of the open directory fd to out. It
+// listInts appends the numeric names of the open directory fd, from lo to
+// hi, to out; other numeric-looking names are counted in badNames. It
 // reads until a getdents returns nothing: even procfs, which otherwise fills
 // each getdents, stops one short when a signal is pending (the Go runtime
 // preempts goroutines with signals), so a result with room to spare is not
 // the end.
-func (r *reader) listInts(fd int, out []int) ([]int, error) {
+func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 	for {
 		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)
 		n := int(un)
@@ -249,24 +331,34 @@ func (r *reader) listInts(fd int, out []int) ([]int, error) {
 		if n <= 0 {
 			return out, nil
 		}
-		out = appendDirentInts(r.dirBuf[:n], out)
+		out = r.appendDirentInts(r.dirBuf[:n], out, lo, hi)
 	}
 }
 
 // appendDirentInts parses linux_dirent64 records and keeps the names that are
-// decimal numbers, without allocating a string per name.
-func appendDirentInts(buf []byte, out []int) []int {
+// canonical decimal numbers from lo to hi, without allocating a string per
+// name. A name with a leading zero ("04242") would be read as another
+// entry's number a second time: it is no number, nor is one out of range.
+func (r *reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
 	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
 	for len(buf) >= nameOff {
 		reclen := int(buf[16]) | int(buf[17])<<8
 		if reclen < nameOff || reclen > len(buf) {
 			break
 		}
-		name := buf[nameOff:reclen]
-		if v, ok := parseDec(nulTrim(name)); ok && v <= 1<<31 {
-			out = append(out, int(v))
-		}
+		name := nulTrim(buf[nameOff:reclen])
 		buf = buf[reclen:]
+		if len(name) == 0 || name[0] < '0' || name[0] > '9' {
+			continue // ".", "..", "self", "sys": not meant as numbers
+		}
+		v, ok := parseDec(name)
+		if ok && v >= lo && v <= hi && (name[0] != '0' || len(name) == 1) {
+			out = append(out, int(v))
+			continue
+		}
+		if len(r.badNames) < 8 {
+			r.badNames = append(r.badNames, string(name))
+		}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
@@ -48,7 +49,7 @@ func runVerify(c *cli.Context) error {
 	}
 	var r io.Reader = os.Stdin
 	if name != "-" {
-		f, err := os.Open(name)
+		f, err := safefile.Open(name) // a FIFO or a device would block or never end
 		if err != nil {
 			return err
 		}
