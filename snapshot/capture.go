@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/kmsg"
 )
 
 // Version is gpusnap's version, recorded in every snapshot; the CLI sets it.
@@ -22,8 +24,12 @@ var Version = "dev"
 type Options struct {
 	ProcRoot string // a directory laid out like /proc; "" means /proc
 	NVML     NVMLOptions
-	Label    string
-	Tenant   string
+	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
+	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
+	// procfs; another proc root's host has another kernel log, so there "" reads none.
+	KernelLog string
+	Label     string
+	Tenant    string
 }
 
 // userHZ is USER_HZ, the unit of stat's starttime: 100 on every Linux ABI
@@ -60,6 +66,14 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		nv, nvErr = ReadNVML(opts.NVML)
 	}()
 	defer func() { <-nvDone }()
+	// The kernel log is read beside /proc too: one read(2) per record.
+	var kernelLog kmsg.Position
+	klDone := make(chan struct{})
+	go func() {
+		defer close(klDone)
+		kernelLog = readKernelLog(opts.KernelLog, root)
+	}()
+	defer func() { <-klDone }()
 
 	// stat of map_files and fd links means something only on the kernel's own
 	// procfs: in a fixture or a copied tree the links name paths of another
@@ -124,8 +138,22 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, nvErr
 	}
 	s.NVML = nv
+	<-klDone
+	kernelLog.BootID = s.Host.BootID
+	s.KernelLog = &kernelLog
 	s.Host.CaptureEnd = time.Now()
 	return s, nil
+}
+
+// readKernelLog reads where the kernel log at path stands; see Options.KernelLog.
+func readKernelLog(path, root string) kmsg.Position {
+	if path == "" {
+		if !isProcfs(root) {
+			return kmsg.Position{Unavailable: "not read: the proc root " + root + " is not this host's procfs, whose kernel log /dev/kmsg is (give --kmsg FILE)"}
+		}
+		path = kmsg.DefaultPath
+	}
+	return kmsg.ReadPosition(path)
 }
 
 // result is one process as a worker left it.

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/gpusnap/gpusnap/kmsg"
 )
 
 // Labels of a snapshot: what it was taken for.
@@ -27,6 +29,10 @@ type Snapshot struct {
 	Scan      Scan      `json:"scan"`
 	Processes []Process `json:"processes"`
 	NVML      NVML      `json:"nvml"`
+	// KernelLog is where the kernel log stood: a diff reads the records
+	// between two snapshots' positions. Nil in snapshots taken before
+	// gpusnap kept it.
+	KernelLog *kmsg.Position `json:"kernel_log,omitempty"`
 }
 
 // Host holds the facts that place a snapshot in time and on a machine.

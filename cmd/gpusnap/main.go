@@ -266,6 +266,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
+		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
 }
 
@@ -278,6 +279,7 @@ type globals struct {
 	RequireNVML bool
 	JSON        bool
 	LockTimeout time.Duration
+	KernelLog   string // --kmsg; "" lets capture and diff pick (see snapshot.Options.KernelLog)
 	Stdout      io.Writer
 	Stderr      io.Writer
 }
@@ -291,13 +293,14 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		RequireNVML: lookup(c, "require-nvml", (*cli.Context).Bool),
 		JSON:        lookup(c, "json", (*cli.Context).Bool),
 		LockTimeout: lookup(c, "lock-timeout", (*cli.Context).Duration),
+		KernelLog:   lookup(c, "kmsg", (*cli.Context).String),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
 	}
 	// An empty path given is a script's unset variable: reading the live
 	// /proc, the real NVML or the default store in its place would answer
 	// another question than the one asked.
-	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture} {
+	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog} {
 		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
 			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
 		}
@@ -351,9 +354,10 @@ func defaultDB(euid int) (string, error) {
 // captureOptions turns the global flags into what snapshot.Capture needs.
 func (g globals) captureOptions(label, tenant string) snapshot.Options {
 	return snapshot.Options{
-		ProcRoot: g.ProcRoot,
-		Label:    label,
-		Tenant:   tenant,
+		ProcRoot:  g.ProcRoot,
+		KernelLog: g.KernelLog,
+		Label:     label,
+		Tenant:    tenant,
 		NVML: snapshot.NVMLOptions{
 			Disabled:    g.NoNVML,
 			FixturePath: g.NVMLFixture,

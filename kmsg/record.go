@@ -1,0 +1,177 @@
+// Package kmsg reads the kernel log in the format of /dev/kmsg: where the log
+// stands (its sequence numbers) and the records of a window between two
+// snapshots, parsed by this package's own small parser. It only reads: the
+// device is opened read-only and non-blocking, and nothing is ever written to it.
+//
+// The format (the kernel's Documentation/ABI/testing/dev-kmsg): one record is
+//
+//	PRI,SEQ,USEC,FLAGS[,FIELD...];TEXT
+//	 KEY=VALUE
+//	 KEY=VALUE
+//
+// PRI is (facility << 3) | level, SEQ the record's sequence number in this
+// boot, USEC the time in microseconds since boot, FLAGS "-" (or "c", "+" for
+// continuation fragments). TEXT has every byte below 0x20 and above 0x7e,
+// and the backslash, escaped as \xNN. The lines after it, each starting with
+// one space, are the record's dictionary (SUBSYSTEM=, DEVICE=).
+package kmsg
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// FacilityKern is the facility of records the kernel wrote itself. A record
+// written to /dev/kmsg from user space never has it: the kernel gives such a
+// record LOG_USER (1) unless the writer names another non-zero facility.
+const FacilityKern = 0
+
+// MaxText bounds the text of one record (and its dictionary) that is kept:
+// the kernel's own records are far shorter, a file given with --kmsg may not be.
+const MaxText = 64 << 10
+
+// Record is one record of the kernel log.
+type Record struct {
+	Seq      uint64   `json:"seq"`
+	Facility int      `json:"facility"` // PRI >> 3: 0 is the kernel
+	Level    int      `json:"level"`    // PRI & 7: 0 emerg .. 7 debug
+	USec     uint64   `json:"usec"`     // microseconds since boot (the kernel's local clock)
+	Flags    string   `json:"flags"`
+	Caller   string   `json:"caller,omitempty"` // caller=T123 or C1, where the kernel adds it
+	Text     string   `json:"text"`             // escaped as the kernel escapes it
+	Dict     []string `json:"dict,omitempty"`   // KEY=VALUE continuation lines, without the leading space
+	// TextLen and TextSHA256 describe a text longer than MaxText, of which
+	// only the first MaxText bytes are kept.
+	TextLen    int    `json:"text_len,omitempty"`
+	TextSHA256 string `json:"text_sha256,omitempty"`
+}
+
+// Line writes the record back in /dev/kmsg's format, dictionary included,
+// ending in a newline: what a bundle keeps as the raw record.
+func (r *Record) Line() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d,%d,%d,%s", r.Facility<<3|r.Level, r.Seq, r.USec, r.Flags)
+	if r.Caller != "" {
+		b.WriteString(",caller=" + r.Caller)
+	}
+	b.WriteByte(';')
+	b.WriteString(r.Text)
+	b.WriteByte('\n')
+	for _, d := range r.Dict {
+		b.WriteByte(' ')
+		b.WriteString(d)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// errNotRecord is wrapped by every parse error.
+var errNotRecord = errors.New("not a kernel log record")
+
+// parseSeq reads the sequence number alone: skipping the records before a
+// window costs this much per record, not a whole parse.
+func parseSeq(header []byte) (uint64, error) {
+	_, rest, ok := bytes.Cut(header, []byte{','})
+	if !ok {
+		return 0, errNotRecord
+	}
+	end := bytes.IndexByte(rest, ',')
+	if end < 0 {
+		return 0, errNotRecord
+	}
+	return parseUint(rest[:end])
+}
+
+// parseUint is strconv.ParseUint for a []byte, without the allocation of a string.
+func parseUint(b []byte) (uint64, error) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, errNotRecord
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, errNotRecord
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, errNotRecord
+		}
+		n = n*10 + d
+	}
+	return n, nil
+}
+
+// Parse reads one record: its first line (header and text, without the
+// newline) and its dictionary lines (each without the leading space and the
+// newline).
+func Parse(first []byte, dict [][]byte) (Record, error) {
+	return parse(first, dict, func(b []byte) string { return string(b) })
+}
+
+// parse is Parse with the strings of the text and dictionary made by keep.
+func parse(first []byte, dict [][]byte, keep func([]byte) string) (Record, error) {
+	var r Record
+	semi := bytes.IndexByte(first, ';')
+	if semi < 0 {
+		return r, fmt.Errorf("%w: no ';' after the header", errNotRecord)
+	}
+	// PRI,SEQ,USEC,FLAGS, then extensions: the ABI says to ignore those not known.
+	header := first[:semi]
+	var fields [4][]byte
+	for i := range fields {
+		f, rest, found := bytes.Cut(header, []byte{','})
+		if !found && i < 3 {
+			return r, fmt.Errorf("%w: header %q has fewer than 4 fields", errNotRecord, clip(first[:semi]))
+		}
+		fields[i], header = f, rest
+	}
+	pri, err := parseUint(fields[0])
+	if err != nil || pri > 1<<31 {
+		return r, fmt.Errorf("%w: priority %q", errNotRecord, clip(fields[0]))
+	}
+	if r.Seq, err = parseUint(fields[1]); err != nil {
+		return r, fmt.Errorf("%w: sequence number %q", errNotRecord, clip(fields[1]))
+	}
+	if r.USec, err = parseUint(fields[2]); err != nil {
+		return r, fmt.Errorf("%w: timestamp %q", errNotRecord, clip(fields[2]))
+	}
+	r.Facility, r.Level = int(pri>>3), int(pri&7)
+	r.Flags = "-" // the flags of nearly every record: no string to allocate
+	if string(fields[3]) != "-" {
+		r.Flags = string(clip(fields[3]))
+	}
+	for len(header) > 0 {
+		var f []byte
+		f, header, _ = bytes.Cut(header, []byte{','})
+		if v, ok := bytes.CutPrefix(f, []byte("caller=")); ok {
+			r.Caller = string(clip(v))
+		}
+	}
+	text := first[semi+1:]
+	if len(text) > MaxText {
+		sum := sha256.Sum256(text)
+		r.TextLen, r.TextSHA256 = len(text), hex.EncodeToString(sum[:])
+		text = text[:MaxText]
+	}
+	r.Text = keep(text)
+	kept := len(text)
+	for _, d := range dict {
+		if kept+len(d) > MaxText {
+			break // the text's bound covers its dictionary too
+		}
+		kept += len(d)
+		r.Dict = append(r.Dict, keep(d))
+	}
+	return r, nil
+}
+
+// clip bounds a header field quoted in an error or kept as a flag.
+func clip(b []byte) []byte {
+	if len(b) > 32 {
+		return b[:32]
+	}
+	return b
+}
