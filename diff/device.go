@@ -8,38 +8,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// nvidiaMajor is the character major of /dev/nvidia0..N, nvidiactl and
-// nvidia-modeset. The uvm, caps and nvswitch majors are dynamic: capture reads
-// them from <proc-root>/devices and marks such devices ClassNVIDIA.
-const nvidiaMajor = 195
-
-// major returns the major number of a "MAJ:MIN" device number.
-func major(devno string) (int, bool) {
-	maj, _, ok := strings.Cut(devno, ":")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(maj)
-	return n, err == nil
-}
-
-// isNVIDIA reports whether a device is an NVIDIA device: capture's class, or
-// major 195 should a capture have classed it by path alone.
-func isNVIDIA(class, devno, devType string) bool {
-	if class == snapshot.ClassNVIDIA {
-		return true
-	}
-	maj, ok := major(devno)
-	return ok && maj == nvidiaMajor && devType != "block"
-}
-
 // renamed reports whether an NVIDIA device hides behind a path whose last
-// element does not start with "nvidia": only its device number gives it away.
-func renamed(class, devno, devType, p string) bool {
-	if devno == "" || !isNVIDIA(class, devno, devType) {
-		return false
-	}
-	return !strings.HasPrefix(path.Base(p), "nvidia")
+// element does not start with "nvidia": capture classed it by its device
+// number, which alone gives it away.
+func renamed(class, devno, p string) bool {
+	return devno != "" && class == snapshot.ClassNVIDIA && !strings.HasPrefix(path.Base(p), "nvidia")
 }
 
 // withDeleted renders a path as the kernel does, marked when the node was
@@ -97,7 +70,7 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 		u.mappings = append(u.mappings, m)
 	}
 	for _, h := range p.Holders {
-		if !isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+		if h.Class != snapshot.ClassNVIDIA {
 			continue
 		}
 		u := get(h.Target, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
@@ -108,7 +81,7 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 
 func hasNVIDIAHolder(p *snapshot.Process) bool {
 	for _, h := range p.Holders {
-		if isNVIDIA(h.Class, h.DeviceNumber, h.DeviceType) {
+		if h.Class == snapshot.ClassNVIDIA {
 			return true
 		}
 	}
@@ -116,7 +89,7 @@ func hasNVIDIAHolder(p *snapshot.Process) bool {
 }
 
 // nvidia reports whether the use is of an NVIDIA device.
-func (u *deviceUse) nvidia() bool { return isNVIDIA(u.class, u.devno, u.devType) }
+func (u *deviceUse) nvidia() bool { return u.class == snapshot.ClassNVIDIA }
 
 // writableMapping reports whether any mapping of the device can be written through.
 func (u *deviceUse) writableMapping() bool {

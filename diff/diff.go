@@ -161,17 +161,7 @@ func (c *comparison) noteLimits() {
 // usedNVIDIA reports whether a process mapped or held an NVIDIA device, or
 // was listed by NVML, in its snapshot.
 func usedNVIDIA(p *snapshot.Process, nv *nvmlIndex) bool {
-	return p != nil && (hasNVIDIADevice(p) || len(nv.byPID[p.PID]) > 0)
-}
-
-// hasNVIDIADevice reports whether a process maps or holds an NVIDIA device.
-func hasNVIDIADevice(p *snapshot.Process) bool {
-	for _, m := range p.Mappings {
-		if isNVIDIA(m.Class, m.DeviceNumber, m.DeviceType) {
-			return true
-		}
-	}
-	return hasNVIDIAHolder(p)
+	return p != nil && (p.UsesNVIDIA() || len(nv.byPID[p.PID]) > 0)
 }
 
 // sortFindings orders findings for people and for byte-stable JSON: severity

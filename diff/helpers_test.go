@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"path"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,23 +22,21 @@ func proc(pid int, start uint64, comm, exe string, opts ...procOpt) snapshot.Pro
 	return p
 }
 
-// class decides a device's class as capture does: an NVIDIA major, or a
-// path in a dev directory whose last element starts with "nvidia".
-func class(p, devno string) string {
-	if maj, ok := major(devno); ok && maj == nvidiaMajor {
-		return snapshot.ClassNVIDIA
+// class is the class and GPU capture records for a device at p, from the one
+// classifier (snapshot.DeviceClasses.Classify); devno "" when stat could not
+// be read, else a character device "MAJ:MIN".
+func class(p, devno string) (string, *int) {
+	var kind snapshot.FileKind
+	maj, mnr, known := strings.Cut(devno, ":")
+	if known {
+		a, err1 := strconv.ParseUint(maj, 10, 32)
+		b, err2 := strconv.ParseUint(mnr, 10, 32)
+		if err1 != nil || err2 != nil {
+			panic("bad device number " + devno)
+		}
+		kind = snapshot.FileKind{Device: true, Char: true, Major: uint32(a), Minor: uint32(b)}
 	}
-	if path.Base(path.Dir(p)) == "dev" && strings.HasPrefix(path.Base(p), "nvidia") {
-		return snapshot.ClassNVIDIA
-	}
-	return snapshot.ClassOther
-}
-
-func gpuMinor(p string) *int {
-	if n, err := strconv.Atoi(strings.TrimPrefix(path.Base(p), "nvidia")); err == nil && strings.HasPrefix(path.Base(p), "nvidia") {
-		return &n
-	}
-	return nil
+	return snapshot.DeviceClasses{}.Classify(p, kind, known)
 }
 
 // mapping adds a device mapping; devno "" when capture could not stat it.
@@ -48,8 +45,9 @@ func mapping(p, perms string, start, size, offset uint64, devno string) procOpt 
 		m := snapshot.Mapping{
 			Address: strconv.FormatUint(start, 16) + "-" + strconv.FormatUint(start+size, 16),
 			Start:   start, End: start + size, Size: size, Perms: perms, Offset: offset,
-			Dev: "00:05", Inode: 1000, Path: p, DeviceNumber: devno, Class: class(p, devno), GPUMinor: gpuMinor(p),
+			Dev: "00:05", Inode: 1000, Path: p, DeviceNumber: devno,
 		}
+		m.Class, m.GPUMinor = class(p, devno)
 		if devno != "" {
 			m.DeviceType = "char"
 		}
@@ -59,8 +57,8 @@ func mapping(p, perms string, start, size, offset uint64, devno string) procOpt 
 
 func holder(fd int, target, access, devno string) procOpt {
 	return func(pr *snapshot.Process) {
-		h := snapshot.Holder{FD: fd, Target: target, Access: access, DeviceNumber: devno,
-			Class: class(target, devno), GPUMinor: gpuMinor(target)}
+		h := snapshot.Holder{FD: fd, Target: target, Access: access, DeviceNumber: devno}
+		h.Class, h.GPUMinor = class(target, devno)
 		if devno != "" {
 			h.DeviceType = "char"
 		}

@@ -3,6 +3,7 @@ package diff
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -19,16 +20,16 @@ type pool struct {
 	uuid   string // the GPU or MIG device UUID, for Finding.GPUUUID
 	minor  *int   // the GPU's minor number: its /dev/nvidiaN
 	memory *snapshot.Memory
-	procs  []nvmlEntry // one per PID
-	at     map[int]int // PID -> index in procs
+	merge  snapshot.ProcessMerge // NVML's lists on the pool, merged per PID
+	procs  []nvmlEntry           // one per PID
 }
 
 // nvmlEntry is one process NVML lists on a pool.
 type nvmlEntry struct {
 	pool *pool
-	list string // compute, graphics or mps
-	// proc is NVML's entry, its PID the host PID of the process it names.
-	proc snapshot.GPUProcess
+	// proc is NVML's lists merged for the PID, its PID the host PID of the
+	// process it names, Types the lists it is in.
+	proc snapshot.GPUProcessUse
 	// nvmlPID is the PID as NVML gave it, where it named the process by a
 	// PID of its own pid namespace (NSpid); else 0.
 	nvmlPID int
@@ -48,13 +49,13 @@ type nvmlIndex struct {
 	byPID       map[int][]nvmlEntry
 	util        map[int][]utilEntry
 	gpuByMinor  map[int]*snapshot.GPU
-	hostPID     func(int) int
+	pids        *snapshot.PIDJoin
 }
 
 // indexNVML indexes NVML's view of a snapshot whose processes are procs.
 func indexNVML(nv *snapshot.NVML, procs []snapshot.Process) *nvmlIndex {
 	ix := &nvmlIndex{
-		hostPID:    hostPIDs(procs),
+		pids:       snapshot.NewPIDJoin(procs),
 		poolByID:   make(map[string]*pool),
 		byPID:      make(map[int][]nvmlEntry),
 		util:       make(map[int][]utilEntry),
@@ -70,6 +71,13 @@ func indexNVML(nv *snapshot.NVML, procs []snapshot.Process) *nvmlIndex {
 		ix.addGPU(&nv.Devices[i])
 	}
 	for _, p := range ix.pools {
+		for _, u := range p.merge.Uses() {
+			e := nvmlEntry{pool: p, proc: u}
+			if host := ix.pids.HostPID(u.PID); host != u.PID {
+				e.nvmlPID, e.proc.PID = u.PID, host
+			}
+			p.procs = append(p.procs, e)
+		}
 		for _, e := range p.procs {
 			ix.byPID[e.proc.PID] = append(ix.byPID[e.proc.PID], e)
 		}
@@ -100,13 +108,13 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 			minor:  g.MinorNumber,
 			memory: m.Memory,
 		})
-		ix.add(p, "compute", m.ComputeProcesses)
-		ix.add(p, "graphics", m.GraphicsProcesses)
+		p.merge.Add("C", m.ComputeProcesses)
+		p.merge.Add("G", m.GraphicsProcesses)
 	}
 	for _, list := range []struct {
-		name  string
+		kind  string
 		procs []snapshot.GPUProcess
-	}{{"compute", g.ComputeProcesses}, {"graphics", g.GraphicsProcesses}, {"mps", g.MPSProcesses}} {
+	}{{"C", g.ComputeProcesses}, {"G", g.GraphicsProcesses}, {"M", g.MPSProcesses}} {
 		for _, gp := range list.procs {
 			p := whole
 			if gi := gp.GPUInstanceID; gi != nil && *gi != noInstance {
@@ -114,11 +122,11 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 					p = mp
 				}
 			}
-			ix.add(p, list.name, []snapshot.GPUProcess{gp})
+			p.merge.Add(list.kind, []snapshot.GPUProcess{gp})
 		}
 	}
 	for _, u := range g.ProcessUtilization {
-		pid := ix.hostPID(u.PID)
+		pid := ix.pids.HostPID(u.PID)
 		ix.util[pid] = append(ix.util[pid], utilEntry{gpu: id, sample: u})
 	}
 }
@@ -136,32 +144,6 @@ func (ix *nvmlIndex) pool(id string, p *pool) *pool {
 	ix.pools = append(ix.pools, p)
 	ix.poolByID[id] = p
 	return p
-}
-
-// add lists processes on a pool once per PID: a process NVML lists as both
-// compute and graphics, or on the GPU and on its MIG device, holds one
-// allocation, not two. The larger figure wins.
-func (ix *nvmlIndex) add(p *pool, list string, procs []snapshot.GPUProcess) {
-	if p.at == nil {
-		p.at = make(map[int]int)
-	}
-	for _, gp := range procs {
-		e := nvmlEntry{pool: p, list: list, proc: gp}
-		if host := ix.hostPID(gp.PID); host != gp.PID {
-			e.nvmlPID, e.proc.PID = gp.PID, host
-		}
-		gp = e.proc
-		i, dup := p.at[gp.PID]
-		if !dup {
-			p.at[gp.PID] = len(p.procs)
-			p.procs = append(p.procs, e)
-			continue
-		}
-		old := &p.procs[i]
-		if gp.UsedGPUMemory != nil && (old.proc.UsedGPUMemory == nil || *gp.UsedGPUMemory > *old.proc.UsedGPUMemory) {
-			old.proc.UsedGPUMemory = gp.UsedGPUMemory
-		}
-	}
 }
 
 // memoryOf finds the memory NVML gave a PID on a pool, and whether it listed it there at all.
@@ -198,51 +180,20 @@ func entryEvidence(e nvmlEntry) string {
 	if e.nvmlPID != 0 {
 		pid = fmt.Sprintf("%d (host PID %d, found through NSpid)", e.nvmlPID, e.proc.PID)
 	}
-	return fmt.Sprintf("nvml: %s lists pid %s as a %s process, %s", e.pool.label, pid, e.list, mem)
+	return fmt.Sprintf("nvml: %s lists pid %s as a %s process, %s", e.pool.label, pid, listNames(e.proc.Types), mem)
 }
 
-// hostPIDs returns how a PID NVML gives is read against procs: a process's
-// host PID as it is; else, where the proc root is not the host's (it shows no
-// kernel thread: seen from inside a pid namespace), the PID of the only
-// process that has it further down its NSpid chain, as snapshot.GPUUsage
-// joins it, and that holds or maps an NVIDIA device, as a process with a GPU
-// context does; else unchanged: no live process. On the host's /proc a PID
-// no process has is an orphan, never a container's PID of the same number.
-// A defunct process (a zombie) counts as none.
-func hostPIDs(procs []snapshot.Process) func(int) int {
-	host := make(map[int]bool, len(procs))
-	inner := make(map[int]int) // namespaced PID -> host PID, -1 when several have it
-	for i := range procs {
-		if procs[i].KernelThread {
-			return func(pid int) int { return pid }
+// listNames spells out the lists of GPUProcessUse.Types: "C+G" is "compute
+// and graphics".
+func listNames(types string) string {
+	names := map[string]string{"C": "compute", "G": "graphics", "M": "mps"}
+	parts := strings.Split(types, "+")
+	for i, t := range parts {
+		if n, ok := names[t]; ok {
+			parts[i] = n
 		}
 	}
-	for i := range procs {
-		p := &procs[i]
-		if p.Defunct() {
-			continue
-		}
-		host[p.PID] = true
-		if len(p.NSpid) < 2 || !hasNVIDIADevice(p) {
-			continue
-		}
-		for _, ns := range p.NSpid[1:] {
-			if ns == p.PID {
-				continue
-			}
-			if _, seen := inner[ns]; seen {
-				inner[ns] = -1
-			} else {
-				inner[ns] = p.PID
-			}
-		}
-	}
-	return func(pid int) int {
-		if h, ok := inner[pid]; ok && !host[pid] && h > 0 {
-			return h
-		}
-		return pid
-	}
+	return strings.Join(parts, " and ")
 }
 
 // bytesText gives a byte count exactly and in binary units.

@@ -116,19 +116,18 @@ func TestRenamedDeviceNode(t *testing.T) {
 
 func TestRenamedNeedsADeviceNumber(t *testing.T) {
 	for _, tc := range []struct {
-		class, devno, typ, path string
-		want                    bool
+		class, devno, path string
+		want               bool
 	}{
-		{"nvidia", "195:0", "char", "/dev/gpu0", true},
-		{"other", "195:0", "char", "/tmp/x", true},    // capture classed it by path: the major still tells
-		{"nvidia", "511:0", "char", "/dev/uvm", true}, // a uvm major capture read from /proc/devices
-		{"nvidia", "", "", "/dev/nvidia0", false},     // no number: named by path, so named nvidia*
-		{"other", "195:0", "block", "/dev/x", false},  // a block device of major 195 is something else
-		{"nvidia", "195:255", "char", "/dev/nvidiactl", false},
-		{"other", "7:3", "block", "/dev/loop3", false},
+		{"nvidia", "195:0", "/dev/gpu0", true},
+		{"nvidia", "511:0", "/dev/uvm", true}, // a uvm major capture read from /proc/devices
+		{"nvidia", "", "/dev/nvidia0", false}, // no number: named by path, so named nvidia*
+		{"other", "195:0", "/tmp/x", false},   // the class capture recorded is the truth: diff never decides again
+		{"nvidia", "195:255", "/dev/nvidiactl", false},
+		{"other", "7:3", "/dev/loop3", false},
 	} {
-		if got := renamed(tc.class, tc.devno, tc.typ, tc.path); got != tc.want {
-			t.Errorf("renamed(%q, %q, %q, %q) = %v, want %v", tc.class, tc.devno, tc.typ, tc.path, got, tc.want)
+		if got := renamed(tc.class, tc.devno, tc.path); got != tc.want {
+			t.Errorf("renamed(%q, %q, %q) = %v, want %v", tc.class, tc.devno, tc.path, got, tc.want)
 		}
 	}
 }

@@ -243,27 +243,6 @@ func TestUnexpectedUtilizationWithoutAList(t *testing.T) {
 	}
 }
 
-// NVML read inside a pid namespace names a container's process by its PID
-// there: joined through NSpid to the process on the GPU, as snapshot.GPUUsage
-// does, it is neither an orphan nor a zombie; a container process that uses
-// no GPU does not hide a true orphan of the same number.
-func TestNVMLPIDFoundThroughNSpid(t *testing.T) {
-	inContainer := func(p snapshot.Process) snapshot.Process { p.NSpid = []int{p.PID, 12}; return p }
-	trainer := inContainer(proc(4300, 700, "python3", "/usr/bin/python3.11", holder(3, dev0, "rw", dev0No)))
-	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", trainer), gpu(gib, gp(12, gib))))
-	expect(t, r, "leftover_device_holder high 4300 /dev/nvidia0", "unexpected_gpu_process medium 4300")
-	if ev := strings.Join(r.Findings[1].Evidence, "\n"); !strings.Contains(ev, "lists pid 12 (host PID 4300, found through NSpid) as a compute process") {
-		t.Errorf("evidence:\n%s", ev)
-	}
-	shell := inContainer(proc(4301, 700, "bash", "/usr/bin/bash"))
-	expect(t, compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b", shell), gpu(gib, gp(12, gib)))),
-		"orphan_gpu_process high 12", "zombie_gpu_memory high 0")
-	// The host's /proc shows kernel threads, and NVML's PIDs are its own.
-	kthread := proc(2, 1, "kthreadd", "", func(p *snapshot.Process) { p.KernelThread = true })
-	expect(t, compare(withGPUs(snap("a", kthread), gpu(0)), withGPUs(snap("b", kthread, trainer), gpu(gib, gp(12, gib)))),
-		"leftover_device_holder high 4300 /dev/nvidia0", "orphan_gpu_process high 12", "zombie_gpu_memory high 0", "unexpected_gpu_process medium 4300")
-}
-
 // The real ghost, as seen on an H200: the tenant made a CUDA context and
 // exited; its forked child keeps the descriptors, so NVML lists the dead PID
 // and the memory stays. The orphan and the zombie name the child.

@@ -91,7 +91,7 @@ func (c *comparison) staleEntry(pid int) string {
 		}
 		return ""
 	}
-	if then != nil && then.Key() != now.Key() && !hasNVIDIADevice(now) && !c.toUnread[pid] {
+	if then != nil && then.Key() != now.Key() && !now.UsesNVIDIA() && !c.toUnread[pid] {
 		return fmt.Sprintf("at FROM the PID was %s (%s), and %s maps and holds no NVIDIA device: the PID was reused after a process on the GPU exited",
 			then.Key(), then.Comm, now.Key())
 	}

@@ -10,7 +10,7 @@ func renamedDeviceNodes(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.changed {
 		for _, u := range ch.uses {
-			if !renamed(u.class, u.devno, u.devType, u.device) {
+			if !renamed(u.class, u.devno, u.device) {
 				continue
 			}
 			if prior := ch.prior[u.device]; prior != nil {

@@ -28,7 +28,7 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 			// an orphan, reported as such, not this process's use.
 			nvml = nil
 		}
-		if len(nvml) == 0 && !hasNVIDIADevice(p) {
+		if len(nvml) == 0 && !p.UsesNVIDIA() {
 			return
 		}
 		before := c.fromByKey[p.Key()]

@@ -86,30 +86,53 @@ func GPUUsage(s *Snapshot) []GPUUse {
 }
 
 type joiner struct {
-	s *Snapshot
+	s    *Snapshot
+	pids *PIDJoin
+	// byMinor: GPU minor number -> live processes holding or mapping its node.
+	byMinor map[int][]*Process
+}
+
+func newJoiner(s *Snapshot) *joiner {
+	j := &joiner{s: s, pids: NewPIDJoin(s.Processes), byMinor: map[int][]*Process{}}
+	for k := range s.Processes {
+		p := &s.Processes[k]
+		if p.Defunct() {
+			continue // it uses no GPU
+		}
+		for _, minor := range gpuMinors(p) {
+			j.byMinor[minor] = append(j.byMinor[minor], p)
+		}
+	}
+	return j
+}
+
+// PIDJoin tells which process of a snapshot a PID NVML lists is
+// (docs/spec.md, Process identity). gpusnap ps and diff both join through it,
+// so they never disagree on whether a PID is an orphan.
+type PIDJoin struct {
 	// hostView: the proc root shows kernel threads, which only a procfs of the
 	// host's pid namespace does. Its PIDs are the host PIDs NVML gives, so a
 	// PID not among them is an orphan, never a namespaced PID of some
 	// container process that happens to have the same number.
 	hostView bool
 	byPID    map[int]*Process
-	nsPIDs   map[int][]*Process // PID in a namespace below the host's -> processes
-	byMinor  map[int][]*Process // GPU minor number -> processes holding or mapping its node
+	// nsPIDs: PID in a namespace below the host's -> the live processes that
+	// have it there and hold or map an NVIDIA device, as a process with a GPU
+	// context does.
+	nsPIDs map[int][]*Process
 }
 
-func newJoiner(s *Snapshot) *joiner {
-	j := &joiner{s: s, byPID: make(map[int]*Process, len(s.Processes)), nsPIDs: map[int][]*Process{}, byMinor: map[int][]*Process{}}
-	for k := range s.Processes {
-		p := &s.Processes[k]
+// NewPIDJoin indexes procs for Process.
+func NewPIDJoin(procs []Process) *PIDJoin {
+	j := &PIDJoin{byPID: make(map[int]*Process, len(procs)), nsPIDs: map[int][]*Process{}}
+	for k := range procs {
+		p := &procs[k]
 		j.byPID[p.PID] = p
 		j.hostView = j.hostView || p.KernelThread
-		if p.Defunct() {
-			continue // it uses no GPU, and no PID NVML lists is it
+		if p.Defunct() || len(p.NSpid) < 2 || !p.UsesNVIDIA() {
+			continue
 		}
-		for _, minor := range gpuMinors(p) {
-			j.byMinor[minor] = append(j.byMinor[minor], p)
-		}
-		for _, ns := range p.NSpid[min(1, len(p.NSpid)):] {
+		for _, ns := range p.NSpid[1:] {
 			if ns != p.PID {
 				j.nsPIDs[ns] = append(j.nsPIDs[ns], p)
 			}
@@ -118,10 +141,11 @@ func newJoiner(s *Snapshot) *joiner {
 	return j
 }
 
-// process finds the live process NVML means by pid: the host PID, else, where
-// the proc root is not the host's, a unique match down the NSpid chains; else
-// a zombie with that PID, or none.
-func (j *joiner) process(pid int) (*Process, string) {
+// Process finds the live process NVML means by pid: the process with that
+// host PID; else, where the proc root is not the host's, the only process
+// that has pid further down its NSpid chain and uses an NVIDIA device; else a
+// zombie with that PID, or none. The string says which (JoinPID ...).
+func (j *PIDJoin) Process(pid int) (*Process, string) {
 	p := j.byPID[pid]
 	if p != nil && !p.Defunct() {
 		return p, JoinPID
@@ -141,21 +165,30 @@ func (j *joiner) process(pid int) (*Process, string) {
 	return nil, JoinNone
 }
 
+// HostPID is the host PID of the live process NVML means by pid (Process),
+// or pid itself when no live process is it.
+func (j *PIDJoin) HostPID(pid int) int {
+	if p, how := j.Process(pid); how == JoinNSpid {
+		return p.PID
+	}
+	return pid
+}
+
 func (j *joiner) gpu(g *GPU, path string) GPUUse {
 	u := GPUUse{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, Memory: g.Memory}
-	l := j.newLister(g.ProcessUtilization)
-	l.add("C", g.ComputeProcesses)
-	l.add("G", g.GraphicsProcesses)
-	l.add("M", g.MPSProcesses)
+	var m ProcessMerge
+	m.Add("C", g.ComputeProcesses)
+	m.Add("G", g.GraphicsProcesses)
+	m.Add("M", g.MPSProcesses)
 	known := j.listed(path, "compute_processes", "graphics_processes", "mps_processes")
 	for k := range g.MIGDevices {
 		mu := j.mig(&g.MIGDevices[k], migKey(path, k))
 		u.MIG = append(u.MIG, mu)
 		for _, p := range mu.Processes {
-			l.merge(p)
+			m.Merge(p)
 		}
 	}
-	u.Processes = l.uses()
+	u.Processes = j.joined(m.Uses(), g.ProcessUtilization)
 	if known {
 		u.Unaccounted = unaccounted(g.Memory, u.Processes)
 	}
@@ -167,10 +200,10 @@ func (j *joiner) gpu(g *GPU, path string) GPUUse {
 
 func (j *joiner) mig(m *MIGDevice, path string) MIGUse {
 	u := MIGUse{GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, UUID: m.UUID, Memory: m.Memory}
-	l := j.newLister(nil)
-	l.add("C", m.ComputeProcesses)
-	l.add("G", m.GraphicsProcesses)
-	u.Processes = l.uses()
+	var pm ProcessMerge
+	pm.Add("C", m.ComputeProcesses)
+	pm.Add("G", m.GraphicsProcesses)
+	u.Processes = j.joined(pm.Uses(), nil)
 	if j.listed(path, "compute_processes", "graphics_processes") {
 		u.Unaccounted = unaccounted(m.Memory, u.Processes)
 	}
@@ -187,37 +220,34 @@ func (j *joiner) listed(path string, fields ...string) bool {
 	return true
 }
 
-// lister merges NVML's lists into one use per PID.
-type lister struct {
-	j     *joiner
-	util  map[int]*ProcessUtilization
+// ProcessMerge merges NVML's process lists on one GPU, MIG device or memory
+// pool into one use per PID, in the order PIDs are first met: a process NVML
+// lists as both compute and graphics, or on a GPU and on its MIG device, holds
+// one allocation, not two, and the larger figure wins. gpusnap ps and diff
+// both merge through it. The zero value is empty and ready.
+type ProcessMerge struct {
 	order []int
 	by    map[int]*GPUProcessUse
 }
 
-func (j *joiner) newLister(util []ProcessUtilization) *lister {
-	l := &lister{j: j, util: map[int]*ProcessUtilization{}, by: map[int]*GPUProcessUse{}}
-	for k := range util {
-		l.util[util[k].PID] = &util[k]
-	}
-	return l
-}
-
-// add merges one of NVML's lists; kind is its letter in Types.
-func (l *lister) add(kind string, list []GPUProcess) {
+// Add merges one of NVML's lists; kind is its letter in Types (C, G or M).
+func (m *ProcessMerge) Add(kind string, list []GPUProcess) {
 	for _, p := range list {
-		l.merge(GPUProcessUse{PID: p.PID, Types: kind, UsedGPUMemory: p.UsedGPUMemory,
+		m.Merge(GPUProcessUse{PID: p.PID, Types: kind, UsedGPUMemory: p.UsedGPUMemory,
 			GPUInstanceID: p.GPUInstanceID, ComputeInstanceID: p.ComputeInstanceID})
 	}
 }
 
-func (l *lister) merge(p GPUProcessUse) {
-	u := l.by[p.PID]
+// Merge merges one use already merged elsewhere (a MIG device's, into its GPU's).
+func (m *ProcessMerge) Merge(p GPUProcessUse) {
+	if m.by == nil {
+		m.by = map[int]*GPUProcessUse{}
+	}
+	u := m.by[p.PID]
 	if u == nil {
-		u = &GPUProcessUse{PID: p.PID, Utilization: l.util[p.PID]}
-		u.Process, u.Join = l.j.process(p.PID)
-		l.by[p.PID] = u
-		l.order = append(l.order, p.PID)
+		u = &GPUProcessUse{PID: p.PID}
+		m.by[p.PID] = u
+		m.order = append(m.order, p.PID)
 	}
 	for _, t := range strings.Split(p.Types, "+") {
 		if !slices.Contains(strings.Split(u.Types, "+"), t) {
@@ -235,15 +265,31 @@ func (l *lister) merge(p GPUProcessUse) {
 	}
 }
 
-func (l *lister) uses() []GPUProcessUse {
-	out := make([]GPUProcessUse, 0, len(l.order))
-	for _, pid := range l.order {
-		out = append(out, *l.by[pid])
-	}
-	if len(out) == 0 {
+// Uses are the merged uses, one per PID, not yet joined to processes.
+func (m *ProcessMerge) Uses() []GPUProcessUse {
+	if len(m.order) == 0 {
 		return nil
 	}
+	out := make([]GPUProcessUse, 0, len(m.order))
+	for _, pid := range m.order {
+		out = append(out, *m.by[pid])
+	}
 	return out
+}
+
+// joined joins each use to its process and utilization sample.
+func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUProcessUse {
+	for k := range uses {
+		u := &uses[k]
+		u.Process, u.Join = j.pids.Process(u.PID)
+		for i := range util {
+			if util[i].PID == u.PID {
+				u.Utilization = &util[i]
+				break
+			}
+		}
+	}
+	return uses
 }
 
 // unaccounted is used memory minus the listed processes' memory, floored at

@@ -14,16 +14,20 @@ func mapping(minor int) Mapping {
 	return Mapping{Perms: "rw-s", Path: "/dev/nvidia" + string(rune('0'+minor)), Class: ClassNVIDIA, GPUMinor: &minor}
 }
 
+// ctl is /dev/nvidiactl held: a process using an NVIDIA device, no GPU's node.
+var ctl = []Holder{{FD: 4, Target: "/dev/nvidiactl", Access: "rw", Class: ClassNVIDIA}}
+
 func joinSnapshot() *Snapshot {
 	used := func(v uint64) *uint64 { return &v }
 	return &Snapshot{
 		Processes: []Process{
 			{PID: 100, Comm: "python3", NSpid: []int{100}, Mappings: []Mapping{mapping(0)}, Holders: []Holder{holder(0)}},
 			{PID: 400, Comm: "ghost", Holders: []Holder{holder(0), {FD: 4, Target: "/dev/nvidiactl", Class: ClassNVIDIA}}},
-			{PID: 4300, Comm: "trainer", NSpid: []int{4300, 300}},
+			{PID: 4300, Comm: "trainer", NSpid: []int{4300, 300}, Holders: ctl},
+			{PID: 4400, Comm: "shell", NSpid: []int{4400, 8}}, // uses no NVIDIA device: never NVML's PID 8
 			{PID: 500, Comm: "miner", Mappings: []Mapping{mapping(1), {Path: "/dev/dri/card0", Class: ClassOther}}},
-			{PID: 600, Comm: "a", NSpid: []int{600, 7}},
-			{PID: 601, Comm: "b", NSpid: []int{601, 7}},
+			{PID: 600, Comm: "a", NSpid: []int{600, 7}, Holders: ctl},
+			{PID: 601, Comm: "b", NSpid: []int{601, 7}, Holders: ctl},
 		},
 		NVML: NVML{Devices: []GPU{
 			{Index: 0, UUID: "GPU-0", MinorNumber: ptr(0), Memory: &Memory{Total: 80 * gib, Used: 20 * gib},
@@ -86,6 +90,9 @@ func TestGPUUsage(t *testing.T) {
 	g = u[1]
 	if p := g.Processes[0]; p.Join != JoinAmbiguous || p.Process != nil {
 		t.Errorf("pid 7 in two namespaces: %+v", p)
+	}
+	if p := g.Processes[1]; p.PID != 8 || p.Join != JoinNone || p.Process != nil {
+		t.Errorf("pid 8, a namespaced PID of a process on no GPU: %+v", p)
 	}
 	if g.Unaccounted != nil {
 		t.Errorf("gpu 1 unaccounted %d, want unknown: pid 8's memory is not available", *g.Unaccounted)

@@ -72,7 +72,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 		if known {
 			h.DeviceNumber, h.DeviceType = deviceNumber(kind)
 		}
-		h.Class, h.GPUMinor = w.classes.classify(path, kind, known)
+		h.Class, h.GPUMinor = w.classes.Classify(path, kind, known)
 		if h.Class != ClassNVIDIA {
 			// No fdinfo for other devices: every process holds /dev/null or a
 			// tty, and the diff judges only NVIDIA holders by access mode.

@@ -356,7 +356,7 @@ func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	if known {
 		mp.DeviceNumber, mp.DeviceType = deviceNumber(kind)
 	}
-	mp.Class, mp.GPUMinor = s.Classes.classify(mp.Path, kind, known)
+	mp.Class, mp.GPUMinor = s.Classes.Classify(mp.Path, kind, known)
 	return mp, true
 }
 
