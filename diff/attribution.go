@@ -93,12 +93,18 @@ var inheritKinds = map[string]bool{
 	KindRenamedDeviceNode:     true,
 }
 
-// Inheritable reports whether a finding is of a device a surviving process
-// may have inherited from a tenant process: only then is Options.History
-// read, so callers may load the history only when this says so.
-func (r *Result) Inheritable() bool {
+// WantsHistory reports whether a finding would name more with
+// Options.History: a device a surviving process may have inherited from a
+// tenant process, or a PID the kernel log blames that no snapshot at either
+// end has. Only then is the history read, so callers may load it only when
+// this says so.
+func (r *Result) WantsHistory() bool {
 	for _, f := range r.Findings {
-		if inheritKinds[f.Kind] && f.Process != nil {
+		switch {
+		case f.Process == nil:
+		case inheritKinds[f.Kind]:
+			return true
+		case f.Kind == KindXidError && f.Process.StartTime == 0:
 			return true
 		}
 	}

@@ -36,10 +36,10 @@ func TestInheritedFromTenantProcess(t *testing.T) {
 	ghost := child
 	ghost.PPID = 1
 	to := snap("b", ghost)
-	if !Compare(snap("a"), to, Options{}).Inheritable() {
+	if !Compare(snap("a"), to, Options{}).WantsHistory() {
 		t.Error("a ghost's mapping is not inheritable")
 	}
-	if Compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(gib)), Options{}).Inheritable() {
+	if Compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(gib)), Options{}).WantsHistory() {
 		t.Error("zombie memory is inheritable")
 	}
 	r := Compare(snap("a"), to, Options{ZombieThreshold: DefaultZombieThreshold, History: []*snapshot.Snapshot{during}})

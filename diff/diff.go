@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	// Allow lists expected workloads (--allow FILE): their findings are
 	// downgraded to info, with Finding.Allowed naming the entry.
 	Allow *AllowList
+	// KernelLog is the kernel log between FROM and TO (kmsg.ReadWindow):
+	// the Xids and forged driver records in it are findings, what of it is
+	// missing a note. Nil: not read, and the result says so.
+	KernelLog *kmsg.Window
 }
 
 // Compare reports what to holds that from did not.
@@ -66,6 +71,8 @@ var rules = []func(*comparison) []Finding{
 	unexpectedGPUProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
+	xidErrors,
+	forgedKernelMessages,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every
@@ -142,6 +149,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 		c.changed = append(c.changed, ch)
 	}
 	c.noteLimits()
+	c.noteKernelLog()
 	return c
 }
 

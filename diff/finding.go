@@ -19,6 +19,8 @@ const (
 	KindUnexpectedGPUProcess  = "unexpected_gpu_process"
 	KindRenamedDeviceNode     = "renamed_device_node"
 	KindOtherDeviceMapping    = "other_device_mapping"
+	KindXidError              = "xid_error"
+	KindForgedKernelMessage   = "forged_kernel_message"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
@@ -98,6 +100,8 @@ type Finding struct {
 	Process  *ProcessRef `json:"process,omitempty"`
 	Device   string      `json:"device,omitempty"`
 	GPUUUID  string      `json:"gpu_uuid,omitempty"`
+	// Time is when it happened, where a record says (the kernel log's).
+	Time *time.Time `json:"time,omitempty"`
 	// Evidence is the raw lines or numbers behind the finding (maps lines, fdinfo, NVML figures).
 	Evidence []string `json:"evidence"`
 	// InheritedFrom names the tenant process a surviving mapping came from ("PID@START (exe)").

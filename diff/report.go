@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
@@ -106,6 +107,9 @@ func writeFinding(b *bufio.Writer, f *Finding) {
 			fmt.Fprintf(b, " gpu: %s", safetext.Escape(f.GPUUUID))
 		}
 		b.WriteByte('\n')
+	}
+	if f.Time != nil {
+		fmt.Fprintf(b, "    time: %s\n", f.Time.UTC().Format(time.RFC3339))
 	}
 	if f.InheritedFrom != "" {
 		fmt.Fprintf(b, "    inherited from %s\n", safetext.Escape(f.InheritedFrom))

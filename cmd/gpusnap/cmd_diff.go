@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -138,12 +139,14 @@ func warn(g globals, err error) {
 	fmt.Fprintf(g.Stderr, "gpusnap: %s\n", safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
 }
 
-// compareWithHistory diffs from and to; when something is left behind it
-// reads the tenant's snapshots taken while it ran into opts.History and diffs
-// again, to tell which tenant process each survivor got it from.
+// compareWithHistory diffs from and to, with the kernel log between them;
+// when a finding would name more with them (see diff.Result.WantsHistory) it
+// reads the tenant's snapshots taken while it ran into opts.History and
+// diffs again.
 func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
+	opts.KernelLog = kmsg.ReadWindow(g.KernelLog, from.KernelLog, to.KernelLog)
 	r := diff.Compare(from, to, *opts)
-	if !r.Inheritable() || from.Tenant == "" {
+	if !r.WantsHistory() || from.Tenant == "" {
 		return r, nil
 	}
 	var err error

@@ -52,8 +52,12 @@ func TestDiffScenarios(t *testing.T) {
 			}
 			db := filepath.Join(t.TempDir(), "gpusnap.db")
 			side := func(s string) []string {
-				return []string{"--db", db, "--tenant", name,
+				args := []string{"--db", db, "--tenant", name,
 					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
+				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
+					args = append(args, "--kmsg", kmsg)
+				}
+				return args
 			}
 			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
 				t.Fatalf("baseline: exit %d: %s", code, stderr)
@@ -100,6 +104,11 @@ func TestDiffScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func scenarioDir(name string) string { return filepath.Join("..", "..", "fixtures", "scenarios", name) }

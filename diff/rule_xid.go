@@ -1,0 +1,287 @@
+package diff
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusnap/gpusnap/kmsg"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// xidCatalog names the Xids an operator meets most, after NVIDIA's Xid
+// catalog (docs.nvidia.com/deploy/xid-errors). down marks those after which
+// the GPU or its memory is not usable until a GPU reset or a reboot (the
+// catalog's immediate action is RESET_GPU or RESTART_BM, or the memory lost
+// a page or row): they are high; every other Xid is medium.
+var xidCatalog = map[int]struct {
+	name string
+	down bool
+}{
+	13:  {"graphics engine exception", false},
+	31:  {"GPU memory page fault", false},
+	43:  {"GPU stopped processing (the channel was reset)", false},
+	45:  {"preemptive cleanup, after a previous error", false},
+	46:  {"GPU stopped processing", true},
+	48:  {"double-bit ECC error", true},
+	61:  {"internal micro-controller breakpoint", true},
+	62:  {"internal micro-controller halt", true},
+	63:  {"ECC page retirement or row remapping recorded", true},
+	64:  {"ECC page retirement or row remapping failed", true},
+	68:  {"video processor exception", false},
+	74:  {"NVLink error", true},
+	79:  {"GPU has fallen off the bus", true},
+	92:  {"high single-bit ECC error rate", true},
+	94:  {"contained ECC error", true},
+	95:  {"uncontained ECC error", true},
+	109: {"context switch timeout", false},
+	119: {"GSP RPC timeout", true},
+	120: {"GSP error", true},
+	140: {"unrecovered ECC error", true},
+	154: {"GPU recovery action changed", true},
+}
+
+// maxXidEvidence bounds the records quoted in one finding; the rest are counted.
+const maxXidEvidence = 64
+
+// xidGroup is the records of one Xid number on one device blamed on one PID.
+type xidGroup struct {
+	xid     kmsg.Xid
+	records []*kmsg.Record
+}
+
+// xidErrors: the kernel logged an NVIDIA Xid (or an NVSwitch SXid) between
+// FROM and TO. Only the kernel's own records count (see forgedKernelMessages).
+// One finding per Xid number, device and PID, with every record as evidence.
+func xidErrors(c *comparison) []Finding {
+	w := c.opts.KernelLog
+	if w == nil {
+		return nil
+	}
+	var groups []*xidGroup
+	index := map[string]*xidGroup{}
+	for i := range w.Records {
+		r := &w.Records[i]
+		if !r.FromKernel() {
+			continue
+		}
+		x, ok := kmsg.ParseXid(r.Text)
+		if !ok {
+			continue
+		}
+		key := fmt.Sprintf("%v/%d/%s/%d", x.Switch, x.Number, normalPCI(x.PCI), x.PID)
+		g := index[key]
+		if g == nil {
+			g = &xidGroup{xid: x}
+			index[key] = g
+			groups = append(groups, g)
+		}
+		g.records = append(g.records, r)
+	}
+	out := make([]Finding, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, c.xidFinding(g))
+	}
+	return out
+}
+
+func (c *comparison) xidFinding(g *xidGroup) Finding {
+	x, first := g.xid, g.records[0]
+	at := c.recordTime(first)
+	f := Finding{Kind: KindXidError, Severity: Medium, Time: at}
+	var what, device string
+	if x.Switch {
+		verdict := "non-fatal"
+		if x.Fatal {
+			verdict, f.Severity = "fatal", High
+		}
+		what = fmt.Sprintf("SXid %d (%s) on NVSwitch PCI:%s", x.Number, verdict, x.PCI)
+	} else {
+		name := "see the driver's text"
+		if e, ok := xidCatalog[x.Number]; ok {
+			name = e.name
+			if e.down {
+				f.Severity = High
+			}
+		}
+		gpu := c.gpuByPCI(x.PCI)
+		device = "GPU PCI:" + x.PCI
+		if gpu != nil {
+			f.GPUUUID = gpu.UUID
+			device = fmt.Sprintf("GPU %d %s (PCI:%s)", gpu.Index, gpu.UUID, x.PCI)
+		}
+		what = fmt.Sprintf("Xid %d (%s) on %s", x.Number, name, device)
+	}
+	f.Evidence = append(f.Evidence, xidRecordEvidence(g.records)...)
+	if !x.Switch && f.GPUUUID == "" {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("no GPU with PCI bus id %s in NVML's view at TO or FROM", x.PCI))
+	}
+	blame := ""
+	if x.PID > 0 {
+		f.Process, blame = c.xidProcess(x, at, &f.Evidence)
+	}
+	when := "at an unknown time"
+	if at != nil {
+		when = "at " + at.UTC().Format(time.RFC3339)
+	}
+	f.Summary = fmt.Sprintf("%s %s%s", what, when, blame)
+	if n := len(g.records); n > 1 {
+		f.Summary += fmt.Sprintf(" (%d records)", n)
+	}
+	return f
+}
+
+// xidProcess names the process the driver blamed: the process with that PID
+// in TO, FROM or the tenant's snapshots between them that had started by the
+// time of the record (a later process with the PID is another one), else
+// the PID and the name the driver gave.
+func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (*ProcessRef, string) {
+	candidates := []*snapshot.Process{c.toByPID[x.PID], c.fromByPID[x.PID]}
+	for _, h := range c.opts.History {
+		for i := range h.Processes {
+			if h.Processes[i].PID == x.PID {
+				candidates = append(candidates, &h.Processes[i])
+			}
+		}
+	}
+	for _, p := range candidates {
+		if p == nil {
+			continue
+		}
+		// btime has whole seconds: a process started within a second after the record may still be it.
+		if at != nil && !p.Started.IsZero() && p.Started.After(at.Add(time.Second)) {
+			*evidence = append(*evidence, fmt.Sprintf("PID %d is now %s (%s), started %s, after the Xid: another process", x.PID, p.Key(), p.Comm, p.Started.UTC().Format(time.RFC3339)))
+			continue
+		}
+		ref := processRef(p)
+		if x.Name != "" && x.Name != p.Comm {
+			*evidence = append(*evidence, fmt.Sprintf("the driver named the process %q; its comm is %q", x.Name, p.Comm))
+		}
+		state := "alive at TO"
+		if c.toByKey[p.Key()] == nil {
+			state = "gone at TO"
+		}
+		return ref, fmt.Sprintf(", blamed on %s, %s", describe(ref), state)
+	}
+	ref := &ProcessRef{PID: x.PID, Comm: x.Name, UID: -1}
+	*evidence = append(*evidence, fmt.Sprintf("PID %d is in no snapshot of the window: the process had exited by TO", x.PID))
+	return ref, fmt.Sprintf(", blamed on pid %d (%s, gone at TO)", x.PID, cmp.Or(x.Name, "name not given"))
+}
+
+// xidRecordEvidence quotes the records, up to maxXidEvidence of them.
+func xidRecordEvidence(records []*kmsg.Record) []string {
+	out := make([]string, 0, min(len(records), maxXidEvidence)+1)
+	for i, r := range records {
+		if i == maxXidEvidence {
+			out = append(out, fmt.Sprintf("... %d more records", len(records)-i))
+			break
+		}
+		out = append(out, strings.TrimSuffix(r.Line(), "\n"))
+	}
+	return out
+}
+
+// forgedKernelMessages: a record in the NVIDIA driver's words that the
+// kernel did not write (facility not kern): user space wrote it to
+// /dev/kmsg, to stage an Xid or to bury a real one. It never counts as an
+// Xid. One finding per distinct text.
+func forgedKernelMessages(c *comparison) []Finding {
+	w := c.opts.KernelLog
+	if w == nil {
+		return nil
+	}
+	var out []Finding
+	byText := map[string]int{}
+	for i := range w.Records {
+		r := &w.Records[i]
+		if r.FromKernel() || !kmsg.IsDriverText(r.Text) {
+			continue
+		}
+		if k, seen := byText[r.Text]; seen {
+			f := &out[k]
+			if len(f.Evidence) < maxXidEvidence {
+				f.Evidence = append(f.Evidence, strings.TrimSuffix(r.Line(), "\n"))
+			}
+			continue
+		}
+		byText[r.Text] = len(out)
+		out = append(out, Finding{
+			Kind:     KindForgedKernelMessage,
+			Severity: High,
+			Time:     c.recordTime(r),
+			Summary: fmt.Sprintf("a kernel-log record in the NVIDIA driver's words came from user space (facility %d, not kern 0): %s",
+				r.Facility, clipText(r.Text, 160)),
+			Evidence: []string{strings.TrimSuffix(r.Line(), "\n"),
+				"the kernel gives every record written to /dev/kmsg from user space a facility other than 0; only the driver's own records have 0"},
+		})
+	}
+	return out
+}
+
+// recordTime is when the kernel logged r: TO's boot time plus the record's
+// microseconds since boot (to the second of btime); nil where the boot time is unknown.
+func (c *comparison) recordTime(r *kmsg.Record) *time.Time {
+	boot := c.to.Host.BootTime
+	if boot.IsZero() {
+		return nil
+	}
+	t := boot.Add(time.Duration(r.USec) * time.Microsecond)
+	return &t
+}
+
+// gpuByPCI finds the GPU of a bus id as the driver prints it (0000:3b:00) in
+// NVML's view (00000000:3B:00.0) at TO, else at FROM.
+func (c *comparison) gpuByPCI(bus string) *snapshot.GPU {
+	want := normalPCI(bus)
+	for _, nv := range []*snapshot.NVML{&c.to.NVML, &c.from.NVML} {
+		for i := range nv.Devices {
+			if normalPCI(nv.Devices[i].PCIBusID) == want {
+				return &nv.Devices[i]
+			}
+		}
+	}
+	return nil
+}
+
+// normalPCI reduces a PCI address to domain:bus:device in lower-case hex
+// without leading zeros, the function dropped: Xid lines give no function,
+// NVML gives one, and the GPU is function 0.
+func normalPCI(addr string) string {
+	addr, _, _ = strings.Cut(addr, ".")
+	parts := strings.Split(addr, ":")
+	if len(parts) != 3 {
+		return strings.ToLower(addr)
+	}
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 16, 32)
+		if err != nil {
+			return strings.ToLower(addr)
+		}
+		parts[i] = strconv.FormatUint(n, 16)
+	}
+	return strings.Join(parts, ":")
+}
+
+// clipText bounds a tenant-written text quoted in a summary line.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// noteKernelLog says what of the window's kernel log was not read.
+func (c *comparison) noteKernelLog() {
+	w := c.opts.KernelLog
+	if w == nil {
+		if c.to.KernelLog != nil {
+			c.notes = append(c.notes, "kernel log: the records between FROM and TO were not read: Xid errors are not checked")
+		}
+		return
+	}
+	for _, m := range w.Missing {
+		c.notes = append(c.notes, "kernel log: "+m)
+	}
+}
