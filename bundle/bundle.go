@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -42,6 +43,9 @@ type Input struct {
 	TenantStart, TenantEnd time.Time
 	// SignKey, when set, signs manifest.json into manifest.sig.
 	SignKey ed25519.PrivateKey
+	// KernelLog is the kernel log between Before and After (the diff's
+	// window): its records go to raw/kmsg as the kernel wrote them. Nil: none.
+	KernelLog *kmsg.Window
 }
 
 // Fixed file names in a bundle.
@@ -56,6 +60,7 @@ const (
 	FileReportHTM = "report.html"
 	DirMaps       = "maps"
 	DirRaw        = "raw"
+	FileKernelLog = "raw/kmsg"
 )
 
 // processKey is the PID@START form that names per-process files; anything
@@ -121,6 +126,13 @@ func payload(in Input) (map[string][]byte, error) {
 		files[path.Join(dir, "status")] = []byte(p.Raw.Status)
 		files[path.Join(dir, "cmdline")] = []byte(p.Raw.Cmdline)
 		files[path.Join(dir, "cgroup")] = []byte(p.Raw.Cgroup)
+	}
+	if in.KernelLog != nil {
+		var b bytes.Buffer
+		for i := range in.KernelLog.Records {
+			b.WriteString(in.KernelLog.Records[i].Line())
+		}
+		files[FileKernelLog] = b.Bytes()
 	}
 	return files, nil
 }

@@ -332,6 +332,12 @@ func timeline(in Input, procs []process) []event {
 			add(sp.Started, fmt.Sprintf("process %s (%s) started", p.Key, p.Comm))
 		}
 	}
+	// What a record dates (an Xid the kernel logged) stands where it happened.
+	for _, f := range in.Result.Findings {
+		if f.Time != nil {
+			add(*f.Time, fmt.Sprintf("%s: %s", f.Kind, safetext.Escape(f.Summary)))
+		}
+	}
 	add(in.After.Host.CaptureStart, fmt.Sprintf("TO snapshot %s (%s) taken", safetext.Escape(in.After.ID), safetext.Escape(in.After.Label)))
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
 	return evs

@@ -15,6 +15,7 @@ import (
 	"github.com/gpusnap/gpusnap/bundle"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -104,7 +105,7 @@ func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Sn
 		opts.MapsDiff = true
 		r = diff.Compare(from, to, opts)
 	}
-	w, err := writeBundle(b.path, b.opts, from, to, r)
+	w, err := writeBundle(b.path, b.opts, from, to, r, opts.KernelLog)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func runBundle(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(out, opts, from, to, r)
+	w, err := writeBundle(out, opts, from, to, r, cmp.KernelLog)
 	if err != nil {
 		return err
 	}
@@ -269,9 +270,9 @@ func (w written) String() string {
 }
 
 // writeBundle writes the bundle of a diff to path.
-func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result) (written, error) {
+func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, kernelLog *kmsg.Window) (written, error) {
 	in := bundle.Input{
-		Before: from, After: to, Result: res,
+		Before: from, After: to, Result: res, KernelLog: kernelLog,
 		Version: snapshot.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,

@@ -61,3 +61,36 @@ func TestLiveForgedKernelMessage(t *testing.T) {
 		}
 	}
 }
+
+// The bundle of a diff across Xids holds the window's kernel-log records as
+// the kernel wrote them (raw/kmsg) and puts each Xid on the report's time line.
+func TestBundleKernelLog(t *testing.T) {
+	dir := scenarioDir("xid-79-tenant")
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	side := func(s string) []string {
+		return []string{"--db", db, "--tenant", "xid", "--proc-root", filepath.Join(dir, s, "proc"),
+			"--nvml-fixture", filepath.Join(dir, s, "nvml.json"), "--kmsg", filepath.Join(dir, s, "kmsg")}
+	}
+	if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
+		t.Fatalf("baseline: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "incident.tar.gz")
+	if code, _, stderr := gpusnap(t, append([]string{"diff", "--bundle", out}, side("after")...)...); code != 1 {
+		t.Fatalf("diff: exit %d: %s", code, stderr)
+	}
+	verifiedManifest(t, out)
+	after, err := os.ReadFile(filepath.Join(dir, "after", "kmsg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window is every record after the baseline's position (1005 on).
+	_, window, _ := strings.Cut(string(after), "\n4,1005,")
+	if got := string(memberOf(t, out, "raw/kmsg")); got != "4,1005,"+window {
+		t.Errorf("raw/kmsg:\n%s\nwant the window of after/kmsg:\n4,1005,%s", got, window)
+	}
+	report := string(memberOf(t, out, "report.md"))
+	timeline, _, _ := strings.Cut(report, "## Findings")
+	if !strings.Contains(timeline, "- 2025-11-29 07:20:16.000 UTC: xid\\_error: Xid 79 (GPU has fallen off the bus) on GPU 0") {
+		t.Errorf("no Xid 79 on the time line:\n%s", timeline)
+	}
+}
