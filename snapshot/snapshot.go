@@ -22,13 +22,16 @@ const (
 
 // Snapshot is one capture of the host.
 type Snapshot struct {
-	ID        string    `json:"id"`
-	Label     string    `json:"label"`
-	Tenant    string    `json:"tenant,omitempty"`
-	Host      Host      `json:"host"`
-	Scan      Scan      `json:"scan"`
-	Processes []Process `json:"processes"`
-	NVML      NVML      `json:"nvml"`
+	ID     string `json:"id"`
+	Label  string `json:"label"`
+	Tenant string `json:"tenant,omitempty"`
+	// Allocation is the GPUs the scheduler gave Tenant (baseline --gpus, or
+	// the Slurm prolog's environment); nil when no one said.
+	Allocation *GPUSet   `json:"allocation,omitempty"`
+	Host       Host      `json:"host"`
+	Scan       Scan      `json:"scan"`
+	Processes  []Process `json:"processes"`
+	NVML       NVML      `json:"nvml"`
 	// KernelLog is where the kernel log stood: a diff reads the records
 	// between two snapshots' positions. Nil in snapshots taken before
 	// gpusnap kept it.

@@ -1,0 +1,137 @@
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// GPUSet names GPUs the way a scheduler hands them out: by minor number (N of
+// /dev/nvidiaN, the index Slurm's gres.conf File=/dev/nvidia[0-7] and its
+// SLURM_JOB_GPUS give) or by UUID (GPU-..., MIG-...). It is the allocation
+// model of every scheduler gpusnap serves: a tenant is given a set of GPUs.
+type GPUSet struct {
+	Minors []int    `json:"minors,omitempty"`
+	UUIDs  []string `json:"uuids,omitempty"`
+}
+
+// Limits of a GPU list: a minor of 255 or above is not a GPU (nvidiactl is
+// 195:255), and no host has more GPUs than a list may name.
+const (
+	maxGPUMinor    = 254
+	maxGPUListItem = 1024
+	maxUUIDLen     = 96
+)
+
+// ParseGPUList reads a GPU list as Slurm and CUDA write one: "0,1", "0-3",
+// "GPU-8f2c...,MIG-1a2b...", or a mix. An empty list is an empty set (a job
+// given no GPU). Duplicates are dropped; the set comes back sorted.
+func ParseGPUList(list string) (GPUSet, error) {
+	var s GPUSet
+	list = strings.TrimSpace(list)
+	if list == "" {
+		return s, nil
+	}
+	items := strings.Split(list, ",")
+	if len(items) > maxGPUListItem {
+		return s, fmt.Errorf("GPU list: more than %d entries", maxGPUListItem)
+	}
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		switch {
+		case strings.HasPrefix(item, "GPU-") || strings.HasPrefix(item, "MIG-"):
+			if len(item) > maxUUIDLen || !validUUID(item) {
+				return s, fmt.Errorf("GPU list: %q is not a GPU UUID", item)
+			}
+			s.UUIDs = append(s.UUIDs, item)
+		default:
+			lo, hi, err := minorRange(item)
+			if err != nil {
+				return s, err
+			}
+			for n := lo; n <= hi; n++ {
+				s.Minors = append(s.Minors, n)
+			}
+		}
+	}
+	slices.Sort(s.Minors)
+	s.Minors = slices.Compact(s.Minors)
+	slices.Sort(s.UUIDs)
+	s.UUIDs = slices.Compact(s.UUIDs)
+	return s, nil
+}
+
+// minorRange reads "3" or "0-3".
+func minorRange(item string) (lo, hi int, err error) {
+	a, b, isRange := strings.Cut(item, "-")
+	if lo, err = minor(a); err != nil {
+		return 0, 0, fmt.Errorf("GPU list: %q is not a GPU number, range (0-3) or UUID (GPU-...)", item)
+	}
+	hi = lo
+	if isRange {
+		if hi, err = minor(b); err != nil || hi < lo {
+			return 0, 0, fmt.Errorf("GPU list: %q is not a GPU number, range (0-3) or UUID (GPU-...)", item)
+		}
+	}
+	return lo, hi, nil
+}
+
+func minor(s string) (int, error) {
+	if !isDigits(s) || len(s) > 3 {
+		return 0, fmt.Errorf("not a number")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n > maxGPUMinor {
+		return 0, fmt.Errorf("not a GPU minor number")
+	}
+	return n, nil
+}
+
+// validUUID accepts what NVML prints in a UUID: letters, digits, '-' and, in
+// MIG UUIDs of old drivers, '/'.
+func validUUID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// String writes the set as a list ParseGPUList reads back: "0,1,GPU-...".
+func (s GPUSet) String() string {
+	parts := make([]string, 0, len(s.Minors)+len(s.UUIDs))
+	for _, n := range s.Minors {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	parts = append(parts, s.UUIDs...)
+	return strings.Join(parts, ",")
+}
+
+// AllocationEnv are the variables a Slurm prolog is given that name the job's
+// GPUs, in the order they are trusted: SLURM_JOB_GPUS is Slurm's own;
+// CUDA_VISIBLE_DEVICES, in a prolog, holds the same global numbers.
+var AllocationEnv = []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}
+
+// AllocationFromEnv finds the GPUs a scheduler gave a job in its environment.
+// In a Slurm prolog (SLURM_JOB_ID set) without either variable the job was
+// given no GPU: the set is empty, not unknown, so every GPU it uses is
+// outside its allocation. Elsewhere, without them, there is no allocation
+// (nil). source names the variable read.
+func AllocationFromEnv(getenv func(string) string) (set *GPUSet, source string, err error) {
+	for _, name := range AllocationEnv {
+		if v := getenv(name); v != "" {
+			s, err := ParseGPUList(v)
+			if err != nil {
+				return nil, name, fmt.Errorf("%s: %w", name, err)
+			}
+			return &s, name, nil
+		}
+	}
+	if getenv("SLURM_JOB_ID") != "" {
+		return &GPUSet{}, "SLURM_JOB_ID without SLURM_JOB_GPUS", nil
+	}
+	return nil, "", nil
+}
