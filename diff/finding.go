@@ -21,6 +21,8 @@ const (
 	KindOtherDeviceMapping    = "other_device_mapping"
 	KindXidError              = "xid_error"
 	KindForgedKernelMessage   = "forged_kernel_message"
+	KindOutOfAllocation       = "out_of_allocation_gpu_use"
+	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
 )
 
 // Severity orders findings: info < low < medium < high < critical.
@@ -134,4 +136,7 @@ type Result struct {
 	// Notes say what the diff could not check (NVML unread at one end, a
 	// different boot, refused processes), so a clean result is read for what it is.
 	Notes []string `json:"notes,omitempty"`
+	// Check is set on a check's result: the GPUs checked, and those that
+	// could not be read. It has no FROM.
+	Check *CheckScope `json:"check,omitempty"`
 }

@@ -29,6 +29,11 @@ func WriteJSON(w io.Writer, r *Result) error {
 func WriteText(w io.Writer, r *Result) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, summaryLine(r))
+	if r.Check != nil {
+		for _, u := range r.Check.Unchecked {
+			fmt.Fprintf(b, "unchecked: %s\n", safetext.Escape(u))
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(b, "note: %s\n", safetext.Escape(n))
 	}
@@ -67,7 +72,10 @@ func summaryLine(r *Result) string {
 		}
 	}
 	line := "gpusnap diff: "
-	if r.Summary.Total == 0 {
+	if r.Check != nil {
+		line = "gpusnap check: "
+	}
+	if r.Summary.Total == 0 && (r.Check == nil || len(r.Check.Unchecked) == 0) {
 		line += "clean: "
 	}
 	line += strings.Join(counts, ", ")
@@ -76,6 +84,9 @@ func summaryLine(r *Result) string {
 	}
 	if r.Tenant != "" {
 		line += "; tenant " + safetext.Escape(r.Tenant)
+	}
+	if r.Check != nil {
+		return line + fmt.Sprintf("; GPUs %s; at %s", safetext.Escape(r.Check.GPUs), captureTime(r.ToTime))
 	}
 	return line + fmt.Sprintf("; from %s (%s) to %s (%s)",
 		r.From, captureTime(r.FromTime), r.To, captureTime(r.ToTime))

@@ -157,6 +157,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			snapshotCommand(),
 			baselineCommand(),
 			diffCommand(),
+			checkCommand(),
 			listCommand(),
 			showCommand(),
 			rmCommand(),

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "gate before GPUs are handed out: exit 1 when one is in use or holds memory no process accounts for",
+		UsageText: "gpusnap check [--gpus LIST] [--allow FILE] [--zombie-threshold SIZE] [--json]\n\n" +
+			"Captures the host now (nothing is stored, no baseline is needed) and reports every process that\n" +
+			"holds, maps or is listed on a GPU of LIST (default: every GPU and NVIDIA device) as gpu_in_use, and\n" +
+			"GPU memory no live process accounts for as zombie_gpu_memory. Exit status: 0 clean, 1 findings at or\n" +
+			"above --fail-on, 2 error, or a GPU of LIST that could not be read (not known to be clean).\n\n" +
+			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
+			"  gpusnap check --gpus 0-3 --allow /etc/gpusnap/allow\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
+			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
+			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
+		},
+		Action: func(c *cli.Context) error {
+			g, err := loadGlobals(c)
+			if err != nil {
+				return err
+			}
+			o, err := parseCheckOptions(c)
+			if err != nil {
+				return err
+			}
+			return runCheck(c.Context, g, o)
+		},
+	}
+}
+
+// checkOptions are check's own flags: what to check (--gpus, --allow,
+// --zombie-threshold) and when to fail.
+type checkOptions struct {
+	diff.CheckOptions
+	FailOn diff.Severity
+}
+
+func parseCheckOptions(c *cli.Context) (checkOptions, error) {
+	var o checkOptions
+	var err error
+	if c.IsSet("gpus") {
+		set, err := snapshot.ParseGPUList(c.String("gpus"))
+		if err != nil {
+			return o, usageError(fmt.Errorf("--gpus: %w", err))
+		}
+		if len(set.Minors)+len(set.UUIDs) == 0 {
+			// An empty list is a script's unset variable: checking nothing would pass.
+			return o, usageError(fmt.Errorf("--gpus is empty (leave it out to check every GPU)"))
+		}
+		o.GPUs = &set
+	}
+	if o.FailOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
+		return o, usageError(fmt.Errorf("--fail-on: %w", err))
+	}
+	if o.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	}
+	if path := c.String("allow"); path != "" {
+		if o.Allow, err = diff.LoadAllow(path); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// runCheck captures the host, checks it and reports: exit 1 on findings at
+// or above --fail-on, else exit 2 when a GPU asked for could not be read.
+func runCheck(ctx context.Context, g globals, o checkOptions) error {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
+	if err != nil {
+		return err
+	}
+	r := diff.Check(snap, o.CheckOptions)
+	if g.JSON {
+		err = diff.WriteJSON(g.Stdout, r)
+	} else {
+		err = diff.WriteText(g.Stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Failed(o.FailOn) {
+		return statusError{exitFindings}
+	}
+	if len(r.Check.Unchecked) > 0 {
+		return fmt.Errorf("check: not known to be clean: %s", strings.Join(r.Check.Unchecked, "; "))
+	}
+	return nil
+}

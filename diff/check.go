@@ -1,0 +1,184 @@
+package diff
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// CheckOptions tune a check.
+type CheckOptions struct {
+	// GPUs are the GPUs to check (--gpus); nil checks every GPU and every
+	// NVIDIA device.
+	GPUs            *snapshot.GPUSet
+	ZombieThreshold uint64 // bytes; --zombie-threshold
+	Allow           *AllowList
+}
+
+// CheckScope is what a check looked at, and what it could not see.
+type CheckScope struct {
+	GPUs string `json:"gpus"` // the list checked, or "all"
+	// Unchecked names each GPU asked for that could not be read: the
+	// result is not clean, whatever the findings say.
+	Unchecked []string `json:"unchecked,omitempty"`
+}
+
+// Check is the gate before GPUs are handed out: a comparison of the host now
+// against a host where nothing is allowed, no process on a GPU and no GPU
+// memory used. Every process that holds, maps or is listed on a GPU checked
+// is gpu_in_use unless the allow list has it; memory on a GPU checked that
+// no live process accounts for, above the threshold, is zombie_gpu_memory.
+func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
+	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow})
+	gpus, scope := allGPUs, &CheckScope{GPUs: "all"}
+	if opts.GPUs != nil {
+		gpus = resolveGPUs(*opts.GPUs, c.toNVML)
+		scope.GPUs = opts.GPUs.String()
+		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
+	}
+	findings := gpusInUse(c, gpus)
+	if c.toNVML.unavailable != "" {
+		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
+	} else {
+		for _, f := range zombieGPUMemory(c) {
+			if pl := c.toNVML.poolByUUID(f.GPUUUID); pl == nil || gpus.hasPool(pl) {
+				findings = append(findings, f)
+			}
+		}
+	}
+	c.applyAllow(findings)
+	sortFindings(findings)
+	if findings == nil {
+		findings = []Finding{}
+	}
+	return &Result{
+		To:       to.ID,
+		ToTime:   to.Host.CaptureStart,
+		Tenant:   to.Tenant,
+		Findings: findings,
+		Summary:  summarize(findings),
+		Notes:    c.notes,
+		Check:    scope,
+	}
+}
+
+// nothingAllowed is the host a check compares against: the same host and
+// GPUs, with no process and no GPU memory in use.
+func nothingAllowed(to *snapshot.Snapshot) *snapshot.Snapshot {
+	from := &snapshot.Snapshot{Host: to.Host, NVML: to.NVML}
+	from.NVML.Devices = make([]snapshot.GPU, len(to.NVML.Devices))
+	for i, g := range to.NVML.Devices {
+		empty := snapshot.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, PCIBusID: g.PCIBusID, MIGMode: g.MIGMode}
+		if g.Memory != nil {
+			empty.Memory = &snapshot.Memory{Total: g.Memory.Total}
+		}
+		for _, m := range g.MIGDevices {
+			em := snapshot.MIGDevice{GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, UUID: m.UUID}
+			if m.Memory != nil {
+				em.Memory = &snapshot.Memory{Total: m.Memory.Total}
+			}
+			empty.MIGDevices = append(empty.MIGDevices, em)
+		}
+		from.NVML.Devices[i] = empty
+	}
+	return from
+}
+
+// unchecked lists the GPUs asked for that the check could not read. NVML
+// unread leaves a GPU's memory unseen; that is a note, as for a diff, unless
+// the GPU was named by UUID, which only NVML links to a device node.
+func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
+	var out []string
+	for _, u := range gpus.unresolved {
+		why := "NVML does not show it"
+		if c.toNVML.unavailable != "" {
+			why = "NVML was not read (" + c.toNVML.unavailable + ")"
+		}
+		out = append(out, u+": "+why+", so no device node can be matched to it")
+	}
+	if c.toNVML.unavailable != "" {
+		return out
+	}
+	for _, n := range asked.Minors {
+		g := c.toNVML.gpuByMinor[n]
+		switch {
+		case g == nil:
+			out = append(out, fmt.Sprintf("GPU %d: NVML does not show it", n))
+		case g.Memory == nil:
+			out = append(out, fmt.Sprintf("GPU %d (%s): NVML gave no memory figure", n, g.UUID))
+		}
+	}
+	return out
+}
+
+// gpusInUse: every live process that holds, maps or is listed on a GPU of
+// the set, once per process and device (or GPU, for an NVML listing with no
+// device node of that GPU seen).
+func gpusInUse(c *comparison, gpus *gpuSet) []Finding {
+	var out []Finding
+	seenGPU := make(map[string]bool) // PID@START + minor: a node use already reported
+	for _, ch := range c.changed {
+		if ch.proc.Defunct() {
+			continue
+		}
+		for _, u := range ch.uses {
+			if !gpus.hasDevice(u) {
+				continue
+			}
+			var verbs, counts []string
+			if len(u.holders) > 0 {
+				verbs, counts = append(verbs, "holds"), append(counts, count(len(u.holders), "descriptor"))
+			}
+			if len(u.mappings) > 0 {
+				verbs, counts = append(verbs, "maps"), append(counts, count(len(u.mappings), "mapping"))
+			}
+			ref := processRef(ch.proc)
+			uuid := c.gpuUUID(u.gpuMinor)
+			if u.gpuMinor != nil {
+				seenGPU[ch.proc.Key()+"/"+fmt.Sprint(*u.gpuMinor)] = true
+			}
+			out = append(out, Finding{
+				Kind:     KindGPUInUse,
+				Severity: High,
+				Summary: fmt.Sprintf("%s %s %s (%s; %s)", describe(ref), strings.Join(verbs, " and "), u.device,
+					gpuName(u.gpuMinor, uuid), strings.Join(counts, ", ")),
+				Process:  ref,
+				Device:   u.device,
+				GPUUUID:  uuid,
+				Evidence: append(mappingEvidence(u.mappings), holderEvidence(u.holders)...),
+			})
+		}
+	}
+	for i := range c.to.Processes {
+		p := &c.to.Processes[i]
+		if p.Defunct() || c.staleEntry(p.PID) != "" {
+			continue
+		}
+		for _, e := range c.toNVML.byPID[p.PID] {
+			if !gpus.hasPool(e.pool) || (e.pool.minor != nil && seenGPU[p.Key()+"/"+fmt.Sprint(*e.pool.minor)]) {
+				continue
+			}
+			ref := processRef(p)
+			out = append(out, Finding{
+				Kind:     KindGPUInUse,
+				Severity: High,
+				Summary:  fmt.Sprintf("%s is listed by NVML on %s", describe(ref), e.pool.label),
+				Process:  ref,
+				GPUUUID:  e.pool.uuid,
+				Evidence: []string{entryEvidence(e)},
+			})
+		}
+	}
+	return out
+}
+
+// poolByUUID finds the pool of a GPU or MIG UUID.
+func (ix *nvmlIndex) poolByUUID(uuid string) *pool {
+	for _, p := range ix.pools {
+		if p.uuid == uuid {
+			return p
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func gpuN(n int, uuid string, used uint64, procs ...snapshot.GPUProcess) snapshot.GPU {
+	g := gpu(used, procs...)
+	g.Index, g.UUID, g.MinorNumber = n, uuid, intp(n)
+	return g
+}
+
+func check(t *testing.T, to *snapshot.Snapshot, list string, allow string) *Result {
+	t.Helper()
+	opts := CheckOptions{ZombieThreshold: DefaultZombieThreshold}
+	if list != "" {
+		s, err := snapshot.ParseGPUList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.GPUs = &s
+	}
+	if allow != "" {
+		a, err := ParseAllow(strings.NewReader(allow), "allow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Allow = a
+	}
+	return Check(to, opts)
+}
+
+func TestCheckCleanHost(t *testing.T) {
+	to := withGPUs(snap("now", proc(10, 5, "bash", "/usr/bin/bash")), gpuN(0, "GPU-0", 1<<20))
+	r := check(t, to, "", "")
+	expect(t, r)
+	if r.Failed(Medium) || r.Check == nil || r.Check.GPUs != "all" || len(r.Check.Unchecked) > 0 {
+		t.Errorf("clean host: %+v", r.Check)
+	}
+}
+
+func TestCheckGPUInUse(t *testing.T) {
+	ghost := proc(4243, 900, "python3", "/usr/bin/python3.11",
+		mapping("/dev/nvidia1", "rw-s", 0x7f0000000000, 1<<21, 0, "195:1"),
+		holder(5, "/dev/nvidia1", "rw", "195:1"),
+		holder(6, "/dev/nvidiactl", "rw", "195:255"))
+	listed := proc(5000, 950, "trainer", "/opt/trainer")
+	persist := proc(300, 10, "nvidia-persiste", "/usr/bin/nvidia-persistenced", holder(3, "/dev/nvidia0", "rw", "195:0"))
+	to := withGPUs(snap("now", ghost, listed, persist),
+		gpuN(0, "GPU-0", 1<<20), gpuN(1, "GPU-1", 8<<30+1<<20, gp(5000, 8<<30)))
+
+	// Every GPU: the ghost's GPU node and nvidiactl, the NVML listing and persistenced.
+	expect(t, check(t, to, "", ""),
+		"gpu_in_use high 300 /dev/nvidia0",
+		"gpu_in_use high 4243 /dev/nvidia1",
+		"gpu_in_use high 4243 /dev/nvidiactl",
+		"gpu_in_use high 5000")
+	// GPU 0 only: nvidiactl names no GPU, and persistenced is allowed.
+	r := check(t, to, "0", "exe=/usr/bin/nvidia-persistenced\n")
+	expect(t, r, "gpu_in_use info 300 /dev/nvidia0")
+	if r.Failed(Medium) {
+		t.Error("an allowed holder failed the check")
+	}
+	// GPU 1 by UUID reaches the device node through NVML's minor number.
+	expect(t, check(t, to, "GPU-1", ""),
+		"gpu_in_use high 4243 /dev/nvidia1",
+		"gpu_in_use high 5000")
+	// Zombie memory: GPU 1 uses 8 GiB that NVML lists no process for.
+	to.NVML.Devices[1].ComputeProcesses = nil
+	expect(t, check(t, to, "1", ""),
+		"gpu_in_use high 4243 /dev/nvidia1",
+		"zombie_gpu_memory high 0")
+	expect(t, check(t, to, "0", ""), "gpu_in_use high 300 /dev/nvidia0")
+}
+
+func TestCheckFailsClosed(t *testing.T) {
+	to := withGPUs(snap("now"), gpuN(0, "GPU-0", 0))
+	to.NVML.Devices[0].Memory = nil
+	r := check(t, to, "0-1,GPU-9", "")
+	want := []string{
+		"GPU-9: NVML does not show it, so no device node can be matched to it",
+		"GPU 0 (GPU-0): NVML gave no memory figure",
+		"GPU 1: NVML does not show it",
+	}
+	if strings.Join(r.Check.Unchecked, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unchecked:\n%s\nwant:\n%s", strings.Join(r.Check.Unchecked, "\n"), strings.Join(want, "\n"))
+	}
+	// Without NVML a GPU named by number is checked by its nodes; by UUID it cannot be.
+	to.NVML = snapshot.NVML{Source: "library", Unavailable: "library not found"}
+	r = check(t, to, "0,GPU-9", "")
+	if len(r.Check.Unchecked) != 1 || !strings.Contains(r.Check.Unchecked[0], "NVML was not read") {
+		t.Errorf("unchecked without NVML: %q", r.Check.Unchecked)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "gpusnap check: 0 high") || !strings.Contains(b.String(), "unchecked: GPU-9") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}

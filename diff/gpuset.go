@@ -1,0 +1,100 @@
+package diff
+
+import (
+	"strconv"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// gpuSet is a snapshot.GPUSet resolved against NVML: each GPU is known by its
+// minor number and its UUID wherever NVML linked the two, so a device node
+// (a minor) and an NVML process list (a UUID) are matched against the same
+// set. A MIG UUID names its parent GPU's minor: a MIG instance's processes
+// open its parent's /dev/nvidiaN.
+type gpuSet struct {
+	all    bool // no list given: every GPU, and every NVIDIA device
+	minors map[int]bool
+	uuids  map[string]bool
+	// unresolved are the UUIDs NVML did not show: a device node cannot be
+	// matched against them.
+	unresolved []string
+}
+
+// allGPUs is the set of every GPU, as check takes it without --gpus.
+var allGPUs = &gpuSet{all: true}
+
+// resolveGPUs resolves s against NVML's devices at each end given.
+func resolveGPUs(s snapshot.GPUSet, ixs ...*nvmlIndex) *gpuSet {
+	g := &gpuSet{minors: make(map[int]bool), uuids: make(map[string]bool)}
+	for _, n := range s.Minors {
+		g.minors[n] = true
+	}
+	for _, u := range s.UUIDs {
+		g.uuids[u] = true
+	}
+	for _, ix := range ixs {
+		for minor, gpu := range ix.gpuByMinor {
+			in := g.minors[minor] || g.uuids[gpu.UUID]
+			for _, m := range gpu.MIGDevices {
+				in = in || (m.UUID != "" && g.uuids[m.UUID])
+			}
+			if in {
+				g.minors[minor] = true
+				if gpu.UUID != "" {
+					g.uuids[gpu.UUID] = true
+				}
+			}
+		}
+	}
+	for _, u := range s.UUIDs {
+		if !g.resolved(u, ixs) {
+			g.unresolved = append(g.unresolved, u)
+		}
+	}
+	return g
+}
+
+// resolved reports whether NVML at some end showed the UUID with a minor number.
+func (g *gpuSet) resolved(uuid string, ixs []*nvmlIndex) bool {
+	for _, ix := range ixs {
+		for _, gpu := range ix.gpuByMinor {
+			if gpu.UUID == uuid {
+				return true
+			}
+			for _, m := range gpu.MIGDevices {
+				if m.UUID == uuid {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hasDevice reports whether a device use falls on the set: a GPU node of a
+// listed minor, or, for the set of all GPUs, any NVIDIA device (nvidiactl and
+// nvidia-uvm serve every GPU).
+func (g *gpuSet) hasDevice(u *deviceUse) bool {
+	if g.all {
+		return u.nvidia()
+	}
+	return u.nvidia() && u.gpuMinor != nil && g.minors[*u.gpuMinor]
+}
+
+// hasPool reports whether an NVML pool (a GPU or a MIG instance) is in the set.
+func (g *gpuSet) hasPool(p *pool) bool {
+	return g.all || (p.minor != nil && g.minors[*p.minor]) || (p.uuid != "" && g.uuids[p.uuid])
+}
+
+// gpuName names the GPU of a device use or a pool in a finding: "GPU 3".
+func gpuName(minor *int, uuid string) string {
+	switch {
+	case minor != nil && uuid != "":
+		return "GPU " + strconv.Itoa(*minor) + " (" + uuid + ")"
+	case minor != nil:
+		return "GPU " + strconv.Itoa(*minor)
+	case uuid != "":
+		return "GPU " + uuid
+	}
+	return "an NVIDIA device"
+}
