@@ -73,6 +73,7 @@ var rules = []func(*comparison) []Finding{
 	zombieGPUMemory,
 	xidErrors,
 	forgedKernelMessages,
+	outOfAllocation,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,6 +19,9 @@ func baselineCommand() *cli.Command {
 			"  id=$(gpusnap baseline --tenant \"$SLURM_JOB_ID\")\n  gpusnap baseline --tenant pod-7f3c --json | jq .id",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` about to run (required)"},
+			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given: `LIST` of minor numbers (0,1 or 0-3) and UUIDs " +
+				"(default: SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES; in a Slurm prolog without them, none); " +
+				"diff --tenant T reports T's use of any other GPU"},
 		},
 		Action: runBaseline,
 	}
@@ -31,12 +36,34 @@ func runBaseline(c *cli.Context) error {
 	if tenant == "" {
 		return usageError(errors.New("baseline needs --tenant T"))
 	}
+	alloc, err := allocation(c)
+	if err != nil {
+		return err
+	}
 	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelBaseline, tenant))
 	if err != nil {
 		return err
 	}
+	snap.Allocation = alloc
 	if err := storeSnapshot(g, snap); err != nil {
 		return err
 	}
 	return printSnapshot(g, snap)
+}
+
+// allocation reads the GPUs the tenant was given: --gpus, else the
+// environment a Slurm prolog is given; nil when neither says.
+func allocation(c *cli.Context) (*snapshot.GPUSet, error) {
+	if c.IsSet("gpus") {
+		set, err := snapshot.ParseGPUList(c.String("gpus"))
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--gpus: %w", err))
+		}
+		return &set, nil
+	}
+	set, _, err := snapshot.AllocationFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("allocation from the environment: %w (give --gpus)", err)
+	}
+	return set, nil
 }

@@ -1,0 +1,97 @@
+package diff
+
+import (
+	"fmt"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// outOfAllocation: a process of FROM's tenant used a GPU the scheduler did not
+// give it (FROM's Allocation): it holds or maps that GPU's device node, or
+// NVML lists it there, at TO or in a snapshot of the tenant taken while it
+// ran (Options.History). A process is the tenant's when its cgroup, or an
+// ancestor's, names the tenant (tenantMembers). nvidiactl and nvidia-uvm
+// serve every GPU and name none: they are not out of any allocation.
+func outOfAllocation(c *comparison) []Finding {
+	alloc, tenant := c.from.Allocation, c.from.Tenant
+	if alloc == nil || tenant == "" {
+		return nil
+	}
+	snaps := append([]*snapshot.Snapshot{c.to}, c.opts.History...)
+	members := tenantMembers(tenant, snaps...)
+	gpus := resolveGPUs(*alloc, c.toNVML, c.fromNVML)
+	for _, u := range gpus.unresolved {
+		c.notes = append(c.notes, "allocation of "+tenant+" names "+u+", which NVML did not show: device nodes are not matched against it")
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	allocText := alloc.String()
+	if allocText == "" {
+		allocText = "no GPU"
+	}
+	var out []Finding
+	seen := make(map[string]bool) // PID@START + GPU: once per process and GPU
+	for _, s := range snaps {
+		nv := c.toNVML
+		if s != c.to {
+			nv = indexNVML(&s.NVML, s.Processes)
+		}
+		for i := range s.Processes {
+			p := &s.Processes[i]
+			why, member := members[p.Key()]
+			if !member || p.Defunct() {
+				continue
+			}
+			base := []string{"allocation of " + tenant + ": " + allocText, "tenant: " + why}
+			where := ""
+			if s != c.to {
+				where = " in snapshot " + s.ID + ", taken while it ran"
+			}
+			for _, u := range deviceUses(p) {
+				if !u.nvidia() || u.gpuMinor == nil || gpus.minors[*u.gpuMinor] {
+					continue
+				}
+				key := fmt.Sprintf("%s/%d", p.Key(), *u.gpuMinor)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				uuid := c.gpuUUID(u.gpuMinor)
+				out = append(out, c.allocationFinding(p, u.device, uuid,
+					fmt.Sprintf("uses %s (%s)%s, outside the allocation of %s (%s)", u.device, gpuName(u.gpuMinor, uuid), where, tenant, allocText),
+					append(base, append(mappingEvidence(u.mappings), holderEvidence(u.holders)...)...)))
+			}
+			for _, e := range nv.byPID[p.PID] {
+				if gpus.hasPool(e.pool) {
+					continue
+				}
+				key := p.Key() + "/" + e.pool.id
+				if e.pool.minor != nil {
+					key = fmt.Sprintf("%s/%d", p.Key(), *e.pool.minor)
+				}
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				out = append(out, c.allocationFinding(p, "", e.pool.uuid,
+					fmt.Sprintf("is listed by NVML on %s%s, outside the allocation of %s (%s)", e.pool.label, where, tenant, allocText),
+					append(base, entryEvidence(e))))
+			}
+		}
+	}
+	return out
+}
+
+func (c *comparison) allocationFinding(p *snapshot.Process, device, uuid, what string, evidence []string) Finding {
+	ref := processRef(p)
+	return Finding{
+		Kind:     KindOutOfAllocation,
+		Severity: High,
+		Summary:  describe(ref) + " " + what,
+		Process:  ref,
+		Device:   device,
+		GPUUUID:  uuid,
+		Evidence: evidence,
+	}
+}

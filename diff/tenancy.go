@@ -1,0 +1,88 @@
+package diff
+
+import (
+	"fmt"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// ownTenancy says how a process's own cgroup names tenant: a Slurm job (cgroup
+// v1 /slurm/uid_N/job_N/..., v2 .../slurmstepd.scope/job_N/...), a pod or a
+// container; "" when it does not.
+func ownTenancy(p *snapshot.Process, tenant string) string {
+	switch {
+	case tenant == "":
+		return ""
+	case p.SlurmJobID == tenant:
+		return "its cgroup is slurm job " + tenant + "'s"
+	case p.PodUID == tenant:
+		return "its cgroup is pod " + tenant + "'s"
+	case p.ContainerID == tenant:
+		return "its cgroup is container " + shortID(tenant) + "'s"
+	}
+	return ""
+}
+
+// tenantMembers finds the processes of tenant in the snapshots given, by
+// PID@START, each with why it belongs: its own cgroup names the tenant, or an
+// ancestor's does. Ancestry is what finds a process that left the job's
+// cgroup (or ran where there is none) but descends from the job's step; it is
+// read in every snapshot given, because a child outlives its parents and is
+// then reparented to init: only a snapshot taken while they lived links them.
+func tenantMembers(tenant string, snaps ...*snapshot.Snapshot) map[string]string {
+	why := make(map[string]string)
+	if tenant == "" {
+		return why
+	}
+	for _, s := range snaps {
+		if s == nil {
+			continue
+		}
+		byPID := make(map[int]*snapshot.Process, len(s.Processes))
+		for i := range s.Processes {
+			byPID[s.Processes[i].PID] = &s.Processes[i]
+		}
+		// root holds, per PID, the nearest ancestor (or the process itself)
+		// whose cgroup names the tenant, or nil: each PPID chain is walked
+		// once per snapshot.
+		root := make(map[int]*snapshot.Process, len(s.Processes))
+		var find func(p *snapshot.Process, depth int) *snapshot.Process
+		find = func(p *snapshot.Process, depth int) *snapshot.Process {
+			if r, done := root[p.PID]; done {
+				return r
+			}
+			root[p.PID] = nil // a PPID cycle (a damaged tree) ends here
+			var r *snapshot.Process
+			if ownTenancy(p, tenant) != "" {
+				r = p
+			} else if parent := byPID[p.PPID]; parent != nil && parent != p && parent.StartTime <= p.StartTime && depth < len(s.Processes) {
+				r = find(parent, depth+1)
+			}
+			root[p.PID] = r
+			return r
+		}
+		for i := range s.Processes {
+			p := &s.Processes[i]
+			r := find(p, 0)
+			if r == nil {
+				continue
+			}
+			if _, seen := why[p.Key()]; seen {
+				continue
+			}
+			reason := ownTenancy(r, tenant)
+			if r != p {
+				reason = fmt.Sprintf("descends from %s (%s): %s", r.Key(), r.Comm, reason)
+			}
+			why[p.Key()] = reason + inSnapshot(s)
+		}
+	}
+	return why
+}
+
+func inSnapshot(s *snapshot.Snapshot) string {
+	if s.ID == "" {
+		return ""
+	}
+	return " (snapshot " + s.ID + ")"
+}
