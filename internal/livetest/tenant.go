@@ -116,6 +116,11 @@ func Hold(t testing.TB, path string) Proc {
 	return p
 }
 
+// TenantBinary builds the tenant helper and returns its path, for tests that
+// run it themselves: a Slurm job's script, say (see helper/tenant.c for its
+// arguments).
+func TenantBinary(t testing.TB) string { return buildTenant(t) }
+
 // buildTenant compiles tenant.c with gcc into a temporary directory.
 func buildTenant(t testing.TB) string {
 	t.Helper()

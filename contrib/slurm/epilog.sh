@@ -1,0 +1,55 @@
+#!/bin/sh
+# gpusnap Slurm epilog (slurm.conf: Epilog=/etc/slurm/gpusnap-epilog.sh).
+#
+# slurmd runs it as root on the node after the job's processes were killed. It
+# calls no Slurm command: a non-zero exit is the whole answer, and Slurm then
+# drains the node. It diffs the host against the job's baseline (gpusnap diff
+# --tenant): a process left mapping or holding a GPU, memory no process
+# accounts for, a GPU the job used outside its allocation. When something is
+# found it writes an evidence bundle to GPUSNAP_EVIDENCE_DIR, logs one line to
+# syslog (tag gpusnap) with the bundle's path, and exits 1. A diff that could
+# not run (no baseline, unreadable store) is not a clean node either: exit 1,
+# with the report's path.
+#
+# Settings: as the prolog's (/etc/default/gpusnap or gpusnap.conf beside it).
+set -u
+GPUSNAP=/usr/bin/gpusnap
+GPUSNAP_EVIDENCE_DIR=/var/lib/gpusnap/evidence
+GPUSNAP_ALLOW=
+GPUSNAP_SYSLOG_SOCKET=
+for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
+	if [ -r "$conf" ]; then
+		. "$conf"
+		break
+	fi
+done
+[ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+
+say() {
+	echo "gpusnap: $*" >&2
+	logger -t gpusnap -p daemon.err ${GPUSNAP_SYSLOG_SOCKET:+-u "$GPUSNAP_SYSLOG_SOCKET"} -- "$*" 2>/dev/null || true
+}
+
+job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run this as the Slurm Epilog}
+nvml=
+if [ -e /dev/nvidiactl ] || [ -d /proc/driver/nvidia ]; then
+	nvml=--require-nvml
+fi
+mkdir -p -m 0700 "$GPUSNAP_EVIDENCE_DIR" || { say "epilog: job $job: cannot make $GPUSNAP_EVIDENCE_DIR; node not checked"; exit 1; }
+# A requeued job keeps its id: the restart count keeps each run's evidence.
+name="$GPUSNAP_EVIDENCE_DIR/job-$job.${SLURM_RESTART_COUNT:-0}"
+"$GPUSNAP" diff $nvml --tenant "$job" --bundle "$name.tar.gz" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.txt" 2>&1
+case $? in
+0)
+	rm -f "$name.txt"
+	exit 0
+	;;
+1)
+	say "epilog: job $job left GPU state behind: $(head -n 1 "$name.txt"); evidence $name.tar.gz, report $name.txt"
+	exit 1
+	;;
+*)
+	say "epilog: job $job: node not checked: $(tail -n 1 "$name.txt"); report $name.txt"
+	exit 1
+	;;
+esac

@@ -1,0 +1,64 @@
+#!/bin/sh
+# gpusnap Slurm prolog (slurm.conf: Prolog=/etc/slurm/gpusnap-prolog.sh).
+#
+# slurmd runs it as root on the node before the job starts, with SLURM_JOB_ID
+# and, for a job given GPUs, SLURM_JOB_GPUS in its environment. It calls no
+# Slurm command: a non-zero exit is the whole answer, and Slurm then drains
+# the node and requeues the job. It refuses the node when a GPU given to the
+# job is held, mapped or listed by any process, or holds memory no process
+# accounts for (gpusnap check), and then records the job's baseline, with its
+# GPUs, for the epilog's diff. The reason goes to syslog (tag gpusnap) with the
+# path of the full report.
+#
+# Settings, in /etc/default/gpusnap or gpusnap.conf beside this script (shell
+# assignments): GPUSNAP (the binary), GPUSNAP_DB (the store), GPUSNAP_EVIDENCE_DIR
+# (reports and bundles), GPUSNAP_ALLOW (an allow list: nvidia-persistenced,
+# DCGM), GPUSNAP_SYSLOG_SOCKET (logger's socket, when not /dev/log).
+set -u
+GPUSNAP=/usr/bin/gpusnap
+GPUSNAP_EVIDENCE_DIR=/var/lib/gpusnap/evidence
+GPUSNAP_ALLOW=
+GPUSNAP_SYSLOG_SOCKET=
+for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
+	if [ -r "$conf" ]; then
+		. "$conf"
+		break
+	fi
+done
+[ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+
+say() { # one line for the operator: syslog, and stderr for slurmd's debug log
+	echo "gpusnap: $*" >&2
+	logger -t gpusnap -p daemon.err ${GPUSNAP_SYSLOG_SOCKET:+-u "$GPUSNAP_SYSLOG_SOCKET"} -- "$*" 2>/dev/null || true
+}
+
+job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run this as the Slurm Prolog}
+# Where the NVIDIA driver is loaded, a GPU's memory must be read: an NVML that
+# cannot be is an error, not a skipped check.
+nvml=
+if [ -e /dev/nvidiactl ] || [ -d /proc/driver/nvidia ]; then
+	nvml=--require-nvml
+fi
+mkdir -p -m 0700 "$GPUSNAP_EVIDENCE_DIR" || { say "prolog: job $job: cannot make $GPUSNAP_EVIDENCE_DIR; node refused"; exit 1; }
+report="$GPUSNAP_EVIDENCE_DIR/prolog-$job.${SLURM_RESTART_COUNT:-0}.txt"
+
+# A job given no GPU is not refused for GPUs in use by other jobs.
+if [ -n "${SLURM_JOB_GPUS:-}" ]; then
+	"$GPUSNAP" check $nvml --gpus "$SLURM_JOB_GPUS" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$report" 2>&1
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		what="GPUs $SLURM_JOB_GPUS in use"
+		[ "$rc" -ne 1 ] && what="GPUs $SLURM_JOB_GPUS not known to be clean (gpusnap check exit $rc)"
+		say "prolog: job $job: $what: $(head -n 1 "$report"); node refused, report $report"
+		exit 1
+	fi
+	rm -f "$report"
+fi
+
+# The baseline records SLURM_JOB_GPUS as the job's allocation.
+if ! "$GPUSNAP" baseline $nvml --tenant "$job" >"$report" 2>&1; then
+	say "prolog: job $job: no baseline: $(tail -n 1 "$report"); node refused, report $report"
+	exit 1
+fi
+rm -f "$report"
+exit 0

@@ -1,0 +1,506 @@
+package slurm_test
+
+// The proof on a real Slurm (root; Debian's slurm-wlm and munge, 22.05): the
+// test writes a single-node slurm.conf on loopback with its own state
+// directories, the contrib prolog and epilog, and two fake GPUs (loop
+// devices whose nodes are named nvidia0 and nvidia1, listed in gres.conf),
+// starts munged, slurmctld and slurmd, and runs four jobs:
+//   a. maps its GPU and exits: the node goes back to idle, no bundle;
+//   b. forks a setsid child that keeps its GPU mapped read-write: the epilog
+//      drains the node, the bundle verifies, the findings name the job and the child;
+//   c. with that ghost still there, the next job's prolog refuses the node:
+//      the job is requeued and does not run;
+//   d. opens a GPU it was not given (and leaves a child holding it):
+//      out_of_allocation_gpu_use.
+// Everything it starts (daemons, ghosts, loop devices, Slurm's cgroups) it
+// stops or removes, by PID or by path.
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
+)
+
+// waitLimit bounds each wait on Slurm: a job to end, a node to change state.
+const waitLimit = 60 * time.Second
+
+// nodeName is the test's node, distinct from the host's name so that its
+// cgroup directories (slurm_<node>) are the test's alone.
+const nodeName = "gpusnaptest"
+
+type cluster struct {
+	t       *testing.T
+	dir     string
+	env     []string // SLURM_CONF for the client commands
+	gpusnap string
+	tenant  string
+	evDir   string
+	syslog  *syslogSink
+	cgroups []string // slurm_<node> directories slurmd may create
+}
+
+func TestSlurmPrologEpilog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Slurm test: needs root (slurmd runs the prolog and epilog as root, and jobs map loop devices)")
+	}
+	livetest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "logger", "losetup", "gcc")
+	c := startCluster(t)
+
+	// a: maps GPU 0, which it was given, and exits (the tenant helper maps,
+	// then timeout ends it): the node is idle again and nothing is kept.
+	a := c.submit("a", `timeout -s KILL 2 "$TENANT" "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/a.pids"; test -s "$OUT/a.pids"`)
+	if st := c.waitJob(a, "COMPLETED", "FAILED"); st != "COMPLETED" {
+		t.Fatalf("job a: %s, want COMPLETED (it maps its GPU and exits)\n%s", st, c.logs())
+	}
+	c.waitNode("idle")
+	if ev := c.evidence(a); len(ev) != 0 {
+		t.Errorf("job a left evidence %q: a clean job must leave none\n%s", ev, c.syslog.text())
+	}
+
+	// b: forks a setsid ghost that keeps GPU 0 mapped rw-s, and exits. Slurm
+	// (proctrack/linuxproc) does not see the ghost: the epilog does.
+	b := c.submit("b", `exec "$TENANT" -g "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/b.pids"`)
+	c.waitJob(b, "COMPLETED", "FAILED")
+	ghost := c.ghost("b")
+	t.Cleanup(func() { kill(t, ghost) })
+	reason := c.waitNode("drain")
+	bundle := filepath.Join(c.evDir, "job-"+b+".0.tar.gz")
+	if _, err := os.Stat(bundle); err != nil {
+		t.Fatalf("job b: no bundle: %v (node reason %q)\n%s", err, reason, c.logs())
+	}
+	if out, err := exec.Command(c.gpusnap, "verify", bundle).CombinedOutput(); err != nil {
+		t.Errorf("gpusnap verify %s: %v\n%s", bundle, err, out)
+	}
+	report := c.read(filepath.Join(c.evDir, "job-"+b+".0.txt"))
+	if !strings.Contains(report, "tenant "+b) || !strings.Contains(report, fmt.Sprintf("pid %d ", ghost)) {
+		t.Errorf("job b's findings name neither job %s nor the ghost %d:\n%s", b, ghost, report)
+	}
+	if c.cgroups != nil && !strings.Contains(report, fmt.Sprintf("pid %d (tenant, %s, user root, slurm job %s)", ghost, c.tenant, b)) {
+		t.Errorf("the ghost's findings do not name job %s from its cgroup:\n%s", b, report)
+	}
+	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind", bundle)
+	t.Logf("job b: node %s, bundle %s; %s", reason, bundle, firstLine(report))
+
+	// c: the ghost still maps GPU 0. The operator returns the node to
+	// service; the next job given GPU 0 is refused by the prolog.
+	c.scontrol("update", "nodename="+nodeName, "state=resume")
+	c.waitNode("idle")
+	cj := c.submit("c", `touch "$OUT/c.ran"`)
+	reason = c.waitNode("drain")
+	// Slurm requeues it held (reason launch_failed_requeued_held), through COMPLETING.
+	c.poll("job "+cj+" to be requeued", func() bool {
+		return c.jobField(cj, "JobState") == "PENDING" && c.jobField(cj, "Restarts") != "0"
+	})
+	if _, err := os.Stat(filepath.Join(c.dir, "c.ran")); err == nil {
+		t.Errorf("job c ran on the node its prolog refused\n%s", c.logs())
+	}
+	c.syslog.expect(t, "prolog: job "+cj+": GPUs 0 in use")
+	t.Logf("job c: %s (restarts %s, reason %s), did not run; node %s", c.jobField(cj, "JobState"), c.jobField(cj, "Restarts"), c.jobField(cj, "Reason"), reason)
+	c.slurm("scancel", cj)
+	kill(t, ghost)
+	c.scontrol("update", "nodename="+nodeName, "state=resume")
+	c.waitNode("idle")
+
+	// d: given one GPU, it opens the other, and leaves a child holding it.
+	d := c.submit("d", `other=1; [ "$SLURM_JOB_GPUS" = 1 ] && other=0; exec "$TENANT" -g "$GPU_DIR/nvidia$other" "$OUT/d.pids"`)
+	c.waitJob(d, "COMPLETED", "FAILED")
+	ghostD := c.ghost("d")
+	t.Cleanup(func() { kill(t, ghostD) })
+	c.waitNode("drain")
+	report = c.read(filepath.Join(c.evDir, "job-"+d+".0.txt"))
+	switch {
+	case c.cgroups == nil:
+		t.Logf("job d: out_of_allocation_gpu_use not checked: without a cgroup of the job the ghost, reparented to init, is not linked to it (report: %s)", firstLine(report))
+	case !strings.Contains(report, "out_of_allocation_gpu_use: pid "+strconv.Itoa(ghostD)+" "):
+		t.Errorf("job d: no out_of_allocation_gpu_use for its child %d:\n%s", ghostD, report)
+	default:
+		for _, line := range strings.Split(report, "\n") {
+			if strings.Contains(line, "out_of_allocation_gpu_use:") {
+				t.Logf("job d: %s", strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// startCluster writes the configuration, starts munged, slurmctld and slurmd,
+// and waits for the node to be idle. Cleanup stops them by PID.
+func startCluster(t *testing.T) *cluster {
+	// Outside /tmp: the live tests of other packages, which go test runs
+	// meanwhile, leave ghosts of their own on nvidia0 nodes under /tmp. The
+	// scripts' allow list (below) takes those out of this test's verdicts.
+	dir, err := os.MkdirTemp("/run", "gpusnap-slurm-")
+	if err != nil {
+		t.Skipf("Slurm test: cannot make its directory under /run: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	c := &cluster{t: t, dir: dir, evDir: filepath.Join(dir, "evidence"), tenant: filepath.Join(dir, "tenant")}
+	for _, d := range []string{"state", "spool", "munge", "dev", "etc"} {
+		must(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	// munged wants every directory above its socket searchable by all.
+	must(t, os.Chmod(dir, 0o755))
+	must(t, os.Chmod(filepath.Join(dir, "munge"), 0o755))
+	bin, err := os.ReadFile(livetest.TenantBinary(t))
+	must(t, err)
+	must(t, os.WriteFile(c.tenant, bin, 0o755))
+	c.gpusnap = filepath.Join(dir, "gpusnap")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if out, err := exec.Command(gobin, "build", "-o", c.gpusnap, "../../cmd/gpusnap").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and nvidia1.
+	for i := 0; i < 2; i++ {
+		l := livetest.NewLoop(t)
+		node := filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i))
+		must(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
+	}
+	c.syslog = newSyslogSink(t, filepath.Join(dir, "log.sock"))
+	for _, s := range []string{"prolog.sh", "epilog.sh"} {
+		data, err := os.ReadFile(s)
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, "etc", s), data, 0o755))
+	}
+	allow := filepath.Join(dir, "etc", "allow")
+	must(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, not this cluster's\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "etc", "gpusnap.conf"), []byte(fmt.Sprintf(
+		"GPUSNAP=%s\nGPUSNAP_DB=%s\nGPUSNAP_EVIDENCE_DIR=%s\nGPUSNAP_SYSLOG_SOCKET=%s\nGPUSNAP_ALLOW=%s\n",
+		c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow)), 0o644))
+
+	// task/cgroup (cgroup v1) puts each job in a memory cgroup
+	// /slurm_<node>/uid_0/job_N/...; proctrack/linuxproc kills by ancestry, so a
+	// setsid child escapes it, as it does on clusters that run it. Without a v1
+	// memory controller the cluster runs without cgroups.
+	task := "task/none"
+	if _, err := os.Stat("/sys/fs/cgroup/memory/cgroup.procs"); err == nil {
+		task = "task/cgroup"
+		for _, ctrl := range []string{"memory", "freezer", "cpuset", "devices"} {
+			d := filepath.Join("/sys/fs/cgroup", ctrl, "slurm_"+nodeName)
+			if _, err := os.Stat(d); err == nil {
+				t.Skipf("Slurm test: %s exists: another run's, or a real node's: not touching it", d)
+			}
+			c.cgroups = append(c.cgroups, d)
+		}
+		must(t, os.WriteFile(filepath.Join(dir, "etc", "cgroup.conf"), []byte(
+			"CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainRAMSpace=yes\nConstrainDevices=no\n"), 0o644))
+		t.Cleanup(c.removeCgroups)
+	} else {
+		t.Logf("Slurm test: no cgroup v1 memory controller here (%v): Slurm runs without cgroups, and job d is not checked", err)
+	}
+	host, err := os.Hostname()
+	must(t, err)
+	host, _, _ = strings.Cut(host, ".")
+	conf := filepath.Join(dir, "etc", "slurm.conf")
+	must(t, os.WriteFile(conf, []byte(fmt.Sprintf(`ClusterName=gpusnaptest
+SlurmctldHost=%[1]s(127.0.0.1)
+SlurmctldPort=%[2]d
+SlurmdPort=%[3]d
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=%[4]s/munge/sock
+CredType=cred/munge
+StateSaveLocation=%[4]s/state
+SlurmdSpoolDir=%[4]s/spool
+SlurmctldPidFile=%[4]s/slurmctld.pid
+SlurmdPidFile=%[4]s/slurmd.pid
+SlurmctldLogFile=%[4]s/slurmctld.log
+SlurmdLogFile=%[4]s/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=%[5]s
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+SlurmdParameters=config_overrides
+ReturnToService=0
+JobRequeue=1
+PrologEpilogTimeout=60
+Prolog=%[4]s/etc/prolog.sh
+Epilog=%[4]s/etc/epilog.sh
+GresTypes=gpu
+NodeName=%[6]s NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=%[7]d RealMemory=1024 Gres=gpu:2 State=UNKNOWN
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=10 State=UP
+`, host, freePort(t), freePort(t), dir, task, nodeName, runtime.NumCPU())), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "etc", "gres.conf"), []byte(fmt.Sprintf(
+		"NodeName=%s Name=gpu File=%s/dev/nvidia[0-1]\n", nodeName, dir)), 0o644))
+	c.env = append(os.Environ(), "SLURM_CONF="+conf)
+
+	key := make([]byte, 1024)
+	f, err := os.Open("/dev/urandom")
+	must(t, err)
+	_, err = f.Read(key)
+	f.Close()
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "munge", "key"), key, 0o600))
+	m := filepath.Join(dir, "munge")
+	c.daemon("munged", "-F", "--socket="+m+"/sock", "--key-file="+m+"/key", "--log-file="+m+"/log",
+		"--pid-file="+m+"/pid", "--seed-file="+m+"/seed")
+	c.waitFile(m + "/sock")
+	c.daemon("slurmctld", "-D", "-i", "-f", conf)
+	c.daemon("slurmd", "-D", "-N", nodeName, "-f", conf)
+	c.waitNode("idle")
+	return c
+}
+
+// daemon starts a daemon in the foreground of its own process; Cleanup kills
+// it by PID and reaps it.
+func (c *cluster) daemon(name string, args ...string) {
+	log, err := os.Create(filepath.Join(c.dir, name+".out"))
+	must(c.t, err)
+	cmd := exec.Command(name, args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = c.env, log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	c.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		log.Close()
+	})
+}
+
+// submit writes a job script and submits it for one GPU; it returns the job id.
+func (c *cluster) submit(name, body string) string {
+	script := filepath.Join(c.dir, name+".sh")
+	must(c.t, os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\nTENANT=%s\nGPU_DIR=%s/dev\nOUT=%s\n%s\n",
+		c.tenant, c.dir, c.dir, body)), 0o755))
+	out := c.slurm("sbatch", "--parsable", "--gres=gpu:1", "--mem=100", "-J", name, "-o", filepath.Join(c.dir, name+".out"), script)
+	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
+	return id
+}
+
+func (c *cluster) slurm(name string, args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("%s %s: %v\n%s\n%s", name, strings.Join(args, " "), err, out, c.logs())
+	}
+	return string(out)
+}
+
+func (c *cluster) scontrol(args ...string) { c.slurm("scontrol", args...) }
+
+// jobField reads one field of scontrol show job, as KEY=VALUE.
+func (c *cluster) jobField(id, key string) string {
+	for _, f := range strings.Fields(c.slurm("scontrol", "-o", "show", "job", id)) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// waitJob waits for a job to reach one of the states, and returns it.
+func (c *cluster) waitJob(id string, states ...string) string {
+	c.t.Helper()
+	var st string
+	c.poll("job "+id+" to end", func() bool {
+		st = c.jobField(id, "JobState")
+		for _, s := range states {
+			if st == s {
+				return true
+			}
+		}
+		return false
+	})
+	return st
+}
+
+// waitNode waits for the node's state to start with want (drain covers
+// DRAINED and DRAINING) and returns its reason.
+func (c *cluster) waitNode(want string) string {
+	c.t.Helper()
+	c.poll("node "+want, func() bool {
+		return strings.HasPrefix(strings.TrimSpace(c.slurm("sinfo", "-h", "-N", "-n", nodeName, "-o", "%T")), want)
+	})
+	return strings.TrimSpace(c.slurm("sinfo", "-h", "-N", "-n", nodeName, "-o", "%E"))
+}
+
+func (c *cluster) poll(what string, done func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !done() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("Slurm test: waited %s for %s\n%s", waitLimit, what, c.logs())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitFile(path string) {
+	c.poll(path, func() bool { _, err := os.Stat(path); return err == nil })
+}
+
+// ghost reads the PID of the ghost a job's tenant helper left, from its PID file.
+func (c *cluster) ghost(job string) int {
+	c.t.Helper()
+	for _, line := range strings.Split(c.read(filepath.Join(c.dir, job+".pids")), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "ghost" {
+			pid, err := strconv.Atoi(f[1])
+			must(c.t, err)
+			return pid
+		}
+	}
+	c.t.Fatalf("job %s: no ghost in its PID file\n%s", job, c.logs())
+	return 0
+}
+
+func (c *cluster) evidence(job string) []string {
+	m, _ := filepath.Glob(filepath.Join(c.evDir, "job-"+job+".*"))
+	return m
+}
+
+func (c *cluster) read(path string) string {
+	c.t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		c.t.Fatalf("%v\n%s", err, c.logs())
+	}
+	return string(data)
+}
+
+// logs is the tail of the daemons' logs and the syslog lines, for a failure.
+func (c *cluster) logs() string {
+	var b strings.Builder
+	for _, name := range []string{"munge/log", "munged.out", "slurmctld.log", "slurmd.log", "slurmd.out", "slurmctld.out"} {
+		data, _ := os.ReadFile(filepath.Join(c.dir, name))
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		lines = lines[max(0, len(lines)-15):]
+		fmt.Fprintf(&b, "--- %s\n%s\n", name, strings.Join(lines, "\n"))
+	}
+	fmt.Fprintf(&b, "--- syslog\n%s", c.syslog.text())
+	return b.String()
+}
+
+// removeCgroups removes the cgroup directories slurmd made for the test's
+// node, deepest first, once its processes are gone.
+func (c *cluster) removeCgroups() {
+	for _, root := range c.cgroups {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
+				c.t.Errorf("Slurm test: removing %s: %v", dirs[i], err)
+			}
+		}
+	}
+}
+
+// kill ends a ghost by PID, once: a second call finds it gone.
+func kill(t *testing.T, pid int) {
+	if pid <= 0 {
+		return
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+		t.Errorf("kill %d: %v", pid, err)
+	}
+	for i := 0; i < 100; i++ {
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syslogSink is a syslog socket of the test's own, where the contrib
+// scripts' logger lines arrive.
+type syslogSink struct {
+	path  string
+	mu    sync.Mutex
+	lines []string
+}
+
+func newSyslogSink(t *testing.T, path string) *syslogSink {
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	must(t, err)
+	s := &syslogSink{path: path}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 8192)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.lines = append(s.lines, string(buf[:n]))
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { conn.Close(); <-done })
+	return s
+}
+
+func (s *syslogSink) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.lines, "\n")
+}
+
+// expect waits briefly for a line holding every part.
+func (s *syslogSink) expect(t *testing.T, parts ...string) {
+	t.Helper()
+	for i := 0; i < 40; i++ {
+		sc := bufio.NewScanner(strings.NewReader(s.text()))
+		for sc.Scan() {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(sc.Text(), p)
+			}
+			if ok {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("no syslog line with %q; got:\n%s", parts, s.text())
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
