@@ -31,6 +31,7 @@ type CheckScope struct {
 // no live process accounts for, above the threshold, is zombie_gpu_memory.
 func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow})
+	c.check = true
 	gpus, scope := allGPUs, &CheckScope{GPUs: "all"}
 	if opts.GPUs != nil {
 		gpus = resolveGPUs(*opts.GPUs, c.toNVML)

@@ -74,6 +74,12 @@ func TestCheckGPUInUse(t *testing.T) {
 		"gpu_in_use high 4243 /dev/nvidia1",
 		"zombie_gpu_memory high 0")
 	expect(t, check(t, to, "0", ""), "gpu_in_use high 300 /dev/nvidia0")
+	for _, f := range check(t, to, "1", "").Findings {
+		if f.Kind == KindZombieGPUMemory && (f.Summary != "GPU GPU-1 holds 8590983168 bytes (8.00 GiB) that no live process accounts for" ||
+			strings.Contains(strings.Join(f.Evidence, "\n"), "at FROM")) {
+			t.Errorf("a check's zombie speaks of a FROM it has not: %s %q", f.Summary, f.Evidence)
+		}
+	}
 }
 
 func TestCheckFailsClosed(t *testing.T) {

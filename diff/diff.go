@@ -97,6 +97,9 @@ type comparison struct {
 	changed []processChange
 
 	notes []string
+
+	// check is set by Check: FROM is a host with nothing allowed, not a capture.
+	check bool
 }
 
 // processChange is one process's device uses at TO beside those at FROM.

@@ -127,6 +127,10 @@ func (c *comparison) keepers(pl *pool) []string {
 		return nil
 	}
 	var out []string
+	since := " and which did not use it at FROM"
+	if c.check {
+		since = ""
+	}
 	for _, ch := range c.changed {
 		if _, listed := c.toNVML.memoryOf(pl.id, ch.proc.PID); listed && c.staleEntry(ch.proc.PID) == "" {
 			continue
@@ -135,8 +139,8 @@ func (c *comparison) keepers(pl *pool) []string {
 			if !u.nvidia() || u.gpuMinor == nil || *u.gpuMinor != *pl.minor || ch.prior[u.device] != nil {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s is held or mapped by %s (%s, exe %s), which NVML does not list there and which did not use it at FROM: it may keep the context alive",
-				u.device, ch.proc.Key(), ch.proc.Comm, withDeleted(ch.proc.Exe, ch.proc.ExeDeleted)))
+			out = append(out, fmt.Sprintf("%s is held or mapped by %s (%s, exe %s), which NVML does not list there%s: it may keep the context alive",
+				u.device, ch.proc.Key(), ch.proc.Comm, withDeleted(ch.proc.Exe, ch.proc.ExeDeleted), since))
 			break
 		}
 	}

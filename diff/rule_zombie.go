@@ -76,10 +76,15 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	if unaccounted <= int64(c.opts.ZombieThreshold) {
 		return Finding{}, false
 	}
-	evidence := []string{
-		fmt.Sprintf("nvml: %s memory.used at FROM: %s", before.label, bytesText(before.memory.Used)),
-		fmt.Sprintf("nvml: %s memory.used at TO: %s", pl.label, bytesText(pl.memory.Used)),
+	// A check's FROM is a host with nothing used: its figure says nothing.
+	var evidence []string
+	since := " more than at FROM"
+	if c.check {
+		since = ""
+	} else {
+		evidence = append(evidence, fmt.Sprintf("nvml: %s memory.used at FROM: %s", before.label, bytesText(before.memory.Used)))
 	}
+	evidence = append(evidence, fmt.Sprintf("nvml: %s memory.used at TO: %s", pl.label, bytesText(pl.memory.Used)))
 	if len(pl.procs) == 0 {
 		evidence = append(evidence, "nvml lists no process at TO")
 	}
@@ -94,8 +99,8 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	return Finding{
 		Kind:     KindZombieGPUMemory,
 		Severity: High,
-		Summary: fmt.Sprintf("%s holds %s more than at FROM that no live process accounts for",
-			pl.label, strings.TrimPrefix(signedBytes(unaccounted), "+")),
+		Summary: fmt.Sprintf("%s holds %s%s that no live process accounts for",
+			pl.label, strings.TrimPrefix(signedBytes(unaccounted), "+"), since),
 		GPUUUID:  pl.uuid,
 		Evidence: evidence,
 	}, true
