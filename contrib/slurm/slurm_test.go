@@ -263,7 +263,9 @@ func (c *cluster) daemon(name string, args ...string) {
 	must(c.t, err)
 	cmd := exec.Command(name, args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = c.env, log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test killed before its cleanup (a timeout) takes its
+	// daemons along instead of leaving them serving a removed directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("%s: %v", name, err)
 	}
