@@ -156,7 +156,10 @@ func startCluster(t *testing.T) *cluster {
 	must(t, err)
 	must(t, os.WriteFile(c.tenant, bin, 0o755))
 	c.gpusnap = filepath.Join(dir, "gpusnap")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") // go test runs with its own toolchain
+	}
 	if out, err := exec.Command(gobin, "build", "-o", c.gpusnap, "../../cmd/gpusnap").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
