@@ -30,6 +30,9 @@ type Options struct {
 	KernelLog string
 	Label     string
 	Tenant    string
+	// Path chooses how processes are read: PathAuto (BPF iterators where
+	// they load, else /proc), PathBPF (BPF or an error) or PathProc.
+	Path string
 }
 
 // userHZ is USER_HZ, the unit of stat's starttime: 100 on every Linux ABI
@@ -113,7 +116,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	if live {
 		cfg.users = &userCache{names: map[int]string{}}
 	}
-	results, err := cfg.scan(ctx, pids)
+	results, err := cfg.scanPath(ctx, opts.Path, pids, &s.Scan)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +157,44 @@ func readKernelLog(path, root string) kmsg.Position {
 		path = kmsg.DefaultPath
 	}
 	return kmsg.ReadPosition(path)
+}
+
+// scanPath reads the processes by the path asked for, and records in scan
+// the path taken and how, or why BPF was not taken where it was wanted.
+func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, scan *Scan) ([]result, error) {
+	switch path {
+	case PathAuto, PathBPF:
+		if path == PathAuto && cfg.root != "/proc" {
+			break // a tree laid out like /proc: nothing to choose
+		}
+		why := bpfUnavailable(cfg.root)
+		if why == "" && cfg.faults != nil {
+			why = "a test's fault hook reads /proc"
+		}
+		if why == "" {
+			walk, err := walkHost()
+			if err == nil {
+				var results []result
+				if results, err = cfg.scanBPF(ctx, walk, pids); err == nil {
+					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+					return results, nil
+				}
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			why = err.Error()
+		}
+		if path == PathBPF {
+			return nil, fmt.Errorf("BPF capture: %s", why)
+		}
+		scan.CaptureNote = "BPF capture not taken: " + why
+	case PathProc:
+	default:
+		return nil, fmt.Errorf("capture path %q: want bpf or proc", path)
+	}
+	scan.CapturePath = PathProc
+	return cfg.scan(ctx, pids)
 }
 
 // result is one process as a worker left it.

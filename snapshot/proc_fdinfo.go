@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -22,17 +23,24 @@ func parseFdinfoFlags(data []byte) (flags, access string, err error) {
 		if err != nil {
 			return "", "", fmt.Errorf("bad flags %q", text)
 		}
-		switch v & 3 { // O_ACCMODE
-		case 0:
-			access = "r"
-		case 1:
-			access = "w"
-		case 2:
-			access = "rw"
-		default:
+		access, err = accessMode(v)
+		if err != nil {
 			return text, "", fmt.Errorf("flags %q have no valid access mode", text)
 		}
 		return text, access, nil
 	}
 	return "", "", fmt.Errorf("no flags line")
+}
+
+// accessMode is r, w or rw from the O_ACCMODE bits of open(2) flags.
+func accessMode(flags uint64) (string, error) {
+	switch flags & 3 { // O_ACCMODE
+	case 0:
+		return "r", nil
+	case 1:
+		return "w", nil
+	case 2:
+		return "rw", nil
+	}
+	return "", errors.New("no valid access mode")
 }

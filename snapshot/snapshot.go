@@ -59,6 +59,13 @@ type Scan struct {
 	Refused       int      `json:"refused"`
 	RefusedPIDs   []int    `json:"refused_pids,omitempty"`
 	Errors        []string `json:"errors,omitempty"` // host-level files that could not be read
+	// CapturePath is how the processes were read: "bpf", BPF iterators with
+	// /proc for command lines and cgroups, or "proc", /proc alone. Empty in
+	// snapshots taken before gpusnap had two.
+	CapturePath string `json:"capture_path,omitempty"`
+	// CaptureNote says how the iterators ran (pinned or loaded) on the BPF
+	// path, and why the BPF path was not taken where it was wanted.
+	CaptureNote string `json:"capture_note,omitempty"`
 }
 
 // Process is one process as /proc showed it.

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// iter.c: the kernel side of the BPF capture path of `gpusnap snapshot`.
+// Three iterators walk the caller's pid namespace once each and write fixed
+// records (a header, then the NUL-less bytes of one path, padded to 8 bytes)
+// that user space decodes without parsing text:
+//
+//   iter/task       one task_rec per process (thread-group leader): the
+//                   identity fields /proc/PID/stat and status give, and the
+//                   path of its exe.
+//   iter/task_vma   one vma_rec per mapping of a device node or a DMA-buf,
+//                   and per anonymous executable mapping of 64 MiB or more.
+//   iter/task_file  one file_rec per open file that is a device node.
+//
+// Everything else (libraries, sockets, pipes: nearly all of a host) is
+// dropped here, which is where the BPF path saves over reading /proc's text.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define PATH_LEN 4096 // PATH_MAX: d_path fails beyond it, as readlink does
+#define NSPID_MAX 8   // pid namespace levels recorded; deeper ones are flagged
+#define COMM_LEN 16
+
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define O_CLOEXEC 02000000
+#define DMA_BUF_MAGIC 0x444d4142 // the superblock magic of DMA-buf files
+
+#define VM_READ 0x1
+#define VM_WRITE 0x2
+#define VM_EXEC 0x4
+#define VM_MAYSHARE 0x80
+
+#define SUSPECT_ANON_SIZE (64ULL << 20)
+
+// Flags of a record.
+#define REC_PATH_ERROR 1 // d_path failed: no path (path_len 0)
+#define REC_NSPID_DEEP 2 // more pid namespace levels than NSPID_MAX
+
+// Kinds of a vma_rec.
+#define VMA_DEVICE 1
+#define VMA_DMABUF 2
+#define VMA_ANON_EXEC 3 // path_len bytes are the anon_vma_name, if any
+
+struct task_rec {
+	u64 start_ns;   // start_boottime: stat field 22 is it in clock ticks
+	u64 cgroup_key; // the address of the css_set: equal keys, equal /proc/PID/cgroup
+	u32 pid;        // the thread-group id (the leader's pid)
+	u32 ppid;       // the real parent's thread-group id
+	u32 flags;      // PF_* (PF_KTHREAD)
+	u32 state;      // __state
+	u32 exit_state;
+	u32 threads;    // signal->nr_threads: stat field 20
+	u32 uid, euid;
+	u32 pidns_inum; // the inode of the pid namespace: /proc/PID/ns/pid
+	u32 ns_level;   // pid->level: NSpid has ns_level+1 entries
+	u32 nspid[NSPID_MAX];
+	char comm[COMM_LEN];
+	u32 rec_flags;
+	u32 path_len; // bytes of the exe path that follow
+};
+
+struct vma_rec {
+	u64 start, end;
+	u64 pgoff;
+	u64 ino;   // the mapped inode's number: the maps inode field
+	u32 pid;   // thread-group id
+	u32 tid;   // the task walked: threads of a process whose leader has exited each walk its mm
+	u32 s_dev; // the filesystem's device (kernel encoding): the maps dev field
+	u32 rdev;  // the device's own number (kernel encoding)
+	u32 mode;  // i_mode
+	u32 vm_flags;
+	u32 kind;
+	u32 rec_flags;
+	u32 path_len;
+	u32 pad;
+};
+
+struct file_rec {
+	u32 pid;
+	u32 tid;
+	u32 fd;
+	u32 rdev;
+	u32 mode;
+	u32 flags; // f_flags, with O_CLOEXEC where the fd is close-on-exec: fdinfo's flags
+	u32 rec_flags;
+	u32 path_len;
+};
+
+// A flavour of vm_area_struct for kernels built with CONFIG_ANON_VMA_NAME.
+struct anon_vma_name___named {
+	char name[64];
+} __attribute__((preserve_access_index));
+struct vm_area_struct___named {
+	struct anon_vma_name___named *anon_name;
+} __attribute__((preserve_access_index));
+
+// scratch holds one record and its path: too big for the 512-byte stack.
+struct scratch {
+	union {
+		struct task_rec task;
+		struct vma_rec vma;
+		struct file_rec file;
+	};
+	char path[PATH_LEN + 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+static __always_inline struct scratch *get_scratch(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch_map, &zero);
+}
+
+// emit writes a record of hdr_len bytes, then path_len bytes of s->path
+// padded with NULs to a multiple of 8.
+static __always_inline void emit(struct seq_file *seq, struct scratch *s, u32 hdr_len, u32 path_len)
+{
+	bpf_seq_write(seq, s, hdr_len);
+	if (path_len == 0)
+		return;
+	if (path_len > PATH_LEN)
+		return;
+	// NULs up to the next multiple of 8, so the next record stays aligned.
+	for (u32 i = 0; i < 8; i++) {
+		u32 j = path_len + i;
+		if (j < PATH_LEN + 8)
+			s->path[j] = 0;
+	}
+	u32 padded = (path_len + 7) & ~7U;
+	if (padded == 0 || padded > PATH_LEN + 8)
+		return;
+	bpf_seq_write(seq, s->path, padded);
+}
+
+// put_path renders path into s->path; it returns the length without the
+// NUL, and sets REC_PATH_ERROR in *flags where d_path failed.
+static __always_inline u32 put_path(struct scratch *s, const struct path *path, u32 *flags)
+{
+	long n = bpf_d_path((struct path *)path, s->path, PATH_LEN);
+	if (n <= 1 || n > PATH_LEN) {
+		*flags |= REC_PATH_ERROR;
+		return 0;
+	}
+	return (u32)n - 1;
+}
+
+SEC("iter/task")
+int gpusnap_tasks(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	if (!task || task->pid != task->tgid)
+		return 0;
+	struct scratch *s = get_scratch();
+	if (!s)
+		return 0;
+	struct task_rec *r = &s->task;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->start_ns = task->start_boottime;
+	r->cgroup_key = (u64)task->cgroups;
+	r->pid = task->tgid;
+	r->ppid = task->real_parent ? task->real_parent->tgid : 0;
+	r->flags = task->flags;
+	r->state = task->__state;
+	r->exit_state = task->exit_state;
+	r->threads = task->signal ? task->signal->nr_threads : 0;
+	const struct cred *cred = task->cred;
+	if (cred) {
+		r->uid = cred->uid.val;
+		r->euid = cred->euid.val;
+	}
+	struct pid *pid = task->thread_pid;
+	if (pid) {
+		u32 level = pid->level;
+		r->ns_level = level;
+		if (level >= NSPID_MAX)
+			r->rec_flags |= REC_NSPID_DEEP;
+		for (u32 i = 0; i < NSPID_MAX && i <= level; i++)
+			r->nspid[i] = BPF_CORE_READ(pid, numbers[i].nr);
+		if (level < NSPID_MAX * 4)
+			r->pidns_inum = BPF_CORE_READ(pid, numbers[level].ns, ns.inum);
+	}
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
+	u32 len = 0;
+	struct mm_struct *mm = task->mm;
+	if (mm) {
+		struct file *exe = mm->exe_file;
+		if (exe)
+			len = put_path(s, &exe->f_path, &r->rec_flags);
+	}
+	r->path_len = len;
+	emit(seq, s, sizeof(*r), len);
+	return 0;
+}
+
+SEC("iter/task_vma")
+int gpusnap_vmas(struct bpf_iter__task_vma *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct vm_area_struct *vma = ctx->vma;
+	if (!task || !vma)
+		return 0;
+	// Threads share the leader's mm: one walk per process, the leader's,
+	// unless it has exited and left its live threads to walk it.
+	if (task->pid != task->tgid && task->group_leader->mm)
+		return 0;
+	u64 vm_flags = vma->vm_flags;
+	struct file *file = vma->vm_file;
+	u32 kind = 0, mode = 0, rdev = 0, s_dev = 0;
+	u64 ino = 0;
+	if (file) {
+		struct inode *inode = file->f_inode;
+		mode = inode->i_mode;
+		u32 type = mode & S_IFMT;
+		if (type == S_IFCHR || type == S_IFBLK)
+			kind = VMA_DEVICE;
+		else if (inode->i_sb->s_magic == DMA_BUF_MAGIC)
+			kind = VMA_DMABUF;
+		else
+			return 0;
+		rdev = inode->i_rdev;
+		s_dev = inode->i_sb->s_dev;
+		ino = inode->i_ino;
+	} else {
+		if (!(vm_flags & VM_EXEC) || vma->vm_end - vma->vm_start < SUSPECT_ANON_SIZE)
+			return 0;
+		// Named mappings are no anonymous memory to maps: [vdso], [heap], [stack].
+		const struct vm_operations_struct *ops = vma->vm_ops;
+		if (ops && ops->name)
+			return 0;
+		struct mm_struct *mm = vma->vm_mm;
+		if (!mm)
+			return 0;
+		if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk)
+			return 0;
+		if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack)
+			return 0;
+		kind = VMA_ANON_EXEC;
+	}
+	struct scratch *s = get_scratch();
+	if (!s)
+		return 0;
+	struct vma_rec *r = &s->vma;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->start = vma->vm_start;
+	r->end = vma->vm_end;
+	r->pgoff = vma->vm_pgoff;
+	r->ino = ino;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->s_dev = s_dev;
+	r->rdev = rdev;
+	r->mode = mode;
+	r->vm_flags = (u32)vm_flags;
+	r->kind = kind;
+	u32 len = 0;
+	if (file) {
+		len = put_path(s, &file->f_path, &r->rec_flags);
+	} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
+		struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
+		if (an) {
+			long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
+			if (n > 1)
+				len = (u32)n - 1;
+		}
+	}
+	r->path_len = len;
+	emit(seq, s, sizeof(*r), len);
+	return 0;
+}
+
+SEC("iter/task_file")
+int gpusnap_files(struct bpf_iter__task_file *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct file *file = ctx->file;
+	if (!task || !file)
+		return 0;
+	// The iterator already skips threads sharing the leader's fd table; a
+	// thread with a table of its own is not the process's (/proc/PID/fd
+	// shows the leader's), unless the leader has exited.
+	if (task->pid != task->tgid && task->group_leader->files)
+		return 0;
+	struct inode *inode = file->f_inode;
+	u32 mode = inode->i_mode;
+	u32 type = mode & S_IFMT;
+	if (type != S_IFCHR && type != S_IFBLK)
+		return 0;
+	struct scratch *s = get_scratch();
+	if (!s)
+		return 0;
+	struct file_rec *r = &s->file;
+	__builtin_memset(r, 0, sizeof(*r));
+	u32 fd = ctx->fd;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->fd = fd;
+	r->rdev = inode->i_rdev;
+	r->mode = mode;
+	u32 flags = file->f_flags;
+	struct files_struct *files = task->files;
+	if (files) {
+		unsigned long *cloexec = BPF_CORE_READ(files, fdt, close_on_exec);
+		unsigned long word = 0;
+		if (cloexec && bpf_probe_read_kernel(&word, sizeof(word), cloexec + fd / 64) == 0 &&
+		    (word >> (fd % 64)) & 1)
+			flags |= O_CLOEXEC;
+	}
+	r->flags = flags;
+	u32 len = put_path(s, &file->f_path, &r->rec_flags);
+	r->path_len = len;
+	emit(seq, s, sizeof(*r), len);
+	return 0;
+}

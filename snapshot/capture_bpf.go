@@ -1,0 +1,354 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gpusnap/gpusnap/bpf"
+)
+
+// The BPF capture path (docs/snapshot.md): three BPF iterators walk every
+// task, every device mapping and every open device file of the host in the
+// kernel and write fixed records (bpf/c/iter.c); nothing of a process that
+// maps or holds no device is rendered as text. /proc is still read for what
+// the iterators do not give cheaply: each process's command line, the text
+// of /proc/PID/cgroup once per distinct cgroup set, a kernel thread's stat
+// (its name as /proc shows it), and the raw text of NVIDIA users' files.
+
+// Capture paths, as Scan.Path records them.
+const (
+	PathBPF  = "bpf"
+	PathProc = "proc"
+)
+
+// Path choices of Options.Path.
+const (
+	PathAuto = "" // BPF where it can run, else /proc
+)
+
+// initPIDNamespace is the inode of the host's pid namespace
+// (PROC_PID_INIT_INO): the iterators see the caller's pid namespace only,
+// so the BPF path runs only in this one.
+const initPIDNamespace = "pid:[4026531836]"
+
+// bpfUnavailable says why the BPF path cannot capture root, or "".
+func bpfUnavailable(root string) string {
+	if root != "/proc" {
+		return "a --proc-root other than /proc"
+	}
+	if !isProcfs(root) {
+		return "/proc is not a procfs"
+	}
+	if ns, err := os.Readlink("/proc/self/ns/pid"); err != nil || ns != initPIDNamespace {
+		return "not in the host's pid namespace (the iterators see only the caller's)"
+	}
+	return ""
+}
+
+// nsecPerTick converts the kernel's start_boottime to stat's clock ticks.
+const nsecPerTick = uint64(time.Second / userHZ)
+
+// walkHost runs the iterators; a test may replace it.
+var walkHost = bpf.WalkHost
+
+// scanBPF builds the processes from one walk of the iterators.
+//
+// pids is the listing of /proc taken before the walk. The task iterators of
+// this kernel (6.18) never visit PID 1: every listed PID the walk lacks is
+// read the /proc path's way, as is any process the walk could not finish.
+func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) ([]result, error) {
+	var results []result
+	index := map[uint32]int{} // pid -> results
+	kthreadComm := map[int]bool{}
+	cgroupKeys := []uint64{}
+	err := walk.EachTask(func(r *bpf.TaskRecord, exe []byte) {
+		p := Process{
+			PID:       int(r.Pid),
+			StartTime: r.StartNs / nsecPerTick,
+			PPID:      int(r.Ppid),
+			Comm:      cString(r.Comm[:]),
+			State:     taskState(r.State, r.ExitState),
+			Threads:   int(r.Threads),
+		}
+		if !cfg.boot.IsZero() {
+			p.Started = cfg.boot.Add(time.Duration(p.StartTime) * (time.Second / userHZ))
+		}
+		index[r.Pid] = len(results)
+		cgroupKeys = append(cgroupKeys, r.CgroupKey)
+		if uint64(r.Flags)&pfKthread != 0 {
+			// As the /proc path: nothing more is read for a kernel thread.
+			p.KernelThread = true
+			p.User = cfg.users.name(0)
+			kthreadComm[p.PID] = true
+			results = append(results, result{p: p})
+			return
+		}
+		p.UID, p.EUID = int(r.Uid), int(r.Euid)
+		p.User = cfg.users.name(p.UID)
+		for i := uint32(0); i <= r.NsLevel && i < uint32(len(r.Nspid)); i++ {
+			p.NSpid = append(p.NSpid, int(r.Nspid[i]))
+		}
+		if r.RecFlags&bpf.RecordNSpidDeep != 0 {
+			p.Errors = append(p.Errors, "status: NSpid deeper than "+strconv.Itoa(len(r.Nspid))+" pid namespaces: the BPF path keeps the outer "+strconv.Itoa(len(r.Nspid)))
+		}
+		p.PIDNamespace = "pid:[" + strconv.FormatUint(uint64(r.PidnsInum), 10) + "]"
+		switch {
+		case r.RecFlags&bpf.RecordPathError != 0:
+			p.Errors = append(p.Errors, "exe: "+syscall.ENAMETOOLONG.Error())
+		case len(exe) > 0:
+			p.Exe, p.ExeDeleted = cutDeletedString(string(exe))
+		}
+		results = append(results, result{p: p})
+	})
+	if err != nil {
+		return nil, err
+	}
+	self := uint32(os.Getpid())
+	if _, ok := index[self]; !ok {
+		return nil, errors.New("the task iterator did not see this process: not the host's pid namespace")
+	}
+
+	// A process's mappings and fds come from one task: its leader, or where
+	// the leader has exited, the first of its live threads the kernel walked.
+	walkedBy := map[uint32]uint32{}
+	from := func(pid, tid uint32) (*Process, bool) {
+		i, ok := index[pid]
+		if !ok {
+			return nil, false // started after the task walk: the next capture sees it
+		}
+		if t, seen := walkedBy[pid]; seen && t != tid {
+			return nil, false
+		}
+		walkedBy[pid] = tid
+		return &results[i].p, true
+	}
+	anon := map[uint32][]Mapping{}
+	err = walk.EachVMA(func(r *bpf.VMARecord, path []byte) {
+		p, ok := from(r.Pid, r.Tid)
+		if !ok {
+			return
+		}
+		m := Mapping{
+			Address: mapsRange(r.Start, r.End),
+			Start:   r.Start, End: r.End, Size: r.End - r.Start,
+			Perms:  vmPerms(r.VmFlags),
+			Offset: r.Pgoff << pageShift,
+			Dev:    fmt.Sprintf("%02x:%02x", r.S_dev>>20, r.S_dev&0xfffff),
+			Inode:  r.Ino,
+		}
+		switch r.Kind {
+		case bpf.VMAAnonExec:
+			if len(path) > 0 {
+				m.Path = "[anon:" + string(path) + "]"
+			}
+			m.Class = ClassAnonExec
+			anon[r.Pid] = append(anon[r.Pid], m)
+			return
+		case bpf.VMADMABuf:
+			m.Path, m.Deleted = cutDeletedString(string(path))
+			m.Class = ClassOther
+		default:
+			if r.RecFlags&bpf.RecordPathError != 0 {
+				p.Errors = append(p.Errors, "maps: "+m.Address+": "+syscall.ENAMETOOLONG.Error())
+			}
+			m.Path, m.Deleted = cutDeletedString(string(path))
+			kind := kernelDevice(r.Mode, r.Rdev)
+			m.DeviceNumber, m.DeviceType = deviceNumber(kind)
+			m.Class, m.GPUMinor = cfg.classes.classify(m.Path, kind, true)
+		}
+		p.Mappings = append(p.Mappings, m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	clear(walkedBy)
+	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
+		p, ok := from(r.Pid, r.Tid)
+		if !ok || r.RecFlags&bpf.RecordPathError != 0 || len(path) == 0 || path[0] != '/' {
+			return // as the /proc path, which keeps fds whose link names a path
+		}
+		h := Holder{FD: int(r.Fd)}
+		h.Target, h.Deleted = cutDeletedString(string(path))
+		kind := kernelDevice(r.Mode, r.Rdev)
+		h.DeviceNumber, h.DeviceType = deviceNumber(kind)
+		h.Class, h.GPUMinor = cfg.classes.classify(h.Target, kind, true)
+		if h.Class == ClassNVIDIA {
+			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
+			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
+			h.Access, _ = accessMode(uint64(r.Flags))
+		}
+		p.Holders = append(p.Holders, h)
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// What /proc still gives: command lines, cgroup text and raw text, read
+	// with the /proc path's workers and buffers.
+	cgroups := map[uint64]string{} // by cgroup key: read once per css_set
+	w := newWorker(cfg)
+	for i := range results {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		res := &results[i]
+		p := &res.p
+		p.Mappings = nvidiaFirst(p.Mappings, func(m Mapping) bool { return m.Class == ClassNVIDIA })
+		p.Holders = nvidiaFirst(p.Holders, func(h Holder) bool { return h.Class == ClassNVIDIA })
+		w.dir = pidDir(cfg.root, p.PID)
+		name := strconv.Itoa(p.PID)
+		if kthreadComm[p.PID] {
+			// /proc names a kernel thread by its full name or workqueue
+			// ("kworker/0:1-events"), more than the 16 bytes of comm.
+			if data, err := w.r.readQuickAt(cfg.rootfd, cfg.root, name+"/stat", w.small); err == nil {
+				w.small = data
+				if st, err := parseStat(data); err == nil {
+					p.Comm = st.Comm
+				}
+			}
+			continue
+		}
+		cmdline, err := w.r.readWholeAt(cfg.rootfd, cfg.root, name+"/cmdline", w.cmdBuf)
+		w.cmdBuf = cmdline
+		if err != nil {
+			if vanishedErr(err) {
+				res.vanished = true
+				continue
+			}
+			if refusedErr(err) {
+				res.refused = true
+			}
+			p.Errors = append(p.Errors, "cmdline: "+errText(err))
+		}
+		p.Cmdline = parseCmdline(cmdline)
+		cg, ok := cgroups[cgroupKeys[i]]
+		if !ok {
+			data, err := w.r.readQuickAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
+			w.small = data
+			if err != nil {
+				if vanishedErr(err) {
+					res.vanished = true
+					continue
+				}
+				p.Errors = append(p.Errors, "cgroup: "+errText(err))
+			} else {
+				cg = string(data)
+				cgroups[cgroupKeys[i]] = cg
+			}
+		}
+		var a attribution
+		p.Cgroups, a = parseCgroup(cg)
+		p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
+			a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+		if p.UsesNVIDIA() {
+			p.SuspectAnon = anon[uint32(p.PID)]
+			raw := &Raw{Cmdline: string(cmdline), Cgroup: cg}
+			for _, f := range []struct {
+				name string
+				dst  *string
+			}{{"maps", &raw.Maps}, {"status", &raw.Status}} {
+				data, err := w.r.readFileAt(cfg.rootfd, cfg.root, name+"/"+f.name, w.mapsBuf)
+				w.mapsBuf = data
+				if err != nil {
+					p.Errors = append(p.Errors, f.name+": "+errText(err))
+					continue
+				}
+				*f.dst = string(data)
+			}
+			p.Raw = raw
+		}
+	}
+
+	for _, pid := range pids {
+		if _, ok := index[uint32(pid)]; !ok {
+			results = append(results, w.process(pid))
+		}
+	}
+	slices.SortFunc(results, func(a, b result) int { return a.p.PID - b.p.PID })
+	return results, nil
+}
+
+// nvidiaFirst orders NVIDIA entries before the others, each kept in order,
+// as the /proc path lists them.
+func nvidiaFirst[T any](xs []T, nvidia func(T) bool) []T {
+	if len(xs) < 2 {
+		return xs
+	}
+	out := make([]T, 0, len(xs))
+	for _, x := range xs {
+		if nvidia(x) {
+			out = append(out, x)
+		}
+	}
+	for _, x := range xs {
+		if !nvidia(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// taskState is the state letter of stat field 3 for a task's __state and
+// exit_state, as the kernel computes it (__task_state_index).
+func taskState(state, exitState uint32) string {
+	const (
+		taskReport      = 0x7f // R S D T t X Z P
+		taskIdle        = 0x402
+		taskReportIdle  = 0x80
+		uninterruptible = 0x2
+		rtlockOrFrozen  = 0x1000 | 0x8000
+	)
+	s := (state | exitState) & taskReport
+	if state&taskIdle == taskIdle {
+		s = taskReportIdle
+	}
+	if state&rtlockOrFrozen != 0 {
+		s = uninterruptible
+	}
+	return string("RSDTtXZPI"[bits.Len32(s)])
+}
+
+// kernelDevice is the FileKind of an inode's mode and i_rdev (the kernel's
+// dev_t: major above bit 20).
+func kernelDevice(mode, rdev uint32) FileKind {
+	typ := mode & syscall.S_IFMT
+	return FileKind{
+		Device: typ == syscall.S_IFCHR || typ == syscall.S_IFBLK,
+		Char:   typ == syscall.S_IFCHR,
+		Major:  rdev >> 20,
+		Minor:  rdev & 0xfffff,
+	}
+}
+
+// vmPerms renders VM_READ, VM_WRITE, VM_EXEC and VM_MAYSHARE as maps does.
+func vmPerms(flags uint32) string {
+	b := []byte("---p")
+	if flags&0x1 != 0 {
+		b[0] = 'r'
+	}
+	if flags&0x2 != 0 {
+		b[1] = 'w'
+	}
+	if flags&0x4 != 0 {
+		b[2] = 'x'
+	}
+	if flags&0x80 != 0 {
+		b[3] = 's'
+	}
+	return string(b)
+}
+
+// mapsRange renders an address range as maps does: "%08lx-%08lx".
+func mapsRange(start, end uint64) string {
+	return fmt.Sprintf("%08x-%08x", start, end)
+}
+
+// pageShift is log2 of the page size: vm_pgoff counts pages.
+var pageShift = bits.TrailingZeros(uint(os.Getpagesize()))

@@ -1,0 +1,149 @@
+package snapshot_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// capturePath captures this host's /proc by one path, without NVML.
+func capturePath(t *testing.T, path string) *snapshot.Snapshot {
+	t.Helper()
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{NVML: snapshot.NVMLOptions{Disabled: true}, Path: path})
+	if err != nil {
+		if path == snapshot.PathBPF {
+			t.Skipf("the kernel refuses the BPF capture path: %v", err)
+		}
+		t.Fatalf("Capture (%s): %v", path, err)
+	}
+	if got := snap.Scan.CapturePath; got != path {
+		t.Fatalf("Capture asked for %s took %q (%s)", path, got, snap.Scan.CaptureNote)
+	}
+	return snap
+}
+
+// The differential test of the two capture paths: on a live host with a
+// ghost, a ghost in a container's pid namespace and processes starting and
+// exiting throughout, the BPF and /proc captures agree on every device
+// mapping and holder of every process present in both, and on the whole of
+// each ghost. The /proc capture is taken between two BPF captures: a process
+// the two BPF captures saw alike held still meanwhile, so the /proc capture
+// must see it so too (other tests' processes run on this host as well).
+func TestBPFAndProcAgree(t *testing.T) {
+	livetest.Require(t, "losetup", "unshare", "gcc")
+	plain := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{})
+	boxed := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{Container: true})
+
+	// Churn: short-lived processes throughout the captures.
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = exec.Command("sh", "-c", "true & true & wait").Run()
+		}
+	})
+	var before, procSnap, after *snapshot.Snapshot
+	func() {
+		defer func() { close(stop); churn.Wait() }()
+		time.Sleep(50 * time.Millisecond)
+		before = capturePath(t, snapshot.PathBPF)
+		procSnap = capturePath(t, snapshot.PathProc)
+		after = capturePath(t, snapshot.PathBPF)
+	}()
+
+	byKey := func(s *snapshot.Snapshot) map[string]*snapshot.Process {
+		m := map[string]*snapshot.Process{}
+		for i := range s.Processes {
+			m[s.Processes[i].Key()] = &s.Processes[i]
+		}
+		return m
+	}
+	procs, afters := byKey(procSnap), byKey(after)
+	both, devices := 0, 0
+	for i := range before.Processes {
+		b := &before.Processes[i]
+		p, a := procs[b.Key()], afters[b.Key()]
+		if p == nil || a == nil || b.PID == os.Getpid() {
+			continue // this test's own fds move: its churn opens /dev/null
+		}
+		if !reflect.DeepEqual(b.Mappings, a.Mappings) || !reflect.DeepEqual(b.Holders, a.Holders) ||
+			!reflect.DeepEqual(identity(b), identity(a)) {
+			continue // it changed during the captures
+		}
+		both++
+		devices += len(b.Mappings) + len(b.Holders)
+		if !reflect.DeepEqual(b.Mappings, p.Mappings) {
+			t.Errorf("pid %d (%s) mappings:\n bpf  %+v\n proc %+v", b.PID, b.Comm, b.Mappings, p.Mappings)
+		}
+		if !reflect.DeepEqual(b.Holders, p.Holders) {
+			t.Errorf("pid %d (%s) holders:\n bpf  %+v\n proc %+v", b.PID, b.Comm, b.Holders, p.Holders)
+		}
+		if bi, pi := identity(b), identity(p); !reflect.DeepEqual(bi, pi) {
+			t.Errorf("pid %d identity:\n bpf  %+v\n proc %+v", b.PID, bi, pi)
+		}
+	}
+	if both < 10 || devices == 0 {
+		t.Fatalf("only %d processes held still in all three captures, %d device entries: nothing was compared", both, devices)
+	}
+	for _, g := range []*livetest.Scenario{plain, boxed} {
+		b, p := findProc(before, g.Ghost), findProc(procSnap, g.Ghost)
+		if b == nil || p == nil {
+			t.Fatalf("ghost %d: bpf %v, proc %v", g.Ghost.PID, b != nil, p != nil)
+		}
+		// A sleeping ghost changes nothing but its status counters.
+		b.Raw.Status, p.Raw.Status = "", ""
+		if !reflect.DeepEqual(b, p) {
+			t.Errorf("ghost %d:\n bpf  %+v\n proc %+v", g.Ghost.PID, *b, *p)
+		}
+		if !b.UsesNVIDIA() || len(b.Holders) < 2 {
+			t.Errorf("ghost %d: the BPF path missed its mapping or fds: %+v", g.Ghost.PID, *b)
+		}
+	}
+	if b := findProc(before, boxed.Ghost); b != nil && (len(b.NSpid) != 2 || b.ContainerID != boxed.Container.ID) {
+		t.Errorf("container ghost: NSpid %v container %q, want 2 levels and %s", b.NSpid, b.ContainerID, boxed.Container.ID)
+	}
+	if findProc(before, livetest.Proc{PID: 1, StartTime: procs1(procSnap)}) == nil {
+		t.Error("the BPF capture lacks PID 1 (the task iterator skips it; /proc must fill it in)")
+	}
+	t.Logf("%d processes held still through three captures, %d device mappings and holders compared", both, devices)
+}
+
+// procs1 is the start time of PID 1 in s.
+func procs1(s *snapshot.Snapshot) uint64 {
+	for _, p := range s.Processes {
+		if p.PID == 1 {
+			return p.StartTime
+		}
+	}
+	return 0
+}
+
+// identity is what names a process, less the fields that change by
+// themselves (state, threads, raw status counters).
+func identity(p *snapshot.Process) snapshot.Process {
+	q := *p
+	q.State, q.Threads, q.Mappings, q.Holders, q.Raw, q.SuspectAnon = "", 0, nil, nil, nil, nil
+	// The /proc path cannot read every file of every process (PID 1 refuses
+	// some even to root); the BPF path reads them in the kernel.
+	var errs []string
+	for _, e := range q.Errors {
+		if !strings.Contains(e, "permission denied") {
+			errs = append(errs, e)
+		}
+	}
+	q.Errors = errs
+	return q
+}
