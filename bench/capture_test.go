@@ -26,7 +26,7 @@ import (
 
 func BenchmarkCapture(b *testing.B) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}}
+	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Path: snapshot.PathProc}
 	procs := 0
 	for b.Loop() {
 		s, err := snapshot.Capture(ctx, opts)
@@ -55,7 +55,7 @@ func BenchmarkRawFloor(b *testing.B) {
 // means anything. The target is x-floor <= 1.0 (README, Speed and size).
 func BenchmarkCaptureOverFloor(b *testing.B) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}}
+	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Path: snapshot.PathProc}
 	w := floor.NewWalker()
 	var capT, floorT time.Duration
 	var c floor.Counts

@@ -36,7 +36,7 @@ func runSnapshot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
+	snap, err := g.capture(c.Context, c.String("label"), c.String("tenant"))
 	if err != nil {
 		return err
 	}

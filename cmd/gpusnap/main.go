@@ -266,6 +266,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-nvml", Usage: "skip NVML"},
 		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
+		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
@@ -275,6 +276,7 @@ func globalFlags() []cli.Flag {
 type globals struct {
 	DB          string
 	ProcRoot    string
+	Capture     string // snapshot.Options.Path
 	NVMLFixture string
 	NoNVML      bool
 	RequireNVML bool
@@ -289,6 +291,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	g := globals{
 		DB:          lookup(c, "db", (*cli.Context).String),
 		ProcRoot:    lookup(c, "proc-root", (*cli.Context).String),
+		Capture:     lookup(c, "capture", (*cli.Context).String),
 		NVMLFixture: lookup(c, "nvml-fixture", (*cli.Context).String),
 		NoNVML:      lookup(c, "no-nvml", (*cli.Context).Bool),
 		RequireNVML: lookup(c, "require-nvml", (*cli.Context).Bool),
@@ -305,6 +308,13 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
 			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
 		}
+	}
+	switch g.Capture {
+	case "auto":
+		g.Capture = snapshot.PathAuto
+	case snapshot.PathBPF, snapshot.PathProc:
+	default:
+		return g, usageError(fmt.Errorf("--capture %q: want auto, bpf or proc", g.Capture))
 	}
 	if g.LockTimeout <= 0 {
 		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
@@ -352,11 +362,30 @@ func defaultDB(euid int) (string, error) {
 	return filepath.Join(state, "gpusnap", "gpusnap.db"), nil
 }
 
+// capture captures the host as the global flags say, and says on stderr
+// which path read the live /proc (and why not BPF, where it was not).
+func (g globals) capture(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(label, tenant))
+	if err != nil {
+		return nil, err
+	}
+	if g.ProcRoot != "/proc" {
+		return snap, nil // a tree laid out like /proc is read one way only
+	}
+	line := "capture: " + snap.Scan.CapturePath
+	if snap.Scan.CaptureNote != "" {
+		line += " (" + snap.Scan.CaptureNote + ")"
+	}
+	fmt.Fprintln(g.Stderr, line)
+	return snap, nil
+}
+
 // captureOptions turns the global flags into what snapshot.Capture needs.
 func (g globals) captureOptions(label, tenant string) snapshot.Options {
 	return snapshot.Options{
 		ProcRoot:  g.ProcRoot,
 		KernelLog: g.KernelLog,
+		Path:      g.Capture,
 		Label:     label,
 		Tenant:    tenant,
 		NVML: snapshot.NVMLOptions{

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/bench/floor"
+	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// The two capture paths against the raw floor, in one interleaved run:
+//
+//	sudo go test -run x -bench 'Paths|HeavyProcess' -benchtime 10x ./bench/
+//
+// BenchmarkPaths starts 500, 2,000 and 5,000 extra sleeps; BenchmarkHeavyProcess
+// adds one process with 100,000 mappings and 20,000 fds on /dev/null. Each
+// reports CPU (user+system, this process's, the kernel's work for it
+// included) and wall time per capture, and the ratios: bpf-cpu/floor-cpu is
+// the BPF path's target (<= 0.25x), bpf/proc the heavy process's (<= 0.1x).
+// The BPF path reads its iterators from pins on a private BPF filesystem, as
+// on a host where systemd mounts /sys/fs/bpf; bpf-load is a capture that
+// loads them first (the first capture after boot or upgrade).
+
+// cpuNow is this process's CPU time so far, all threads, kernel included.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cost is the CPU and wall time of runs of one contender.
+type cost struct{ cpu, wall time.Duration }
+
+func (c *cost) time(fn func()) {
+	c0, t0 := cpuNow(), time.Now()
+	fn()
+	c.cpu += cpuNow() - c0
+	c.wall += time.Since(t0)
+}
+
+// pinOnPrivateBPFFS points bpf.PinRoot at a BPF filesystem mounted for the
+// benchmark; it skips without root.
+func pinOnPrivateBPFFS(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the BPF path needs root")
+	}
+	dir := b.TempDir()
+	if err := syscall.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		b.Skipf("mount a BPF filesystem: %v", err)
+	}
+	b.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	old := bpf.PinRoot
+	bpf.PinRoot = dir + "/gpusnap"
+	b.Cleanup(func() { bpf.PinRoot = old })
+}
+
+// startSleepers starts n sleep processes and kills them, by PID, at cleanup.
+func startSleepers(b *testing.B, n int) {
+	var cmds []*exec.Cmd
+	b.Cleanup(func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	})
+	for range n {
+		c := exec.Command("sleep", "3600")
+		if err := c.Start(); err != nil {
+			b.Fatalf("start sleep %d of %d: %v", len(cmds)+1, n, err)
+		}
+		cmds = append(cmds, c)
+	}
+}
+
+func capturePath(b *testing.B, path string) *snapshot.Snapshot {
+	s, err := snapshot.Capture(context.Background(), snapshot.Options{NVML: snapshot.NVMLOptions{Disabled: true}, Path: path})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s.Scan.CapturePath != path {
+		b.Fatalf("asked for %s, took %s (%s)", path, s.Scan.CapturePath, s.Scan.CaptureNote)
+	}
+	return s
+}
+
+func BenchmarkPaths(b *testing.B) {
+	pinOnPrivateBPFFS(b)
+	for _, n := range []int{500, 2000, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			startSleepers(b, n)
+			comparePaths(b, true)
+		})
+	}
+}
+
+// comparePaths alternates the floor, the /proc capture and the BPF capture.
+func comparePaths(b *testing.B, withFloor bool) {
+	w := floor.NewWalker()
+	var fl, proc, bp, load cost
+	capturePath(b, snapshot.PathBPF) // load and pin
+	procs := 0
+	for b.Loop() {
+		if withFloor {
+			fl.time(func() { walk(b, w) })
+		}
+		proc.time(func() { procs = capturePath(b, snapshot.PathProc).Scan.ProcessesRead })
+		bp.time(func() { capturePath(b, snapshot.PathBPF) })
+	}
+	// One capture that loads the iterators, as the first after boot does.
+	old := bpf.PinRoot
+	bpf.PinRoot = "/nonexistent/gpusnap"
+	load.time(func() { capturePath(b, snapshot.PathBPF) })
+	bpf.PinRoot = old
+
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / n / 1e6 }
+	b.ReportMetric(float64(procs), "procs")
+	b.ReportMetric(ms(proc.cpu), "proc-cpu-ms")
+	b.ReportMetric(ms(bp.cpu), "bpf-cpu-ms")
+	b.ReportMetric(ms(bp.wall), "bpf-wall-ms")
+	b.ReportMetric(ms(proc.wall), "proc-wall-ms")
+	b.ReportMetric(float64(load.cpu)/1e6, "bpf-load-cpu-ms")
+	b.ReportMetric(float64(bp.cpu)/float64(proc.cpu), "bpf/proc-cpu")
+	b.ReportMetric(float64(bp.wall)/float64(proc.wall), "bpf/proc-wall")
+	if withFloor {
+		b.ReportMetric(ms(fl.cpu), "floor-cpu-ms")
+		b.ReportMetric(float64(bp.cpu)/float64(fl.cpu), "bpf/floor-cpu")
+		b.ReportMetric(float64(bp.wall)/float64(fl.wall), "bpf/floor-wall")
+		b.ReportMetric(float64(proc.cpu)/float64(fl.cpu), "proc/floor-cpu")
+	}
+}
+
+// BenchmarkHeavyProcess: one process with 100,000 mappings (a file mapped
+// page by page, as a big program's many small mappings) and 20,000 fds on
+// /dev/null. vm.max_map_count is raised for it and restored.
+func BenchmarkHeavyProcess(b *testing.B) {
+	pinOnPrivateBPFFS(b)
+	const maxMapCount = "/proc/sys/vm/max_map_count"
+	old, err := os.ReadFile(maxMapCount)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(maxMapCount, []byte("200000"), 0o644); err != nil {
+		b.Skipf("raise vm.max_map_count: %v", err)
+	}
+	b.Cleanup(func() { _ = os.WriteFile(maxMapCount, old, 0o644) })
+
+	cmd := exec.Command(os.Args[0], "-test.run=TestHeavyHelper")
+	cmd.Env = append(os.Environ(), "GPUSNAP_HEAVY_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make([]byte, 6)
+	if n, err := out.Read(ready); err != nil || string(ready[:n]) != "ready\n" {
+		b.Fatalf("heavy helper: %q, %v", ready[:n], err)
+	}
+	comparePaths(b, false)
+}
+
+// TestHeavyHelper is the heavy process of BenchmarkHeavyProcess, run as a
+// child of the benchmark; as a test it does nothing.
+func TestHeavyHelper(t *testing.T) {
+	if os.Getenv("GPUSNAP_HEAVY_HELPER") != "1" {
+		return
+	}
+	f, err := os.CreateTemp("", "heavy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(f.Name())
+	if err := f.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	// The first page of one file, again and again: neighbouring mappings'
+	// offsets do not follow each other, so the kernel cannot merge them.
+	for i := range 100000 {
+		if _, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ, syscall.MAP_SHARED); err != nil {
+			t.Fatalf("mapping %d: %v", i, err)
+		}
+	}
+	lim := syscall.Rlimit{Cur: 30000, Max: 30000}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		if _, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0); err != nil {
+			t.Fatalf("fd %d: %v", i, err)
+		}
+	}
+	os.Stdout.WriteString("ready\n")
+	time.Sleep(time.Hour)
+}
