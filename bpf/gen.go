@@ -8,3 +8,4 @@
 package bpf
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type event watch c/watch.c -- -I./c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type task_rec -type vma_rec -type file_rec iter c/iter.c -- -I./c

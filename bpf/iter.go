@@ -16,8 +16,6 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type task_rec -type vma_rec -type file_rec iter c/iter.c -- -I./c
-
 // The records the capture iterators write (c/iter.c), as bpf2go laid them out.
 type (
 	TaskRecord = iterTaskRec
