@@ -166,7 +166,7 @@ func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
 		return nil, nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
 	}
-	to, err = g.capture(c.Context, snapshot.LabelPost, tenant)
+	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -209,7 +209,7 @@ func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snaps
 	if toID != "" {
 		to, err = st.Get(toID)
 	} else {
-		to, err = g.capture(c.Context, snapshot.LabelSnapshot, from.Tenant)
+		to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
 	}
 	return from, to, err
 }

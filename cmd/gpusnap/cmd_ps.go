@@ -44,7 +44,7 @@ func runPs(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := g.capture(c.Context, snapshot.LabelSnapshot, "")
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
 		return err
 	}

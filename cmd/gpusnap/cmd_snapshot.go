@@ -36,10 +36,11 @@ func runSnapshot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := g.capture(c.Context, c.String("label"), c.String("tenant"))
+	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
 	if err != nil {
 		return err
 	}
+	sayCapturePath(g, snap)
 	if path := c.String("export-nvml-fixture"); path != "" {
 		if err := snapshot.ExportNVMLFixture(path, snap.NVML); err != nil {
 			return err
@@ -55,6 +56,20 @@ func runSnapshot(c *cli.Context) error {
 		return writeSnapshotJSON(g.Stdout, snap, encoded)
 	}
 	return printSnapshot(g, snap)
+}
+
+// sayCapturePath says on stderr which path read the live /proc, and why
+// not BPF where it was not; baseline, diff and ps record it in the
+// snapshot's scan without a word (their stderr is for findings' trouble).
+func sayCapturePath(g globals, snap *snapshot.Snapshot) {
+	if g.ProcRoot != "/proc" {
+		return // a tree laid out like /proc is read one way only
+	}
+	line := "capture: " + snap.Scan.CapturePath
+	if snap.Scan.CaptureNote != "" {
+		line += " (" + snap.Scan.CaptureNote + ")"
+	}
+	fmt.Fprintln(g.Stderr, line)
 }
 
 // storeSnapshot puts a capture into --db. Commands open the store after

@@ -362,24 +362,6 @@ func defaultDB(euid int) (string, error) {
 	return filepath.Join(state, "gpusnap", "gpusnap.db"), nil
 }
 
-// capture captures the host as the global flags say, and says on stderr
-// which path read the live /proc (and why not BPF, where it was not).
-func (g globals) capture(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(label, tenant))
-	if err != nil {
-		return nil, err
-	}
-	if g.ProcRoot != "/proc" {
-		return snap, nil // a tree laid out like /proc is read one way only
-	}
-	line := "capture: " + snap.Scan.CapturePath
-	if snap.Scan.CaptureNote != "" {
-		line += " (" + snap.Scan.CaptureNote + ")"
-	}
-	fmt.Fprintln(g.Stderr, line)
-	return snap, nil
-}
-
 // captureOptions turns the global flags into what snapshot.Capture needs.
 func (g globals) captureOptions(label, tenant string) snapshot.Options {
 	return snapshot.Options{
