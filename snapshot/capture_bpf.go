@@ -161,7 +161,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			m.Path, m.Deleted = cutDeletedString(string(path))
 			kind := kernelDevice(r.Mode, r.Rdev)
 			m.DeviceNumber, m.DeviceType = deviceNumber(kind)
-			m.Class, m.GPUMinor = cfg.classes.classify(m.Path, kind, true)
+			m.Class, m.GPUMinor = cfg.classes.Classify(m.Path, kind, true)
 		}
 		p.Mappings = append(p.Mappings, m)
 	})
@@ -178,7 +178,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		h.Target, h.Deleted = cutDeletedString(string(path))
 		kind := kernelDevice(r.Mode, r.Rdev)
 		h.DeviceNumber, h.DeviceType = deviceNumber(kind)
-		h.Class, h.GPUMinor = cfg.classes.classify(h.Target, kind, true)
+		h.Class, h.GPUMinor = cfg.classes.Classify(h.Target, kind, true)
 		if h.Class == ClassNVIDIA {
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
