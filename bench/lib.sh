@@ -9,6 +9,8 @@ sleepers=()
 # bash runs a trap only once its foreground command ends, so scripts run
 # long commands in the background and wait for them.
 bench_pid=
+# bench_unmount is a mount point the script mounted, unmounted on exit.
+bench_unmount=
 
 bench_cleanup() {
 	if [[ -n "$bench_pid" ]]; then
@@ -18,6 +20,9 @@ bench_cleanup() {
 	if ((${#sleepers[@]})); then
 		kill "${sleepers[@]}" 2>/dev/null || true
 		wait "${sleepers[@]}" 2>/dev/null || true
+	fi
+	if [[ -n "$bench_unmount" ]]; then
+		umount "$bench_unmount" || true
 	fi
 	rm -rf "$work"
 }
