@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"sort"
 	"time"
 
@@ -62,10 +61,6 @@ const (
 	DirRaw        = "raw"
 	FileKernelLog = "raw/kmsg"
 )
-
-// processKey is the PID@START form that names per-process files; anything
-// else is refused so no key can climb out of its directory.
-var processKey = regexp.MustCompile(`^[0-9]+@[0-9]+$`)
 
 // Write writes the bundle of in to w as a tar.gz and returns its manifest.
 // The same Input always gives the same bytes.
@@ -112,7 +107,9 @@ func payload(in Input) (map[string][]byte, error) {
 	files[FileReportHTM] = html
 
 	for key, text := range in.Result.MapsDiffs {
-		if !processKey.MatchString(key) {
+		// A key names a file: anything but PID@START is refused, so no key
+		// can climb out of its directory.
+		if _, _, ok := snapshot.ParseProcessKey(key); !ok {
 			return nil, fmt.Errorf("bundle: maps diff under %q: not a PID@START process identity", key)
 		}
 		files[path.Join(DirMaps, key+".diff")] = []byte(text)

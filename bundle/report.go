@@ -187,16 +187,12 @@ func exeText(exe string, deleted bool) string {
 	if exe == "" {
 		return ""
 	}
-	s := safetext.Escape(exe)
-	if deleted {
-		s += " (deleted)"
-	}
-	return s
+	return snapshot.ExeText(safetext.Escape(exe), deleted)
 }
 
 func userText(user string, uid int) string {
 	if user == "" {
-		return "uid " + strconv.Itoa(uid)
+		return snapshot.UserText("", uid)
 	}
 	return fmt.Sprintf("%s (uid %d)", safetext.Escape(user), uid)
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Finding kinds, as docs/spec.md (Findings) names them.
@@ -92,7 +94,7 @@ type ProcessRef struct {
 }
 
 // Key is the process identity PID@STARTTIME.
-func (p *ProcessRef) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+func (p *ProcessRef) Key() string { return snapshot.ProcessKey(p.PID, p.StartTime) }
 
 // Finding is one thing left behind.
 type Finding struct {

@@ -183,8 +183,8 @@ type Holder struct {
 // Writable reports whether the descriptor was opened for writing.
 func (h Holder) Writable() bool { return h.Access == "w" || h.Access == "rw" }
 
-// Key is the process identity PID@STARTTIME: a reused PID is a new process.
-func (p *Process) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+// Key is the process identity PID@START (ProcessKey): a reused PID is a new process.
+func (p *Process) Key() string { return ProcessKey(p.PID, p.StartTime) }
 
 // Defunct reports whether the process has exited: a zombie (Z) that its
 // parent has not reaped, or a dead task (X). It runs no code and maps and

@@ -206,11 +206,7 @@ func psExe(p snapshot.Process) string {
 	if p.Exe == "" {
 		return "-"
 	}
-	exe := safetext.Escape(p.Exe)
-	if p.ExeDeleted {
-		exe += " (deleted)"
-	}
-	return exe
+	return snapshot.ExeText(safetext.Escape(p.Exe), p.ExeDeleted)
 }
 
 // psContainer names who runs the process: container, pod, Slurm job.

@@ -119,10 +119,7 @@ func printSummary(w io.Writer, s *snapshot.Snapshot) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PID\tUSER\tCOMM\tEXE\tMAPPINGS\tHOLDERS")
 	for _, p := range users {
-		exe := e(p.Exe)
-		if p.ExeDeleted {
-			exe += " (deleted)"
-		}
+		exe := snapshot.ExeText(e(p.Exe), p.ExeDeleted)
 		user := p.User
 		if user == "" {
 			user = fmt.Sprint(p.UID)
