@@ -7,23 +7,6 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-func TestCgroupPath(t *testing.T) {
-	for _, tc := range []struct {
-		lines []string
-		want  string
-	}{
-		{[]string{"0::/system.slice/docker-abc.scope"}, "/system.slice/docker-abc.scope"},
-		{[]string{"12:memory:/slurm/uid_1000/job_42/step_0", "0::/"}, "/slurm/uid_1000/job_42/step_0"},
-		{[]string{"1:name=systemd:/", "0::/"}, ""},
-		{[]string{"0::/a:b"}, "/a:b"},
-		{[]string{"garbage"}, ""},
-	} {
-		if got := cgroupPath(tc.lines); got != tc.want {
-			t.Errorf("cgroupPath(%q) = %q, want %q", tc.lines, got, tc.want)
-		}
-	}
-}
-
 // A ghost forked by the tenant keeps its parent's mapping: the history shows
 // which tenant process had it.
 func TestInheritedFromTenantProcess(t *testing.T) {
@@ -67,5 +50,37 @@ func TestInheritedFromTenantProcess(t *testing.T) {
 	r = Compare(snap("a"), to, Options{History: []*snapshot.Snapshot{snap("mid", moved)}})
 	if f := r.Findings[0]; f.InheritedFrom != "" {
 		t.Errorf("inherited from %q, want none: the offsets differ", f.InheritedFrom)
+	}
+}
+
+// CompareWithHistory reads the history only when a finding may be inherited
+// and FROM names a tenant, and then once.
+func TestCompareWithHistoryReadsOnlyWhenNeeded(t *testing.T) {
+	m := mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x1000, dev0No)
+	parent := proc(100, 50, "python3", "/usr/bin/python3.11", m)
+	ghost := proc(101, 60, "python3", "/usr/bin/python3.11", m)
+	tenant := func(s *snapshot.Snapshot) *snapshot.Snapshot { s.Tenant = "job-1"; return s }
+	for _, tc := range []struct {
+		name     string
+		from, to *snapshot.Snapshot
+		reads    int
+		from100  bool
+	}{
+		{"clean", tenant(snap("a")), snap("b"), 0, false},
+		{"no tenant", snap("a"), snap("b", ghost), 0, false},
+		{"a ghost", tenant(snap("a")), snap("b", ghost), 1, true},
+	} {
+		reads := 0
+		r, err := CompareWithHistory(tc.from, tc.to, Options{}, func() ([]*snapshot.Snapshot, error) {
+			reads++
+			return []*snapshot.Snapshot{snap("mid", parent)}, nil
+		})
+		if err != nil || reads != tc.reads {
+			t.Errorf("%s: history read %d times (%v), want %d", tc.name, reads, err, tc.reads)
+			continue
+		}
+		if got := len(r.Findings) > 0 && r.Findings[0].InheritedFrom == "100@50 (/usr/bin/python3.11)"; got != tc.from100 {
+			t.Errorf("%s: findings %+v", tc.name, r.Findings)
+		}
 	}
 }

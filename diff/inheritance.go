@@ -3,85 +3,30 @@ package diff
 import (
 	"cmp"
 	"fmt"
-	"strings"
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// processRef names a process for a finding: who it is, who runs it and which
-// container, pod or Slurm job it belongs to.
-func processRef(p *snapshot.Process) *ProcessRef {
-	return &ProcessRef{
-		PID:         p.PID,
-		StartTime:   p.StartTime,
-		Comm:        p.Comm,
-		Exe:         p.Exe,
-		ExeDeleted:  p.ExeDeleted,
-		Cmdline:     p.Cmdline,
-		UID:         p.UID,
-		User:        p.User,
-		Cgroup:      cgroupPath(p.Cgroups),
-		ContainerID: p.ContainerID,
-		PodUID:      p.PodUID,
-		SlurmJobID:  p.SlurmJobID,
-	}
-}
+// HistoryLimit bounds the tenant's snapshots CompareWithHistory reads to tell
+// where a surviving mapping came from: the newest ones, taken last while the
+// tenant ran.
+const HistoryLimit = 5
 
-// cgroupPath picks the cgroup that says the most about where a process runs:
-// the v2 path, else the first v1 path below the root.
-func cgroupPath(lines []string) string {
-	var first string
-	for _, line := range lines {
-		// hierarchy-ID:controllers:path; the path may itself hold colons.
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		hier, path := parts[0], parts[2]
-		if hier == "0" && parts[1] == "" && path != "/" {
-			return path
-		}
-		if first == "" && path != "/" {
-			first = path
-		}
+// CompareWithHistory diffs from and to; when something is left behind that a
+// survivor may have inherited (Result.Inheritable) and from names a tenant,
+// it asks history for the tenant's snapshots taken while it ran (at most
+// HistoryLimit of them) and diffs again with them in Options.History, so each
+// finding names the tenant process it came from. A clean diff reads none.
+func CompareWithHistory(from, to *snapshot.Snapshot, opts Options, history func() ([]*snapshot.Snapshot, error)) (*Result, error) {
+	r := Compare(from, to, opts)
+	if !r.Inheritable() || from.Tenant == "" || history == nil {
+		return r, nil
 	}
-	return first
-}
-
-// describe names a process in a summary line: "pid 4242 (python3, /usr/bin/python3.11, user bob)".
-func describe(p *ProcessRef) string {
-	parts := []string{p.Comm}
-	if p.Exe != "" {
-		exe := p.Exe
-		if p.ExeDeleted {
-			exe += " (deleted)"
-		}
-		parts = append(parts, exe)
+	var err error
+	if opts.History, err = history(); err != nil {
+		return nil, err
 	}
-	switch {
-	case p.User != "":
-		parts = append(parts, "user "+p.User)
-	default:
-		parts = append(parts, fmt.Sprintf("uid %d", p.UID))
-	}
-	if p.ContainerID != "" {
-		parts = append(parts, "container "+shortID(p.ContainerID))
-	}
-	if p.PodUID != "" {
-		parts = append(parts, "pod "+p.PodUID)
-	}
-	if p.SlurmJobID != "" {
-		parts = append(parts, "slurm job "+p.SlurmJobID)
-	}
-	return fmt.Sprintf("pid %d (%s)", p.PID, strings.Join(parts, ", "))
-}
-
-// shortID shortens a 64-hex container id as docker ps does.
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
+	return Compare(from, to, opts), nil
 }
 
 // inheritKinds are the findings about a device a process uses, which a

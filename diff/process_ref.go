@@ -1,0 +1,79 @@
+package diff
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// processRef names a process for a finding: who it is, who runs it and which
+// container, pod or Slurm job it belongs to.
+func processRef(p *snapshot.Process) *ProcessRef {
+	return &ProcessRef{
+		PID:         p.PID,
+		StartTime:   p.StartTime,
+		Comm:        p.Comm,
+		Exe:         p.Exe,
+		ExeDeleted:  p.ExeDeleted,
+		Cmdline:     p.Cmdline,
+		UID:         p.UID,
+		User:        p.User,
+		Cgroup:      cgroupPath(p.Cgroups),
+		ContainerID: p.ContainerID,
+		PodUID:      p.PodUID,
+		SlurmJobID:  p.SlurmJobID,
+	}
+}
+
+// cgroupPath picks the cgroup that says the most about where a process runs:
+// the v2 path, else the first v1 path below the root.
+func cgroupPath(lines []string) string {
+	var first string
+	for _, line := range lines {
+		// hierarchy-ID:controllers:path; the path may itself hold colons.
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		hier, path := parts[0], parts[2]
+		if hier == "0" && parts[1] == "" && path != "/" {
+			return path
+		}
+		if first == "" && path != "/" {
+			first = path
+		}
+	}
+	return first
+}
+
+// describe names a process in a summary line: "pid 4242 (python3, /usr/bin/python3.11, user bob)".
+func describe(p *ProcessRef) string {
+	parts := []string{p.Comm}
+	if p.Exe != "" {
+		parts = append(parts, snapshot.ExeText(p.Exe, p.ExeDeleted))
+	}
+	if p.User != "" {
+		parts = append(parts, "user "+p.User)
+	} else {
+		parts = append(parts, snapshot.UserText("", p.UID))
+	}
+	if p.ContainerID != "" {
+		parts = append(parts, "container "+shortID(p.ContainerID))
+	}
+	if p.PodUID != "" {
+		parts = append(parts, "pod "+p.PodUID)
+	}
+	if p.SlurmJobID != "" {
+		parts = append(parts, "slurm job "+p.SlurmJobID)
+	}
+	return fmt.Sprintf("pid %d (%s)", p.PID, strings.Join(parts, ", "))
+}
+
+// shortID shortens a 64-hex container id as docker ps does.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
