@@ -12,21 +12,22 @@ import (
 // tenant ran.
 const HistoryLimit = 5
 
-// CompareWithHistory diffs from and to; when something is left behind that a
-// survivor may have inherited (Result.Inheritable) and from names a tenant,
-// it asks history for the tenant's snapshots taken while it ran (at most
-// HistoryLimit of them) and diffs again with them in Options.History, so each
-// finding names the tenant process it came from. A clean diff reads none.
-func CompareWithHistory(from, to *snapshot.Snapshot, opts Options, history func() ([]*snapshot.Snapshot, error)) (*Result, error) {
-	r := Compare(from, to, opts)
-	if !r.Inheritable() || from.Tenant == "" || history == nil {
+// CompareWithHistory diffs from and to; when a finding would name more with
+// the tenant's history (Result.WantsHistory) and from names a tenant, it asks
+// history for the tenant's snapshots taken while it ran (at most HistoryLimit
+// of them) and diffs again with them in opts.History, where they stay: a
+// caller that compares again (a bundle wants every maps diff) compares alike.
+// A clean diff reads none.
+func CompareWithHistory(from, to *snapshot.Snapshot, opts *Options, history func() ([]*snapshot.Snapshot, error)) (*Result, error) {
+	r := Compare(from, to, *opts)
+	if !r.WantsHistory() || from.Tenant == "" || history == nil {
 		return r, nil
 	}
 	var err error
 	if opts.History, err = history(); err != nil {
 		return nil, err
 	}
-	return Compare(from, to, opts), nil
+	return Compare(from, to, *opts), nil
 }
 
 // inheritKinds are the findings about a device a process uses, which a

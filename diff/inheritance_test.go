@@ -71,11 +71,12 @@ func TestCompareWithHistoryReadsOnlyWhenNeeded(t *testing.T) {
 		{"a ghost", tenant(snap("a")), snap("b", ghost), 1, true},
 	} {
 		reads := 0
-		r, err := CompareWithHistory(tc.from, tc.to, Options{}, func() ([]*snapshot.Snapshot, error) {
+		var opts Options
+		r, err := CompareWithHistory(tc.from, tc.to, &opts, func() ([]*snapshot.Snapshot, error) {
 			reads++
 			return []*snapshot.Snapshot{snap("mid", parent)}, nil
 		})
-		if err != nil || reads != tc.reads {
+		if err != nil || reads != tc.reads || (len(opts.History) > 0) != (reads > 0) {
 			t.Errorf("%s: history read %d times (%v), want %d", tc.name, reads, err, tc.reads)
 			continue
 		}

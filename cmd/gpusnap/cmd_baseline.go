@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -23,28 +24,32 @@ func baselineCommand() *cli.Command {
 				"(default: SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES; in a Slurm prolog without them, none); " +
 				"diff --tenant T reports T's use of any other GPU"},
 		},
-		Action: runBaseline,
+		Action: action(parseBaseline, runBaseline),
 	}
 }
 
-func runBaseline(c *cli.Context) error {
-	g, err := loadGlobals(c)
+// baselineOptions are baseline's flags.
+type baselineOptions struct {
+	Tenant     string
+	Allocation *snapshot.GPUSet // the GPUs the tenant was given; nil when unknown
+}
+
+func parseBaseline(c *cli.Context) (baselineOptions, error) {
+	o := baselineOptions{Tenant: c.String("tenant")}
+	if o.Tenant == "" {
+		return o, usageError(errors.New("baseline needs --tenant T"))
+	}
+	var err error
+	o.Allocation, err = allocation(c)
+	return o, err
+}
+
+func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelBaseline, o.Tenant))
 	if err != nil {
 		return err
 	}
-	tenant := c.String("tenant")
-	if tenant == "" {
-		return usageError(errors.New("baseline needs --tenant T"))
-	}
-	alloc, err := allocation(c)
-	if err != nil {
-		return err
-	}
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelBaseline, tenant))
-	if err != nil {
-		return err
-	}
-	snap.Allocation = alloc
+	snap.Allocation = o.Allocation
 	if err := storeSnapshot(g, snap); err != nil {
 		return err
 	}

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +17,6 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func bundleCommand() *cli.Command {
@@ -36,10 +35,10 @@ func bundleCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "bundle tenant `T`'s newest baseline and post snapshot"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the bundle to `FILE` (required)"},
-			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "as for gpusnap diff (`SIZE`)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "as for gpusnap diff (`SIZE`)"},
 			&cli.StringFlag{Name: "allow", Usage: "as for gpusnap diff: expected workloads, downgraded to info (`FILE`)"},
 		}, bundleFlags()...),
-		Action: runBundle,
+		Action: action(parseBundle, runBundle),
 	}
 }
 
@@ -113,55 +112,64 @@ func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Sn
 	return err
 }
 
-func runBundle(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
-	out, tenant := c.String("output"), c.String("tenant")
+// bundleOptions are the bundle command's flags and arguments.
+type bundleOptions struct {
+	Tenant       string // --tenant: its newest baseline and post snapshot
+	FromID, ToID string // else two stored snapshots
+	Output       string // -o FILE
+	Force        bool
+	SignKey      string // --sign-key FILE
+	Compare      diff.Options
+	Write        bundleOpts // --tenant-start, --tenant-end; the key once read
+}
+
+func parseBundle(c *cli.Context) (bundleOptions, error) {
+	o := bundleOptions{Tenant: c.String("tenant"), Output: c.String("output"), Force: c.Bool("force"), SignKey: c.String("sign-key")}
 	switch {
-	case out == "":
-		return usageError(errors.New("bundle needs -o FILE"))
-	case tenant != "" && c.NArg() != 0:
-		return usageError(errors.New("bundle takes --tenant T or FROM TO, not both"))
-	case tenant == "" && c.NArg() != 2:
-		return usageError(fmt.Errorf("bundle needs --tenant T or two snapshot ids FROM TO, got %d arguments", c.NArg()))
+	case o.Output == "":
+		return o, usageError(errors.New("bundle needs -o FILE"))
+	case o.Tenant != "" && c.NArg() != 0:
+		return o, usageError(errors.New("bundle takes --tenant T or FROM TO, not both"))
+	case o.Tenant == "" && c.NArg() != 2:
+		return o, usageError(fmt.Errorf("bundle needs --tenant T or two snapshot ids FROM TO, got %d arguments", c.NArg()))
 	}
-	opts, err := bundleOptions(c, out)
-	if err != nil {
+	o.FromID, o.ToID = c.Args().Get(0), c.Args().Get(1)
+	var err error
+	if o.Write, err = bundleTimes(c); err != nil {
+		return o, err
+	}
+	o.Compare, err = parseCompare(c)
+	o.Compare.MapsDiff = true // the bundle holds every involved process's maps diff
+	return o, err
+}
+
+func runBundle(ctx context.Context, g globals, o bundleOptions) error {
+	// A path the bundle cannot be written to, or a bad key, is refused before
+	// a post snapshot is captured and stored for nothing.
+	if err := o.Write.readFiles(o.Output, o.Force, o.SignKey); err != nil {
 		return err
-	}
-	cmp := diff.Options{MapsDiff: true}
-	if cmp.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
-		return usageError(fmt.Errorf("--zombie-threshold: %w", err))
-	}
-	if path := c.String("allow"); path != "" {
-		if cmp.Allow, err = diff.LoadAllow(path); err != nil {
-			return err
-		}
 	}
 	var from, to *snapshot.Snapshot
 	var storeErr error
-	if tenant != "" {
-		from, to, storeErr, err = tenantPair(c, g, tenant)
+	var err error
+	if o.Tenant != "" {
+		from, to, storeErr, err = tenantPair(ctx, g, o.Tenant)
 	} else {
-		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+		from, to, err = diffStored(ctx, g, o.FromID, o.ToID)
 	}
 	if err != nil {
 		return err
 	}
-	r, err := compareWithHistory(g, from, to, &cmp)
+	r, err := compareWithHistory(g, from, to, &o.Compare)
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(out, opts, from, to, r, cmp.KernelLog)
+	w, err := writeBundle(o.Output, o.Write, from, to, r, o.Compare.KernelLog)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(w)
+		err = printJSON(g.Stdout, w)
 	} else {
 		_, err = fmt.Fprintln(g.Stdout, w)
 	}
@@ -178,17 +186,6 @@ type bundleOpts struct {
 	force                  bool
 	signKey                []byte
 	tenantStart, tenantEnd time.Time
-}
-
-// bundleOptions reads bundleFlags for a bundle to be written to path. A path
-// the bundle cannot be written to is refused now, before the bundle command
-// captures and stores a post snapshot it would not use.
-func bundleOptions(c *cli.Context, path string) (bundleOpts, error) {
-	o, err := bundleTimes(c)
-	if err != nil {
-		return o, err
-	}
-	return o, o.readFiles(path, c.Bool("force"), c.String("sign-key"))
 }
 
 // readFiles checks that the bundle can be written to path and reads the
@@ -226,18 +223,14 @@ func bundleTimes(c *cli.Context) (bundleOpts, error) {
 // tenantPair is the tenant's newest baseline and the newest post snapshot
 // taken after it. With no such post snapshot it does what `diff --tenant`
 // does: capture one now and store it (storeErr: it could not be).
-func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
+func tenantPair(ctx context.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	from, err = st.LatestBaseline(tenant)
-	var posts []store.Meta
 	if err == nil {
-		posts, err = st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from.Host.CaptureStart})
-	}
-	if err == nil && len(posts) > 0 { // newest first
-		to, err = st.Get(posts[0].ID)
+		to, err = st.LatestPost(from)
 	}
 	if cerr := st.Close(); err == nil {
 		err = cerr
@@ -245,7 +238,7 @@ func tenantPair(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 	if err != nil || to != nil {
 		return from, to, nil, err
 	}
-	return diffTenant(c, g, tenant)
+	return diffTenant(ctx, g, tenant)
 }
 
 // written describes a bundle just written, for the line or JSON that says so.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,15 +12,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
-	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
-
-// historyLimit bounds the tenant's snapshots read to tell where a surviving
-// mapping came from: the newest ones, taken last while the tenant ran.
-const historyLimit = 5
 
 func diffCommand() *cli.Command {
 	return &cli.Command{
@@ -35,70 +31,71 @@ func diffCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high, critical)"},
-			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
 		}, diffBundleFlags()...),
-		Action: runDiff,
+		Action: action(parseDiff, runDiff),
 	}
 }
 
-// diffOptions are the diff command's own flags, checked before anything is captured.
+// diffOptions are the diff command's flags and arguments, checked before
+// anything is captured.
 type diffOptions struct {
-	tenant string
-	failOn diff.Severity
-	opts   diff.Options
+	Tenant       string // --tenant: capture now, diff against its baseline
+	FromID, ToID string // else two stored snapshots (ToID "": a fresh capture)
+	FailOn       diff.Severity
+	Compare      diff.Options
+	Bundle       diffBundle
 }
 
-func parseDiffOptions(c *cli.Context) (diffOptions, error) {
-	var o diffOptions
-	o.tenant = c.String("tenant")
+func parseDiff(c *cli.Context) (diffOptions, error) {
+	o := diffOptions{Tenant: c.String("tenant"), FromID: c.Args().Get(0), ToID: c.Args().Get(1)}
 	switch n := c.NArg(); {
-	case o.tenant != "" && n > 0:
+	case o.Tenant != "" && n > 0:
 		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
-	case o.tenant == "" && (n < 1 || n > 2):
+	case o.Tenant == "" && (n < 1 || n > 2):
 		return o, usageError(errors.New("diff needs --tenant T, or FROM [TO]"))
 	}
 	var err error
-	if o.failOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
+	if o.FailOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
 		return o, usageError(fmt.Errorf("--fail-on: %w", err))
 	}
-	if o.opts.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
-		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	if o.Compare, err = parseCompare(c); err != nil {
+		return o, err
 	}
-	if path := c.String("allow"); path != "" {
-		if o.opts.Allow, err = diff.LoadAllow(path); err != nil {
-			return o, err
-		}
-	}
-	o.opts.MapsDiff = c.Bool("maps-diff")
-	return o, nil
+	o.Bundle, err = parseDiffBundle(c)
+	return o, err
 }
 
-func runDiff(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
+// parseCompare reads the comparison flags diff and bundle share:
+// --zombie-threshold, --allow and, on diff, --maps-diff.
+func parseCompare(c *cli.Context) (opts diff.Options, err error) {
+	if opts.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return opts, usageError(fmt.Errorf("--zombie-threshold: %w", err))
 	}
-	o, err := parseDiffOptions(c)
-	if err != nil {
-		return err
+	if path := c.String("allow"); path != "" {
+		if opts.Allow, err = diff.LoadAllow(path); err != nil {
+			return opts, err
+		}
 	}
-	bo, err := parseDiffBundle(c)
-	if err != nil {
-		return err
-	}
+	opts.MapsDiff = c.Bool("maps-diff")
+	return opts, nil
+}
+
+func runDiff(ctx context.Context, g globals, o diffOptions) error {
 	var from, to *snapshot.Snapshot
 	var storeErr error // the post snapshot not stored: said after the verdict, never in its place
-	if o.tenant != "" {
-		from, to, storeErr, err = diffTenant(c, g, o.tenant)
+	var err error
+	if o.Tenant != "" {
+		from, to, storeErr, err = diffTenant(ctx, g, o.Tenant)
 	} else {
-		from, to, err = diffStored(c, g, c.Args().Get(0), c.Args().Get(1))
+		from, to, err = diffStored(ctx, g, o.FromID, o.ToID)
 	}
 	if err != nil {
 		return err
 	}
-	r, err := compareWithHistory(g, from, to, &o.opts)
+	r, err := compareWithHistory(g, from, to, &o.Compare)
 	if err != nil {
 		return err
 	}
@@ -110,7 +107,7 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.failOn), storeErr, bo.write(g, o.failOn, from, to, o.opts, r))
+	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.Bundle.write(g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,
@@ -134,39 +131,32 @@ func diffVerdict(g globals, found bool, failures ...error) error {
 	return nil
 }
 
-// warn prints one line on stderr for a failure that does not end the command.
-func warn(g globals, err error) {
-	fmt.Fprintf(g.Stderr, "gpusnap: %s\n", safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
-}
-
-// compareWithHistory diffs from and to, with the kernel log between them;
-// when a finding would name more with them (see diff.Result.WantsHistory) it
-// reads the tenant's snapshots taken while it ran into opts.History and
-// diffs again.
+// compareWithHistory diffs from and to, with the kernel log between them,
+// reading the tenant's history from the store, read-only, only when the diff
+// asks for it (diff.CompareWithHistory).
 func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
 	opts.KernelLog = kmsg.ReadWindow(g.KernelLog, from.KernelLog, to.KernelLog)
-	r := diff.Compare(from, to, *opts)
-	if !r.WantsHistory() || from.Tenant == "" {
-		return r, nil
-	}
-	var err error
-	if opts.History, err = history(g, from, to); err != nil {
-		return nil, err
-	}
-	return diff.Compare(from, to, *opts), nil
+	return diff.CompareWithHistory(from, to, opts, func() ([]*snapshot.Snapshot, error) {
+		st, err := openStore(g, true)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return st.History(from, to, diff.HistoryLimit)
+	})
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the
 // tenant's baseline (no baseline: an error, and nothing stored) and stores
 // the capture as its post snapshot. A post snapshot that could not be stored
 // (a full disk) is storeErr: the diff goes on without it.
-func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
+func diffTenant(ctx context.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
 	// Without a store there is no baseline: say so before capturing, and
 	// create no empty store on the way.
 	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
 		return nil, nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
 	}
-	to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelPost, tenant))
+	to, err = snapshot.Capture(ctx, g.captureOptions(snapshot.LabelPost, tenant))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -197,7 +187,7 @@ func diffTenant(c *cli.Context, g globals, tenant string) (from, to *snapshot.Sn
 // diffStored loads FROM and TO from the store, read-only; without TO it
 // captures the host now (and does not store it: a reader never takes the
 // store's write lock).
-func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
+func diffStored(ctx context.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
 	st, err := openStore(g, true)
 	if err != nil {
 		return nil, nil, err
@@ -209,39 +199,9 @@ func diffStored(c *cli.Context, g globals, fromID, toID string) (from, to *snaps
 	if toID != "" {
 		to, err = st.Get(toID)
 	} else {
-		to, err = snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
+		to, err = snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
 	}
 	return from, to, err
-}
-
-// history loads, read-only, the tenant's newest snapshots taken after FROM
-// and before TO, while it ran: post snapshots, taken after it ended, hold
-// only what it left behind, not where that came from.
-func history(g globals, from, to *snapshot.Snapshot) ([]*snapshot.Snapshot, error) {
-	st, err := openStore(g, true)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	metas, err := st.List(store.Filter{Tenant: from.Tenant, Since: from.Host.CaptureStart})
-	if err != nil {
-		return nil, err
-	}
-	var out []*snapshot.Snapshot
-	for _, m := range metas { // newest first
-		if m.ID == from.ID || m.ID == to.ID || m.Label == snapshot.LabelPost || !m.Time.Before(to.Host.CaptureStart) {
-			continue
-		}
-		s, err := st.Get(m.ID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-		if len(out) == historyLimit {
-			break
-		}
-	}
-	return out, nil
 }
 
 // sizeUnits are the suffixes --zombie-threshold takes, lower-cased; a bare
@@ -266,4 +226,18 @@ func parseSize(text string) (uint64, error) {
 		return 0, fmt.Errorf("%q is not a size (want bytes, or a whole number with KiB, MiB, GiB, TiB (or K, M, G, T), KB, MB, GB or TB: 64MiB, 1G, 1048576)", text)
 	}
 	return n * unit, nil
+}
+
+// sizeText writes a byte count as parseSize reads it, in the largest binary
+// unit that divides it: 64MiB.
+func sizeText(n uint64) string {
+	for _, u := range []struct {
+		name string
+		size uint64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatUint(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatUint(n, 10)
 }

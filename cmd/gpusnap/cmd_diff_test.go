@@ -176,6 +176,14 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("parseSize(%q) took it", text)
 		}
 	}
+	// sizeText writes the defaults the flags show: parseSize reads them back.
+	for n, want := range map[uint64]string{diff.DefaultZombieThreshold: "64MiB", 1 << 30: "1GiB", 1536: "1536", 3 << 10: "3KiB", 0: "0"} {
+		if got := sizeText(n); got != want {
+			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
+		} else if back, err := parseSize(got); err != nil || back != n {
+			t.Errorf("parseSize(sizeText(%d)) = %d, %v", n, back, err)
+		}
+	}
 }
 
 // diffJSON runs a diff with --json and decodes its result.

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 
@@ -22,27 +22,32 @@ func keygenCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write `PREFIX`.key and PREFIX.pub"},
 			&cli.BoolFlag{Name: "force", Usage: "replace existing key files"},
 		},
-		Action: runKeygen,
+		Action: action(parseKeygen, runKeygen),
 	}
 }
 
-func runKeygen(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
+// keygenOptions are keygen's flags.
+type keygenOptions struct {
+	Prefix string // -o: PREFIX.key and PREFIX.pub
+	Force  bool
+}
+
+func parseKeygen(c *cli.Context) (keygenOptions, error) {
+	o := keygenOptions{Prefix: c.String("output"), Force: c.Bool("force")}
+	if o.Prefix == "" {
+		return o, usageError(errors.New("keygen needs -o PREFIX"))
 	}
-	prefix := c.String("output")
-	if prefix == "" {
-		return usageError(errors.New("keygen needs -o PREFIX"))
-	}
-	pub, err := bundle.WriteKeyPair(prefix, c.Bool("force"))
+	return o, nil
+}
+
+func runKeygen(_ context.Context, g globals, o keygenOptions) error {
+	prefix := o.Prefix
+	pub, err := bundle.WriteKeyPair(prefix, o.Force)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]string{"private_key": prefix + ".key", "public_key": prefix + ".pub", "key_id": bundle.KeyID(pub)})
+		return printJSON(g.Stdout, map[string]string{"private_key": prefix + ".key", "public_key": prefix + ".pub", "key_id": bundle.KeyID(pub)})
 	}
 	fmt.Fprintf(g.Stdout, "wrote %s (private: keep it secret) and %s\n", prefix+".key", prefix+".pub")
 	fmt.Fprintf(g.Stdout, "public key: %s\n", bundle.KeyID(pub))

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -23,34 +23,36 @@ func listCommand() *cli.Command {
 			&cli.StringFlag{Name: "label", Usage: "only snapshots labelled `L` (snapshot, baseline, post ...)"},
 			&cli.StringFlag{Name: "since", Usage: "only snapshots taken at or after `TIME` (RFC 3339 or YYYY-MM-DD) or within the last DUR (24h)"},
 		},
-		Action: runList,
+		Action: action(parseList, runList),
 	}
 }
 
-func runList(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
-	f := store.Filter{Tenant: c.String("tenant"), Label: c.String("label")}
+// listOptions are list's flags: which snapshots to list.
+type listOptions struct {
+	Filter store.Filter
+}
+
+func parseList(c *cli.Context) (listOptions, error) {
+	o := listOptions{Filter: store.Filter{Tenant: c.String("tenant"), Label: c.String("label")}}
+	var err error
 	if s := c.String("since"); s != "" {
-		if f.Since, err = parseSince(s, time.Now()); err != nil {
-			return err
-		}
+		o.Filter.Since, err = parseSince(s, time.Now())
 	}
+	return o, err
+}
+
+func runList(_ context.Context, g globals, o listOptions) error {
 	st, err := openStore(g, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	metas, err := st.List(f)
+	metas, err := st.List(o.Filter)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(metas)
+		return printJSON(g.Stdout, metas)
 	}
 	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLABEL\tTENANT\tHOST\tTIME")

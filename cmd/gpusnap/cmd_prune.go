@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -27,15 +27,16 @@ func pruneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "also remove tenants' latest baselines"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be removed, remove nothing"},
 		},
-		Action: runPrune,
+		Action: action(parsePrune, runPrune),
 	}
 }
 
-func runPrune(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
+// pruneOptions are prune's flags.
+type pruneOptions struct {
+	Prune store.Prune
+}
+
+func parsePrune(c *cli.Context) (pruneOptions, error) {
 	p := store.Prune{
 		Filter:    store.Filter{Tenant: c.String("tenant"), Label: c.String("label")},
 		KeepLast:  c.Int("keep-last"),
@@ -44,8 +45,13 @@ func runPrune(c *cli.Context) error {
 		DryRun:    c.Bool("dry-run"),
 	}
 	if p.KeepLast == 0 && p.OlderThan == 0 {
-		return usageError(fmt.Errorf("prune needs --keep-last N and/or --older-than DUR"))
+		return pruneOptions{}, usageError(fmt.Errorf("prune needs --keep-last N and/or --older-than DUR"))
 	}
+	return pruneOptions{Prune: p}, nil
+}
+
+func runPrune(_ context.Context, g globals, o pruneOptions) error {
+	p := o.Prune
 	st, err := openStore(g, p.DryRun)
 	if err != nil {
 		return err
@@ -59,9 +65,7 @@ func runPrune(c *cli.Context) error {
 		if removed == nil {
 			removed = []store.Meta{}
 		}
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(removed)
+		return printJSON(g.Stdout, removed)
 	}
 	for _, m := range removed {
 		fmt.Fprintf(g.Stdout, "%s %s %s\n", m.ID, safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +23,7 @@ func psCommand() *cli.Command {
 			"  gpusnap ps\n" +
 			"  gpusnap ps --json | jq '.processes[] | {pid, exe, container_id}'\n" +
 			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml",
-		Action: runPs,
+		Action: action(parsePs, runPs),
 	}
 }
 
@@ -39,12 +39,13 @@ type psReport struct {
 	NVMLUnavailable string `json:"nvml_unavailable,omitempty"`
 }
 
-func runPs(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(snapshot.LabelSnapshot, ""))
+// psOptions: ps takes no options of its own; the global flags say what to read.
+type psOptions struct{}
+
+func parsePs(*cli.Context) (psOptions, error) { return psOptions{}, nil }
+
+func runPs(ctx context.Context, g globals, _ psOptions) error {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
 		return err
 	}
@@ -66,9 +67,7 @@ func runPs(c *cli.Context) error {
 		}
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(g.Stdout, rep)
 	}
 	if err := printPsTable(g.Stdout, rep.Processes); err != nil {
 		return err
@@ -291,27 +290,6 @@ func psMappings(p snapshot.Process) string {
 		parts = append(parts, s+" "+humanSize(size[k]))
 	}
 	return orDash(strings.Join(parts, ", "))
-}
-
-// humanSize prints bytes in binary units, as the kernel and nvidia-smi do.
-func humanSize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + "B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func joinInts(xs []int) string {

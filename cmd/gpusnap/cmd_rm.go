@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,18 +17,25 @@ func rmCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "also remove a tenant's latest baseline"},
 		},
-		Action: runRm,
+		Action: action(parseRm, runRm),
 	}
 }
 
-func runRm(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
+// rmOptions are rm's flags and arguments.
+type rmOptions struct {
+	IDs   []string
+	Force bool
+}
+
+func parseRm(c *cli.Context) (rmOptions, error) {
+	o := rmOptions{IDs: c.Args().Slice(), Force: c.Bool("force")}
+	if len(o.IDs) == 0 {
+		return o, usageError(errors.New("rm needs the ID of a snapshot"))
 	}
-	if c.NArg() == 0 {
-		return usageError(errors.New("rm needs the ID of a snapshot"))
-	}
+	return o, nil
+}
+
+func runRm(_ context.Context, g globals, o rmOptions) error {
 	st, err := openStore(g, false)
 	if err != nil {
 		return err
@@ -35,8 +43,8 @@ func runRm(c *cli.Context) error {
 	defer st.Close()
 	// One removal per id: each is its own transaction, so an error on the
 	// third leaves the first two removed, as printed.
-	for _, arg := range c.Args().Slice() {
-		id, err := st.Remove(arg, c.Bool("force"))
+	for _, arg := range o.IDs {
+		id, err := st.Remove(arg, o.Force)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,31 +23,36 @@ func showCommand() *cli.Command {
 		UsageText: "gpusnap show ID [--json]\n\nA summary: host, scan counts, NVML, and every process using an NVIDIA device.\n" +
 			"--json prints the whole snapshot, exactly as `gpusnap snapshot --json` printed it.\n\nExamples:\n" +
 			"  gpusnap show 20260301-1012\n  gpusnap show --json \"$(gpusnap list --json | jq -r '.[0].id')\"",
-		Action: runShow,
+		Action: action(parseShow, runShow),
 	}
 }
 
-func runShow(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
+// showOptions are show's argument: the snapshot to show.
+type showOptions struct {
+	ID string
+}
+
+func parseShow(c *cli.Context) (showOptions, error) {
 	if c.NArg() != 1 {
-		return usageError(errors.New("show needs one snapshot ID"))
+		return showOptions{}, usageError(errors.New("show needs one snapshot ID"))
 	}
+	return showOptions{ID: c.Args().First()}, nil
+}
+
+func runShow(_ context.Context, g globals, o showOptions) error {
 	st, err := openStore(g, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	if g.JSON {
-		raw, err := st.GetJSON(c.Args().First())
+		raw, err := st.GetJSON(o.ID)
 		if err != nil {
 			return err
 		}
 		return printStoredJSON(g.Stdout, raw)
 	}
-	snap, err := st.GetSelected(c.Args().First(), mayUseNVIDIA)
+	snap, err := st.GetSelected(o.ID, mayUseNVIDIA)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func snapshotCommand() *cli.Command {
@@ -27,27 +27,35 @@ func snapshotCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-store", Usage: "print the snapshot without storing it"},
 			&cli.StringFlag{Name: "export-nvml-fixture", Usage: "also write NVML's state to the new `FILE` as an NVML fixture (see docs/nvml.md)"},
 		},
-		Action: runSnapshot,
+		Action: action(parseSnapshot, runSnapshot),
 	}
 }
 
-func runSnapshot(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
-	snap, err := snapshot.Capture(c.Context, g.captureOptions(c.String("label"), c.String("tenant")))
+// snapshotOptions are snapshot's flags.
+type snapshotOptions struct {
+	Tenant, Label     string
+	NoStore           bool
+	ExportNVMLFixture string // also write NVML's state to this new file
+}
+
+func parseSnapshot(c *cli.Context) (snapshotOptions, error) {
+	return snapshotOptions{Tenant: c.String("tenant"), Label: c.String("label"), NoStore: c.Bool("no-store"),
+		ExportNVMLFixture: c.String("export-nvml-fixture")}, nil
+}
+
+func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(o.Label, o.Tenant))
 	if err != nil {
 		return err
 	}
 	sayCapturePath(g, snap)
-	if path := c.String("export-nvml-fixture"); path != "" {
+	if path := o.ExportNVMLFixture; path != "" {
 		if err := snapshot.ExportNVMLFixture(path, snap.NVML); err != nil {
 			return err
 		}
 	}
 	var encoded [][]byte // the processes' JSON, as stored: printed from it
-	if !c.Bool("no-store") {
+	if !o.NoStore {
 		if encoded, err = storeEncoded(g, snap); err != nil {
 			return err
 		}
@@ -70,38 +78,6 @@ func sayCapturePath(g globals, snap *snapshot.Snapshot) {
 		line += " (" + snap.Scan.CaptureNote + ")"
 	}
 	fmt.Fprintln(g.Stderr, line)
-}
-
-// storeSnapshot puts a capture into --db. Commands open the store after
-// capturing, so its lock is held for the write alone and not for the /proc walk.
-func storeSnapshot(g globals, snap *snapshot.Snapshot) error {
-	_, err := storeEncoded(g, snap)
-	return err
-}
-
-// storeEncoded is storeSnapshot that returns the processes' JSON it stored.
-func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, error) {
-	st, err := openStore(g, false)
-	if err != nil {
-		return nil, err
-	}
-	procs, err := st.EncodeProcesses(snap)
-	if err == nil {
-		err = st.PutEncoded(snap, procs)
-	}
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	if err := st.Close(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", g.DB, err)
-	}
-	return procs, nil
-}
-
-// openStore opens --db; readers open it read-only and never block each other.
-func openStore(g globals, readOnly bool) (*store.Store, error) {
-	return store.Open(g.DB, store.Options{ReadOnly: readOnly, LockTimeout: g.LockTimeout})
 }
 
 // printSnapshot prints the whole snapshot with --json, else its id alone on

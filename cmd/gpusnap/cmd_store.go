@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 
@@ -25,7 +25,7 @@ func storeCommand() *cli.Command {
 			UsageText: "gpusnap store check [--json]\n\nRuns bbolt's consistency check over every page, then checks that every snapshot\n" +
 				"loads and that the process records and indexes agree. Exit 0 when sound, 2 when damaged.\n\n" +
 				"Examples:\n  gpusnap store check --db /var/lib/gpusnap/gpusnap.db",
-			Action: runStoreCheck,
+			Action: action(parseStoreCheck, runStoreCheck),
 		}},
 	}
 }
@@ -40,11 +40,12 @@ type checkReport struct {
 	Problems  []string `json:"problems"`
 }
 
-func runStoreCheck(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
+// storeCheckOptions: store check takes no options of its own.
+type storeCheckOptions struct{}
+
+func parseStoreCheck(*cli.Context) (storeCheckOptions, error) { return storeCheckOptions{}, nil }
+
+func runStoreCheck(_ context.Context, g globals, _ storeCheckOptions) error {
 	st, err := openStore(g, true)
 	if err != nil {
 		return err
@@ -59,9 +60,7 @@ func runStoreCheck(c *cli.Context) error {
 		out.Problems = []string{}
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := printJSON(g.Stdout, out); err != nil {
 			return err
 		}
 	} else if out.OK {

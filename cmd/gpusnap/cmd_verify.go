@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -28,22 +28,29 @@ func verifyCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pub", Usage: "the public `KEY` file (from gpusnap keygen) the bundle must be signed with"},
 		},
-		Action: runVerify,
+		Action: action(parseVerify, runVerify),
 	}
 }
 
-func runVerify(c *cli.Context) error {
-	g, err := loadGlobals(c)
-	if err != nil {
-		return err
-	}
+// verifyOptions are verify's argument and flags.
+type verifyOptions struct {
+	File string // the bundle; - is standard input
+	Pub  string // --pub: the key the bundle must be signed with
+}
+
+func parseVerify(c *cli.Context) (verifyOptions, error) {
 	if c.NArg() != 1 {
-		return usageError(fmt.Errorf("verify takes one FILE, got %d arguments", c.NArg()))
+		return verifyOptions{}, usageError(fmt.Errorf("verify takes one FILE, got %d arguments", c.NArg()))
 	}
-	name := c.Args().First()
+	return verifyOptions{File: c.Args().First(), Pub: c.String("pub")}, nil
+}
+
+func runVerify(_ context.Context, g globals, o verifyOptions) error {
+	name := o.File
 	var trusted ed25519.PublicKey
-	if p := c.String("pub"); p != "" {
-		if trusted, err = bundle.ReadPublicKey(p); err != nil {
+	var err error
+	if o.Pub != "" {
+		if trusted, err = bundle.ReadPublicKey(o.Pub); err != nil {
 			return err
 		}
 	}
@@ -61,9 +68,7 @@ func runVerify(c *cli.Context) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if g.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+		if err := printJSON(g.Stdout, struct {
 			File   string `json:"file"`
 			Intact bool   `json:"intact"`
 			*bundle.Report

@@ -9,13 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -256,124 +254,4 @@ func flagError(defs []cli.Flag, err error) error {
 		return usageError(fmt.Errorf("--%s: %s is not %s", m[2], m[1], want))
 	}
 	return usageError(err)
-}
-
-func globalFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "db", EnvVars: []string{"GPUSNAP_DB"}, Usage: "the bbolt store `PATH` (default: /var/lib/gpusnap/gpusnap.db as root, else $XDG_STATE_HOME/gpusnap/gpusnap.db)"},
-		&cli.StringFlag{Name: "proc-root", EnvVars: []string{"GPUSNAP_PROC_ROOT"}, Value: "/proc", Usage: "read processes from `DIR`, laid out like /proc"},
-		&cli.StringFlag{Name: "nvml-fixture", EnvVars: []string{"GPUSNAP_NVML_FIXTURE"}, Usage: "replay NVML state from JSON `FILE` instead of libnvidia-ml"},
-		&cli.BoolFlag{Name: "no-nvml", Usage: "skip NVML"},
-		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
-		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
-		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
-		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: 10 * time.Second, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
-		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
-	}
-}
-
-// globals are the global flags, wherever on the command line they stood.
-type globals struct {
-	DB          string
-	ProcRoot    string
-	Capture     string // snapshot.Options.Path
-	NVMLFixture string
-	NoNVML      bool
-	RequireNVML bool
-	JSON        bool
-	LockTimeout time.Duration
-	KernelLog   string // --kmsg; "" lets capture and diff pick (see snapshot.Options.KernelLog)
-	Stdout      io.Writer
-	Stderr      io.Writer
-}
-
-func loadGlobals(c *cli.Context) (globals, error) {
-	g := globals{
-		DB:          lookup(c, "db", (*cli.Context).String),
-		ProcRoot:    lookup(c, "proc-root", (*cli.Context).String),
-		Capture:     lookup(c, "capture", (*cli.Context).String),
-		NVMLFixture: lookup(c, "nvml-fixture", (*cli.Context).String),
-		NoNVML:      lookup(c, "no-nvml", (*cli.Context).Bool),
-		RequireNVML: lookup(c, "require-nvml", (*cli.Context).Bool),
-		JSON:        lookup(c, "json", (*cli.Context).Bool),
-		LockTimeout: lookup(c, "lock-timeout", (*cli.Context).Duration),
-		KernelLog:   lookup(c, "kmsg", (*cli.Context).String),
-		Stdout:      c.App.Writer,
-		Stderr:      c.App.ErrWriter,
-	}
-	// An empty path given is a script's unset variable: reading the live
-	// /proc, the real NVML or the default store in its place would answer
-	// another question than the one asked.
-	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog} {
-		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
-			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
-		}
-	}
-	switch g.Capture {
-	case "auto":
-		g.Capture = snapshot.PathAuto
-	case snapshot.PathBPF, snapshot.PathProc:
-	default:
-		return g, usageError(fmt.Errorf("--capture %q: want auto, bpf or proc", g.Capture))
-	}
-	if g.LockTimeout <= 0 {
-		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
-		return g, usageError(fmt.Errorf("--lock-timeout %s: want a positive duration (10s; 1ms not to wait)", g.LockTimeout))
-	}
-	if g.NoNVML && (g.NVMLFixture != "" || g.RequireNVML) {
-		return g, usageError(errors.New("--no-nvml cannot be combined with --nvml-fixture or --require-nvml"))
-	}
-	if g.DB == "" {
-		path, err := defaultDB(os.Geteuid())
-		if err != nil {
-			return g, err
-		}
-		g.DB = path
-	}
-	return g, nil
-}
-
-// lookup reads a flag from the innermost context where it was set (on the
-// command line or through its environment variable), else its default.
-func lookup[T any](c *cli.Context, name string, get func(*cli.Context, string) T) T {
-	for _, ctx := range c.Lineage() {
-		if ctx.IsSet(name) {
-			return get(ctx, name)
-		}
-	}
-	return get(c, name)
-}
-
-// defaultDB is the default store path (docs/spec.md, Global flags).
-func defaultDB(euid int) (string, error) {
-	if euid == 0 {
-		return "/var/lib/gpusnap/gpusnap.db", nil
-	}
-	// The XDG spec has a relative path in the variable ignored: it would put
-	// the store wherever the command happened to run.
-	state := os.Getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(state) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no --db given and no home directory for the default store: %w", err)
-		}
-		state = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(state, "gpusnap", "gpusnap.db"), nil
-}
-
-// captureOptions turns the global flags into what snapshot.Capture needs.
-func (g globals) captureOptions(label, tenant string) snapshot.Options {
-	return snapshot.Options{
-		ProcRoot:  g.ProcRoot,
-		KernelLog: g.KernelLog,
-		Path:      g.Capture,
-		Label:     label,
-		Tenant:    tenant,
-		NVML: snapshot.NVMLOptions{
-			Disabled:    g.NoNVML,
-			FixturePath: g.NVMLFixture,
-			Require:     g.RequireNVML,
-		},
-	}
 }
