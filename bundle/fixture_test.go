@@ -183,7 +183,7 @@ func memberData(t *testing.T, b []byte, name string) []byte {
 	return nil
 }
 
-func verifyBytes(t *testing.T, b []byte, pub ed25519.PublicKey) *Report {
+func verifyBytes(t *testing.T, b []byte, pub ed25519.PublicKey) *Verification {
 	t.Helper()
 	rep, err := Verify(bytes.NewReader(b), pub)
 	if err != nil {
@@ -193,7 +193,7 @@ func verifyBytes(t *testing.T, b []byte, pub ed25519.PublicKey) *Report {
 }
 
 // named reports whether a problem names file.
-func named(rep *Report, file string) bool {
+func named(rep *Verification, file string) bool {
 	for _, p := range rep.Problems {
 		if p.Name == file {
 			return true

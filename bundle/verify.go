@@ -31,8 +31,8 @@ const (
 	StatusUnchecked = "unchecked" // no readable manifest to check it against
 )
 
-// Report is what Verify found.
-type Report struct {
+// Verification is what Verify found: each member checked, and the problems.
+type Verification struct {
 	Manifest  *Manifest       `json:"manifest,omitempty"`
 	Entries   []Entry         `json:"entries"`  // in archive order, then what was removed
 	Problems  []Problem       `json:"problems"` // empty when the bundle is intact
@@ -40,7 +40,7 @@ type Report struct {
 }
 
 // Intact reports whether nothing was altered, added or removed.
-func (r *Report) Intact() bool { return len(r.Problems) == 0 }
+func (r *Verification) Intact() bool { return len(r.Problems) == 0 }
 
 // Entry is one member of the archive, or one the manifest lists and the
 // archive lacks.
@@ -86,12 +86,12 @@ type member struct {
 // signature must be that key's. An error (wrapping ErrUnreadable) means the
 // file could not be read at all; anything found wrong inside a readable
 // archive is a Problem in the report.
-func Verify(r io.Reader, trusted ed25519.PublicKey) (*Report, error) {
+func Verify(r io.Reader, trusted ed25519.PublicKey) (*Verification, error) {
 	members, trailing, err := readArchive(r)
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{rep: &Report{Problems: []Problem{}}, members: members, byName: map[string]*member{}}
+	v := &verifier{rep: &Verification{Problems: []Problem{}}, members: members, byName: map[string]*member{}}
 	for _, m := range members {
 		if first := v.byName[m.name]; first != nil {
 			// Which copy a tool extracts is up to the tool: neither is trusted.
@@ -120,7 +120,7 @@ func Verify(r io.Reader, trusted ed25519.PublicKey) (*Report, error) {
 }
 
 type verifier struct {
-	rep      *Report
+	rep      *Verification
 	members  []*member // in archive order, so problems are reported in a stable order
 	byName   map[string]*member
 	manifest []byte

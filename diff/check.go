@@ -119,7 +119,7 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 func gpusInUse(c *comparison, gpus *gpuSet) []Finding {
 	var out []Finding
 	seenGPU := make(map[string]bool) // PID@START + minor: a node use already reported
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		if ch.proc.Defunct() {
 			continue
 		}

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -142,4 +143,23 @@ func holderEvidence(hs []snapshot.Holder) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// deviceFinding builds a finding about one device a process uses, naming the
+// process and whether it is new since FROM or changed.
+func (c *comparison) deviceFinding(ch processChange, u *deviceUse, kind string, sev Severity, what string, evidence []string) Finding {
+	ref := processRef(ch.proc)
+	since := "a process new since FROM"
+	if ch.before != nil {
+		since = "alive at FROM without it"
+	}
+	return Finding{
+		Kind:     kind,
+		Severity: sev,
+		Summary:  fmt.Sprintf("%s %s; %s", describe(ref), what, since),
+		Process:  ref,
+		Device:   u.device,
+		GPUUUID:  c.gpuUUID(u.gpuMinor),
+		Evidence: evidence,
+	}
 }

@@ -92,9 +92,9 @@ type comparison struct {
 
 	fromNVML, toNVML *nvmlIndex
 
-	// changed lists, for each process at TO with a device mapping or holder,
+	// deviceUsers lists, for each process at TO with a device mapping or holder,
 	// its uses and those it had at FROM (none for a new process).
-	changed []processChange
+	deviceUsers []processChange
 
 	notes []string
 
@@ -150,7 +150,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 				ch.prior[u.device] = u
 			}
 		}
-		c.changed = append(c.changed, ch)
+		c.deviceUsers = append(c.deviceUsers, ch)
 	}
 	c.noteLimits()
 	c.noteKernelLog()
@@ -253,4 +253,13 @@ func captureTime(t time.Time) string {
 		return "time unknown"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// live reports whether a PID has a process at TO that is not defunct, read
+// or refused.
+func (c *comparison) live(pid int) bool {
+	if p := c.toByPID[pid]; p != nil {
+		return !p.Defunct()
+	}
+	return c.toUnread[pid]
 }

@@ -142,3 +142,11 @@ type Result struct {
 	// could not be read. It has no FROM.
 	Check *CheckScope `json:"check,omitempty"`
 }
+
+// count writes "1 mapping" or "3 mappings".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -2,6 +2,7 @@ package diff
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -206,4 +207,64 @@ func bytesText(n uint64) string {
 	default:
 		return fmt.Sprintf("%d bytes", n)
 	}
+}
+
+// staleEntry says why NVML's entry for pid at TO belongs to an earlier
+// process than the one that has the PID at TO, or "" when it may be its own:
+//   - NVML listed pid at FROM for another process, or for none;
+//   - the PID was another process at FROM, and the one now at it neither maps
+//     nor holds an NVIDIA device though its reads were not refused: a process
+//     with a GPU context keeps /dev/nvidia* open, so the context is the one a
+//     process had between the two snapshots, before the PID was reused.
+func (c *comparison) staleEntry(pid int) string {
+	now := c.toByPID[pid]
+	if now == nil || now.Defunct() {
+		return "" // no live process: an orphan, not a stale entry
+	}
+	then := c.fromByPID[pid]
+	if len(c.fromNVML.byPID[pid]) > 0 {
+		switch {
+		case (then == nil || then.Defunct()) && !slices.Contains(c.from.Scan.RefusedPIDs, pid):
+			// Listed by NVML at FROM with no live process then: an orphan at FROM.
+			return "NVML listed this PID at FROM with no live process, and lists it still: the PID was reused"
+		case then != nil && then.Key() != now.Key():
+			return fmt.Sprintf("NVML listed this PID at FROM for %s (%s): the PID was reused", then.Key(), then.Comm)
+		}
+		return ""
+	}
+	if then != nil && then.Key() != now.Key() && !now.UsesNVIDIA() && !c.toUnread[pid] {
+		return fmt.Sprintf("at FROM the PID was %s (%s), and %s maps and holds no NVIDIA device: the PID was reused after a process on the GPU exited",
+			then.Key(), then.Comm, now.Key())
+	}
+	return ""
+}
+
+// keepers names the processes that may keep a dead process's GPU context, and
+// its memory, alive: a context lives while any descriptor on the GPU's
+// /dev/nvidiaN that it was made through is open, and a forked child keeps its
+// parent's. They hold or map the pool's GPU, did not at FROM, and NVML does
+// not list them on the pool.
+func (c *comparison) keepers(pl *pool) []string {
+	if pl.minor == nil {
+		return nil
+	}
+	var out []string
+	since := " and which did not use it at FROM"
+	if c.check {
+		since = ""
+	}
+	for _, ch := range c.deviceUsers {
+		if _, listed := c.toNVML.memoryOf(pl.id, ch.proc.PID); listed && c.staleEntry(ch.proc.PID) == "" {
+			continue
+		}
+		for _, u := range ch.uses {
+			if !u.nvidia() || u.gpuMinor == nil || *u.gpuMinor != *pl.minor || ch.prior[u.device] != nil {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s is held or mapped by %s (%s, exe %s), which NVML does not list there%s: it may keep the context alive",
+				u.device, ch.proc.Key(), ch.proc.Comm, snapshot.ExeText(ch.proc.Exe, ch.proc.ExeDeleted), since))
+			break
+		}
+	}
+	return out
 }

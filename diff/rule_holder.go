@@ -6,7 +6,7 @@ import "fmt"
 // not hold at FROM. High when a descriptor was opened for writing.
 func leftoverHolders(c *comparison) []Finding {
 	var out []Finding
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		for _, u := range ch.uses {
 			if len(u.holders) == 0 || !u.nvidia() {
 				continue

@@ -6,7 +6,7 @@ import "fmt"
 // at FROM (a new process, or one that gained it). High when writable.
 func leftoverMappings(c *comparison) []Finding {
 	var out []Finding
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		for _, u := range ch.gainedMappings() {
 			if !u.nvidia() {
 				continue
@@ -28,7 +28,7 @@ func leftoverMappings(c *comparison) []Finding {
 // a GPU leftover by itself.
 func otherDeviceMappings(c *comparison) []Finding {
 	var out []Finding
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		for _, u := range ch.gainedMappings() {
 			if u.nvidia() {
 				continue
@@ -58,31 +58,4 @@ func (ch *processChange) gainedMappings() []*deviceUse {
 		out = append(out, u)
 	}
 	return out
-}
-
-// deviceFinding builds a finding about one device a process uses, naming the
-// process and whether it is new since FROM or changed.
-func (c *comparison) deviceFinding(ch processChange, u *deviceUse, kind string, sev Severity, what string, evidence []string) Finding {
-	ref := processRef(ch.proc)
-	since := "a process new since FROM"
-	if ch.before != nil {
-		since = "alive at FROM without it"
-	}
-	return Finding{
-		Kind:     kind,
-		Severity: sev,
-		Summary:  fmt.Sprintf("%s %s; %s", describe(ref), what, since),
-		Process:  ref,
-		Device:   u.device,
-		GPUUUID:  c.gpuUUID(u.gpuMinor),
-		Evidence: evidence,
-	}
-}
-
-// count writes "1 mapping" or "3 mappings".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

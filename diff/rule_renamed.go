@@ -8,7 +8,7 @@ import "fmt"
 // `ls /dev/nvidia*`, `fuser /dev/nvidia*` and grep.
 func renamedDeviceNodes(c *comparison) []Finding {
 	var out []Finding
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		for _, u := range ch.uses {
 			if !renamed(u.class, u.devno, u.device) {
 				continue

@@ -37,7 +37,7 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 		}
 		out = append(out, c.unexpected(p, before, nvml))
 	}
-	for _, ch := range c.changed {
+	for _, ch := range c.deviceUsers {
 		check(ch.proc)
 	}
 	for _, pl := range c.toNVML.pools {

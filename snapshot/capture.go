@@ -318,7 +318,7 @@ func (w *worker) process(pid int) result {
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
 
-	data, err := w.r.readQuickAt(dirfd, w.dir, "stat", w.small)
+	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
@@ -370,7 +370,7 @@ func (w *worker) process(pid int) result {
 		note("exe", err)
 	}
 
-	status, err := w.r.readQuickAt(dirfd, w.dir, "status", w.statusBuf)
+	status, err := w.r.readTaskFileAt(dirfd, w.dir, "status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -403,7 +403,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cg, err := w.r.readQuickAt(dirfd, w.dir, "cgroup", w.small)
+	cg, err := w.r.readTaskFileAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {

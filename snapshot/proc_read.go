@@ -167,9 +167,10 @@ func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, e
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readQuickAt is readWholeAt of stat, status, cgroup or fdinfo, whose reads
-// are quick (see sys).
-func (r *reader) readQuickAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+// readTaskFileAt is readWholeAt of stat, status, cgroup or fdinfo: files the
+// kernel renders from the task's own fields, taking no lock a tenant can hold
+// and touching no filesystem, so they are read with raw system calls (see sys).
+func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, true)
 }
 

@@ -11,8 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Report is what Check found.
-type Report struct {
+// CheckResult is what Check found.
+type CheckResult struct {
 	Snapshots int   // snapshots listed
 	Processes int   // process records (each stored once, however many snapshots share it)
 	Size      int64 // bytes of the file bbolt uses
@@ -27,8 +27,8 @@ const maxProblems = 100
 // Check runs bbolt's consistency check over every page, then checks that
 // gpusnap's records agree with each other. A panic on a corrupt page becomes
 // a problem, not a crash.
-func (s *Store) Check() (Report, error) {
-	var r Report
+func (s *Store) Check() (CheckResult, error) {
+	var r CheckResult
 	add := func(format string, args ...any) {
 		if len(r.Problems) < maxProblems {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
@@ -54,7 +54,7 @@ func (s *Store) Check() (Report, error) {
 	return r, err
 }
 
-func (s *Store) checkRecords(tx *bolt.Tx, r *Report, add func(string, ...any)) {
+func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...any)) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {

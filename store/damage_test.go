@@ -191,7 +191,7 @@ func TestCheckFindsBrokenRecords(t *testing.T) {
 			t.Errorf("check misses %q: %v", w, r.Problems)
 		}
 	}
-	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.HasPrefix(err.Error(), "store "+s.Path()+" is damaged: snapshot "+snap.ID) {
+	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.HasPrefix(err.Error(), "store "+s.path+" is damaged: snapshot "+snap.ID) {
 		t.Errorf("Get of a snapshot with broken records: %v", err)
 	}
 	if err := s.update(func(tx *bolt.Tx) error {

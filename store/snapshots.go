@@ -153,16 +153,6 @@ func (s *Store) GetSelected(idOrPrefix string, keep func(processJSON []byte) boo
 	return snap, err
 }
 
-// Resolve turns an id or unique prefix into the full id.
-func (s *Store) Resolve(idOrPrefix string) (string, error) {
-	var id string
-	err := s.view(func(tx *bolt.Tx) (err error) {
-		id, err = s.resolve(tx, idOrPrefix)
-		return err
-	})
-	return id, err
-}
-
 // maxCandidates bounds how many matches an ambiguous-prefix error names.
 const maxCandidates = 5
 

@@ -111,9 +111,6 @@ type Store struct {
 	fresh bool // an empty bbolt file, not laid out yet
 }
 
-// Path is the file the store lives in.
-func (s *Store) Path() string { return s.path }
-
 // Open opens the store at path. Read-write, it creates the file (0600) and
 // its directory (0700) when missing; read-only, a missing file is an error.
 // Running as root, a path other users could tamper with is refused.

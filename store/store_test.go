@@ -148,8 +148,8 @@ func TestPrefixLookup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := s.Resolve(a.ID[:12]); err != nil || got != a.ID {
-		t.Errorf("unique prefix: %q %v", got, err)
+	if got, err := s.Get(a.ID[:12]); err != nil || got.ID != a.ID {
+		t.Errorf("unique prefix: %v %v", got, err)
 	}
 	if _, err := s.Get("20260301-1"); !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), a.ID) {
 		t.Errorf("ambiguous prefix: %v", err)

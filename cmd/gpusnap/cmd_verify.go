@@ -71,7 +71,7 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 		if err := printJSON(g.Stdout, struct {
 			File   string `json:"file"`
 			Intact bool   `json:"intact"`
-			*bundle.Report
+			*bundle.Verification
 		}{name, rep.Intact(), rep}); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 
 // printVerify lists the bundle and then says what is wrong, if anything.
 // Names come from the archive, which anyone could have built: escape them.
-func printVerify(out io.Writer, name string, rep *bundle.Report) error {
+func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
 	w := &bytes.Buffer{}
 	files := 0
 	for _, e := range rep.Entries {

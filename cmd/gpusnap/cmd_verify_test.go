@@ -114,7 +114,7 @@ func TestKeygenAndVerify(t *testing.T) {
 	var rep struct {
 		File   string `json:"file"`
 		Intact bool   `json:"intact"`
-		bundle.Report
+		bundle.Verification
 	}
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.Intact || rep.Manifest.Tenant != "job-1" || len(rep.Entries) != 8 {
 		t.Errorf("verify --json: %d %v\n%s", code, err, out)
