@@ -25,20 +25,10 @@ func checkCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
-			&cli.StringFlag{Name: "zombie-threshold", Value: "64MiB", Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
+			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 		},
-		Action: func(c *cli.Context) error {
-			g, err := loadGlobals(c)
-			if err != nil {
-				return err
-			}
-			o, err := parseCheckOptions(c)
-			if err != nil {
-				return err
-			}
-			return runCheck(c.Context, g, o)
-		},
+		Action: action(parseCheckOptions, runCheck),
 	}
 }
 
