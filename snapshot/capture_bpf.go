@@ -207,7 +207,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		if kthreadComm[p.PID] {
 			// /proc names a kernel thread by its full name or workqueue
 			// ("kworker/0:1-events"), more than the 16 bytes of comm.
-			if data, err := w.r.readQuickAt(cfg.rootfd, cfg.root, name+"/stat", w.small); err == nil {
+			if data, err := w.r.readTaskFileAt(cfg.rootfd, cfg.root, name+"/stat", w.small); err == nil {
 				w.small = data
 				if st, err := parseStat(data); err == nil {
 					p.Comm = st.Comm
@@ -230,7 +230,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		p.Cmdline = parseCmdline(cmdline)
 		cg, ok := cgroups[cgroupKeys[i]]
 		if !ok {
-			data, err := w.r.readQuickAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
+			data, err := w.r.readTaskFileAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
 			w.small = data
 			if err != nil {
 				if vanishedErr(err) {
