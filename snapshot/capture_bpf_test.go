@@ -136,6 +136,11 @@ func procs1(s *snapshot.Snapshot) uint64 {
 func identity(p *snapshot.Process) snapshot.Process {
 	q := *p
 	q.State, q.Threads, q.Mappings, q.Holders, q.Raw, q.SuspectAnon = "", 0, nil, nil, nil, nil
+	if q.KernelThread {
+		// A workqueue worker's name ends in the queue it runs this instant
+		// ("kworker/1:1-events"), which changes from one read to the next.
+		q.Comm, _, _ = strings.Cut(q.Comm, "-")
+	}
 	// The /proc path cannot read every file of every process (PID 1 refuses
 	// some even to root); the BPF path reads them in the kernel.
 	var errs []string
