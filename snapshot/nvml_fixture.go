@@ -148,6 +148,10 @@ func checkShape(path string, v any, t reflect.Type) error {
 		if _, ok := v.(string); !ok {
 			return shapeError(path, "want a string")
 		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return shapeError(path, "want true or false")
+		}
 	case reflect.Int, reflect.Int64, reflect.Uint32, reflect.Uint64:
 		num, ok := v.(json.Number)
 		if !ok {
@@ -199,7 +203,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Fields of the fixture that take an error (what the reader records in Missing).
 var (
 	errorPathRE = regexp.MustCompile(`^(?:driver_version|nvml_version|cuda_driver_version|devices` +
-		`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices)` +
+		`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
 		`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
 )
 
@@ -244,6 +248,29 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 			for k, p := range list {
 				if p.PID <= 0 || p.PID > maxPID {
 					return fmt.Errorf("%s.%s[%d].pid: %d is not a PID", path, name, k, p.PID)
+				}
+			}
+		}
+		switch g.AccountingMode {
+		case "", AccountingEnabled, AccountingDisabled:
+		default:
+			return fmt.Errorf("%s.accounting_mode: %q, want %q or %q", path, g.AccountingMode, AccountingEnabled, AccountingDisabled)
+		}
+		if len(g.Accounting) > 0 && g.AccountingMode != AccountingEnabled {
+			return fmt.Errorf("%s.accounting: listed, but accounting_mode is not %q", path, AccountingEnabled)
+		}
+		seenPID := map[int]bool{}
+		for k, a := range g.Accounting {
+			if a.PID <= 0 || a.PID > maxPID || seenPID[a.PID] {
+				return fmt.Errorf("%s.accounting[%d].pid: %d is not a PID, or is listed twice", path, k, a.PID)
+			}
+			seenPID[a.PID] = true
+			for _, pct := range []struct {
+				name  string
+				value *uint32
+			}{{"gpu_utilization", a.GPUUtilization}, {"memory_utilization", a.MemoryUtilization}} {
+				if pct.value != nil && *pct.value > 100 {
+					return fmt.Errorf("%s.accounting[%d].%s: %d, want a percentage (0 to 100)", path, k, pct.name, *pct.value)
 				}
 			}
 		}

@@ -1,7 +1,10 @@
 package snapshot
 
 import (
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -194,6 +197,65 @@ func (d *fixtureGPU) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSam
 			SmUtil: u.SMUtil, MemUtil: u.MemUtil, EncUtil: u.EncUtil, DecUtil: u.DecUtil}
 	}
 	return out, nvml.SUCCESS
+}
+
+func (d *fixtureGPU) GetAccountingMode() (nvml.EnableState, nvml.Return) {
+	if ret := d.answer("accounting_mode", d.g.AccountingMode != ""); ret != nvml.SUCCESS {
+		return nvml.FEATURE_DISABLED, ret
+	}
+	if d.g.AccountingMode == AccountingEnabled {
+		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	return nvml.FEATURE_DISABLED, nvml.SUCCESS
+}
+
+func (d *fixtureGPU) GetAccountingPids() ([]int, nvml.Return) {
+	if ret := d.lib.fail(d.path + ".accounting"); ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	pids := make([]int, 0, len(d.g.Accounting))
+	for _, a := range d.g.Accounting {
+		pids = append(pids, a.PID)
+	}
+	// A PID whose record failed is in the driver's list too: the error says which.
+	prefix := d.path + ".accounting[pid "
+	for _, key := range sortedKeys(d.lib.f.Errors) {
+		if n, ok := strings.CutPrefix(key, prefix); ok {
+			if pid, err := strconv.Atoi(strings.TrimSuffix(n, "]")); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, nvml.SUCCESS
+}
+
+// GetAccountingStats gives NVML's not-available markers (all ones) for the
+// figures the fixture leaves out, and NOT_FOUND for a PID it does not list.
+func (d *fixtureGPU) GetAccountingStats(pid uint32) (nvml.AccountingStats, nvml.Return) {
+	if ret := d.lib.fail(fmt.Sprintf("%s.accounting[pid %d]", d.path, pid)); ret != nvml.SUCCESS {
+		return nvml.AccountingStats{}, ret
+	}
+	for _, a := range d.g.Accounting {
+		if a.PID != int(pid) {
+			continue
+		}
+		st := nvml.AccountingStats{GpuUtilization: math.MaxUint32, MemoryUtilization: math.MaxUint32, MaxMemoryUsage: math.MaxUint64,
+			Time: a.Time, StartTime: a.StartTime}
+		if a.GPUUtilization != nil {
+			st.GpuUtilization = *a.GPUUtilization
+		}
+		if a.MemoryUtilization != nil {
+			st.MemoryUtilization = *a.MemoryUtilization
+		}
+		if a.MaxMemoryUsage != nil {
+			st.MaxMemoryUsage = *a.MaxMemoryUsage
+		}
+		if a.IsRunning {
+			st.IsRunning = 1
+		}
+		return st, nvml.SUCCESS
+	}
+	return nvml.AccountingStats{}, nvml.ERROR_NOT_FOUND
 }
 
 // GetMaxMigDeviceCount counts one slot more than the fixture lists when it

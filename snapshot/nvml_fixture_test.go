@@ -170,6 +170,8 @@ func TestNVMLFixtureFailures(t *testing.T) {
 		"devices[3].pci_bus_id":                                              "not supported",
 		"devices[3].memory":                                                  "not supported",
 		"devices[3].mig_devices":                                             "unknown error",
+		"devices[0].accounting_mode":                                         "not supported",
+		"devices[3].accounting_mode":                                         "not supported",
 	}
 	checkMissing(t, n.Missing, want)
 	// The lost GPU keeps what was read before it was lost, and nothing after.

@@ -24,6 +24,9 @@ type GPUUse struct {
 	// whose memory is not available).
 	Unaccounted *uint64  `json:"unaccounted,omitempty"`
 	MIG         []MIGUse `json:"mig,omitempty"`
+	// AccountingMode is GPU.AccountingMode: where "disabled", a process that
+	// uses the GPU and exits between two snapshots leaves no NVML record.
+	AccountingMode string `json:"accounting_mode,omitempty"`
 }
 
 // MIGUse is one MIG device: its memory, its processes and what they leave unaccounted.
@@ -175,7 +178,7 @@ func (j *PIDJoin) HostPID(pid int) int {
 }
 
 func (j *joiner) gpu(g *GPU, path string) GPUUse {
-	u := GPUUse{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, Memory: g.Memory}
+	u := GPUUse{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, Memory: g.Memory, AccountingMode: g.AccountingMode}
 	var m ProcessMerge
 	m.Add("C", g.ComputeProcesses)
 	m.Add("G", g.GraphicsProcesses)

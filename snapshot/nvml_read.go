@@ -244,6 +244,7 @@ func (r *nvmlReader) gpu(i int) GPU {
 			}
 		},
 		func() { g.ProcessUtilization = d.utilization() },
+		func() { g.AccountingMode, g.Accounting = d.accounting() },
 		func() {
 			if migOn {
 				g.MIGDevices = d.migDevices()
@@ -338,6 +339,55 @@ func (d *deviceReader) utilization() []ProcessUtilization {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
 	return out
+}
+
+// maxAccounting bounds the accounting records read per GPU: the driver's
+// buffer holds 4,000 by default (nvmlDeviceGetAccountingBufferSize).
+const maxAccounting = 4096
+
+// accounting reads the accounting mode and, where it is on, the driver's
+// record of every process in its buffer, running or exited. A PID whose
+// record cannot be read is recorded as missing; the others are kept.
+func (d *deviceReader) accounting() (string, []AccountingStats) {
+	mode, ret := d.dev.GetAccountingMode()
+	if !d.ok("accounting_mode", ret) {
+		return "", nil
+	}
+	if mode != nvml.FEATURE_ENABLED {
+		return AccountingDisabled, nil
+	}
+	pids, ret := d.dev.GetAccountingPids()
+	if !d.ok("accounting", ret) {
+		return AccountingEnabled, nil
+	}
+	if len(pids) > maxAccounting {
+		d.missing(d.path+".accounting", fmt.Sprintf("%d records past the first %d not read", len(pids)-maxAccounting, maxAccounting))
+		pids = pids[:maxAccounting]
+	}
+	var out []AccountingStats
+	for _, pid := range pids {
+		st, ret := d.dev.GetAccountingStats(uint32(pid))
+		if ret != nvml.SUCCESS {
+			d.ok(fmt.Sprintf("accounting[pid %d]", pid), ret)
+			if d.lost {
+				break
+			}
+			continue
+		}
+		a := AccountingStats{PID: pid, Time: st.Time, StartTime: st.StartTime, IsRunning: st.IsRunning != 0}
+		if st.GpuUtilization != math.MaxUint32 {
+			a.GPUUtilization = &st.GpuUtilization
+		}
+		if st.MemoryUtilization != math.MaxUint32 {
+			a.MemoryUtilization = &st.MemoryUtilization
+		}
+		if st.MaxMemoryUsage != math.MaxUint64 {
+			a.MaxMemoryUsage = &st.MaxMemoryUsage
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
+	return AccountingEnabled, out
 }
 
 // migDevices reads the MIG devices of a GPU in MIG mode. Empty slots answer

@@ -29,6 +29,7 @@ func serve(d *server.Device, procs ...nvml.ProcessInfo) {
 		return nvml.Memory_v2{Total: d.MemoryInfo.Total, Reserved: 512 << 20, Used: used, Free: d.MemoryInfo.Total - used - 512<<20}, nvml.SUCCESS
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return procs, nvml.SUCCESS }
+	d.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
 	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
@@ -210,6 +211,8 @@ func mockGPU(i int, procs ...nvml.ProcessInfo) *mock.Device {
 		GetProcessUtilizationFunc: func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			return nil, nvml.ERROR_NOT_FOUND
 		},
+		// Accounting off, as nvidia-smi -am 0 leaves it (the default after a driver load).
+		GetAccountingModeFunc: func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS },
 	}
 }
 

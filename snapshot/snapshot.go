@@ -237,6 +237,33 @@ type GPU struct {
 	ProcessUtilization []ProcessUtilization `json:"process_utilization,omitempty"`
 	MIGMode            *int                 `json:"mig_mode,omitempty"` // current mode: 1 enabled, 0 disabled
 	MIGDevices         []MIGDevice          `json:"mig_devices,omitempty"`
+	// AccountingMode is NVML's accounting mode: "enabled" or "disabled"
+	// (nvidia-smi -am 1 turns it on, as root); empty where it was not read.
+	AccountingMode string `json:"accounting_mode,omitempty"`
+	// Accounting is the driver's record of each process that ran on the GPU
+	// while accounting was on, exited ones included (nvmlDeviceGetAccountingPids
+	// and nvmlDeviceGetAccountingStats), by PID.
+	Accounting []AccountingStats `json:"accounting,omitempty"`
+}
+
+// The accounting modes of GPU.AccountingMode.
+const (
+	AccountingEnabled  = "enabled"
+	AccountingDisabled = "disabled"
+)
+
+// AccountingStats is NVML's accounting record of one process on a GPU
+// (nvmlAccountingStats_t). A figure NVML marks not available is nil.
+type AccountingStats struct {
+	PID int `json:"pid"`
+	// GPUUtilization and MemoryUtilization are percentages of the time the
+	// GPU's kernels, and its memory, were busy over the process's life.
+	GPUUtilization    *uint32 `json:"gpu_utilization,omitempty"`
+	MemoryUtilization *uint32 `json:"memory_utilization,omitempty"`
+	MaxMemoryUsage    *uint64 `json:"max_memory_usage,omitempty"` // bytes
+	Time              uint64  `json:"time"`                       // milliseconds the process ran (so far, while running)
+	StartTime         uint64  `json:"start_time"`                 // microseconds since the Unix epoch
+	IsRunning         bool    `json:"is_running"`
 }
 
 // Memory is framebuffer memory in bytes. Reserved is nil where the driver

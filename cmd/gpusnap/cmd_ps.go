@@ -114,6 +114,9 @@ func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
 		}
 		fmt.Fprintf(w, "\nGPU %d  %s  %s  %s\n", gu.Index, orDash(safetext.Escape(gu.UUID)), orDash(safetext.Escape(gu.Name)), node)
 		fmt.Fprintf(w, "  memory: %s\n", psGPUMemory(gu.Memory, gu.Unaccounted))
+		if gu.AccountingMode == snapshot.AccountingDisabled {
+			fmt.Fprintf(w, "  accounting: disabled: a process that uses this GPU and exits between two snapshots leaves no NVML record (turn it on, as root: nvidia-smi -i %d -am 1)\n", gu.Index)
+		}
 		for _, m := range gu.MIG {
 			fmt.Fprintf(w, "  MIG %d/%d %s: %s\n", m.GPUInstanceID, m.ComputeInstanceID, orDash(safetext.Escape(m.UUID)), psGPUMemory(m.Memory, m.Unaccounted))
 		}

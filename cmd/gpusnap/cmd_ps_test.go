@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,5 +100,20 @@ func TestPsHoldersFold(t *testing.T) {
 	want := "8:/dev/nvidiactl(rw) /dev/nvidia0(rw) x20 40:/dev/nvidia0(r) 41:/dev/nvidia0 (deleted)(r)"
 	if got := psHolders(hs); got != want {
 		t.Errorf("psHolders = %q, want %q", got, want)
+	}
+}
+
+// ps tells the operator, per GPU whose accounting is off, the one command
+// that turns it on: without it a process that comes and goes between two
+// snapshots leaves no NVML record.
+func TestPsAccountingDisabled(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"gpusnap", "ps", "--proc-root", psFixture,
+		"--nvml-fixture", filepath.Join("..", "..", "fixtures", "nvml", "h100x8.json")}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), "accounting: disabled"); n != 8 || !strings.Contains(out.String(), "(turn it on, as root: nvidia-smi -i 7 -am 1)") {
+		t.Errorf("%d GPUs say accounting is off, want 8:\n%s", n, out.String())
 	}
 }
