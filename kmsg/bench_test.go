@@ -1,6 +1,7 @@
 package kmsg
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,45 @@ import (
 // 20,000 (the first half skipped by header), one in ten an Xid with a
 // dictionary: the cost of the kernel-log half of a diff, parsing included.
 func BenchmarkReadWindowFile(b *testing.B) {
+	path := benchLog(b)
+	from, to := &Position{Next: 10_000}, &Position{Next: 20_000}
+	defer reportCPU(b)()
+	for b.Loop() {
+		w := ReadWindow(path, from, to)
+		if len(w.Records) != 10_000 || len(w.Missing) > 0 {
+			b.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
+		}
+	}
+}
+
+// BenchmarkFileFloor reads the same log line by line and parses nothing:
+// the least a reader of the file can cost.
+func BenchmarkFileFloor(b *testing.B) {
+	path := benchLog(b)
+	defer reportCPU(b)()
+	for b.Loop() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReaderSize(f, 64<<10)
+		lines := 0
+		for {
+			if _, err := r.ReadSlice('\n'); err != nil {
+				break
+			}
+			lines++
+		}
+		f.Close()
+		if lines != 24_000 {
+			b.Fatalf("%d lines", lines)
+		}
+	}
+}
+
+// benchLog writes a log of 20,000 records, one in ten an Xid with two
+// dictionary lines.
+func benchLog(b *testing.B) string {
 	path := filepath.Join(b.TempDir(), "kmsg")
 	f, err := os.Create(path)
 	if err != nil {
@@ -28,14 +68,7 @@ func BenchmarkReadWindowFile(b *testing.B) {
 		}
 	}
 	f.Close()
-	from, to := &Position{Next: 10_000}, &Position{Next: 20_000}
-	defer reportCPU(b)()
-	for b.Loop() {
-		w := ReadWindow(path, from, to)
-		if len(w.Records) != 10_000 || len(w.Missing) > 0 {
-			b.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
-		}
-	}
+	return path
 }
 
 // reportCPU reports the process's CPU time (user and system, garbage
