@@ -71,6 +71,7 @@ var rules = []func(*comparison) []Finding{
 	unexpectedGPUProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
+	transientGPUProcesses,
 	xidErrors,
 	forgedKernelMessages,
 	outOfAllocation,

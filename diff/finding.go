@@ -21,6 +21,7 @@ const (
 	KindUnexpectedGPUProcess  = "unexpected_gpu_process"
 	KindRenamedDeviceNode     = "renamed_device_node"
 	KindOtherDeviceMapping    = "other_device_mapping"
+	KindTransientGPUProcess   = "transient_gpu_process"
 	KindXidError              = "xid_error"
 	KindForgedKernelMessage   = "forged_kernel_message"
 	KindOutOfAllocation       = "out_of_allocation_gpu_use"

@@ -41,8 +41,8 @@ var inheritKinds = map[string]bool{
 
 // WantsHistory reports whether a finding would name more with
 // Options.History: a device a surviving process may have inherited from a
-// tenant process, or a PID the kernel log blames that no snapshot at either
-// end has. Only then is the history read, so callers may load it only when
+// tenant process, or a PID the kernel log blames (or NVML's accounting
+// names) that no snapshot at either end has. Only then is the history read, so callers may load it only when
 // this says so.
 func (r *Result) WantsHistory() bool {
 	for _, f := range r.Findings {
@@ -50,7 +50,7 @@ func (r *Result) WantsHistory() bool {
 		case f.Process == nil:
 		case inheritKinds[f.Kind]:
 			return true
-		case f.Kind == KindXidError && f.Process.StartTime == 0:
+		case (f.Kind == KindXidError || f.Kind == KindTransientGPUProcess) && f.Process.StartTime == 0:
 			return true
 		}
 	}

@@ -1,0 +1,57 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// accountingGPU is GPU 0 with accounting on and the given records.
+func accountingGPU(records ...snapshot.AccountingStats) snapshot.GPU {
+	g := gpu(0)
+	g.AccountingMode = snapshot.AccountingEnabled
+	g.Accounting = records
+	return g
+}
+
+func record(pid int, start time.Time, ran time.Duration, running bool) snapshot.AccountingStats {
+	return snapshot.AccountingStats{PID: pid, StartTime: uint64(start.UnixMicro()), Time: uint64(ran.Milliseconds()),
+		MaxMemoryUsage: u64(20 << 30), GPUUtilization: u32(97), IsRunning: running}
+}
+
+// NVML's accounting names what ran between the snapshots and left: the
+// process that started and ended in the window, one that started before FROM
+// and ended in it; not one that ended before FROM, nor one alive at TO, nor
+// one that started after TO.
+func TestTransientFromAccounting(t *testing.T) {
+	from, to := snap("a"), snap("b")
+	to.Host.CaptureStart = t0.Add(time.Hour)
+	alive := proc(812, 50, "python3", "/usr/bin/python3")
+	alive.Started = t0.Add(10 * time.Minute)
+	miner := proc(7001, 60, "xmrig", "/tmp/.x/xmrig") // seen while it ran, in the tenant's history
+	miner.Started = t0.Add(20 * time.Minute)
+	reused := proc(7003, 999, "bash", "/usr/bin/bash") // PID 7003 now another process
+	reused.Started = t0.Add(50 * time.Minute)
+	to.Processes = []snapshot.Process{alive, reused}
+	g := accountingGPU(
+		record(7001, t0.Add(20*time.Minute), 90*time.Second, false),
+		record(7002, t0.Add(-2*time.Hour), 30*time.Minute, false),    // ended before FROM
+		record(812, t0.Add(10*time.Minute), 5*time.Minute, true),     // alive at TO
+		record(7003, t0.Add(-10*time.Minute), 15*time.Minute, false), // started before FROM, ended in the window
+		record(7004, t0.Add(2*time.Hour), time.Minute, false),        // after TO
+	)
+	withGPUs(from, gpu(0))
+	withGPUs(to, g)
+	r := Compare(from, to, Options{History: []*snapshot.Snapshot{snap("during", miner)}})
+	expect(t, r, "transient_gpu_process high 7001", "transient_gpu_process medium 7003")
+	f := r.Findings[0]
+	if f.GPUUUID != "GPU-0" || f.Process.StartTime != 60 || f.Time == nil || !f.Time.Equal(t0.Add(20*time.Minute)) ||
+		!strings.Contains(f.Summary, "ran 1m30s, max memory 21474836480 bytes (20.00 GiB), GPU utilization 97%, memory utilization not available") {
+		t.Errorf("the miner: %+v", f)
+	}
+	if f := r.Findings[1]; f.Process.UID != -1 || !strings.Contains(strings.Join(f.Evidence, "\n"), "no snapshot of the window has PID 7003 started then") {
+		t.Errorf("PID 7003 is another process at TO: %+v", f)
+	}
+}
