@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
