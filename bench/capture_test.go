@@ -4,8 +4,10 @@
 //	go test -run x -bench . -benchmem ./bench/
 //
 // BenchmarkCapture against BenchmarkRawFloor is the cost of a whole-host
-// capture over the kernel's own cost; BenchmarkMapsScanner against
-// BenchmarkProcfsProcMaps is the maps scanner over procfs on 50,000 lines.
+// capture over the kernel's own cost (BenchmarkCaptureOverFloor: wall and CPU
+// time); BenchmarkMapsScanner (not root), BenchmarkMapsScannerRoot and
+// BenchmarkMapsScannerRootStat (root, the path production takes) against
+// BenchmarkProcfsProcMaps are the maps scanner over procfs on 50,000 lines.
 package bench
 
 import (
@@ -15,8 +17,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/procfs"
 
@@ -52,25 +57,43 @@ func BenchmarkRawFloor(b *testing.B) {
 
 // BenchmarkCaptureOverFloor alternates a capture and a floor walk and reports
 // their ratio: on a shared, noisy machine only a ratio measured in one run
-// means anything. The target is x-floor <= 1.0 (README, Speed and size).
+// means anything. x-floor is wall time; x-floor-cpu is CPU time (user and
+// system, every thread of the process), which a capture's workers spread
+// over the CPUs and the one-threaded floor does not: the cost to the host.
+// The target is x-floor <= 1.0 (README, Speed and size).
 func BenchmarkCaptureOverFloor(b *testing.B) {
 	ctx := context.Background()
 	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Path: snapshot.PathProc}
 	w := floor.NewWalker()
-	var capT, floorT time.Duration
+	var capT, floorT, capCPU, floorCPU time.Duration
 	var c floor.Counts
 	for b.Loop() {
-		t0 := time.Now()
+		t0, cpu0 := time.Now(), processCPU(b)
 		if _, err := snapshot.Capture(ctx, opts); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+		t1, cpu1 := time.Now(), processCPU(b)
 		c = walk(b, w)
 		capT += t1.Sub(t0)
 		floorT += time.Since(t1)
+		capCPU += cpu1 - cpu0
+		floorCPU += processCPU(b) - cpu1
 	}
 	b.ReportMetric(float64(capT)/float64(floorT), "x-floor")
+	b.ReportMetric(float64(capCPU)/float64(floorCPU), "x-floor-cpu")
+	b.ReportMetric(float64(capCPU)/float64(b.N)/float64(time.Millisecond), "capture-cpu-ms")
+	b.ReportMetric(float64(floorCPU)/float64(b.N)/float64(time.Millisecond), "floor-cpu-ms")
 	b.ReportMetric(float64(c.Processes), "procs")
+}
+
+// processCPU is the CPU time (user and system) of every thread of this
+// process so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func walk(b *testing.B, w *floor.Walker) floor.Counts {
@@ -96,7 +119,11 @@ func bigMaps(b *testing.B) string {
 		case i%3 == 0:
 			path, perms = "", "rw-p"
 		}
-		fmt.Fprintf(&sb, "%x-%x %s %08x fd:01 %d", addr, addr+0x1000, perms, i*4096, 1000+i%300)
+		inode := 1000 + i%300
+		if perms == "rw-s" {
+			inode = 0 // a device node: bigMapsKind
+		}
+		fmt.Fprintf(&sb, "%x-%x %s %08x fd:01 %d", addr, addr+0x1000, perms, i*4096, inode)
 		if path != "" {
 			sb.WriteString(strings.Repeat(" ", 10) + path)
 		}
@@ -112,9 +139,56 @@ func bigMaps(b *testing.B) string {
 	return dir
 }
 
+// BenchmarkMapsScanner is the scanner as it runs without root (Stat nil):
+// a byte check dismisses every line whose path has no "/dev/" before it is
+// parsed.
 func BenchmarkMapsScanner(b *testing.B) {
+	benchScanner(b, snapshot.MapsScanner{})
+}
+
+// BenchmarkMapsScannerRoot is the scanner as it runs as root on the live
+// /proc, the path production takes: stat of map_files decides, so every
+// file-backed line is parsed (consecutive lines of one file once). Its Stat
+// answers from memory, so this is the parsing alone; the stat system calls
+// come on top (BenchmarkMapsScannerRootStat).
+func BenchmarkMapsScannerRoot(b *testing.B) {
+	benchScanner(b, snapshot.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+		return bigMapsKind(inode), true
+	}})
+}
+
+// BenchmarkMapsScannerRootStat is BenchmarkMapsScannerRoot with one real
+// stat system call per Stat, as capture makes one of map_files per file.
+func BenchmarkMapsScannerRootStat(b *testing.B) {
+	dir := b.TempDir()
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(dirfd)
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var st unix.Stat_t
+	benchScanner(b, snapshot.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+		if err := unix.Fstatat(dirfd, "f", &st, 0); err != nil {
+			return snapshot.FileKind{}, false
+		}
+		return bigMapsKind(inode), true
+	}})
+}
+
+// bigMapsKind is what stat says of a bigMaps inode: its device lines have
+// inode 0 and are NVIDIA character devices; every other file is a file.
+func bigMapsKind(inode uint64) snapshot.FileKind {
+	if inode == 0 {
+		return snapshot.FileKind{Device: true, Char: true, Major: 195, Minor: 0}
+	}
+	return snapshot.FileKind{}
+}
+
+func benchScanner(b *testing.B, sc snapshot.MapsScanner) {
 	path := filepath.Join(bigMaps(b), "1", "maps")
-	var sc snapshot.MapsScanner
 	buf := make([]byte, 0, 8<<20)
 	found := 0
 	for b.Loop() {
