@@ -122,14 +122,25 @@ func got(r *Result) []string {
 	return out
 }
 
+// expect stops the test when the findings are not want, so the test may
+// index them afterwards.
 func expect(t *testing.T, r *Result, want ...string) {
 	t.Helper()
 	g := got(r)
 	if strings.Join(g, "\n") != strings.Join(want, "\n") {
-		t.Errorf("findings:\n  %s\nwant:\n  %s\nresult: %+v", strings.Join(g, "\n  "), strings.Join(want, "\n  "), r.Findings)
+		t.Fatalf("findings:\n  %s\nwant:\n  %s\nresult: %+v", strings.Join(g, "\n  "), strings.Join(want, "\n  "), r.Findings)
 	}
 }
 
 func compare(from, to *snapshot.Snapshot) *Result {
 	return Compare(from, to, Options{ZombieThreshold: DefaultZombieThreshold})
+}
+
+// first is the first finding, stopping the test when there is none.
+func first(t *testing.T, r *Result) Finding {
+	t.Helper()
+	if len(r.Findings) == 0 {
+		t.Fatal("no finding")
+	}
+	return r.Findings[0]
 }

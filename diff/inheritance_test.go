@@ -37,18 +37,18 @@ func TestInheritedFromTenantProcess(t *testing.T) {
 
 	// With the parent gone from the history, the oldest tenant process with the mapping.
 	r = Compare(snap("a"), to, Options{History: []*snapshot.Snapshot{snap("mid", sibling, child)}})
-	if f := r.Findings[0]; f.InheritedFrom != "90@40 (/usr/bin/python3.11)" {
+	if f := first(t, r); f.InheritedFrom != "90@40 (/usr/bin/python3.11)" {
 		t.Errorf("inherited from %q, want 90@40", f.InheritedFrom)
 	}
 
 	// A process present at FROM is no tenant process; another offset is another mapping.
 	r = Compare(snap("a", parent), to, Options{History: []*snapshot.Snapshot{snap("mid", parent, child)}})
-	if f := r.Findings[0]; f.InheritedFrom != "" {
+	if f := first(t, r); f.InheritedFrom != "" {
 		t.Errorf("inherited from %q, want none: the parent predates the baseline", f.InheritedFrom)
 	}
 	moved := proc(100, 50, "python3", "/usr/bin/python3.11", mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x2000, dev0No))
 	r = Compare(snap("a"), to, Options{History: []*snapshot.Snapshot{snap("mid", moved)}})
-	if f := r.Findings[0]; f.InheritedFrom != "" {
+	if f := first(t, r); f.InheritedFrom != "" {
 		t.Errorf("inherited from %q, want none: the offsets differ", f.InheritedFrom)
 	}
 }

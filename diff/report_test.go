@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -81,7 +82,7 @@ func TestTextReportIsTerminalSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if strings.ContainsAny(out, "\x1b\x07\x9b\xff") || strings.Contains(out, "\u009b") {
+	if strings.ContainsAny(out, "\x1b\x07\u009b") || !utf8.ValidString(out) {
 		t.Errorf("report holds raw control bytes:\n%q", out)
 	}
 	for _, line := range strings.Split(out, "\n") {
@@ -126,7 +127,7 @@ func TestCleanReportAndJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	if doc.From != "a" || doc.To != "b" || doc.Tenant != "job-42" || len(doc.Findings) != 2 || doc.Summary["worst"] != "high" {
-		t.Errorf("json = %+v", doc)
+		t.Fatalf("json = %+v", doc)
 	}
 	f := doc.Findings[0]
 	for _, k := range []string{"kind", "severity", "summary", "process", "device", "evidence"} {

@@ -174,7 +174,7 @@ func TestDeviceFindingNamesItsGPU(t *testing.T) {
 		}(),
 	} {
 		r := compare(withGPUs(snap("a"), gpu(0)), to)
-		if f := r.Findings[0]; f.Kind != KindLeftoverDeviceHolder || f.GPUUUID != "GPU-0" {
+		if f := first(t, r); f.Kind != KindLeftoverDeviceHolder || f.GPUUUID != "GPU-0" {
 			t.Errorf("%s: %s on GPU %q, want GPU-0", name, f.Kind, f.GPUUUID)
 		}
 	}

@@ -62,7 +62,7 @@ func TestZombieMemory(t *testing.T) {
 
 func TestZombieEvidenceAndNote(t *testing.T) {
 	r := compare(withGPUs(snap("a"), gpu(1<<20)), withGPUs(snap("b"), gpu(2*gib+(1<<20))))
-	f := r.Findings[0]
+	f := first(t, r)
 	ev := strings.Join(f.Evidence, "\n")
 	for _, want := range []string{"memory.used at FROM: 1048576 bytes (1.00 MiB)", "memory.used at TO: 2148532224 bytes (2.00 GiB)",
 		"nvml lists no process at TO", "unaccounted: +2147483648 bytes (2.00 GiB), above the threshold of 67108864 bytes (64.00 MiB)"} {
@@ -166,7 +166,7 @@ func TestOrphans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { expect(t, compare(tc.from, tc.to), tc.want...) })
 	}
 	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(0, gp(7777, 0))))
-	if p := r.Findings[0].Process; p.PID != 7777 || p.UID != -1 || p.Comm != "" {
+	if p := first(t, r).Process; p.PID != 7777 || p.UID != -1 || p.Comm != "" {
 		t.Errorf("an orphan nobody had names %+v, want pid 7777 and uid -1 (unknown)", p)
 	}
 	var text bytes.Buffer
@@ -174,7 +174,7 @@ func TestOrphans(t *testing.T) {
 		t.Errorf("report (%v):\n%s", err, text.String())
 	}
 	r = compare(withGPUs(snap("a", old), gpu(gib, gp(500, gib))), withGPUs(snap("b", reused), gpu(gib, gp(500, gib))))
-	f := r.Findings[0]
+	f := first(t, r)
 	if f.Process.StartTime != 100 || f.Process.Exe != "/usr/bin/python3.11" {
 		t.Errorf("orphan names %+v, want the process that had the PID at FROM", f.Process)
 	}
@@ -306,6 +306,7 @@ func TestDefunctProcessIsNotLive(t *testing.T) {
 	}
 
 	r := compare(withGPUs(snap("a", launcher), gpu(0)), withGPUs(snap("b", launcher, zombie), gpu(3*gib, gp(7777, 3*gib))))
+	expect(t, r, "orphan_gpu_process high 7777", "zombie_gpu_memory high 0")
 	orphan, zombieMem := r.Findings[0], r.Findings[1]
 	if p := orphan.Process; p.StartTime != 700 || p.Comm != "python3" || p.UID != 1000 {
 		t.Errorf("the orphan names %+v, want the zombie 7777@700", p)

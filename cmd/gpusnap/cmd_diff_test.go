@@ -422,15 +422,27 @@ func TestDiffTextHostileProcess(t *testing.T) {
 	if !utf8.ValidString(stdout) {
 		t.Errorf("report is not UTF-8:\n%q", stdout)
 	}
+	headers := map[string]int{}
 	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
 		if strings.ContainsFunc(line, func(r rune) bool { return unicode.IsControl(r) }) {
 			t.Errorf("line %d holds a control character: %q", i, line)
 		}
+		// A forged line is one the hostile text made: it starts, after a
+		// maps diff's marker and the report's indent, with the text planted
+		// after a newline. Checked first: the report's own indented lines
+		// below would let it through.
+		if text := strings.TrimLeft(line, "+- "); strings.HasPrefix(text, "leftover_device_mapping: forged") ||
+			strings.HasPrefix(text, "unexpected_gpu_process: forged") {
+			t.Errorf("line %d is forged: %q", i, line)
+			continue
+		}
 		switch {
-		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), line == "", line == "HIGH", line == "MEDIUM",
+		case line == "HIGH", line == "MEDIUM":
+			if headers[line]++; headers[line] > 1 {
+				t.Errorf("line %d: a second %s header (a forged one): %q", i, line, line)
+			}
+		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), line == "",
 			strings.HasPrefix(line, "note: "), strings.HasPrefix(line, "maps diff of "),
-			strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "  leftover_device_mapping: forged") &&
-				!strings.HasPrefix(line, "  unexpected_gpu_process: forged"),
 			strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || strings.HasPrefix(line, "@@") ||
 				strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-") || strings.HasPrefix(line, " "):
 		default:

@@ -42,7 +42,7 @@ func TestPsGPUSection(t *testing.T) {
 	if strings.Contains(section(out, "5"), "PID") || strings.Contains(section(out, "0"), "not listed") {
 		t.Errorf("GPU 5 lists processes or GPU 0 has unlisted ones:\n%s", out)
 	}
-	if strings.ContainsAny(out, "\x1b\a\xff") {
+	if !terminalSafe(out) {
 		t.Errorf("raw control bytes:\n%q", out)
 	}
 }

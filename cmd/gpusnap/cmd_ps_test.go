@@ -39,7 +39,7 @@ func TestPsTable(t *testing.T) {
 		}
 	}
 	// Terminal-safe: no raw control byte of a hostile comm reaches the terminal.
-	if strings.ContainsAny(out.String(), "\x1b\a\xff") {
+	if !terminalSafe(out.String()) {
 		t.Errorf("raw control bytes in the table:\n%q", out.String())
 	}
 	if errb.Len() != 0 {

@@ -216,9 +216,11 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 }
 
 // TestKill9DuringWritesLosesNoReportedSnapshot kills gpusnap at random moments
-// of 200 snapshot writes. bbolt commits by writing data pages, syncing, then
-// the meta page: whatever a kill interrupts, the file opens, passes the
-// consistency check, and holds every snapshot whose command printed its id.
+// of 200 snapshot writes: whatever a kill interrupts, the file opens, passes
+// the consistency check, and holds every snapshot whose command printed its
+// id. A killed process leaves its writes in the page cache, so this shows
+// that a commit cut short at any point is never half visible; it cannot show
+// what bbolt's syncs are for (a power cut, where unsynced pages are lost).
 func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("200 processes: skipped with -short")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 )
@@ -49,12 +50,19 @@ func TestVersionOverride(t *testing.T) {
 	}
 }
 
+// terminalSafe reports whether s holds no raw escape or bell byte and is valid
+// UTF-8 (a hostile byte written raw is not). strings.ContainsAny will not do:
+// it reads its set as runes, so a "\xff" in the set matches U+FFFD, not the byte.
+func terminalSafe(s string) bool {
+	return !strings.ContainsAny(s, "\x1b\a") && utf8.ValidString(s)
+}
+
 // oneLine checks an error exit: status 2, one line on stderr holding want,
 // no raw control byte, nothing on stdout.
 func oneLine(t *testing.T, args []string, code int, stdout, stderr, want string) {
 	t.Helper()
 	if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "gpusnap: ") ||
-		!strings.Contains(stderr, want) || stdout != "" || strings.ContainsAny(stderr, "\x1b\a\xff") {
+		!strings.Contains(stderr, want) || stdout != "" || !terminalSafe(stderr) {
 		t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line with %q", args, code, stdout, stderr, want)
 	}
 }
