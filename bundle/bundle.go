@@ -1,7 +1,8 @@
 // Package bundle writes and verifies evidence bundles: one tar.gz an incident
 // responder attaches to an incident, holding the two snapshots, the findings,
-// human reports, each involved process's maps diff and the kernel's own text
-// of its files, with a manifest of SHA-256 hashes and an optional ed25519
+// human reports, each involved process's maps diff and the text capture kept
+// of its files (the kernel's bytes, a byte that is not UTF-8 kept as U+FFFD),
+// with a manifest of SHA-256 hashes and an optional ed25519
 // signature. Anyone can check a bundle with `gpusnap verify`, or without
 // gpusnap with `sha256sum -c SHA256SUMS` and openssl. docs/bundle.md has the layout.
 package bundle

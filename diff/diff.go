@@ -61,8 +61,10 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	return r
 }
 
-// rules are the finding kinds, each a plain function over the two snapshots
-// (indexed once in a comparison).
+// rules are the finding kinds, each a function of the comparison (the two
+// snapshots, indexed once) that returns its findings. A rule that could not
+// judge part of them (NVML unread, a GPU without a memory figure, the kernel
+// log unread) says so in the comparison's notes, which the result carries.
 var rules = []func(*comparison) []Finding{
 	leftoverMappings,
 	leftoverHolders,

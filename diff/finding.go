@@ -1,6 +1,7 @@
 // Package diff compares two snapshots and reports what the second holds that
-// the first did not: the findings an operator acts on. Each rule is a plain
-// function over two snapshots; diff never reads /proc.
+// the first did not: the findings an operator acts on. Each rule is a function
+// of the two snapshots that returns its findings and notes what it could not
+// judge; diff never reads /proc.
 package diff
 
 import (
