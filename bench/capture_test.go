@@ -55,15 +55,25 @@ func BenchmarkRawFloor(b *testing.B) {
 	b.ReportMetric(float64(c.Processes), "procs")
 }
 
-// BenchmarkCaptureOverFloor alternates a capture and a floor walk and reports
-// their ratio: on a shared, noisy machine only a ratio measured in one run
+// BenchmarkCaptureOverFloor alternates a capture (by /proc, and by BPF
+// iterators where the kernel loads them) and a floor walk and reports their
+// ratio: on a shared, noisy machine only a ratio measured in one run
 // means anything. x-floor is wall time; x-floor-cpu is CPU time (user and
 // system, every thread of the process), which a capture's workers spread
 // over the CPUs and the one-threaded floor does not: the cost to the host.
 // The target is x-floor <= 1.0 (README, Speed and size).
 func BenchmarkCaptureOverFloor(b *testing.B) {
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		b.Run(path, func(b *testing.B) { captureOverFloor(b, path) })
+	}
+}
+
+func captureOverFloor(b *testing.B, path string) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Path: snapshot.PathProc}
+	opts := snapshot.Options{ProcRoot: "/proc", Path: path, NVML: snapshot.NVMLOptions{Disabled: true}}
+	if _, err := snapshot.Capture(ctx, opts); err != nil {
+		b.Skipf("capture by %s: %v", path, err)
+	}
 	w := floor.NewWalker()
 	var capT, floorT, capCPU, floorCPU time.Duration
 	var c floor.Counts
