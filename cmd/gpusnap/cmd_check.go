@@ -75,12 +75,7 @@ func runCheck(ctx context.Context, g globals, o checkOptions) error {
 		return err
 	}
 	r := diff.Check(snap, o.CheckOptions)
-	if g.JSON {
-		err = diff.WriteJSON(g.Stdout, r)
-	} else {
-		err = diff.WriteText(g.Stdout, r)
-	}
-	if err != nil {
+	if err := printResult(g, r); err != nil {
 		return err
 	}
 	if r.Failed(o.FailOn) {

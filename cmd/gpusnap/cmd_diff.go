@@ -99,12 +99,7 @@ func runDiff(ctx context.Context, g globals, o diffOptions) error {
 	if err != nil {
 		return err
 	}
-	if g.JSON {
-		err = diff.WriteJSON(g.Stdout, r)
-	} else {
-		err = diff.WriteText(g.Stdout, r)
-	}
-	if err != nil {
+	if err := printResult(g, r); err != nil {
 		return err
 	}
 	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.Bundle.write(g, o.FailOn, from, to, o.Compare, r))

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
@@ -41,4 +42,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printResult prints a diff's or a check's result: --json's object, else the
+// text report.
+func printResult(g globals, r *diff.Result) error {
+	if g.JSON {
+		return diff.WriteJSON(g.Stdout, r)
+	}
+	return diff.WriteText(g.Stdout, r)
 }
