@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"os"
 	"slices"
@@ -168,6 +169,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	if err != nil {
 		return nil, err
 	}
+	vmaWalker := maps.Clone(walkedBy)
 	clear(walkedBy)
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
 		p, ok := from(r.Pid, r.Tid)
@@ -215,7 +217,24 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			}
 			continue
 		}
-		cmdline, err := w.r.readWholeAt(cfg.rootfd, cfg.root, name+"/cmdline", w.cmdBuf)
+		// A leader that has exited while its threads run has no mm: its
+		// mappings and fds came from a live thread, and so do its command
+		// line and exe, read in that thread's task directory (where it
+		// maps and holds no device, no thread was seen: /proc/PID's are read).
+		taskDir := name
+		tid := vmaWalker[uint32(p.PID)]
+		if tid == 0 {
+			tid = walkedBy[uint32(p.PID)] // its fds' walker, where it maps no device
+		}
+		if p.State == "Z" && p.Threads > 1 && tid != 0 && tid != uint32(p.PID) {
+			taskDir += "/task/" + strconv.FormatUint(uint64(tid), 10)
+			if p.Exe == "" {
+				if exe, err := w.r.readlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe"); err == nil {
+					p.Exe, p.ExeDeleted = cutDeletedString(exe)
+				}
+			}
+		}
+		cmdline, err := w.r.readWholeAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf)
 		w.cmdBuf = cmdline
 		if err != nil {
 			if vanishedErr(err) {
@@ -251,10 +270,10 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			p.SuspectAnon = anon[uint32(p.PID)]
 			raw := &Raw{Cmdline: string(cmdline), Cgroup: cg}
 			for _, f := range []struct {
-				name string
-				dst  *string
-			}{{"maps", &raw.Maps}, {"status", &raw.Status}} {
-				data, err := w.r.readFileAt(cfg.rootfd, cfg.root, name+"/"+f.name, w.mapsBuf)
+				path, name string
+				dst        *string
+			}{{taskDir, "maps", &raw.Maps}, {name, "status", &raw.Status}} {
+				data, err := w.r.readFileAt(cfg.rootfd, cfg.root, f.path+"/"+f.name, w.mapsBuf)
 				w.mapsBuf = data
 				if err != nil {
 					p.Errors = append(p.Errors, f.name+": "+errText(err))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,4 +152,79 @@ func identity(p *snapshot.Process) snapshot.Process {
 	}
 	q.Errors = errs
 	return q
+}
+
+// leaderExited is a C program whose main thread exits (pthread_exit) while
+// another thread keeps running with an fd on /dev/null: /proc/PID is then a
+// zombie leader with no mm and no fd table of its own.
+const leaderExited = `#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *run(void *a) { (void)a; for (;;) pause(); return 0; }
+int main(void) {
+	int fd = open("/dev/null", O_RDWR);
+	pthread_t t;
+	if (fd < 0 || pthread_create(&t, 0, run, 0)) return 1;
+	printf("%d\n", getpid());
+	fflush(stdout);
+	pthread_exit(0);
+}
+`
+
+// The BPF path reads a process whose leader thread has exited through a live
+// thread: its fds, command line and exe, where /proc/PID shows none.
+func TestBPFReadsThroughALiveThread(t *testing.T) {
+	livetest.Require(t, "gcc")
+	dir := t.TempDir()
+	src, bin := dir+"/leader.c", dir+"/leader-exited"
+	if err := os.WriteFile(src, []byte(leaderExited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v: %s", err, out)
+	}
+	cmd := exec.Command(bin, "--marker")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	buf := make([]byte, 32)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err == nil && strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d's leader did not exit: %s %v", pid, stat, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	snap := capturePath(t, snapshot.PathBPF)
+	for _, p := range snap.Processes {
+		if p.PID != pid {
+			continue
+		}
+		if p.State != "Z" || p.Threads != 2 || p.Defunct() {
+			t.Errorf("state %q, %d threads: want a live process with a zombie leader", p.State, p.Threads)
+		}
+		held := false
+		for _, h := range p.Holders {
+			held = held || h.Target == "/dev/null" && h.DeviceNumber == "1:3"
+		}
+		if !held || p.Exe != bin || len(p.Cmdline) != 2 || p.Cmdline[1] != "--marker" {
+			t.Errorf("read through its live thread: holders %+v, exe %q, cmdline %q; want /dev/null held, %s, --marker", p.Holders, p.Exe, p.Cmdline, bin)
+		}
+		return
+	}
+	t.Fatalf("pid %d is not in the BPF capture", pid)
 }
