@@ -104,8 +104,11 @@ func newReport(in Input) *report {
 // verdict is the one line a responder reads first.
 func verdict(res *diff.Result) string {
 	n := len(res.Findings)
-	if n == 0 {
+	switch {
+	case n == 0 && res.Complete:
 		return "No findings: nothing was left behind between the two snapshots."
+	case n == 0:
+		return "No findings in what was compared, but not everything was: the notes say what was not."
 	}
 	var parts []string
 	for s := diff.Critical; s >= diff.Info; s-- {

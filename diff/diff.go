@@ -2,9 +2,8 @@ package diff
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpusnap/gpusnap/kmsg"
@@ -54,6 +53,7 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 		Findings: findings,
 		Summary:  summarize(findings),
 		Notes:    c.notes,
+		Complete: !c.partial,
 	}
 	if opts.MapsDiff {
 		r.MapsDiffs = c.mapsDiffs(findings)
@@ -71,6 +71,7 @@ var rules = []func(*comparison) []Finding{
 	otherDeviceMappings,
 	renamedDeviceNodes,
 	unexpectedGPUProcesses,
+	unreadableProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
 	transientGPUProcesses,
@@ -103,6 +104,16 @@ type comparison struct {
 
 	// check is set by Check: FROM is a host with nothing allowed, not a capture.
 	check bool
+
+	// partial: some part of the host was not compared (see notCompared).
+	partial bool
+}
+
+// notCompared notes a part of the host the diff could not compare: the
+// result is then not complete, and no findings is not "clean".
+func (c *comparison) notCompared(note string) {
+	c.notes = append(c.notes, note)
+	c.partial = true
 }
 
 // processChange is one process's device uses at TO beside those at FROM.
@@ -168,8 +179,10 @@ func (c *comparison) noteLimits() {
 	if c.from.Host.Hostname != "" && c.to.Host.Hostname != "" && c.from.Host.Hostname != c.to.Host.Hostname {
 		c.notes = append(c.notes, "the snapshots come from different hosts ("+c.from.Host.Hostname+", "+c.to.Host.Hostname+")")
 	}
-	if len(c.to.Scan.RefusedPIDs) > 0 {
-		c.notes = append(c.notes, "processes at TO that refused some reads (PID 1 does, even to root), so what they map or hold may be missing: "+pidList(c.to.Scan.RefusedPIDs))
+	if n := c.to.Scan.Unreadable; n > 0 {
+		// Counts, not PIDs: as a user other than root, thousands refuse.
+		c.notCompared(fmt.Sprintf("%d of %d processes at TO could not be read in full (maps or fds; root reads all but non-dumpable ones): what they map or hold was not compared; those new or newly unreadable since FROM are %s findings",
+			n, len(c.to.Processes), KindUnreadableProcess))
 	}
 }
 
@@ -239,15 +252,6 @@ func (r *Result) Failed(threshold Severity) bool {
 		}
 	}
 	return false
-}
-
-// pidList writes PIDs for a note: "1, 2, 3".
-func pidList(pids []int) string {
-	parts := make([]string, len(pids))
-	for i, p := range pids {
-		parts[i] = strconv.Itoa(p)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // captureTime is when a snapshot was taken, for report lines.

@@ -27,6 +27,7 @@ const (
 	KindForgedKernelMessage   = "forged_kernel_message"
 	KindOutOfAllocation       = "out_of_allocation_gpu_use"
 	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
+	KindUnreadableProcess     = "unreadable_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
@@ -58,6 +59,19 @@ func ParseSeverity(name string) (Severity, error) {
 		}
 	}
 	return Info, fmt.Errorf("unknown severity %q (want one of %s)", name, strings.Join(severityNames, ", "))
+}
+
+// HighestRaised is the highest severity any rule raises. A --fail-on above
+// it could never fail a diff: it would turn the gate off without a word.
+const HighestRaised = High
+
+// ParseFailOn reads a --fail-on threshold: a severity some rule raises.
+func ParseFailOn(name string) (Severity, error) {
+	s, err := ParseSeverity(name)
+	if err == nil && s > HighestRaised {
+		err = fmt.Errorf("no finding is ever %s (the highest is %s): --fail-on %s could never fail, and would let every dirty host pass", s, HighestRaised, name)
+	}
+	return s, err
 }
 
 // MarshalJSON writes the severity's name.
@@ -138,11 +152,16 @@ type Result struct {
 	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.
 	MapsDiffs map[string]string `json:"maps_diffs,omitempty"`
 	// Notes say what the diff could not check (NVML unread at one end, a
-	// different boot, refused processes), so a clean result is read for what it is.
+	// different boot, unreadable processes), so a clean result is read for what it is.
 	Notes []string `json:"notes,omitempty"`
 	// Check is set on a check's result: the GPUs checked, and those that
 	// could not be read. It has no FROM.
 	Check *CheckScope `json:"check,omitempty"`
+	// Complete is true when every part of the host was compared: every
+	// process at TO read in full and NVML's memory figures read at both
+	// ends. No findings and not complete is not clean: the notes say what
+	// was not compared.
+	Complete bool `json:"complete"`
 }
 
 // count writes "1 mapping" or "3 mappings".

@@ -75,8 +75,11 @@ func summaryLine(r *Result) string {
 	if r.Check != nil {
 		line = "gpusnap check: "
 	}
-	if r.Summary.Total == 0 && (r.Check == nil || len(r.Check.Unchecked) == 0) {
+	switch {
+	case r.Summary.Total == 0 && r.Complete && (r.Check == nil || len(r.Check.Unchecked) == 0):
 		line += "clean: "
+	case r.Summary.Total == 0 && r.Check == nil: // a check lists what it could not check
+		line += "no findings in what was compared, but not all was (see the notes): "
 	}
 	line += strings.Join(counts, ", ")
 	if r.Summary.Allowed > 0 {

@@ -12,8 +12,7 @@ import (
 
 // unexpectedGPUProcesses: a live process uses a GPU at TO (NVML lists it, or it
 // holds or maps an NVIDIA device) and did not at FROM. High when it shows a
-// masquerade: its exe under /tmp, /var/tmp, /dev/shm or a hidden directory,
-// deleted, or named otherwise than its comm.
+// masquerade (see masquerade).
 func unexpectedGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	seen := make(map[*snapshot.Process]bool)
@@ -102,12 +101,20 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 // no package installs an executable there.
 var stagingDirs = []string{"/tmp/", "/var/tmp/", "/dev/shm/"}
 
-// masquerade lists the signs that a process hides what it is.
+// masquerade lists the signs that a process hides what it is: its exe under
+// a staging directory or a hidden directory (not a per-user toolchain's),
+// deleted, or named otherwise than its comm; or a user process named like a
+// kernel thread.
 func masquerade(p *snapshot.Process) []string {
-	if p.Exe == "" {
-		return nil // unreadable exe (kernel thread, refused): no evidence either way
-	}
 	var signs []string
+	if !p.KernelThread && kernelThreadName.MatchString(p.Comm) {
+		// Only the kernel sets PF_KTHREAD: a process without it named
+		// kworker/u8:3 chose the name to hide in ps.
+		signs = append(signs, fmt.Sprintf("masquerade: a user process named like a kernel thread (comm \"%s\")", p.Comm))
+	}
+	if p.Exe == "" {
+		return signs // unreadable exe (kernel thread, refused): no evidence either way
+	}
 	for _, dir := range stagingDirs {
 		if strings.HasPrefix(p.Exe, dir) {
 			signs = append(signs, fmt.Sprintf("masquerade: exe %s lies under %s", p.Exe, strings.TrimSuffix(dir, "/")))
@@ -125,15 +132,37 @@ func masquerade(p *snapshot.Process) []string {
 	return signs
 }
 
+// kernelThreadName matches the names the kernel gives its own threads, as
+// ps shows them: the per-CPU and per-device workers, and the singletons.
+var kernelThreadName = regexp.MustCompile(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
+	`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
+
+// toolchainDirs are the hidden directories per-user toolchains install
+// interpreters and tools in: an exe there is what a user's job runs, not a
+// hiding place. They count in a home directory (/home/USER, /root), and a
+// virtual environment's anywhere.
+var toolchainDirs = map[string]bool{
+	".pyenv": true, ".conda": true, ".local": true, ".venv": true, ".virtualenvs": true,
+	".cargo": true, ".rustup": true, ".nvm": true, ".julia": true, ".juliaup": true,
+}
+
+// venvDirs are the toolchain directories that count wherever they lie.
+var venvDirs = map[string]bool{".venv": true, ".virtualenvs": true}
+
 // hiddenElement returns the first directory of exe's path whose name starts
-// with a dot ("/home/u/.cache/"), or "".
+// with a dot ("/home/u/.cache/"), or "" when there is none or it is a
+// per-user toolchain's (toolchainDirs).
 func hiddenElement(exe string) string {
-	dir := path.Dir(exe)
-	elems := strings.Split(dir, "/")
+	elems := strings.Split(path.Dir(exe), "/")
 	for i, e := range elems {
-		if strings.HasPrefix(e, ".") && e != "." && e != ".." {
-			return "directory " + strings.Join(elems[:i+1], "/")
+		if !strings.HasPrefix(e, ".") || e == "." || e == ".." {
+			continue
 		}
+		inHome := (i == 3 && elems[1] == "home") || (i == 2 && elems[1] == "root")
+		if venvDirs[e] || (inHome && toolchainDirs[e]) {
+			return ""
+		}
+		return "directory " + strings.Join(elems[:i+1], "/")
 	}
 	return ""
 }

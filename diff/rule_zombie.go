@@ -17,7 +17,7 @@ func zombieGPUMemory(c *comparison) []Finding {
 		ix   *nvmlIndex
 	}{{"FROM", c.fromNVML}, {"TO", c.toNVML}} {
 		if end.ix.unavailable != "" {
-			c.notes = append(c.notes, "NVML was not read at "+end.name+" ("+end.ix.unavailable+"): GPU memory was not compared")
+			c.notCompared("NVML was not read at " + end.name + " (" + end.ix.unavailable + "): GPU memory was not compared")
 			return nil
 		}
 	}
@@ -28,7 +28,7 @@ func zombieGPUMemory(c *comparison) []Finding {
 		}
 		before := c.fromNVML.poolByID[pl.id]
 		if pl.memory == nil || before == nil || before.memory == nil {
-			c.notes = append(c.notes, pl.label+" lacks a memory figure at FROM or at TO: its memory was not compared")
+			c.notCompared(pl.label + " lacks a memory figure at FROM or at TO: its memory was not compared")
 			continue
 		}
 		if f, ok := c.zombie(pl, before); ok {

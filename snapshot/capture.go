@@ -60,7 +60,8 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 
 	// NVML answers at the driver's pace (its init alone can take longer
 	// than the /proc walk on a GPU host): it is read beside /proc, and
-	// waited for on every return.
+	// waited for on every return, up to its own timeout, or until the
+	// capture is cancelled (SIGTERM): a hung driver must not outlive it.
 	var nv NVML
 	var nvErr error
 	nvDone := make(chan struct{})
@@ -68,7 +69,12 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		defer close(nvDone)
 		nv, nvErr = ReadNVML(opts.NVML)
 	}()
-	defer func() { <-nvDone }()
+	defer func() {
+		select {
+		case <-nvDone:
+		case <-ctx.Done():
+		}
+	}()
 	// The kernel log is read beside /proc too: one read(2) per record.
 	var kernelLog kmsg.Position
 	klDone := make(chan struct{})
@@ -131,12 +137,19 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 			s.Scan.Refused++
 			s.Scan.RefusedPIDs = append(s.Scan.RefusedPIDs, res.p.PID)
 		}
+		if len(res.p.Unreadable) > 0 {
+			s.Scan.Unreadable++
+		}
 		res.p.makeValidUTF8()
 		s.Processes = append(s.Processes, res.p)
 	}
 	s.Scan.ProcessesRead = len(s.Processes)
 
-	<-nvDone
+	select {
+	case <-nvDone:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if nvErr != nil {
 		return nil, nvErr
 	}
@@ -301,6 +314,11 @@ func (w *worker) process(pid int) result {
 		if refusedErr(err) {
 			res.refused = true
 		}
+		// A file that is not there is not one that could not be read: a
+		// fixture tree leaves out what a process does not have.
+		if (what == "maps" || what == "fd") && !errors.Is(err, syscall.ENOENT) {
+			p.Unreadable = append(p.Unreadable, what)
+		}
 		p.Errors = append(p.Errors, what+": "+errText(err))
 		return false
 	}
@@ -349,6 +367,19 @@ func (w *worker) process(pid int) result {
 		return res
 	}
 
+	// A leader that has exited while its other threads run is a zombie
+	// whose /proc/PID shows no command line, exe, maps or fds: they are read
+	// through a live thread (task/TID). Its status stays the leader's: a
+	// thread's NSpid would name the thread.
+	leaderfd, leaderDir := dirfd, w.dir
+	if p.State == "Z" && p.Threads > 1 {
+		if tid, tfd, ok := w.liveThread(pid); ok {
+			defer w.r.close(tfd, true)
+			p.LiveThread = tid
+			w.dirfd, w.dir, dirfd = tfd, w.dir+"/task/"+strconv.Itoa(tid), tfd
+		}
+	}
+
 	cmdline, err := w.r.readWholeAt(dirfd, w.dir, "cmdline", w.cmdBuf)
 	w.cmdBuf = cmdline
 	if err != nil {
@@ -370,7 +401,7 @@ func (w *worker) process(pid int) result {
 		note("exe", err)
 	}
 
-	status, err := w.r.readTaskFileAt(dirfd, w.dir, "status", w.statusBuf)
+	status, err := w.r.readTaskFileAt(leaderfd, leaderDir, "status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		if note("status", err) {
@@ -403,7 +434,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cg, err := w.r.readTaskFileAt(dirfd, w.dir, "cgroup", w.small)
+	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
 	if err != nil {
 		if note("cgroup", err) {
@@ -445,6 +476,40 @@ func (w *worker) process(pid int) result {
 		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: string(cmdline), Cgroup: rawCgroup}
 	}
 	return res
+}
+
+// liveThread finds a thread of process pid other than its exited leader that
+// still runs, and opens its task directory (O_PATH) relative to the
+// process's. ok is false when every thread is gone or the kernel refuses.
+func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
+	taskfd, err := w.r.openDirAt(w.dirfd, w.dir, "task")
+	if err != nil {
+		return 0, -1, false
+	}
+	defer w.r.close(taskfd, true)
+	tids, err := w.r.listInts(taskfd, nil, 1, pidMax-1)
+	if err != nil {
+		return 0, -1, false
+	}
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		name := strconv.Itoa(tid)
+		data, err := w.r.readTaskFileAt(taskfd, w.dir+"/task", name+"/stat", w.small)
+		w.small = data
+		if err != nil {
+			continue
+		}
+		if st, err := parseStat(data); err != nil || st.State == "Z" || st.State == "X" {
+			continue
+		}
+		fd, err := w.r.openat(taskfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		if err == nil {
+			return tid, fd, true
+		}
+	}
+	return 0, -1, false
 }
 
 // mapFilesStat returns the stat function of the maps scanner for one

@@ -249,7 +249,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		p.Cmdline = parseCmdline(cmdline)
 		cg, ok := cgroups[cgroupKeys[i]]
 		if !ok {
-			data, err := w.r.readTaskFileAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
+			data, err := w.r.readWholeAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
 			w.small = data
 			if err != nil {
 				if vanishedErr(err) {

@@ -50,14 +50,17 @@ var (
 
 // sys makes a system call; quick says procfs answers it from the task's own
 // fields without waiting on anything: opening (O_PATH), listing and closing
-// its directories, opening, reading and closing stat, status, cgroup and
-// fdinfo, and readlink (which renders a path). Then, on the live procfs
+// its directories, opening, reading and closing stat, status and fdinfo,
+// and readlink (which renders a path). Then, on the live procfs
 // (r.quick), it is a RawSyscall: the worker keeps its P, and the runtime's
 // bookkeeping around each of the ~30 calls a process costs (entering and
 // leaving the syscall state, sysmon handing the P to another thread) is
 // skipped. Calls that can wait on the target or on a filesystem stay
 // ordinary system calls: maps and cmdline (their open waits out the target's
-// exec, their read takes its mmap lock), stat of an fd or a mapped file (it
+// exec, their read takes its mmap lock), cgroup (its read takes cgroup_mutex,
+// which a stuck cgroup writer, a throttled container runtime, can hold for
+// minutes: a RawSyscall blocked there would pin its P and stall every GC until
+// it returns), stat of an fd or a mapped file (it
 // asks the file's own filesystem, NFS included), and everything in a fixture
 // tree, which may sit on any filesystem.
 func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
@@ -167,9 +170,10 @@ func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, e
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readTaskFileAt is readWholeAt of stat, status, cgroup or fdinfo: files the
-// kernel renders from the task's own fields, taking no lock a tenant can hold
-// and touching no filesystem, so they are read with raw system calls (see sys).
+// readTaskFileAt is readWholeAt of stat, status or fdinfo: files the kernel
+// renders from the task's own fields, taking no lock a tenant can hold and
+// touching no filesystem, so they are read with raw system calls (see sys).
+// Not cgroup: see sys.
 func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, true)
 }

@@ -66,7 +66,13 @@ type Scan struct {
 	// CaptureNote says how the iterators ran (pinned or loaded) on the BPF
 	// path, and why the BPF path was not taken where it was wanted.
 	CaptureNote string `json:"capture_note,omitempty"`
+	// Unreadable counts the processes whose maps or fds could not be read
+	// (Process.Unreadable): what they map or hold is unknown.
+	Unreadable int `json:"unreadable"`
 }
+
+// Partial reports whether some process's maps or fds could not be read.
+func (s *Scan) Partial() bool { return s.Unreadable > 0 }
 
 // Process is one process as /proc showed it.
 type Process struct {
@@ -82,8 +88,12 @@ type Process struct {
 	State string `json:"state,omitempty"`
 	// Threads is field 20 of stat, the threads of the process. A Z process
 	// with more than one is alive: its main thread exited, others run.
-	Threads int      `json:"threads,omitempty"`
-	Cmdline []string `json:"cmdline,omitempty"`
+	Threads int `json:"threads,omitempty"`
+	// LiveThread is the thread (TID) whose task directory was read for the
+	// command line, exe, maps and fds, because the leader had exited (state
+	// Z) while other threads ran; 0 when the process was read as usual.
+	LiveThread int      `json:"live_thread,omitempty"`
+	Cmdline    []string `json:"cmdline,omitempty"`
 
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
 	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
@@ -114,6 +124,11 @@ type Process struct {
 	// Raw keeps the kernel's own text for processes that use an NVIDIA device,
 	// so diffs and evidence bundles hold the kernel's words and not only our parse.
 	Raw *Raw `json:"raw,omitempty"`
+
+	// Unreadable names which of the files that show device use, "maps" and
+	// "fd", could not be read (refused, or another error): what the
+	// process maps or holds is unknown.
+	Unreadable []string `json:"unreadable,omitempty"`
 
 	// Errors names what could not be read for this process ("exe: permission denied").
 	Errors []string `json:"errors,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -45,11 +46,17 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 }
 
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelBaseline, o.Tenant))
+	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
 	if err != nil {
 		return err
 	}
 	snap.Allocation = o.Allocation
+	if why := snap.NVML.Unavailable; why != "" {
+		if sign := snapshot.NVIDIADriverSign(snap.Host.ProcRoot); sign != "" {
+			fmt.Fprintf(g.Stderr, "gpusnap: NVML was not read (%s) though %s shows an NVIDIA driver: GPU memory will not be compared against this baseline (--require-nvml makes this an error)\n",
+				safetext.Escape(why), safetext.Escape(sign))
+		}
+	}
 	if err := storeSnapshot(g, snap); err != nil {
 		return err
 	}

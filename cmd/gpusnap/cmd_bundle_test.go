@@ -250,15 +250,15 @@ func TestDiffBundle(t *testing.T) {
 		}
 	}
 
-	// Nothing at or above --fail-on critical: no bundle, unless --bundle-always.
+	// Nothing at or above --fail-on: no bundle, unless --bundle-always.
 	quiet := filepath.Join(dir, "quiet.tar.gz")
-	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet}, side("after")...)...); code != 0 || errOut != "" {
-		t.Errorf("diff --fail-on critical --bundle: exit %d, stderr %q", code, errOut)
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "high", "--bundle", quiet}, side("before")...)...); code != 0 || errOut != "" {
+		t.Errorf("clean diff --bundle: exit %d, stderr %q", code, errOut)
 	}
 	if _, err := os.Stat(quiet); err == nil {
 		t.Error("a bundle was written for a diff that passed")
 	}
-	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "critical", "--bundle", quiet, "--bundle-always"}, side("after")...)...); code != 0 || !strings.Contains(errOut, "wrote ") {
+	if code, _, errOut := gpusnap(t, append([]string{"diff", "--fail-on", "high", "--bundle", quiet, "--bundle-always"}, side("before")...)...); code != 0 || !strings.Contains(errOut, "wrote ") {
 		t.Errorf("--bundle-always: exit %d, stderr %q", code, errOut)
 	}
 	verifiedManifest(t, quiet)

@@ -30,7 +30,7 @@ func diffCommand() *cli.Command {
 			"  gpusnap diff --json --maps-diff 20261129-2000 20261129-2100 | jq '.findings[] | select(.severity==\"high\")'",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
-			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high, critical)"},
+			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
@@ -58,7 +58,7 @@ func parseDiff(c *cli.Context) (diffOptions, error) {
 		return o, usageError(errors.New("diff needs --tenant T, or FROM [TO]"))
 	}
 	var err error
-	if o.FailOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
+	if o.FailOn, err = diff.ParseFailOn(c.String("fail-on")); err != nil {
 		return o, usageError(fmt.Errorf("--fail-on: %w", err))
 	}
 	if o.Compare, err = parseCompare(c); err != nil {
@@ -151,7 +151,7 @@ func diffTenant(ctx context.Context, g globals, tenant string) (from, to *snapsh
 	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
 		return nil, nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
 	}
-	to, err = snapshot.Capture(ctx, g.captureOptions(snapshot.LabelPost, tenant))
+	to, err = captureHost(ctx, g, snapshot.LabelPost, tenant)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -194,7 +194,7 @@ func diffStored(ctx context.Context, g globals, fromID, toID string) (from, to *
 	if toID != "" {
 		to, err = st.Get(toID)
 	} else {
-		to, err = snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, from.Tenant))
+		to, err = captureHost(ctx, g, snapshot.LabelSnapshot, from.Tenant)
 	}
 	return from, to, err
 }

@@ -79,6 +79,9 @@ func TestDiffScenarios(t *testing.T) {
 			var got []expectedFinding
 			for _, f := range r.Findings {
 				e := expectedFinding{Kind: f.Kind, Severity: f.Severity.String()}
+				if f.Severity > diff.HighestRaised {
+					t.Errorf("%s is %s, above diff.HighestRaised (%s): --fail-on refuses what a rule raises", f.Kind, f.Severity, diff.HighestRaised)
+				}
 				if f.Process != nil {
 					e.PID = f.Process.PID
 				}
@@ -215,9 +218,11 @@ func TestDiffThresholdsAndFailOn(t *testing.T) {
 	if r := diffJSON(t, 1, append([]string{"--zombie-threshold", "4095MiB"}, zombie...)...); len(r.Findings) != 1 {
 		t.Errorf("4 GiB of growth over a 4095 MiB threshold: %v", r.Findings)
 	}
-	if r := diffJSON(t, 0, append([]string{"--fail-on", "critical"}, zombie...)...); r.Summary.Worst != "high" {
-		t.Errorf("--fail-on critical: worst %q", r.Summary.Worst)
-	}
+	// No rule raises critical: a threshold above every finding is refused,
+	// not a gate turned off.
+	args := append([]string{"diff", "--fail-on", "critical"}, zombie...)
+	code, stdout, stderr := gpusnap(t, args...)
+	oneLine(t, args, code, stdout, stderr, "usage: --fail-on: no finding is ever critical")
 	other := append([]string{"--tenant", "other-device-mapping"}, sideArgs(db, "other-device-mapping", "after")...)
 	diffJSON(t, 0, other...)
 	diffJSON(t, 1, append([]string{"--fail-on", "low"}, other...)...)
@@ -226,7 +231,7 @@ func TestDiffThresholdsAndFailOn(t *testing.T) {
 		failOn              string
 		wantLow, wantZombie int
 	}{
-		{"info", 1, 1}, {"low", 1, 1}, {"medium", 0, 1}, {"high", 0, 1}, {"critical", 0, 0}, {"HIGH", 0, 1},
+		{"info", 1, 1}, {"low", 1, 1}, {"medium", 0, 1}, {"high", 0, 1}, {"HIGH", 0, 1},
 	} {
 		diffJSON(t, tc.wantLow, append([]string{"--fail-on", tc.failOn}, other...)...)
 		diffJSON(t, tc.wantZombie, append([]string{"--fail-on", tc.failOn}, zombie...)...)

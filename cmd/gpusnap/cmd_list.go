@@ -42,12 +42,11 @@ func parseList(c *cli.Context) (listOptions, error) {
 }
 
 func runList(_ context.Context, g globals, o listOptions) error {
-	st, err := openStore(g, true)
-	if err != nil {
+	var metas []store.Meta
+	err := readStore(g, func(st *store.Store) (err error) {
+		metas, err = st.List(o.Filter)
 		return err
-	}
-	defer st.Close()
-	metas, err := st.List(o.Filter)
+	})
 	if err != nil {
 		return err
 	}

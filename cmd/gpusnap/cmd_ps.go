@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -45,7 +44,7 @@ type psOptions struct{}
 func parsePs(*cli.Context) (psOptions, error) { return psOptions{}, nil }
 
 func runPs(ctx context.Context, g globals, _ psOptions) error {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
+	snap, err := captureHost(ctx, g, snapshot.LabelSnapshot, "")
 	if err != nil {
 		return err
 	}
@@ -78,14 +77,6 @@ func runPs(ctx context.Context, g globals, _ psOptions) error {
 	}
 	if len(rep.Processes) == 0 {
 		fmt.Fprintln(g.Stderr, "gpusnap: no process maps or holds an NVIDIA device")
-	}
-	if rep.Scan.Refused > 0 {
-		hint := "" // root is refused too by non-dumpable processes and, in some containers, PID 1
-		if os.Geteuid() != 0 {
-			hint = "; run as root to read them"
-		}
-		fmt.Fprintf(g.Stderr, "gpusnap: %d processes refused reads (PIDs %s): what they map or hold is unknown%s\n",
-			rep.Scan.Refused, joinInts(rep.Scan.RefusedPIDs), hint)
 	}
 	return nil
 }
@@ -293,12 +284,4 @@ func psMappings(p snapshot.Process) string {
 		parts = append(parts, s+" "+humanSize(size[k]))
 	}
 	return orDash(strings.Join(parts, ", "))
-}
-
-func joinInts(xs []int) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = strconv.Itoa(x)
-	}
-	return strings.Join(parts, " ")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 func showCommand() *cli.Command {
@@ -40,21 +41,21 @@ func parseShow(c *cli.Context) (showOptions, error) {
 }
 
 func runShow(_ context.Context, g globals, o showOptions) error {
-	st, err := openStore(g, true)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if g.JSON {
-		raw, err := st.GetJSON(o.ID)
-		if err != nil {
-			return err
+	var raw []byte
+	var snap *snapshot.Snapshot
+	err := readStore(g, func(st *store.Store) (err error) {
+		if g.JSON {
+			raw, err = st.GetJSON(o.ID)
+		} else {
+			snap, err = st.GetSelected(o.ID, mayUseNVIDIA)
 		}
-		return printStoredJSON(g.Stdout, raw)
-	}
-	snap, err := st.GetSelected(o.ID, mayUseNVIDIA)
-	if err != nil {
 		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case g.JSON:
+		return printStoredJSON(g.Stdout, raw)
 	}
 	return printSummary(g.Stdout, snap)
 }

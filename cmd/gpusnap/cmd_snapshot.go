@@ -44,7 +44,7 @@ func parseSnapshot(c *cli.Context) (snapshotOptions, error) {
 }
 
 func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(o.Label, o.Tenant))
+	snap, err := captureHost(ctx, g, o.Label, o.Tenant)
 	if err != nil {
 		return err
 	}

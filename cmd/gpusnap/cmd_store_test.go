@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,7 +34,9 @@ func TestGpusnapProcess(t *testing.T) {
 			break
 		}
 	}
-	os.Exit(run(context.Background(), append([]string{"gpusnap"}, args...), os.Stdout, os.Stderr))
+	// SIGTERM and SIGINT cancel the command, as main has them.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(ctx, append([]string{"gpusnap"}, args...), os.Stdout, os.Stderr))
 }
 
 func gpusnapProc(args ...string) *exec.Cmd {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
 		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
+		&cli.DurationFlag{Name: "nvml-timeout", EnvVars: []string{"GPUSNAP_NVML_TIMEOUT"}, Value: 10 * time.Second, Usage: "give up on a libnvidia-ml that does not answer after `DUR`: the snapshot records \"timed out\" and goes on"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: store.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
@@ -41,6 +43,7 @@ type globals struct {
 	RequireNVML bool
 	JSON        bool
 	LockTimeout time.Duration
+	NVMLTimeout time.Duration
 	KernelLog   string // --kmsg; "" lets capture and diff pick (see snapshot.Options.KernelLog)
 	Stdout      io.Writer
 	Stderr      io.Writer
@@ -56,6 +59,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		RequireNVML: lookup(c, "require-nvml", (*cli.Context).Bool),
 		JSON:        lookup(c, "json", (*cli.Context).Bool),
 		LockTimeout: lookup(c, "lock-timeout", (*cli.Context).Duration),
+		NVMLTimeout: lookup(c, "nvml-timeout", (*cli.Context).Duration),
 		KernelLog:   lookup(c, "kmsg", (*cli.Context).String),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
@@ -78,6 +82,9 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	if g.LockTimeout <= 0 {
 		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
 		return g, usageError(fmt.Errorf("--lock-timeout %s: want a positive duration (10s; 1ms not to wait)", g.LockTimeout))
+	}
+	if g.NVMLTimeout <= 0 {
+		return g, usageError(fmt.Errorf("--nvml-timeout %s: want a positive duration (10s)", g.NVMLTimeout))
 	}
 	if g.NoNVML && (g.NVMLFixture != "" || g.RequireNVML) {
 		return g, usageError(errors.New("--no-nvml cannot be combined with --nvml-fixture or --require-nvml"))
@@ -133,6 +140,24 @@ func (g globals) captureOptions(label, tenant string) snapshot.Options {
 			Disabled:    g.NoNVML,
 			FixturePath: g.NVMLFixture,
 			Require:     g.RequireNVML,
+			Timeout:     g.NVMLTimeout,
 		},
 	}
+}
+
+// captureHost captures the host as the global flags say. A capture that
+// could not read some processes' maps or fds says so in one line of counts
+// on stderr (the snapshot names them): what they map or hold is unknown.
+func captureHost(ctx context.Context, g globals, label, tenant string) (*snapshot.Snapshot, error) {
+	snap, err := snapshot.Capture(ctx, g.captureOptions(label, tenant))
+	if err != nil || !snap.Scan.Partial() {
+		return snap, err
+	}
+	hint := "" // root is refused too, by non-dumpable processes
+	if os.Geteuid() != 0 {
+		hint = "; run as root to read them"
+	}
+	fmt.Fprintf(g.Stderr, "gpusnap: partial capture: %d of %d processes could not be read (maps or fds): what they map or hold is unknown%s\n",
+		snap.Scan.Unreadable, len(snap.Processes), hint)
+	return snap, nil
 }

@@ -34,6 +34,22 @@ func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, error) {
 	return procs, nil
 }
 
+// readStore opens --db read-only, runs read, and closes it before returning:
+// a reader copies what it needs and lets go of the store before it writes
+// output, so a reader whose stdout is blocked (`show --json | less`) never
+// holds the lock a prolog's baseline waits for.
+func readStore(g globals, read func(*store.Store) error) error {
+	st, err := openStore(g, true)
+	if err != nil {
+		return err
+	}
+	err = read(st)
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("store %s: %w", g.DB, cerr)
+	}
+	return err
+}
+
 // openStore opens --db; readers open it read-only and never block each other.
 func openStore(g globals, readOnly bool) (*store.Store, error) {
 	return store.Open(g.DB, store.Options{ReadOnly: readOnly, LockTimeout: g.LockTimeout})

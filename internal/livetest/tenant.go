@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,6 +30,11 @@ type Options struct {
 	// GhostComm, when set, is the name the ghost gives itself (prctl
 	// PR_SET_NAME), as a miner calls itself python3; its exe stays the helper.
 	GhostComm string
+	// Exe, when set, is the path the helper is built at, with its directory
+	// made: a workload named and placed as a user's (~/.pyenv/.../python3.11)
+	// or a miner's. Cleanup removes the file. Default: a temporary directory,
+	// under /tmp.
+	Exe string
 }
 
 // Scenario is a tenant that mapped the loop device through a node named
@@ -66,6 +72,9 @@ type Container struct {
 func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 	t.Helper()
 	bin := buildTenant(t)
+	if opts.Exe != "" {
+		bin = copyExe(t, bin, opts.Exe)
+	}
 	sc := &Scenario{Loop: loop, Path: loop.Node}
 	args := []string{"-g"}
 	if opts.GhostComm != "" {
@@ -121,6 +130,50 @@ func Hold(t testing.TB, path string) Proc {
 // arguments).
 func TenantBinary(t testing.TB) string { return buildTenant(t) }
 
+// HoldLeaderExited is Hold whose main thread then exits while three other
+// threads keep the mapping and the fds: /proc/PID is a zombie leader with no
+// maps, fds or exe, and only /proc/PID/task/TID of a live thread shows them.
+// Cleanup kills the whole process by PID.
+func HoldLeaderExited(t testing.TB, path string) Proc {
+	t.Helper()
+	bin := buildTenant(t)
+	procs, exited := runTenant(t, exec.Command(bin, "-t", path), "tenant")
+	p := procs["tenant"]
+	t.Cleanup(func() {
+		// Alive says no to a zombie leader: kill by PID while it is ours.
+		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		<-exited
+	})
+	err := waitFor(fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
+		_, state, err := readStat(p.PID)
+		return err == nil && state == 'Z'
+	})
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	return p
+}
+
+// copyExe copies the helper bin to path (mode 0755, directories made) and
+// returns path; Cleanup removes the file.
+func copyExe(t testing.TB, bin, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, data, 0o755)
+	}
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return path
+}
+
 // buildTenant compiles tenant.c with gcc into a temporary directory.
 func buildTenant(t testing.TB) string {
 	t.Helper()
@@ -131,7 +184,7 @@ func buildTenant(t testing.TB) string {
 		t.Fatalf("livetest: %v", err)
 	}
 	bin := filepath.Join(dir, "tenant")
-	if out, err := exec.Command("gcc", "-O", "-Wall", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O", "-Wall", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("livetest: gcc tenant.c: %v\n%s", err, out)
 	}
 	return bin

@@ -9,6 +9,9 @@
  *               "tenant ..." and "ghost ..." to PIDFILE and exits, so the child
  *               is a true ghost that survives its parent.
  * -n NAME renames the ghost (prctl PR_SET_NAME), as a miner calls itself python3.
+ * -t (without -g): after writing PIDFILE, start three threads that sleep and
+ *    end the main thread (pthread_exit): the leader is a zombie while the
+ *    threads keep the mapping and both fds, and /proc/PID shows none of them.
  * -p FD names an fd open on the host's /proc: inside a pid namespace it turns
  * the process's own PID into the host PID (readlink of "self" answers in the
  * namespace of the proc mount). PIDFILE is written to PIDFILE.tmp and renamed,
@@ -18,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,13 @@
 #include <unistd.h>
 
 static int procfd = -1;
+
+static void *sleeper(void *arg) {
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
 
 static void die(const char *what) {
 	fprintf(stderr, "tenant: %s: %s\n", what, strerror(errno));
@@ -82,23 +93,25 @@ static void writepids(const char *file, const char *lines) {
 }
 
 int main(int argc, char **argv) {
-	int ghost = 0, opt, rw, ro, p[2];
+	int ghost = 0, threads = 0, opt, rw, ro, p[2], i;
+	pthread_t tid;
 	const char *name = NULL;
 	size_t len = 64 * 1024;
 	char lines[256], child[128];
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "gn:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "gn:p:t")) != -1) {
 		switch (opt) {
 		case 'g': ghost = 1; break;
 		case 'n': name = optarg; break;
 		case 'p': procfd = atoi(optarg); break;
-		default: fprintf(stderr, "usage: tenant [-g] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		case 't': threads = 1; break;
+		default: fprintf(stderr, "usage: tenant [-g | -t] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: tenant [-g] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
+		fprintf(stderr, "usage: tenant [-g | -t] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
 		return 2;
 	}
 	rw = open(argv[optind], O_RDWR);
@@ -115,6 +128,12 @@ int main(int argc, char **argv) {
 		if (procfd >= 0)
 			close(procfd);
 		writepids(argv[optind + 1], lines);
+		if (threads) {
+			for (i = 0; i < 3; i++)
+				if ((errno = pthread_create(&tid, NULL, sleeper, NULL)) != 0)
+					die("pthread_create");
+			pthread_exit(NULL);
+		}
 		for (;;)
 			pause();
 	}
