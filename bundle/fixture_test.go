@@ -35,7 +35,7 @@ func testInput() Input {
 		Holders: []snapshot.Holder{{FD: 3, Target: "/dev/nvidiactl", Access: "rw", Class: snapshot.ClassNVIDIA}},
 	}
 	ghostMap := snapshot.Mapping{Address: "7f0000000000-7f0000200000", Start: 0x7f0000000000, End: 0x7f0000200000, Size: 0x200000,
-		Perms: "rw-s", Dev: "00:06", Inode: 811, Path: "/dev/nvidia0", DeviceNumber: "195:0", DeviceType: "char",
+		Perms: "rw-s", Dev: "00:06", Inode: 811, Path: "/dev/nvidia0", DeviceNumber: snapshot.DeviceNumber{Major: 195}, DeviceType: "char",
 		Class: snapshot.ClassNVIDIA, GPUMinor: ptr(0)}
 	ghost := snapshot.Process{
 		PID: 4243, StartTime: 987654, Started: t0.Add(30 * time.Minute), PPID: 1, Comm: "python3",
@@ -43,7 +43,7 @@ func testInput() Input {
 		Cgroups:     []string{"0::/system.slice/docker-" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + ".scope"},
 		ContainerID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ContainerRuntime: "docker",
 		Mappings: []snapshot.Mapping{ghostMap},
-		Holders:  []snapshot.Holder{{FD: 5, Target: "/dev/nvidia0", Access: "rw", Flags: "0100002", DeviceNumber: "195:0", Class: snapshot.ClassNVIDIA, GPUMinor: ptr(0)}},
+		Holders:  []snapshot.Holder{{FD: 5, Target: "/dev/nvidia0", Access: "rw", Flags: "0100002", DeviceNumber: snapshot.DeviceNumber{Major: 195}, Class: snapshot.ClassNVIDIA, GPUMinor: ptr(0)}},
 		Raw: &snapshot.Raw{
 			Maps:    "55d000000000-55d000001000 r--p 00000000 08:01 1234 /usr/bin/python3.11\n" + ghostMap.Line() + "\n",
 			Status:  "Name:\tpython3\nPid:\t4243\nPPid:\t1\nUid:\t1001\t1001\t1001\t1001\n",

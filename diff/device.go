@@ -12,8 +12,8 @@ import (
 // renamed reports whether an NVIDIA device hides behind a path whose last
 // element does not start with "nvidia": capture classed it by its device
 // number, which alone gives it away.
-func renamed(class, devno, p string) bool {
-	return devno != "" && class == snapshot.ClassNVIDIA && !strings.HasPrefix(path.Base(p), "nvidia")
+func renamed(class string, devno snapshot.DeviceNumber, p string) bool {
+	return !devno.IsZero() && class == snapshot.ClassNVIDIA && !strings.HasPrefix(path.Base(p), "nvidia")
 }
 
 // withDeleted renders a path as the kernel does, marked when the node was
@@ -30,7 +30,7 @@ func withDeleted(p string, deleted bool) string {
 // deviceUse is every mapping and holder one process has of one device.
 type deviceUse struct {
 	device   string
-	devno    string
+	devno    snapshot.DeviceNumber
 	devType  string
 	class    string
 	gpuMinor *int
@@ -48,14 +48,14 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 	}
 	byDev := make(map[string]*deviceUse)
 	var order []*deviceUse
-	get := func(dev, devno, devType, class string, minor *int) *deviceUse {
+	get := func(dev string, devno snapshot.DeviceNumber, devType, class string, minor *int) *deviceUse {
 		u := byDev[dev]
 		if u == nil {
 			u = &deviceUse{device: dev, devno: devno, devType: devType, class: class, gpuMinor: minor}
 			byDev[dev] = u
 			order = append(order, u)
 		}
-		if u.devno == "" {
+		if u.devno.IsZero() {
 			u.devno, u.devType = devno, devType
 		}
 		if u.gpuMinor == nil {
@@ -118,8 +118,8 @@ func mappingEvidence(ms []snapshot.Mapping) []string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		line := "maps: " + m.Line()
-		if m.DeviceNumber != "" {
-			line += " [device " + m.DeviceType + " " + m.DeviceNumber + "]"
+		if !m.DeviceNumber.IsZero() {
+			line += " [device " + m.DeviceType + " " + m.DeviceNumber.String() + "]"
 		}
 		out = append(out, line)
 	}
@@ -137,8 +137,8 @@ func holderEvidence(hs []snapshot.Holder) []string {
 		if h.Flags != "" {
 			line += " flags " + h.Flags
 		}
-		if h.DeviceNumber != "" {
-			line += " [device " + h.DeviceType + " " + h.DeviceNumber + "]"
+		if !h.DeviceNumber.IsZero() {
+			line += " [device " + h.DeviceType + " " + h.DeviceNumber.String() + "]"
 		}
 		out = append(out, line)
 	}

@@ -39,13 +39,22 @@ func class(p, devno string) (string, *int) {
 	return snapshot.DeviceClasses{}.Classify(p, kind, known)
 }
 
+// deviceNumber reads a test's "MAJ:MIN" ("" for unknown).
+func deviceNumber(devno string) snapshot.DeviceNumber {
+	var d snapshot.DeviceNumber
+	if err := d.UnmarshalText([]byte(devno)); err != nil {
+		panic(err)
+	}
+	return d
+}
+
 // mapping adds a device mapping; devno "" when capture could not stat it.
 func mapping(p, perms string, start, size, offset uint64, devno string) procOpt {
 	return func(pr *snapshot.Process) {
 		m := snapshot.Mapping{
 			Address: strconv.FormatUint(start, 16) + "-" + strconv.FormatUint(start+size, 16),
 			Start:   start, End: start + size, Size: size, Perms: perms, Offset: offset,
-			Dev: "00:05", Inode: 1000, Path: p, DeviceNumber: devno,
+			Dev: "00:05", Inode: 1000, Path: p, DeviceNumber: deviceNumber(devno),
 		}
 		m.Class, m.GPUMinor = class(p, devno)
 		if devno != "" {
@@ -57,7 +66,7 @@ func mapping(p, perms string, start, size, offset uint64, devno string) procOpt 
 
 func holder(fd int, target, access, devno string) procOpt {
 	return func(pr *snapshot.Process) {
-		h := snapshot.Holder{FD: fd, Target: target, Access: access, DeviceNumber: devno}
+		h := snapshot.Holder{FD: fd, Target: target, Access: access, DeviceNumber: deviceNumber(devno)}
 		h.Class, h.GPUMinor = class(target, devno)
 		if devno != "" {
 			h.DeviceType = "char"

@@ -145,7 +145,7 @@ func (h *history) bestAncestor(survivor *snapshot.Process, m snapshot.Mapping) (
 		if a.proc.Key() == key {
 			continue
 		}
-		if m.DeviceNumber != "" && a.m.DeviceNumber != "" && m.DeviceNumber != a.m.DeviceNumber {
+		if !m.DeviceNumber.IsZero() && !a.m.DeviceNumber.IsZero() && m.DeviceNumber != a.m.DeviceNumber {
 			continue
 		}
 		ppid, seen := h.ppid[a.snap][key]

@@ -126,7 +126,7 @@ func TestRenamedNeedsADeviceNumber(t *testing.T) {
 		{"nvidia", "195:255", "/dev/nvidiactl", false},
 		{"other", "7:3", "/dev/loop3", false},
 	} {
-		if got := renamed(tc.class, tc.devno, tc.path); got != tc.want {
+		if got := renamed(tc.class, deviceNumber(tc.devno), tc.path); got != tc.want {
 			t.Errorf("renamed(%q, %q, %q) = %v, want %v", tc.class, tc.devno, tc.path, got, tc.want)
 		}
 	}

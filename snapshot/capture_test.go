@@ -367,7 +367,7 @@ func TestCaptureLiveProc(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// As root, this process's own fds are readable and /dev/null (if held) has its number.
 		for _, h := range me.Holders {
-			if h.Target == "/dev/null" && (h.DeviceNumber != "1:3" || h.DeviceType != "char") {
+			if h.Target == "/dev/null" && (h.DeviceNumber.String() != "1:3" || h.DeviceType != "char") {
 				t.Errorf("holder of /dev/null: %+v", h)
 			}
 		}

@@ -94,10 +94,10 @@ func lastElem(dir string) string {
 }
 
 // deviceNumber renders a device's own number and type for the snapshot.
-func deviceNumber(k FileKind) (number, typ string) {
+func deviceNumber(k FileKind) (number DeviceNumber, typ string) {
 	typ = "block"
 	if k.Char {
 		typ = "char"
 	}
-	return strconv.FormatUint(uint64(k.Major), 10) + ":" + strconv.FormatUint(uint64(k.Minor), 10), typ
+	return DeviceNumber{Major: k.Major, Minor: k.Minor}, typ
 }

@@ -56,7 +56,7 @@ func TestLiveLowAddressMapping(t *testing.T) {
 			if m.Address != want {
 				continue
 			}
-			if m.DeviceNumber != loop.DeviceNumber() || m.DeviceType != "block" || m.Path != loop.Node || m.Perms != "rw-s" {
+			if m.DeviceNumber.String() != loop.DeviceNumber() || m.DeviceType != "block" || m.Path != loop.Node || m.Perms != "rw-s" {
 				t.Errorf("mapping %s: %+v, want %s block %s rw-s", want, m, loop.DeviceNumber(), loop.Node)
 			}
 			return
@@ -115,7 +115,7 @@ func TestLiveNodeNames(t *testing.T) {
 					continue
 				}
 				found = true
-				if m.Class != want.class || m.Deleted != want.deleted || m.DeviceNumber != loop.DeviceNumber() || m.Perms != "rw-s" {
+				if m.Class != want.class || m.Deleted != want.deleted || m.DeviceNumber.String() != loop.DeviceNumber() || m.Perms != "rw-s" {
 					t.Errorf("mapping of %q: %+v, want class %s, deleted %v, device %s", path, m, want.class, want.deleted, loop.DeviceNumber())
 				}
 			}

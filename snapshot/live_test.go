@@ -108,7 +108,7 @@ func checkGhostDevice(t *testing.T, p *snapshot.Process, pid int, path string, l
 	if m.Dev != dev || m.Inode != inode {
 		t.Errorf("mapping %s: dev field %s inode %d, want the node's filesystem %s and inode %d", m.Line(), m.Dev, m.Inode, dev, inode)
 	}
-	if m.DeviceNumber != loop.DeviceNumber() || m.DeviceType != "block" {
+	if m.DeviceNumber.String() != loop.DeviceNumber() || m.DeviceType != "block" {
 		t.Errorf("mapping %s: device %q %q, want the loop device's own %s block", m.Line(), m.DeviceNumber, m.DeviceType, loop.DeviceNumber())
 	}
 	if m.Class != snapshot.ClassNVIDIA || m.GPUMinor == nil || *m.GPUMinor != 0 {
@@ -127,7 +127,7 @@ func checkGhostDevice(t *testing.T, p *snapshot.Process, pid int, path string, l
 			continue
 		}
 		access[h.Access] = h.FD
-		if h.DeviceNumber != loop.DeviceNumber() || h.DeviceType != "block" || h.Class != snapshot.ClassNVIDIA ||
+		if h.DeviceNumber.String() != loop.DeviceNumber() || h.DeviceType != "block" || h.Class != snapshot.ClassNVIDIA ||
 			h.GPUMinor == nil || *h.GPUMinor != 0 || h.Deleted {
 			t.Errorf("holder fd %d of %s: device %q %q class %q gpu %v deleted %v, want %s block nvidia 0",
 				h.FD, path, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor, h.Deleted, loop.DeviceNumber())
@@ -289,8 +289,8 @@ func checkOracle(t *testing.T, snap *snapshot.Snapshot, uses []oracleUse, devnum
 			t.Errorf("%s reports pid %d using %s; the snapshot lacks the process", u.tool, u.pid, devnum)
 			continue
 		}
-		mapped := slices.ContainsFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.DeviceNumber == devnum })
-		held := slices.ContainsFunc(p.Holders, func(h snapshot.Holder) bool { return h.DeviceNumber == devnum })
+		mapped := slices.ContainsFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.DeviceNumber.String() == devnum })
+		held := slices.ContainsFunc(p.Holders, func(h snapshot.Holder) bool { return h.DeviceNumber.String() == devnum })
 		switch {
 		case u.fd == "" && !mapped && !held:
 			t.Errorf("%s reports pid %d using %s; gpusnap has neither a mapping nor a holder of it", u.tool, u.pid, devnum)
@@ -300,7 +300,7 @@ func checkOracle(t *testing.T, snap *snapshot.Snapshot, uses []oracleUse, devnum
 			fd, _ := strconv.Atoi(u.fd)
 			want := map[string]string{"r": "r", "w": "w", "u": "rw"}[u.access]
 			if !slices.ContainsFunc(p.Holders, func(h snapshot.Holder) bool {
-				return h.FD == fd && h.DeviceNumber == devnum && h.Access == want
+				return h.FD == fd && h.DeviceNumber.String() == devnum && h.Access == want
 			}) {
 				t.Errorf("lsof reports pid %d fd %s%s on %s; gpusnap has no holder fd %d with access %q: %+v",
 					u.pid, u.fd, u.access, devnum, fd, want, p.Holders)
@@ -388,7 +388,7 @@ func TestLiveNotDevices(t *testing.T) {
 	}
 	// Its fds on /dev/zero are device holders all the same: 1:5 is a device.
 	for _, h := range z.Holders {
-		if h.Target == "/dev/zero" && (h.DeviceNumber != "1:5" || h.DeviceType != "char" || h.Class != snapshot.ClassOther) {
+		if h.Target == "/dev/zero" && (h.DeviceNumber.String() != "1:5" || h.DeviceType != "char" || h.Class != snapshot.ClassOther) {
 			t.Errorf("holder of /dev/zero: %+v, want 1:5 char other", h)
 		}
 	}
@@ -413,7 +413,7 @@ func TestLiveNotDevices(t *testing.T) {
 	switch {
 	case i < 0:
 		t.Errorf("pid %d maps %s rw-s; the snapshot has no such mapping: %+v", other.PID, loop.Dev, o.Mappings)
-	case o.Mappings[i].Class != snapshot.ClassOther || o.Mappings[i].DeviceNumber != loop.DeviceNumber() || o.Mappings[i].GPUMinor != nil:
+	case o.Mappings[i].Class != snapshot.ClassOther || o.Mappings[i].DeviceNumber.String() != loop.DeviceNumber() || o.Mappings[i].GPUMinor != nil:
 		t.Errorf("mapping of %s: %+v, want class other, device %s, no GPU", loop.Dev, o.Mappings[i], loop.DeviceNumber())
 	}
 	if o.UsesNVIDIA() {

@@ -123,7 +123,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		if m.GPUMinor != nil {
 			g = strconv.Itoa(*m.GPUMinor)
 		}
-		got = append(got, m.Path+" "+m.Class+" "+m.DeviceNumber+" "+m.DeviceType+" gpu="+g)
+		got = append(got, m.Path+" "+m.Class+" "+m.DeviceNumber.String()+" "+m.DeviceType+" gpu="+g)
 	}
 	want := []string{
 		"/tmp/.x/gpu nvidia 195:2 char gpu=2",
@@ -278,7 +278,7 @@ func TestScanMapsMapFilesName(t *testing.T) {
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("stat of map_files %q, want %q", names, want)
 	}
-	if len(res.Mappings) != 4 || res.Mappings[0].Address != "00200000-00210000" || res.Mappings[0].DeviceNumber != "7:1" {
+	if len(res.Mappings) != 4 || res.Mappings[0].Address != "00200000-00210000" || res.Mappings[0].DeviceNumber.String() != "7:1" {
 		t.Errorf("mappings %+v", res.Mappings)
 	}
 }

@@ -163,9 +163,9 @@ type Mapping struct {
 	Path    string `json:"path,omitempty"` // without " (deleted)"
 	Deleted bool   `json:"deleted,omitempty"`
 	// DeviceNumber is the device's own major:minor, from stat of map_files (root only).
-	DeviceNumber string `json:"device_number,omitempty"`
-	DeviceType   string `json:"device_type,omitempty"` // char or block, where DeviceNumber is known
-	Class        string `json:"class"`
+	DeviceNumber DeviceNumber `json:"device_number,omitzero"`
+	DeviceType   string       `json:"device_type,omitempty"` // char or block, where DeviceNumber is known
+	Class        string       `json:"class"`
 	// GPUMinor is N of /dev/nvidiaN (or the minor of a 195 device below 255): the GPU with NVML minor number N.
 	GPUMinor *int `json:"gpu_minor,omitempty"`
 }
@@ -184,15 +184,15 @@ func (m Mapping) Line() string {
 
 // Holder is an open file descriptor on a device: what fuser -v shows.
 type Holder struct {
-	FD           int    `json:"fd"`
-	Target       string `json:"target"` // link target of /proc/PID/fd/FD, without " (deleted)"
-	Deleted      bool   `json:"deleted,omitempty"`
-	Access       string `json:"access,omitempty"` // r, w or rw, from the flags of /proc/PID/fdinfo/FD
-	Flags        string `json:"flags,omitempty"`  // the octal flags field of fdinfo
-	DeviceNumber string `json:"device_number,omitempty"`
-	DeviceType   string `json:"device_type,omitempty"`
-	Class        string `json:"class"`
-	GPUMinor     *int   `json:"gpu_minor,omitempty"`
+	FD           int          `json:"fd"`
+	Target       string       `json:"target"` // link target of /proc/PID/fd/FD, without " (deleted)"
+	Deleted      bool         `json:"deleted,omitempty"`
+	Access       string       `json:"access,omitempty"` // r, w or rw, from the flags of /proc/PID/fdinfo/FD
+	Flags        string       `json:"flags,omitempty"`  // the octal flags field of fdinfo
+	DeviceNumber DeviceNumber `json:"device_number,omitzero"`
+	DeviceType   string       `json:"device_type,omitempty"`
+	Class        string       `json:"class"`
+	GPUMinor     *int         `json:"gpu_minor,omitempty"`
 }
 
 // Writable reports whether the descriptor was opened for writing.

@@ -345,7 +345,7 @@ func TestDiffRenamedDeviceNode(t *testing.T) {
 		p := &post.Processes[i]
 		for j := range p.Mappings {
 			if m := &p.Mappings[j]; p.PID == 4242 && m.Path == "/dev/nvidia0" {
-				m.Path, m.DeviceNumber, m.DeviceType = "/var/lib/docker/overlay2/l/gpu", "195:0", "char"
+				m.Path, m.DeviceNumber, m.DeviceType = "/var/lib/docker/overlay2/l/gpu", snapshot.DeviceNumber{Major: 195}, "char"
 				renamed++
 			}
 		}
