@@ -219,7 +219,7 @@ func TestBPFReadsThroughALiveThread(t *testing.T) {
 		}
 		held := false
 		for _, h := range p.Holders {
-			held = held || h.Target == "/dev/null" && h.DeviceNumber == "1:3"
+			held = held || h.Target == "/dev/null" && h.DeviceNumber.String() == "1:3"
 		}
 		if !held || p.Exe != bin || len(p.Cmdline) != 2 || p.Cmdline[1] != "--marker" {
 			t.Errorf("read through its live thread: holders %+v, exe %q, cmdline %q; want /dev/null held, %s, --marker", p.Holders, p.Exe, p.Cmdline, bin)
