@@ -281,4 +281,8 @@ func TestNVMLFixtureH200Ghost(t *testing.T) {
 	if u := uses[0].Unaccounted; u == nil || *u != 2796355584-2787115008 {
 		t.Errorf("unaccounted %v, want used minus the listed process's memory", u)
 	}
+	// The ghost's context: all the GPU uses, since no live process is listed.
+	if u := uses[0].UnaccountedByLive(); u == nil || *u != 2796355584 {
+		t.Errorf("unaccounted by live processes %v, want all 2796355584 used", u)
+	}
 }

@@ -295,6 +295,23 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 	return uses
 }
 
+// UnaccountedByLive is used memory minus what the listed processes that are
+// alive use: Unaccounted plus what NVML lists under a PID no live process
+// has (an orphan, or a defunct one), the memory a ghost keeps. nil when it
+// cannot be told, as Unaccounted.
+func (u *GPUUse) UnaccountedByLive() *uint64 {
+	if u.Unaccounted == nil {
+		return nil
+	}
+	live := make([]GPUProcessUse, 0, len(u.Processes))
+	for _, p := range u.Processes {
+		if p.Join != JoinNone && p.Join != JoinDefunct {
+			live = append(live, p)
+		}
+	}
+	return unaccounted(u.Memory, live)
+}
+
 // unaccounted is used memory minus the listed processes' memory, floored at
 // zero (MPS clients and C+G processes can be counted twice by NVML).
 func unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {

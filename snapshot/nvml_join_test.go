@@ -82,6 +82,10 @@ func TestGPUUsage(t *testing.T) {
 	if g.Unaccounted == nil || *g.Unaccounted != 11*gib {
 		t.Errorf("gpu 0 unaccounted: %v, want 11 GiB", g.Unaccounted)
 	}
+	// The orphan 200's 2 GiB is listed, but no live process holds it.
+	if l := g.UnaccountedByLive(); l == nil || *l != 13*gib {
+		t.Errorf("gpu 0 unaccounted by live processes: %v, want 13 GiB", l)
+	}
 	// 400 holds /dev/nvidia0 unlisted; its /dev/nvidiactl is no GPU's; 500 maps nvidia1.
 	if len(g.Unlisted) != 1 || g.Unlisted[0].PID != 400 || len(g.Unlisted[0].Holders) != 1 || g.Unlisted[0].Mappings != nil {
 		t.Errorf("gpu 0 unlisted: %+v", g.Unlisted)
@@ -96,6 +100,9 @@ func TestGPUUsage(t *testing.T) {
 	}
 	if g.Unaccounted != nil {
 		t.Errorf("gpu 1 unaccounted %d, want unknown: pid 8's memory is not available", *g.Unaccounted)
+	}
+	if l := g.UnaccountedByLive(); l != nil {
+		t.Errorf("gpu 1 unaccounted by live processes %d, want unknown", *l)
 	}
 	if len(g.Unlisted) != 1 || g.Unlisted[0].PID != 500 || len(g.Unlisted[0].Mappings) != 1 {
 		t.Errorf("gpu 1 unlisted: %+v", g.Unlisted)

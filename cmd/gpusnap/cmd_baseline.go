@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -19,12 +20,12 @@ func baselineCommand() *cli.Command {
 		UsageText: "gpusnap baseline --tenant T [--json]\n\nRun it before the tenant's job starts (a Slurm prolog, a pod's init);\n" +
 			"`gpusnap diff --tenant T` after the job compares against the newest baseline of T.\n\nExamples:\n" +
 			"  id=$(gpusnap baseline --tenant \"$SLURM_JOB_ID\")\n  gpusnap baseline --tenant pod-7f3c --json | jq .id",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` about to run (required)"},
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given: `LIST` of minor numbers (0,1 or 0-3) and UUIDs " +
-				"(default: SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES; in a Slurm prolog without them, none); " +
+				"(default: the kubelet's, when T is a pod UID it lists; else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES; in a Slurm prolog without them, none); " +
 				"diff --tenant T reports T's use of any other GPU"},
-		},
+		}, podFlags()...),
 		Action: action(parseBaseline, runBaseline),
 	}
 }
@@ -33,6 +34,9 @@ func baselineCommand() *cli.Command {
 type baselineOptions struct {
 	Tenant     string
 	Allocation *snapshot.GPUSet // the GPUs the tenant was given; nil when unknown
+	// Pods is where to ask the kubelet for a pod tenant's GPUs, when --gpus
+	// is not given; nil on no Kubernetes node.
+	Pods *kubelet.Options
 }
 
 func parseBaseline(c *cli.Context) (baselineOptions, error) {
@@ -42,6 +46,9 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 	}
 	var err error
 	o.Allocation, err = allocation(c)
+	if !c.IsSet("gpus") {
+		o.Pods = parsePodFlags(c)
+	}
 	return o, err
 }
 
@@ -55,6 +62,16 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 		if sign := snapshot.NVIDIADriverSign(snap.Host.ProcRoot); sign != "" {
 			fmt.Fprintf(g.Stderr, "gpusnap: NVML was not read (%s) though %s shows an NVIDIA driver: GPU memory will not be compared against this baseline (--require-nvml makes this an error)\n",
 				safetext.Escape(why), safetext.Escape(sign))
+		}
+	}
+	// A pod the kubelet lists: the GPUs it was given, before the environment's.
+	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
+		set, ok, err := pods.GPUsOf(o.Tenant)
+		if err != nil {
+			return err
+		}
+		if ok {
+			snap.Allocation = set
 		}
 	}
 	if err := storeSnapshot(g, snap); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -27,6 +28,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
+			textfileFlag(),
 		},
 		Action: action(parseCheckOptions, runCheck),
 	}
@@ -36,11 +38,12 @@ func checkCommand() *cli.Command {
 // --zombie-threshold) and when to fail.
 type checkOptions struct {
 	diff.CheckOptions
-	FailOn diff.Severity
+	FailOn   diff.Severity
+	Textfile string // --textfile: the result as metrics (docs/metrics.md)
 }
 
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	var o checkOptions
+	o := checkOptions{Textfile: c.String("textfile")}
 	var err error
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
@@ -70,11 +73,19 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 // runCheck captures the host, checks it and reports: exit 1 on findings at
 // or above --fail-on, else exit 2 when a GPU asked for could not be read.
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
+	run := metrics.Run{Command: "check"}
+	err := checkAndReport(ctx, g, o, &run)
+	return writeTextfile(g.Stderr, o.Textfile, run, err)
+}
+
+// checkAndReport checks the host and prints it, filling run with what it saw.
+func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics.Run) error {
 	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
 		return err
 	}
 	r := diff.Check(snap, o.CheckOptions)
+	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
 	if err := printResult(g, r); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/kmsg"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -34,6 +35,7 @@ func diffCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
+			textfileFlag(),
 		}, diffBundleFlags()...),
 		Action: action(parseDiff, runDiff),
 	}
@@ -47,10 +49,11 @@ type diffOptions struct {
 	FailOn       diff.Severity
 	Compare      diff.Options
 	Bundle       diffBundle
+	Textfile     string // --textfile: the result as metrics (docs/metrics.md)
 }
 
 func parseDiff(c *cli.Context) (diffOptions, error) {
-	o := diffOptions{Tenant: c.String("tenant"), FromID: c.Args().Get(0), ToID: c.Args().Get(1)}
+	o := diffOptions{Tenant: c.String("tenant"), FromID: c.Args().Get(0), ToID: c.Args().Get(1), Textfile: c.String("textfile")}
 	switch n := c.NArg(); {
 	case o.Tenant != "" && n > 0:
 		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
@@ -83,7 +86,15 @@ func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 	return opts, nil
 }
 
+// runDiff diffs and reports, and records the run in --textfile's file.
 func runDiff(ctx context.Context, g globals, o diffOptions) error {
+	run := metrics.Run{Command: "diff"}
+	err := diffAndReport(ctx, g, o, &run)
+	return writeTextfile(g.Stderr, o.Textfile, run, err)
+}
+
+// diffAndReport runs the diff and prints it, filling run with what it saw.
+func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.Run) error {
 	var from, to *snapshot.Snapshot
 	var storeErr error // the post snapshot not stored: said after the verdict, never in its place
 	var err error
@@ -99,6 +110,7 @@ func runDiff(ctx context.Context, g globals, o diffOptions) error {
 	if err != nil {
 		return err
 	}
+	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
 	if err := printResult(g, r); err != nil {
 		return err
 	}

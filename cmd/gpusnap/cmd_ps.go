@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -21,7 +22,10 @@ func psCommand() *cli.Command {
 		UsageText: "gpusnap ps [--json]\n\nExamples:\n" +
 			"  gpusnap ps\n" +
 			"  gpusnap ps --json | jq '.processes[] | {pid, exe, container_id}'\n" +
-			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml",
+			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml\n\n" +
+			"On a Kubernetes node (the kubelet's pod-resources socket is there), each GPU shows the pods given it,\n" +
+			"and a process of another pod that uses it.",
+		Flags:  podFlags(),
 		Action: action(parsePs, runPs),
 	}
 }
@@ -36,19 +40,28 @@ type psReport struct {
 	GPUs []snapshot.GPUUse `json:"gpus,omitempty"`
 	// NVMLUnavailable says why there is no GPUs section, unless --no-nvml.
 	NVMLUnavailable string `json:"nvml_unavailable,omitempty"`
+	// Pods are the pods the kubelet says were given a GPU (docs/kubernetes.md).
+	Pods []kubelet.Pod `json:"pods,omitempty"`
 }
 
-// psOptions: ps takes no options of its own; the global flags say what to read.
-type psOptions struct{}
+// psOptions: where to ask the kubelet which pod was given which GPU; the
+// global flags say what else to read.
+type psOptions struct {
+	Pods *kubelet.Options // nil: no Kubernetes node
+}
 
-func parsePs(*cli.Context) (psOptions, error) { return psOptions{}, nil }
+func parsePs(c *cli.Context) (psOptions, error) { return psOptions{Pods: parsePodFlags(c)}, nil }
 
-func runPs(ctx context.Context, g globals, _ psOptions) error {
+func runPs(ctx context.Context, g globals, o psOptions) error {
 	snap, err := captureHost(ctx, g, snapshot.LabelSnapshot, "")
 	if err != nil {
 		return err
 	}
 	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []snapshot.Process{}, GPUs: snapshot.GPUUsage(snap)}
+	alloc := podAllocations(ctx, g, o.Pods)
+	if alloc != nil {
+		rep.Pods = alloc.Pods
+	}
 	if snap.NVML.Source != snapshot.NVMLSourceDisabled {
 		rep.NVMLUnavailable = snap.NVML.Unavailable
 	}
@@ -71,7 +84,7 @@ func runPs(ctx context.Context, g globals, _ psOptions) error {
 	if err := printPsTable(g.Stdout, rep.Processes); err != nil {
 		return err
 	}
-	printPsGPUs(g.Stdout, rep.GPUs)
+	printPsGPUs(g.Stdout, rep.GPUs, alloc)
 	if rep.NVMLUnavailable != "" {
 		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
 	}
@@ -97,8 +110,9 @@ func printPsTable(w io.Writer, procs []snapshot.Process) error {
 // printPsGPUs prints, per GPU: memory used and what no listed process
 // accounts for, the processes NVML lists with their memory and utilization,
 // and the processes that hold or map its /dev/nvidiaN without being listed.
-func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
-	for _, gu := range gpus {
+func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc *kubelet.Allocations) {
+	for i := range gpus {
+		gu := gpus[i]
 		node := "-"
 		if gu.MinorNumber != nil {
 			node = "/dev/nvidia" + strconv.Itoa(*gu.MinorNumber)
@@ -123,7 +137,53 @@ func printPsGPUs(w io.Writer, gpus []snapshot.GPUUse) {
 			fmt.Fprintf(w, "  not listed by NVML: %d %s %s holders %s mappings %s\n", u.PID, psUser(*u.Process),
 				psComm(*u.Process), psHolders(u.Holders), psMappings(snapshot.Process{Mappings: u.Mappings}))
 		}
+		if alloc != nil {
+			printPsPods(w, &gpus[i], alloc)
+		}
 	}
+}
+
+// printPsPods prints the pods given the GPU, then every process of another
+// pod that uses it (listed by NVML, holding or mapping its node).
+func printPsPods(w io.Writer, gu *snapshot.GPUUse, alloc *kubelet.Allocations) {
+	var given []string
+	for _, p := range alloc.PodsOf(gu) {
+		given = append(given, psPod(p))
+	}
+	if len(given) == 0 {
+		given = []string{"no pod"}
+	}
+	fmt.Fprintf(w, "  allocated to: %s\n", strings.Join(given, ", "))
+	var users []*snapshot.Process
+	for _, p := range gu.Processes {
+		users = append(users, p.Process)
+	}
+	for _, u := range gu.Unlisted {
+		users = append(users, u.Process)
+	}
+	for _, p := range users {
+		if p == nil || p.PodUID == "" {
+			continue
+		}
+		if outside, _ := alloc.Outside(p.PodUID, gu); outside {
+			fmt.Fprintf(w, "  OUTSIDE ALLOCATION: %d %s of pod %s uses this GPU\n", p.PID, psComm(*p), psPodUID(p.PodUID, alloc))
+		}
+	}
+}
+
+// psPod is "namespace/name (uid)".
+func psPod(p kubelet.Pod) string {
+	return safetext.Escape(p.Namespace+"/"+p.Name) + " (" + orDash(safetext.Escape(p.UID)) + ")"
+}
+
+// psPodUID names a pod by its UID, and by name where the kubelet listed it.
+func psPodUID(uid string, alloc *kubelet.Allocations) string {
+	for _, p := range alloc.Pods {
+		if p.UID == uid {
+			return psPod(p)
+		}
+	}
+	return safetext.Escape(uid) + " (given no GPU)"
 }
 
 // psGPUMemory is "62.0GiB used of 79.6GiB, 2.0GiB unaccounted".

@@ -1,0 +1,26 @@
+// Package prometheus holds gpusnap's Prometheus alerting rules; its test runs
+// Prometheus' own rule checker and unit tests on them.
+package prometheus
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// TestRules checks the rules and runs their unit tests with promtool, the
+// rule engine Prometheus itself evaluates them with.
+func TestRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus): rules not tested")
+	}
+	for _, args := range [][]string{
+		{"check", "rules", "gpusnap-rules.yml"},
+		{"test", "rules", "gpusnap-rules.test.yml"},
+	} {
+		out, err := exec.Command(promtool, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %v: %v\n%s", args, err, out)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+// Package kubelet reads what the kubelet of this node says about its pods:
+// which pod was given which GPU, from the kubelet's pod-resources API (the
+// gRPC service on a unix socket that dcgm-exporter reads), joined to each
+// pod's UID, which is what a process's cgroup names.
+package kubelet
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// DefaultSocket is where the kubelet serves the pod-resources API.
+const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+// DefaultPodLogs is the kubelet's pod log directory: one directory per pod,
+// named namespace_name_uid (the kubelet's BuildPodLogsDirectory).
+const DefaultPodLogs = "/var/log/pods"
+
+// Limits: the kubelet answers in well under a second, and even a node of
+// hundreds of pods lists a few hundred KiB; a socket that answers more, or
+// slower, is not read further.
+const (
+	DefaultTimeout = 5 * time.Second
+	maxMessage     = 16 << 20
+	maxLogDirs     = 100_000
+	gpuResource    = "nvidia.com/gpu"
+	migResourcePre = "nvidia.com/mig-" // MIG devices under the device plugin's mixed strategy
+)
+
+// Pod is a pod the kubelet lists and the GPUs it was given.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID is the pod's UID, as its processes' cgroups name it; "" when no
+	// directory of the pod log directory names the pod once.
+	UID string `json:"uid,omitempty"`
+	// GPUs are the device ids of the pod's nvidia.com/gpu (and MIG)
+	// resources: GPU UUIDs under the device plugin's default uuid strategy,
+	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG.
+	GPUs []string `json:"gpus"`
+}
+
+// Options say where to ask.
+type Options struct {
+	Socket  string        // DefaultSocket when ""
+	PodLogs string        // DefaultPodLogs when ""
+	Timeout time.Duration // DefaultTimeout when 0
+}
+
+// Read asks the kubelet which pods were given a GPU. When a pod's UID cannot
+// be told, the allocations come back incomplete with an error naming the pod:
+// what could not be joined is said, not dropped. When the kubelet cannot be
+// asked, they are nil.
+func Read(ctx context.Context, o Options) (*Allocations, error) {
+	pods, listed, err := gpuPods(ctx, o)
+	if !listed {
+		return nil, err
+	}
+	return &Allocations{Pods: pods, Complete: err == nil}, err
+}
+
+// gpuPods lists the pods that were given a GPU, and whether the kubelet
+// answered; a pod whose UID cannot be told has UID "" and is named in the error.
+func gpuPods(ctx context.Context, o Options) (pods []Pod, listed bool, err error) {
+	socket := cmp.Or(o.Socket, DefaultSocket)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(o.Timeout, DefaultTimeout))
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+	if err != nil {
+		return nil, false, fmt.Errorf("kubelet pod-resources %s: %w", socket, err)
+	}
+	defer conn.Close()
+	res, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{}, grpc.WaitForReady(false))
+	if err != nil {
+		return nil, false, fmt.Errorf("kubelet pod-resources %s: %w", socket, err)
+	}
+	for _, pr := range res.GetPodResources() {
+		p := Pod{Namespace: pr.GetNamespace(), Name: pr.GetName()}
+		for _, c := range pr.GetContainers() {
+			for _, d := range c.GetDevices() {
+				if r := d.GetResourceName(); r == gpuResource || strings.HasPrefix(r, migResourcePre) {
+					p.GPUs = append(p.GPUs, d.GetDeviceIds()...)
+				}
+			}
+		}
+		if len(p.GPUs) == 0 {
+			continue
+		}
+		slices.Sort(p.GPUs)
+		p.GPUs = slices.Compact(p.GPUs)
+		pods = append(pods, p)
+	}
+	return pods, true, joinUIDs(pods, cmp.Or(o.PodLogs, DefaultPodLogs))
+}
+
+// joinUIDs fills each pod's UID from the pod log directory's names,
+// namespace_name_uid: neither a namespace nor a pod name may hold "_".
+func joinUIDs(pods []Pod, dir string) error {
+	if len(pods) == 0 {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("pod UIDs: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(maxLogDirs)
+	if err != nil && len(names) == 0 {
+		return fmt.Errorf("pod UIDs: %s: %w", dir, err)
+	}
+	uids := map[string][]string{} // namespace_name -> UIDs
+	for _, n := range names {
+		i := strings.LastIndexByte(n, '_')
+		if i <= 0 || strings.Count(n, "_") != 2 {
+			continue
+		}
+		uids[n[:i]] = append(uids[n[:i]], n[i+1:])
+	}
+	var unjoined []string
+	for i := range pods {
+		p := &pods[i]
+		switch u := uids[p.Namespace+"_"+p.Name]; len(u) {
+		case 1:
+			p.UID = u[0]
+		case 0:
+			unjoined = append(unjoined, p.Namespace+"/"+p.Name+" (no directory in "+dir+")")
+		default:
+			unjoined = append(unjoined, p.Namespace+"/"+p.Name+" (directories of "+fmt.Sprint(len(u))+" pods of that name in "+dir+")")
+		}
+	}
+	if len(unjoined) > 0 {
+		return errors.New("pod UIDs not known, so their processes are not joined to them: " + strings.Join(unjoined, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package kubelet
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/gpusnap/gpusnap/kubelet/kubelettest"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// podLogs makes a pod log directory with one directory per name.
+func podLogs(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const (
+	uidTrain = "0f6c1a52-8a3e-4c1b-9d7e-2b5f4a6c8d10"
+	uidMIG   = "7d2e9b40-1c5a-4f3e-8b6d-9a0c2e4f6b81"
+	gpuA     = "GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c"
+	gpuB     = "GPU-8f2c7d3e-4a5b-4c6d-9e8f-0a1b2c3d4e5f"
+	migA     = "MIG-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+)
+
+func TestGPUPods(t *testing.T) {
+	socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{
+		// Two containers, one GPU each (one listed twice), and a device that is no GPU.
+		kubelettest.Pod("ml", "train-0",
+			kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", gpuB), kubelettest.Devices("example.com/nic", "nic0")),
+			kubelettest.Container("sidecar", kubelettest.Devices("nvidia.com/gpu", gpuA, gpuB))),
+		kubelettest.Pod("ml", "web"), // no GPU: not listed
+		kubelettest.Pod("infer", "mig-0", kubelettest.Container("c", kubelettest.Devices("nvidia.com/mig-1g.10gb", migA))),
+	}})
+	logs := podLogs(t, "ml_train-0_"+uidTrain, "infer_mig-0_"+uidMIG, "ml_web_11111111-2222-3333-4444-555555555555", "not-a-pod")
+	a, err := Read(context.Background(), Options{Socket: socket, PodLogs: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := a.Pods
+	if !a.Complete {
+		t.Error("allocations incomplete, though every pod's UID is known")
+	}
+	want := []Pod{
+		{Namespace: "ml", Name: "train-0", UID: uidTrain, GPUs: []string{gpuA, gpuB}},
+		{Namespace: "infer", Name: "mig-0", UID: uidMIG, GPUs: []string{migA}},
+	}
+	if !reflect.DeepEqual(pods, want) {
+		t.Errorf("pods:\n got %+v\nwant %+v", pods, want)
+	}
+}
+
+// A pod whose UID cannot be told is returned, with the reason, never dropped.
+func TestGPUPodsUnjoined(t *testing.T) {
+	socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{
+		kubelettest.Pod("ml", "train-0", kubelettest.Container("c", kubelettest.Devices("nvidia.com/gpu", gpuA))),
+		kubelettest.Pod("ml", "train-1", kubelettest.Container("c", kubelettest.Devices("nvidia.com/gpu", gpuB))),
+	}})
+	// train-0's old pod (same name, another UID) still has its directory.
+	logs := podLogs(t, "ml_train-0_"+uidTrain, "ml_train-0_"+uidMIG)
+	a, err := Read(context.Background(), Options{Socket: socket, PodLogs: logs})
+	if a == nil || a.Complete {
+		t.Fatalf("allocations %+v: want them, incomplete", a)
+	}
+	pods := a.Pods
+	if err == nil || !strings.Contains(err.Error(), "ml/train-0 (directories of 2 pods") || !strings.Contains(err.Error(), "ml/train-1 (no directory") {
+		t.Errorf("error %v: want both pods named", err)
+	}
+	if len(pods) != 2 || pods[0].UID != "" || pods[1].UID != "" || pods[1].GPUs[0] != gpuB {
+		t.Errorf("pods %+v: want both, without UIDs", pods)
+	}
+}
+
+func TestGPUPodsErrors(t *testing.T) {
+	// No kubelet: an error naming the socket, at once.
+	missing := filepath.Join(t.TempDir(), "kubelet.sock")
+	if a, err := Read(context.Background(), Options{Socket: missing}); a != nil || err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing socket: %v", err)
+	}
+
+	// A kubelet that does not answer: given up after the timeout.
+	hung := kubelettest.Serve(t, &kubelettest.Lister{Hang: true})
+	start := time.Now()
+	_, err := Read(context.Background(), Options{Socket: hung, Timeout: 200 * time.Millisecond})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("hung kubelet: %v after %v", err, time.Since(start))
+	}
+
+	// An answer larger than any node's: refused, not read into memory (given
+	// a minute, so the size refuses it on a loaded machine, not the clock).
+	ids := make([]string, 0, 200_000)
+	for i := range cap(ids) {
+		ids = append(ids, strings.Repeat("x", 90)+string(rune('a'+i%26)))
+	}
+	huge := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{kubelettest.Pod("ml", "huge", kubelettest.Container("c", kubelettest.Devices("nvidia.com/gpu", ids...)))}})
+	if _, err := Read(context.Background(), Options{Socket: huge, Timeout: time.Minute}); err == nil || !strings.Contains(err.Error(), "ResourceExhausted") {
+		t.Errorf("an 18 MB answer: %v, want refused", err)
+	}
+}
+
+func TestAllocations(t *testing.T) {
+	gpu0 := &snapshot.GPUUse{Index: 0, UUID: gpuA}
+	gpu1 := &snapshot.GPUUse{Index: 1, UUID: gpuB, MIG: []snapshot.MIGUse{{UUID: migA}}}
+	a := &Allocations{Complete: true, Pods: []Pod{
+		{Namespace: "ml", Name: "train-0", UID: uidTrain, GPUs: []string{gpuA}},
+		{Namespace: "infer", Name: "mig-0", UID: uidMIG, GPUs: []string{migA}},
+		{Namespace: "idx", Name: "by-index", UID: "idx-uid", GPUs: []string{"1"}},
+	}}
+	if p := a.PodsOf(gpu0); len(p) != 1 || p[0].Name != "train-0" {
+		t.Errorf("pods of GPU 0: %+v", p)
+	}
+	if p := a.PodsOf(gpu1); len(p) != 2 || p[0].Name != "mig-0" || p[1].Name != "by-index" {
+		t.Errorf("pods of GPU 1 (a MIG device of it, and by index): %+v", p)
+	}
+	for _, c := range []struct {
+		uid           string
+		gpu           *snapshot.GPUUse
+		outside, know bool
+	}{
+		{uidTrain, gpu0, false, true},
+		{uidTrain, gpu1, true, true},
+		{uidMIG, gpu1, false, true},
+		{"other-pod", gpu0, true, true}, // a pod given no GPU
+		{"", gpu0, false, false},        // no pod: nothing to say
+	} {
+		if out, know := a.Outside(c.uid, c.gpu); out != c.outside || know != c.know {
+			t.Errorf("Outside(%s, GPU %d) = %v, %v; want %v, %v", c.uid, c.gpu.Index, out, know, c.outside, c.know)
+		}
+	}
+	if set, ok, err := a.GPUsOf(uidTrain); !ok || err != nil || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuA {
+		t.Errorf("GPUs of train-0: %+v, %v, %v", set, ok, err)
+	}
+	if set, ok, err := a.GPUsOf("idx-uid"); !ok || err != nil || len(set.Minors) != 1 || set.Minors[0] != 1 {
+		t.Errorf("GPUs of by-index (index strategy): %+v, %v, %v", set, ok, err)
+	}
+	if _, ok, _ := a.GPUsOf("other-pod"); ok {
+		t.Error("a pod the kubelet did not list has GPUs")
+	}
+	// With a GPU pod whose UID is unknown, an unknown pod may be that one.
+	a.Complete = false
+	if out, know := a.Outside("other-pod", gpu0); out || know {
+		t.Errorf("incomplete: Outside(other-pod) = %v, %v; want false, false", out, know)
+	}
+}

@@ -1,0 +1,147 @@
+// Package metrics turns what gpusnap saw into Prometheus metrics: the result
+// of a diff or check run, written atomically as a node_exporter textfile, and
+// the families a long-running watch serves on /metrics. docs/metrics.md lists
+// every family with its labels.
+//
+// No family has a PID, exe, pod, job or tenant label: those are in the
+// findings and bundles. One series per process is the cardinality trap
+// process exporters fell into; here a series is a node, a GPU, a command, a
+// finding kind or an event kind, all bounded.
+package metrics
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// Verdict is how a run ended, as its exit status says.
+type Verdict string
+
+// The verdicts, one for each exit status.
+const (
+	VerdictClean    Verdict = "clean"    // exit 0: nothing at or above --fail-on
+	VerdictFindings Verdict = "findings" // exit 1: something at or above --fail-on
+	VerdictError    Verdict = "error"    // exit 2: the run could not say
+)
+
+// verdicts are every value of gpusnap_last_run_verdict's verdict label: each
+// is written, 1 for the run's and 0 for the others, so a query for one
+// verdict finds a series whatever the run said.
+var verdicts = []Verdict{VerdictClean, VerdictFindings, VerdictError}
+
+// Run is what one run of a command saw.
+type Run struct {
+	Command string    // "diff", "check"
+	End     time.Time // when the run ended
+	Verdict Verdict
+	// Findings are the run's findings, after --allow.
+	Findings []diff.Finding
+	// GPUs are the GPUs of the run's newest capture (snapshot.GPUUsage), for
+	// the memory no live process accounts for; nil when NVML was not read.
+	GPUs []snapshot.GPUUse
+	// Unchecked counts what the run could not check (its report's notes).
+	Unchecked int
+}
+
+// Set is the metric families of one gpusnap process, on their own registry.
+type Set struct {
+	reg         *prometheus.Registry
+	build       *prometheus.GaugeVec
+	findings    *prometheus.GaugeVec
+	unaccounted *prometheus.GaugeVec
+	runTime     *prometheus.GaugeVec
+	runVerdict  *prometheus.GaugeVec
+	unchecked   *prometheus.GaugeVec
+	version     string
+}
+
+// New registers the run families and gpusnap_build_info on a new registry.
+// Every family carries a command label: a diff and a check textfile sit side
+// by side in node_exporter's directory, and node_exporter refuses the same
+// series from two files.
+func New(version string) *Set {
+	s := &Set{
+		reg: prometheus.NewRegistry(),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_build_info",
+			Help: "Always 1: the gpusnap version and Go version the command was built with.",
+		}, []string{"command", "version", "goversion"}),
+		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_findings",
+			Help: "Findings of the command's last run, by kind and severity (after --allow); a kind and severity found nothing has no series.",
+		}, []string{"command", "kind", "severity"}),
+		unaccounted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_gpu_unaccounted_memory_bytes",
+			Help: "GPU memory in use that no live process accounts for (a ghost's context under a dead PID counts), at the command's last capture; no series for a GPU where it cannot be told.",
+		}, []string{"command", "gpu_uuid"}),
+		runTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_last_run_timestamp_seconds",
+			Help: "When the command's last run ended, in seconds since the Unix epoch.",
+		}, []string{"command"}),
+		runVerdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_last_run_verdict",
+			Help: "1 for the verdict of the command's last run (clean: exit 0, findings: exit 1, error: exit 2), 0 for the others.",
+		}, []string{"command", "verdict"}),
+		unchecked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_last_run_unchecked",
+			Help: "What the command's last run could not check (NVML unread, refused processes, another boot): the notes of its report.",
+		}, []string{"command"}),
+	}
+	s.reg.MustRegister(s.build, s.findings, s.unaccounted, s.runTime, s.runVerdict, s.unchecked)
+	s.version = version
+	return s
+}
+
+// Registry is where the families are registered, for a caller's own.
+func (s *Set) Registry() *prometheus.Registry { return s.reg }
+
+// Observe records a run, replacing what the command's last run recorded.
+func (s *Set) Observe(r Run) {
+	s.setBuild(r.Command)
+	s.findings.DeletePartialMatch(prometheus.Labels{"command": r.Command})
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		s.findings.WithLabelValues(r.Command, f.Kind, f.Severity.String()).Inc()
+	}
+	s.unaccounted.DeletePartialMatch(prometheus.Labels{"command": r.Command})
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
+		if u := g.UnaccountedByLive(); u != nil && g.UUID != "" {
+			s.unaccounted.WithLabelValues(r.Command, g.UUID).Set(float64(*u))
+		}
+	}
+	s.runTime.WithLabelValues(r.Command).Set(float64(r.End.UnixNano()) / 1e9)
+	for _, v := range verdicts {
+		s.runVerdict.WithLabelValues(r.Command, string(v)).Set(boolValue(v == r.Verdict))
+	}
+	s.unchecked.WithLabelValues(r.Command).Set(float64(r.Unchecked))
+}
+
+// setBuild writes gpusnap_build_info for a command.
+func (s *Set) setBuild(command string) {
+	s.build.WithLabelValues(command, s.version, runtime.Version()).Set(1)
+}
+
+// WriteTextfile writes every family to path for node_exporter's textfile
+// collector: into a temporary file beside it, made readable by all (the
+// collector runs as its own user), then renamed over it, so the collector
+// never reads half a file.
+func (s *Set) WriteTextfile(path string) error {
+	if err := prometheus.WriteToTextfile(path, s.reg); err != nil {
+		return fmt.Errorf("textfile %s: %w", path, err)
+	}
+	return nil
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

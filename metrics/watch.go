@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Watch is the families of a running `gpusnap watch`, served on /metrics
+// beside the run families and the watch process's own CPU and memory (what
+// watch costs a node is read off process_cpu_seconds_total).
+type Watch struct {
+	// Events counts the events recorded, by kind.
+	Events *prometheus.CounterVec
+	// LostEvents counts the events the kernel or watch dropped before they
+	// were recorded.
+	LostEvents prometheus.Counter
+	// LastFlush is when watch last flushed events to the store, in seconds
+	// since the epoch.
+	LastFlush prometheus.Gauge
+
+	mu    sync.Mutex
+	mode  *prometheus.GaugeVec
+	modes []string // every mode set so far
+}
+
+// Watch registers the watch families on the set's registry; call it once.
+func (s *Set) Watch() *Watch {
+	s.setBuild("watch")
+	w := &Watch{
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpusnap_watch_events_total",
+			Help: "Events watch recorded, by kind.",
+		}, []string{"kind"}),
+		LostEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpusnap_watch_lost_events_total",
+			Help: "Events lost before watch recorded them (a full kernel ring buffer, a full queue).",
+		}),
+		LastFlush: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpusnap_watch_last_flush_timestamp_seconds",
+			Help: "When watch last flushed events to the store, in seconds since the Unix epoch.",
+		}),
+		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_watch_mode",
+			Help: "1 for the way watch hears of events (the hook it loaded, or its fallback), 0 for a mode it left.",
+		}, []string{"mode"}),
+	}
+	s.reg.MustRegister(w.Events, w.LostEvents, w.LastFlush, w.mode,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector())
+	return w
+}
+
+// SetMode records the mode watch runs in: 1 for it, 0 for the modes it ran
+// in before.
+func (w *Watch) SetMode(mode string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Contains(w.modes, mode) {
+		w.modes = append(w.modes, mode)
+	}
+	for _, m := range w.modes {
+		w.mode.WithLabelValues(m).Set(boolValue(m == mode))
+	}
+}
+
+// Handler serves the set's families for Prometheus to scrape; a family that
+// fails to gather is an HTTP 500, not a partial page read as complete.
+func (s *Set) Handler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+}
