@@ -380,14 +380,14 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cmdline, err := w.r.readWholeAt(dirfd, w.dir, "cmdline", w.cmdBuf)
+	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf)
 	w.cmdBuf = cmdline
 	if err != nil {
 		if note("cmdline", err) {
 			return res
 		}
 	}
-	p.Cmdline = parseCmdline(cmdline)
+	p.Cmdline, p.CmdlineCut = parseCmdline(cmdline), cut
 
 	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
@@ -450,17 +450,16 @@ func (w *worker) process(pid int) result {
 	maps, err := w.r.readFileAt(dirfd, w.dir, "maps", w.mapsBuf)
 	w.mapsBuf = maps
 	var mr MapsResult
-	if err != nil {
-		if note("maps", err) {
-			return res
-		}
-	} else {
+	if err != nil && note("maps", err) {
+		return res
+	}
+	if err == nil || errors.Is(err, errTruncated) {
 		w.maps.Stat = nil
 		if w.live {
 			w.maps.Stat = w.mapFilesStat()
 		}
 		mr = w.maps.ScanMaps(maps)
-		p.Mappings = mr.Mappings
+		p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 		p.Errors = append(p.Errors, mr.Errors...)
 	}
 
@@ -473,7 +472,7 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
-		p.Raw = &Raw{Maps: string(maps), Status: string(status), Cmdline: string(cmdline), Cgroup: rawCgroup}
+		p.Raw = newRaw(maps, status, cmdline, cut, rawCgroup)
 	}
 	return res
 }

@@ -234,7 +234,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 				}
 			}
 		}
-		cmdline, err := w.r.readWholeAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf)
+		cmdline, cut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf)
 		w.cmdBuf = cmdline
 		if err != nil {
 			if vanishedErr(err) {
@@ -246,7 +246,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			}
 			p.Errors = append(p.Errors, "cmdline: "+errText(err))
 		}
-		p.Cmdline = parseCmdline(cmdline)
+		p.Cmdline, p.CmdlineCut = parseCmdline(cmdline), cut
 		cg, ok := cgroups[cgroupKeys[i]]
 		if !ok {
 			data, err := w.r.readWholeAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
@@ -268,20 +268,17 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 		if p.UsesNVIDIA() {
 			p.SuspectAnon = anon[uint32(p.PID)]
-			raw := &Raw{Cmdline: string(cmdline), Cgroup: cg}
-			for _, f := range []struct {
-				path, name string
-				dst        *string
-			}{{taskDir, "maps", &raw.Maps}, {name, "status", &raw.Status}} {
-				data, err := w.r.readFileAt(cfg.rootfd, cfg.root, f.path+"/"+f.name, w.mapsBuf)
-				w.mapsBuf = data
-				if err != nil {
-					p.Errors = append(p.Errors, f.name+": "+errText(err))
-					continue
-				}
-				*f.dst = string(data)
+			maps, err := w.r.readFileAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf)
+			w.mapsBuf = maps
+			if err != nil {
+				p.Errors = append(p.Errors, "maps: "+errText(err))
 			}
-			p.Raw = raw
+			status, err := w.r.readFileAt(cfg.rootfd, cfg.root, name+"/status", w.statusBuf)
+			w.statusBuf = status
+			if err != nil {
+				p.Errors = append(p.Errors, "status: "+errText(err))
+			}
+			p.Raw = newRaw(maps, status, cmdline, cut, cg)
 		}
 	}
 

@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -326,8 +328,11 @@ func TestCaptureBigMaps(t *testing.T) {
 			t.Errorf("mapping %d: %+v", i, m)
 		}
 	}
-	if p.Raw == nil || p.Raw.Maps != b.String() {
-		t.Error("raw maps text is not the whole 50,000-line file")
+	// The raw text keeps its first TextLimit bytes and names the whole.
+	sum := sha256.Sum256([]byte(b.String()))
+	if p.Raw == nil || p.Raw.Maps != b.String()[:TextLimit] ||
+		p.Raw.Cuts["maps"] != (Cut{Length: int64(b.Len()), SHA256: hex.EncodeToString(sum[:])}) {
+		t.Error("raw maps text is not the first 64 KiB of the 50,000-line file, named by its length and SHA-256")
 	}
 }
 

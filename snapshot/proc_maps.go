@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -197,22 +198,89 @@ type MapsScanner struct {
 	Classes DeviceClasses
 
 	nameBuf []byte // the map_files name of the line being stat'ed
+	runs    []deviceRun
+}
+
+// Bounds of what one process's maps may cost, whatever a tenant maps.
+const (
+	maxKeptMappings = 4 * MappingsPerDevice // every device together
+	maxRuns         = 64                    // devices with a run of their own; the rest share one
+	maxMapsErrors   = 16                    // malformed lines named one by one
+)
+
+// deviceRun is what ScanMaps has seen of one device (one file: dev and
+// inode, with its path) in the maps being scanned.
+type deviceRun struct {
+	devIno []byte // the maps "dev inode" text: aliases the input
+	path   []byte
+	kept   int
+	perms  []string // kept so far, each once
+	run    MappingRun
+}
+
+// run returns the run of the file a line maps (its "dev inode" text and
+// path), new if it is the first line of that file: ScanMaps keeps the first
+// MappingsPerDevice lines of each device one by one, and past them a line
+// whose permissions were not yet kept for its device (so that a writable
+// mapping among 100,000 read-only ones is seen as such); the rest are counted
+// in the device's run. Devices past maxRuns share one run.
+func (s *MapsScanner) run(devIno, path []byte) *deviceRun {
+	for i := range s.runs {
+		if bytes.Equal(s.runs[i].devIno, devIno) && bytes.Equal(s.runs[i].path, path) {
+			return &s.runs[i]
+		}
+	}
+	if len(s.runs) > maxRuns {
+		return &s.runs[maxRuns] // the run shared by the devices past maxRuns
+	}
+	if len(s.runs) == maxRuns {
+		s.runs = append(s.runs, deviceRun{})
+		return &s.runs[maxRuns]
+	}
+	s.runs = append(s.runs, deviceRun{devIno: devIno, path: path, run: MappingRun{Path: string(path)}})
+	return &s.runs[len(s.runs)-1]
+}
+
+func (r *deviceRun) sawPerms(perms []byte) bool {
+	for _, p := range r.perms {
+		if p == string(perms) {
+			return true
+		}
+	}
+	return false
 }
 
 // MapsResult is what ScanMaps found in one maps text.
 type MapsResult struct {
-	Mappings    []Mapping // device mappings, NVIDIA first, then other, each in address order
-	SuspectAnon []Mapping // anonymous executable mappings of 64 MiB or more
-	Errors      []string  // malformed lines, by line number
+	Mappings    []Mapping    // device mappings, NVIDIA first, then other, each in address order
+	SuspectAnon []Mapping    // anonymous executable mappings of 64 MiB or more
+	Runs        []MappingRun // device lines not kept one by one, per device
+	Errors      []string     // malformed lines, by line number (the first few)
 }
 
 // ScanMaps scans the text of a maps file. Most lines (libraries, heap, stack)
 // are dismissed by byte checks on the permissions and path before anything
 // is parsed or allocated; only candidate lines are parsed (and validated) in
 // full. Every line must at least have an address and permissions.
-func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
-	var res MapsResult
+func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
 	var other []Mapping
+	s.runs = s.runs[:0]
+	kept, errs := 0, 0
+	malformedLine := func(text string) {
+		if errs++; errs <= maxMapsErrors {
+			res.Errors = append(res.Errors, text)
+		}
+	}
+	defer func() {
+		if errs > maxMapsErrors {
+			res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", errs-maxMapsErrors))
+		}
+		for i := range s.runs {
+			if s.runs[i].run.Lines > 0 {
+				res.Runs = append(res.Runs, s.runs[i].run)
+			}
+		}
+	}()
 	var lastFile []byte // "dev inode" of the last file found not to be a device
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		var line []byte
@@ -224,7 +292,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		// The shape every line must have: an address, then permissions.
 		sp := bytes.IndexByte(line, ' ')
 		if sp <= 0 || len(line) < sp+6 || !validPerms(line[sp+1:sp+5]) || line[sp+5] != ' ' {
-			res.Errors = append(res.Errors, malformed(lineNo, line))
+			malformedLine(malformed(lineNo, line))
 			continue
 		}
 		perms := line[sp+1 : sp+5]
@@ -244,7 +312,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		}
 		path, devIno, ok := pathField(line[sp+5:])
 		if !ok {
-			res.Errors = append(res.Errors, malformed(lineNo, line))
+			malformedLine(malformed(lineNo, line))
 			continue
 		}
 		anon := len(path) == 0 || bytes.HasPrefix(path, anonNamePrefix)
@@ -252,7 +320,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 		case anon && perms[2] == 'x':
 			m, err := ParseMapsLine(line)
 			if err != nil {
-				res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+				malformedLine(fmt.Sprintf("maps line %d: %v", lineNo, err))
 				continue
 			}
 			if m.End-m.Start >= suspectAnonSize {
@@ -268,14 +336,36 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 			}
 			m, err := ParseMapsLine(line)
 			if err != nil {
-				res.Errors = append(res.Errors, fmt.Sprintf("maps line %d: %v", lineNo, err))
+				malformedLine(fmt.Sprintf("maps line %d: %v", lineNo, err))
+				continue
+			}
+			r := s.run(devIno, m.Path)
+			if r.kept > 0 && (r.kept >= MappingsPerDevice || kept >= maxKeptMappings) && r.sawPerms(perms) {
+				// A device's line past its first MappingsPerDevice, with
+				// permissions already kept: counted, not kept (nor built).
+				r.run.Lines++
+				r.run.Bytes += m.End - m.Start
+				if !slices.Contains(r.run.Perms, string(perms)) {
+					r.run.Perms = append(r.run.Perms, string(perms))
+				}
 				continue
 			}
 			mp, ok := s.device(line, &m)
 			if !ok {
 				lastFile = devIno
+				if r.kept == 0 && r == &s.runs[len(s.runs)-1] {
+					s.runs = s.runs[:len(s.runs)-1] // a run is for devices only
+				}
 				continue
 			}
+			if r.kept == 0 {
+				r.run.Class, r.run.GPUMinor = mp.Class, mp.GPUMinor
+			}
+			if !r.sawPerms(perms) {
+				r.perms = append(r.perms, string(perms))
+			}
+			r.kept++
+			kept++
 			if mp.Class == ClassNVIDIA {
 				res.Mappings = append(res.Mappings, mp)
 			} else {

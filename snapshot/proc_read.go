@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -29,6 +31,7 @@ type reader struct {
 	tree   bool
 	dirBuf []byte
 	lnkBuf []byte
+	rest   []byte // what readCappedAt reads past what it keeps
 	// badNames keeps the first few directory entries that start with a
 	// digit but are no canonical number in range ("04242", "0", "4194304").
 	badNames []string
@@ -45,6 +48,7 @@ const pidMax = 1 << 22
 var (
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("larger than 64 MiB (not read)")
+	errTruncated  = errors.New("longer than 64 MiB (read no further)")
 	errSymlink    = errors.New("a symbolic link in a --proc-root tree (not followed)")
 )
 
@@ -163,16 +167,17 @@ func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, er
 }
 
 // readWholeAt reads a file the kernel renders whole on the first read (the
-// single_open seq files stat, status, cgroup and fdinfo, and cmdline, which
-// copies as much as asked): a read shorter than the buffer is its end, which
-// saves the empty read that would confirm it, one syscall per file.
+// single_open seq files, cgroup among them): a read shorter than the buffer is
+// its end, which saves the empty read that would confirm it.
 func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readTaskFileAt is readWholeAt of stat, status or fdinfo: files the kernel
-// renders from the task's own fields, taking no lock a tenant can hold and
-// touching no filesystem, so they are read with raw system calls (see sys).
+// readTaskFileAt reads stat, status or fdinfo: files the kernel renders
+// whole on the first read (single_open seq files) from the task's own
+// fields, taking no lock a tenant can hold and touching no filesystem. A read
+// shorter than the buffer is their end, which saves the empty read that
+// would confirm it, and they are read with raw system calls (see sys).
 // Not cgroup: see sys.
 func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, true)
@@ -182,48 +187,110 @@ func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte
 // error (its first maxFileSize bytes are returned with it). In a tree only a
 // regular file of at most that size is read at all.
 func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
-	buf = buf[:0]
-	if err := r.fault(dir, name); err != nil {
-		return buf, err
-	}
-	fd, err := r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC, quick)
+	fd, err := r.openRead(dirfd, dir, name, quick)
 	if err != nil {
-		return buf, err
+		return buf[:0], err
 	}
 	defer r.close(fd, quick)
-	if r.tree {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return buf, err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return buf, notRegular(st.Mode)
-		}
-		if st.Size > maxFileSize {
-			return buf, errTooLarge
-		}
+	buf, full, err := r.readFd(fd, buf[:0], maxFileSize, shortIsEnd, quick)
+	if err == nil && full {
+		err = errTruncated // a live file (a tree's was checked before): its first 64 MiB are read
 	}
+	return buf, err
+}
+
+// readCappedAt reads cmdline, which the kernel copies as much of as asked (a
+// short read is its end), keeping at most CmdlineLimit bytes: a longer one is
+// read on, without being kept, to its end or to maxFileSize, and named by its
+// length and SHA-256 in the Cut.
+func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte) ([]byte, *Cut, error) {
+	fd, err := r.openRead(dirfd, dir, name, false)
+	if err != nil {
+		return buf[:0], nil, err
+	}
+	defer r.close(fd, false)
+	buf, full, err := r.readFd(fd, buf[:0], CmdlineLimit, true, false)
+	if err != nil || !full {
+		return buf, nil, err
+	}
+	h := sha256.New()
+	h.Write(buf)
+	n := int64(len(buf))
+	if cap(r.rest) == 0 {
+		r.rest = make([]byte, 64<<10)
+	}
+	for n < maxFileSize {
+		k, err := syscall.Read(fd, r.rest[:min(int64(len(r.rest)), maxFileSize-n)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, nil, err
+		}
+		if k == 0 {
+			break
+		}
+		h.Write(r.rest[:k])
+		n += int64(k)
+	}
+	if n == int64(len(buf)) {
+		return buf, nil, nil // exactly CmdlineLimit bytes: nothing was cut
+	}
+	return buf, &Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
+}
+
+// openRead opens name to read it. In a tree only a regular file of at most
+// maxFileSize is opened at all.
+func (r *reader) openRead(dirfd int, dir, name string, quick bool) (int, error) {
+	if err := r.fault(dir, name); err != nil {
+		return -1, err
+	}
+	fd, err := r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC, quick)
+	if err != nil || !r.tree {
+		return fd, err
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = notRegular(st.Mode)
+	case st.Size > maxFileSize:
+		err = errTooLarge
+	}
+	if err != nil {
+		r.close(fd, quick)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// readFd appends what fd holds to buf, growing it, until a read returns
+// nothing (or, with shortIsEnd, less than asked) or buf holds limit bytes;
+// full reports the latter.
+func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (_ []byte, full bool, err error) {
 	for {
-		if len(buf) >= maxFileSize {
-			return buf, errTooLarge
+		if len(buf) >= limit {
+			return buf, true, nil
 		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		un, err := r.sys(quick, syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[len(buf):cap(buf)][0])), uintptr(cap(buf)-len(buf)), 0)
+		want := min(cap(buf), limit) - len(buf)
+		un, err := r.sys(quick, syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[len(buf):cap(buf)][0])), uintptr(want), 0)
 		n := int(un)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
-			return buf, err
+			return buf, false, err
 		}
 		if n == 0 {
-			return buf, nil
+			return buf, false, nil
 		}
 		buf = buf[:len(buf)+n]
-		if shortIsEnd && len(buf) < cap(buf) {
-			return buf, nil
+		if shortIsEnd && n < want {
+			return buf, false, nil
 		}
 	}
 }

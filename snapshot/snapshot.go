@@ -6,6 +6,7 @@ package snapshot
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -94,6 +95,9 @@ type Process struct {
 	// Z) while other threads ran; 0 when the process was read as usual.
 	LiveThread int      `json:"live_thread,omitempty"`
 	Cmdline    []string `json:"cmdline,omitempty"`
+	// CmdlineCut names the whole command line when it was longer than
+	// CmdlineLimit: Cmdline holds the arguments of its first CmdlineLimit bytes.
+	CmdlineCut *Cut `json:"cmdline_cut,omitempty"`
 
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
 	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
@@ -114,8 +118,13 @@ type Process struct {
 
 	KernelThread bool `json:"kernel_thread,omitempty"`
 
-	// Mappings are the device mappings: NVIDIA devices first, then every other device.
+	// Mappings are the device mappings: NVIDIA devices first, then every
+	// other device. Past the first MappingsPerDevice lines of one device,
+	// only a line with permissions not yet seen on it is kept; the rest are
+	// counted in MappingRuns.
 	Mappings []Mapping `json:"mappings,omitempty"`
+	// MappingRuns summarise, per device, the mapping lines not kept one by one.
+	MappingRuns []MappingRun `json:"mapping_runs,omitempty"`
 	// SuspectAnon are anonymous executable mappings of 64 MiB or more in a
 	// process that also uses an NVIDIA device: CUDA driver allocations look like this.
 	SuspectAnon []Mapping `json:"suspect_anon_mappings,omitempty"`
@@ -134,12 +143,84 @@ type Process struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// Raw is the unparsed text of a process's files, as captured.
+// Raw is the unparsed text of a process's files, as captured: each at most
+// TextLimit bytes, the whole of a longer one named in Cuts.
 type Raw struct {
 	Maps    string `json:"maps"`
 	Status  string `json:"status,omitempty"`
 	Cmdline string `json:"cmdline,omitempty"` // NUL-separated, as the kernel gives it
 	Cgroup  string `json:"cgroup,omitempty"`
+	// Cuts names each text above that was cut ("maps", "status", "cmdline", "cgroup").
+	Cuts map[string]Cut `json:"cuts,omitempty"`
+}
+
+// TextLimit is the most of any one raw kernel text of a process that a
+// snapshot keeps; CmdlineLimit the most of its command line, which is kept
+// twice for a process using a GPU (parsed, and raw), so that a tenant's
+// process costs at most 64 KiB of new store data however random its
+// arguments. A tenant's 5 MB of arguments, shared by a hundred forked
+// children, must not cost gigabytes per snapshot.
+const (
+	TextLimit    = 64 << 10
+	CmdlineLimit = 32 << 10
+)
+
+// Cut names a text longer than its limit (TextLimit, CmdlineLimit), of which
+// the first bytes up to the limit were kept.
+type Cut struct {
+	Length int64  `json:"length"` // bytes in the whole text
+	SHA256 string `json:"sha256"` // of the whole text
+	// Partial: the text went on past maxFileSize (64 MiB), where reading
+	// stopped; Length and SHA256 are of its first 64 MiB.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// newRaw keeps the raw text of a process, each file cut to TextLimit;
+// cmdline comes cut already (cmdCut names the whole of it).
+func newRaw(maps, status, cmdline []byte, cmdCut *Cut, cgroup string) *Raw {
+	raw := &Raw{Cmdline: string(cmdline)}
+	add := func(name string, c *Cut) {
+		if c == nil {
+			return
+		}
+		if raw.Cuts == nil {
+			raw.Cuts = map[string]Cut{}
+		}
+		raw.Cuts[name] = *c
+	}
+	add("cmdline", cmdCut)
+	var c *Cut
+	raw.Maps, c = cutText(maps)
+	add("maps", c)
+	raw.Status, c = cutText(status)
+	add("status", c)
+	raw.Cgroup, c = cutText([]byte(cgroup))
+	add("cgroup", c)
+	return raw
+}
+
+// cutText keeps the first TextLimit bytes of text, and names a longer one.
+func cutText(text []byte) (string, *Cut) {
+	if len(text) <= TextLimit {
+		return string(text), nil
+	}
+	sum := sha256.Sum256(text)
+	return string(text[:TextLimit]), &Cut{Length: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}
+}
+
+// MappingsPerDevice is how many maps lines of one device a snapshot keeps one
+// by one; MappingRun counts the rest.
+const MappingsPerDevice = 256
+
+// MappingRun summarises the maps lines of one device that were not kept:
+// a tenant can map a device 100,000 times.
+type MappingRun struct {
+	Path     string   `json:"path"` // "" for the lines of devices past the last run kept
+	Class    string   `json:"class"`
+	GPUMinor *int     `json:"gpu_minor,omitempty"`
+	Lines    int      `json:"lines"` // lines not kept
+	Bytes    uint64   `json:"bytes"` // the size they map
+	Perms    []string `json:"perms"` // every permission set among them, each also kept in Mappings
 }
 
 // Device classes of mappings and holders.
