@@ -89,8 +89,14 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 			add("process record %x is malformed", k)
 			return nil
 		}
-		if seq := hashes.Get(v[:sha256.Size]); len(seq) != 8 || binary.BigEndian.Uint64(seq) != binary.BigEndian.Uint64(k) {
-			add("process record %d is missing from the hash index", binary.BigEndian.Uint64(k))
+		seq := binary.BigEndian.Uint64(k)
+		if at := hashes.Get(v[:sha256.Size]); len(at) != 8 || binary.BigEndian.Uint64(at) != seq {
+			add("process record %d is missing from the hash index", seq)
+		}
+		if json, err := decodeRecord(v[sha256.Size:]); err != nil {
+			add("process record %d: %v", seq, err)
+		} else if sha256.Sum256(json) != [sha256.Size]byte(v[:sha256.Size]) {
+			add("process record %d does not match its hash", seq)
 		}
 		return nil
 	})

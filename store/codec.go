@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 )
@@ -13,39 +14,84 @@ import (
 // at its fastest level: it is stored for every snapshot and read once per
 // load. Process records stay plain JSON: deduplication already stores each
 // once, and loading a snapshot decodes hundreds of them, where inflating
-// each doubled the cost of show.
+// each doubled the cost of show. Only a record above compressFrom (a
+// process using a GPU, with its raw maps and command line kept, or a
+// tenant's 100,000 mappings) is stored compressed, behind a zero byte that
+// no JSON starts with: what a tenant makes large is repetitive, and its new
+// store data per snapshot stays near the limits of docs/spec.md.
+const compressFrom = 16 << 10
+
+// Inflating stops at these sizes: a stranger's store may hold a compression
+// bomb (gigabytes from a few kilobytes), which is damage, not data.
+const (
+	maxHeaderSize = 16 << 20
+	maxRecordSize = 16 << 20
+)
+
+// compressedRecord marks a compressed process record.
+const compressedRecord = 0
 
 var writers = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // only fails for a bad level
 	return w
 }}
 
+// recordWriters compress large process records at DEFLATE's default level:
+// there are few of them, and a tenant's random arguments beside its raw maps
+// fit 64 KiB there (60 KB) but not at the fastest level (71 KB).
+var recordWriters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.DefaultCompression)
+	return w
+}}
+
 var readers = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
 
 // compress appends the DEFLATE of data to dst.
-func compress(dst, data []byte) []byte {
+func compress(dst, data []byte) []byte { return compressWith(&writers, dst, data) }
+
+func compressWith(pool *sync.Pool, dst, data []byte) []byte {
 	buf := bytes.NewBuffer(dst)
-	w := writers.Get().(*flate.Writer)
+	w := pool.Get().(*flate.Writer)
 	w.Reset(buf)
 	_, _ = w.Write(data) // writes to a bytes.Buffer do not fail
 	_ = w.Close()
-	writers.Put(w)
+	pool.Put(w)
 	return buf.Bytes()
 }
 
-// decompress inflates data into a fresh slice: bbolt's values live in its
-// mmap and must not be kept past the transaction.
-func decompress(data []byte) ([]byte, error) {
+// decompress inflates data into a fresh slice, at most limit bytes: bbolt's
+// values live in its mmap and must not be kept past the transaction.
+func decompress(data []byte, limit int64) ([]byte, error) {
 	r := readers.Get().(io.ReadCloser)
 	defer readers.Put(r)
 	if err := r.(flate.Resetter).Reset(bytes.NewReader(data), nil); err != nil {
 		return nil, err
 	}
-	out := bytes.NewBuffer(make([]byte, 0, 4*len(data)))
-	if _, err := out.ReadFrom(r); err != nil {
+	out := bytes.NewBuffer(make([]byte, 0, min(4*int64(len(data)), limit)))
+	if n, err := out.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, err
+	} else if n > limit {
+		return nil, fmt.Errorf("inflates past %d bytes (a compression bomb)", limit)
 	}
 	return out.Bytes(), nil
+}
+
+// encodeRecord is a process record's stored form after its hash: the JSON,
+// compressed when large.
+func encodeRecord(json []byte) []byte {
+	if len(json) < compressFrom {
+		return json
+	}
+	return compressWith(&recordWriters, []byte{compressedRecord}, json)
+}
+
+// decodeRecord returns the JSON of a stored process record (after its hash).
+// A plain record aliases bbolt's mmap.
+func decodeRecord(v []byte) ([]byte, error) {
+	if len(v) > 0 && v[0] == compressedRecord {
+		return decompress(v[1:], maxRecordSize)
+	}
+	return v, nil
 }
 
 // A snapshot's process list is stored as the sequence numbers of its process

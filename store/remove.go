@@ -133,9 +133,11 @@ func (s *Store) meta(tx *bolt.Tx, id string) (Meta, error) {
 }
 
 // latestBaselines is the set of ids that are some tenant's latest baseline:
-// the last key of each tenant's run in the baselines index.
+// the last key of each tenant's run in the baselines index. An entry naming
+// no snapshot is damage: taken for the latest, it would leave the real latest
+// baseline unprotected, and prune would remove it.
 func (s *Store) latestBaselines(tx *bolt.Tx) (map[string]bool, error) {
-	b, err := s.buckets(tx, bucketBaselines)
+	b, err := s.buckets(tx, bucketBaselines, bucketMeta)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +152,9 @@ func (s *Store) latestBaselines(tx *bolt.Tx) (map[string]bool, error) {
 		id, ok := latestBaseline(c, tenant)
 		if !ok {
 			return nil, s.damaged("baseline index of tenant %q is unreadable", tenant)
+		}
+		if b[1].Get([]byte(id)) == nil {
+			return nil, s.damaged("baseline index names missing snapshot %s", id)
 		}
 		latest[id] = true
 		// latestBaseline left the cursor on the tenant's last key.

@@ -101,13 +101,20 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 					return s.damaged("process hash index entry of %d bytes", len(v))
 				}
 				seqs[i] = binary.BigEndian.Uint64(v)
+				// Reuse a record only if it still is what its hash says: a
+				// corrupt record reused would be written into every later
+				// snapshot, each then unreadable.
+				if err := s.checkRecord(procsB, seqs[i], p.sum); err != nil {
+					return err
+				}
 				continue
 			}
 			seq, err := procsB.NextSequence()
 			if err != nil {
 				return err
 			}
-			rec := append(append(make([]byte, 0, sha256.Size+len(p.json)), p.sum[:]...), p.json...)
+			stored := encodeRecord(p.json)
+			rec := append(append(make([]byte, 0, sha256.Size+len(stored)), p.sum[:]...), stored...)
 			if err := procsB.Put(seqKey(seq), rec); err != nil {
 				return err
 			}
@@ -130,6 +137,22 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 		}
 		return nil
 	})
+}
+
+// checkRecord checks that process record seq holds the JSON whose hash is sum.
+func (s *Store) checkRecord(procs *bolt.Bucket, seq uint64, sum [sha256.Size]byte) error {
+	v := procs.Get(seqKey(seq))
+	if len(v) < sha256.Size {
+		return s.damaged("process record %d, indexed by its hash, is missing", seq)
+	}
+	json, err := decodeRecord(v[sha256.Size:])
+	if err != nil {
+		return s.damaged("process record %d: %v", seq, err)
+	}
+	if !bytes.Equal(v[:sha256.Size], sum[:]) || sha256.Sum256(json) != sum {
+		return s.damaged("process record %d does not match its hash", seq)
+	}
+	return nil
 }
 
 // Get loads a snapshot by its full id or any unique prefix.
@@ -201,7 +224,7 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 	if hv == nil || rv == nil {
 		return r, s.damaged("snapshot %s is listed but its records are missing", id)
 	}
-	if r.header, err = decompress(hv); err != nil {
+	if r.header, err = decompress(hv, maxHeaderSize); err != nil {
 		return r, s.damaged("snapshot %s: %v", id, err)
 	}
 	seqs, isNil, err := decodeRefs(rv)
@@ -211,13 +234,23 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 	if isNil {
 		return r, nil
 	}
+	// A snapshot's processes differ (each has its own PID), so a record
+	// listed twice is damage: a crafted list of one record a million times
+	// would otherwise cost a million decodes.
+	seen := make(map[uint64]struct{}, len(seqs))
 	r.procs = make([][]byte, len(seqs))
 	for i, seq := range seqs {
+		if _, dup := seen[seq]; dup {
+			return r, s.damaged("snapshot %s: process record %d is listed twice", id, seq)
+		}
+		seen[seq] = struct{}{}
 		v := b[2].Get(seqKey(seq))
 		if len(v) < sha256.Size {
 			return r, s.damaged("snapshot %s: process record %d is missing", id, seq)
 		}
-		r.procs[i] = v[sha256.Size:]
+		if r.procs[i], err = decodeRecord(v[sha256.Size:]); err != nil {
+			return r, s.damaged("snapshot %s: process record %d: %v", id, seq, err)
+		}
 	}
 	return r, nil
 }
