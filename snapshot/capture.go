@@ -280,6 +280,7 @@ type worker struct {
 	// Buffers kept until the process is done: its raw text is copied out
 	// only if it uses an NVIDIA device.
 	mapsBuf, statusBuf, cmdBuf []byte
+	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds                        []int
 }
@@ -447,21 +448,12 @@ func (w *worker) process(pid int) result {
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 
-	maps, err := w.r.readFileAt(dirfd, w.dir, "maps", w.mapsBuf)
-	w.mapsBuf = maps
-	var mr MapsResult
+	mr, maps, mapsCut, err := w.readMaps()
 	if err != nil && note("maps", err) {
 		return res
 	}
-	if err == nil || errors.Is(err, errTruncated) {
-		w.maps.Stat = nil
-		if w.live {
-			w.maps.Stat = w.mapFilesStat()
-		}
-		mr = w.maps.ScanMaps(maps)
-		p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
-		p.Errors = append(p.Errors, mr.Errors...)
-	}
+	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
+	p.Errors = append(p.Errors, mr.Errors...)
 
 	hs, errs, err := w.holders()
 	p.Holders = hs
@@ -472,7 +464,7 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
-		p.Raw = newRaw(maps, status, cmdline, cut, rawCgroup)
+		p.Raw = newRaw(maps, mapsCut, status, cmdline, cut, rawCgroup)
 	}
 	return res
 }

@@ -278,7 +278,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			if err != nil {
 				p.Errors = append(p.Errors, "status: "+errText(err))
 			}
-			p.Raw = newRaw(maps, status, cmdline, cut, cg)
+			p.Raw = newRaw(maps, nil, status, cmdline, cut, cg)
 		}
 	}
 

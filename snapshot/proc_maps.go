@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 )
 
@@ -198,7 +197,15 @@ type MapsScanner struct {
 	Classes DeviceClasses
 
 	nameBuf []byte // the map_files name of the line being stat'ed
-	runs    []deviceRun
+
+	// The state of a scan, from Begin to End.
+	res      MapsResult
+	other    []Mapping // device mappings of other devices, after NVIDIA's
+	runs     []deviceRun
+	lastFile []byte // "dev inode" of the last file found not to be a device
+	lineNo   int
+	kept     int // device lines kept, every device together
+	errs     int // malformed lines
 }
 
 // Bounds of what one process's maps may cost, whatever a tenant maps.
@@ -211,20 +218,20 @@ const (
 // deviceRun is what ScanMaps has seen of one device (one file: dev and
 // inode, with its path) in the maps being scanned.
 type deviceRun struct {
-	devIno []byte // the maps "dev inode" text: aliases the input
-	path   []byte
+	devIno []byte // the maps "dev inode" text
+	path   []byte // as maps writes it, " (deleted)" and all
 	kept   int
 	perms  []string // kept so far, each once
 	run    MappingRun
 }
 
-// run returns the run of the file a line maps (its "dev inode" text and
-// path), new if it is the first line of that file: ScanMaps keeps the first
+// find returns the run of the file a line maps (its "dev inode" text and
+// path), or nil if no line of it was kept yet. ScanMaps keeps the first
 // MappingsPerDevice lines of each device one by one, and past them a line
 // whose permissions were not yet kept for its device (so that a writable
 // mapping among 100,000 read-only ones is seen as such); the rest are counted
 // in the device's run. Devices past maxRuns share one run.
-func (s *MapsScanner) run(devIno, path []byte) *deviceRun {
+func (s *MapsScanner) find(devIno, path []byte) *deviceRun {
 	for i := range s.runs {
 		if bytes.Equal(s.runs[i].devIno, devIno) && bytes.Equal(s.runs[i].path, path) {
 			return &s.runs[i]
@@ -233,12 +240,35 @@ func (s *MapsScanner) run(devIno, path []byte) *deviceRun {
 	if len(s.runs) > maxRuns {
 		return &s.runs[maxRuns] // the run shared by the devices past maxRuns
 	}
+	return nil
+}
+
+// run returns the run of a device line's file, new if it has none yet.
+func (s *MapsScanner) run(devIno, path []byte) *deviceRun {
+	if r := s.find(devIno, path); r != nil {
+		return r
+	}
 	if len(s.runs) == maxRuns {
 		s.runs = append(s.runs, deviceRun{})
 		return &s.runs[maxRuns]
 	}
-	s.runs = append(s.runs, deviceRun{devIno: devIno, path: path, run: MappingRun{Path: string(path)}})
-	return &s.runs[len(s.runs)-1]
+	// Copies: a scan fed in pieces outlives each piece.
+	s.runs = append(s.runs, deviceRun{devIno: bytes.Clone(devIno), path: bytes.Clone(path)})
+	r := &s.runs[len(s.runs)-1]
+	r.run.Path, _ = cutDeletedString(string(path))
+	return r
+}
+
+// count counts a line not kept.
+func (r *deviceRun) count(size uint64, perms []byte) {
+	r.run.Lines++
+	r.run.Bytes += size
+	for _, p := range r.run.Perms {
+		if p == string(perms) {
+			return
+		}
+	}
+	r.run.Perms = append(r.run.Perms, string(perms))
 }
 
 func (r *deviceRun) sawPerms(perms []byte) bool {
@@ -262,27 +292,48 @@ type MapsResult struct {
 // are dismissed by byte checks on the permissions and path before anything
 // is parsed or allocated; only candidate lines are parsed (and validated) in
 // full. Every line must at least have an address and permissions.
-func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
-	var other []Mapping
-	s.runs = s.runs[:0]
-	kept, errs := 0, 0
-	malformedLine := func(text string) {
-		if errs++; errs <= maxMapsErrors {
-			res.Errors = append(res.Errors, text)
+func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
+	s.Begin()
+	s.Feed(data)
+	return s.End()
+}
+
+// Begin starts a scan fed in pieces: Feed each piece of the text, cut at
+// line ends, in order, then End. A maps file of a tenant's 100,000 mappings
+// is scanned as it is read, in bounded memory.
+func (s *MapsScanner) Begin() {
+	s.res, s.other = MapsResult{}, nil
+	s.runs, s.lastFile = s.runs[:0], s.lastFile[:0]
+	s.lineNo, s.kept, s.errs = 0, 0, 0
+}
+
+// End finishes a scan and returns what it found.
+func (s *MapsScanner) End() MapsResult {
+	res := s.res
+	if s.errs > maxMapsErrors {
+		res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", s.errs-maxMapsErrors))
+	}
+	for i := range s.runs {
+		if s.runs[i].run.Lines > 0 {
+			res.Runs = append(res.Runs, s.runs[i].run)
 		}
 	}
-	defer func() {
-		if errs > maxMapsErrors {
-			res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", errs-maxMapsErrors))
-		}
-		for i := range s.runs {
-			if s.runs[i].run.Lines > 0 {
-				res.Runs = append(res.Runs, s.runs[i].run)
-			}
-		}
-	}()
-	var lastFile []byte // "dev inode" of the last file found not to be a device
-	for lineNo := 1; len(data) > 0; lineNo++ {
+	res.Mappings = append(res.Mappings, s.other...)
+	s.res, s.other = MapsResult{}, nil
+	return res
+}
+
+func (s *MapsScanner) malformed(text string) {
+	if s.errs++; s.errs <= maxMapsErrors {
+		s.res.Errors = append(s.res.Errors, text)
+	}
+}
+
+// Feed scans the lines of data; a last line without its newline counts as a
+// whole line. Nothing found keeps a reference to data.
+func (s *MapsScanner) Feed(data []byte) {
+	for len(data) > 0 {
+		s.lineNo++
 		var line []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
@@ -292,7 +343,7 @@ func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
 		// The shape every line must have: an address, then permissions.
 		sp := bytes.IndexByte(line, ' ')
 		if sp <= 0 || len(line) < sp+6 || !validPerms(line[sp+1:sp+5]) || line[sp+5] != ' ' {
-			malformedLine(malformed(lineNo, line))
+			s.malformed(malformed(s.lineNo, line))
 			continue
 		}
 		perms := line[sp+1 : sp+5]
@@ -312,7 +363,7 @@ func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
 		}
 		path, devIno, ok := pathField(line[sp+5:])
 		if !ok {
-			malformedLine(malformed(lineNo, line))
+			s.malformed(malformed(s.lineNo, line))
 			continue
 		}
 		anon := len(path) == 0 || bytes.HasPrefix(path, anonNamePrefix)
@@ -320,44 +371,40 @@ func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
 		case anon && perms[2] == 'x':
 			m, err := ParseMapsLine(line)
 			if err != nil {
-				malformedLine(fmt.Sprintf("maps line %d: %v", lineNo, err))
+				s.malformed(fmt.Sprintf("maps line %d: %v", s.lineNo, err))
 				continue
 			}
 			if m.End-m.Start >= suspectAnonSize {
 				mp := newMapping(line, &m)
 				mp.Class = ClassAnonExec
-				res.SuspectAnon = append(res.SuspectAnon, mp)
+				s.res.SuspectAnon = append(s.res.SuspectAnon, mp)
 			}
 		case len(path) > 0 && path[0] == '/':
 			// A library maps as several lines in a row: the same file as the
 			// line before, already found not to be a device.
-			if bytes.Equal(devIno, lastFile) {
+			if bytes.Equal(devIno, s.lastFile) {
 				continue
+			}
+			// A device's line past its first MappingsPerDevice, with
+			// permissions already kept: counted, not kept, nor parsed past
+			// its address.
+			if r := s.find(devIno, path); r != nil && (r.kept >= MappingsPerDevice || s.kept >= maxKeptMappings) && r.sawPerms(perms) {
+				if start, end, ok := parseRange(line[:sp]); ok {
+					r.count(end-start, perms)
+					continue
+				}
 			}
 			m, err := ParseMapsLine(line)
 			if err != nil {
-				malformedLine(fmt.Sprintf("maps line %d: %v", lineNo, err))
-				continue
-			}
-			r := s.run(devIno, m.Path)
-			if r.kept > 0 && (r.kept >= MappingsPerDevice || kept >= maxKeptMappings) && r.sawPerms(perms) {
-				// A device's line past its first MappingsPerDevice, with
-				// permissions already kept: counted, not kept (nor built).
-				r.run.Lines++
-				r.run.Bytes += m.End - m.Start
-				if !slices.Contains(r.run.Perms, string(perms)) {
-					r.run.Perms = append(r.run.Perms, string(perms))
-				}
+				s.malformed(fmt.Sprintf("maps line %d: %v", s.lineNo, err))
 				continue
 			}
 			mp, ok := s.device(line, &m)
 			if !ok {
-				lastFile = devIno
-				if r.kept == 0 && r == &s.runs[len(s.runs)-1] {
-					s.runs = s.runs[:len(s.runs)-1] // a run is for devices only
-				}
+				s.lastFile = append(s.lastFile[:0], devIno...)
 				continue
 			}
+			r := s.run(devIno, path)
 			if r.kept == 0 {
 				r.run.Class, r.run.GPUMinor = mp.Class, mp.GPUMinor
 			}
@@ -365,16 +412,25 @@ func (s *MapsScanner) ScanMaps(data []byte) (res MapsResult) {
 				r.perms = append(r.perms, string(perms))
 			}
 			r.kept++
-			kept++
+			s.kept++
 			if mp.Class == ClassNVIDIA {
-				res.Mappings = append(res.Mappings, mp)
+				s.res.Mappings = append(s.res.Mappings, mp)
 			} else {
-				other = append(other, mp)
+				s.other = append(s.other, mp)
 			}
 		}
 	}
-	res.Mappings = append(res.Mappings, other...)
-	return res
+}
+
+// parseRange parses the address range of a maps line.
+func parseRange(addr []byte) (start, end uint64, ok bool) {
+	dash := bytes.IndexByte(addr, '-')
+	if dash < 0 {
+		return 0, 0, false
+	}
+	start, ok1 := parseHex(addr[:dash])
+	end, ok2 := parseHex(addr[dash+1:])
+	return start, end, ok1 && ok2 && end >= start
 }
 
 var (

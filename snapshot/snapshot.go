@@ -176,8 +176,9 @@ type Cut struct {
 }
 
 // newRaw keeps the raw text of a process, each file cut to TextLimit;
-// cmdline comes cut already (cmdCut names the whole of it).
-func newRaw(maps, status, cmdline []byte, cmdCut *Cut, cgroup string) *Raw {
+// cmdline comes cut already (cmdCut names the whole of it), and so does maps
+// where mapsCut is set.
+func newRaw(maps []byte, mapsCut *Cut, status, cmdline []byte, cmdCut *Cut, cgroup string) *Raw {
 	raw := &Raw{Cmdline: string(cmdline)}
 	add := func(name string, c *Cut) {
 		if c == nil {
@@ -191,6 +192,9 @@ func newRaw(maps, status, cmdline []byte, cmdCut *Cut, cgroup string) *Raw {
 	add("cmdline", cmdCut)
 	var c *Cut
 	raw.Maps, c = cutText(maps)
+	if mapsCut != nil {
+		c = mapsCut
+	}
 	add("maps", c)
 	raw.Status, c = cutText(status)
 	add("status", c)

