@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/hostile.sh: what a hostile tenant's processes cost a snapshot.
+#
+# As root, on a loop device reached through a node named nvidia0:
+#   maps  one process maps the node 100,000 times (vm.max_map_count raised to
+#         200,000 for the run, restored on exit); `gpusnap snapshot --json`
+#         against the raw floor (every maps file read, every fd link read, no
+#         parsing) in ONE hyperfine run: wall and CPU (user+system) ratios,
+#         and gpusnap's peak RSS (target: <= 2x the floor, <= 64 MiB).
+#   argv  one process with 5.5 MB of arguments forks 100 children sharing
+#         them; the same timings, the peak RSS, the snapshot's JSON size and
+#         what a stored snapshot adds to the store (docs/spec.md's limits:
+#         256 MiB of memory, 64 KiB of new store data per process).
+# It kills exactly the processes it started, by PID, detaches its loop
+# device and restores vm.max_map_count on any exit.
+#
+# Environment: RUNS (timed runs per command, 10), COUNT (mappings, 100000),
+# CHILDREN (100).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+
+RUNS=${RUNS:-10}
+COUNT=${COUNT:-100000}
+CHILDREN=${CHILDREN:-100}
+require_tools go hyperfine gcc losetup
+if ((EUID != 0)); then
+	echo "$(basename "$0"): needs root (a loop device, vm.max_map_count)" >&2
+	exit 2
+fi
+
+tenants=()
+loop=
+maxmap=$(sysctl -n vm.max_map_count)
+hostile_cleanup() {
+	if ((${#tenants[@]})); then
+		kill -9 "${tenants[@]}" 2>/dev/null || true
+	fi
+	[[ -n "$loop" ]] && losetup -d "$loop"
+	sysctl -qw vm.max_map_count="$maxmap"
+	bench_cleanup
+}
+trap hostile_cleanup EXIT
+
+go build -o "$work/gpusnap" ./cmd/gpusnap
+go build -o "$work/rawfloor" ./bench/floor/rawfloor
+gcc -O -Wall -o "$work/tenant" bench/hostile/tenant.c
+
+truncate -s 1M "$work/img"
+loop=$(losetup -f --show "$work/img")
+mkdir "$work/dev"
+mknod "$work/dev/nvidia0" b "$(stat -c '%t' "$loop" | xargs printf '%d')" "$(stat -c '%T' "$loop" | xargs printf '%d')"
+
+# start_tenant ARGS... starts the tenant helper and waits for its PID file.
+start_tenant() {
+	rm -f "$work/pids"
+	"$work/tenant" "$@" "$work/pids" &
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[[ -f "$work/pids" ]] && break
+		sleep 0.1
+	done
+	mapfile -t -O "${#tenants[@]}" tenants <"$work/pids"
+}
+
+stop_tenants() {
+	kill -9 "${tenants[@]}" 2>/dev/null || true
+	wait 2>/dev/null || true
+	tenants=()
+}
+
+snap="$work/gpusnap snapshot --json --no-nvml --no-store --db $work/bench.db"
+
+# measure NAME: one hyperfine run of snapshot and floor, then the ratios,
+# gpusnap's peak RSS and its output size.
+measure() {
+	in_background hyperfine -N --warmup 2 --runs "$RUNS" --export-csv "$work/$1.csv" \
+		-n snapshot "$snap" -n floor "$work/rawfloor"
+	/usr/bin/time -f '%M' -o "$work/rss" $snap >"$work/snap.json"
+	awk -F, -v rss="$(cat "$work/rss")" -v json="$(stat -c %s "$work/snap.json")" -v what="$1" '
+		NR > 1 { mean[$1] = $2; cpu[$1] = $5 + $6 }
+		END {
+			printf "%s: snapshot %.1f ms wall, %.1f ms CPU; floor %.1f ms wall, %.1f ms CPU\n", what,
+				1000 * mean["snapshot"], 1000 * cpu["snapshot"], 1000 * mean["floor"], 1000 * cpu["floor"]
+			printf "%s: snapshot/floor %.2fx wall, %.2fx CPU; peak RSS %.1f MiB; JSON %.1f KiB\n", what,
+				mean["snapshot"] / mean["floor"], cpu["snapshot"] / cpu["floor"], rss / 1024, json / 1024
+		}' "$work/$1.csv"
+}
+
+procs=$(ls /proc | grep -c '^[0-9]')
+echo "host: $(uname -r), $(nproc) CPUs, $procs processes, hyperfine $(hyperfine --version | cut -d' ' -f2)"
+
+sysctl -qw vm.max_map_count=$((COUNT * 2))
+start_tenant maps "$work/dev/nvidia0" "$COUNT"
+echo "maps: PID ${tenants[0]} maps $work/dev/nvidia0 $(grep -c nvidia0 "/proc/${tenants[0]}/maps") times"
+measure maps
+stop_tenants
+
+start_tenant argv "$CHILDREN"
+echo "argv: $((${#tenants[@]})) processes with $(wc -c <"/proc/${tenants[0]}/cmdline") bytes of arguments each"
+measure argv
+# What a stored snapshot of them adds: the store after one snapshot, less
+# the store after one without them.
+$work/gpusnap snapshot --no-nvml --db "$work/with.db" >/dev/null
+stop_tenants
+$work/gpusnap snapshot --no-nvml --db "$work/without.db" >/dev/null
+echo "argv: store $(stat -c %s "$work/with.db") bytes with them, $(stat -c %s "$work/without.db") without"
