@@ -70,8 +70,20 @@ type SignatureStatus struct {
 }
 
 // smallLimit bounds the files verify keeps in memory (manifest, signature,
-// SHA256SUMS); every other file is hashed as it streams past.
-const smallLimit = 64 << 20
+// SHA256SUMS, the first of each name only); every other file is hashed as it
+// streams past.
+const smallLimit = 16 << 20
+
+// A bundle is a stranger's file: its entries, each entry's size and the
+// bytes hashed in all are bounded before the work is done. A tar header
+// claims its size (a sparse entry of a terabyte takes a few bytes), so a
+// claim over a limit is refused before a byte of it is hashed. gpusnap's own
+// bundles are far inside: two snapshots and a few files per process.
+const (
+	maxEntries   = 100_000
+	maxEntrySize = 1 << 30
+	maxTotal     = 4 << 30
+)
 
 type member struct {
 	name, typ string
@@ -288,6 +300,8 @@ func readArchive(r io.Reader) (members []*member, trailing bool, err error) {
 		return nil, false, fmt.Errorf("%w: not a gzip file: %v", ErrUnreadable, err)
 	}
 	tr := tar.NewReader(zr)
+	total := int64(0)
+	kept := map[string]bool{}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -296,27 +310,46 @@ func readArchive(r io.Reader) (members []*member, trailing bool, err error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: not a tar archive: %v", ErrUnreadable, err)
 		}
+		switch {
+		case len(members) == maxEntries:
+			return nil, false, fmt.Errorf("%w: more than %d entries", ErrUnreadable, maxEntries)
+		case hdr.Size > maxEntrySize:
+			return nil, false, fmt.Errorf("%w: %s claims %d bytes, more than %d GiB", ErrUnreadable, hdr.Name, hdr.Size, maxEntrySize>>30)
+		case total+hdr.Size > maxTotal:
+			return nil, false, fmt.Errorf("%w: its entries claim more than %d GiB in all", ErrUnreadable, maxTotal>>30)
+		}
+		total += hdr.Size
 		m := &member{name: hdr.Name, typ: typeName(hdr.Typeflag)}
 		h := sha256.New()
 		var keep bytes.Buffer
 		var w io.Writer = h
-		var src io.Reader = tr
-		if m.typ == "file" && (m.name == FileManifest || m.name == FileSignature || m.name == FileSums) {
-			w, src = io.MultiWriter(h, &keep), io.LimitReader(tr, smallLimit+1)
+		var src io.Reader = io.LimitReader(tr, hdr.Size)
+		if m.typ == "file" && (m.name == FileManifest || m.name == FileSignature || m.name == FileSums) && !kept[m.name] {
+			// A second copy of a name is a duplicate, trusted by no one:
+			// hashed, not kept.
+			kept[m.name] = true
+			if hdr.Size > smallLimit {
+				return nil, false, fmt.Errorf("%w: %s is over %d MiB", ErrUnreadable, hdr.Name, smallLimit>>20)
+			}
+			w = io.MultiWriter(h, &keep)
 		}
 		n, err := io.Copy(w, src)
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: %s: %v", ErrUnreadable, hdr.Name, err)
 		}
-		if keep.Len() > smallLimit {
-			return nil, false, fmt.Errorf("%w: %s is over %d MiB", ErrUnreadable, hdr.Name, smallLimit>>20)
-		}
 		m.size, m.sha256, m.data = n, hex.EncodeToString(h.Sum(nil)), keep.Bytes()
 		members = append(members, m)
 	}
+	// What follows the tar's end is read to check the gzip checksum, within
+	// what is left of the budget: a stream of zeros after it could be endless.
 	nonZero := &nonZeroWriter{}
-	if _, err := io.Copy(nonZero, zr); err != nil {
+	rest := maxTotal - total
+	n, err := io.Copy(nonZero, io.LimitReader(zr, rest+1))
+	if err != nil {
 		return nil, false, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if n > rest {
+		return nil, false, fmt.Errorf("%w: more than %d GiB of data", ErrUnreadable, maxTotal>>30)
 	}
 	return members, nonZero.seen, nil
 }
