@@ -66,6 +66,9 @@ func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
 	if !ok { // checkShape lets null through, as "not reported"; a whole file of it is no fixture
 		return nil, errors.New("top level: want an object")
 	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
+	}
 	if err := checkShape("", tree, reflect.TypeOf(nvmlFixture{})); err != nil {
 		return nil, err
 	}
@@ -222,7 +225,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 		// A minor number names /dev/nvidiaN and a UUID names the GPU in every
 		// join: a negative or shared one would pin processes on the wrong GPU.
 		if g.MinorNumber != nil {
-			if *g.MinorNumber < 0 {
+			if *g.MinorNumber < 0 || *g.MinorNumber > maxMinor {
 				return fmt.Errorf("%s.minor_number: %d is not a device minor number", path, *g.MinorNumber)
 			}
 			if j, dup := byMinor[*g.MinorNumber]; dup {
@@ -244,11 +247,25 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 			lists[fmt.Sprintf("mig_devices[%d].compute_processes", j)] = m.ComputeProcesses
 			lists[fmt.Sprintf("mig_devices[%d].graphics_processes", j)] = m.GraphicsProcesses
 		}
-		for name, list := range lists {
-			for k, p := range list {
-				if p.PID <= 0 || p.PID > maxPID {
+		for _, name := range sortedKeys(lists) {
+			seen := map[int]int{}
+			for k, p := range lists[name] {
+				if p.PID <= 0 || p.PID >= maxPID {
 					return fmt.Errorf("%s.%s[%d].pid: %d is not a PID", path, name, k, p.PID)
 				}
+				if j, dup := seen[p.PID]; dup {
+					return fmt.Errorf("%s.%s[%d].pid: %d is also [%d]'s (NVML lists a process once)", path, name, k, p.PID, j)
+				}
+				seen[p.PID] = k
+			}
+		}
+		mems := map[string]*Memory{path + ".memory": g.Memory}
+		for j, m := range g.MIGDevices {
+			mems[fmt.Sprintf("%s.mig_devices[%d].memory", path, j)] = m.Memory
+		}
+		for _, name := range sortedKeys(mems) {
+			if m := mems[name]; m != nil && m.Used > m.Total {
+				return fmt.Errorf("%s.used: %d, more than total %d", name, m.Used, m.Total)
 			}
 		}
 		switch g.AccountingMode {
@@ -275,7 +292,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 			}
 		}
 		for k, u := range g.ProcessUtilization {
-			if u.PID <= 0 || u.PID > maxPID {
+			if u.PID <= 0 || u.PID >= maxPID {
 				return fmt.Errorf("%s.process_utilization[%d].pid: %d is not a PID", path, k, u.PID)
 			}
 			for _, pct := range []struct {
@@ -311,8 +328,62 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 	return nil
 }
 
-// maxPID is the kernel's largest pid_max (PID_MAX_LIMIT).
+// maxPID is the kernel's largest pid_max (PID_MAX_LIMIT): every PID is below it.
 const maxPID = 1 << 22
+
+// maxMinor is the largest device minor number (the kernel's MINORBITS, 20).
+const maxMinor = 1<<20 - 1
+
+// checkDuplicateKeys refuses an object that names a key twice: a decoder
+// keeps the last, and a fixture that says two things of one field says
+// nothing a replay could trust.
+func checkDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type object struct {
+		keys map[string]bool
+		key  bool // the next string token is a key
+	}
+	var stack []*object
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &object{keys: map[string]bool{}, key: true})
+				continue
+			case '[':
+				stack = append(stack, nil)
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.key {
+				if top.keys[t] {
+					return fmt.Errorf("key %q given twice in one object", t)
+				}
+				top.keys[t] = true
+				top.key = false
+				continue
+			}
+		}
+		// A value ended: in an object, a key comes next.
+		if len(stack) > 0 && stack[len(stack)-1] != nil {
+			stack[len(stack)-1].key = true
+		}
+	}
+}
 
 func nvmlCodeByName(name string) (nvml.Return, bool) {
 	for _, c := range nvmlCodes {
