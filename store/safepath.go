@@ -6,12 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
-)
 
-// maxSymlinks is the kernel's own limit on links followed in one lookup.
-const maxSymlinks = 40
+	"github.com/gpusnap/gpusnap/internal/safepath"
+)
 
 // checkPath refuses, for a store opened as trusted (root), a path that another
 // user could redirect or tamper with: the store holds command lines, which can
@@ -29,47 +26,14 @@ func checkPath(path string, trusted uint32) error {
 		return fmt.Errorf("%w: refusing store %s: %s (the store holds command lines, which can hold secrets)",
 			ErrUnsafePath, path, fmt.Sprintf(format, args...))
 	}
-	// Walk the path as the kernel would, following each symlink met.
-	todo := strings.Split(strings.TrimPrefix(abs, "/"), "/")
-	cur := "/"
-	links := 0
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
-		if errors.Is(err, fs.ErrNotExist) {
-			cur = filepath.Join(append([]string{next}, todo...)...)
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("check store path %s: %w", path, err)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if uid := owner(fi); uid != trusted {
-			return refuse("%s is a symlink owned by uid %d", next, uid)
-		}
-		if links++; links > maxSymlinks {
-			return refuse("too many symlinks")
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return fmt.Errorf("check store path %s: %w", path, err)
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		todo = append(strings.Split(target, "/"), todo...)
+	cur, err := safepath.Resolve(abs, trusted)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	// An ancestor another user could write lets them move the store away
+	// and put their own in its place.
+	if err := safepath.CheckAncestors(cur, trusted); err != nil {
+		return refuse("%v", err)
 	}
 	// cur is now the resolved path; check the nearest existing directory
 	// holding it, and the file if it exists.
@@ -106,9 +70,4 @@ func checkOwned(fi fs.FileInfo, trusted uint32) string {
 	return ""
 }
 
-func owner(fi fs.FileInfo) uint32 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Uid
-	}
-	return ^uint32(0)
-}
+func owner(fi fs.FileInfo) uint32 { return safepath.Owner(fi) }

@@ -27,6 +27,16 @@ func TestRootRefusesPathsOthersCanTamperWith(t *testing.T) {
 		return dir
 	}
 	safe := mk("safe", 0o700, 0)
+	sub := func(parent, name string, mode os.FileMode, uid int) string {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, uid, 0); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
 	link := func(name, target string, uid int) string {
 		l := filepath.Join(base, name)
 		if err := os.Symlink(target, l); err != nil {
@@ -57,6 +67,11 @@ func TestRootRefusesPathsOthersCanTamperWith(t *testing.T) {
 		{"user-symlink", filepath.Join(link("userlink", safe, 1000), "gpusnap.db"), "symlink owned by uid 1000"},
 		{"user-symlink-to-file", link("userfile", filepath.Join(safe, "x.db"), 1000), "symlink owned by uid 1000"},
 		{"file-of-other", otherFile, "the file is owned by uid 1000"},
+		// An ancestor another user can write: the store's own directory is
+		// sound, but the one above lets its directory be moved away.
+		{"ancestor-world-writable", filepath.Join(sub(mk("open", 0o777, 0), "state", 0o700, 0), "gpusnap.db"), "could be moved away"},
+		{"ancestor-of-other", filepath.Join(sub(mk("theirs", 0o755, 1000), "state", 0o700, 0), "gpusnap.db"), "owned by uid 1000, who could move"},
+		{"sticky-ancestor", filepath.Join(sub(mk("sticky2", os.ModeSticky|0o777, 0), "state", 0o700, 0), "gpusnap.db"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkPath(tc.path, 0)
