@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
 func TestWriteFileIsExclusive(t *testing.T) {
@@ -85,7 +87,7 @@ func TestWriteFileRefusesDirectoryAndCleansUp(t *testing.T) {
 	boom := errors.New("boom")
 	for _, force := range []bool{false, true} {
 		out := filepath.Join(dir, "partial")
-		err := CreateFile(out, 0o600, force, func(w io.Writer) error { w.Write([]byte("half")); return boom })
+		err := safefile.Create(out, 0o600, force, func(w io.Writer) error { w.Write([]byte("half")); return boom })
 		if !errors.Is(err, boom) {
 			t.Errorf("force=%v: err %v", force, err)
 		}

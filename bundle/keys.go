@@ -54,7 +54,7 @@ func WriteKeyPair(prefix string, force bool) (ed25519.PublicKey, error) {
 }
 
 func writePEM(name string, perm os.FileMode, force bool, typ string, der []byte) error {
-	return CreateFile(name, perm, force, func(w io.Writer) error {
+	return safefile.Create(name, perm, force, func(w io.Writer) error {
 		return pem.Encode(w, &pem.Block{Type: typ, Bytes: der})
 	})
 }

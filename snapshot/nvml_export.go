@@ -2,10 +2,11 @@ package snapshot
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
 // WriteNVMLFixture writes n in the NVML fixture format, so a state read on a
@@ -51,22 +52,12 @@ func ExportNVMLFixture(path string, n NVML) (err error) {
 	if err := exportable(n); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err) // before a file is created
 	}
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("export NVML fixture: %s already exists (gpusnap never overwrites it)", path)
-		}
-		return fmt.Errorf("export NVML fixture: %w", err)
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("export NVML fixture: %s already exists (gpusnap never overwrites it)", path)
 	}
-	defer func() {
-		if cerr := file.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("export NVML fixture: %w", cerr)
-		}
-		if err != nil {
-			_ = os.Remove(path) // a half-written fixture would fail later, far from its cause
-		}
-	}()
-	if err := WriteNVMLFixture(file, n); err != nil {
+	// Written whole or not at all, never through a symbolic link: a
+	// half-written fixture would fail later, far from its cause.
+	if err := safefile.Create(path, 0o600, false, func(w io.Writer) error { return WriteNVMLFixture(w, n) }); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/bundle"
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -192,7 +193,7 @@ type bundleOpts struct {
 // signing key, when there is one.
 func (o *bundleOpts) readFiles(path string, force bool, signKey string) error {
 	o.force = force
-	if err := bundle.CheckTarget(path, force); err != nil {
+	if err := safefile.CheckTarget(path, force); err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
 	if signKey != "" {
