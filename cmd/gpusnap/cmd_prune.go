@@ -68,7 +68,7 @@ func runPrune(_ context.Context, g globals, o pruneOptions) error {
 		return printJSON(g.Stdout, removed)
 	}
 	for _, m := range removed {
-		fmt.Fprintf(g.Stdout, "%s %s %s\n", m.ID, safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))
+		fmt.Fprintf(g.Stdout, "%s %s %s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))
 	}
 	verb := "removed"
 	if p.DryRun {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
 func rmCommand() *cli.Command {
@@ -48,7 +50,7 @@ func runRm(_ context.Context, g globals, o rmOptions) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintln(g.Stdout, id); err != nil {
+		if _, err := fmt.Fprintln(g.Stdout, safetext.Escape(id)); err != nil { // a crafted store's id may hold anything
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -67,7 +68,7 @@ func runStoreCheck(_ context.Context, g globals, _ storeCheckOptions) error {
 		fmt.Fprintf(g.Stdout, "store %s is sound: %d snapshots, %d process records, %d bytes\n", g.DB, r.Snapshots, r.Processes, r.Size)
 	} else {
 		for _, p := range r.Problems {
-			fmt.Fprintln(g.Stdout, p)
+			fmt.Fprintln(g.Stdout, safetext.Line(p)) // names ids and keys of a store anyone could have crafted
 		}
 	}
 	if !out.OK {
