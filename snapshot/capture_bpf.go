@@ -131,6 +131,8 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		return &results[i].p, true
 	}
 	anon := map[uint32][]Mapping{}
+	runs := map[uint32]*mappingRuns{} // the maps scanner's rule: 256 lines per device, the rest counted
+	var id []byte
 	err = walk.EachVMA(func(r *bpf.VMARecord, path []byte) {
 		p, ok := from(r.Pid, r.Tid)
 		if !ok {
@@ -164,6 +166,16 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			m.DeviceNumber, m.DeviceType = deviceNumber(kind)
 			m.Class, m.GPUMinor = cfg.classes.Classify(m.Path, kind, true)
 		}
+		rs := runs[r.Pid]
+		if rs == nil {
+			rs = &mappingRuns{}
+			runs[r.Pid] = rs
+		}
+		id = strconv.AppendUint(append(strconv.AppendUint(id[:0], uint64(r.S_dev), 16), ' '), r.Ino, 10)
+		if rs.counted(id, path, []byte(m.Perms), nil, m.Size) {
+			return
+		}
+		rs.keep(id, path, []byte(m.Perms), m.Class, m.GPUMinor)
 		p.Mappings = append(p.Mappings, m)
 	})
 	if err != nil {
@@ -203,6 +215,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		res := &results[i]
 		p := &res.p
 		p.Mappings = nvidiaFirst(p.Mappings, func(m Mapping) bool { return m.Class == ClassNVIDIA })
+		if rs := runs[uint32(p.PID)]; rs != nil {
+			p.MappingRuns = rs.result()
+		}
 		p.Holders = nvidiaFirst(p.Holders, func(h Holder) bool { return h.Class == ClassNVIDIA })
 		w.dir = pidDir(cfg.root, p.PID)
 		name := strconv.Itoa(p.PID)

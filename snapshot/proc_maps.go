@@ -201,10 +201,9 @@ type MapsScanner struct {
 	// The state of a scan, from Begin to End.
 	res      MapsResult
 	other    []Mapping // device mappings of other devices, after NVIDIA's
-	runs     []deviceRun
+	runs     mappingRuns
 	lastFile []byte // "dev inode" of the last file found not to be a device
 	lineNo   int
-	kept     int // device lines kept, every device together
 	errs     int // malformed lines
 }
 
@@ -225,36 +224,90 @@ type deviceRun struct {
 	run    MappingRun
 }
 
-// find returns the run of the file a line maps (its "dev inode" text and
-// path), or nil if no line of it was kept yet. ScanMaps keeps the first
-// MappingsPerDevice lines of each device one by one, and past them a line
-// whose permissions were not yet kept for its device (so that a writable
-// mapping among 100,000 read-only ones is seen as such); the rest are counted
-// in the device's run. Devices past maxRuns share one run.
-func (s *MapsScanner) find(devIno, path []byte) *deviceRun {
-	for i := range s.runs {
-		if bytes.Equal(s.runs[i].devIno, devIno) && bytes.Equal(s.runs[i].path, path) {
-			return &s.runs[i]
+// mappingRuns is the one rule of what a process's device mappings may
+// cost, for both capture paths: per device (one file: its "dev inode" and
+// path) the first MappingsPerDevice lines are kept one by one, and past them
+// (or past maxKeptMappings in all) a line whose permissions were not yet kept
+// for its device (so that a writable mapping among 100,000 read-only ones is
+// seen as such); the rest are counted in the device's run. Devices past
+// maxRuns share one run.
+type mappingRuns struct {
+	runs []deviceRun
+	kept int // device lines kept, every device together
+}
+
+func (m *mappingRuns) reset() { m.runs, m.kept = m.runs[:0], 0 }
+
+// counted counts the line of a device mapping (its file's id and path, as
+// maps writes it, its permissions, and its size: that of the maps address
+// range addr, parsed only when needed, or, with no addr, size) in its
+// device's run when it is not to be kept, and reports whether it was.
+func (m *mappingRuns) counted(id, path, perms, addr []byte, size uint64) bool {
+	if len(m.runs) == 0 {
+		return false
+	}
+	r := m.find(id, path)
+	if r == nil || (r.kept < MappingsPerDevice && m.kept < maxKeptMappings) || !r.sawPerms(perms) {
+		return false
+	}
+	if addr != nil {
+		start, end, ok := parseRange(addr)
+		if !ok {
+			return false // parsed in full, and reported, by the caller
+		}
+		size = end - start
+	}
+	r.count(size, perms)
+	return true
+}
+
+// keep records a device line kept one by one.
+func (m *mappingRuns) keep(id, path, perms []byte, class string, gpuMinor *int) {
+	r := m.run(id, path)
+	if r.kept == 0 {
+		r.run.Class, r.run.GPUMinor = class, gpuMinor
+	}
+	if !r.sawPerms(perms) {
+		r.perms = append(r.perms, string(perms))
+	}
+	r.kept++
+	m.kept++
+}
+
+// result is the runs of lines not kept.
+func (m *mappingRuns) result() []MappingRun {
+	var out []MappingRun
+	for i := range m.runs {
+		if m.runs[i].run.Lines > 0 {
+			out = append(out, m.runs[i].run)
 		}
 	}
-	if len(s.runs) > maxRuns {
-		return &s.runs[maxRuns] // the run shared by the devices past maxRuns
+	return out
+}
+
+func (m *mappingRuns) find(id, path []byte) *deviceRun {
+	for i := range m.runs {
+		if bytes.Equal(m.runs[i].devIno, id) && bytes.Equal(m.runs[i].path, path) {
+			return &m.runs[i]
+		}
+	}
+	if len(m.runs) > maxRuns {
+		return &m.runs[maxRuns] // the run shared by the devices past maxRuns
 	}
 	return nil
 }
 
-// run returns the run of a device line's file, new if it has none yet.
-func (s *MapsScanner) run(devIno, path []byte) *deviceRun {
-	if r := s.find(devIno, path); r != nil {
+func (m *mappingRuns) run(id, path []byte) *deviceRun {
+	if r := m.find(id, path); r != nil {
 		return r
 	}
-	if len(s.runs) == maxRuns {
-		s.runs = append(s.runs, deviceRun{})
-		return &s.runs[maxRuns]
+	if len(m.runs) == maxRuns {
+		m.runs = append(m.runs, deviceRun{})
+		return &m.runs[maxRuns]
 	}
 	// Copies: a scan fed in pieces outlives each piece.
-	s.runs = append(s.runs, deviceRun{devIno: bytes.Clone(devIno), path: bytes.Clone(path)})
-	r := &s.runs[len(s.runs)-1]
+	m.runs = append(m.runs, deviceRun{devIno: bytes.Clone(id), path: bytes.Clone(path)})
+	r := &m.runs[len(m.runs)-1]
 	r.run.Path, _ = cutDeletedString(string(path))
 	return r
 }
@@ -303,8 +356,9 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 // is scanned as it is read, in bounded memory.
 func (s *MapsScanner) Begin() {
 	s.res, s.other = MapsResult{}, nil
-	s.runs, s.lastFile = s.runs[:0], s.lastFile[:0]
-	s.lineNo, s.kept, s.errs = 0, 0, 0
+	s.runs.reset()
+	s.lastFile = s.lastFile[:0]
+	s.lineNo, s.errs = 0, 0
 }
 
 // End finishes a scan and returns what it found.
@@ -313,11 +367,7 @@ func (s *MapsScanner) End() MapsResult {
 	if s.errs > maxMapsErrors {
 		res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", s.errs-maxMapsErrors))
 	}
-	for i := range s.runs {
-		if s.runs[i].run.Lines > 0 {
-			res.Runs = append(res.Runs, s.runs[i].run)
-		}
-	}
+	res.Runs = s.runs.result()
 	res.Mappings = append(res.Mappings, s.other...)
 	s.res, s.other = MapsResult{}, nil
 	return res
@@ -388,11 +438,8 @@ func (s *MapsScanner) Feed(data []byte) {
 			// A device's line past its first MappingsPerDevice, with
 			// permissions already kept: counted, not kept, nor parsed past
 			// its address.
-			if r := s.find(devIno, path); r != nil && (r.kept >= MappingsPerDevice || s.kept >= maxKeptMappings) && r.sawPerms(perms) {
-				if start, end, ok := parseRange(line[:sp]); ok {
-					r.count(end-start, perms)
-					continue
-				}
+			if s.runs.counted(devIno, path, perms, line[:sp], 0) {
+				continue
 			}
 			m, err := ParseMapsLine(line)
 			if err != nil {
@@ -404,15 +451,7 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.lastFile = append(s.lastFile[:0], devIno...)
 				continue
 			}
-			r := s.run(devIno, path)
-			if r.kept == 0 {
-				r.run.Class, r.run.GPUMinor = mp.Class, mp.GPUMinor
-			}
-			if !r.sawPerms(perms) {
-				r.perms = append(r.perms, string(perms))
-			}
-			r.kept++
-			s.kept++
+			s.runs.keep(devIno, path, perms, mp.Class, mp.GPUMinor)
 			if mp.Class == ClassNVIDIA {
 				s.res.Mappings = append(s.res.Mappings, mp)
 			} else {
