@@ -575,3 +575,41 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// ReadProcesses reads the processes pids under the proc root as Capture
+// reads each, and leaves out those that are gone: watch's fallback rescans
+// new processes and those using a device with it, not the whole host.
+func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	live := isProcfs(root)
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	defer unix.Close(rootfd)
+	r := newReader(nil, false, !live)
+	var h Host
+	readHost(r, rootfd, root, &h)
+	classes := DeviceClasses{}
+	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
+		classes = ParseDevices(data)
+	}
+	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live}
+	if live {
+		cfg.users = &userCache{names: map[int]string{}}
+	}
+	results, err := cfg.scan(ctx, pids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Process, 0, len(results))
+	for _, res := range results {
+		if !res.vanished {
+			res.p.makeValidUTF8()
+			out = append(out, res.p)
+		}
+	}
+	return out, nil
+}

@@ -42,6 +42,14 @@ func parseCgroup(data string) ([]string, attribution) {
 	return lines, a
 }
 
+// CgroupOwner returns what one cgroup path says about who runs the processes
+// in it: watch names a process by the path of its cgroup id.
+func CgroupOwner(path string) (containerID, runtime, podUID, slurmJobID string) {
+	var a attribution
+	a.fill(path)
+	return a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID
+}
+
 // scopePrefixes are the systemd scope names of container runtimes.
 var scopePrefixes = []struct{ prefix, runtime string }{
 	{"docker-", "docker"},
