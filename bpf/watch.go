@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -42,12 +43,6 @@ const (
 	KindFork Kind = 5
 )
 
-// pathDepth and nameLen mirror PATH_DEPTH and NAME_LEN in watch.c.
-const (
-	pathDepth = 8
-	nameLen   = 32
-)
-
 // Event is one kernel event, decoded. Times are CLOCK_BOOTTIME nanoseconds.
 type Event struct {
 	Kind         Kind
@@ -66,7 +61,7 @@ type Event struct {
 	Prot         uint32 // open: f_mode; mmap: the protection asked for
 	FD           int32  // -1 where the hook has no descriptor
 	Length       uint64 // mmap: the length asked for (0 where the hook has none)
-	Path         string // open, mmap: the device's path; exec: the file exec'd
+	Path         string // open, mmap: the device's path; exec: the executable's. A path cut short starts with ".../"
 	ChildPID     uint32 // fork
 	ChildStartNS uint64 // fork
 }
@@ -282,20 +277,33 @@ func lastLine(log []string) string {
 	return "no log"
 }
 
-// Read blocks until the next event; after Close it returns ErrClosed.
+// Read blocks until the next event. After Stop it returns the events still
+// in the ring buffer, then ErrStopped; after Close, ErrClosed.
 func (w *Watch) Read() (Event, error) {
 	rec, err := w.reader.Read()
-	if err != nil {
-		if errors.Is(err, ringbuf.ErrClosed) {
-			return Event{}, ErrClosed
-		}
+	switch {
+	case errors.Is(err, ringbuf.ErrFlushed):
+		return Event{}, ErrStopped
+	case errors.Is(err, ringbuf.ErrClosed):
+		return Event{}, ErrClosed
+	case err != nil:
 		return Event{}, err
 	}
 	return decode(rec.RawSample)
 }
 
-// ErrClosed is returned by Read after Close.
-var ErrClosed = errors.New("watch closed")
+// Errors of Read.
+var (
+	ErrStopped = errors.New("watch stopped")
+	ErrClosed  = errors.New("watch closed")
+)
+
+// Stop detaches the programs, so no event comes after the ones in the ring
+// buffer now, and wakes Read to return those.
+func (w *Watch) Stop() error {
+	w.closeLinks()
+	return w.reader.Flush()
+}
 
 // Lost is how many events the ring buffer had no room for since Open.
 func (w *Watch) Lost() (uint64, error) {
@@ -342,30 +350,28 @@ func decode(raw []byte) (Event, error) {
 		Major: k.RdevMajor, Minor: k.RdevMinor, Mode: k.Mode, Flags: k.Flags, Prot: k.Prot,
 		FD: k.Fd, Length: k.Length, ChildPID: k.ChildPid, ChildStartNS: k.ChildStartNs,
 	}
-	path := unsafe.Slice((*byte)(unsafe.Pointer(&k.Path[0])), len(k.Path))
-	switch e.Kind {
-	case KindOpen, KindMmap:
-		e.Path = joinPath(path, int(k.Depth))
-	case KindExec:
-		e.Path = cString(k.Path[:])
+	if k.Depth > 0 {
+		slots := unsafe.Slice((*byte)(unsafe.Pointer(&k.Path[0])), len(k.Path))
+		e.Path = joinPath(slots, int(k.Depth), k.Complete != 0)
 	}
 	return e, nil
 }
 
-// joinPath joins the names watch.c wrote innermost first. A walk cut at
-// pathDepth names is marked with a leading ".../".
-func joinPath(slots []byte, depth int) string {
-	depth = min(depth, pathDepth)
-	names := make([]string, depth)
+// nameLen mirrors NAME_LEN in watch.c: the size of each name's slot.
+const nameLen = 80
+
+// joinPath joins the names watch.c kept innermost first, one a slot. A path
+// the walk did not follow to the root starts with ".../".
+func joinPath(slots []byte, depth int, complete bool) string {
+	depth = min(depth, len(slots)/nameLen)
+	names := make([]string, 0, depth)
 	for i := range depth {
-		slot := slots[i*nameLen : (i+1)*nameLen]
-		if j := bytes.IndexByte(slot, 0); j >= 0 {
-			slot = slot[:j]
-		}
-		names[depth-1-i] = string(slot)
+		name, _, _ := bytes.Cut(slots[i*nameLen:(i+1)*nameLen], []byte{0})
+		names = append(names, string(name))
 	}
+	slices.Reverse(names)
 	p := "/" + strings.Join(names, "/")
-	if depth == pathDepth {
+	if !complete {
 		p = "..." + p
 	}
 	return p

@@ -34,8 +34,10 @@ type watchEvent struct {
 	Fd           int32
 	ChildPid     uint32
 	Depth        uint32
+	Complete     uint32
 	Comm         [16]int8
-	Path         [256]int8
+	Path         [960]int8
+	_            [4]byte
 }
 
 // Names of all BPF objects in the ELF.

@@ -27,9 +27,12 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_EXIT 4
 #define EV_FORK 5
 
-#define NAME_LEN 32
-#define PATH_DEPTH 8
-#define EXEC_PATH_LEN (NAME_LEN * PATH_DEPTH)
+// A path is kept as its innermost PATH_DEPTH names, innermost first, each in
+// a NAME_LEN slot (NUL-terminated; a longer name is cut). Fixed slots keep the
+// verifier's work small: it loads in milliseconds, not seconds.
+#define PATH_DEPTH 12
+#define NAME_LEN 80
+#define PATH_LEN (PATH_DEPTH * NAME_LEN)
 
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
@@ -57,11 +60,11 @@ struct event {
 	u32 prot;          // mmap: the protection asked for; open: f_mode
 	s32 fd;            // -1 where the hook has no descriptor
 	u32 child_pid;     // fork: the child's pid
-	u32 depth;         // how many names path holds (open, mmap)
+	u32 depth;         // how many names path holds
+	u32 complete;      // 1 when path reaches the root; 0 when it was cut
 	char comm[16];
-	// open and mmap: the path's last PATH_DEPTH names, innermost first, each
-	// NUL-terminated in its NAME_LEN slot; exec: the file name as exec'd.
-	char path[EXEC_PATH_LEN];
+	// open, mmap: the device's path; exec: the executable's path (packed as above).
+	char path[PATH_LEN];
 };
 
 // Keeps struct event in the object's BTF, for bpf2go's Go type.
@@ -130,7 +133,7 @@ static __always_inline struct event *begin(u32 kind)
 	e->length = 0;
 	e->child_pid = 0;
 	e->child_start_ns = 0;
-	e->rdev_major = e->rdev_minor = e->mode = e->flags = e->prot = e->depth = 0;
+	e->rdev_major = e->rdev_minor = e->mode = e->flags = e->prot = e->depth = e->complete = 0;
 
 	struct pid *tp = BPF_CORE_READ(leader, thread_pid);
 	u32 level = BPF_CORE_READ(tp, level);
@@ -153,7 +156,7 @@ static __always_inline int name_is(const char *name, const char *want, int n)
 }
 
 // fill_path walks from the file's dentry towards the root, crossing mount
-// points, and keeps the innermost PATH_DEPTH names.
+// points, and keeps the names it passes (innermost first) in e->path.
 static __always_inline void fill_path(struct event *e, struct file *file)
 {
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
@@ -161,25 +164,27 @@ static __always_inline void fill_path(struct event *e, struct file *file)
 	struct mount *mnt = (void *)vm - bpf_core_field_offset(struct mount, mnt);
 	u32 depth = 0;
 
-#pragma unroll
+	e->complete = 0;
 	for (int i = 0; i < PATH_DEPTH + 4; i++) {
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
 		struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
 		if (d == root) {
 			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-			if (up == mnt)
-				break; // the root of everything
+			if (up == mnt) {
+				e->complete = 1; // the root of everything
+				break;
+			}
 			d = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = up;
 			continue;
 		}
 		if (d == parent)
 			break; // a dentry cut off from its mount
-		if (depth < PATH_DEPTH) {
-			const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-			bpf_probe_read_kernel_str(&e->path[(depth & (PATH_DEPTH - 1)) * NAME_LEN], NAME_LEN, name);
-			depth++;
-		}
+		if (depth == PATH_DEPTH)
+			break;
+		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+		bpf_probe_read_kernel_str(&e->path[depth * NAME_LEN], NAME_LEN, name);
+		depth++;
 		d = parent;
 	}
 	e->depth = depth;
@@ -326,9 +331,9 @@ int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned l
 	return report_file(file, EV_MMAP, -1, flags, prot, 0);
 }
 
-// Process life, in every mode. exec is reported for every process (user
-// space keeps the recent ones, to name a process that opens a device after
-// it); fork and exit only for processes seen.
+// Process life, in every mode. exec is reported for every process, with the
+// path of the file run (user space keeps the recent ones, to name a process
+// that opens a device after it); fork and exit only for processes seen.
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
@@ -336,8 +341,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct event *e = begin(EV_EXEC);
 	if (!e)
 		return 0;
-	const char *filename = BPF_CORE_READ(bprm, filename);
-	bpf_probe_read_kernel_str(e->path, sizeof(e->path), filename);
+	fill_path(e, BPF_CORE_READ(bprm, file));
 	emit(e);
 	return 0;
 }
