@@ -1,0 +1,98 @@
+package eventlog
+
+import (
+	"fmt"
+	"time"
+)
+
+// Gap is a span of a window during which no watch recorded.
+type Gap struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	Why  string    `json:"why"`
+}
+
+// Coverage says how completely the log covers the window [from, to): the
+// spans no watch recorded, and the events the kernel dropped.
+type Coverage struct {
+	Gaps []Gap  `json:"gaps,omitempty"`
+	Lost uint64 `json:"lost,omitempty"`
+	// Modes are the modes the watches of the window ran in.
+	Modes []string `json:"modes,omitempty"`
+}
+
+// Complete reports whether a watch recorded the whole window and lost nothing.
+func (c Coverage) Complete() bool { return len(c.Gaps) == 0 && c.Lost == 0 }
+
+// Cover reads the coverage of [from, to) from what ReadEvents returned for it.
+func Cover(r ReadResult, from, to time.Time) Coverage {
+	var c Coverage
+	running := false
+	var runStart, last time.Time // the running watch's start, and its last record
+	down := from                 // since when no watch has recorded
+	if from.IsZero() && len(r.Events) > 0 {
+		down = r.Events[0].Time // no window asked: the log's own span
+	}
+	why := "no watch was recording"
+	if b := r.Before; b != nil && b.Kind == KindWatchStart {
+		running, runStart, last = true, b.Time, b.Time
+	} else if b != nil {
+		why = "the watch was stopped"
+	}
+	addMode := func(m string) {
+		for _, have := range c.Modes {
+			if have == m {
+				return
+			}
+		}
+		c.Modes = append(c.Modes, m)
+	}
+	if running {
+		addMode(r.Before.Mode)
+	}
+	// runLost is the running watch's count of dropped events: each lost
+	// record carries the count since its watch started (an over-count for a
+	// window that began after, never an under-count).
+	var runLost uint64
+	for _, e := range r.Events {
+		switch e.Kind {
+		case KindWatchStart:
+			if running && e.Time.Equal(runStart) {
+				continue // the same watch, in a new segment
+			}
+			if running {
+				// The last watch ended without its stop record (killed, or the host went down).
+				down, why = last, "the watch ended without stopping cleanly (killed, or the host went down)"
+			}
+			c.Lost += runLost
+			runLost = 0
+			if e.Time.After(down) {
+				c.Gaps = append(c.Gaps, Gap{From: down, To: e.Time, Why: why})
+			}
+			running, runStart = true, e.Time
+			addMode(e.Mode)
+		case KindWatchStop:
+			running, down, why = false, e.Time, "the watch was stopped"
+			c.Lost += max(runLost, e.Lost)
+			runLost = 0
+		case KindLost:
+			if e.Lost == 0 {
+				c.Lost++ // a source that could not count what it dropped: at least one
+			}
+			runLost = max(runLost, e.Lost)
+		}
+		if running {
+			last = e.Time
+		}
+	}
+	c.Lost += runLost
+	if !running && to.After(down) {
+		c.Gaps = append(c.Gaps, Gap{From: down, To: to, Why: why})
+	}
+	return c
+}
+
+// String says the coverage in one line.
+func (g Gap) String() string {
+	return fmt.Sprintf("%s to %s (%s)", g.From.UTC().Format(time.RFC3339), g.To.UTC().Format(time.RFC3339), g.Why)
+}

@@ -1,0 +1,107 @@
+// Package eventlog is the store's event log: what gpusnap watch saw between
+// snapshots (opens and mappings of NVIDIA devices, the lives of the processes
+// that made them, its own starts and stops), kept in a journal beside the
+// store file (docs/watch.md), and read by events, diff and bundle.
+package eventlog
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kinds of event.
+const (
+	KindOpen  = "open"  // a process opened an NVIDIA device
+	KindMmap  = "mmap"  // a process mapped an NVIDIA device
+	KindExec  = "exec"  // a process that used (or goes on to use) a device exec'd
+	KindFork  = "fork"  // a process that used a device forked: the child inherits its descriptors and mappings
+	KindExit  = "exit"  // a process that used a device ended
+	KindUsing = "using" // fallback mode: a rescan found a process holding or mapping a device
+	KindNVML  = "nvml"  // NVML listed a process on a GPU it had not listed before
+
+	// The watch's own record: when it ran, how, and what it missed.
+	KindWatchStart = "watch_start"
+	KindWatchStop  = "watch_stop"
+	KindLost       = "lost" // the kernel dropped events: the ring buffer was full
+)
+
+// Sources of events.
+const (
+	SourceLSM           = "lsm"
+	SourceFentry        = "fentry"
+	SourceTracepoint    = "tracepoint"
+	SourceProcConnector = "proc-connector"
+	SourceRescan        = "rescan"
+	SourceNVML          = "nvml"
+)
+
+// Event is one record of the event log.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Source  string    `json:"source,omitempty"`
+	Process *Process  `json:"process,omitempty"`
+	Device  *Device   `json:"device,omitempty"`
+
+	Access   string   `json:"access,omitempty"` // open: r, w or rw
+	Perms    string   `json:"perms,omitempty"`  // mmap: as maps prints them (rw-s)
+	Length   uint64   `json:"length,omitempty"` // mmap: bytes asked for, where the hook has them
+	FD       *int     `json:"fd,omitempty"`
+	Child    *Process `json:"child,omitempty"`     // fork
+	ExitCode *int     `json:"exit_code,omitempty"` // exit: the wait status
+	GPUUUID  string   `json:"gpu_uuid,omitempty"`  // nvml
+
+	// watch_start: the mode (a hook name, or fallback), and what it cannot see.
+	Mode  string   `json:"mode,omitempty"`
+	Blind []string `json:"blind,omitempty"`
+	// lost, watch_stop: events the kernel dropped since the watch started.
+	Lost uint64 `json:"lost,omitempty"`
+	Note string `json:"note,omitempty"`
+}
+
+// Process is who made an event, as the kernel saw it at the event.
+type Process struct {
+	PID        int    `json:"pid"`
+	StartTime  uint64 `json:"start_time"`       // /proc/PID/stat field 22: clock ticks since boot
+	NSPID      int    `json:"ns_pid,omitempty"` // the PID in its own pid namespace, where that differs
+	PPID       int    `json:"ppid,omitempty"`
+	Comm       string `json:"comm,omitempty"`
+	Exe        string `json:"exe,omitempty"`
+	ExeDeleted bool   `json:"exe_deleted,omitempty"`
+	UID        int    `json:"uid"`
+	Cgroup     string `json:"cgroup,omitempty"`
+	CgroupID   uint64 `json:"cgroup_id,omitempty"`
+
+	ContainerID string `json:"container_id,omitempty"`
+	PodUID      string `json:"pod_uid,omitempty"`
+	SlurmJobID  string `json:"slurm_job_id,omitempty"`
+}
+
+// Key is the process's identity, PID@STARTTIME, as snapshots have it.
+func (p *Process) Key() string { return fmt.Sprintf("%d@%d", p.PID, p.StartTime) }
+
+// Device is the device an open or mapping was of.
+type Device struct {
+	Path   string `json:"path"`
+	Number string `json:"number,omitempty"` // major:minor, the device's own number
+	Type   string `json:"type,omitempty"`   // char or block
+	Class  string `json:"class"`            // as the snapshot classifier decides: nvidia
+	GPU    *int   `json:"gpu_minor,omitempty"`
+}
+
+// Writable reports whether the event gave write access to a device: an open
+// for writing or a writable mapping.
+func (e *Event) Writable() bool {
+	switch e.Kind {
+	case KindOpen, KindUsing:
+		return e.Access == "w" || e.Access == "rw" || len(e.Perms) > 1 && e.Perms[1] == 'w'
+	case KindMmap:
+		return len(e.Perms) > 1 && e.Perms[1] == 'w'
+	}
+	return false
+}
+
+// UsesDevice reports whether the event is a use of a device.
+func (e *Event) UsesDevice() bool {
+	return e.Kind == KindOpen || e.Kind == KindMmap || e.Kind == KindUsing || e.Kind == KindNVML
+}

@@ -1,0 +1,309 @@
+package eventlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The event log is a journal beside the store file: a directory DB.events of
+// segment files, one JSON event per line, that only watch appends to. bbolt
+// allows one writer at a time; watch never takes the store's lock, so
+// baseline, diff, list and bundle run while it does, and it never waits on
+// them: nothing it sees is lost to a held store. Readers take no lock either:
+// a line is written whole with one write(2) on an O_APPEND file, and a last
+// line without its newline (a watch killed mid-write) is not read.
+
+const (
+	segmentSuffix = ".jsonl"
+	// segmentLimit starts a new segment past this size, so retention drops
+	// whole files and a reader skips the ones before --since unread.
+	segmentLimit = 64 << 20
+	// maxLine bounds one event's line: larger ones are not events watch wrote.
+	maxLine = 64 << 10
+	// segmentTimeLayout names a segment by when it was started; names sort by time.
+	segmentTimeLayout = "20060102T150405.000000000Z"
+)
+
+// JournalDir is the event log of the store at dbPath.
+func JournalDir(dbPath string) string { return dbPath + ".events" }
+
+// Dir is the directory of the log.
+func (j *Journal) Dir() string { return j.dir }
+
+// Journal appends events to the event log; one watch at a time holds it.
+type Journal struct {
+	dir  string
+	lock *os.File
+	seg  *os.File
+	size int64
+	buf  bytes.Buffer
+	// start is the watch_start record of this watch: a segment started for
+	// size begins with it again, so a reader of that segment alone knows
+	// the watch was running (Gaps).
+	start *Event
+}
+
+// ErrWatchRunning is returned by OpenJournal when another watch holds the log.
+var ErrWatchRunning = errors.New("another gpusnap watch is recording into this event log")
+
+// OpenJournal opens the event log in dir for appending, creating it (0700)
+// where missing, and starts a new segment.
+func OpenJournal(dir string) (*Journal, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("event log %s: %w", dir, err)
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("event log %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("event log %s: %w", dir, ErrWatchRunning)
+	}
+	j := &Journal{dir: dir, lock: lock}
+	if err := j.rotate(time.Now()); err != nil {
+		j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// checkDir refuses an event log directory that is a symbolic link or that
+// another user could write to: it holds command lines and who ran what.
+func checkDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("event log %s: %w", dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("event log %s is not a directory", dir)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("event log %s is writable by other users (mode %s)", dir, fi.Mode().Perm())
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("event log %s is owned by uid %d, not this user", dir, st.Uid)
+	}
+	return nil
+}
+
+// rotate starts a new segment named by t.
+func (j *Journal) rotate(t time.Time) error {
+	if j.seg != nil {
+		if err := j.seg.Close(); err != nil {
+			return fmt.Errorf("event log %s: %w", j.dir, err)
+		}
+	}
+	name := filepath.Join(j.dir, t.UTC().Format(segmentTimeLayout)+segmentSuffix)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	j.seg, j.size = f, 0
+	return nil
+}
+
+// Append writes events with one write and syncs them to disk.
+func (j *Journal) Append(events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	j.buf.Reset()
+	enc := json.NewEncoder(&j.buf)
+	enc.SetEscapeHTML(false)
+	for i := range events {
+		if err := enc.Encode(&events[i]); err != nil {
+			return fmt.Errorf("event log: encode: %w", err)
+		}
+	}
+	if j.start == nil && events[0].Kind == KindWatchStart {
+		j.start = &events[0]
+	}
+	if j.size > 0 && j.size+int64(j.buf.Len()) > segmentLimit {
+		if err := j.rotate(events[0].Time); err != nil {
+			return err
+		}
+		if j.start != nil {
+			head, err := json.Marshal(j.start)
+			if err != nil {
+				return fmt.Errorf("event log: encode: %w", err)
+			}
+			j.buf.Write(append(head, '\n')) // after this batch: same start time, so Gaps reads it as a continuation
+		}
+	}
+	n, err := j.seg.Write(j.buf.Bytes())
+	j.size += int64(n)
+	if err == nil {
+		err = j.seg.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("event log %s: %w", j.seg.Name(), err)
+	}
+	return nil
+}
+
+// Prune removes the segments whose events all precede before.
+func (j *Journal) Prune(before time.Time) error {
+	segs, err := segments(j.dir)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(segs); i++ {
+		if segs[i+1].start.Before(before) && segs[i].path != j.seg.Name() {
+			if err := os.Remove(segs[i].path); err != nil {
+				return fmt.Errorf("event log: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the segment and lets another watch take the log.
+func (j *Journal) Close() error {
+	var err error
+	if j.seg != nil {
+		err = j.seg.Close()
+	}
+	if j.lock != nil {
+		j.lock.Close()
+	}
+	return err
+}
+
+type segment struct {
+	path  string
+	start time.Time
+}
+
+// segments lists the segments of dir in time order.
+func segments(dir string) ([]segment, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
+	}
+	var out []segment
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, segmentSuffix) || !e.Type().IsRegular() {
+			continue
+		}
+		t, err := time.Parse(segmentTimeLayout, strings.TrimSuffix(name, segmentSuffix))
+		if err != nil {
+			continue
+		}
+		out = append(out, segment{filepath.Join(dir, name), t})
+	}
+	slices.SortFunc(out, func(a, b segment) int { return a.start.Compare(b.start) })
+	return out, nil
+}
+
+// ReadResult is what ReadEvents found.
+type ReadResult struct {
+	Events []Event
+	// Before is the last watch_start or watch_stop before since: whether a
+	// watch was recording when the window began.
+	Before *Event
+	// Damaged counts lines that are not events (a torn last line of a watch
+	// killed mid-write, or a line too long): said on stderr, never hidden.
+	Damaged int
+}
+
+// ErrNoLog is returned by ReadEvents when the store has no event log: watch
+// never ran with it.
+var ErrNoLog = errors.New("no event log")
+
+// ReadEvents reads the events of the log in dir with since <= time < until
+// (zero values: unbounded), in the order they were written.
+func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
+	var r ReadResult
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return r, fmt.Errorf("%w at %s (gpusnap watch writes it)", ErrNoLog, dir)
+	}
+	segs, err := segments(dir)
+	if err != nil {
+		return r, err
+	}
+	for i, seg := range segs {
+		if !until.IsZero() && !seg.start.Before(until) {
+			break
+		}
+		// A segment ends where the next begins: one wholly before since is skipped unread.
+		if i+1 < len(segs) && !since.IsZero() && segs[i+1].start.Before(since) {
+			continue
+		}
+		if err := readSegment(seg.path, since, until, i == len(segs)-1, &r); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func readSegment(path string, since, until time.Time, last bool, r *ReadResult) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // pruned while we listed
+		}
+		return fmt.Errorf("event log: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("event log: %s is not a regular file", path)
+	}
+	br := bufio.NewReaderSize(f, 256<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Too long to be an event: skip to the next newline.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			r.Damaged++
+			if err == nil {
+				continue
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if len(line) > 0 && !last {
+				r.Damaged++ // torn by a watch that died mid-write (in the last segment it may be being written now)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("event log %s: %w", path, err)
+		}
+		if len(line) > maxLine {
+			r.Damaged++
+			continue
+		}
+		var e Event
+		if json.Unmarshal(line, &e) != nil || e.Kind == "" {
+			r.Damaged++
+			continue
+		}
+		if !since.IsZero() && e.Time.Before(since) {
+			if e.Kind == KindWatchStart || e.Kind == KindWatchStop {
+				r.Before = &e
+			}
+			continue
+		}
+		if !until.IsZero() && !e.Time.Before(until) {
+			continue
+		}
+		r.Events = append(r.Events, e)
+	}
+}
