@@ -1,0 +1,198 @@
+package watch
+
+import (
+	"github.com/gpusnap/gpusnap/eventlog"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// userHZ is the unit of /proc/PID/stat's start time: 100 on every Linux ABI.
+const userHZ = 100
+
+// ticks turns a kernel start_boottime in nanoseconds into stat's clock ticks.
+func ticks(ns uint64) uint64 { return ns / (1e9 / userHZ) }
+
+// cgroupRoot is where the cgroup v2 hierarchy is mounted, or "" where none is.
+func cgroupRoot() string {
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st syscall.Statfs_t
+		if syscall.Statfs(dir, &st) == nil && st.Type == 0x63677270 { // CGROUP2_SUPER_MAGIC
+			return dir
+		}
+	}
+	return ""
+}
+
+// cgroupPaths names cgroup v2 ids: the id the kernel reports is the inode
+// number of the cgroup's directory. A cgroup made after the last walk is
+// found by walking again, at most every walkEvery.
+type cgroupPaths struct {
+	root     string
+	byID     map[uint64]string
+	lastWalk time.Time
+}
+
+const (
+	walkEvery  = 200 * time.Millisecond
+	maxCgroups = 1 << 17 // bounds the walk: a tenant can make cgroups of its own
+)
+
+func newCgroupPaths() *cgroupPaths {
+	return &cgroupPaths{root: cgroupRoot(), byID: map[uint64]string{}}
+}
+
+// path returns the cgroup's path below the hierarchy's root, or "".
+func (c *cgroupPaths) path(id uint64) string {
+	if p, ok := c.byID[id]; ok || c.root == "" {
+		return p
+	}
+	if time.Since(c.lastWalk) < walkEvery {
+		return ""
+	}
+	c.walk()
+	return c.byID[id]
+}
+
+func (c *cgroupPaths) walk() {
+	c.lastWalk = time.Now()
+	byID := make(map[uint64]string, len(c.byID))
+	_ = filepath.WalkDir(c.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if len(byID) >= maxCgroups {
+			return filepath.SkipAll
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			rel := strings.TrimPrefix(path, c.root)
+			if rel == "" {
+				rel = "/"
+			}
+			byID[st.Ino] = rel
+		}
+		return nil
+	})
+	c.byID = byID
+}
+
+// identities names the processes events come from. A process that used a
+// device is kept (by PID@START) until its exit, so its fork and exit carry
+// the same identity; the last exec of every process is kept a while, so a
+// process that opens a device after it is named by the file it exec'd.
+type identities struct {
+	procRoot string
+	cgroups  *cgroupPaths
+	known    map[string]*eventlog.Process
+	execs    map[int]execRecord
+}
+
+type execRecord struct {
+	start uint64 // ticks
+	file  string
+	time  time.Time
+	src   eventlog.Event // the exec event, recorded when the process turns out to use a device
+}
+
+// Bounds of what identities keeps: a tenant can fork and exec at will.
+const (
+	maxKnown = 1 << 16
+	maxExecs = 1 << 14
+)
+
+func newIdentities(procRoot string) *identities {
+	return &identities{procRoot: procRoot, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, execs: map[int]execRecord{}}
+}
+
+// lookup returns the kept identity of pid@start, if any.
+func (ids *identities) lookup(pid int, start uint64) *eventlog.Process {
+	return ids.known[strconv.Itoa(pid)+"@"+strconv.FormatUint(start, 10)]
+}
+
+func (ids *identities) keep(p *eventlog.Process) {
+	if len(ids.known) >= maxKnown {
+		clear(ids.known)
+	}
+	ids.known[p.Key()] = p
+}
+
+func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) }
+
+// noteExec keeps a process's exec for a while.
+func (ids *identities) noteExec(pid int, rec execRecord) {
+	if len(ids.execs) >= maxExecs {
+		clear(ids.execs)
+	}
+	ids.execs[pid] = rec
+}
+
+// takeExec returns (once) the exec of pid@start kept by noteExec.
+func (ids *identities) takeExec(pid int, start uint64) (execRecord, bool) {
+	rec, ok := ids.execs[pid]
+	if !ok || rec.start != start {
+		return execRecord{}, false
+	}
+	delete(ids.execs, pid)
+	return rec, true
+}
+
+// fill completes what the kernel reported of a process: its exe from /proc
+// while it still runs as the same process (else from the exec seen), its
+// cgroup's path and the container, pod or Slurm job that path names.
+func (ids *identities) fill(p *eventlog.Process, execFile string) {
+	if exe, deleted, ok := ids.exe(p.PID, p.StartTime); ok {
+		p.Exe, p.ExeDeleted = exe, deleted
+	} else if p.Exe == "" {
+		p.Exe = execFile
+	}
+	if p.Cgroup == "" && p.CgroupID != 0 {
+		p.Cgroup = ids.cgroups.path(p.CgroupID)
+	}
+	if p.Cgroup != "" {
+		p.ContainerID, _, p.PodUID, p.SlurmJobID = snapshot.CgroupOwner(p.Cgroup)
+	}
+}
+
+// exe reads /proc/PID/exe, and trusts it only while the PID still has the
+// start time the event gave.
+func (ids *identities) exe(pid int, start uint64) (exe string, deleted, ok bool) {
+	dir := ids.procRoot + "/" + strconv.Itoa(pid)
+	exe, err := os.Readlink(dir + "/exe")
+	if err != nil {
+		return "", false, false
+	}
+	if st, err := statStart(dir + "/stat"); err != nil || st != start {
+		return "", false, false
+	}
+	exe, deleted = strings.CutSuffix(exe, " (deleted)")
+	return exe, deleted, true
+}
+
+// statStart reads field 22, the start time, of a /proc/PID/stat file.
+func statStart(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	// comm may hold spaces and parentheses: the fields start after the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, syscall.EINVAL
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, syscall.EINVAL
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}

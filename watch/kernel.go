@@ -1,0 +1,184 @@
+package watch
+
+import (
+	"errors"
+	"github.com/gpusnap/gpusnap/eventlog"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// kernelSource turns what the BPF programs report into events.
+type kernelSource struct {
+	w       *bpf.Watch
+	source  string
+	ids     *identities
+	classes snapshot.DeviceClasses
+	// bootBase is the wall-clock time of boot, to date CLOCK_BOOTTIME stamps.
+	bootBase time.Time
+}
+
+// blindSpots says what each hook cannot see.
+var blindSpots = map[bpf.Hook][]string{
+	bpf.HookLSM: {"uses of a device through a descriptor or mapping inherited or received before the watch started"},
+	bpf.HookFentry: {"uses of a device through a descriptor or mapping inherited or received before the watch started",
+		"the size of mappings (security_mmap_file has none)"},
+	bpf.HookTracepoint: {"opens through io_uring, and by the kernel on a process's behalf",
+		"32-bit (compat) system calls",
+		"uses of a device through a descriptor or mapping inherited or received before the watch started"},
+}
+
+func newKernelSource(w *bpf.Watch, procRoot string, classes snapshot.DeviceClasses) *kernelSource {
+	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(procRoot), classes: classes, bootBase: bootBase()}
+}
+
+// bootBase is the wall-clock time at which CLOCK_BOOTTIME was zero.
+func bootBase() time.Time {
+	var ts unix.Timespec
+	now := time.Now()
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return time.Time{}
+	}
+	return now.Add(-time.Duration(ts.Nano()))
+}
+
+// run reads events until the watch is stopped and the ring buffer drained.
+func (k *kernelSource) run(emit func(...eventlog.Event)) error {
+	for {
+		e, err := k.w.Read()
+		if errors.Is(err, bpf.ErrStopped) || errors.Is(err, bpf.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		k.handle(&e, emit)
+	}
+}
+
+func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
+	at := k.bootBase.Add(time.Duration(e.TimeNS))
+	start := ticks(e.StartNS)
+	switch e.Kind {
+	case bpf.KindExec:
+		ev := eventlog.Event{Time: at, Kind: eventlog.KindExec, Source: k.source}
+		if p := k.ids.lookup(int(e.PID), start); p != nil {
+			// A device user exec'd: its descriptors may live on in the new program.
+			p.Comm, p.Exe = e.Comm, ""
+			k.ids.fill(p, e.Path)
+			ev.Process = clone(p)
+			emit(ev)
+			return
+		}
+		k.ids.noteExec(int(e.PID), execRecord{start: start, file: e.Path, time: at, src: ev})
+	case bpf.KindOpen, bpf.KindMmap:
+		dev := k.device(e)
+		if dev.Class != snapshot.ClassNVIDIA {
+			return
+		}
+		p, exec := k.process(e, start)
+		ev := eventlog.Event{Time: at, Source: k.source, Process: p, Device: dev}
+		if e.FD >= 0 {
+			fd := int(e.FD)
+			ev.FD = &fd
+		}
+		if e.Kind == bpf.KindOpen {
+			ev.Kind, ev.Access = eventlog.KindOpen, accessMode(e.Flags)
+		} else {
+			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
+		}
+		if exec != nil {
+			emit(*exec, ev)
+		} else {
+			emit(ev)
+		}
+	case bpf.KindFork:
+		p, _ := k.process(e, start)
+		child := clone(p)
+		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), ticks(e.ChildStartNS), p.PID, 0
+		k.ids.keep(child)
+		emit(eventlog.Event{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)})
+	case bpf.KindExit:
+		p, _ := k.process(e, start)
+		k.ids.forget(p)
+		code := int(e.Flags)
+		emit(eventlog.Event{Time: at, Kind: eventlog.KindExit, Source: k.source, Process: p, ExitCode: &code})
+	}
+}
+
+// process returns the identity of the process an event came from, and, the
+// first time it is seen using a device, its exec event where one was kept.
+func (k *kernelSource) process(e *bpf.Event, start uint64) (*eventlog.Process, *eventlog.Event) {
+	if p := k.ids.lookup(int(e.PID), start); p != nil {
+		p.Comm, p.UID = e.Comm, int(e.UID)
+		return clone(p), nil
+	}
+	p := &eventlog.Process{PID: int(e.PID), StartTime: start, PPID: int(e.PPID), Comm: e.Comm, UID: int(e.UID), CgroupID: e.CgroupID}
+	if e.NSPID != e.PID {
+		p.NSPID = int(e.NSPID)
+	}
+	var exec *eventlog.Event
+	execFile := ""
+	if rec, ok := k.ids.takeExec(p.PID, start); ok {
+		execFile = rec.file
+		ev := rec.src
+		exec = &ev
+	}
+	k.ids.fill(p, execFile)
+	k.ids.keep(p)
+	if exec != nil {
+		exec.Process = clone(p)
+	}
+	return clone(p), exec
+}
+
+// device classifies the device an open or mapping was of, with the
+// snapshot's classifier: the kernel's filter only narrowed it down.
+func (k *kernelSource) device(e *bpf.Event) *eventlog.Device {
+	kind := snapshot.FileKind{Device: true, Char: e.Char(), Major: e.Major, Minor: e.Minor}
+	class, gpu := k.classes.Classify(e.Path, kind, true)
+	typ := "block"
+	if e.Char() {
+		typ = "char"
+	}
+	return &eventlog.Device{Path: e.Path, Number: strconv.FormatUint(uint64(e.Major), 10) + ":" + strconv.FormatUint(uint64(e.Minor), 10),
+		Type: typ, Class: class, GPU: gpu}
+}
+
+func clone(p *eventlog.Process) *eventlog.Process {
+	c := *p
+	return &c
+}
+
+// accessMode is the access an open's flags asked for, as fdinfo names it.
+func accessMode(flags uint32) string {
+	switch flags & unix.O_ACCMODE {
+	case unix.O_WRONLY:
+		return "w"
+	case unix.O_RDWR:
+		return "rw"
+	}
+	return "r"
+}
+
+// mmapPerms writes a mapping's protection and sharing as maps prints them.
+func mmapPerms(prot, flags uint32) string {
+	b := []byte("---p")
+	if prot&unix.PROT_READ != 0 {
+		b[0] = 'r'
+	}
+	if prot&unix.PROT_WRITE != 0 {
+		b[1] = 'w'
+	}
+	if prot&unix.PROT_EXEC != 0 {
+		b[2] = 'x'
+	}
+	if t := flags & unix.MAP_TYPE; t == unix.MAP_SHARED || t == unix.MAP_SHARED_VALIDATE {
+		b[3] = 's'
+	}
+	return string(b)
+}

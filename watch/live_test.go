@@ -1,0 +1,255 @@
+package watch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/livetest"
+)
+
+// running is a watch started by a test.
+type running struct {
+	db     string
+	start  eventlog.Event
+	cancel context.CancelFunc
+	done   chan struct{}
+	stats  Stats
+	err    error
+}
+
+// startWatch runs a watch on the store db until stop; it skips the test
+// where BPF is asked for and the kernel refuses it.
+func startWatch(t *testing.T, db string, opts Options) *running {
+	t.Helper()
+	livetest.Require(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{db: db, cancel: cancel, done: make(chan struct{})}
+	started := make(chan eventlog.Event, 1)
+	opts.DB, opts.NVML.Disabled = db, true
+	opts.Started = func(e eventlog.Event) { started <- e }
+	var log strings.Builder
+	opts.Log = &log
+	go func() {
+		defer close(r.done)
+		r.stats, r.err = Run(ctx, opts)
+	}()
+	select {
+	case r.start = <-started:
+		t.Logf("watch: %s", strings.TrimSpace(log.String()))
+	case <-r.done:
+		if opts.Mode == ModeBPF {
+			t.Skipf("BPF test: the kernel refuses the watch programs here: %v", r.err)
+		}
+		t.Fatalf("watch did not start: %v", r.err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("watch did not start in 30s")
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop stops the watch as SIGTERM would, and returns what it did.
+func (r *running) stop(t *testing.T) Stats {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not stop in 30s")
+	}
+	if r.err != nil {
+		t.Fatalf("watch: %v", r.err)
+	}
+	return r.stats
+}
+
+func readAll(t *testing.T, db string) eventlog.ReadResult {
+	t.Helper()
+	res, err := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Damaged > 0 {
+		t.Errorf("%d damaged lines in the event log", res.Damaged)
+	}
+	return res
+}
+
+// byPID groups the events of processes by host PID.
+func byPID(events []eventlog.Event) map[int][]eventlog.Event {
+	out := map[int][]eventlog.Event{}
+	for _, e := range events {
+		if e.Process != nil {
+			out[e.Process.PID] = append(out[e.Process.PID], e)
+		}
+	}
+	return out
+}
+
+// TestLiveBPFCatchesShortWorkers runs 200 workers (the command's live test
+// runs 1,000 through diff --tenant) that each open a node
+// named nvidia0 read-write, map it shared and exit within a few ms, while
+// watch runs with BPF: every one must be in the log with its exec, open,
+// mapping and exit, its identity, exe and cgroup, and nothing lost.
+func TestLiveBPFCatchesShortWorkers(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	bin := livetest.BuildBurst(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeBPF})
+	n := 200
+	if testing.Short() {
+		n = 50
+	}
+	began := time.Now()
+	pids := livetest.Burst(t, bin, loop.Node, n)
+	t.Logf("%d workers ran in %s", len(pids), time.Since(began))
+	time.Sleep(300 * time.Millisecond)
+	ended := time.Now()
+	stats := w.stop(t)
+	t.Logf("stats: %+v; mean latency %s", stats, stats.SumLatency/time.Duration(max(stats.Timed, 1)))
+
+	res := readAll(t, db)
+	procs := byPID(res.Events)
+	missing := 0
+	for _, pid := range pids {
+		kinds := map[string]eventlog.Event{}
+		for _, e := range procs[pid] {
+			kinds[e.Kind] = e
+		}
+		open, mmap, exit, exec := kinds[eventlog.KindOpen], kinds[eventlog.KindMmap], kinds[eventlog.KindExit], kinds[eventlog.KindExec]
+		if open.Access != "rw" || mmap.Perms != "rw-s" || exit.Kind == "" || exec.Kind == "" {
+			missing++
+			if missing <= 3 {
+				t.Errorf("pid %d: events %+v", pid, procs[pid])
+			}
+			continue
+		}
+		p := open.Process
+		if p.StartTime == 0 || p.Exe != bin || p.Cgroup == "" || open.Device.Path != loop.Node || open.Device.Number != loop.DeviceNumber() {
+			t.Errorf("pid %d: identity %+v device %+v", pid, p, open.Device)
+		}
+		if exit.Process.Key() != p.Key() || mmap.Process.Key() != p.Key() {
+			t.Errorf("pid %d: the exit or mapping names another process: %s, %s", pid, exit.Process.Key(), mmap.Process.Key())
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d workers not fully recorded", missing, len(pids))
+	}
+	if stats.Lost != 0 {
+		t.Errorf("%d events lost", stats.Lost)
+	}
+	if stats.MaxLatency > time.Second {
+		t.Errorf("slowest event reached the log after %s, over 1s", stats.MaxLatency)
+	}
+	cov := eventlog.Cover(res, began, ended)
+	if !cov.Complete() {
+		t.Errorf("coverage: %+v", cov)
+	}
+}
+
+// TestLiveBPFContainerAttributed runs workers in their own pid and mount
+// namespaces with a private /dev, in a docker-named cgroup: each is named by
+// its container and its PID inside it.
+func TestLiveBPFContainerAttributed(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	bin := livetest.BuildBurst(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeBPF})
+	c, nsPIDs := livetest.BurstInContainer(t, bin, loop, 5)
+	time.Sleep(300 * time.Millisecond)
+	w.stop(t)
+	inside := map[int]bool{}
+	for _, p := range nsPIDs {
+		inside[p] = true
+	}
+	found := 0
+	for _, e := range readAll(t, db).Events {
+		if e.Kind != eventlog.KindOpen || e.Process.ContainerID != c.ID {
+			continue
+		}
+		found++
+		if !inside[e.Process.NSPID] || e.Process.PID == e.Process.NSPID || e.Device.Path != "/dev/nvidia0" {
+			t.Errorf("container worker: %+v device %+v (PIDs inside: %v)", e.Process, e.Device, nsPIDs)
+		}
+		if e.Process.Cgroup != c.CgroupPath {
+			t.Errorf("cgroup %q, want %q", e.Process.Cgroup, c.CgroupPath)
+		}
+	}
+	if found != len(nsPIDs) {
+		t.Errorf("%d opens attributed to container %s, want %d", found, c.ID[:12], len(nsPIDs))
+	}
+}
+
+// TestLiveWatchRestarted stops the watch mid-window and starts it again:
+// the events of both runs are kept and the gap between them is on record.
+func TestLiveWatchRestarted(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	bin := livetest.BuildBurst(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{})
+	from := time.Now()
+	before := livetest.Burst(t, bin, loop.Node, 3)
+	time.Sleep(200 * time.Millisecond)
+	w.stop(t)
+	missed := livetest.Burst(t, bin, loop.Node, 3)
+	w = startWatch(t, db, Options{})
+	after := livetest.Burst(t, bin, loop.Node, 3)
+	time.Sleep(200 * time.Millisecond)
+	to := time.Now()
+	w.stop(t)
+	res := readAll(t, db)
+	procs := byPID(res.Events)
+	for _, pid := range append(before, after...) {
+		if len(procs[pid]) == 0 {
+			t.Errorf("worker %d, run while a watch ran, is not in the log", pid)
+		}
+	}
+	for _, pid := range missed {
+		if len(procs[pid]) != 0 && w.start.Mode != ModeFallback {
+			t.Errorf("worker %d ran while no watch ran, yet is in the log", pid)
+		}
+	}
+	cov := eventlog.Cover(res, from, to)
+	if len(cov.Gaps) != 1 || cov.Gaps[0].Why != "the watch was stopped" {
+		t.Errorf("gaps: %+v", cov.Gaps)
+	}
+}
+
+// TestLiveFallbackSeesHolder runs the fallback: a process that keeps the
+// device open and mapped for 2s is recorded, and its end.
+func TestLiveFallbackSeesHolder(t *testing.T) {
+	if _, err := os.Stat("/proc/self/ns/pid"); err != nil {
+		t.Skip("no /proc")
+	}
+	loop := livetest.NewLoop(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeFallback, Interval: 250 * time.Millisecond})
+	if w.start.Mode != ModeFallback || len(w.start.Blind) == 0 {
+		t.Errorf("start record: %+v", w.start)
+	}
+	holder := livetest.Hold(t, loop.Node)
+	time.Sleep(2 * time.Second)
+	holder.Kill(t)
+	// A loaded host slows the rescans: wait for what they must find.
+	var using, exit bool
+	for deadline := time.Now().Add(20 * time.Second); !(using && exit) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		res, _ := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
+		for _, e := range res.Events {
+			if e.Process == nil || e.Process.PID != holder.PID || e.Process.StartTime != holder.StartTime {
+				continue
+			}
+			using = using || e.Kind == eventlog.KindUsing && e.Device.Path == loop.Node
+			exit = exit || e.Kind == eventlog.KindExit
+		}
+	}
+	w.stop(t)
+	if !using || !exit {
+		t.Errorf("holder %d: using %v, exit %v", holder.PID, using, exit)
+	}
+}

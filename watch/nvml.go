@@ -1,0 +1,88 @@
+package watch
+
+import (
+	"context"
+	"github.com/gpusnap/gpusnap/eventlog"
+	"strconv"
+	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// nvmlPoll reads NVML's process lists at each interval, in both modes: a
+// process NVML lists on a GPU it did not list before is an event, whatever
+// the kernel hooks saw of it.
+type nvmlPoll struct {
+	opts     snapshot.NVMLOptions
+	procRoot string
+	ids      *identities
+	listed   map[string]bool // GPU UUID NUL PID, at the last poll
+	// off says why polling stopped (NVML unavailable), for the watch_start record.
+	off string
+}
+
+func newNVMLPoll(opts snapshot.NVMLOptions, procRoot string) *nvmlPoll {
+	return &nvmlPoll{opts: opts, procRoot: procRoot, ids: newIdentities(procRoot), listed: map[string]bool{}}
+}
+
+// poll reads NVML once. NVML unavailable (no driver here) stops the polling
+// and says why; it is not an error of the watch.
+func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error {
+	if n.off != "" {
+		return nil
+	}
+	nv, err := snapshot.ReadNVML(n.opts)
+	if err != nil {
+		return err
+	}
+	if nv.Unavailable != "" {
+		n.off = "NVML: " + nv.Unavailable
+		return nil
+	}
+	now := time.Now()
+	listed := map[string]bool{}
+	var fresh []int
+	var uuids []string
+	for _, g := range nv.Devices {
+		lists := [][]snapshot.GPUProcess{g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses}
+		for _, m := range g.MIGDevices {
+			lists = append(lists, m.ComputeProcesses)
+		}
+		for _, l := range lists {
+			for _, gp := range l {
+				key := g.UUID + "\x00" + strconv.Itoa(gp.PID)
+				if listed[key] {
+					continue
+				}
+				listed[key] = true
+				if !n.listed[key] {
+					fresh = append(fresh, gp.PID)
+					uuids = append(uuids, g.UUID)
+				}
+			}
+		}
+	}
+	n.listed = listed
+	if len(fresh) == 0 {
+		return nil
+	}
+	procs, err := snapshot.ReadProcesses(ctx, n.procRoot, fresh)
+	if err != nil {
+		return err
+	}
+	byPID := make(map[int]*snapshot.Process, len(procs))
+	for i := range procs {
+		byPID[procs[i].PID] = &procs[i]
+	}
+	for i, pid := range fresh {
+		p := &eventlog.Process{PID: pid}
+		note := ""
+		if sp := byPID[pid]; sp != nil {
+			p = fromSnapshot(sp, n.ids)
+		} else {
+			note = "NVML lists a PID no live process has"
+		}
+		emit(eventlog.Event{Time: now, Kind: eventlog.KindNVML, Source: eventlog.SourceNVML, Process: p, GPUUUID: uuids[i], Note: note})
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+// Package watch records, as they happen, the opens and mappings of NVIDIA
+// devices and the lives of the processes that make them, into the store's
+// event log (package eventlog, docs/watch.md). The kernel tells it through
+// eBPF (package bpf) where BPF loads; elsewhere the proc connector and a
+// rescan of /proc stand in. NVML's process lists are polled in both modes.
+package watch
+
+import (
+	"context"
+	"fmt"
+	"github.com/gpusnap/gpusnap/eventlog"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// Modes of Options.Mode.
+const (
+	ModeAuto     = "auto"     // BPF where it loads, else the fallback
+	ModeBPF      = "bpf"      // BPF or an error
+	ModeFallback = "fallback" // the proc connector and rescans, without trying BPF
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval = time.Second
+	DefaultRetain   = 30 * 24 * time.Hour
+	flushEvery      = 200 * time.Millisecond
+	// maxPending bounds the events kept while the log cannot be written
+	// (a full disk): past it they are counted as lost, and said.
+	maxPending = 1 << 20
+)
+
+// Options say what to watch and where to record it.
+type Options struct {
+	DB       string // the store file; the log is eventlog.JournalDir(DB)
+	ProcRoot string // "" is /proc
+	NVML     snapshot.NVMLOptions
+	Interval time.Duration // NVML polls and fallback rescans
+	Mode     string
+	Hooks    []bpf.Hook    // the BPF hooks to try, best first (nil: all)
+	Retain   time.Duration // segments older than this are removed
+	Metrics  *Metrics      // nil: none
+	Log      io.Writer     // what the watch says about itself: its mode, what it cannot see, lost events
+	// Started, when set, is called once the watch records, with its start record.
+	Started func(eventlog.Event)
+}
+
+// Stats are what a watch did, returned when it stops.
+type Stats struct {
+	Mode       string
+	Events     map[string]int // recorded, by kind
+	Lost       uint64         // events the kernel (or the proc connector) dropped
+	Flushes    int
+	MaxLatency time.Duration // from an event to its line synced to disk, the slowest
+	SumLatency time.Duration // summed over every kernel event, for the mean
+	Timed      int
+}
+
+// Run records events until ctx is done, then flushes every event seen and
+// returns. The error names what kept it from starting.
+func Run(ctx context.Context, opts Options) (Stats, error) {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	opts.Interval = cmpOr(opts.Interval, DefaultInterval)
+	opts.Retain = cmpOr(opts.Retain, DefaultRetain)
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	j, err := eventlog.OpenJournal(eventlog.JournalDir(opts.DB))
+	if err != nil {
+		return Stats{}, err
+	}
+	defer j.Close()
+	_ = j.Prune(time.Now().Add(-opts.Retain))
+
+	classes := snapshot.DeviceClasses{}
+	if data, err := os.ReadFile(opts.ProcRoot + "/devices"); err == nil {
+		classes = snapshot.ParseDevices(data)
+	} else {
+		fmt.Fprintf(opts.Log, "gpusnap watch: %v (only major 195 counts as NVIDIA)\n", err)
+	}
+	majors := append([]uint32{195}, slices.Sorted(maps.Keys(classes.NVIDIAMajors))...)
+
+	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log}
+	start := eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStart}
+	var kw *bpf.Watch
+	if opts.Mode != ModeFallback {
+		kw, err = bpf.Open(majors, opts.Hooks)
+		if err != nil && opts.Mode == ModeBPF {
+			return Stats{}, err
+		}
+		if err != nil {
+			start.Note = "BPF does not load here: " + err.Error()
+		}
+	}
+	var fb *fallbackSource
+	var ks *kernelSource
+	if kw != nil {
+		defer kw.Close()
+		ks = newKernelSource(kw, opts.ProcRoot, classes)
+		start.Mode, start.Blind = string(kw.Hook), blindSpots[kw.Hook]
+		if len(kw.Refused) > 0 {
+			start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
+		}
+		for _, tp := range kw.Unattached {
+			start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
+		}
+	} else {
+		fb = newFallbackSource(opts.ProcRoot, opts.Interval)
+		start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
+		if err := fb.listen(ctx, r.lostNote); err != nil {
+			start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
+		}
+	}
+	nv := newNVMLPoll(opts.NVML, opts.ProcRoot)
+	if err := nv.poll(ctx, r.emit); err != nil {
+		return Stats{}, err
+	}
+	if nv.off != "" {
+		start.Blind = append(start.Blind, "GPU processes NVML lists ("+nv.off+")")
+	}
+	r.stats.Mode = start.Mode
+	r.emit(start)
+	if err := r.flush(); err != nil {
+		return r.stats, err
+	}
+	fmt.Fprintf(opts.Log, "gpusnap watch: recording into %s in %s mode\n", j.Dir(), start.Mode)
+	if start.Note != "" {
+		fmt.Fprintf(opts.Log, "gpusnap watch: %s\n", start.Note)
+	}
+	for _, b := range start.Blind {
+		fmt.Fprintf(opts.Log, "gpusnap watch: cannot see %s\n", b)
+	}
+	opts.Metrics.setMode(start.Mode)
+	if opts.Started != nil {
+		opts.Started(start)
+	}
+
+	kernelDone := make(chan error, 1)
+	if ks != nil {
+		go func() { kernelDone <- ks.run(r.emitTimed) }()
+	}
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
+	tick := time.NewTicker(opts.Interval)
+	defer tick.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-kernelDone:
+			runErr = fmt.Errorf("reading the kernel's events: %w", err)
+			break loop
+		case <-flush.C:
+			if kw != nil {
+				r.noteLost(kw)
+			}
+			if err := r.flush(); err != nil {
+				fmt.Fprintf(opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
+			}
+		case <-tick.C:
+			if fb != nil {
+				if err := fb.rescan(ctx, r.emit); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(opts.Log, "gpusnap watch: rescan: %v\n", err)
+				}
+			}
+			if err := nv.poll(ctx, r.emit); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(opts.Log, "gpusnap watch: NVML: %v\n", err)
+			}
+		case <-prune.C:
+			_ = j.Prune(time.Now().Add(-opts.Retain))
+		}
+	}
+	if kw != nil && runErr == nil {
+		// Detach, then read what the ring buffer still holds.
+		if err := kw.Stop(); err == nil {
+			runErr = <-kernelDone
+		}
+		r.noteLost(kw)
+	}
+	if fb != nil && runErr == nil {
+		// One last rescan: the ends of device users since the last one.
+		_ = fb.rescan(context.Background(), r.emit)
+	}
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost})
+	if err := r.flush(); err != nil {
+		return r.stats, err
+	}
+	return r.stats, runErr
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// recorder batches events and appends them to the journal.
+type recorder struct {
+	j       *eventlog.Journal
+	metrics *Metrics
+	log     io.Writer
+
+	mu      sync.Mutex
+	pending []eventlog.Event
+	timed   []bool // pending[i] came from the kernel: its latency is measured
+	stats   Stats
+	dropped uint64
+}
+
+func (r *recorder) emit(events ...eventlog.Event) { r.add(false, events) }
+
+// emitTimed records kernel events, whose time is the kernel's.
+func (r *recorder) emitTimed(events ...eventlog.Event) { r.add(true, events) }
+
+func (r *recorder) add(timed bool, events []eventlog.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range events {
+		if len(r.pending) >= maxPending {
+			r.dropped++
+			continue
+		}
+		r.pending = append(r.pending, e)
+		r.timed = append(r.timed, timed)
+	}
+}
+
+// lostNote records that a source dropped events it could not count.
+func (r *recorder) lostNote(why string) {
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindLost, Note: why})
+	fmt.Fprintf(r.log, "gpusnap watch: events lost: %s\n", why)
+}
+
+// noteLost records the kernel's lost-event count when it grew.
+func (r *recorder) noteLost(w *bpf.Watch) {
+	n, err := w.Lost()
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	n += r.dropped
+	grew := n > r.stats.Lost
+	delta := n - r.stats.Lost
+	r.stats.Lost = n
+	r.mu.Unlock()
+	if grew {
+		r.metrics.addLost(delta)
+		r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindLost, Lost: n, Note: fmt.Sprintf("%d events dropped: the ring buffer was full", delta)})
+		fmt.Fprintf(r.log, "gpusnap watch: %d events lost (%d in all): the ring buffer was full\n", delta, n)
+	}
+}
+
+// flush appends the pending events; on failure they stay pending.
+func (r *recorder) flush() error {
+	r.mu.Lock()
+	batch, timed := r.pending, r.timed
+	r.pending, r.timed = nil, nil
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := r.j.Append(batch); err != nil {
+		r.mu.Lock()
+		r.pending, r.timed = append(batch, r.pending...), append(timed, r.timed...)
+		r.mu.Unlock()
+		return err
+	}
+	done := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Flushes++
+	for i := range batch {
+		r.stats.Events[batch[i].Kind]++
+		r.metrics.addEvent(batch[i].Kind)
+		if timed[i] {
+			lat := done.Sub(batch[i].Time)
+			r.stats.MaxLatency = max(r.stats.MaxLatency, lat)
+			r.stats.SumLatency += lat
+			r.stats.Timed++
+		}
+	}
+	r.metrics.flushed(done)
+	return nil
+}
