@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -41,6 +42,9 @@ type Input struct {
 	// TenantStart and TenantEnd place the tenant's job on the time line; zero
 	// when not known.
 	TenantStart, TenantEnd time.Time
+	// Events is what gpusnap watch recorded between the snapshots, or nil:
+	// the time line shows those of the processes the findings name.
+	Events *eventlog.ReadResult
 	// SignKey, when set, signs manifest.json into manifest.sig.
 	SignKey ed25519.PrivateKey
 	// KernelLog is the kernel log between Before and After (the diff's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -338,8 +339,54 @@ func timeline(in Input, procs []process) []event {
 		}
 	}
 	add(in.After.Host.CaptureStart, fmt.Sprintf("TO snapshot %s (%s) taken", safetext.Escape(in.After.ID), safetext.Escape(in.After.Label)))
+	evs = append(evs, watchEvents(in, procs)...)
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
 	return evs
+}
+
+// maxTimelineEvents bounds the watch's events on the time line: a tenant can
+// open a device as often as it likes.
+const maxTimelineEvents = 500
+
+// watchEvents are the time line's lines from the event log: the watch's
+// starts, stops and losses, and every event of a process a finding names.
+func watchEvents(in Input, procs []process) []event {
+	if in.Events == nil {
+		return nil
+	}
+	involved := make(map[string]bool, len(procs))
+	for _, p := range procs {
+		involved[p.Key] = true
+	}
+	var out []event
+	for i := range in.Events.Events {
+		e := &in.Events.Events[i]
+		var what string
+		switch {
+		case e.Kind == eventlog.KindWatchStart:
+			what = "gpusnap watch started (" + e.Mode + " mode)"
+		case e.Kind == eventlog.KindWatchStop:
+			what = "gpusnap watch stopped"
+		case e.Kind == eventlog.KindLost:
+			what = fmt.Sprintf("gpusnap watch: the kernel dropped events (%d since the watch started)", e.Lost)
+		case e.Process != nil && (involved[e.Process.Key()] || e.Child != nil && involved[e.Child.Key()]):
+			what = "process " + e.Process.Key() + " (" + e.Process.Comm + "): " + e.Kind
+			if e.Device != nil {
+				what += " " + e.Device.Path + " " + e.Access + e.Perms
+			}
+			if e.Child != nil {
+				what += " " + e.Child.Key()
+			}
+		default:
+			continue
+		}
+		if len(out) == maxTimelineEvents {
+			out = append(out, event{At: e.Time, Time: formatTime(e.Time), What: "... more events in the event log (gpusnap events)"})
+			break
+		}
+		out = append(out, event{At: e.Time, Time: formatTime(e.Time), What: safetext.Escape(what)})
+	}
+	return out
 }
 
 func formatTime(t time.Time) string {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -29,6 +30,10 @@ type Options struct {
 	// the Xids and forged driver records in it are findings, what of it is
 	// missing a note. Nil: not read, and the result says so.
 	KernelLog *kmsg.Window
+	// Events is what gpusnap watch recorded between FROM and TO (the event
+	// log), or nil where no watch ever ran: transient processes, and where a
+	// survivor's device came from.
+	Events *eventlog.ReadResult
 }
 
 // Compare reports what to holds that from did not.
@@ -168,6 +173,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 	}
 	c.noteLimits()
 	c.noteKernelLog()
+	c.noteCoverage()
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -81,13 +82,14 @@ type history struct {
 // matches one a tenant process had in an earlier stored snapshot: "inherited
 // from PID@START (exe)".
 func (c *comparison) attachInheritance(findings []Finding) {
+	c.attachEventInheritance(findings)
 	if len(c.opts.History) == 0 {
 		return
 	}
 	var h *history
 	for i := range findings {
 		f := &findings[i]
-		if !inheritKinds[f.Kind] || f.Process == nil {
+		if !inheritKinds[f.Kind] || f.Process == nil || f.InheritedFrom != "" {
 			continue
 		}
 		p := c.toByKey[f.Process.Key()]
@@ -108,6 +110,32 @@ func (c *comparison) attachInheritance(findings []Finding) {
 				break
 			}
 		}
+	}
+}
+
+// attachEventInheritance marks findings of a surviving process that the
+// event log shows forked (directly or through forks) from a process that
+// opened or mapped a device: the fork handed it the descriptors and mappings.
+func (c *comparison) attachEventInheritance(findings []Finding) {
+	if c.opts.Events == nil {
+		return
+	}
+	var parents, users map[string]*eventlog.Event
+	for i := range findings {
+		f := &findings[i]
+		if !inheritKinds[f.Kind] || f.Process == nil {
+			continue
+		}
+		if parents == nil {
+			parents, users = forkIndex(c.opts.Events.Events)
+		}
+		fork, use := eventAncestor(f.Process.Key(), parents, users)
+		if use == nil {
+			continue
+		}
+		f.InheritedFrom = fmt.Sprintf("%s (%s)", use.Process.Key(), use.Process.Exe)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("inherited: the event log shows %s (%s) forked %s, and %s",
+			fork.Process.Key(), fork.Process.Comm, fork.Child.Key(), eventEvidence(use)))
 	}
 }
 
