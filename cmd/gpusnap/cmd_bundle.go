@@ -16,7 +16,6 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -105,7 +104,7 @@ func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Sn
 		opts.MapsDiff = true
 		r = diff.Compare(from, to, opts)
 	}
-	w, err := writeBundle(b.path, b.opts, from, to, r, opts.KernelLog)
+	w, err := writeBundle(b.path, b.opts, from, to, r, opts)
 	if err != nil {
 		return err
 	}
@@ -165,7 +164,7 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(o.Output, o.Write, from, to, r, o.Compare.KernelLog)
+	w, err := writeBundle(o.Output, o.Write, from, to, r, o.Compare)
 	if err != nil {
 		return err
 	}
@@ -264,9 +263,11 @@ func (w written) String() string {
 }
 
 // writeBundle writes the bundle of a diff to path.
-func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, kernelLog *kmsg.Window) (written, error) {
+// window carries what the bundle shows of the time between the snapshots:
+// the kernel log and the watch's events.
+func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
 	in := bundle.Input{
-		Before: from, After: to, Result: res, KernelLog: kernelLog,
+		Before: from, After: to, Result: res, KernelLog: window.KernelLog, Events: window.Events,
 		Version: snapshot.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,

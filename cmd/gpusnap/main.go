@@ -165,6 +165,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			bundleCommand(),
 			verifyCommand(),
 			keygenCommand(),
+			watchCommand(),
+			eventsCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+func eventsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "events",
+		Usage: "list what gpusnap watch recorded: opens and mappings of NVIDIA devices, and the processes that made them",
+		UsageText: "gpusnap events [--tenant T] [--since TIME|DUR] [--json]\n\n" +
+			"--tenant T lists the events of T's window: from its newest baseline to the post snapshot after it\n" +
+			"(or now). Spans no watch recorded, and events the kernel dropped, are said on stderr.\n\n" +
+			"Examples:\n  gpusnap events --since 1h\n  gpusnap events --tenant \"$SLURM_JOB_ID\" --json | jq '.[] | select(.kind==\"mmap\")'",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "tenant", Usage: "the events between tenant `T`'s newest baseline and its post snapshot (or now)"},
+			&cli.StringFlag{Name: "since", Usage: "only events at or after `TIME` (RFC 3339 or YYYY-MM-DD) or within the last DUR (1h)"},
+		},
+		Action: func(c *cli.Context) error {
+			g, err := loadGlobals(c)
+			if err != nil {
+				return err
+			}
+			return runEvents(eventsOptions{globals: g, Tenant: c.String("tenant"), Since: c.String("since")})
+		},
+	}
+}
+
+// eventsOptions are events' flags.
+type eventsOptions struct {
+	globals
+	Tenant string
+	Since  string
+}
+
+func runEvents(o eventsOptions) error {
+	now := time.Now()
+	var from, to time.Time
+	if o.Since != "" {
+		var err error
+		if from, err = parseSince(o.Since, now); err != nil {
+			return err
+		}
+	}
+	if o.Tenant != "" {
+		tfrom, tto, err := tenantWindow(o.globals, o.Tenant)
+		if err != nil {
+			return err
+		}
+		if tfrom.After(from) {
+			from = tfrom
+		}
+		to = tto
+	}
+	res, err := eventlog.ReadEvents(eventlog.JournalDir(o.DB), from, to)
+	if err != nil {
+		return err
+	}
+	if res.Damaged > 0 {
+		fmt.Fprintf(o.Stderr, "gpusnap events: %d lines of the event log are not events (torn by a watch that died mid-write, or damaged)\n", res.Damaged)
+	}
+	cov := eventlog.Cover(res, from, orNow(to, now))
+	for _, g := range cov.Gaps {
+		fmt.Fprintf(o.Stderr, "gpusnap events: no watch recorded from %s\n", g)
+	}
+	if cov.Lost > 0 {
+		fmt.Fprintf(o.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
+	}
+	if o.JSON {
+		events := res.Events
+		if events == nil {
+			events = []eventlog.Event{}
+		}
+		enc := json.NewEncoder(o.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(events)
+	}
+	for i := range res.Events {
+		if _, err := fmt.Fprintln(o.Stdout, eventLine(&res.Events[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orNow(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
+
+// tenantWindow is the span diff --tenant T reports on: from T's newest
+// baseline to the first post snapshot after it, or zero (now) when none.
+func tenantWindow(g globals, tenant string) (from, to time.Time, err error) {
+	st, err := openStore(g, true)
+	if err != nil {
+		return from, to, err
+	}
+	defer st.Close()
+	base, err := st.LatestBaseline(tenant)
+	if err != nil {
+		return from, to, err
+	}
+	from = base.Host.CaptureStart
+	posts, err := st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from})
+	if err != nil {
+		return from, to, err
+	}
+	if len(posts) > 0 {
+		to = posts[len(posts)-1].Time // List is newest first: the first post after the baseline
+	}
+	return from, to, nil
+}
+
+// eventLine writes an event on one line, escaped for the terminal.
+func eventLine(e *eventlog.Event) string {
+	parts := []string{e.Time.Local().Format("2006-01-02T15:04:05.000000Z07:00"), e.Kind}
+	if e.Source != "" {
+		parts = append(parts, e.Source)
+	}
+	if p := e.Process; p != nil {
+		who := []string{p.Comm}
+		if p.Exe != "" {
+			exe := p.Exe
+			if p.ExeDeleted {
+				exe += " (deleted)"
+			}
+			who = append(who, exe)
+		}
+		who = append(who, fmt.Sprintf("uid %d", p.UID))
+		if p.NSPID != 0 {
+			who = append(who, fmt.Sprintf("pid %d in its namespace", p.NSPID))
+		}
+		if p.ContainerID != "" {
+			who = append(who, "container "+shortContainer(p.ContainerID))
+		}
+		if p.PodUID != "" {
+			who = append(who, "pod "+p.PodUID)
+		}
+		if p.SlurmJobID != "" {
+			who = append(who, "slurm job "+p.SlurmJobID)
+		}
+		parts = append(parts, p.Key(), "("+strings.Join(who, ", ")+")")
+	}
+	if d := e.Device; d != nil {
+		parts = append(parts, d.Path)
+		if d.Number != "" {
+			parts = append(parts, d.Number)
+		}
+	}
+	for _, f := range []string{e.Access, e.Perms} {
+		if f != "" {
+			parts = append(parts, f)
+		}
+	}
+	if e.Length > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes", e.Length))
+	}
+	if e.Child != nil {
+		parts = append(parts, "child "+e.Child.Key())
+	}
+	if e.GPUUUID != "" {
+		parts = append(parts, e.GPUUUID)
+	}
+	if e.Mode != "" {
+		parts = append(parts, "mode "+e.Mode)
+	}
+	if e.Lost > 0 {
+		parts = append(parts, fmt.Sprintf("%d lost", e.Lost))
+	}
+	if e.Note != "" {
+		parts = append(parts, "("+e.Note+")")
+	}
+	return safetext.Line(strings.Join(parts, " "))
+}
+
+func shortContainer(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/watch"
+)
+
+func watchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "watch",
+		Usage: "record every open and mapping of an NVIDIA device, and the lives of the processes that make them, until stopped",
+		UsageText: "gpusnap watch [--listen ADDR] [--interval DUR] [--mode auto|bpf|fallback] [--retain DUR]\n\n" +
+			"Runs until SIGTERM or SIGINT, then records what it still holds and exits 0. Events go to the store's\n" +
+			"event log (the directory DB.events beside the store file), read by gpusnap events and diff --tenant.\n" +
+			"It says on stderr which mode runs and what that mode cannot see (docs/watch.md).\n\n" +
+			"Examples:\n  gpusnap watch --listen 127.0.0.1:9402\n  systemctl enable --now gpusnap-watch   # contrib/systemd/gpusnap-watch.service",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Usage: "serve Prometheus metrics on `ADDR` (host:port) at /metrics"},
+			&cli.DurationFlag{Name: "interval", Value: watch.DefaultInterval, Usage: "poll NVML's process lists (and rescan /proc in the fallback) every `DUR`"},
+			&cli.StringFlag{Name: "mode", Value: watch.ModeAuto, Usage: "`MODE`: auto (BPF where it loads, else the fallback), bpf (BPF or exit 2), fallback"},
+			&cli.DurationFlag{Name: "retain", Value: watch.DefaultRetain, Usage: "remove event log segments older than `DUR`"},
+		},
+		Action: func(c *cli.Context) error {
+			g, err := loadGlobals(c)
+			if err != nil {
+				return err
+			}
+			return runWatch(c.Context, watchOptions{globals: g, Listen: c.String("listen"),
+				Interval: c.Duration("interval"), Mode: c.String("mode"), Retain: c.Duration("retain")})
+		},
+	}
+}
+
+// watchOptions are watch's flags.
+type watchOptions struct {
+	globals
+	Listen   string
+	Interval time.Duration
+	Mode     string
+	Retain   time.Duration
+}
+
+// runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
+func runWatch(ctx context.Context, o watchOptions) error {
+	switch o.Mode {
+	case watch.ModeAuto, watch.ModeBPF, watch.ModeFallback:
+	default:
+		return usageError(fmt.Errorf("--mode %q: want auto, bpf or fallback", o.Mode))
+	}
+	if o.Interval < 10*time.Millisecond || o.Retain <= 0 {
+		return usageError(errors.New("--interval must be at least 10ms and --retain positive"))
+	}
+	opts := watch.Options{DB: o.DB, ProcRoot: o.ProcRoot, NVML: o.captureOptions("", "").NVML,
+		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: o.Stderr}
+	if o.Listen != "" {
+		reg := prometheus.NewRegistry()
+		var err error
+		if opts.Metrics, err = watch.NewMetrics(reg); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(o.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
+	}
+	stats, err := watch.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, n := range stats.Events {
+		total += n
+	}
+	fmt.Fprintf(o.Stderr, "gpusnap watch: stopped: %d events recorded, %d lost", total, stats.Lost)
+	if stats.Timed > 0 {
+		fmt.Fprintf(o.Stderr, "; kernel event to disk: slowest %s, mean %s", stats.MaxLatency.Round(time.Millisecond),
+			(stats.SumLatency / time.Duration(stats.Timed)).Round(time.Millisecond))
+	}
+	fmt.Fprintln(o.Stderr)
+	return nil
+}

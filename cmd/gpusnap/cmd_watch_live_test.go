@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/livetest"
+)
+
+// lockedBuffer is a stderr a running watch writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLiveWatchTransientTenant is the whole story on this host: a baseline,
+// gpusnap watch running, 1,000 tenant workers that each open the GPU node
+// read-write, map it shared and exit within a few ms, then diff --tenant,
+// list and events while the watch still runs: every worker is a
+// transient_gpu_process, high (a writable mapping). SIGTERM (the context)
+// stops the watch with exit 0 and its metrics said what it did.
+func TestLiveWatchTransientTenant(t *testing.T) {
+	livetest.Require(t)
+	loop := livetest.NewLoop(t)
+	bin := livetest.BuildBurst(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	g := []string{"--db", db, "--no-nvml"}
+	if code, _, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-7"}, g...)...); code != 0 {
+		t.Fatalf("baseline: %s", errs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"gpusnap", "watch", "--listen", "127.0.0.1:0", "--mode", "bpf"}, g...), io.Discard, &stderr)
+	}()
+	addr := waitFor(t, &stderr, done, regexp.MustCompile(`metrics at http://(\S+)/metrics`))
+	waitFor(t, &stderr, done, regexp.MustCompile(`recording into .* in (\S+) mode`))
+
+	n := 1000
+	if testing.Short() {
+		n = 100
+	}
+	pids := livetest.Burst(t, bin, loop.Node, n)
+	// Baseline, diff, list and events while the watch runs.
+	if code, _, errs := gpusnap(t, append([]string{"list"}, g...)...); code != 0 {
+		t.Errorf("list while watch runs: %s", errs)
+	}
+	waitEvents(t, db, pids)
+	code, out, errs := gpusnap(t, append([]string{"diff", "--tenant", "job-7", "--json"}, g...)...)
+	if code != exitFindings {
+		t.Fatalf("diff --tenant while watch runs: exit %d: %s", code, errs)
+	}
+	var r diff.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	transient := map[int]bool{}
+	for _, f := range r.Findings {
+		if f.Kind == diff.KindTransientGPUProcess && f.Severity == diff.High && f.Device == loop.Node {
+			transient[f.Process.PID] = true
+		}
+	}
+	for _, pid := range pids {
+		if !transient[pid] {
+			t.Errorf("worker %d is not reported as a transient_gpu_process", pid)
+		}
+	}
+	t.Logf("%d of %d workers reported as transient_gpu_process; notes %q", len(transient), len(pids), r.Notes)
+	if code, _, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-8"}, g...)...); code != 0 {
+		t.Errorf("baseline while watch runs: %s", errs)
+	}
+	code, out, errs = gpusnap(t, append([]string{"events", "--tenant", "job-7", "--json"}, g...)...)
+	var events []eventlog.Event
+	if code != 0 || json.Unmarshal([]byte(out), &events) != nil || len(events) < 3*n {
+		t.Errorf("events --tenant: exit %d, %d events, %s", code, len(events), errs)
+	}
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`gpusnap_watch_mode{mode="`, "gpusnap_watch_lost_events_total 0",
+		"gpusnap_watch_last_flush_timestamp_seconds "} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	if m := regexp.MustCompile(`gpusnap_watch_events_total\{kind="mmap"\} (\d+)`).FindSubmatch(metrics); m == nil || atoi(string(m[1])) < n {
+		t.Errorf("mmap events counted: %s", m)
+	}
+	if bytes.Contains(metrics, []byte("pid=")) || bytes.Contains(metrics, []byte("exe=")) {
+		t.Error("metrics carry a PID or exe label")
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(stderr.String(), "stopped:") {
+			t.Errorf("watch stopped with exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not stop")
+	}
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// waitFor waits for the watch's stderr to match re and returns the first group.
+func waitFor(t *testing.T, stderr *lockedBuffer, done chan int, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-done:
+			if strings.Contains(stderr.String(), "no BPF hook loads") {
+				t.Skipf("BPF test: the kernel refuses the watch programs here: %s", stderr.String())
+			}
+			t.Fatalf("watch exited %d: %s", code, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("watch did not say %s: %s", re, stderr.String())
+	return ""
+}
+
+// waitEvents waits until the log holds the exit of every PID: an event is in
+// the log within a second of happening.
+func waitEvents(t *testing.T, db string, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
+		exited := map[int]bool{}
+		for _, e := range res.Events {
+			if e.Kind == eventlog.KindExit {
+				exited[e.Process.PID] = true
+			}
+		}
+		all := err == nil
+		for _, p := range pids {
+			all = all && exited[p]
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log lacks exits after 10s (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
