@@ -78,8 +78,8 @@ type Watch struct {
 	Unattached []string
 
 	maps   sharedMaps
+	coll   *ebpf.Collection // the programs of the hook that loaded
 	lost   *ebpf.Variable
-	progs  []*ebpf.Program
 	links  []link.Link
 	reader *ringbuf.Reader
 }
@@ -125,10 +125,6 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 			w.Close()
 		}
 	}()
-	w.lost, err = lostVariable(spec, &w.maps)
-	if err != nil {
-		return nil, err
-	}
 	for _, major := range majors {
 		if err := w.maps.NvidiaMajors.Put(major, uint8(1)); err != nil {
 			return nil, fmt.Errorf("fill the NVIDIA majors: %w", err)
@@ -142,20 +138,20 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 		}
 		w.Refused = append(w.Refused, fmt.Sprintf("%s: %v", hook, err))
 		w.closeLinks()
+		w.closeCollection()
 	}
 	if w.Hook == "" {
 		return nil, fmt.Errorf("no BPF hook loads (%s)", strings.Join(w.Refused, "; "))
 	}
 	for _, name := range lifePrograms {
-		prog, err := w.load(spec, name)
-		if err != nil {
-			return nil, err
-		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		l, err := link.AttachTracing(link.TracingOptions{Program: w.coll.Programs[name]})
 		if err != nil {
 			return nil, fmt.Errorf("attach %s (BTF tracepoint): %w", name, err)
 		}
 		w.links = append(w.links, l)
+	}
+	if w.lost = w.coll.Variables["lost"]; w.lost == nil {
+		return nil, errors.New("the watch object has no lost-event counter")
 	}
 	if w.reader, err = ringbuf.NewReader(w.maps.Events); err != nil {
 		return nil, fmt.Errorf("open the ring buffer: %w", err)
@@ -164,7 +160,7 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 	return w, nil
 }
 
-// sharedMaps are the maps every hook shares.
+// sharedMaps are the maps every hook's programs share.
 type sharedMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	NvidiaMajors *ebpf.Map `ebpf:"nvidia_majors"`
@@ -173,53 +169,34 @@ type sharedMaps struct {
 	Scratch      *ebpf.Map `ebpf:"scratch"`
 }
 
-// lostVariable is the counter of events the ring buffer had no room for,
-// in the .bss map the programs share.
-func lostVariable(spec *ebpf.CollectionSpec, maps *sharedMaps) (*ebpf.Variable, error) {
-	var vars struct {
-		Lost *ebpf.Variable `ebpf:"lost"`
-	}
-	err := spec.LoadAndAssign(&vars, &ebpf.CollectionOptions{MapReplacements: maps.replacements()})
-	if err != nil {
-		return nil, loadError("the lost-event counter", err)
-	}
-	return vars.Lost, nil
-}
-
 func (m *sharedMaps) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{"events": m.Events, "nvidia_majors": m.NvidiaMajors, "seen": m.Seen, ".bss": m.Bss, "scratch": m.Scratch}
 }
 
-// load loads one program of the spec, sharing the maps already loaded.
-func (w *Watch) load(spec *ebpf.CollectionSpec, name string) (*ebpf.Program, error) {
-	ps := spec.Programs[name]
-	if ps == nil {
-		return nil, fmt.Errorf("the watch object has no program %s", name)
-	}
-	one := spec.Copy()
-	one.Programs = map[string]*ebpf.ProgramSpec{"prog": ps}
-	var progs struct {
-		Prog *ebpf.Program `ebpf:"prog"`
-	}
-	if err := one.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: w.maps.replacements()}); err != nil {
-		return nil, loadError(name, err)
-	}
-	w.progs = append(w.progs, progs.Prog)
-	return progs.Prog, nil
-}
-
-// attachHook loads and attaches the programs of one hook.
+// attachHook loads one hook's programs with the life programs, in one
+// collection sharing the maps already loaded (one load: relocating against
+// the kernel's BTF once, not once a program), and attaches the hook's.
 func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 	if hook == HookTracepoint {
 		if err := ensureTracefs(); err != nil {
 			return err
 		}
 	}
-	for _, name := range hookPrograms[hook] {
-		prog, err := w.load(spec, name)
-		if err != nil {
-			return err
+	sub := spec.Copy()
+	sub.Programs = map[string]*ebpf.ProgramSpec{}
+	for _, name := range append(slices.Clone(hookPrograms[hook]), lifePrograms...) {
+		if spec.Programs[name] == nil {
+			return fmt.Errorf("the watch object has no program %s", name)
 		}
+		sub.Programs[name] = spec.Programs[name]
+	}
+	coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{MapReplacements: w.maps.replacements()})
+	if err != nil {
+		return loadError(hookPrograms[hook][0], err)
+	}
+	w.coll = coll
+	for _, name := range hookPrograms[hook] {
+		prog := coll.Programs[name]
 		var l link.Link
 		switch hook {
 		case HookLSM:
@@ -318,15 +295,20 @@ func (w *Watch) Close() error {
 		_ = w.reader.Close()
 	}
 	w.closeLinks()
-	for _, p := range w.progs {
-		_ = p.Close()
-	}
+	w.closeCollection()
 	for _, m := range []*ebpf.Map{w.maps.Events, w.maps.NvidiaMajors, w.maps.Seen, w.maps.Bss, w.maps.Scratch} {
 		if m != nil {
 			_ = m.Close()
 		}
 	}
 	return nil
+}
+
+func (w *Watch) closeCollection() {
+	if w.coll != nil {
+		w.coll.Close()
+		w.coll = nil
+	}
 }
 
 func (w *Watch) closeLinks() {
