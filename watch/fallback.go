@@ -50,7 +50,7 @@ type fallbackSource struct {
 	exits map[int]time.Time   // when the connector saw each PID's process end
 	young map[int]int         // PID -> rescans left while it counts as young
 	using map[string]*tracked // by PID@START
-	seen  map[int]bool        // every PID of the last listing
+	seen  map[int]bool        // every PID of the last listing; nil before the first
 	sweep int
 	// connector says why the proc connector is not running, or "".
 	connector string
@@ -58,7 +58,7 @@ type fallbackSource struct {
 
 func newFallbackSource(procRoot string, interval time.Duration) *fallbackSource {
 	return &fallbackSource{procRoot: procRoot, interval: interval, ids: newIdentities(procRoot),
-		named: map[int]bool{}, exits: map[int]time.Time{}, young: map[int]int{}, using: map[string]*tracked{}, seen: map[int]bool{}}
+		named: map[int]bool{}, exits: map[int]time.Time{}, young: map[int]int{}, using: map[string]*tracked{}}
 }
 
 // listen subscribes to the proc connector; where the kernel refuses, the
@@ -123,12 +123,15 @@ func (f *fallbackSource) rescan(ctx context.Context, emit func(...eventlog.Event
 	f.mu.Unlock()
 
 	current := make(map[int]bool, len(pids))
+	// The first rescan reads every process once, to find the device users
+	// already running; after it, those processes are old, not young.
+	first := f.seen == nil
 	for i, pid := range pids {
 		current[pid] = true
-		if !f.seen[pid] {
+		if !first && !f.seen[pid] {
 			f.young[pid] = youngTicks
 		}
-		if i%sweepTicks == f.sweep {
+		if first || i%sweepTicks == f.sweep {
 			want[pid] = true
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 )
@@ -20,6 +22,25 @@ type running struct {
 	done   chan struct{}
 	stats  Stats
 	err    error
+	log    *syncLog
+}
+
+// syncLog is the watch's stderr, written while the test reads it.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startWatch runs a watch on the store db until stop; it skips the test
@@ -28,27 +49,26 @@ func startWatch(t *testing.T, db string, opts Options) *running {
 	t.Helper()
 	livetest.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{db: db, cancel: cancel, done: make(chan struct{})}
+	r := &running{db: db, cancel: cancel, done: make(chan struct{}), log: &syncLog{}}
 	started := make(chan eventlog.Event, 1)
 	opts.DB, opts.NVML.Disabled = db, true
 	opts.Started = func(e eventlog.Event) { started <- e }
-	var log strings.Builder
-	opts.Log = &log
+	opts.Log = r.log
 	go func() {
 		defer close(r.done)
 		r.stats, r.err = Run(ctx, opts)
 	}()
 	select {
 	case r.start = <-started:
-		t.Logf("watch: %s", strings.TrimSpace(log.String()))
+		t.Logf("watch: %s", strings.TrimSpace(r.log.String()))
 	case <-r.done:
 		if opts.Mode == ModeBPF {
 			t.Skipf("BPF test: the kernel refuses the watch programs here: %v", r.err)
 		}
 		t.Fatalf("watch did not start: %v", r.err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // loading BPF is CPU work in the kernel: slow on a loaded host
 		cancel()
-		t.Fatal("watch did not start in 30s")
+		t.Fatal("watch did not start in 2 minutes")
 	}
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -65,6 +85,9 @@ func (r *running) stop(t *testing.T) Stats {
 	}
 	if r.err != nil {
 		t.Fatalf("watch: %v", r.err)
+	}
+	if t.Failed() {
+		t.Logf("watch said: %s", r.log.String())
 	}
 	return r.stats
 }
@@ -251,5 +274,18 @@ func TestLiveFallbackSeesHolder(t *testing.T) {
 	w.stop(t)
 	if !using || !exit {
 		t.Errorf("holder %d: using %v, exit %v", holder.PID, using, exit)
+	}
+}
+
+// TestLiveAutoFallsBackSayingWhy: where the hooks asked for do not load,
+// auto mode runs the fallback and its start record says why.
+func TestLiveAutoFallsBackSayingWhy(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Hooks: []bpf.Hook{bpf.HookLSM}})
+	if w.start.Mode != ModeFallback {
+		t.Skipf("BPF LSM loads on this kernel (mode %s): nothing falls back", w.start.Mode)
+	}
+	if !strings.Contains(w.start.Note, "BPF does not load here") || !strings.Contains(w.start.Note, "lsm") {
+		t.Errorf("start record: %+v", w.start)
 	}
 }

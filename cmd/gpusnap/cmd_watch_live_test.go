@@ -137,7 +137,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // waitFor waits for the watch's stderr to match re and returns the first group.
 func waitFor(t *testing.T, stderr *lockedBuffer, done chan int, re *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // loading BPF is slow on a loaded host
 	for time.Now().Before(deadline) {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {
 			return m[1]
