@@ -61,7 +61,9 @@ type Event struct {
 	Prot         uint32 // open: f_mode; mmap: the protection asked for
 	FD           int32  // -1 where the hook has no descriptor
 	Length       uint64 // mmap: the length asked for (0 where the hook has none)
-	Path         string // open, mmap: the device's path; exec: the executable's. A path cut short starts with ".../"
+	Path         string // open, mmap: the device's path. A path cut short starts with ".../"
+	Exe          string // open, mmap, exec: the process's executable (exec: the new one), walked in the kernel
+	ExecNS       uint64 // open, mmap: on a process's first use of a device, when it last exec'd (0: not since it started)
 	ChildPID     uint32 // fork
 	ChildStartNS uint64 // fork
 }
@@ -330,7 +332,11 @@ func decode(raw []byte) (Event, error) {
 		PID: k.Pid, TID: k.Tid, NSPID: k.NsPid, PPID: k.Ppid, UID: k.Uid,
 		Comm:  cString(k.Comm[:]),
 		Major: k.RdevMajor, Minor: k.RdevMinor, Mode: k.Mode, Flags: k.Flags, Prot: k.Prot,
-		FD: k.Fd, Length: k.Length, ChildPID: k.ChildPid, ChildStartNS: k.ChildStartNs,
+		FD: k.Fd, Length: k.Length, ChildPID: k.ChildPid, ChildStartNS: k.ChildStartNs, ExecNS: k.ExecNs,
+	}
+	if k.ExeDepth > 0 {
+		slots := unsafe.Slice((*byte)(unsafe.Pointer(&k.Exe[0])), len(k.Exe))
+		e.Exe = joinPath(slots, int(k.ExeDepth), k.ExeComplete != 0)
 	}
 	if k.Depth > 0 {
 		slots := unsafe.Slice((*byte)(unsafe.Pointer(&k.Path[0])), len(k.Path))

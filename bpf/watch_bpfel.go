@@ -20,6 +20,7 @@ type watchEvent struct {
 	CgroupId     uint64
 	Length       uint64
 	ChildStartNs uint64
+	ExecNs       uint64
 	Kind         uint32
 	Pid          uint32
 	Tid          uint32
@@ -35,8 +36,11 @@ type watchEvent struct {
 	ChildPid     uint32
 	Depth        uint32
 	Complete     uint32
+	ExeDepth     uint32
+	ExeComplete  uint32
 	Comm         [16]int8
 	Path         [960]int8
+	Exe          [960]int8
 	_            [4]byte
 }
 
@@ -45,6 +49,7 @@ type watchEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	watchMapEvents                = "events"
+	watchMapExecs                 = "execs"
 	watchMapNvidiaMajors          = "nvidia_majors"
 	watchMapScratch               = "scratch"
 	watchMapSeen                  = "seen"
@@ -127,6 +132,7 @@ type watchProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type watchMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	Execs        *ebpf.MapSpec `ebpf:"execs"`
 	NvidiaMajors *ebpf.MapSpec `ebpf:"nvidia_majors"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
 	Seen         *ebpf.MapSpec `ebpf:"seen"`
@@ -161,6 +167,7 @@ func (o *watchObjects) Close() error {
 // It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type watchMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
+	Execs        *ebpf.Map `ebpf:"execs"`
 	NvidiaMajors *ebpf.Map `ebpf:"nvidia_majors"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
 	Seen         *ebpf.Map `ebpf:"seen"`
@@ -169,6 +176,7 @@ type watchMaps struct {
 func (m *watchMaps) Close() error {
 	return _WatchClose(
 		m.Events,
+		m.Execs,
 		m.NvidiaMajors,
 		m.Scratch,
 		m.Seen,

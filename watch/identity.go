@@ -88,30 +88,18 @@ func (c *cgroupPaths) walk() {
 
 // identities names the processes events come from. A process that used a
 // device is kept (by PID@START) until its exit, so its fork and exit carry
-// the same identity; the last exec of every process is kept a while, so a
-// process that opens a device after it is named by the file it exec'd.
+// the same identity.
 type identities struct {
 	procRoot string
 	cgroups  *cgroupPaths
 	known    map[string]*eventlog.Process
-	execs    map[int]execRecord
 }
 
-type execRecord struct {
-	start uint64 // ticks
-	file  string
-	time  time.Time
-	src   eventlog.Event // the exec event, recorded when the process turns out to use a device
-}
-
-// Bounds of what identities keeps: a tenant can fork and exec at will.
-const (
-	maxKnown = 1 << 16
-	maxExecs = 1 << 14
-)
+// maxKnown bounds what identities keeps: a tenant can fork at will.
+const maxKnown = 1 << 16
 
 func newIdentities(procRoot string) *identities {
-	return &identities{procRoot: procRoot, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, execs: map[int]execRecord{}}
+	return &identities{procRoot: procRoot, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}}
 }
 
 // lookup returns the kept identity of pid@start, if any.
@@ -128,32 +116,14 @@ func (ids *identities) keep(p *eventlog.Process) {
 
 func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) }
 
-// noteExec keeps a process's exec for a while.
-func (ids *identities) noteExec(pid int, rec execRecord) {
-	if len(ids.execs) >= maxExecs {
-		clear(ids.execs)
-	}
-	ids.execs[pid] = rec
-}
-
-// takeExec returns (once) the exec of pid@start kept by noteExec.
-func (ids *identities) takeExec(pid int, start uint64) (execRecord, bool) {
-	rec, ok := ids.execs[pid]
-	if !ok || rec.start != start {
-		return execRecord{}, false
-	}
-	delete(ids.execs, pid)
-	return rec, true
-}
-
-// fill completes what the kernel reported of a process: its exe from /proc
-// while it still runs as the same process (else from the exec seen), its
-// cgroup's path and the container, pod or Slurm job that path names.
-func (ids *identities) fill(p *eventlog.Process, execFile string) {
-	if exe, deleted, ok := ids.exe(p.PID, p.StartTime); ok {
+// fill completes what the kernel reported of a process: its exe (the
+// kernel's walk of it, or /proc's where that was cut short: /proc also says
+// whether it was deleted), its cgroup's path and the container, pod or
+// Slurm job that path names.
+func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
+	p.Exe = kernelExe
+	if exe, deleted, ok := ids.exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
 		p.Exe, p.ExeDeleted = exe, deleted
-	} else if p.Exe == "" {
-		p.Exe = execFile
 	}
 	if p.Cgroup == "" && p.CgroupID != 0 {
 		p.Cgroup = ids.cgroups.path(p.CgroupID)

@@ -65,16 +65,14 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	start := ticks(e.StartNS)
 	switch e.Kind {
 	case bpf.KindExec:
-		ev := eventlog.Event{Time: at, Kind: eventlog.KindExec, Source: k.source}
-		if p := k.ids.lookup(int(e.PID), start); p != nil {
-			// A device user exec'd: its descriptors may live on in the new program.
-			p.Comm, p.Exe = e.Comm, ""
-			k.ids.fill(p, e.Path)
-			ev.Process = clone(p)
-			emit(ev)
-			return
+		// The kernel reports the exec of a device user only: its
+		// descriptors may live on in the new program.
+		p, _ := k.process(e, start)
+		p.Exe, p.ExeDeleted = e.Exe, false
+		if kept := k.ids.lookup(p.PID, p.StartTime); kept != nil {
+			kept.Exe, kept.ExeDeleted, kept.Comm = p.Exe, false, p.Comm
 		}
-		k.ids.noteExec(int(e.PID), execRecord{start: start, file: e.Path, time: at, src: ev})
+		emit(eventlog.Event{Time: at, Kind: eventlog.KindExec, Source: k.source, Process: p})
 	case bpf.KindOpen, bpf.KindMmap:
 		dev := k.device(e)
 		if dev.Class != snapshot.ClassNVIDIA {
@@ -111,7 +109,8 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 }
 
 // process returns the identity of the process an event came from, and, the
-// first time it is seen using a device, its exec event where one was kept.
+// first time it is seen using a device, its exec (dated by the kernel) where
+// it exec'd since it started.
 func (k *kernelSource) process(e *bpf.Event, start uint64) (*eventlog.Process, *eventlog.Event) {
 	if p := k.ids.lookup(int(e.PID), start); p != nil {
 		p.Comm, p.UID = e.Comm, int(e.UID)
@@ -121,17 +120,11 @@ func (k *kernelSource) process(e *bpf.Event, start uint64) (*eventlog.Process, *
 	if e.NSPID != e.PID {
 		p.NSPID = int(e.NSPID)
 	}
-	var exec *eventlog.Event
-	execFile := ""
-	if rec, ok := k.ids.takeExec(p.PID, start); ok {
-		execFile = rec.file
-		ev := rec.src
-		exec = &ev
-	}
-	k.ids.fill(p, execFile)
+	k.ids.fill(p, e.Exe)
 	k.ids.keep(p)
-	if exec != nil {
-		exec.Process = clone(p)
+	var exec *eventlog.Event
+	if e.ExecNS != 0 {
+		exec = &eventlog.Event{Time: k.bootBase.Add(time.Duration(e.ExecNS)), Kind: eventlog.KindExec, Source: k.source, Process: clone(p)}
 	}
 	return clone(p), exec
 }

@@ -47,6 +47,7 @@ struct event {
 	u64 cgroup_id;     // the cgroup v2 id (the inode of its directory)
 	u64 length;        // mmap: the length asked for
 	u64 child_start_ns;// fork: the child's start_boottime
+	u64 exec_ns;       // open, mmap: when the process last exec'd, on its first use of a device (0: not seen)
 	u32 kind;
 	u32 pid;           // the thread group id: the process
 	u32 tid;
@@ -62,9 +63,14 @@ struct event {
 	u32 child_pid;     // fork: the child's pid
 	u32 depth;         // how many names path holds
 	u32 complete;      // 1 when path reaches the root; 0 when it was cut
+	u32 exe_depth;     // the same, for exe
+	u32 exe_complete;
 	char comm[16];
-	// open, mmap: the device's path; exec: the executable's path (packed as above).
+	// open, mmap: the device's path.
 	char path[PATH_LEN];
+	// open, mmap, exec: the process's executable, walked in the kernel, so a
+	// process gone before user space reads the event is still named by it.
+	char exe[PATH_LEN];
 };
 
 // Keeps struct event in the object's BTF, for bpf2go's Go type.
@@ -101,6 +107,16 @@ struct {
 	__type(value, struct event);
 } scratch SEC(".maps");
 
+// execs: when each process last exec'd (tgid -> CLOCK_BOOTTIME ns). Every
+// exec updates it, and nothing goes to user space: only a process that then
+// uses a device has its exec reported, with that device event.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u64);
+} execs SEC(".maps");
+
 // lost counts the events the ring buffer had no room for; user space reports it.
 u64 lost = 0;
 
@@ -134,6 +150,8 @@ static __always_inline struct event *begin(u32 kind)
 	e->child_pid = 0;
 	e->child_start_ns = 0;
 	e->rdev_major = e->rdev_minor = e->mode = e->flags = e->prot = e->depth = e->complete = 0;
+	e->exe_depth = e->exe_complete = 0;
+	e->exec_ns = 0;
 
 	struct pid *tp = BPF_CORE_READ(leader, thread_pid);
 	u32 level = BPF_CORE_READ(tp, level);
@@ -155,23 +173,27 @@ static __always_inline int name_is(const char *name, const char *want, int n)
 	return 1;
 }
 
-// fill_path walks from the file's dentry towards the root, crossing mount
-// points, and keeps the names it passes (innermost first) in e->path.
-static __always_inline void fill_path(struct event *e, struct file *file)
+// walk_path walks from the file's dentry towards the root, crossing mount
+// points, and keeps the names it passes (innermost first) in buf.
+static __always_inline void walk_path(char *buf, u32 *depth_out, u32 *complete, struct file *file)
 {
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
 	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
 	struct mount *mnt = (void *)vm - bpf_core_field_offset(struct mount, mnt);
 	u32 depth = 0;
 
-	e->complete = 0;
+	*complete = 0;
+	if (!file) {
+		*depth_out = 0;
+		return;
+	}
 	for (int i = 0; i < PATH_DEPTH + 4; i++) {
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
 		struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
 		if (d == root) {
 			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 			if (up == mnt) {
-				e->complete = 1; // the root of everything
+				*complete = 1; // the root of everything
 				break;
 			}
 			d = BPF_CORE_READ(mnt, mnt_mountpoint);
@@ -183,11 +205,23 @@ static __always_inline void fill_path(struct event *e, struct file *file)
 		if (depth == PATH_DEPTH)
 			break;
 		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-		bpf_probe_read_kernel_str(&e->path[depth * NAME_LEN], NAME_LEN, name);
+		bpf_probe_read_kernel_str(&buf[depth * NAME_LEN], NAME_LEN, name);
 		depth++;
 		d = parent;
 	}
-	e->depth = depth;
+	*depth_out = depth;
+}
+
+static __always_inline void fill_path(struct event *e, struct file *file)
+{
+	walk_path(e->path, &e->depth, &e->complete, file);
+}
+
+// fill_exe walks the current process's executable.
+static __always_inline void fill_exe(struct event *e)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	walk_path(e->exe, &e->exe_depth, &e->exe_complete, BPF_CORE_READ(task, mm, exe_file));
 }
 
 // nvidia_name: the last name starts with "nvidia" and its directory (or the
@@ -245,7 +279,14 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 		e->prot = prot;
 		e->length = length;
 	}
-	bpf_map_update_elem(&seen, &e->pid, &e->start_ns, BPF_ANY);
+	fill_exe(e);
+	if (!bpf_map_lookup_elem(&seen, &e->pid)) {
+		// Its first use of a device: say when it exec'd, if since it started.
+		u64 *at = bpf_map_lookup_elem(&execs, &e->pid);
+		if (at && *at >= e->start_ns)
+			e->exec_ns = *at;
+		bpf_map_update_elem(&seen, &e->pid, &e->start_ns, BPF_ANY);
+	}
 	emit(e);
 	return 0;
 }
@@ -331,17 +372,23 @@ int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned l
 	return report_file(file, EV_MMAP, -1, flags, prot, 0);
 }
 
-// Process life, in every mode. exec is reported for every process, with the
-// path of the file run (user space keeps the recent ones, to name a process
-// that opens a device after it); fork and exit only for processes seen.
+// Process life, in every mode, reported only for processes seen using a
+// device: exec (every exec is noted in execs, for a later first use), fork
+// and exit.
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u64 now = bpf_ktime_get_boot_ns();
+	bpf_map_update_elem(&execs, &tgid, &now, BPF_ANY);
+	if (!bpf_map_lookup_elem(&seen, &tgid))
+		return 0;
 	struct event *e = begin(EV_EXEC);
 	if (!e)
 		return 0;
-	fill_path(e, BPF_CORE_READ(bprm, file));
+	// A device user exec'd: its descriptors may live on in the new program.
+	walk_path(e->exe, &e->exe_depth, &e->exe_complete, BPF_CORE_READ(bprm, file));
 	emit(e);
 	return 0;
 }
