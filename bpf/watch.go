@@ -62,7 +62,7 @@ type Event struct {
 	FD           int32  // -1 where the hook has no descriptor
 	Length       uint64 // mmap: the length asked for (0 where the hook has none)
 	Path         string // open, mmap: the device's path. A path cut short starts with ".../"
-	Exe          string // open, mmap, exec: the process's executable (exec: the new one), walked in the kernel
+	Exe          string // the process's executable, walked in the kernel: on its first open or mapping of a device, and at exec (the new one)
 	ExecNS       uint64 // open, mmap: on a process's first use of a device, when it last exec'd (0: not since it started)
 	ChildPID     uint32 // fork
 	ChildStartNS uint64 // fork
@@ -322,11 +322,12 @@ func (w *Watch) closeLinks() {
 
 // decode reads an event as watch.c laid it out.
 func decode(raw []byte) (Event, error) {
+	// A record without an exe ends where the exe would start (watch.c's emit).
 	var k watchEvent
-	if len(raw) < int(unsafe.Sizeof(k)) {
+	if len(raw) < int(unsafe.Offsetof(k.Exe)) {
 		return Event{}, fmt.Errorf("short event: %d bytes", len(raw))
 	}
-	k = *(*watchEvent)(unsafe.Pointer(&raw[0]))
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&k)), unsafe.Sizeof(k)), raw)
 	e := Event{
 		Kind: Kind(k.Kind), TimeNS: k.TimeNs, StartNS: k.StartNs, CgroupID: k.CgroupId,
 		PID: k.Pid, TID: k.Tid, NSPID: k.NsPid, PPID: k.Ppid, UID: k.Uid,

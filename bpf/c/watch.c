@@ -68,8 +68,9 @@ struct event {
 	char comm[16];
 	// open, mmap: the device's path.
 	char path[PATH_LEN];
-	// open, mmap, exec: the process's executable, walked in the kernel, so a
-	// process gone before user space reads the event is still named by it.
+	// the process's executable, walked in the kernel (so a process gone before
+	// user space reads the event is still named by it) on its first open or
+	// mapping of a device and at its exec; left out of the record otherwise.
 	char exe[PATH_LEN];
 };
 
@@ -78,7 +79,7 @@ const struct event *unused_event __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
+	__uint(max_entries, 1 << 24); // 16 MiB: more than a second of 10,000 device opens a second
 } events SEC(".maps");
 
 // nvidia_majors: the character majors of the NVIDIA driver (195 and those
@@ -120,9 +121,12 @@ struct {
 // lost counts the events the ring buffer had no room for; user space reports it.
 u64 lost = 0;
 
+// emit copies the event to the ring buffer; without an exe (the process was
+// named before) the exe slots, last in the event, are left out.
 static __always_inline void emit(struct event *e)
 {
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0) < 0)
+	u64 size = e->exe_depth ? sizeof(*e) : offsetof(struct event, exe);
+	if (bpf_ringbuf_output(&events, e, size, 0) < 0)
 		__sync_fetch_and_add(&lost, 1);
 }
 
@@ -279,9 +283,10 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 		e->prot = prot;
 		e->length = length;
 	}
-	fill_exe(e);
 	if (!bpf_map_lookup_elem(&seen, &e->pid)) {
-		// Its first use of a device: say when it exec'd, if since it started.
+		// Its first use of a device: name its exe, and say when it exec'd,
+		// if since it started.
+		fill_exe(e);
 		u64 *at = bpf_map_lookup_elem(&execs, &e->pid);
 		if (at && *at >= e->start_ns)
 			e->exec_ns = *at;
