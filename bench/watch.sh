@@ -10,12 +10,13 @@
 #             SECONDS (5), with the watch on: events recorded against opens made,
 #             lost events, and the watch's slowest and mean event-to-disk latency
 # Ratios within one run: the host is shared and noisy. Needs gcc, losetup, root.
+# PARTS="idle loop rate" (the default) chooses what to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 N=${N:-500} IDLE=${IDLE:-60} ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECONDS_=${SECONDS_:-5}
-LOOPS=${LOOPS:-200000}
+LOOPS=${LOOPS:-200000} PARTS=${PARTS:-idle loop rate}
 require_tools go gcc losetup
 [[ $(id -u) == 0 ]] || { echo "bench/watch.sh: needs root (BPF)" >&2; exit 2; }
 
@@ -53,6 +54,7 @@ start_sleepers "$N"
 echo "processes on the host: $(ls -d /proc/[0-9]* | wc -l)"
 
 for mode in bpf fallback; do
+	[[ " $PARTS " == *" idle "* ]] || break
 	start_watch "$work/idle-$mode.db" "$mode"
 	sleep 2 # past the start-up
 	c0=$(cpu_ticks "$watch_pid")
@@ -63,15 +65,17 @@ for mode in bpf fallback; do
 done
 
 without=() with=()
+[[ " $PARTS " == *" loop "* ]] || ROUNDS=0
 for r in $(seq "$ROUNDS"); do
 	without+=("$("$work/watchload" loop "$work/plain" "$LOOPS")")
 	start_watch "$work/loop.db" bpf
 	with+=("$("$work/watchload" loop "$work/plain" "$LOOPS")")
 	stop_watch
 done
-echo "open/close of a regular file, ns per loop, without watch: ${without[*]}; with: ${with[*]}"
-awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\n", sa/sb}'
+((ROUNDS)) && echo "open/close of a regular file, ns per loop, without watch: ${without[*]}; with: ${with[*]}"
+((ROUNDS)) && awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\n", sa/sb}'
 
+[[ " $PARTS " == *" rate "* ]] || exit 0
 start_watch "$work/rate.db" bpf
 made=$("$work/watchload" rate "$work/dev/nvidia0" "$RATE" "$SECONDS_")
 sleep 1.5
