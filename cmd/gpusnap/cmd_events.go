@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -26,34 +27,30 @@ func eventsCommand() *cli.Command {
 			&cli.StringFlag{Name: "tenant", Usage: "the events between tenant `T`'s newest baseline and its post snapshot (or now)"},
 			&cli.StringFlag{Name: "since", Usage: "only events at or after `TIME` (RFC 3339 or YYYY-MM-DD) or within the last DUR (1h)"},
 		},
-		Action: func(c *cli.Context) error {
-			g, err := loadGlobals(c)
-			if err != nil {
-				return err
-			}
-			return runEvents(eventsOptions{globals: g, Tenant: c.String("tenant"), Since: c.String("since")})
-		},
+		Action: action(parseEvents, runEvents),
 	}
 }
 
 // eventsOptions are events' flags.
 type eventsOptions struct {
-	globals
 	Tenant string
-	Since  string
+	Since  time.Time // zero: from the log's start
 }
 
-func runEvents(o eventsOptions) error {
-	now := time.Now()
-	var from, to time.Time
-	if o.Since != "" {
-		var err error
-		if from, err = parseSince(o.Since, now); err != nil {
-			return err
-		}
+func parseEvents(c *cli.Context) (eventsOptions, error) {
+	o := eventsOptions{Tenant: c.String("tenant")}
+	var err error
+	if s := c.String("since"); s != "" {
+		o.Since, err = parseSince(s, time.Now())
 	}
+	return o, err
+}
+
+func runEvents(_ context.Context, g globals, o eventsOptions) error {
+	now := time.Now()
+	from, to := o.Since, time.Time{}
 	if o.Tenant != "" {
-		tfrom, tto, err := tenantWindow(o.globals, o.Tenant)
+		tfrom, tto, err := tenantWindow(g, o.Tenant)
 		if err != nil {
 			return err
 		}
@@ -62,31 +59,31 @@ func runEvents(o eventsOptions) error {
 		}
 		to = tto
 	}
-	res, err := eventlog.ReadEvents(eventlog.JournalDir(o.DB), from, to)
+	res, err := eventlog.ReadEvents(eventlog.JournalDir(g.DB), from, to)
 	if err != nil {
 		return err
 	}
 	if res.Damaged > 0 {
-		fmt.Fprintf(o.Stderr, "gpusnap events: %d lines of the event log are not events (torn by a watch that died mid-write, or damaged)\n", res.Damaged)
+		fmt.Fprintf(g.Stderr, "gpusnap events: %d lines of the event log are not events (torn by a watch that died mid-write, or damaged)\n", res.Damaged)
 	}
 	cov := eventlog.Cover(res, from, orNow(to, now))
-	for _, g := range cov.Gaps {
-		fmt.Fprintf(o.Stderr, "gpusnap events: no watch recorded from %s\n", g)
+	for _, gap := range cov.Gaps {
+		fmt.Fprintf(g.Stderr, "gpusnap events: no watch recorded from %s\n", gap)
 	}
 	if cov.Lost > 0 {
-		fmt.Fprintf(o.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
+		fmt.Fprintf(g.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
 	}
-	if o.JSON {
+	if g.JSON {
 		events := res.Events
 		if events == nil {
 			events = []eventlog.Event{}
 		}
-		enc := json.NewEncoder(o.Stdout)
+		enc := json.NewEncoder(g.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(events)
 	}
 	for i := range res.Events {
-		if _, err := fmt.Fprintln(o.Stdout, eventLine(&res.Events[i])); err != nil {
+		if _, err := fmt.Fprintln(g.Stdout, eventLine(&res.Events[i])); err != nil {
 			return err
 		}
 	}

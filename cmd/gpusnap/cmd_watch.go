@@ -30,38 +30,35 @@ func watchCommand() *cli.Command {
 			&cli.StringFlag{Name: "mode", Value: watch.ModeAuto, Usage: "`MODE`: auto (BPF where it loads, else the fallback), bpf (BPF or exit 2), fallback"},
 			&cli.DurationFlag{Name: "retain", Value: watch.DefaultRetain, Usage: "remove event log segments older than `DUR`"},
 		},
-		Action: func(c *cli.Context) error {
-			g, err := loadGlobals(c)
-			if err != nil {
-				return err
-			}
-			return runWatch(c.Context, watchOptions{globals: g, Listen: c.String("listen"),
-				Interval: c.Duration("interval"), Mode: c.String("mode"), Retain: c.Duration("retain")})
-		},
+		Action: action(parseWatch, runWatch),
 	}
 }
 
 // watchOptions are watch's flags.
 type watchOptions struct {
-	globals
 	Listen   string
 	Interval time.Duration
 	Mode     string
 	Retain   time.Duration
 }
 
-// runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
-func runWatch(ctx context.Context, o watchOptions) error {
+func parseWatch(c *cli.Context) (watchOptions, error) {
+	o := watchOptions{Listen: c.String("listen"), Interval: c.Duration("interval"), Mode: c.String("mode"), Retain: c.Duration("retain")}
 	switch o.Mode {
 	case watch.ModeAuto, watch.ModeBPF, watch.ModeFallback:
 	default:
-		return usageError(fmt.Errorf("--mode %q: want auto, bpf or fallback", o.Mode))
+		return o, usageError(fmt.Errorf("--mode %q: want auto, bpf or fallback", o.Mode))
 	}
 	if o.Interval < 10*time.Millisecond || o.Retain <= 0 {
-		return usageError(errors.New("--interval must be at least 10ms and --retain positive"))
+		return o, usageError(errors.New("--interval must be at least 10ms and --retain positive"))
 	}
-	opts := watch.Options{DB: o.DB, ProcRoot: o.ProcRoot, NVML: o.captureOptions("", "").NVML,
-		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: o.Stderr}
+	return o, nil
+}
+
+// runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
+func runWatch(ctx context.Context, g globals, o watchOptions) error {
+	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.captureOptions("", "").NVML,
+		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
 		reg := prometheus.NewRegistry()
 		var err error
@@ -77,7 +74,7 @@ func runWatch(ctx context.Context, o watchOptions) error {
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		fmt.Fprintf(o.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
+		fmt.Fprintf(g.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
 	}
 	stats, err := watch.Run(ctx, opts)
 	if err != nil {
@@ -87,11 +84,11 @@ func runWatch(ctx context.Context, o watchOptions) error {
 	for _, n := range stats.Events {
 		total += n
 	}
-	fmt.Fprintf(o.Stderr, "gpusnap watch: stopped: %d events recorded, %d lost", total, stats.Lost)
+	fmt.Fprintf(g.Stderr, "gpusnap watch: stopped: %d events recorded, %d lost", total, stats.Lost)
 	if stats.Timed > 0 {
-		fmt.Fprintf(o.Stderr, "; kernel event to disk: slowest %s, mean %s", stats.MaxLatency.Round(time.Millisecond),
+		fmt.Fprintf(g.Stderr, "; kernel event to disk: slowest %s, mean %s", stats.MaxLatency.Round(time.Millisecond),
 			(stats.SumLatency / time.Duration(stats.Timed)).Round(time.Millisecond))
 	}
-	fmt.Fprintln(o.Stderr)
+	fmt.Fprintln(g.Stderr)
 	return nil
 }
