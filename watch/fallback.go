@@ -220,14 +220,14 @@ func usesOf(sp *snapshot.Process, p *eventlog.Process, at time.Time) []eventlog.
 		}
 		fd := h.FD
 		out = append(out, eventlog.Event{Time: at, Kind: eventlog.KindUsing, Source: eventlog.SourceRescan, Process: clone(p), FD: &fd, Access: h.Access,
-			Device: &eventlog.Device{Path: h.Target, Number: h.DeviceNumber, Type: h.DeviceType, Class: h.Class, GPU: h.GPUMinor}})
+			Device: &eventlog.Device{Path: h.Target, Number: h.DeviceNumber.String(), Type: h.DeviceType, Class: h.Class, GPU: h.GPUMinor}})
 	}
 	for _, m := range sp.Mappings {
 		if m.Class != snapshot.ClassNVIDIA {
 			continue
 		}
 		out = append(out, eventlog.Event{Time: at, Kind: eventlog.KindUsing, Source: eventlog.SourceRescan, Process: clone(p), Perms: m.Perms, Length: m.Size,
-			Device: &eventlog.Device{Path: m.Path, Number: m.DeviceNumber, Type: m.DeviceType, Class: m.Class, GPU: m.GPUMinor}})
+			Device: &eventlog.Device{Path: m.Path, Number: m.DeviceNumber.String(), Type: m.DeviceType, Class: m.Class, GPU: m.GPUMinor}})
 	}
 	return out
 }
