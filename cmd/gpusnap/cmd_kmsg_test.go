@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
 // As root on the live /dev/kmsg: a line in the NVIDIA driver's words written
@@ -20,6 +21,7 @@ func TestLiveForgedKernelMessage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: writing /dev/kmsg needs root")
 	}
+	livetest.OwnKernelLog(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	if code, _, stderr := gpusnap(t, "baseline", "--tenant", "forger", "--no-nvml", "--db", db); code != 0 {
 		t.Fatalf("baseline: exit %d: %s", code, stderr)

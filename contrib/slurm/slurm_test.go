@@ -56,6 +56,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 		t.Skip("Slurm test: needs root (slurmd runs the prolog and epilog as root, and jobs map loop devices)")
 	}
 	livetest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "logger", "losetup", "gcc")
+	livetest.ShareKernelLog(t) // the epilogs' diffs read the live kernel log
 	c := startCluster(t)
 
 	// a: maps GPU 0, which it was given, and exits (the tenant helper maps,
