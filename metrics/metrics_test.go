@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -117,7 +117,7 @@ func TestWriteTextfile(t *testing.T) {
 	if !strings.Contains(string(data), `gpusnap_findings{command="diff",kind="leftover_device_mapping",severity="high"} 2`) {
 		t.Errorf("textfile lacks the findings:\n%s", data)
 	}
-	promtoolCheck(t, data)
+	livetest.PromtoolCheck(t, data)
 
 	// A directory that is not there: an error naming the file, and nothing written.
 	if err := s.WriteTextfile(filepath.Join(dir, "missing", "gpusnap.prom")); err == nil || !strings.Contains(err.Error(), "missing/gpusnap.prom") {
@@ -158,21 +158,5 @@ func TestWatchHandler(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	promtoolCheck(t, []byte(body))
-}
-
-// promtoolCheck runs Prometheus' own linter on an exposition: names, units,
-// _total on counters, help text.
-func promtoolCheck(t *testing.T, exposition []byte) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed (Debian package prometheus): metrics not linted")
-		return
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(string(exposition))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
+	livetest.PromtoolCheck(t, []byte(body))
 }

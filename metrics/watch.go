@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,7 +30,9 @@ type Watch struct {
 }
 
 // Watch registers the watch families on the set's registry; call it once.
-func (s *Set) Watch() *Watch {
+// Each of kinds is exported from the start at zero: a rate over a series that
+// appears late misses its first increase.
+func (s *Set) Watch(kinds ...string) *Watch {
 	s.setBuild("watch")
 	w := &Watch{
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,12 +55,39 @@ func (s *Set) Watch() *Watch {
 	s.reg.MustRegister(w.Events, w.LostEvents, w.LastFlush, w.mode,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
+	for _, k := range kinds {
+		w.Events.WithLabelValues(k)
+	}
 	return w
+}
+
+// AddEvent counts one recorded event; a nil Watch (no --listen) counts nothing.
+func (w *Watch) AddEvent(kind string) {
+	if w != nil {
+		w.Events.WithLabelValues(kind).Inc()
+	}
+}
+
+// AddLost counts n lost events.
+func (w *Watch) AddLost(n uint64) {
+	if w != nil {
+		w.LostEvents.Add(float64(n))
+	}
+}
+
+// Flushed records when events were last synced to the event log.
+func (w *Watch) Flushed(t time.Time) {
+	if w != nil {
+		w.LastFlush.Set(float64(t.UnixNano()) / 1e9)
+	}
 }
 
 // SetMode records the mode watch runs in: 1 for it, 0 for the modes it ran
 // in before.
 func (w *Watch) SetMode(mode string) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !slices.Contains(w.modes, mode) {

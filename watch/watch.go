@@ -8,7 +8,6 @@ package watch
 import (
 	"context"
 	"fmt"
-	"github.com/gpusnap/gpusnap/eventlog"
 	"io"
 	"maps"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -45,10 +46,10 @@ type Options struct {
 	NVML     snapshot.NVMLOptions
 	Interval time.Duration // NVML polls and fallback rescans
 	Mode     string
-	Hooks    []bpf.Hook    // the BPF hooks to try, best first (nil: all)
-	Retain   time.Duration // segments older than this are removed
-	Metrics  *Metrics      // nil: none
-	Log      io.Writer     // what the watch says about itself: its mode, what it cannot see, lost events
+	Hooks    []bpf.Hook     // the BPF hooks to try, best first (nil: all)
+	Retain   time.Duration  // segments older than this are removed
+	Metrics  *metrics.Watch // nil: none
+	Log      io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
 	// Started, when set, is called once the watch records, with its start record.
 	Started func(eventlog.Event)
 }
@@ -140,7 +141,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	for _, b := range start.Blind {
 		fmt.Fprintf(opts.Log, "gpusnap watch: cannot see %s\n", b)
 	}
-	opts.Metrics.setMode(start.Mode)
+	opts.Metrics.SetMode(start.Mode)
 	if opts.Started != nil {
 		opts.Started(start)
 	}
@@ -212,7 +213,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 // recorder batches events and appends them to the journal.
 type recorder struct {
 	j       *eventlog.Journal
-	metrics *Metrics
+	metrics *metrics.Watch
 	log     io.Writer
 
 	mu      sync.Mutex
@@ -259,7 +260,7 @@ func (r *recorder) noteLost(w *bpf.Watch) {
 	r.stats.Lost = n
 	r.mu.Unlock()
 	if grew {
-		r.metrics.addLost(delta)
+		r.metrics.AddLost(delta)
 		r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindLost, Lost: n, Note: fmt.Sprintf("%d events dropped: the ring buffer was full", delta)})
 		fmt.Fprintf(r.log, "gpusnap watch: %d events lost (%d in all): the ring buffer was full\n", delta, n)
 	}
@@ -286,7 +287,7 @@ func (r *recorder) flush() error {
 	r.stats.Flushes++
 	for i := range batch {
 		r.stats.Events[batch[i].Kind]++
-		r.metrics.addEvent(batch[i].Kind)
+		r.metrics.AddEvent(batch[i].Kind)
 		if timed[i] {
 			lat := done.Sub(batch[i].Time)
 			r.stats.MaxLatency = max(r.stats.MaxLatency, lat)
@@ -294,6 +295,6 @@ func (r *recorder) flush() error {
 			r.stats.Timed++
 		}
 	}
-	r.metrics.flushed(done)
+	r.metrics.Flushed(done)
 	return nil
 }

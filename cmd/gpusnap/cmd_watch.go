@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/watch"
 )
 
@@ -60,17 +60,15 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.captureOptions("", "").NVML,
 		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
-		reg := prometheus.NewRegistry()
-		var err error
-		if opts.Metrics, err = watch.NewMetrics(reg); err != nil {
-			return err
-		}
+		set := metrics.New(buildVersion())
+		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork,
+			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindLost)
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", set.Handler())
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()

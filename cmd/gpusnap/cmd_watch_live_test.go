@@ -120,6 +120,7 @@ func TestLiveWatchTransientTenant(t *testing.T) {
 	if bytes.Contains(metrics, []byte("pid=")) || bytes.Contains(metrics, []byte("exe=")) {
 		t.Error("metrics carry a PID or exe label")
 	}
+	livetest.PromtoolCheck(t, metrics)
 
 	cancel()
 	select {
