@@ -277,11 +277,11 @@ func (c *comparison) noteKernelLog() {
 	w := c.opts.KernelLog
 	if w == nil {
 		if c.to.KernelLog != nil {
-			c.notes = append(c.notes, "kernel log: the records between FROM and TO were not read: Xid errors are not checked")
+			c.notCompared("kernel log: the records between FROM and TO were not read: Xid errors are not checked")
 		}
 		return
 	}
 	for _, m := range w.Missing {
-		c.notes = append(c.notes, "kernel log: "+m)
+		c.notCompared("kernel log: " + m)
 	}
 }

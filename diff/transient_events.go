@@ -140,10 +140,10 @@ func (c *comparison) noteCoverage() {
 	}
 	cov := eventlog.Cover(*c.opts.Events, c.from.Host.CaptureStart, c.to.Host.CaptureStart)
 	for _, g := range cov.Gaps {
-		c.notes = append(c.notes, "no gpusnap watch recorded from "+g.String()+": a process that used a GPU then and left is not known")
+		c.notCompared("no gpusnap watch recorded from " + g.String() + ": a process that used a GPU then and left is not known")
 	}
 	if cov.Lost > 0 {
-		c.notes = append(c.notes, fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
+		c.notCompared(fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
 	}
 }
 

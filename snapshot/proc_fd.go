@@ -79,7 +79,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readTaskFileAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
+		info, ierr := w.r.readWholeAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)

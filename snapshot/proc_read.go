@@ -54,8 +54,8 @@ var (
 
 // sys makes a system call; quick says procfs answers it from the task's own
 // fields without waiting on anything: opening (O_PATH), listing and closing
-// its directories, opening, reading and closing stat, status and fdinfo,
-// and readlink (which renders a path). Then, on the live procfs
+// its directories, opening, reading and closing stat and status, and
+// readlink (which renders a path). Then, on the live procfs
 // (r.quick), it is a RawSyscall: the worker keeps its P, and the runtime's
 // bookkeeping around each of the ~30 calls a process costs (entering and
 // leaving the syscall state, sysmon handing the P to another thread) is
@@ -64,7 +64,9 @@ var (
 // exec, their read takes its mmap lock), cgroup (its read takes cgroup_mutex,
 // which a stuck cgroup writer, a throttled container runtime, can hold for
 // minutes: a RawSyscall blocked there would pin its P and stall every GC until
-// it returns), stat of an fd or a mapped file (it
+// it returns), fdinfo (its text comes from the file's own show_fdinfo,
+// driver code that may wait on the driver's locks), stat of an fd or a
+// mapped file (it
 // asks the file's own filesystem, NFS included), and everything in a fixture
 // tree, which may sit on any filesystem.
 func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
@@ -173,7 +175,7 @@ func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, e
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readTaskFileAt reads stat, status or fdinfo: files the kernel renders
+// readTaskFileAt reads stat or status: files the kernel renders
 // whole on the first read (single_open seq files) from the task's own
 // fields, taking no lock a tenant can hold and touching no filesystem. A read
 // shorter than the buffer is their end, which saves the empty read that

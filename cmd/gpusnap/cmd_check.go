@@ -56,7 +56,7 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 		}
 		o.GPUs = &set
 	}
-	if o.FailOn, err = diff.ParseSeverity(c.String("fail-on")); err != nil {
+	if o.FailOn, err = diff.ParseFailOn(c.String("fail-on")); err != nil {
 		return o, usageError(fmt.Errorf("--fail-on: %w", err))
 	}
 	if o.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {

@@ -284,6 +284,9 @@ func TestLiveDiffFailOnCriticalIsRefused(t *testing.T) {
 	args := append([]string{"diff", "--json", "--tenant", tenant, "--fail-on", "critical"}, flags...)
 	code, stdout, stderr := gpusnap(t, args...)
 	oneLine(t, args, code, stdout, stderr, "--fail-on: no finding is ever critical")
+	args = append([]string{"check", "--json", "--fail-on", "critical"}, flags...)
+	code, stdout, stderr = gpusnap(t, args...)
+	oneLine(t, args, code, stdout, stderr, "--fail-on: no finding is ever critical")
 	code, stdout, stderr = gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant, "--fail-on", "high"}, flags...)...)
 	wantGhostReported(t, "diff --fail-on high", code, stdout, stderr, sc)
 }
