@@ -9,9 +9,13 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// eventsOf builds an event log window: a watch started before FROM, and the events given.
+// eventsOf builds an event log window: a watch started before FROM, the
+// events given, and the watch's heartbeats through the hour after FROM.
 func eventsOf(events ...eventlog.Event) *eventlog.ReadResult {
 	start := eventlog.Event{Time: t0.Add(-time.Hour), Kind: eventlog.KindWatchStart, Mode: "tracepoint"}
+	for at := eventlog.AliveEvery; at <= time.Hour; at += eventlog.AliveEvery {
+		events = append(events, eventlog.Event{Time: t0.Add(at), Kind: eventlog.KindAlive, Mode: "tracepoint"})
+	}
 	return &eventlog.ReadResult{Before: &start, Events: events}
 }
 

@@ -35,7 +35,12 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 	}
 	why := "no watch was recording"
 	if b := r.Before; b != nil && b.Kind == KindWatchStart {
+		// Its records before the window are not read: it is taken as alive
+		// at the window's start, and a silence from there counts.
 		running, runStart, last = true, b.Time, b.Time
+		if from.After(last) {
+			last = from
+		}
 	} else if b != nil {
 		why = "the watch was stopped"
 	}
@@ -54,7 +59,15 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 	// record carries the count since its watch started (an over-count for a
 	// window that began after, never an under-count).
 	var runLost uint64
+	silent := func(until time.Time) {
+		if running && until.Sub(last) > 2*AliveEvery {
+			c.Gaps = append(c.Gaps, Gap{From: last, To: until, Why: "the watch stopped reporting (killed without a stop record, or hung)"})
+		}
+	}
 	for _, e := range r.Events {
+		if e.Kind != KindWatchStart {
+			silent(e.Time) // a new start says itself how the last watch ended
+		}
 		switch e.Kind {
 		case KindWatchStart:
 			if running && e.Time.Equal(runStart) {
@@ -81,10 +94,11 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 			}
 			runLost = max(runLost, e.Lost)
 		}
-		if running {
+		if running && e.Time.After(last) {
 			last = e.Time
 		}
 	}
+	silent(to)
 	c.Lost += runLost
 	if !running && to.After(down) {
 		c.Gaps = append(c.Gaps, Gap{From: down, To: to, Why: why})

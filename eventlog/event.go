@@ -22,8 +22,15 @@ const (
 	// The watch's own record: when it ran, how, and what it missed.
 	KindWatchStart = "watch_start"
 	KindWatchStop  = "watch_stop"
-	KindLost       = "lost" // the kernel dropped events: the ring buffer was full
+	KindLost       = "lost"  // the kernel dropped events: the ring buffer was full
+	KindAlive      = "alive" // a running watch's heartbeat (AliveEvery)
 )
+
+// AliveEvery is how often a running watch writes a record even when nothing
+// happens. A watch killed by SIGKILL, the OOM killer or a crash writes no
+// stop record: a silence of more than twice this is read as a gap (Cover),
+// never as a quiet window.
+const AliveEvery = 30 * time.Second
 
 // Sources of events.
 const (

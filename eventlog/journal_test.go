@@ -96,3 +96,34 @@ func TestReadBoundsLines(t *testing.T) {
 		t.Errorf("%+v %v", r, err)
 	}
 }
+
+// TestCoverSilentWatch: a watch killed by SIGKILL (or the OOM killer) writes
+// no stop record. Its heartbeats end, and the silence after them is a gap,
+// not a quiet window; a watch that keeps its heartbeats covers the window.
+func TestCoverSilentWatch(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start := Event{Time: t0.Add(-time.Hour), Kind: KindWatchStart, Mode: "tracepoint"}
+	beats := func(until time.Duration) []Event {
+		var out []Event
+		for at := AliveEvery; at <= until; at += AliveEvery {
+			out = append(out, Event{Time: t0.Add(at), Kind: KindAlive})
+		}
+		return out
+	}
+	to := t0.Add(time.Hour)
+	if cov := Cover(ReadResult{Before: &start, Events: beats(time.Hour)}, t0, to); !cov.Complete() {
+		t.Errorf("a watch that kept its heartbeats: %+v", cov)
+	}
+	cov := Cover(ReadResult{Before: &start, Events: beats(10 * time.Minute)}, t0, to)
+	if len(cov.Gaps) != 1 || !cov.Gaps[0].From.Equal(t0.Add(10*time.Minute)) || !cov.Gaps[0].To.Equal(to) {
+		t.Errorf("a watch silent since 10 minutes in: %+v", cov)
+	}
+	// Nothing at all in the window from a watch started before it.
+	if cov := Cover(ReadResult{Before: &start}, t0, to); len(cov.Gaps) != 1 || !cov.Gaps[0].From.Equal(t0) {
+		t.Errorf("a watch never heard from in the window: %+v", cov)
+	}
+	// A window shorter than the heartbeat's slack is not judged by silence.
+	if cov := Cover(ReadResult{Before: &start}, t0, t0.Add(AliveEvery)); !cov.Complete() {
+		t.Errorf("a 30 s window: %+v", cov)
+	}
+}

@@ -156,6 +156,8 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer tick.Stop()
 	prune := time.NewTicker(time.Hour)
 	defer prune.Stop()
+	alive := time.NewTicker(eventlog.AliveEvery)
+	defer alive.Stop()
 	var runErr error
 loop:
 	for {
@@ -183,6 +185,8 @@ loop:
 			}
 		case <-prune.C:
 			_ = j.Prune(time.Now().Add(-opts.Retain))
+		case <-alive.C:
+			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode})
 		}
 	}
 	if kw != nil && runErr == nil {

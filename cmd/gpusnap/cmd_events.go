@@ -83,6 +83,9 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 		return enc.Encode(events)
 	}
 	for i := range res.Events {
+		if res.Events[i].Kind == eventlog.KindAlive {
+			continue // heartbeats are for Cover and --json, not for a reader
+		}
 		if _, err := fmt.Fprintln(g.Stdout, eventLine(&res.Events[i])); err != nil {
 			return err
 		}
