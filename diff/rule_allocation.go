@@ -2,15 +2,19 @@ package diff
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // outOfAllocation: a process of FROM's tenant used a GPU the scheduler did not
 // give it (FROM's Allocation): it holds or maps that GPU's device node, or
 // NVML lists it there, at TO or in a snapshot of the tenant taken while it
-// ran (Options.History). A process is the tenant's when its cgroup, or an
-// ancestor's, names the tenant (tenantMembers). nvidiactl and nvidia-uvm
+// ran (Options.History), or the event log shows it opening or mapping that
+// GPU's node in the window (a process that did so and left is in no
+// snapshot). A process is the tenant's when its cgroup, or an ancestor's,
+// names the tenant (tenantMembers, cgroupTenancy). nvidiactl and nvidia-uvm
 // serve every GPU and name none: they are not out of any allocation.
 func outOfAllocation(c *comparison) []Finding {
 	alloc, tenant := c.from.Allocation, c.from.Tenant
@@ -22,9 +26,6 @@ func outOfAllocation(c *comparison) []Finding {
 	gpus := resolveGPUs(*alloc, c.toNVML, c.fromNVML)
 	for _, u := range gpus.unresolved {
 		c.notes = append(c.notes, "allocation of "+tenant+" names "+u+", which NVML did not show: device nodes are not matched against it")
-	}
-	if len(members) == 0 {
-		return nil
 	}
 	allocText := alloc.String()
 	if allocText == "" {
@@ -79,6 +80,56 @@ func outOfAllocation(c *comparison) []Finding {
 					append(base, entryEvidence(e))))
 			}
 		}
+	}
+	return append(out, c.outOfAllocationEvents(members, gpus, allocText, seen)...)
+}
+
+// outOfAllocationEvents reports the window's opens and mappings, in the event
+// log, of a GPU outside the allocation by a process of the tenant that no
+// snapshot rule reported already (seen).
+func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuSet, allocText string, seen map[string]bool) []Finding {
+	if c.opts.Events == nil {
+		return nil
+	}
+	tenant := c.from.Tenant
+	end := c.to.Host.CaptureEnd // a use while TO was being captured is in the window too
+	if end.Before(c.to.Host.CaptureStart) {
+		end = c.to.Host.CaptureStart
+	}
+	var out []Finding
+	for i := range c.opts.Events.Events {
+		e := &c.opts.Events.Events[i]
+		if (e.Kind != eventlog.KindOpen && e.Kind != eventlog.KindMmap) || e.Process == nil || e.Device == nil ||
+			e.Device.Class != snapshot.ClassNVIDIA || e.Device.GPU == nil || gpus.minors[*e.Device.GPU] {
+			continue
+		}
+		if e.Time.Before(c.from.Host.CaptureStart) || !e.Time.Before(end) {
+			continue
+		}
+		p := e.Process
+		why := cgroupTenancy(p.SlurmJobID, p.PodUID, p.ContainerID, tenant)
+		if why == "" {
+			why = members[p.Key()]
+		}
+		key := fmt.Sprintf("%s/%d", p.Key(), *e.Device.GPU)
+		if why == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		minor := e.Device.GPU
+		uuid := c.gpuUUID(minor)
+		ref := eventProcessRef(p)
+		out = append(out, Finding{
+			Kind:     KindOutOfAllocation,
+			Severity: High,
+			Summary: describe(ref) + fmt.Sprintf(" %s %s (%s) at %s (event log), outside the allocation of %s (%s)",
+				map[string]string{eventlog.KindOpen: "opened", eventlog.KindMmap: "mapped"}[e.Kind],
+				e.Device.Path, gpuName(minor, uuid), e.Time.UTC().Format(time.RFC3339), tenant, allocText),
+			Process:  ref,
+			Device:   e.Device.Path,
+			GPUUUID:  uuid,
+			Evidence: []string{"allocation of " + tenant + ": " + allocText, "tenant: " + why, eventEvidence(e)},
+		})
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package diff
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -115,5 +117,36 @@ func TestTenantMembersCycle(t *testing.T) {
 	}
 	if m := tenantMembers("", snap("x", proc(10, 5, "a", "/a"))); len(m) != 0 {
 		t.Errorf("empty tenant has members: %v", m)
+	}
+}
+
+// TestOutOfAllocationEvents: a process of the job opened GPU 1, which it was
+// not given, and left before TO: only the event log saw it. A process of the
+// job that used its own GPU 0, and another job's on GPU 1, are not out of
+// the job's allocation.
+func TestOutOfAllocationEvents(t *testing.T) {
+	from := allocated(withGPUs(snap("base"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), "42", "0")
+	to := withGPUs(snap("post"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0))
+	to.Host.CaptureEnd = t0.Add(time.Hour + time.Second)
+	gpu := func(e eventlog.Event, minor int) eventlog.Event { e.Device.GPU = &minor; return e }
+	worker := &eventlog.Process{PID: 700, StartTime: 9700, Comm: "python3", Exe: "/usr/bin/python3", SlurmJobID: "42"}
+	own := &eventlog.Process{PID: 701, StartTime: 9701, Comm: "python3", Exe: "/usr/bin/python3", SlurmJobID: "42"}
+	other := &eventlog.Process{PID: 800, StartTime: 9800, Comm: "python3", Exe: "/usr/bin/python3", SlurmJobID: "43"}
+	events := eventsOf(
+		gpu(devEvent(time.Minute, eventlog.KindOpen, worker, "/dev/nvidia1", "rw", ""), 1),
+		gpu(devEvent(time.Minute, eventlog.KindMmap, worker, "/dev/nvidia1", "", "rw-s"), 1),
+		gpu(devEvent(2*time.Minute, eventlog.KindOpen, own, "/dev/nvidia0", "rw", ""), 0),
+		gpu(devEvent(3*time.Minute, eventlog.KindOpen, other, "/dev/nvidia1", "rw", ""), 1),
+	)
+	r := compareWindow(Options{Events: events}, from, to)
+	var alloc []*Finding
+	for i := range r.Findings {
+		if r.Findings[i].Kind == KindOutOfAllocation {
+			alloc = append(alloc, &r.Findings[i])
+		}
+	}
+	if len(alloc) != 1 || alloc[0].Process.PID != 700 || alloc[0].Severity != High || alloc[0].GPUUUID != "GPU-1" ||
+		!strings.Contains(alloc[0].Summary, "event log") || !strings.Contains(strings.Join(alloc[0].Evidence, "\n"), "slurm job 42") {
+		t.Fatalf("got %q", got(r))
 	}
 }

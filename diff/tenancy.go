@@ -10,14 +10,20 @@ import (
 // v1 /slurm/uid_N/job_N/..., v2 .../slurmstepd.scope/job_N/...), a pod or a
 // container; "" when it does not.
 func ownTenancy(p *snapshot.Process, tenant string) string {
+	return cgroupTenancy(p.SlurmJobID, p.PodUID, p.ContainerID, tenant)
+}
+
+// cgroupTenancy says why a cgroup's Slurm job, pod or container names the
+// tenant, or "": one rule for snapshot processes and event-log processes.
+func cgroupTenancy(slurmJob, podUID, containerID, tenant string) string {
 	switch {
 	case tenant == "":
 		return ""
-	case p.SlurmJobID == tenant:
+	case slurmJob == tenant:
 		return "its cgroup is slurm job " + tenant + "'s"
-	case p.PodUID == tenant:
+	case podUID == tenant:
 		return "its cgroup is pod " + tenant + "'s"
-	case p.ContainerID == tenant:
+	case containerID == tenant:
 		return "its cgroup is container " + shortID(tenant) + "'s"
 	}
 	return ""
