@@ -280,3 +280,20 @@ func TestReportContents(t *testing.T) {
 		t.Errorf("a clean diff's report:\n%s", md)
 	}
 }
+
+// A process named like a web address or a mail address is text in report.md,
+// not a link a GitHub-flavoured viewer makes by itself.
+func TestMarkdownBreaksAutolinks(t *testing.T) {
+	for in, want := range map[string]string{
+		"pid 7 (www.evil.io/pwn) maps it":   `pid 7 (www\.evil.io/pwn) maps it`,
+		"WWW.evil.io":                       `WWW\.evil.io`,
+		"see https://evil.io/x":             `see https\://evil.io/x`,
+		"mail root@evil.io now":             `mail root\@evil.io now`,
+		"inherited from 4242@987600 (exe)":  "inherited from 4242@987600 (exe)",
+		"NVML was not read at FROM: reason": "NVML was not read at FROM: reason",
+	} {
+		if got := mdText(in); got != want {
+			t.Errorf("mdText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -79,11 +79,19 @@ func (r *report) markdown() []byte {
 // mdSpecial are the characters that mean something inside a Markdown line.
 const mdSpecial = "\\`*_[]<>|~&"
 
-// mdText backslash-escapes s, which is already free of line breaks.
+// mdText backslash-escapes s, which is already free of line breaks. It also
+// breaks what a GitHub-flavoured viewer would turn into a link by itself
+// (www.evil.io/pwn, http://..., a@b.c: a process named like that is not a
+// link): the '.' after "www", the ':' before "//", and an '@' with a dot
+// after it in the same word.
 func mdText(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(mdSpecial, r) {
+	for i, r := range s {
+		rest := s[i+1:]
+		link := r == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www") ||
+			r == ':' && strings.HasPrefix(rest, "//") ||
+			r == '@' && strings.Contains(strings.Fields(rest+" x")[0], ".")
+		if strings.ContainsRune(mdSpecial, r) || link {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
