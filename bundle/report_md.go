@@ -90,7 +90,7 @@ func mdText(s string) string {
 		rest := s[i+1:]
 		link := r == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www") ||
 			r == ':' && strings.HasPrefix(rest, "//") ||
-			r == '@' && strings.Contains(strings.Fields(rest+" x")[0], ".")
+			r == '@' && strings.Contains(strings.Fields(rest + " x")[0], ".")
 		if strings.ContainsRune(mdSpecial, r) || link {
 			b.WriteByte('\\')
 		}
