@@ -90,13 +90,24 @@ func mdText(s string) string {
 		rest := s[i+1:]
 		link := r == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www") ||
 			r == ':' && strings.HasPrefix(rest, "//") ||
-			r == '@' && strings.Contains(strings.Fields(rest + " x")[0], ".")
+			r == '@' && mailDomain(rest)
 		if strings.ContainsRune(mdSpecial, r) || link {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// mailDomain reports whether the word after an '@' has a dot, as the domain
+// of a mail address does; it looks no further than a domain can be long, so a
+// name of many '@' costs no more than its length times that.
+func mailDomain(rest string) bool {
+	word := rest[:min(len(rest), 253)]
+	if j := strings.IndexAny(word, " \t"); j >= 0 {
+		word = word[:j]
+	}
+	return strings.Contains(word, ".")
 }
 
 // mdCode wraps s in a code span whose backtick fence is longer than any run
