@@ -116,6 +116,16 @@ type comparison struct {
 
 // notCompared notes a part of the host the diff could not compare: the
 // result is then not complete, and no findings is not "clean".
+// windowEnd is where the window's event and accounting records end: TO's
+// capture end, since a process that used a GPU and exited while TO was being
+// captured is in neither snapshot and only these records know it.
+func (c *comparison) windowEnd() time.Time {
+	if c.to.Host.CaptureEnd.After(c.to.Host.CaptureStart) {
+		return c.to.Host.CaptureEnd
+	}
+	return c.to.Host.CaptureStart
+}
+
 func (c *comparison) notCompared(note string) {
 	c.notes = append(c.notes, note)
 	c.partial = true

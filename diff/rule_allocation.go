@@ -92,10 +92,7 @@ func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuS
 		return nil
 	}
 	tenant := c.from.Tenant
-	end := c.to.Host.CaptureEnd // a use while TO was being captured is in the window too
-	if end.Before(c.to.Host.CaptureStart) {
-		end = c.to.Host.CaptureStart
-	}
+	end := c.windowEnd()
 	var out []Finding
 	for i := range c.opts.Events.Events {
 		e := &c.opts.Events.Events[i]

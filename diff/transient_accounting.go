@@ -23,7 +23,7 @@ func (c *comparison) accountingTransients() []Finding {
 		for _, a := range g.Accounting {
 			start := time.UnixMicro(int64(a.StartTime))
 			end := start.Add(time.Duration(a.Time) * time.Millisecond)
-			if end.Before(c.from.Host.CaptureStart) || start.After(c.to.Host.CaptureStart) {
+			if end.Before(c.from.Host.CaptureStart) || start.After(c.windowEnd()) {
 				continue // ran outside the window
 			}
 			if p := c.toByPID[a.PID]; p != nil && !p.Defunct() && sameStart(p, start) {

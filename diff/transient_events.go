@@ -39,7 +39,7 @@ func (c *comparison) eventTransients() []Finding {
 		if e.Device != nil && e.Device.Class != snapshot.ClassNVIDIA {
 			continue
 		}
-		if !e.Time.Before(c.to.Host.CaptureStart) || e.Time.Before(c.from.Host.CaptureStart) {
+		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.from.Host.CaptureStart) {
 			continue
 		}
 		key := e.Process.Key()

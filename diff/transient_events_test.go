@@ -106,3 +106,16 @@ func TestInheritedFromEvents(t *testing.T) {
 		t.Errorf("no leftover mapping: %+v", r.Findings)
 	}
 }
+
+// TestTransientDuringTOCapture: a worker that mapped the GPU and exited while
+// TO was being captured is in neither snapshot: the window runs to TO's
+// capture end, so the event log still reports it.
+func TestTransientDuringTOCapture(t *testing.T) {
+	worker := &eventlog.Process{PID: 510, StartTime: 9010, Comm: "python3", Exe: "/usr/bin/python3", UID: 1000}
+	at := time.Hour + time.Second // after TO's capture started, before it ended
+	events := eventsOf(devEvent(at, eventlog.KindMmap, worker, "/dev/nvidia0", "", "rw-s"))
+	from := snap("from", proc(1, 10, "init", "/sbin/init"))
+	to := snap("to", proc(1, 10, "init", "/sbin/init"))
+	to.Host.CaptureEnd = t0.Add(time.Hour + 2*time.Second)
+	expect(t, compareWindow(Options{Events: events}, from, to), "transient_gpu_process high 510 /dev/nvidia0")
+}
