@@ -170,3 +170,29 @@ func TestWriteSnapshotJSONAsEncoder(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's right-to-left override in its command line reaches --json as
+// an escape (the same string to a JSON reader), never as the raw character
+// that would reorder the line on an operator's screen.
+func TestJSONEscapesBidi(t *testing.T) {
+	root := tinyProcRoot(t)
+	if err := os.WriteFile(filepath.Join(root, "42", "cmdline"), []byte("sleep\x00\u202egpj.exe\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := gpusnap(t, "snapshot", "--json", "--no-store", "--no-nvml", "--proc-root", root)
+	if code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	if strings.ContainsRune(stdout, 0x202e) || !strings.Contains(stdout, `\u202e`) {
+		t.Fatalf("--json carries the override raw, or not at all:\n%s", stdout)
+	}
+	var s snapshot.Snapshot
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Processes {
+		if p.PID == 42 && strings.Join(p.Cmdline, " ") != "sleep \u202egpj.exe" {
+			t.Errorf("decoded command line %q", p.Cmdline)
+		}
+	}
+}

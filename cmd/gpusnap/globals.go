@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -63,6 +64,10 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		KernelLog:   lookup(c, "kmsg", (*cli.Context).String),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
+	}
+	if g.JSON {
+		// A tenant's bidi controls would reorder the raw JSON on a screen.
+		g.Stdout = safetext.JSONWriter(g.Stdout)
 	}
 	// An empty path given is a script's unset variable: reading the live
 	// /proc, the real NVML or the default store in its place would answer

@@ -1,0 +1,73 @@
+package safetext
+
+import (
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// JSONWriter wraps w, which receives JSON text, so that every bidirectional
+// control character (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069)
+// is written as its \uXXXX escape. A JSON reader decodes the escape to the
+// same string, so nothing a consumer parses changes; but a terminal, a pager
+// or a SIEM viewer showing the raw text is no longer reordered by a process
+// name that holds U+202E. JSON puts non-ASCII text only inside strings, where
+// the escape is valid.
+func JSONWriter(w io.Writer) io.Writer { return &bidiWriter{w: w} }
+
+type bidiWriter struct {
+	w     io.Writer
+	carry []byte // the start of a rune cut by the end of the last write
+	out   []byte
+}
+
+func isBidi(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
+func (b *bidiWriter) Write(p []byte) (int, error) {
+	data := p
+	if len(b.carry) > 0 {
+		data = append(b.carry, p...)
+		b.carry = nil
+	}
+	// Keep back a rune cut at the end: the next write completes it.
+	if n := incompleteTail(data); n > 0 {
+		b.carry = append([]byte(nil), data[len(data)-n:]...)
+		data = data[:len(data)-n]
+	}
+	b.out = b.out[:0]
+	for i := 0; i < len(data); {
+		if data[i] < utf8.RuneSelf {
+			b.out = append(b.out, data[i])
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(data[i:])
+		if isBidi(r) {
+			b.out = fmt.Appendf(b.out, `\u%04x`, r)
+		} else {
+			b.out = append(b.out, data[i:i+size]...)
+		}
+		i += size
+	}
+	if _, err := b.w.Write(b.out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// incompleteTail is how many bytes at the end of p start a UTF-8 sequence
+// that p does not finish (0 to 3).
+func incompleteTail(p []byte) int {
+	for n := 1; n <= 3 && n <= len(p); n++ {
+		c := p[len(p)-n]
+		if c < utf8.RuneSelf || utf8.RuneStart(c) {
+			if c >= 0xc0 && !utf8.FullRune(p[len(p)-n:]) {
+				return n
+			}
+			return 0
+		}
+	}
+	return 0
+}
