@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +17,6 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 )
-
-// lockedBuffer is a stderr a running watch writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLiveWatchTransientTenant is the whole story on this host: a baseline,
 // gpusnap watch running, 1,000 tenant workers that each open the GPU node
@@ -55,7 +36,7 @@ func TestLiveWatchTransientTenant(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr lockedBuffer
+	var stderr livetest.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"gpusnap", "watch", "--listen", "127.0.0.1:0", "--mode", "bpf"}, g...), io.Discard, &stderr)
@@ -136,7 +117,7 @@ func TestLiveWatchTransientTenant(t *testing.T) {
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // waitFor waits for the watch's stderr to match re and returns the first group.
-func waitFor(t *testing.T, stderr *lockedBuffer, done chan int, re *regexp.Regexp) string {
+func waitFor(t *testing.T, stderr *livetest.LockedBuffer, done chan int, re *regexp.Regexp) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute) // loading BPF is slow on a loaded host
 	for time.Now().Before(deadline) {

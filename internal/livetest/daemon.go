@@ -19,7 +19,7 @@ import (
 type Daemon struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *LockedBuffer
 	done chan struct{}
 }
 
@@ -29,7 +29,7 @@ type Daemon struct {
 // the test failed.
 func StartDaemon(t testing.TB, bin string, args ...string) *Daemon {
 	t.Helper()
-	d := &Daemon{Name: bin, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	d := &Daemon{Name: bin, cmd: exec.Command(bin, args...), out: &LockedBuffer{}, done: make(chan struct{})}
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("livetest: start %s: %v", bin, err)
@@ -106,19 +106,20 @@ func LoopbackAddr(t testing.TB) string {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// lockedBuffer is a bytes.Buffer the daemon's two output pipes share.
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer that writers (a daemon's two output pipes,
+// a running command's stderr) fill while a test reads it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
