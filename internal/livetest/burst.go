@@ -3,7 +3,6 @@ package livetest
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,17 +19,7 @@ var burstSource []byte
 // BuildBurst compiles burst.c with gcc into a temporary directory.
 func BuildBurst(t testing.TB) string {
 	t.Helper()
-	Require(t, "gcc")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "burst.c")
-	if err := os.WriteFile(src, burstSource, 0o600); err != nil {
-		t.Fatalf("livetest: %v", err)
-	}
-	bin := filepath.Join(dir, "burst")
-	if out, err := exec.Command("gcc", "-O", "-Wall", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("livetest: gcc burst.c: %v\n%s", err, out)
-	}
-	return bin
+	return buildC(t, "burst", burstSource)
 }
 
 // Burst runs n workers of bin (BuildBurst) on path, each opening it
@@ -50,12 +39,7 @@ func Burst(t testing.TB, bin, path string, n int) []int {
 // cgroup. It returns the container and the workers' PIDs inside it.
 func BurstInContainer(t testing.TB, bin string, loop *Loop, n int) (*Container, []int) {
 	t.Helper()
-	Require(t, "unshare", "mount", "mknod", "sh")
-	probe := exec.Command("unshare", "-m", "-p", "--fork", "--mount-proc", "sh", "-c",
-		"mount -t tmpfs tmpfs /dev && mknod /dev/probe c 1 3")
-	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("live /proc test: this host refuses a container's namespaces or /dev: %v: %s", err, strings.TrimSpace(string(out)))
-	}
+	requireContainers(t)
 	c := newCgroup(t)
 	inner := fmt.Sprintf(`mount -t tmpfs tmpfs /dev && mknod -m 600 /dev/nvidia0 b %d %d && exec %s %d /dev/nvidia0`,
 		loop.Major, loop.Minor, quote(bin), n)

@@ -15,19 +15,25 @@ import (
 	"testing"
 )
 
-// startContainer runs the tenant command (helper and its flags) the way a container
-// runtime would place it, fills sc.Tenant and sc.Ghost with host PIDs, and
-// registers the cleanup that kills the namespace by PID.
-func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Container {
+// requireContainers skips the test where the host refuses what a container
+// runtime does (a container without CAP_SYS_ADMIN, a locked-down kernel):
+// the namespaces, a tmpfs /dev or a mknod there.
+func requireContainers(t testing.TB) {
 	t.Helper()
 	Require(t, "unshare", "mount", "mknod", "sh")
-	// Some hosts (a container without CAP_SYS_ADMIN, a locked-down kernel)
-	// refuse the namespaces, the tmpfs or the mknod: that is a skip, not a failure.
 	probe := exec.Command("unshare", "-m", "-p", "--fork", "--mount-proc", "sh", "-c",
 		"mount -t tmpfs tmpfs /dev && mknod /dev/probe c 1 3")
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Skipf("live /proc test: this host refuses a container's namespaces or /dev: %v: %s", err, strings.TrimSpace(string(out)))
 	}
+}
+
+// startContainer runs the tenant command (helper and its flags) the way a container
+// runtime would place it, fills sc.Tenant and sc.Ghost with host PIDs, and
+// registers the cleanup that kills the namespace by PID.
+func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Container {
+	t.Helper()
+	requireContainers(t)
 	c := newCgroup(t)
 	// Inside: a private /dev like a container's, the node mknod'ed there, the
 	// tenant run by sh (the namespace's init, which must outlive the tenant or

@@ -177,15 +177,23 @@ func copyExe(t testing.TB, bin, path string) string {
 // buildTenant compiles tenant.c with gcc into a temporary directory.
 func buildTenant(t testing.TB) string {
 	t.Helper()
+	return buildC(t, "tenant", tenantSource, "-pthread")
+}
+
+// buildC compiles one embedded C source with gcc into a temporary directory
+// and returns the binary's path.
+func buildC(t testing.TB, name string, source []byte, flags ...string) string {
+	t.Helper()
 	Require(t, "gcc")
 	dir := t.TempDir()
-	src := filepath.Join(dir, "tenant.c")
-	if err := os.WriteFile(src, tenantSource, 0o600); err != nil {
+	src := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(src, source, 0o600); err != nil {
 		t.Fatalf("livetest: %v", err)
 	}
-	bin := filepath.Join(dir, "tenant")
-	if out, err := exec.Command("gcc", "-O", "-Wall", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("livetest: gcc tenant.c: %v\n%s", err, out)
+	bin := filepath.Join(dir, name)
+	args := append(append([]string{"-O", "-Wall"}, flags...), "-o", bin, src)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("livetest: gcc %s.c: %v\n%s", name, err, out)
 	}
 	return bin
 }
