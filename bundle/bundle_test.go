@@ -182,7 +182,7 @@ func TestOpensslChecksSignature(t *testing.T) {
 		t.Skip("openssl is not installed")
 	}
 	dir := t.TempDir()
-	if _, err := WriteKeyPair(filepath.Join(dir, "k"), false); err != nil {
+	if _, err := WriteKeyPair(t.Context(), filepath.Join(dir, "k"), false); err != nil {
 		t.Fatal(err)
 	}
 	key, err := ReadPrivateKey(filepath.Join(dir, "k.key"))

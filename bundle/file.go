@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"context"
 	"io"
 
 	"github.com/gpusnap/gpusnap/internal/safefile"
@@ -8,9 +9,9 @@ import (
 
 // WriteFile writes the bundle of in to the file name, whole or not at all
 // (see safefile.Create).
-func WriteFile(name string, in Input, force bool) (*Manifest, error) {
+func WriteFile(ctx context.Context, name string, in Input, force bool) (*Manifest, error) {
 	var m *Manifest
-	err := safefile.Create(name, 0o600, force, func(w io.Writer) error {
+	err := safefile.Create(ctx, name, 0o600, force, func(w io.Writer) error {
 		var err error
 		m, err = Write(w, in)
 		return err

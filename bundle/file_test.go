@@ -16,7 +16,7 @@ import (
 func TestWriteFileIsExclusive(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "b.tar.gz")
-	if _, err := WriteFile(out, testInput(), false); err != nil {
+	if _, err := WriteFile(t.Context(), out, testInput(), false); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(out)
@@ -28,13 +28,13 @@ func TestWriteFileIsExclusive(t *testing.T) {
 		t.Fatalf("written bundle: %v %+v", err, rep)
 	}
 
-	if _, err := WriteFile(out, testInput(), false); err == nil || !strings.Contains(err.Error(), "exists (use --force") {
+	if _, err := WriteFile(t.Context(), out, testInput(), false); err == nil || !strings.Contains(err.Error(), "exists (use --force") {
 		t.Errorf("second write without force: %v", err)
 	}
 	// --force replaces it through a rename, leaving no temporary file.
 	in := testInput()
 	in.UID = 1000
-	if _, err := WriteFile(out, in, true); err != nil {
+	if _, err := WriteFile(t.Context(), out, in, true); err != nil {
 		t.Fatal(err)
 	}
 	if second, _ := os.ReadFile(out); bytes.Equal(first, second) {
@@ -61,7 +61,7 @@ func TestWriteFileRefusesSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, force := range []bool{false, true} {
-			_, err := WriteFile(link, testInput(), force)
+			_, err := WriteFile(t.Context(), link, testInput(), force)
 			if err == nil || !strings.Contains(err.Error(), "symbolic link") {
 				t.Errorf("%s, force=%v: %v", name, force, err)
 			}
@@ -80,14 +80,14 @@ func TestWriteFileRefusesSymlinks(t *testing.T) {
 
 func TestWriteFileRefusesDirectoryAndCleansUp(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := WriteFile(dir, testInput(), true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := WriteFile(t.Context(), dir, testInput(), true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("writing over a directory: %v", err)
 	}
 	// A failed write leaves nothing behind, with or without force.
 	boom := errors.New("boom")
 	for _, force := range []bool{false, true} {
 		out := filepath.Join(dir, "partial")
-		err := safefile.Create(out, 0o600, force, func(w io.Writer) error { w.Write([]byte("half")); return boom })
+		err := safefile.Create(t.Context(), out, 0o600, force, func(w io.Writer) error { w.Write([]byte("half")); return boom })
 		if !errors.Is(err, boom) {
 			t.Errorf("force=%v: err %v", force, err)
 		}
@@ -100,7 +100,7 @@ func TestWriteFileRefusesDirectoryAndCleansUp(t *testing.T) {
 func TestKeyPair(t *testing.T) {
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "incident")
-	pub, err := WriteKeyPair(prefix, false)
+	pub, err := WriteKeyPair(t.Context(), prefix, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestKeyPair(t *testing.T) {
 	if err != nil || !readPub.Equal(pub) || !priv.Public().(ed25519.PublicKey).Equal(pub) {
 		t.Fatalf("keys do not match: %v", err)
 	}
-	if _, err := WriteKeyPair(prefix, false); err == nil || !strings.Contains(err.Error(), "exists") {
+	if _, err := WriteKeyPair(t.Context(), prefix, false); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("second keygen: %v", err)
 	}
 	if _, err := ReadPublicKey(prefix + ".key"); err == nil || !strings.Contains(err.Error(), `want "PUBLIC KEY"`) {

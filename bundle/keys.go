@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -21,7 +22,7 @@ import (
 
 // WriteKeyPair writes a new ed25519 key pair: prefix+".key" (mode 0600) and
 // prefix+".pub" (0644). Neither may exist unless force is set.
-func WriteKeyPair(prefix string, force bool) (ed25519.PublicKey, error) {
+func WriteKeyPair(ctx context.Context, prefix string, force bool) (ed25519.PublicKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -43,18 +44,18 @@ func WriteKeyPair(prefix string, force bool) (ed25519.PublicKey, error) {
 			}
 		}
 	}
-	if err := writePEM(keyFile, 0o600, force, "PRIVATE KEY", privDER); err != nil {
+	if err := writePEM(ctx, keyFile, 0o600, force, "PRIVATE KEY", privDER); err != nil {
 		return nil, err
 	}
-	if err := writePEM(pubFile, 0o644, force, "PUBLIC KEY", pubDER); err != nil {
+	if err := writePEM(ctx, pubFile, 0o644, force, "PUBLIC KEY", pubDER); err != nil {
 		os.Remove(keyFile)
 		return nil, err
 	}
 	return pub, nil
 }
 
-func writePEM(name string, perm os.FileMode, force bool, typ string, der []byte) error {
-	return safefile.Create(name, perm, force, func(w io.Writer) error {
+func writePEM(ctx context.Context, name string, perm os.FileMode, force bool, typ string, der []byte) error {
+	return safefile.Create(ctx, name, perm, force, func(w io.Writer) error {
 		return pem.Encode(w, &pem.Block{Type: typ, Bytes: der})
 	})
 }

@@ -70,7 +70,7 @@ func TestReadNVMLAccounting(t *testing.T) {
 func exportAndReload(t *testing.T, n NVML) NVML {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "nvml.json")
-	if err := ExportNVMLFixture(path, n); err != nil {
+	if err := ExportNVMLFixture(t.Context(), path, n); err != nil {
 		t.Fatal(err)
 	}
 	return readFixture(t, path)

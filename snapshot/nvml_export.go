@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,7 +49,7 @@ func exportable(n NVML) error {
 
 // ExportNVMLFixture writes n as a fixture to a new file at path, mode 0600.
 // It never replaces an existing file nor follows a symlink planted at path.
-func ExportNVMLFixture(path string, n NVML) (err error) {
+func ExportNVMLFixture(ctx context.Context, path string, n NVML) (err error) {
 	if err := exportable(n); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err) // before a file is created
 	}
@@ -57,7 +58,7 @@ func ExportNVMLFixture(path string, n NVML) (err error) {
 	}
 	// Written whole or not at all, never through a symbolic link: a
 	// half-written fixture would fail later, far from its cause.
-	if err := safefile.Create(path, 0o600, false, func(w io.Writer) error { return WriteNVMLFixture(w, n) }); err != nil {
+	if err := safefile.Create(ctx, path, 0o600, false, func(w io.Writer) error { return WriteNVMLFixture(w, n) }); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err)
 	}
 	return nil

@@ -90,7 +90,7 @@ func TestNVMLFixtureRoundTrip(t *testing.T) {
 			}
 			first := readFixture(t, path)
 			out := filepath.Join(dir, "out.json")
-			if err := ExportNVMLFixture(out, first); err != nil {
+			if err := ExportNVMLFixture(t.Context(), out, first); err != nil {
 				t.Fatal(err)
 			}
 			second := readFixture(t, out)
@@ -241,7 +241,7 @@ func TestExportNVMLFixtureRefusesExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{target, link} {
-		if err := ExportNVMLFixture(path, n); err == nil || !strings.Contains(err.Error(), "already exists") {
+		if err := ExportNVMLFixture(t.Context(), path, n); err == nil || !strings.Contains(err.Error(), "already exists") {
 			t.Errorf("export over %s: %v", path, err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestExportNVMLFixtureRefusesExisting(t *testing.T) {
 		t.Errorf("target overwritten: %q", b)
 	}
 	out := filepath.Join(dir, "new.json")
-	if err := ExportNVMLFixture(out, n); err != nil {
+	if err := ExportNVMLFixture(t.Context(), out, n); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 {

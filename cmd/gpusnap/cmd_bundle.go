@@ -92,7 +92,7 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 // write writes the bundle of a diff when asked and warranted, and says so on
 // stderr: stdout holds the diff. Its error is a line on stderr after the
 // findings, never in their place.
-func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
+func (b diffBundle) write(ctx context.Context, g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
 	if b.path == "" || !(b.always || r.Failed(failOn)) {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (b diffBundle) write(g globals, failOn diff.Severity, from, to *snapshot.Sn
 		opts.MapsDiff = true
 		r = diff.Compare(from, to, opts)
 	}
-	w, err := writeBundle(b.path, b.opts, from, to, r, opts)
+	w, err := writeBundle(ctx, b.path, b.opts, from, to, r, opts)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(o.Output, o.Write, from, to, r, o.Compare)
+	w, err := writeBundle(ctx, o.Output, o.Write, from, to, r, o.Compare)
 	if err != nil {
 		return err
 	}
@@ -265,14 +265,14 @@ func (w written) String() string {
 // writeBundle writes the bundle of a diff to path.
 // window carries what the bundle shows of the time between the snapshots:
 // the kernel log and the watch's events.
-func writeBundle(path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
+func writeBundle(ctx context.Context, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
 	in := bundle.Input{
 		Before: from, After: to, Result: res, KernelLog: window.KernelLog, Events: window.Events,
 		Version: snapshot.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,
 	}
-	m, err := bundle.WriteFile(path, in, o.force)
+	m, err := bundle.WriteFile(ctx, path, in, o.force)
 	if err != nil {
 		return written{}, fmt.Errorf("bundle: %w", err)
 	}

@@ -115,7 +115,7 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 	if err := printResult(g, r); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.Bundle.write(g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,

@@ -40,9 +40,9 @@ func parseKeygen(c *cli.Context) (keygenOptions, error) {
 	return o, nil
 }
 
-func runKeygen(_ context.Context, g globals, o keygenOptions) error {
+func runKeygen(ctx context.Context, g globals, o keygenOptions) error {
 	prefix := o.Prefix
-	pub, err := bundle.WriteKeyPair(prefix, o.Force)
+	pub, err := bundle.WriteKeyPair(ctx, prefix, o.Force)
 	if err != nil {
 		return err
 	}

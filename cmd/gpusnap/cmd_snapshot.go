@@ -50,7 +50,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 	}
 	sayCapturePath(g, snap)
 	if path := o.ExportNVMLFixture; path != "" {
-		if err := snapshot.ExportNVMLFixture(path, snap.NVML); err != nil {
+		if err := snapshot.ExportNVMLFixture(ctx, path, snap.NVML); err != nil {
 			return err
 		}
 	}

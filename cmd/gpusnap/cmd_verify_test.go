@@ -36,7 +36,7 @@ func smallBundle(t *testing.T, dir, key string) string {
 	}
 	out := filepath.Join(dir, "b.tar.gz")
 	os.Remove(out)
-	if _, err := bundle.WriteFile(out, in, false); err != nil {
+	if _, err := bundle.WriteFile(t.Context(), out, in, false); err != nil {
 		t.Fatal(err)
 	}
 	return out

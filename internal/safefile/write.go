@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,10 @@ import (
 // with force, and never over an existing file without force. The content
 // goes to a temporary file in the same directory, synced, then published
 // whole: linked to name (which fails if name exists) without force, renamed
-// over it with force. A write killed half-way (SIGTERM, a full disk) leaves
-// no truncated file at name, nothing that makes a re-run refuse.
-func Create(name string, perm os.FileMode, force bool, write func(io.Writer) error) error {
+// over it with force. A write killed half-way (SIGKILL, a full disk) leaves
+// no truncated file at name, nothing that makes a re-run refuse; once ctx is
+// done (SIGTERM) the write fails at its next chunk and nothing is published.
+func Create(ctx context.Context, name string, perm os.FileMode, force bool, write func(io.Writer) error) error {
 	if err := CheckTarget(name, force); err != nil {
 		return err
 	}
@@ -37,8 +39,11 @@ func Create(name string, perm os.FileMode, force bool, write func(io.Writer) err
 		f.Close()
 		return err
 	}
-	if err := fill(f, write); err != nil {
+	if err := fill(ctx, f, write); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err // interrupted after the last chunk: still nothing published
 	}
 	if fi, err := os.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("%s is a symbolic link: refusing to replace it", name)
@@ -94,8 +99,8 @@ func CheckTarget(name string, force bool) error {
 }
 
 // fill writes, syncs and closes f.
-func fill(f *os.File, write func(io.Writer) error) error {
-	err := write(f)
+func fill(ctx context.Context, f *os.File, write func(io.Writer) error) error {
+	err := write(interruptible{ctx, f})
 	if err == nil {
 		err = f.Sync()
 	}
@@ -103,4 +108,18 @@ func fill(f *os.File, write func(io.Writer) error) error {
 		err = cerr
 	}
 	return err
+}
+
+// interruptible fails every write once ctx is done: a long write (a bundle
+// of many MB to a slow disk) ends at the next chunk after a SIGTERM.
+type interruptible struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (i interruptible) Write(p []byte) (int, error) {
+	if err := i.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return i.w.Write(p)
 }
