@@ -203,3 +203,84 @@ func TestCheckFindsBrokenRecords(t *testing.T) {
 		t.Errorf("Get of a snapshot with an undecodable record: %v", err)
 	}
 }
+
+// TestZeroedPageNeverWrittenThrough zeroes one tree page at a time of a
+// sound store (a leaf of process records, an index, a branch) and stores a
+// snapshot whose 3,000 processes are all records the store already holds,
+// so deduplication reuses every one. Either the store is called damaged
+// and the file is left as it was, or the new snapshot reads back whole:
+// never an id printed that cannot be read.
+func TestZeroedPageNeverWrittenThrough(t *testing.T) {
+	path, _ := soundStore(t)
+	sound, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reuse := fakeSnapshot(time.Now(), snapshot.LabelPost, "job-1", 0)
+	for i := range 20 { // soundStore's snapshots' processes, every one
+		for _, p := range fakeSnapshot(time.Now(), snapshot.LabelPost, "job-1", 150).Processes {
+			p.StartTime += uint64(i * 1000)
+			reuse.Processes = append(reuse.Processes, p)
+		}
+	}
+	encoded, err := (&Store{}).EncodeProcesses(reuse) // once: encoding is most of a Put
+	if err != nil {
+		t.Fatal(err)
+	}
+	const branch, leaf = 0x01, 0x02 // bbolt's page flags
+	var tree []int
+	for p := 2; p < len(sound)/pageSize; p++ {
+		if flags := binary.LittleEndian.Uint16(sound[p*pageSize+8:]); flags == branch || flags == leaf {
+			tree = append(tree, p)
+		}
+	}
+	refused, stored := 0, 0
+	for i := 0; i < len(tree); i += 8 { // one in eight: every kind of page, in a few seconds
+		p := tree[i]
+		damaged := bytes.Clone(sound)
+		clear(damaged[p*pageSize : (p+1)*pageSize])
+		file := filepath.Join(t.TempDir(), "gpusnap.db")
+		if err := os.WriteFile(file, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := putOnce(file, reuse, encoded)
+		switch {
+		case err == nil:
+			s, err := Open(file, Options{ReadOnly: true, LockTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("page %d zeroed: stored %s, then: %v", p, reuse.ID, err)
+			}
+			got, err := s.Get(reuse.ID)
+			s.Close()
+			if err != nil || len(got.Processes) != len(reuse.Processes) {
+				t.Errorf("page %d zeroed: stored %s, which does not read back: %v", p, reuse.ID, err)
+			}
+			stored++
+		case !errors.Is(err, ErrDamaged):
+			t.Errorf("page %d zeroed: %v, not a damage report", p, err)
+		default:
+			if after, _ := os.ReadFile(file); !bytes.Equal(after, damaged) {
+				t.Errorf("page %d zeroed: %v, and the file was written", p, err)
+			}
+			refused++
+		}
+	}
+	t.Logf("%d zeroed pages refused, %d did not touch what the snapshot reuses", refused, stored)
+	if refused == 0 {
+		t.Error("no zeroed page was noticed")
+	}
+}
+
+// putOnce opens file read-write, stores snap (its processes encoded) and
+// closes it.
+func putOnce(file string, snap *snapshot.Snapshot, encoded [][]byte) error {
+	s, err := Open(file, Options{LockTimeout: time.Second})
+	if err != nil {
+		return err
+	}
+	err = s.PutEncoded(snap, encoded)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
