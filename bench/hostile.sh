@@ -3,10 +3,12 @@
 #
 # As root, on a loop device reached through a node named nvidia0:
 #   maps  one process maps the node 100,000 times (vm.max_map_count raised to
-#         200,000 for the run, restored on exit); `gpusnap snapshot --json`
-#         against the raw floor (every maps file read, every fd link read, no
-#         parsing) in ONE hyperfine run: wall and CPU (user+system) ratios,
-#         and gpusnap's peak RSS (target: <= 2x the floor, <= 64 MiB).
+#         200,000 for the run, restored on exit); `gpusnap snapshot --json` by
+#         each capture path (bpf: the BPF path, its iterators pinned on
+#         /sys/fs/bpf; proc: --capture proc) against the raw floor (every maps
+#         file read, every fd link read, no parsing) in ONE hyperfine run:
+#         wall and CPU (user+system) ratios, and each path's peak RSS
+#         (target: <= 2x the floor, <= 64 MiB).
 #   argv  one process with 5.5 MB of arguments forks 100 children sharing
 #         them; the same timings, the peak RSS, the snapshot's JSON size and
 #         what a stored snapshot adds to the store (docs/spec.md's limits:
@@ -49,6 +51,12 @@ gcc -O -Wall -o "$work/tenant" bench/hostile/tenant.c
 truncate -s 1M "$work/img"
 loop=$(losetup -f --show "$work/img")
 mkdir "$work/dev"
+# The BPF path reads its iterators from pins where a BPF filesystem is mounted
+# at /sys/fs/bpf (systemd mounts one); mount one for the run where none is.
+if [[ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]] && mount -t bpf bpf /sys/fs/bpf 2>/dev/null; then
+	bench_unmount=/sys/fs/bpf
+fi
+
 mknod "$work/dev/nvidia0" b "$(stat -c '%t' "$loop" | xargs printf '%d')" "$(stat -c '%T' "$loop" | xargs printf '%d')"
 
 # start_tenant ARGS... starts the tenant helper and waits for its PID file.
@@ -71,19 +79,27 @@ stop_tenants() {
 
 snap="$work/gpusnap snapshot --json --no-nvml --no-store --db $work/bench.db"
 
-# measure NAME: one hyperfine run of snapshot and floor, then the ratios,
-# gpusnap's peak RSS and its output size.
+# measure NAME: one hyperfine run of both capture paths and the floor, then
+# the ratios, each path's peak RSS and the output's size.
 measure() {
+	$snap --capture bpf >/dev/null 2>"$work/capture.txt" # loads and pins the iterators
+	echo "$1: $(grep '^capture:' "$work/capture.txt")"
 	in_background hyperfine -N --warmup 2 --runs "$RUNS" --export-csv "$work/$1.csv" \
-		-n snapshot "$snap" -n floor "$work/rawfloor"
-	/usr/bin/time -f '%M' -o "$work/rss" $snap >"$work/snap.json"
-	awk -F, -v rss="$(cat "$work/rss")" -v json="$(stat -c %s "$work/snap.json")" -v what="$1" '
+		-n bpf "$snap --capture bpf" -n proc "$snap --capture proc" -n floor "$work/rawfloor"
+	local path
+	for path in bpf proc; do
+		/usr/bin/time -f '%M' -o "$work/rss-$path" $snap --capture $path >"$work/snap-$path.json" 2>/dev/null
+	done
+	awk -F, -v rssbpf="$(cat "$work/rss-bpf")" -v rssproc="$(cat "$work/rss-proc")" \
+		-v json="$(stat -c %s "$work/snap-bpf.json")" -v what="$1" '
 		NR > 1 { mean[$1] = $2; cpu[$1] = $5 + $6 }
 		END {
-			printf "%s: snapshot %.1f ms wall, %.1f ms CPU; floor %.1f ms wall, %.1f ms CPU\n", what,
-				1000 * mean["snapshot"], 1000 * cpu["snapshot"], 1000 * mean["floor"], 1000 * cpu["floor"]
-			printf "%s: snapshot/floor %.2fx wall, %.2fx CPU; peak RSS %.1f MiB; JSON %.1f KiB\n", what,
-				mean["snapshot"] / mean["floor"], cpu["snapshot"] / cpu["floor"], rss / 1024, json / 1024
+			rss["bpf"] = rssbpf; rss["proc"] = rssproc
+			printf "%s: floor %.1f ms wall, %.1f ms CPU\n", what, 1000 * mean["floor"], 1000 * cpu["floor"]
+			for (p in rss)
+				printf "%s: %s path %.1f ms wall, %.1f ms CPU: %.2fx the floor wall, %.2fx CPU; peak RSS %.1f MiB\n", what, p,
+					1000 * mean[p], 1000 * cpu[p], mean[p] / mean["floor"], cpu[p] / cpu["floor"], rss[p] / 1024
+			printf "%s: JSON %.1f KiB\n", what, json / 1024
 		}' "$work/$1.csv"
 }
 

@@ -36,14 +36,21 @@ const (
 	VMAAnonExec = 3 // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
 )
 
-// Walk is the output of one pass of the capture iterators: records, each a
-// header then its path padded to 8 bytes. How says how the iterators ran.
+// Walk is one pass of the capture iterators, opened and not yet read: its
+// Each methods read each iterator's records and decode them as they come, a
+// buffer at a time, so a walk's memory stays bounded however many mappings
+// a tenant makes. Read tasks, then mappings, then files, then Close it.
+// How says how the iterators ran.
 type Walk struct {
-	Tasks, VMAs, Files []byte
-	How                string
+	How string
+
+	tasks, vmas, files io.ReadCloser
+	objs               *iterObjects  // loaded for this walk, else nil (pinned)
+	links              [3]*link.Iter // the links of objs
+	buf                []byte        // the read buffer, reused by each iterator
 }
 
-// PinRoot is where WalkHost pins the iterators on a mounted BPF filesystem
+// PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem
 // (systemd mounts one at /sys/fs/bpf): pinned, a later capture reads them as
 // files and spares the kernel's BTF parse and verification of a load, which
 // cost far more than the walk. A directory per build of the programs (named
@@ -53,19 +60,20 @@ var PinRoot = "/sys/fs/bpf/gpusnap"
 // iterNames are the pinned iterators' file names, in Walk's order.
 var iterNames = [3]string{"tasks", "vmas", "files"}
 
-// WalkHost runs each capture iterator once over the caller's pid namespace:
-// from their pins under PinRoot where a trusted pin directory holds them,
-// else loaded now (and pinned, where PinRoot's parent is a BPF filesystem).
-// Its error says why the kernel refused (no CAP_BPF and CAP_PERFMON, no BTF,
-// a kernel without iterators).
-func WalkHost() (*Walk, error) {
+// OpenWalk opens each capture iterator over the caller's pid namespace: from
+// their pins under PinRoot where a trusted pin directory holds them, else
+// loaded now (and pinned, where PinRoot's parent is a BPF filesystem). Its
+// error says why the kernel refused (no CAP_BPF and CAP_PERFMON, no BTF, a
+// kernel without iterators).
+func OpenWalk() (*Walk, error) {
 	dir := pinDir()
-	if w, err := readPinned(dir); err == nil {
+	if w, err := openPinned(dir); err == nil {
 		w.How = "pinned iterators in " + dir
 		return w, nil
 	}
-	var objs iterObjects
-	if err := loadIterObjects(&objs, nil); err != nil {
+	w := &Walk{How: "iterators loaded for this capture", objs: new(iterObjects)}
+	if err := loadIterObjects(w.objs, nil); err != nil {
+		w.objs = nil
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			// The verifier's log is long; its cause says what it refused.
@@ -73,60 +81,63 @@ func WalkHost() (*Walk, error) {
 		}
 		return nil, fmt.Errorf("load iterators: %w", err)
 	}
-	defer objs.Close()
-	w := &Walk{How: "iterators loaded for this capture"}
-	outs := [3]*[]byte{&w.Tasks, &w.VMAs, &w.Files}
-	var links [3]*link.Iter
-	for i, prog := range []*ebpf.Program{objs.GpusnapTasks, objs.GpusnapVmas, objs.GpusnapFiles} {
+	outs := [3]*io.ReadCloser{&w.tasks, &w.vmas, &w.files}
+	for i, prog := range []*ebpf.Program{w.objs.GpusnapTasks, w.objs.GpusnapVmas, w.objs.GpusnapFiles} {
 		l, err := link.AttachIter(link.IterOptions{Program: prog})
 		if err != nil {
+			w.Close()
 			return nil, fmt.Errorf("%s iterator: %w", iterNames[i], err)
 		}
-		defer l.Close()
-		links[i] = l
-		r, err := l.Open()
-		if err != nil {
-			return nil, fmt.Errorf("%s iterator: %w", iterNames[i], err)
-		}
-		*outs[i], err = readAll(r, sizeHints[i])
-		r.Close()
-		if err != nil {
+		w.links[i] = l
+		if *outs[i], err = l.Open(); err != nil {
+			w.Close()
 			return nil, fmt.Errorf("%s iterator: %w", iterNames[i], err)
 		}
 	}
-	if err := pin(dir, links); err == nil {
+	if err := pin(dir, w.links); err == nil {
 		w.How += ", pinned in " + dir
 	}
 	return w, nil
 }
 
-// sizeHints are first buffer sizes for the iterators' output.
-var sizeHints = [3]int{256 << 10, 16 << 10, 64 << 10}
+// Close closes the iterators and what was loaded for them.
+func (w *Walk) Close() {
+	for _, r := range []io.ReadCloser{w.tasks, w.vmas, w.files} {
+		if r != nil {
+			r.Close()
+		}
+	}
+	for _, l := range w.links {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if w.objs != nil {
+		w.objs.Close()
+	}
+}
 
 func pinDir() string {
 	sum := sha256.Sum256(_IterBytes)
 	return PinRoot + "/capture-" + hex.EncodeToString(sum[:8])
 }
 
-// readPinned reads the iterators pinned in dir. It trusts only a directory
+// openPinned opens the iterators pinned in dir. It trusts only a directory
 // on a BPF filesystem that root owns and only root can write: anyone who can
 // write there could pin a program that lies.
-func readPinned(dir string) (*Walk, error) {
+func openPinned(dir string) (*Walk, error) {
 	if err := trustedDir(dir); err != nil {
 		return nil, err
 	}
 	w := &Walk{}
-	outs := [3]*[]byte{&w.Tasks, &w.VMAs, &w.Files}
+	outs := [3]*io.ReadCloser{&w.tasks, &w.vmas, &w.files}
 	for i, name := range iterNames {
 		f, err := os.Open(dir + "/" + name)
 		if err != nil {
+			w.Close()
 			return nil, err
 		}
-		*outs[i], err = readAll(f, sizeHints[i])
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", dir, name, err)
-		}
+		*outs[i] = f
 	}
 	return w, nil
 }
@@ -182,62 +193,82 @@ func pin(dir string, links [3]*link.Iter) error {
 	return nil
 }
 
-// readAll reads one pass of an iterator to its end. Records are decoded in
-// place (see each): the buffer starts 8-aligned, as Go's allocations of
-// this size are, and stays so as it grows.
-func readAll(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF || (err == nil && n == 0) {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+// EachTask calls fn for each task record and its exe path.
+func (w *Walk) EachTask(fn func(*TaskRecord, []byte)) error {
+	return w.each(w.tasks, "tasks", func(b []byte) (int, int) {
+		return decodeRecords(b, func(r *TaskRecord) uint32 { return r.PathLen }, fn)
+	})
 }
 
 // EachVMA calls fn for each mapping record and its path.
 func (w *Walk) EachVMA(fn func(*VMARecord, []byte)) error {
-	return each(w.VMAs, func(r *VMARecord) uint32 { return r.PathLen }, fn)
+	return w.each(w.vmas, "vmas", func(b []byte) (int, int) { return decodeRecords(b, func(r *VMARecord) uint32 { return r.PathLen }, fn) })
 }
 
 // EachFile calls fn for each open device file record and its path.
 func (w *Walk) EachFile(fn func(*FileRecord, []byte)) error {
-	return each(w.Files, func(r *FileRecord) uint32 { return r.PathLen }, fn)
+	return w.each(w.files, "files", func(b []byte) (int, int) {
+		return decodeRecords(b, func(r *FileRecord) uint32 { return r.PathLen }, fn)
+	})
 }
 
-// EachTask calls fn for each task record and its exe path.
-func (w *Walk) EachTask(fn func(*TaskRecord, []byte)) error {
-	return each(w.Tasks, func(r *TaskRecord) uint32 { return r.PathLen }, fn)
+// readBuf is the size of a walk's read buffer: several of the kernel's
+// 32 KiB seq buffers a read, and far more than the largest record.
+const readBuf = 128 << 10
+
+// each reads one iterator to its end, a buffer at a time, and decodes the
+// whole records each read completes; the start of a record cut by the end
+// of a read is carried to the front of the buffer (which keeps records
+// 8-aligned: the buffer is, as Go's allocations of this size are).
+func (w *Walk) each(r io.Reader, name string, decodeAll func([]byte) (used, need int)) error {
+	if r == nil {
+		return fmt.Errorf("%s iterator: not open", name)
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, readBuf)
+	}
+	buf := w.buf
+	n := 0 // bytes in buf
+	for {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("%s iterator: %w", name, err)
+		}
+		used, need := decodeAll(buf[:n])
+		if need < 0 {
+			return fmt.Errorf("%s iterator: record at byte %d has a path of more than 4096 bytes", name, used)
+		}
+		n = copy(buf, buf[used:n])
+		if err == io.EOF || k == 0 {
+			if n > 0 {
+				return fmt.Errorf("%s iterator: output ends mid-record (%d bytes left)", name, n)
+			}
+			return nil
+		}
+	}
 }
 
-// each decodes records of type R in place: the kernel wrote them in this
-// machine's layout (bpf2go's types mirror the C structs), and their sizes
-// and padded paths keep each one 8-aligned. fn must not keep the pointer.
-func each[R any](buf []byte, pathLen func(*R) uint32, fn func(*R, []byte)) error {
+// decodeRecords decodes the whole records of type R at the start of buf, in
+// place: the kernel wrote them in this machine's layout (bpf2go's types
+// mirror the C structs), and their sizes and padded paths keep each one
+// 8-aligned. fn must not keep the pointer. It returns the bytes decoded,
+// and need < 0 where a record claims a path longer than PATH_MAX.
+func decodeRecords[R any](buf []byte, pathLen func(*R) uint32, fn func(*R, []byte)) (used, need int) {
 	size := int(unsafe.Sizeof(*new(R)))
-	if len(buf) > 0 && uintptr(unsafe.Pointer(&buf[0]))%8 != 0 {
-		return errors.New("iterator output is not 8-aligned")
-	}
-	for off := 0; off < len(buf); {
-		if len(buf)-off < size {
-			return fmt.Errorf("iterator output ends mid-record at byte %d", off)
-		}
+	off := 0
+	for len(buf)-off >= size {
 		r := (*R)(unsafe.Pointer(&buf[off]))
-		off += size
 		n := int(pathLen(r))
-		padded := (n + 7) &^ 7
-		if n > 4096 || len(buf)-off < padded {
-			return fmt.Errorf("iterator record at byte %d has a path of %d bytes, %d left", off-size, n, len(buf)-off)
+		if n > 4096 {
+			return off, -1
 		}
-		fn(r, buf[off:off+n])
-		off += padded
+		padded := (n + 7) &^ 7
+		if len(buf)-off-size < padded {
+			break
+		}
+		fn(r, buf[off+size:off+size+n])
+		off += size + padded
 	}
-	return nil
+	return off, 0
 }

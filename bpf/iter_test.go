@@ -1,39 +1,75 @@
 package bpf
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"unsafe"
 )
 
 // Output that ends mid-record or claims a path past its end is an error,
-// never a read out of bounds.
+// never a read out of bounds; records cut by the end of a read are decoded
+// whole from the next.
 func TestEachRejectsTruncatedOutput(t *testing.T) {
 	size := int(unsafe.Sizeof(FileRecord{}))
 	buf := make([]byte, size+8)
 	rec := (*FileRecord)(unsafe.Pointer(&buf[0]))
 	rec.PathLen = 9 // "/dev/null" padded to 16: 8 bytes short
 	copy(buf[size:], "/dev/nul")
-	w := &Walk{Files: buf}
-	if err := w.EachFile(func(*FileRecord, []byte) { t.Error("a record with a truncated path was decoded") }); err == nil {
-		t.Error("a truncated path: no error")
+	files := func(b []byte) error {
+		w := &Walk{files: io.NopCloser(bytes.NewReader(b))}
+		return w.EachFile(func(*FileRecord, []byte) { t.Error("a record with a truncated path was decoded") })
 	}
-	w.Files = buf[:size-1]
-	if err := w.EachFile(func(*FileRecord, []byte) {}); err == nil || !strings.Contains(err.Error(), "mid-record") {
+	if err := files(buf); err == nil || !strings.Contains(err.Error(), "mid-record") {
+		t.Errorf("a truncated path: err %v", err)
+	}
+	if err := files(buf[:size-1]); err == nil || !strings.Contains(err.Error(), "mid-record") {
 		t.Errorf("a truncated record: err %v", err)
 	}
 	rec.PathLen = 1 << 20
-	w.Files = buf
-	if err := w.EachFile(func(*FileRecord, []byte) {}); err == nil {
-		t.Error("a path longer than PATH_MAX: no error")
+	if err := files(buf); err == nil || !strings.Contains(err.Error(), "more than 4096") {
+		t.Errorf("a path longer than PATH_MAX: err %v", err)
+	}
+}
+
+// A walk's output far larger than its read buffer, read half a buffer at a
+// time (records cut anywhere), decodes every record once, in order.
+func TestEachDecodesAcrossReads(t *testing.T) {
+	size := int(unsafe.Sizeof(VMARecord{}))
+	var out []byte
+	const n = 20000 // about 2 MB of records: many read buffers
+	for i := range n {
+		path := fmt.Sprintf("/dev/nvidia%d", i%300)
+		rec := make([]byte, size+(len(path)+7)&^7)
+		r := (*VMARecord)(unsafe.Pointer(&rec[0]))
+		r.Start, r.PathLen = uint64(i), uint32(len(path))
+		copy(rec[size:], path)
+		out = append(out, rec...)
+	}
+	if len(out) < 4*readBuf {
+		t.Fatalf("%d bytes of records: not more than the read buffer", len(out))
+	}
+	w := &Walk{vmas: io.NopCloser(iotest.HalfReader(bytes.NewReader(out)))}
+	next := 0
+	err := w.EachVMA(func(r *VMARecord, path []byte) {
+		if int(r.Start) != next || string(path) != fmt.Sprintf("/dev/nvidia%d", next%300) {
+			t.Fatalf("record %d: start %d, path %q", next, r.Start, path)
+		}
+		next++
+	})
+	if err != nil || next != n {
+		t.Fatalf("decoded %d of %d records: %v", next, n, err)
 	}
 }
 
 // The iterators load, pin on a BPF filesystem, and read back from their
 // pins; a pin directory anyone but root could write is not trusted.
-func TestWalkHostPins(t *testing.T) {
+func TestOpenWalkPins(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("BPF iterators need root")
 	}
@@ -46,17 +82,21 @@ func TestWalkHostPins(t *testing.T) {
 	PinRoot = mnt + "/gpusnap"
 	t.Cleanup(func() { PinRoot = old })
 
-	first, err := WalkHost()
+	first, err := OpenWalk()
+	if err == nil {
+		first.Close()
+	}
 	if err != nil {
 		t.Skipf("the kernel refuses the capture iterators: %v", err)
 	}
 	if !strings.Contains(first.How, "loaded") || !strings.Contains(first.How, "pinned in") {
 		t.Fatalf("first walk: %q, want loaded and pinned", first.How)
 	}
-	second, err := WalkHost()
+	second, err := OpenWalk()
 	if err != nil || !strings.HasPrefix(second.How, "pinned iterators") {
 		t.Fatalf("second walk: %v, %q: want it read from the pins", err, second.How)
 	}
+	defer second.Close()
 	self := false
 	if err := second.EachTask(func(r *TaskRecord, exe []byte) {
 		if int(r.Pid) == os.Getpid() {
@@ -70,7 +110,10 @@ func TestWalkHostPins(t *testing.T) {
 	if err := os.Chmod(PinRoot, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	third, err := WalkHost()
+	third, err := OpenWalk()
+	if err == nil {
+		third.Close()
+	}
 	if err != nil || strings.HasPrefix(third.How, "pinned iterators") {
 		t.Fatalf("walk with a world-writable pin root: %v, %q: want the pins refused", err, third.How)
 	}

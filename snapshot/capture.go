@@ -185,10 +185,12 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, sc
 			why = "a test's fault hook reads /proc"
 		}
 		if why == "" {
-			walk, err := walkHost()
+			walk, err := openWalk()
 			if err == nil {
 				var results []result
-				if results, err = cfg.scanBPF(ctx, walk, pids); err == nil {
+				results, err = cfg.scanBPF(ctx, walk, pids)
+				walk.Close()
+				if err == nil {
 					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
 					return results, nil
 				}
@@ -381,7 +383,7 @@ func (w *worker) process(pid int) result {
 		}
 	}
 
-	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf)
+	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, CmdlineLimit, true)
 	w.cmdBuf = cmdline
 	if err != nil {
 		if note("cmdline", err) {

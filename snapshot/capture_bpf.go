@@ -56,8 +56,8 @@ func bpfUnavailable(root string) string {
 // nsecPerTick converts the kernel's start_boottime to stat's clock ticks.
 const nsecPerTick = uint64(time.Second / userHZ)
 
-// walkHost runs the iterators; a test may replace it.
-var walkHost = bpf.WalkHost
+// openWalk opens the iterators.
+var openWalk = bpf.OpenWalk
 
 // scanBPF builds the processes from one walk of the iterators.
 //
@@ -133,49 +133,58 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	anon := map[uint32][]Mapping{}
 	runs := map[uint32]*mappingRuns{} // the maps scanner's rule: 256 lines per device, the rest counted
 	var id []byte
+	// A process's records come in a row: its Process and runs are looked
+	// up once per row, not per mapping (a tenant may have 100,000).
+	var last struct {
+		pid, tid uint32
+		p        *Process
+		rs       *mappingRuns
+	}
 	err = walk.EachVMA(func(r *bpf.VMARecord, path []byte) {
-		p, ok := from(r.Pid, r.Tid)
-		if !ok {
+		if last.p == nil || r.Pid != last.pid || r.Tid != last.tid {
+			last.pid, last.tid = r.Pid, r.Tid
+			last.p, _ = from(r.Pid, r.Tid)
+			last.rs = nil
+		}
+		p := last.p
+		if p == nil {
 			return
 		}
-		m := Mapping{
-			Address: mapsRange(r.Start, r.End),
-			Start:   r.Start, End: r.End, Size: r.End - r.Start,
-			Perms:  vmPerms(r.VmFlags),
-			Offset: r.Pgoff << pageShift,
-			Dev:    fmt.Sprintf("%02x:%02x", r.S_dev>>20, r.S_dev&0xfffff),
-			Inode:  r.Ino,
-		}
-		switch r.Kind {
-		case bpf.VMAAnonExec:
+		perms := vmPerms(r.VmFlags)
+		if r.Kind == bpf.VMAAnonExec {
+			m := bpfMapping(r, perms)
 			if len(path) > 0 {
 				m.Path = "[anon:" + string(path) + "]"
 			}
 			m.Class = ClassAnonExec
 			anon[r.Pid] = append(anon[r.Pid], m)
 			return
-		case bpf.VMADMABuf:
-			m.Path, m.Deleted = cutDeletedString(string(path))
+		}
+		if last.rs == nil {
+			if last.rs = runs[r.Pid]; last.rs == nil {
+				last.rs = &mappingRuns{}
+				runs[r.Pid] = last.rs
+			}
+		}
+		// A line past its device's first 256 is counted before anything
+		// of it is rendered.
+		id = strconv.AppendUint(append(strconv.AppendUint(id[:0], uint64(r.S_dev), 16), ' '), r.Ino, 10)
+		if last.rs.counted(id, path, perms[:], nil, r.End-r.Start) {
+			return
+		}
+		m := bpfMapping(r, perms)
+		m.Path, m.Deleted = cutDeletedString(string(path))
+		if r.Kind == bpf.VMADMABuf {
 			m.Class = ClassOther
-		default:
+		} else {
 			if r.RecFlags&bpf.RecordPathError != 0 {
 				p.Errors = append(p.Errors, "maps: "+m.Address+": "+syscall.ENAMETOOLONG.Error())
 			}
-			m.Path, m.Deleted = cutDeletedString(string(path))
 			kind := kernelDevice(r.Mode, r.Rdev)
 			m.DeviceNumber, m.DeviceType = deviceNumber(kind)
 			m.Class, m.GPUMinor = cfg.classes.Classify(m.Path, kind, true)
 		}
-		rs := runs[r.Pid]
-		if rs == nil {
-			rs = &mappingRuns{}
-			runs[r.Pid] = rs
-		}
-		id = strconv.AppendUint(append(strconv.AppendUint(id[:0], uint64(r.S_dev), 16), ' '), r.Ino, 10)
-		if rs.counted(id, path, []byte(m.Perms), nil, m.Size) {
-			return
-		}
-		rs.keep(id, path, []byte(m.Perms), m.Class, m.GPUMinor)
+		last.rs.keep(id, path, perms[:], m.Class, m.GPUMinor)
 		p.Mappings = append(p.Mappings, m)
 	})
 	if err != nil {
@@ -249,7 +258,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 				}
 			}
 		}
-		cmdline, cut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf)
+		cmdline, cut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
 		w.cmdBuf = cmdline
 		if err != nil {
 			if vanishedErr(err) {
@@ -283,7 +292,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 		if p.UsesNVIDIA() {
 			p.SuspectAnon = anon[uint32(p.PID)]
-			maps, err := w.r.readFileAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf)
+			// Its first TextLimit bytes, the rest hashed as read: the
+			// mappings themselves came from the iterator.
+			maps, mapsCut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, TextLimit, false)
 			w.mapsBuf = maps
 			if err != nil {
 				p.Errors = append(p.Errors, "maps: "+errText(err))
@@ -293,7 +304,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			if err != nil {
 				p.Errors = append(p.Errors, "status: "+errText(err))
 			}
-			p.Raw = newRaw(maps, nil, status, cmdline, cut, cg)
+			p.Raw = newRaw(maps, mapsCut, status, cmdline, cut, cg)
 		}
 	}
 
@@ -358,9 +369,21 @@ func kernelDevice(mode, rdev uint32) FileKind {
 	}
 }
 
+// bpfMapping is the Mapping of a mapping record, without its path and class.
+func bpfMapping(r *bpf.VMARecord, perms [4]byte) Mapping {
+	return Mapping{
+		Address: mapsRange(r.Start, r.End),
+		Start:   r.Start, End: r.End, Size: r.End - r.Start,
+		Perms:  string(perms[:]),
+		Offset: r.Pgoff << pageShift,
+		Dev:    fmt.Sprintf("%02x:%02x", r.S_dev>>20, r.S_dev&0xfffff),
+		Inode:  r.Ino,
+	}
+}
+
 // vmPerms renders VM_READ, VM_WRITE, VM_EXEC and VM_MAYSHARE as maps does.
-func vmPerms(flags uint32) string {
-	b := []byte("---p")
+func vmPerms(flags uint32) [4]byte {
+	b := [4]byte{'-', '-', '-', 'p'}
 	if flags&0x1 != 0 {
 		b[0] = 'r'
 	}
@@ -373,7 +396,7 @@ func vmPerms(flags uint32) string {
 	if flags&0x80 != 0 {
 		b[3] = 's'
 	}
-	return string(b)
+	return b
 }
 
 // mapsRange renders an address range as maps does: "%08lx-%08lx".

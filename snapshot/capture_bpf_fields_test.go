@@ -29,7 +29,7 @@ func TestTaskState(t *testing.T) {
 
 func TestVMPermsAndRange(t *testing.T) {
 	for flags, want := range map[uint32]string{0: "---p", 0x1: "r--p", 0x3: "rw-p", 0x5: "r-xp", 0x83: "rw-s", 0x80 | 0x8: "---s"} {
-		if got := vmPerms(flags); got != want {
+		if got := vmPerms(flags); string(got[:]) != want {
 			t.Errorf("vmPerms(%#x) = %q, want %q", flags, got, want)
 		}
 	}

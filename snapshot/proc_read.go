@@ -201,17 +201,19 @@ func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 	return buf, err
 }
 
-// readCappedAt reads cmdline, which the kernel copies as much of as asked (a
-// short read is its end), keeping at most CmdlineLimit bytes: a longer one is
-// read on, without being kept, to its end or to maxFileSize, and named by its
-// length and SHA-256 in the Cut.
-func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte) ([]byte, *Cut, error) {
+// readCappedAt reads name keeping at most limit bytes of it: a longer file
+// is read on, without being kept, to its end or to maxFileSize, and named by
+// its length and SHA-256 in the Cut. cmdline is read so (the kernel copies
+// as much of it as asked: with shortIsEnd, a short read is its end), and,
+// where only its raw text is kept, maps (a tenant's 100,000 mappings are
+// 10 MB of it).
+func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *Cut, error) {
 	fd, err := r.openRead(dirfd, dir, name, false)
 	if err != nil {
 		return buf[:0], nil, err
 	}
 	defer r.close(fd, false)
-	buf, full, err := r.readFd(fd, buf[:0], CmdlineLimit, true, false)
+	buf, full, err := r.readFd(fd, buf[:0], limit, shortIsEnd, false)
 	if err != nil || !full {
 		return buf, nil, err
 	}
@@ -236,7 +238,7 @@ func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte) ([]byte, 
 		n += int64(k)
 	}
 	if n == int64(len(buf)) {
-		return buf, nil, nil // exactly CmdlineLimit bytes: nothing was cut
+		return buf, nil, nil // exactly limit bytes: nothing was cut
 	}
 	return buf, &Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
 }

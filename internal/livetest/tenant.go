@@ -113,8 +113,22 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 // device nodes.
 func Hold(t testing.TB, path string) Proc {
 	t.Helper()
+	return hold(t, path)
+}
+
+// HoldMappings is Hold whose process also maps path count more times, 4 KiB
+// read-only each, none merged with another: count more lines in its maps,
+// as a tenant that floods a capture with mappings of one device. The caller
+// keeps count below vm.max_map_count.
+func HoldMappings(t testing.TB, path string, count int) Proc {
+	t.Helper()
+	return hold(t, "-m", strconv.Itoa(count), path)
+}
+
+func hold(t testing.TB, args ...string) Proc {
+	t.Helper()
 	bin := buildTenant(t)
-	procs, exited := runTenant(t, exec.Command(bin, path), "tenant")
+	procs, exited := runTenant(t, exec.Command(bin, args...), "tenant")
 	p := procs["tenant"]
 	t.Cleanup(func() {
 		if err := p.kill(); err != nil {

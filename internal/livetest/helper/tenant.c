@@ -9,6 +9,9 @@
  *               "tenant ..." and "ghost ..." to PIDFILE and exits, so the child
  *               is a true ghost that survives its parent.
  * -n NAME renames the ghost (prctl PR_SET_NAME), as a miner calls itself python3.
+ * -m COUNT maps NODE COUNT more times, 4 KiB read-only each at offset 0 (so the
+ *    kernel merges none of them: COUNT more lines in maps), as a hostile
+ *    tenant floods a capture with mappings of one device.
  * -t (without -g): after writing PIDFILE, start three threads that sleep and
  *    end the main thread (pthread_exit): the leader is a zombie while the
  *    threads keep the mapping and both fds, and /proc/PID shows none of them.
@@ -94,6 +97,7 @@ static void writepids(const char *file, const char *lines) {
 
 int main(int argc, char **argv) {
 	int ghost = 0, threads = 0, opt, rw, ro, p[2], i;
+	long more = 0, k;
 	pthread_t tid;
 	const char *name = NULL;
 	size_t len = 64 * 1024;
@@ -101,17 +105,18 @@ int main(int argc, char **argv) {
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "gn:p:t")) != -1) {
+	while ((opt = getopt(argc, argv, "gm:n:p:t")) != -1) {
 		switch (opt) {
 		case 'g': ghost = 1; break;
+		case 'm': more = atol(optarg); break;
 		case 'n': name = optarg; break;
 		case 'p': procfd = atoi(optarg); break;
 		case 't': threads = 1; break;
-		default: fprintf(stderr, "usage: tenant [-g | -t] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		default: fprintf(stderr, "usage: tenant [-g | -t] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: tenant [-g | -t] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
+		fprintf(stderr, "usage: tenant [-g | -t] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
 		return 2;
 	}
 	rw = open(argv[optind], O_RDWR);
@@ -123,6 +128,9 @@ int main(int argc, char **argv) {
 	ro = open(argv[optind], O_RDONLY);
 	if (ro < 0)
 		die(argv[optind]);
+	for (k = 0; k < more; k++)
+		if (mmap(NULL, 4096, PROT_READ, MAP_SHARED, ro, 0) == MAP_FAILED)
+			die("mmap -m");
 	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
 	if (!ghost) {
 		if (procfd >= 0)
