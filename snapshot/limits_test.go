@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +115,43 @@ func TestMapsErrorsBounded(t *testing.T) {
 	}
 	if n != maxMapsErrors+1 || !slices.Contains(p.Errors, "maps: 199984 more malformed lines") {
 		t.Errorf("%d errors, last %q", len(p.Errors), p.Errors[len(p.Errors)-1])
+	}
+}
+
+// TestMapsScannedAsReadKeepsWhatWholeKeeps: a maps text longer than the
+// read buffer is scanned a buffer at a time; around the buffer's size
+// (exactly TextLimit, one byte more or less) and over several buffers, with
+// lines cut by each buffer's end, it keeps what cutText and ScanMaps keep of
+// the whole text: the same mappings, the same first TextLimit bytes, the
+// same length and SHA-256 (none for a text of TextLimit bytes or less).
+func TestMapsScannedAsReadKeepsWhatWholeKeeps(t *testing.T) {
+	line := func(i int, path string) string {
+		return fmt.Sprintf("%x-%x rw-s 00000000 00:06 %d %s\n", 0x10000000+2*i*0x1000, 0x10001000+2*i*0x1000, 1043+i%3, path)
+	}
+	for _, size := range []int{TextLimit - 1, TextLimit, TextLimit + 1, 3*TextLimit + TextLimit/2} {
+		// Lines up to a last one whose path is padded so the text is
+		// exactly size bytes.
+		var text []byte
+		for i := 0; len(text)+2*len(line(i, "/dev/nvidia0")) < size; i++ {
+			text = append(text, line(i, fmt.Sprintf("/dev/nvidia%d", i%3))...)
+		}
+		pad := size - len(text) - len(line(0, "/dev/nvidia0"))
+		text = append(text, line(0, "/dev/"+strings.Repeat("x", pad)+"nvidia0")...)
+		if len(text) != size {
+			t.Fatalf("built %d bytes, want %d", len(text), size)
+		}
+		p := findPID(t, captureFixture(t, tenantTree(t, text, []byte("x\x00")), nil), 90)
+		wantRaw, wantCut := cutText(text)
+		if p.Raw == nil || p.Raw.Maps != wantRaw {
+			t.Errorf("size %d: raw maps differ from the text's first %d bytes", size, TextLimit)
+			continue
+		}
+		if got, ok := p.Raw.Cuts["maps"]; ok != (wantCut != nil) || (ok && got != *wantCut) {
+			t.Errorf("size %d: cut %+v (%v), want %+v", size, got, ok, wantCut)
+		}
+		whole := (&MapsScanner{Classes: DeviceClasses{}}).ScanMaps(text)
+		if !reflect.DeepEqual(p.Mappings, whole.Mappings) || !reflect.DeepEqual(p.MappingRuns, whole.Runs) {
+			t.Errorf("size %d: %d mappings and runs %v, the whole text's %d and %v", size, len(p.Mappings), p.MappingRuns, len(whole.Mappings), whole.Runs)
+		}
 	}
 }

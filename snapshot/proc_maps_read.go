@@ -7,11 +7,13 @@ import (
 )
 
 // mapsWhole is the size up to which a maps file is read whole and then
-// scanned (nearly every process's: a few hundred lines). A longer one, a
-// tenant's 100,000 mappings of one device, is scanned as it is read, a
-// buffer at a time: memory stays bounded, and no buffer is grown by copying,
-// which cost as much as the kernel's own work of writing the text.
-const mapsWhole = 1 << 20
+// scanned: nearly every process's (a few hundred lines), and all the raw
+// text a snapshot keeps of one (TextLimit). A longer one, a tenant's 100,000
+// mappings of one device, is scanned as it is read, a buffer at a time:
+// memory stays bounded, and no buffer is grown, which costs a copy and
+// fresh pages for all read so far (once as much as the kernel's own work of
+// writing the text).
+const mapsWhole = TextLimit
 
 // readMaps reads and scans the maps of the process being read. raw is the
 // text to keep for a process that uses an NVIDIA device: all of it (newRaw
@@ -85,5 +87,8 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *Cut, err error) {
 		}
 	}
 	w.mapsBuf = buf
+	if total <= TextLimit && err == nil {
+		return w.maps.End(), w.rawMaps, nil, nil // exactly TextLimit bytes: whole, as cutText keeps it
+	}
 	return w.maps.End(), w.rawMaps, &Cut{Length: total, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: err != nil}, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -278,7 +279,10 @@ func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (
 			return buf, true, nil
 		}
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			// Doubling, up to limit: append grows a large slice by a
+			// quarter, and each growth copies (and touches fresh pages for)
+			// all that was read so far.
+			buf = slices.Grow(buf, min(max(len(buf), 4096), limit-len(buf)))
 		}
 		want := min(cap(buf), limit) - len(buf)
 		un, err := r.sys(quick, syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[len(buf):cap(buf)][0])), uintptr(want), 0)
