@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html/template"
+	"sync"
 )
 
 // reportCSS is the report's only style. Its hash goes into the page's
@@ -32,7 +33,10 @@ pre { background: #f7f7f7; border: 1px solid #e2e2e2; padding: .5em; overflow-x:
 @media print { pre { white-space: pre-wrap; } }
 `
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+// reportTemplate is parsed on first use: every command would pay for it at
+// start-up.
+var reportTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -123,6 +127,7 @@ var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 </body>
 </html>
 `))
+})
 
 // html renders report.html: one self-contained file.
 func (r *report) html() ([]byte, error) {
@@ -139,7 +144,7 @@ func (r *report) html() ([]byte, error) {
 		CSP:   "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; base-uri 'none'; form-action 'none'",
 	}
 	var b bytes.Buffer
-	if err := reportTemplate.Execute(&b, data); err != nil {
+	if err := reportTemplate().Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("bundle: report.html: %w", err)
 	}
 	return b.Bytes(), nil

@@ -6,6 +6,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -107,7 +108,7 @@ var stagingDirs = []string{"/tmp/", "/var/tmp/", "/dev/shm/"}
 // kernel thread.
 func masquerade(p *snapshot.Process) []string {
 	var signs []string
-	if !p.KernelThread && kernelThreadName.MatchString(p.Comm) {
+	if !p.KernelThread && kernelThreadName().MatchString(p.Comm) {
 		// Only the kernel sets PF_KTHREAD: a process without it named
 		// kworker/u8:3 chose the name to hide in ps.
 		signs = append(signs, fmt.Sprintf("masquerade: a user process named like a kernel thread (comm \"%s\")", p.Comm))
@@ -134,8 +135,10 @@ func masquerade(p *snapshot.Process) []string {
 
 // kernelThreadName matches the names the kernel gives its own threads, as
 // ps shows them: the per-CPU and per-device workers, and the singletons.
-var kernelThreadName = regexp.MustCompile(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
-	`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
+var kernelThreadName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
+		`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
+})
 
 // toolchainDirs are the hidden directories per-user toolchains install
 // interpreters and tools in: an exe there is what a user's job runs, not a
@@ -174,14 +177,16 @@ const commLen = 15
 // a script started through its #! line takes the script's name ("./train.py"
 // gives "train.py"), and runtimes rename their main thread (PyTorch's
 // "pt_main_thread").
-var interpreters = regexp.MustCompile(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
+var interpreters = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
+})
 
 // commMatchesExe reports whether a process's comm fits its exe: the exe's
 // name cut to 15 bytes, a versioned name (python3 for python3.11, vim for
 // vim.basic through an alternatives link), or any comm for an interpreter.
 func commMatchesExe(comm, exe string) bool {
 	base := path.Base(exe)
-	if comm == base[:min(len(base), commLen)] || interpreters.MatchString(base) {
+	if comm == base[:min(len(base), commLen)] || interpreters().MatchString(base) {
 		return true
 	}
 	short, long := comm, base

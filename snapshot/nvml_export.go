@@ -28,7 +28,7 @@ func WriteNVMLFixture(w io.Writer, n NVML) error {
 		f.Devices = []GPU{}
 	}
 	for path, reason := range n.Missing {
-		if name, ok := nvmlCodeByReason(reason); ok && errorPathRE.MatchString(path) {
+		if name, ok := nvmlCodeByReason(reason); ok && errorPathRE().MatchString(path) {
 			if f.Errors == nil {
 				f.Errors = map[string]string{}
 			}

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -222,25 +223,31 @@ func usageError(err error) error { return fmt.Errorf("usage: %w", err) }
 // duration a "parse error"; flagError says what was wrong the way gpusnap's
 // own messages do.
 var (
-	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
-	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
-	flagBadValue  = regexp.MustCompile(`^invalid value (".*") for flag -+([^:]*): `)
-	flagBadBool   = regexp.MustCompile(`^invalid boolean value (".*") for -+([^:]*): `)
+	flagUndefined = lazyRegexp(`^flag provided but not defined: -+(.*)$`)
+	flagNoValue   = lazyRegexp(`^flag needs an argument: -+(.*)$`)
+	flagBadValue  = lazyRegexp(`^invalid value (".*") for flag -+([^:]*): `)
+	flagBadBool   = lazyRegexp(`^invalid boolean value (".*") for -+([^:]*): `)
 )
+
+// lazyRegexp compiles on first use: a command pays at start-up for each
+// pattern compiled at init, and these serve only a bad command line.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // flagError turns an error from parsing the flags defs into a usage error.
 func flagError(defs []cli.Flag, err error) error {
 	msg := err.Error()
-	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+	if m := flagUndefined().FindStringSubmatch(msg); m != nil {
 		return usageError(fmt.Errorf("unknown flag --%s (see --help)", m[1]))
 	}
-	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+	if m := flagNoValue().FindStringSubmatch(msg); m != nil {
 		return usageError(fmt.Errorf("--%s needs a value", m[1]))
 	}
-	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+	if m := flagBadBool().FindStringSubmatch(msg); m != nil {
 		return usageError(fmt.Errorf("--%s: %s is neither true nor false", m[2], m[1]))
 	}
-	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+	if m := flagBadValue().FindStringSubmatch(msg); m != nil {
 		want := "valid"
 		for _, f := range defs {
 			if !slices.Contains(f.Names(), m[2]) {
