@@ -194,11 +194,18 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	clear(walkedBy)
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
 		p, ok := from(r.Pid, r.Tid)
-		if !ok || r.RecFlags&bpf.RecordPathError != 0 || len(path) == 0 || path[0] != '/' {
-			return // as the /proc path, which keeps fds whose link names a path
+		if !ok {
+			return
 		}
 		h := Holder{FD: int(r.Fd)}
-		h.Target, h.Deleted = cutDeletedString(string(path))
+		switch {
+		case r.RecFlags&bpf.RecordPathError != 0:
+			p.Errors = append(p.Errors, unnamedDeviceFd(h.FD, syscall.ENAMETOOLONG))
+		case len(path) == 0 || path[0] != '/':
+			return // as the /proc path, which keeps fds whose link names a path
+		default:
+			h.Target, h.Deleted = cutDeletedString(string(path))
+		}
 		kind := kernelDevice(r.Mode, r.Rdev)
 		h.DeviceNumber, h.DeviceType = deviceNumber(kind)
 		h.Class, h.GPUMinor = cfg.classes.Classify(h.Target, kind, true)

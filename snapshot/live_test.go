@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -418,5 +420,64 @@ func TestLiveNotDevices(t *testing.T) {
 	}
 	if o.UsesNVIDIA() {
 		t.Errorf("%s is not an NVIDIA device (its name is not nvidia*)", filepath.Base(loop.Dev))
+	}
+}
+
+// TestLiveDeviceFdBeyondPathMax: a process holds a device opened through a
+// path longer than PATH_MAX, which the kernel cannot render (readlink of the
+// fd fails, as d_path in the iterator does). Both capture paths keep the
+// holder by its device number, with no path and an error naming the fd: a
+// tenant cannot hide a GPU from a snapshot that way.
+func TestLiveDeviceFdBeyondPathMax(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	dir, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 250)
+	for range 20 { // 20 x 251 bytes: beyond PATH_MAX (4096)
+		if err := unix.Mkdirat(dir, name, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := unix.Openat(dir, name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = sub
+	}
+	defer unix.Close(dir)
+	if err := unix.Mknodat(dir, "nvidia0", unix.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+		t.Skipf("mknod refused here: %v", err)
+	}
+	fd, err := unix.Openat(dir, "nvidia0", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); !errors.Is(err, unix.ENAMETOOLONG) {
+		t.Skipf("this kernel renders the fd's path (readlink: %v)", err)
+	}
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		t.Run(path, func(t *testing.T) {
+			snap := capturePath(t, path)
+			j := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == os.Getpid() })
+			if j < 0 {
+				t.Fatal("the snapshot lacks this process")
+			}
+			p := &snap.Processes[j]
+			i := slices.IndexFunc(p.Holders, func(h snapshot.Holder) bool { return h.FD == fd })
+			if i < 0 {
+				t.Fatalf("fd %d on %s, opened through a path beyond PATH_MAX, was dropped; holders %+v", fd, loop.DeviceNumber(), p.Holders)
+			}
+			h := p.Holders[i]
+			if h.DeviceNumber.String() != loop.DeviceNumber() || h.Target != "" || h.Class != snapshot.ClassOther {
+				t.Errorf("holder %+v: want device %s, no path, class other (a loop device's number)", h, loop.DeviceNumber())
+			}
+			want := fmt.Sprintf("fd %d: file name too long: kept by its device number", fd)
+			if !slices.ContainsFunc(p.Errors, func(e string) bool { return strings.HasPrefix(e, want) }) {
+				t.Errorf("errors %q lack %q", p.Errors, want)
+			}
+		})
 	}
 }

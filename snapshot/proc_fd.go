@@ -57,11 +57,12 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 			return append(hs, other...), errs, err
 		case vanishedErr(err):
 			continue
+		case err != nil && known:
+			errs = append(errs, unnamedDeviceFd(fd, err))
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
 			continue
-		}
-		if !strings.HasPrefix(target, "/") {
+		case !strings.HasPrefix(target, "/"):
 			continue // socket, pipe, anon_inode
 		}
 		path, deleted := cutDeletedString(target)
@@ -90,6 +91,14 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 		hs = append(hs, h)
 	}
 	return append(hs, other...), errs, nil
+}
+
+// unnamedDeviceFd is the error of a device fd whose path the kernel could
+// not render (longer than PATH_MAX: a tenant can open a node through a
+// path that deep). It is kept, with no path: its device number still
+// classifies it, and a tenant must not hide a GPU that way.
+func unnamedDeviceFd(fd int, err error) string {
+	return "fd " + strconv.Itoa(fd) + ": " + errText(err) + ": kept by its device number, without a path"
 }
 
 func cutDeletedString(s string) (string, bool) {
