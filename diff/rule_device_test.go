@@ -114,6 +114,25 @@ func TestRenamedDeviceNode(t *testing.T) {
 	expect(t, compare(snap("a"), snap("b", q)), "leftover_device_mapping medium 701 /srv/x/dev/nvidia0", "unexpected_gpu_process medium 701")
 }
 
+// A GPU held through a path the kernel could not render (capture keeps it by
+// its number, with no path) is a holder, and its hidden name is renamed.
+func TestUnnamedHolderIsRenamed(t *testing.T) {
+	p := proc(702, 5, "worker", "/opt/app/worker", holder(4, "", "rw", "195:0"))
+	r := compare(snap("a"), snap("b", p))
+	if len(r.Findings) == 0 {
+		t.Fatal("a GPU held through an unrendered path raised nothing")
+	}
+	kinds := map[string]bool{}
+	for _, f := range r.Findings {
+		kinds[f.Kind+" "+f.Severity.String()] = true
+	}
+	for _, want := range []string{"leftover_device_holder high", "renamed_device_node high"} {
+		if !kinds[want] {
+			t.Errorf("findings %v lack %s", got(r), want)
+		}
+	}
+}
+
 func TestRenamedNeedsADeviceNumber(t *testing.T) {
 	for _, tc := range []struct {
 		class, devno, path string
