@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -53,5 +54,28 @@ func TestTransientFromAccounting(t *testing.T) {
 	}
 	if f := r.Findings[1]; f.Process.UID != -1 || !strings.Contains(strings.Join(f.Evidence, "\n"), "no snapshot of the window has PID 7003 started then") {
 		t.Errorf("PID 7003 is another process at TO: %+v", f)
+	}
+}
+
+// A process in no snapshot, which NVML's accounting and the event log both
+// name (same PID, starts within the clocks' slack), is one finding: the
+// event log's identity, the accounting figures, both sources' evidence.
+func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
+	boot := t0.Add(-24 * time.Hour)
+	started := t0.Add(10 * time.Minute)
+	ticks := uint64(started.Sub(boot) / (10 * time.Millisecond))
+	worker := &eventlog.Process{PID: 7100, StartTime: ticks, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000}
+	events := eventsOf(devEvent(10*time.Minute+time.Second, eventlog.KindOpen, worker, "/dev/nvidia0", "rw", ""))
+	from, to := snap("a"), snap("b")
+	to.Host.BootTime = boot
+	withGPUs(from, gpu(0))
+	// NVML's clock is a little off the kernel's: still the same start.
+	withGPUs(to, accountingGPU(record(7100, started.Add(700*time.Millisecond), 2*time.Minute, false)))
+	r := compareWindow(Options{Events: events}, from, to)
+	expect(t, r, "transient_gpu_process medium 7100 /dev/nvidia0")
+	f := r.Findings[0]
+	ev := strings.Join(f.Evidence, "\n")
+	if f.Process.StartTime != ticks || f.Process.Comm != "python3" || !strings.Contains(ev, "nvml accounting") || !strings.Contains(ev, "event: ") {
+		t.Errorf("want the event log's identity and both sources: %+v", f)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
+
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -40,10 +42,14 @@ func (c *comparison) accountingFinding(g *snapshot.GPU, a snapshot.AccountingSta
 	sev := Medium
 	var signs []string
 	if p := c.processStartedAt(a.PID, start); p != nil {
-		ref = processRef(p)
-		if signs = masquerade(p); len(signs) > 0 {
-			sev = High
-		}
+		ref, signs = processRef(p), masquerade(p)
+	} else if e := c.eventProcessStartedAt(a.PID, start); e != nil {
+		// In no snapshot, but watch saw it: the event log's identity, so
+		// that its events join this finding, not raise a second one.
+		ref, signs = eventProcessRef(e), eventMasquerade(e)
+	}
+	if len(signs) > 0 {
+		sev = High
 	}
 	figures := accountingFigures(a)
 	f := Finding{
@@ -92,10 +98,33 @@ func (c *comparison) processStartedAt(pid int, start time.Time) *snapshot.Proces
 	return nil
 }
 
+// eventProcessStartedAt finds the process with pid that started at start
+// (within startSlack) among those the event log of the window names.
+func (c *comparison) eventProcessStartedAt(pid int, start time.Time) *eventlog.Process {
+	if c.opts.Events == nil {
+		return nil
+	}
+	for i := range c.opts.Events.Events {
+		e := c.opts.Events.Events[i].Process
+		if e == nil || e.PID != pid {
+			continue
+		}
+		if closeStarts(snapshot.StartedAt(c.to.Host.BootTime, e.StartTime), start) {
+			return e
+		}
+	}
+	return nil
+}
+
 // sameStart reports whether p started at t, as far as two clocks can say.
 func sameStart(p *snapshot.Process, t time.Time) bool {
-	d := p.Started.Sub(t)
-	return !p.Started.IsZero() && d < startSlack && d > -startSlack
+	return !p.Started.IsZero() && closeStarts(p.Started, t)
+}
+
+// closeStarts reports whether two clocks' starts of a process agree.
+func closeStarts(a, b time.Time) bool {
+	d := a.Sub(b)
+	return d < startSlack && d > -startSlack
 }
 
 func optBytes(n *uint64) string {

@@ -70,7 +70,7 @@ func (c *comparison) eventTransients() []Finding {
 	for _, id := range order {
 		u := uses[id]
 		ref := eventProcessRef(u.proc)
-		signs := masquerade(&snapshot.Process{Comm: u.proc.Comm, Exe: u.proc.Exe, ExeDeleted: u.proc.ExeDeleted})
+		signs := eventMasquerade(u.proc)
 		sev := Medium
 		if len(signs) > 0 || u.writable {
 			sev = High
@@ -105,6 +105,12 @@ func (c *comparison) eventTransients() []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// eventMasquerade is masquerade's evidence of a process as the event log
+// recorded it.
+func eventMasquerade(p *eventlog.Process) []string {
+	return masquerade(&snapshot.Process{Comm: p.Comm, Exe: p.Exe, ExeDeleted: p.ExeDeleted})
 }
 
 // eventProcessRef names a process as the event log recorded it.

@@ -39,6 +39,12 @@ type Options struct {
 // (sysconf(_SC_CLK_TCK) would need cgo for a constant).
 const userHZ = 100
 
+// StartedAt is the wall time of a start time in clock ticks since boot
+// (stat field 22, an event log's start_time), boot being the host's btime.
+func StartedAt(boot time.Time, ticks uint64) time.Time {
+	return boot.Add(time.Duration(ticks) * (time.Second / userHZ))
+}
+
 // Capture reads the host now: every process under the proc root, and NVML.
 // An unreadable proc root is an error; a process that vanishes or refuses a
 // read is recorded in Scan and the capture goes on.
@@ -357,7 +363,7 @@ func (w *worker) process(pid int) result {
 	} else {
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
 		if !w.boot.IsZero() {
-			p.Started = w.boot.Add(time.Duration(st.StartTime) * (time.Second / userHZ))
+			p.Started = StartedAt(w.boot, st.StartTime)
 		}
 	}
 

@@ -79,7 +79,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			Threads:   int(r.Threads),
 		}
 		if !cfg.boot.IsZero() {
-			p.Started = cfg.boot.Add(time.Duration(p.StartTime) * (time.Second / userHZ))
+			p.Started = StartedAt(cfg.boot, p.StartTime)
 		}
 		index[r.Pid] = len(results)
 		cgroupKeys = append(cgroupKeys, r.CgroupKey)
