@@ -55,16 +55,56 @@ func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known
 }
 
 // GPUsOf is the GPUs the pod with this UID was given, as a scheduler's
-// allocation, and whether the kubelet listed the pod with a GPU.
-func (a *Allocations) GPUsOf(podUID string) (*snapshot.GPUSet, bool, error) {
+// allocation, and whether that is known: the kubelet lists the pod with its
+// GPUs, or lists every GPU pod (Complete) and not this one, which was then
+// given none (the empty set: any GPU it uses is outside). A device id that is
+// a number is an NVML index (the device plugin's index strategy, not a minor
+// number): gpus, NVML's devices, turn it into the GPU's UUID.
+func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
 	for _, p := range a.Pods {
-		if p.UID != "" && p.UID == podUID {
-			set, err := snapshot.ParseGPUList(strings.Join(p.GPUs, ","))
-			if err != nil {
-				return nil, true, fmt.Errorf("kubelet: GPUs of pod %s/%s: %w", p.Namespace, p.Name, err)
-			}
-			return &set, true, nil
+		if p.UID == "" || p.UID != podUID {
+			continue
 		}
+		ids := make([]string, len(p.GPUs))
+		for i, id := range p.GPUs {
+			n, err := strconv.Atoi(id)
+			if err != nil {
+				ids[i] = id
+				continue
+			}
+			j := slices.IndexFunc(gpus, func(g snapshot.GPU) bool { return g.Index == n && g.UUID != "" })
+			if j < 0 {
+				return nil, true, fmt.Errorf("kubelet: pod %s/%s was given GPU index %d, which NVML does not list (it is read as an NVML index, not a minor number)", p.Namespace, p.Name, n)
+			}
+			ids[i] = gpus[j].UUID
+		}
+		set, err := snapshot.ParseGPUList(strings.Join(ids, ","))
+		if err != nil {
+			return nil, true, fmt.Errorf("kubelet: GPUs of pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		return &set, true, nil
+	}
+	if a.Complete && isPodUID(podUID) {
+		return &snapshot.GPUSet{}, true, nil
 	}
 	return nil, false, nil
+}
+
+// isPodUID reports whether s has the form of a pod UID (a UUID, as the API
+// server makes them): a tenant named otherwise is no pod the kubelet lists.
+func isPodUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f'):
+			return false
+		}
+	}
+	return true
 }

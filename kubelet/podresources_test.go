@@ -139,18 +139,34 @@ func TestAllocations(t *testing.T) {
 			t.Errorf("Outside(%s, GPU %d) = %v, %v; want %v, %v", c.uid, c.gpu.Index, out, know, c.outside, c.know)
 		}
 	}
-	if set, ok, err := a.GPUsOf(uidTrain); !ok || err != nil || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuA {
+	// NVML's devices: index 1 is the GPU of minor number 3 on this host.
+	nvml := []snapshot.GPU{{Index: 0, UUID: gpuA, MinorNumber: intPtr(2)}, {Index: 1, UUID: gpuB, MinorNumber: intPtr(3)}}
+	if set, ok, err := a.GPUsOf(uidTrain, nvml); !ok || err != nil || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuA {
 		t.Errorf("GPUs of train-0: %+v, %v, %v", set, ok, err)
 	}
-	if set, ok, err := a.GPUsOf("idx-uid"); !ok || err != nil || len(set.Minors) != 1 || set.Minors[0] != 1 {
+	// The index strategy's "1" is NVML index 1, not minor number 1.
+	if set, ok, err := a.GPUsOf("idx-uid", nvml); !ok || err != nil || len(set.Minors) != 0 || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuB {
 		t.Errorf("GPUs of by-index (index strategy): %+v, %v, %v", set, ok, err)
 	}
-	if _, ok, _ := a.GPUsOf("other-pod"); ok {
-		t.Error("a pod the kubelet did not list has GPUs")
+	if _, ok, err := a.GPUsOf("idx-uid", nil); !ok || err == nil || !strings.Contains(err.Error(), "GPU index 1, which NVML does not list") {
+		t.Errorf("an index without NVML: ok %v, %v", ok, err)
+	}
+	// Every GPU pod is listed: a pod among none of them was given no GPU.
+	const noGPU = "3a9f0c11-5b2d-4e6f-8a7c-1d2e3f4a5b6c"
+	if set, ok, err := a.GPUsOf(noGPU, nvml); !ok || err != nil || set == nil || set.String() != "" {
+		t.Errorf("a pod given no GPU: %+v, %v, %v; want the empty set", set, ok, err)
+	}
+	if _, ok, _ := a.GPUsOf("job-4242", nvml); ok {
+		t.Error("a tenant that is no pod UID was given an allocation by the kubelet")
 	}
 	// With a GPU pod whose UID is unknown, an unknown pod may be that one.
 	a.Complete = false
+	if _, ok, _ := a.GPUsOf(noGPU, nvml); ok {
+		t.Error("incomplete: an unlisted pod was given no GPU")
+	}
 	if out, know := a.Outside("other-pod", gpu0); out || know {
 		t.Errorf("incomplete: Outside(other-pod) = %v, %v; want false, false", out, know)
 	}
 }
+
+func intPtr(n int) *int { return &n }

@@ -66,7 +66,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	}
 	// A pod the kubelet lists: the GPUs it was given, before the environment's.
 	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
-		set, ok, err := pods.GPUsOf(o.Tenant)
+		set, ok, err := pods.GPUsOf(o.Tenant, snap.NVML.Devices)
 		if err != nil {
 			return err
 		}

@@ -60,42 +60,56 @@ func TestPsPodResourcesMissing(t *testing.T) {
 }
 
 // A pod's baseline takes its GPUs from the kubelet; its process that uses
-// another GPU is out_of_allocation_gpu_use, by the one allocation rule.
+// another GPU is out_of_allocation_gpu_use, by the one allocation rule. A
+// pod the kubelet does not list among its GPU pods was given no GPU: any GPU
+// its process uses is outside.
 func TestBaselinePodAllocation(t *testing.T) {
-	socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{
-		kubelettest.Pod("ml", "train-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
-	}})
-	logs := t.TempDir()
-	if err := os.Mkdir(filepath.Join(logs, "ml_train-0_"+fixturePodUID), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "gpusnap.db")
-	host := []string{"--db", db, "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json")}
-	code, out, stderr := gpusnap(t, append([]string{"baseline", "--json", "--tenant", fixturePodUID, "--pod-resources", socket, "--pod-logs", logs}, host...)...)
-	if code != 0 || !strings.Contains(out, `"allocation": {`) || !strings.Contains(out, fixtureGPU0) {
-		t.Fatalf("baseline of the pod: exit %d, no allocation of %s: %s", code, fixtureGPU0, stderr)
-	}
-	code, out, stderr = gpusnap(t, append([]string{"diff", "--json", "--tenant", fixturePodUID}, host...)...)
-	var r struct {
-		Findings []struct {
-			Kind    string
-			GPUUUID string `json:"gpu_uuid"`
-			Process struct{ PID int }
-		}
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitFindings {
-		t.Fatalf("diff: exit %d, %v: %s", code, err, stderr)
-	}
-	found := false
-	for _, f := range r.Findings {
-		if f.Kind == "out_of_allocation_gpu_use" {
-			found = true
-			if f.Process.PID != 5000 || f.GPUUUID != "GPU-4a5b6c7d-1e2f-4a3b-8c4d-5e6f7a8b9c0d" {
-				t.Errorf("out_of_allocation_gpu_use of pid %d on %s, want 5000 on GPU 1", f.Process.PID, f.GPUUUID)
+	for _, c := range []struct {
+		name   string
+		pod    *podresourcesv1.PodResources
+		podUID string // the kubelet's pod's UID, by its log directory
+		alloc  string // in the baseline's JSON
+	}{
+		{"given GPU 0", kubelettest.Pod("ml", "train-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
+			fixturePodUID, fixtureGPU0},
+		{"given no GPU", kubelettest.Pod("ml", "other-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
+			"5c6d7e8f-0a1b-4c2d-8e3f-405162738495", `"allocation": {}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{c.pod}})
+			logs := t.TempDir()
+			if err := os.Mkdir(filepath.Join(logs, "ml_"+c.pod.Name+"_"+c.podUID), 0o755); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if !found {
-		t.Errorf("no out_of_allocation_gpu_use for the pod's process 5000 on GPU 1: %+v", r.Findings)
+			db := filepath.Join(t.TempDir(), "gpusnap.db")
+			host := []string{"--db", db, "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json")}
+			code, out, stderr := gpusnap(t, append([]string{"baseline", "--json", "--tenant", fixturePodUID, "--pod-resources", socket, "--pod-logs", logs}, host...)...)
+			if code != 0 || !strings.Contains(out, c.alloc) {
+				t.Fatalf("baseline of the pod: exit %d, no allocation %s: %s\n%.3000s", code, c.alloc, stderr, out)
+			}
+			code, out, stderr = gpusnap(t, append([]string{"diff", "--json", "--tenant", fixturePodUID}, host...)...)
+			var r struct {
+				Findings []struct {
+					Kind    string
+					GPUUUID string `json:"gpu_uuid"`
+					Process struct{ PID int }
+				}
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitFindings {
+				t.Fatalf("diff: exit %d, %v: %s", code, err, stderr)
+			}
+			found := false
+			for _, f := range r.Findings {
+				if f.Kind == "out_of_allocation_gpu_use" {
+					found = true
+					if f.Process.PID != 5000 || f.GPUUUID != "GPU-4a5b6c7d-1e2f-4a3b-8c4d-5e6f7a8b9c0d" {
+						t.Errorf("out_of_allocation_gpu_use of pid %d on %s, want 5000 on GPU 1", f.Process.PID, f.GPUUUID)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no out_of_allocation_gpu_use for the pod's process 5000 on GPU 1: %+v", r.Findings)
+			}
+		})
 	}
 }
