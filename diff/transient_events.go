@@ -151,6 +151,10 @@ func (c *comparison) noteCoverage() {
 	if cov.Lost > 0 {
 		c.notCompared(fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
 	}
+	if slices.Contains(cov.Modes, eventlog.ModeFallback) {
+		// A rescan every --interval sees a process only while it holds or maps a device then.
+		c.notCompared("gpusnap watch ran in its fallback mode in the window (a /proc rescan each interval, no kernel hooks): a process that used a GPU for less than an interval may not be known")
+	}
 }
 
 // forkIndex maps each child the event log saw forked by a device user to its parent.

@@ -72,13 +72,18 @@ func TestTransientGPUProcess(t *testing.T) {
 // the notes, as are events the kernel dropped.
 func TestTransientCoverageNoted(t *testing.T) {
 	events := &eventlog.ReadResult{Events: []eventlog.Event{
-		{Time: t0.Add(10 * time.Minute), Kind: eventlog.KindWatchStart, Mode: "fallback"},
+		{Time: t0.Add(10 * time.Minute), Kind: eventlog.KindWatchStart, Mode: eventlog.ModeFallback},
 		{Time: t0.Add(20 * time.Minute), Kind: eventlog.KindLost, Lost: 7},
 	}}
 	r := compareWindow(Options{Events: events}, snap("from"), snap("to"))
 	notes := strings.Join(r.Notes, "\n")
-	if !strings.Contains(notes, "no gpusnap watch recorded from") || !strings.Contains(notes, "dropped 7 watch events") {
+	if !strings.Contains(notes, "no gpusnap watch recorded from") || !strings.Contains(notes, "dropped 7 watch events") ||
+		!strings.Contains(notes, "fallback mode in the window") {
 		t.Errorf("notes: %q", r.Notes)
+	}
+	// A kernel-hooked watch that ran all along leaves nothing to say.
+	if r := compareWindow(Options{Events: eventsOf()}, snap("from"), snap("to")); len(r.Notes) != 0 || !r.Complete {
+		t.Errorf("a tracepoint watch all along: notes %q", r.Notes)
 	}
 }
 

@@ -24,6 +24,10 @@ const (
 	KindWatchStop  = "watch_stop"
 	KindLost       = "lost"  // the kernel dropped events: the ring buffer was full
 	KindAlive      = "alive" // a running watch's heartbeat (AliveEvery)
+
+	// ModeFallback is a watch_start's mode where no kernel hook loads: a
+	// rescan of /proc each interval, which misses what comes and goes between.
+	ModeFallback = "fallback"
 )
 
 // AliveEvery is how often a running watch writes a record even when nothing

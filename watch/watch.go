@@ -24,9 +24,9 @@ import (
 
 // Modes of Options.Mode.
 const (
-	ModeAuto     = "auto"     // BPF where it loads, else the fallback
-	ModeBPF      = "bpf"      // BPF or an error
-	ModeFallback = "fallback" // the proc connector and rescans, without trying BPF
+	ModeAuto     = "auto"                // BPF where it loads, else the fallback
+	ModeBPF      = "bpf"                 // BPF or an error
+	ModeFallback = eventlog.ModeFallback // the proc connector and rescans, without trying BPF
 )
 
 // Defaults of Options.
