@@ -4,8 +4,9 @@
 # As root, on a loop device reached through a node named nvidia0:
 #   maps  one process maps the node 100,000 times (vm.max_map_count raised to
 #         200,000 for the run, restored on exit); `gpusnap snapshot --json` by
-#         each capture path (bpf: the BPF path, its iterators pinned on
-#         /sys/fs/bpf; proc: --capture proc) against the raw floor (every maps
+#         each capture path (bpf: the BPF path, its iterators pinned on a
+#         BPF filesystem the script mounts at /sys/fs/bpf in a mount
+#         namespace of its own; proc: --capture proc) against the raw floor (every maps
 #         file read, every fd link read, no parsing) in ONE hyperfine run:
 #         wall and CPU (user+system) ratios, and each path's peak RSS
 #         (target: <= 2x the floor, <= 64 MiB).
@@ -19,6 +20,10 @@
 # Environment: RUNS (timed runs per command, 10), COUNT (mappings, 100000),
 # CHILDREN (100).
 set -euo pipefail
+if [[ -z "${HOSTILE_MOUNT_NS:-}" && $EUID -eq 0 ]]; then
+	# A private mount namespace for its BPF filesystem, gone when it ends.
+	HOSTILE_MOUNT_NS=1 exec unshare --mount --propagation private "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
@@ -52,10 +57,9 @@ truncate -s 1M "$work/img"
 loop=$(losetup -f --show "$work/img")
 mkdir "$work/dev"
 # The BPF path reads its iterators from pins where a BPF filesystem is mounted
-# at /sys/fs/bpf (systemd mounts one); mount one for the run where none is.
-if [[ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]] && mount -t bpf bpf /sys/fs/bpf 2>/dev/null; then
-	bench_unmount=/sys/fs/bpf
-fi
+# at /sys/fs/bpf (systemd mounts one); the script mounts its own there, in a
+# mount namespace of its own (see the top), so no other run's pins count.
+mount -t bpf bpf /sys/fs/bpf
 
 mknod "$work/dev/nvidia0" b "$(stat -c '%t' "$loop" | xargs printf '%d')" "$(stat -c '%T' "$loop" | xargs printf '%d')"
 

@@ -25,8 +25,14 @@ type (
 
 // Flags of a record (rec_flags in c/iter.c).
 const (
-	RecordPathError = 1 // d_path failed: the record has no path
-	RecordNSpidDeep = 2 // more pid namespace levels than TaskRecord.Nspid holds
+	RecordPathError = 1  // d_path failed: the record has no path
+	RecordNSpidDeep = 2  // more pid namespace levels than TaskRecord.Nspid holds
+	RecordMMBusy    = 8  // VMAUnwalked: the process's mmap lock was held
+	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
+
+	// recordSamePath: a mapping of the same file as the record before, whose
+	// path (or path error) it has; EachVMA hands over that path.
+	recordSamePath = 4
 )
 
 // Kinds of a VMARecord.
@@ -34,6 +40,10 @@ const (
 	VMADevice   = 1 // a device node
 	VMADMABuf   = 2 // a DMA-buf; its path is /dmabuf:NAME
 	VMAAnonExec = 3 // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
+	// VMAUnwalked: the process's mappings were not walked, or not all (the
+	// records before it are some of them): read them from /proc. Its
+	// RecFlags say why (RecordMMBusy, RecordTooMany).
+	VMAUnwalked = 4
 )
 
 // Walk is one pass of the capture iterators, opened and not yet read: its
@@ -48,6 +58,7 @@ type Walk struct {
 	objs               *iterObjects  // loaded for this walk, else nil (pinned)
 	links              [3]*link.Iter // the links of objs
 	buf                []byte        // the read buffer, reused by each iterator
+	lastPath           []byte        // the path of the mapping record before
 }
 
 // PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem
@@ -202,7 +213,20 @@ func (w *Walk) EachTask(fn func(*TaskRecord, []byte)) error {
 
 // EachVMA calls fn for each mapping record and its path.
 func (w *Walk) EachVMA(fn func(*VMARecord, []byte)) error {
-	return w.each(w.vmas, "vmas", func(b []byte) (int, int) { return decodeRecords(b, func(r *VMARecord) uint32 { return r.PathLen }, fn) })
+	var lastErr uint32
+	return w.each(w.vmas, "vmas", func(b []byte) (int, int) {
+		return decodeRecords(b, func(r *VMARecord) uint32 { return r.PathLen }, func(r *VMARecord, path []byte) {
+			// The kernel renders the path of a run of mappings of one file
+			// once, in the run's first record.
+			if r.RecFlags&recordSamePath != 0 {
+				r.RecFlags |= lastErr
+				fn(r, w.lastPath)
+				return
+			}
+			w.lastPath, lastErr = append(w.lastPath[:0], path...), r.RecFlags&RecordPathError
+			fn(r, path)
+		})
+	})
 }
 
 // EachFile calls fn for each open device file record and its path.

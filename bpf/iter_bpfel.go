@@ -26,9 +26,12 @@ type iterFileRec struct {
 }
 
 type iterScratch struct {
-	_    structs.HostLayout
-	Task iterTaskRec
-	Path [4104]int8
+	_        structs.HostLayout
+	Task     iterTaskRec
+	Path     [4104]int8
+	LastFile uint64
+	Out      uint32
+	Unwalked uint32
 }
 
 type iterTaskRec struct {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,9 @@ import (
 // maps or holds no device is rendered as text. /proc is still read for what
 // the iterators do not give cheaply: each process's command line, the text
 // of /proc/PID/cgroup once per distinct cgroup set, a kernel thread's stat
-// (its name as /proc shows it), and the raw text of NVIDIA users' files.
+// (its name as /proc shows it), and the raw text of NVIDIA users' files. A
+// process whose mappings the kernel did not walk (more device mappings than
+// one walk writes, or its mmap lock held) is read wholly the /proc path's way.
 
 // Capture paths, as Scan.Path records them.
 const (
@@ -140,7 +143,12 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		p        *Process
 		rs       *mappingRuns
 	}
+	unwalked := map[uint32]bool{} // read the /proc path's way instead
 	err = walk.EachVMA(func(r *bpf.VMARecord, path []byte) {
+		if r.Kind == bpf.VMAUnwalked {
+			unwalked[r.Pid] = true
+			return
+		}
 		if last.p == nil || r.Pid != last.pid || r.Tid != last.tid {
 			last.pid, last.tid = r.Pid, r.Tid
 			last.p, _ = from(r.Pid, r.Tid)
@@ -192,27 +200,50 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	}
 	vmaWalker := maps.Clone(walkedBy)
 	clear(walkedBy)
+	// Most fds a host holds on devices are of a few nodes (/dev/null, a
+	// tty), one after another: the last one's rendering is reused.
+	var lastFile struct {
+		valid      bool
+		path       []byte
+		mode, rdev uint32
+		h          Holder
+	}
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
 		p, ok := from(r.Pid, r.Tid)
 		if !ok {
 			return
 		}
-		h := Holder{FD: int(r.Fd)}
-		switch {
-		case r.RecFlags&bpf.RecordPathError != 0:
-			p.Errors = append(p.Errors, unnamedDeviceFd(h.FD, syscall.ENAMETOOLONG))
-		case len(path) == 0 || path[0] != '/':
+		if r.RecFlags&bpf.RecordPathError != 0 {
+			p.Errors = append(p.Errors, unnamedDeviceFd(int(r.Fd), syscall.ENAMETOOLONG))
+			path = nil
+		} else if len(path) == 0 || path[0] != '/' {
 			return // as the /proc path, which keeps fds whose link names a path
-		default:
-			h.Target, h.Deleted = cutDeletedString(string(path))
 		}
-		kind := kernelDevice(r.Mode, r.Rdev)
-		h.DeviceNumber, h.DeviceType = deviceNumber(kind)
-		h.Class, h.GPUMinor = cfg.classes.Classify(h.Target, kind, true)
+		if !lastFile.valid || r.Mode != lastFile.mode || r.Rdev != lastFile.rdev || !bytes.Equal(path, lastFile.path) {
+			h := Holder{}
+			if path != nil {
+				h.Target, h.Deleted = cutDeletedString(string(path))
+			}
+			kind := kernelDevice(r.Mode, r.Rdev)
+			h.DeviceNumber, h.DeviceType = deviceNumber(kind)
+			h.Class, h.GPUMinor = cfg.classes.Classify(h.Target, kind, true)
+			lastFile.path, lastFile.mode, lastFile.rdev, lastFile.h = append(lastFile.path[:0], path...), r.Mode, r.Rdev, h
+			lastFile.valid = true
+		}
+		h := lastFile.h
+		h.FD = int(r.Fd)
+		if h.GPUMinor != nil {
+			minor := *h.GPUMinor
+			h.GPUMinor = &minor
+		}
 		if h.Class == ClassNVIDIA {
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
 			h.Access, _ = accessMode(uint64(r.Flags))
+		}
+		if len(p.Holders) == cap(p.Holders) {
+			// Doubled, not append's quarter: a process may hold 20,000.
+			p.Holders = slices.Grow(p.Holders, max(len(p.Holders), 4))
 		}
 		p.Holders = append(p.Holders, h)
 	})
@@ -227,6 +258,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	for i := range results {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if unwalked[uint32(results[i].p.PID)] {
+			continue // read below
 		}
 		res := &results[i]
 		p := &res.p
@@ -320,6 +354,11 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			results = append(results, w.process(pid))
 		}
 	}
+	for i := range results {
+		if unwalked[uint32(results[i].p.PID)] {
+			results[i] = w.process(results[i].p.PID)
+		}
+	}
 	slices.SortFunc(results, func(a, b result) int { return a.p.PID - b.p.PID })
 	return results, nil
 }
@@ -327,7 +366,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 // nvidiaFirst orders NVIDIA entries before the others, each kept in order,
 // as the /proc path lists them.
 func nvidiaFirst[T any](xs []T, nvidia func(T) bool) []T {
-	if len(xs) < 2 {
+	// Already so (no NVIDIA entry after another one): nothing to copy.
+	other := slices.IndexFunc(xs, func(x T) bool { return !nvidia(x) })
+	if other < 0 || !slices.ContainsFunc(xs[other:], nvidia) {
 		return xs
 	}
 	out := make([]T, 0, len(xs))

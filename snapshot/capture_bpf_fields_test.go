@@ -1,6 +1,9 @@
 package snapshot
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The BPF path renders kernel fields as /proc's text would show them.
 func TestTaskState(t *testing.T) {
@@ -59,5 +62,25 @@ func TestKernelDevice(t *testing.T) {
 func TestBPFUnavailable(t *testing.T) {
 	if why := bpfUnavailable("/srv/fixture/proc"); why == "" {
 		t.Error("a --proc-root fixture was offered the BPF path, which reads the live kernel")
+	}
+}
+
+// nvidiaFirst orders NVIDIA entries first, each side in its order, and
+// leaves a list already so as it is.
+func TestNvidiaFirst(t *testing.T) {
+	isN := func(s string) bool { return s[0] == 'n' }
+	for in, want := range map[string]string{
+		"":          "",
+		"o1":        "o1",
+		"n1 n2":     "n1 n2",
+		"n1 o1 o2":  "n1 o1 o2",
+		"o1 n1 o2":  "n1 o1 o2",
+		"o1 n1 n2":  "n1 n2 o1",
+		"n1 o1 n2":  "n1 n2 o1",
+		"o1 o2 n1 ": "n1 o1 o2",
+	} {
+		if got := strings.Join(nvidiaFirst(strings.Fields(in), isN), " "); got != strings.TrimSpace(want) {
+			t.Errorf("nvidiaFirst(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

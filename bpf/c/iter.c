@@ -8,8 +8,9 @@
 //   iter/task       one task_rec per process (thread-group leader): the
 //                   identity fields /proc/PID/stat and status give, and the
 //                   path of its exe.
-//   iter/task_vma   one vma_rec per mapping of a device node or a DMA-buf,
-//                   and per anonymous executable mapping of 64 MiB or more.
+//   iter/task       (gpusnap_vmas) one vma_rec per mapping of a device node
+//                   or a DMA-buf, and per anonymous executable mapping of
+//                   64 MiB or more, each process's walked in one call.
 //   iter/task_file  one file_rec per open file that is a device node.
 //
 // Everything else (libraries, sockets, pipes: nearly all of a host) is
@@ -42,11 +43,15 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // Flags of a record.
 #define REC_PATH_ERROR 1 // d_path failed: no path (path_len 0)
 #define REC_NSPID_DEEP 2 // more pid namespace levels than NSPID_MAX
+#define REC_SAME_PATH 4  // a mapping of the same file as the record before: its path is that one's
+#define REC_MM_BUSY 8    // VMA_UNWALKED: the mmap lock was held
+#define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
 
 // Kinds of a vma_rec.
 #define VMA_DEVICE 1
 #define VMA_DMABUF 2
 #define VMA_ANON_EXEC 3 // path_len bytes are the anon_vma_name, if any
+#define VMA_UNWALKED 4  // the process's mappings were not walked, or not all: read /proc
 
 struct task_rec {
 	u64 start_ns;   // start_boottime: stat field 22 is it in clock ticks
@@ -109,6 +114,10 @@ struct scratch {
 		struct file_rec file;
 	};
 	char path[PATH_LEN + 8];
+	// The state of gpusnap_vmas's walk of one process.
+	u64 last_file; // the file of the record before, whose path it wrote
+	u32 out;       // bytes of records written
+	u32 unwalked;  // REC_MM_BUSY or REC_TOO_MANY: the walk stopped
 };
 
 struct {
@@ -206,80 +215,129 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-SEC("iter/task_vma")
-int gpusnap_vmas(struct bpf_iter__task_vma *ctx)
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task, u64 addr) __ksym;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
+
+// vma_kind is the kind of record a mapping makes, or 0 for none.
+static __always_inline u32 vma_kind(struct vm_area_struct *vma)
+{
+	struct file *file = vma->vm_file;
+	if (file) {
+		struct inode *inode = file->f_inode;
+		u32 type = inode->i_mode & S_IFMT;
+		if (type == S_IFCHR || type == S_IFBLK)
+			return VMA_DEVICE;
+		if (inode->i_sb->s_magic == DMA_BUF_MAGIC)
+			return VMA_DMABUF;
+		return 0;
+	}
+	if (!(vma->vm_flags & VM_EXEC) || vma->vm_end - vma->vm_start < SUSPECT_ANON_SIZE)
+		return 0;
+	// Named mappings are no anonymous memory to maps: [vdso], [heap], [stack].
+	const struct vm_operations_struct *ops = vma->vm_ops;
+	if (ops && ops->name)
+		return 0;
+	struct mm_struct *mm = vma->vm_mm;
+	if (!mm)
+		return 0;
+	if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk)
+		return 0;
+	if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack)
+		return 0;
+	return VMA_ANON_EXEC;
+}
+
+// The mappings of each process are walked inside one call of a task
+// iterator (the open-coded task_vma iterator), not one program call per
+// mapping: nearly all mappings are dismissed by vma_kind. The records of one
+// call are written all or none (the kernel re-runs a call whose output
+// overflowed its read's buffer, in a fresh one), so one call's output must fit
+// one seq buffer: a process with more device mappings than MAX_VMA_OUT bytes
+// of records holds gets a VMA_UNWALKED record after them, and is read from
+// /proc instead. So does one whose mmap lock was held (the iterator only
+// tries it).
+#define MAX_VMA_OUT (24 << 10)
+
+SEC("iter/task")
+int gpusnap_vmas(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
-	struct vm_area_struct *vma = ctx->vma;
-	if (!task || !vma)
+	if (!task || !task->mm)
 		return 0;
 	// Threads share the leader's mm: one walk per process, the leader's,
 	// unless it has exited and left its live threads to walk it.
 	if (task->pid != task->tgid && task->group_leader->mm)
 		return 0;
-	u64 vm_flags = vma->vm_flags;
-	struct file *file = vma->vm_file;
-	u32 kind = 0, mode = 0, rdev = 0, s_dev = 0;
-	u64 ino = 0;
-	if (file) {
-		struct inode *inode = file->f_inode;
-		mode = inode->i_mode;
-		u32 type = mode & S_IFMT;
-		if (type == S_IFCHR || type == S_IFBLK)
-			kind = VMA_DEVICE;
-		else if (inode->i_sb->s_magic == DMA_BUF_MAGIC)
-			kind = VMA_DMABUF;
-		else
-			return 0;
-		rdev = inode->i_rdev;
-		s_dev = inode->i_sb->s_dev;
-		ino = inode->i_ino;
-	} else {
-		if (!(vm_flags & VM_EXEC) || vma->vm_end - vma->vm_start < SUSPECT_ANON_SIZE)
-			return 0;
-		// Named mappings are no anonymous memory to maps: [vdso], [heap], [stack].
-		const struct vm_operations_struct *ops = vma->vm_ops;
-		if (ops && ops->name)
-			return 0;
-		struct mm_struct *mm = vma->vm_mm;
-		if (!mm)
-			return 0;
-		if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk)
-			return 0;
-		if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack)
-			return 0;
-		kind = VMA_ANON_EXEC;
-	}
 	struct scratch *s = get_scratch();
 	if (!s)
 		return 0;
-	struct vma_rec *r = &s->vma;
-	__builtin_memset(r, 0, sizeof(*r));
-	r->start = vma->vm_start;
-	r->end = vma->vm_end;
-	r->pgoff = vma->vm_pgoff;
-	r->ino = ino;
-	r->pid = task->tgid;
-	r->tid = task->pid;
-	r->s_dev = s_dev;
-	r->rdev = rdev;
-	r->mode = mode;
-	r->vm_flags = (u32)vm_flags;
-	r->kind = kind;
-	u32 len = 0;
-	if (file) {
-		len = put_path(s, &file->f_path, &r->rec_flags);
-	} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
-		struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
-		if (an) {
-			long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
-			if (n > 1)
-				len = (u32)n - 1;
+	// The walk's state lives in the scratch map, not in registers: the
+	// verifier then sees one state per loop iteration, not one per count.
+	s->out = 0;
+	s->last_file = 0;
+	s->unwalked = 0;
+	struct vm_area_struct *vma;
+	struct bpf_iter_task_vma it;
+	if (bpf_iter_task_vma_new(&it, task, 0) != 0)
+		s->unwalked = REC_MM_BUSY;
+	while ((vma = bpf_iter_task_vma_next(&it))) {
+		u32 kind = vma_kind(vma);
+		if (!kind)
+			continue;
+		struct vma_rec *r = &s->vma;
+		__builtin_memset(r, 0, sizeof(*r));
+		struct file *file = vma->vm_file;
+		r->start = vma->vm_start;
+		r->end = vma->vm_end;
+		r->pgoff = vma->vm_pgoff;
+		r->pid = task->tgid;
+		r->tid = task->pid;
+		r->vm_flags = (u32)vma->vm_flags;
+		r->kind = kind;
+		u32 len = 0;
+		if (file) {
+			struct inode *inode = file->f_inode;
+			r->ino = inode->i_ino;
+			r->s_dev = inode->i_sb->s_dev;
+			r->rdev = inode->i_rdev;
+			r->mode = inode->i_mode;
+			// A run of mappings of one file (a tenant's 100,000) renders
+			// its path once: the record before this one, in the same
+			// call's output, has it.
+			if ((u64)file == s->last_file)
+				r->rec_flags |= REC_SAME_PATH;
+			else
+				len = put_path(s, &file->f_path, &r->rec_flags);
+		} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
+			struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
+			if (an) {
+				long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
+				if (n > 1)
+					len = (u32)n - 1;
+			}
 		}
+		r->path_len = len;
+		u32 size = sizeof(*r) + ((len + 7) & ~7U);
+		if (s->out + size > MAX_VMA_OUT) {
+			s->unwalked = REC_TOO_MANY;
+			break;
+		}
+		emit(seq, s, sizeof(*r), len);
+		s->out += size;
+		s->last_file = (u64)file;
 	}
-	r->path_len = len;
-	emit(seq, s, sizeof(*r), len);
+	bpf_iter_task_vma_destroy(&it);
+	if (s->unwalked) {
+		struct vma_rec *r = &s->vma;
+		__builtin_memset(r, 0, sizeof(*r));
+		r->pid = task->tgid;
+		r->tid = task->pid;
+		r->kind = VMA_UNWALKED;
+		r->rec_flags = s->unwalked;
+		emit(seq, s, sizeof(*r), 0);
+	}
 	return 0;
 }
 
