@@ -29,6 +29,7 @@ const (
 	RecordNSpidDeep = 2  // more pid namespace levels than TaskRecord.Nspid holds
 	RecordMMBusy    = 8  // VMAUnwalked: the process's mmap lock was held
 	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
+	RecordOwnTable  = 32 // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.

@@ -15,6 +15,7 @@ import (
 
 type iterFileRec struct {
 	_        structs.HostLayout
+	FilesKey uint64
 	Pid      uint32
 	Tid      uint32
 	Fd       uint32

@@ -290,7 +290,7 @@ type worker struct {
 	mapsBuf, statusBuf, cmdBuf []byte
 	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
-	fds                        []int
+	fds, tids                  []int
 }
 
 type fileID struct {
@@ -463,11 +463,21 @@ func (w *worker) process(pid int) result {
 	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 	p.Errors = append(p.Errors, mr.Errors...)
 
-	hs, errs, err := w.holders()
+	hs, errs, err := w.holders(w.dirfd, w.dir)
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
 	if err != nil && note("fd", err) {
 		return res
+	}
+	if w.live && p.Threads > 1 {
+		hs, errs, err := w.threadHolders(leaderfd, leaderDir, pid, p.LiveThread)
+		if len(hs) > 0 {
+			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
+		}
+		p.Errors = append(p.Errors, errs...)
+		if err != nil && note("fd", err) {
+			return res
+		}
 	}
 
 	if p.UsesNVIDIA() {

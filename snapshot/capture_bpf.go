@@ -208,13 +208,37 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		mode, rdev uint32
 		h          Holder
 	}
+	// Threads' own fd tables, by process: each table's key and the first
+	// thread walked with it (the one the /proc path names it by). Where
+	// the leader has exited, every live thread is walked: the table of the
+	// one the process is read by is the process's (baseTable), and another
+	// thread's is its own (the /proc path's base is the first live thread,
+	// this one the first that holds a device: they differ only where that
+	// first thread's table holds none, in which thread is named).
+	ownTables := map[uint32]map[uint64]uint32{}
+	baseTable := map[uint32]uint64{}
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
-		p, ok := from(r.Pid, r.Tid)
-		if !ok {
-			return
+		var p *Process
+		tid := 0
+		own := r.RecFlags&bpf.RecordOwnTable != 0
+		if !own {
+			if q, ok := from(r.Pid, r.Tid); ok {
+				p = q
+				baseTable[r.Pid] = r.FilesKey
+			} else if key, ok := baseTable[r.Pid]; !ok || key == r.FilesKey {
+				return // another thread sharing the process's table
+			} else {
+				own = true
+			}
+		}
+		if own {
+			if p = ownTable(results, index, ownTables, r); p == nil {
+				return
+			}
+			tid = int(ownTables[r.Pid][r.FilesKey])
 		}
 		if r.RecFlags&bpf.RecordPathError != 0 {
-			p.Errors = append(p.Errors, unnamedDeviceFd(int(r.Fd), syscall.ENAMETOOLONG))
+			p.Errors = append(p.Errors, threadError(tid, unnamedDeviceFd(int(r.Fd), syscall.ENAMETOOLONG)))
 			path = nil
 		} else if len(path) == 0 || path[0] != '/' {
 			return // as the /proc path, which keeps fds whose link names a path
@@ -231,7 +255,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			lastFile.valid = true
 		}
 		h := lastFile.h
-		h.FD = int(r.Fd)
+		h.FD, h.TID = int(r.Fd), tid
 		if h.GPUMinor != nil {
 			minor := *h.GPUMinor
 			h.GPUMinor = &minor
@@ -361,6 +385,39 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	}
 	slices.SortFunc(results, func(a, b result) int { return a.p.PID - b.p.PID })
 	return results, nil
+}
+
+// ownTable is the process of a record of a thread's own fd table, or nil
+// where that record is not to be kept: another thread's of a table already
+// taken (threads may share a table of their own), or a table past the
+// process's maxFdTables (the process is then marked unreadable, as the
+// /proc path marks it).
+func ownTable(results []result, index map[uint32]int, tables map[uint32]map[uint64]uint32, r *bpf.FileRecord) *Process {
+	i, ok := index[r.Pid]
+	if !ok {
+		return nil
+	}
+	p := &results[i].p
+	t := tables[r.Pid]
+	if t == nil {
+		t = map[uint64]uint32{}
+		tables[r.Pid] = t
+	}
+	if tid, seen := t[r.FilesKey]; seen {
+		if tid != r.Tid {
+			return nil
+		}
+		return p
+	}
+	if len(t) == maxFdTables {
+		if !slices.Contains(p.Unreadable, "fd") {
+			p.Unreadable = append(p.Unreadable, "fd")
+			p.Errors = append(p.Errors, "fd: "+errTooManyFdTables.Error())
+		}
+		return nil
+	}
+	t[r.FilesKey] = r.Tid
+	return p
 }
 
 // nvidiaFirst orders NVIDIA entries before the others, each kept in order,

@@ -481,3 +481,35 @@ func TestLiveDeviceFdBeyondPathMax(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveDeviceInThreadFdTable: a process holds the device only in a
+// thread's own fd table (the thread was cloned without CLONE_FILES).
+// /proc/PID/fd shows the leader's table (as fuser and lsof read it); the
+// capture finds it in the thread's task/TID/fd, marked with its TID.
+//
+// With the leader exited, the process is read through a live thread sharing
+// the leader's table, and the thread's own table is found all the same.
+func TestLiveDeviceInThreadFdTable(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	for _, c := range []struct {
+		name        string
+		leaderExits bool
+	}{{"leader", false}, {"leader-exited", true}} {
+		p, thread := livetest.HoldInThreadTable(t, loop.Node, c.leaderExits)
+		for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+			t.Run(c.name+"/"+path, func(t *testing.T) {
+				q := mustFind(t, capturePath(t, path), p, "holder in a thread's own fd table")
+				i := slices.IndexFunc(q.Holders, func(h snapshot.Holder) bool { return h.Target == loop.Node })
+				if i < 0 {
+					t.Fatalf("the fd on %s in thread %d's own table was not found; holders %+v, errors %q", loop.Node, thread.PID, q.Holders, q.Errors)
+				}
+				if h := q.Holders[i]; h.TID != thread.PID || h.Class != snapshot.ClassNVIDIA || h.Access != "rw" {
+					t.Errorf("holder %+v: want TID %d, class nvidia, access rw", h, thread.PID)
+				}
+				if !q.UsesNVIDIA() {
+					t.Error("the process uses an NVIDIA device (in its thread's table)")
+				}
+			})
+		}
+	}
+}

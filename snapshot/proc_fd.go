@@ -1,9 +1,13 @@
 package snapshot
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // /proc/PID/fd/N is a link to what fd N has open: a path for files and device
@@ -15,12 +19,13 @@ import (
 // procfs FileDescriptorTargets is not used: it drops the fd numbers, and
 // returns "" for a link it could not read, which hides a refusal.
 
-// holders reads the fd directory of a process and returns its device holders.
-// err is the error of listing the directory or a refusal of its links; errs
-// are per-fd errors worth recording.
-func (w *worker) holders() (hs []Holder, errs []string, err error) {
-	dir := w.dir + "/fd"
-	dirfd, err := w.r.openDirAt(w.dirfd, w.dir, "fd")
+// holders reads the fd directory of the task open as taskfd (a process's
+// directory, or a thread's task/TID) and returns its device holders. err is
+// the error of listing the directory or a refusal of its links; errs are
+// per-fd errors worth recording.
+func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string, err error) {
+	dir := taskDir + "/fd"
+	dirfd, err := w.r.openDirAt(taskfd, taskDir, "fd")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,7 +85,7 @@ func (w *worker) holders() (hs []Holder, errs []string, err error) {
 			other = append(other, h)
 			continue
 		}
-		info, ierr := w.r.readWholeAt(w.dirfd, w.dir, "fdinfo/"+name, w.small)
+		info, ierr := w.r.readWholeAt(taskfd, taskDir, "fdinfo/"+name, w.small)
 		w.small = info
 		if ierr == nil {
 			h.Flags, h.Access, ierr = parseFdinfoFlags(info)
@@ -106,4 +111,93 @@ func cutDeletedString(s string) (string, bool) {
 		return s[:len(s)-len(" (deleted)")], true
 	}
 	return s, false
+}
+
+// maxFdTables bounds the fd tables of one process's threads that are read:
+// a tenant can give each of thousands of threads a table of its own.
+const maxFdTables = 16
+
+// errTooManyFdTables: the threads' tables past maxFdTables were not read.
+var errTooManyFdTables = fmt.Errorf("threads with more than %d fd tables of their own: the rest were not read", maxFdTables)
+
+// threadHolders reads the device holders of the threads of process pid that
+// have an fd table of their own (cloned without CLONE_FILES): /proc/PID/fd,
+// like fuser and lsof, shows only the leader's table (or, where the leader
+// has exited, that of the live thread the process was read through, base),
+// and a tenant could hold a GPU there unseen. kcmp(KCMP_FILES) tells one
+// table from another without reading either, so threads sharing the
+// process's table (nearly all) cost one system call each.
+func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []Holder, errs []string, err error) {
+	if base == 0 {
+		base = pid
+	}
+	taskfd, err := w.r.openDirAt(pidfd, procDir, "task")
+	if err == nil {
+		defer w.r.close(taskfd, true)
+		w.tids, err = w.r.listInts(taskfd, w.tids[:0], 1, pidMax-1)
+	}
+	switch {
+	case err != nil && vanishedErr(err):
+		return nil, nil, nil
+	case err != nil:
+		return nil, []string{"task: " + errText(err) + ": threads' own fd tables not looked for"}, nil
+	}
+	var tables []int // a thread of each table read so far
+	for _, tid := range w.tids {
+		if tid == base || tid == pid {
+			continue
+		}
+		switch same, err := sameFdTable(base, tid); {
+		case errors.Is(err, unix.ENOSYS):
+			return hs, append(errs, "task fd tables: kcmp is not in this kernel (CONFIG_KCMP): a thread's own fd table was not looked for"), nil
+		case err != nil && refusedErr(err):
+			return hs, errs, err
+		case err != nil || same:
+			continue // the thread is gone, or shares the process's table
+		}
+		if slices.ContainsFunc(tables, func(t int) bool { same, _ := sameFdTable(t, tid); return same }) {
+			continue
+		}
+		if len(tables) == maxFdTables {
+			return hs, errs, errTooManyFdTables
+		}
+		tables = append(tables, tid)
+		dir := procDir + "/task/" + strconv.Itoa(tid)
+		tfd, err := w.r.openat(taskfd, strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		if err != nil {
+			continue // the thread ended since the listing
+		}
+		ths, terrs, err := w.holders(tfd, dir)
+		w.r.close(tfd, true)
+		for i := range ths {
+			ths[i].TID = tid
+		}
+		hs = append(hs, ths...)
+		for _, e := range terrs {
+			errs = append(errs, threadError(tid, e))
+		}
+		if err != nil && refusedErr(err) {
+			return hs, errs, err
+		}
+	}
+	return hs, errs, nil
+}
+
+// threadError is an error of a thread's own fd table, naming the thread.
+func threadError(tid int, err string) string {
+	if tid == 0 {
+		return err
+	}
+	return "task " + strconv.Itoa(tid) + ": " + err
+}
+
+// sameFdTable reports whether tasks a and b share one fd table
+// (kcmp KCMP_FILES; CONFIG_KCMP, root or ptrace access to both).
+func sameFdTable(a, b int) (bool, error) {
+	const kcmpFiles = 2
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpFiles, 0, 0, 0)
+	if errno != 0 {
+		return false, errno
+	}
+	return r == 0, nil
 }

@@ -278,6 +278,10 @@ type Holder struct {
 	DeviceType   string       `json:"device_type,omitempty"`
 	Class        string       `json:"class"`
 	GPUMinor     *int         `json:"gpu_minor,omitempty"`
+	// TID is the thread whose own fd table holds the fd (a thread cloned
+	// without CLONE_FILES: /proc/PID/fd shows the leader's table only); 0
+	// for the process's table.
+	TID int `json:"tid,omitempty"`
 }
 
 // Writable reports whether the descriptor was opened for writing.

@@ -46,6 +46,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define REC_SAME_PATH 4  // a mapping of the same file as the record before: its path is that one's
 #define REC_MM_BUSY 8    // VMA_UNWALKED: the mmap lock was held
 #define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
+#define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
 
 // Kinds of a vma_rec.
 #define VMA_DEVICE 1
@@ -88,6 +89,7 @@ struct vma_rec {
 };
 
 struct file_rec {
+	u64 files_key; // the address of the fd table: threads sharing one have the same
 	u32 pid;
 	u32 tid;
 	u32 fd;
@@ -349,11 +351,12 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 	struct file *file = ctx->file;
 	if (!task || !file)
 		return 0;
-	// The iterator already skips threads sharing the leader's fd table; a
-	// thread with a table of its own is not the process's (/proc/PID/fd
-	// shows the leader's), unless the leader has exited.
-	if (task->pid != task->tgid && task->group_leader->files)
-		return 0;
+	// The iterator already skips threads sharing the leader's fd table. A
+	// thread with a table of its own (cloned without CLONE_FILES) holds fds
+	// that /proc/PID/fd, fuser and lsof do not show: they are written too,
+	// marked as the thread's. Where the leader has exited, every live thread
+	// is walked, and user space keeps one (the table the process is read by).
+	u32 own = task->pid != task->tgid && task->group_leader->files ? REC_OWN_TABLE : 0;
 	struct inode *inode = file->f_inode;
 	u32 mode = inode->i_mode;
 	u32 type = mode & S_IFMT;
@@ -364,6 +367,8 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 		return 0;
 	struct file_rec *r = &s->file;
 	__builtin_memset(r, 0, sizeof(*r));
+	r->files_key = (u64)task->files;
+	r->rec_flags = own;
 	u32 fd = ctx->fd;
 	r->pid = task->tgid;
 	r->tid = task->pid;

@@ -282,3 +282,38 @@ func parsePIDs(text string, roles []string) (map[string]Proc, error) {
 	}
 	return procs, nil
 }
+
+//go:embed helper/privfd.c
+var privfdSource []byte
+
+// HoldInThreadTable starts a process whose only fd on path lives in a
+// thread's own fd table (cloned without CLONE_FILES): /proc/PID/fd, fuser and
+// lsof show none. It returns the process and that thread (PID: its TID).
+// With leaderExits the main thread then exits, another thread sharing its
+// table living on. Cleanup kills the process by PID.
+func HoldInThreadTable(t testing.TB, path string, leaderExits bool) (process, thread Proc) {
+	t.Helper()
+	cmd := exec.Command(buildC(t, "privfd", privfdSource), path)
+	if leaderExits {
+		cmd = exec.Command(cmd.Path, "-x", path)
+	}
+	procs, exited := runTenant(t, cmd, "tenant", "thread")
+	p := procs["tenant"]
+	t.Cleanup(func() {
+		// Alive says no to a zombie leader: kill by PID while it is ours.
+		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		<-exited
+	})
+	if leaderExits {
+		err := waitFor(fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
+			_, state, err := readStat(p.PID)
+			return err == nil && state == 'Z'
+		})
+		if err != nil {
+			t.Fatalf("livetest: %v", err)
+		}
+	}
+	return p, procs["thread"]
+}
