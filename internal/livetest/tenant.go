@@ -153,13 +153,26 @@ func HoldLeaderExited(t testing.TB, path string) Proc {
 	bin := buildTenant(t)
 	procs, exited := runTenant(t, exec.Command(bin, "-t", path), "tenant")
 	p := procs["tenant"]
+	killOnCleanup(t, p, exited)
+	waitLeaderExited(t, p)
+	return p
+}
+
+// killOnCleanup kills p by PID when the test ends, while it is still the
+// same process (Alive says no to a zombie leader whose threads run), and
+// reaps it: it is our child.
+func killOnCleanup(t testing.TB, p Proc, exited <-chan error) {
 	t.Cleanup(func() {
-		// Alive says no to a zombie leader: kill by PID while it is ours.
 		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 		<-exited
 	})
+}
+
+// waitLeaderExited waits until p's main thread has exited (a zombie leader).
+func waitLeaderExited(t testing.TB, p Proc) {
+	t.Helper()
 	err := waitFor(fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
 		_, state, err := readStat(p.PID)
 		return err == nil && state == 'Z'
@@ -167,7 +180,6 @@ func HoldLeaderExited(t testing.TB, path string) Proc {
 	if err != nil {
 		t.Fatalf("livetest: %v", err)
 	}
-	return p
 }
 
 // copyExe copies the helper bin to path (mode 0755, directories made) and
@@ -299,21 +311,9 @@ func HoldInThreadTable(t testing.TB, path string, leaderExits bool) (process, th
 	}
 	procs, exited := runTenant(t, cmd, "tenant", "thread")
 	p := procs["tenant"]
-	t.Cleanup(func() {
-		// Alive says no to a zombie leader: kill by PID while it is ours.
-		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-		}
-		<-exited
-	})
+	killOnCleanup(t, p, exited)
 	if leaderExits {
-		err := waitFor(fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
-			_, state, err := readStat(p.PID)
-			return err == nil && state == 'Z'
-		})
-		if err != nil {
-			t.Fatalf("livetest: %v", err)
-		}
+		waitLeaderExited(t, p)
 	}
 	return p, procs["thread"]
 }
