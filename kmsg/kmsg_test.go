@@ -3,8 +3,11 @@ package kmsg
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,8 +160,8 @@ func TestReadBounds(t *testing.T) {
 	}
 	r := w.Records[1]
 	sum := sha256.Sum256([]byte("NVRM: " + long))
-	if len(r.Text) != MaxText || r.TextLen != len(long)+6 || r.TextSHA256 != hex.EncodeToString(sum[:]) || len(r.Dict) != 0 { // the bound covers the dictionary too
-		t.Errorf("long record: text %d bytes, len %d, sha %s, dict %d", len(r.Text), r.TextLen, r.TextSHA256, len(r.Dict))
+	if len(r.Text) != MaxText || r.Cut == nil || r.Cut.TextLen != len(long)+6 || r.Cut.TextSHA256 != hex.EncodeToString(sum[:]) || len(r.Dict) != 0 { // the bound covers the dictionary too
+		t.Errorf("long record: text %d bytes, cut %+v, dict %d", len(r.Text), r.Cut, len(r.Dict))
 	}
 	if w.Records[2].Text != "after" {
 		t.Errorf("the record after a long one: %+v", w.Records[2])
@@ -183,5 +186,61 @@ func TestReadBounds(t *testing.T) {
 	}
 	if pos := ReadPosition(dir); pos.Unavailable == "" {
 		t.Errorf("a directory: %+v", pos)
+	}
+}
+
+// Records of every length, around the file reader's buffer and past
+// MaxText, with dictionaries: each is read whole wherever the reads cut
+// the file, and bounded by the same rule as one parsed alone.
+func TestReadWindowAcrossReads(t *testing.T) {
+	var file strings.Builder
+	type want struct {
+		text string
+		dict []string
+		cut  *Cut
+	}
+	var wants []want
+	lengths := []int{0, 1, 80, fileBuffer - 40, fileBuffer + 1, 2 * fileBuffer, MaxText - 10, MaxText + 100, MaxText + 300, 3*MaxText + 5, 70}
+	for i := range 150 {
+		n := lengths[i%len(lengths)] + i%7
+		text := strings.Repeat(string(rune('a'+i%26)), n)
+		var dict []string
+		for d := range i % 4 {
+			dict = append(dict, fmt.Sprintf("K%d=%s", d, strings.Repeat("v", (i*37+d*fileBuffer/3)%(fileBuffer+500))))
+		}
+		fmt.Fprintf(&file, "6,%d,%d,-;%s\n", 100+i, i, text)
+		for _, d := range dict {
+			file.WriteString(" " + d + "\n")
+		}
+		if i%5 == 0 {
+			file.WriteString("\n") // a blank line between records
+		}
+		w := want{text: text}
+		if len(text) > MaxText {
+			sum := sha256.Sum256([]byte(text))
+			w.text, w.cut = text[:MaxText], &Cut{TextLen: len(text), TextSHA256: hex.EncodeToString(sum[:])}
+		}
+		kept := len(w.text)
+		for _, d := range dict {
+			if kept+len(d) > MaxText {
+				break
+			}
+			kept += len(d)
+			w.dict = append(w.dict, d)
+		}
+		wants = append(wants, w)
+	}
+	path := filepath.Join(t.TempDir(), "kmsg")
+	os.WriteFile(path, []byte(strings.TrimSuffix(file.String(), "\n")), 0o600) // the last line has no newline
+	w := ReadWindow(path, &Position{Next: 100}, &Position{Next: 100 + uint64(len(wants))})
+	if len(w.Missing) != 0 || len(w.Records) != len(wants) {
+		t.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
+	}
+	for i, r := range w.Records {
+		wt := wants[i]
+		if r.Seq != uint64(100+i) || r.Text != wt.text || !slices.Equal(r.Dict, wt.dict) || !reflect.DeepEqual(r.Cut, wt.cut) {
+			t.Fatalf("record %d: text %d bytes (want %d), %d dictionary lines (want %d), cut %+v (want %+v)",
+				100+i, len(r.Text), len(wt.text), len(r.Dict), len(wt.dict), r.Cut, wt.cut)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package kmsg
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,7 +84,7 @@ func open(path string) (source, error) {
 			return nil, fmt.Errorf("%s: %d bytes, more than the %d a kernel log file may have", path, st.Size, MaxFileSize)
 		}
 		f := os.NewFile(uintptr(fd), path)
-		return &fileSource{f: f, r: bufio.NewReaderSize(f, 64<<10)}, nil
+		return newFileSource(f), nil
 	default:
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s: neither the kernel log device nor a regular file", path)
@@ -131,118 +130,247 @@ func (d *deviceSource) next() ([]byte, [][]byte, *longText, error) {
 
 func (d *deviceSource) close() error { return unix.Close(d.fd) }
 
+// fileBuffer is the size of a file's reads, and of the longest record
+// returned in place: a longer one is gathered into buffers of its own.
+const fileBuffer = 32 << 10
+
 // fileSource reads a file of records as /dev/kmsg writes them, one after
-// another: a header line, then its dictionary lines, each starting with a space.
+// another: a header line, then its dictionary lines, each starting with a
+// space. It reads fileBuffer bytes at a time and returns each record's
+// lines in place, within its buffer: no copy, no allocation per record.
 type fileSource struct {
-	f       *os.File
-	r       *bufio.Reader
+	f    *os.File
+	buf  []byte
+	r, w int // buf[r:w] is read from the file and not yet returned
+	eof  bool
+	dict [][]byte
+	// A record longer than buf is gathered here: its first line, cut at
+	// MaxText plus a header's room, and its dictionary lines.
 	first   []byte
 	long    longText
 	dictBuf []byte
-	dict    [][]byte
+	dictEnd []int
+}
+
+func newFileSource(f *os.File) *fileSource {
+	return &fileSource{f: f, buf: make([]byte, fileBuffer)}
 }
 
 func (s *fileSource) next() ([]byte, [][]byte, *longText, error) {
 	for {
-		line, long, err := s.line(&s.first)
-		if err != nil {
+		end, fits, err := s.lineEnd(0)
+		switch {
+		case err != nil:
 			return nil, nil, nil, err
+		case end == 0 && s.eof && s.r == s.w:
+			return nil, nil, nil, io.EOF
+		case end == 0 || s.buf[s.r] == ' ':
+			// A blank line, or a dictionary line whose record was not a record.
+			if err := s.skipLine(func([]byte) {}); err != nil {
+				return nil, nil, nil, err
+			}
+			continue
+		case !fits:
+			return s.gather()
 		}
-		if len(line) == 0 || line[0] == ' ' {
-			continue // a blank line, or a dictionary line whose record was not a record
-		}
-		s.first = line
-		s.dictBuf, s.dict = s.dictBuf[:0], s.dict[:0]
-		var offsets []int
+		// The record's dictionary lines: offsets from s.r, which a read
+		// that moves the record to the start of buf leaves valid.
+		type span struct{ from, to int }
+		var spans [8]span
+		dict := spans[:0]
+		pos := end + 1
 		for {
-			b, err := s.r.Peek(1)
-			if err != nil || b[0] != ' ' {
-				break
-			}
-			var d []byte
-			d, _, err = s.line(nil)
+			ok, err := s.have(pos)
 			if err != nil {
+				return nil, nil, nil, err
+			}
+			if !ok {
+				if s.eof {
+					break
+				}
+				return s.gather() // the record is longer than buf
+			}
+			if s.buf[s.r+pos] != ' ' {
 				break
 			}
-			offsets = append(offsets, len(s.dictBuf))
-			s.dictBuf = append(s.dictBuf, d[1:]...)
-		}
-		for i, off := range offsets {
-			end := len(s.dictBuf)
-			if i+1 < len(offsets) {
-				end = offsets[i+1]
+			dend, fits, err := s.lineEnd(pos)
+			if err != nil {
+				return nil, nil, nil, err
 			}
-			s.dict = append(s.dict, s.dictBuf[off:end])
+			if !fits {
+				return s.gather()
+			}
+			dict = append(dict, span{pos + 1, dend})
+			pos = dend + 1
 		}
-		var lt *longText
-		if long.n > 0 {
-			s.long = long
-			lt = &s.long
+		s.dict = s.dict[:0]
+		for _, d := range dict {
+			s.dict = append(s.dict, s.buf[s.r+d.from:s.r+d.to])
 		}
-		return s.first, s.dict, lt, nil
+		first := s.buf[s.r : s.r+end]
+		s.consume(pos - 1)
+		return first, s.dict, nil, nil
 	}
 }
 
-// line reads one line without its newline, into *keep when keep is not nil
-// (else into a new slice). Past MaxText plus a header's room the rest is not
-// kept: it is counted and hashed with the text (the bytes after the first
-// ';'), whose length and SHA-256 it returns.
-func (s *fileSource) line(keep *[]byte) ([]byte, longText, error) {
+// gather reads the record at s.r, longer than buf, into buffers of its own.
+func (s *fileSource) gather() ([]byte, [][]byte, *longText, error) {
 	const room = MaxText + 256
-	var out []byte
-	if keep != nil {
-		out = (*keep)[:0]
+	first, long, err := s.longLine()
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	if long != nil {
+		// A text past MaxText keeps no dictionary (see parse).
+		return first, nil, long, s.skipDictLines()
+	}
+	s.dictBuf, s.dictEnd = s.dictBuf[:0], s.dictEnd[:0]
+	for {
+		ok, err := s.have(0)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if !ok || s.buf[s.r] != ' ' {
+			break
+		}
+		start, skip := len(s.dictBuf), 1 // the line without its leading space
+		err = s.skipLine(func(b []byte) {
+			b = b[min(skip, len(b)):]
+			skip = 0
+			s.dictBuf = append(s.dictBuf, b[:min(len(b), start+room-len(s.dictBuf))]...)
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s.dictEnd = append(s.dictEnd, len(s.dictBuf))
+	}
+	s.dict = s.dict[:0]
+	start := 0
+	for _, end := range s.dictEnd {
+		s.dict = append(s.dict, s.dictBuf[start:end])
+		start = end
+	}
+	return first, s.dict, nil, nil
+}
+
+// consume moves past the line that ends at s.r+end (its newline, or the end of the file).
+func (s *fileSource) consume(end int) { s.r = min(s.r+end+1, s.w) }
+
+// lineEnd finds the end of the line at s.r+off (the offset of its newline
+// from s.r, or of the end of the file), reading more as needed. It returns
+// fits false when the line does not fit in buf with what precedes it from s.r.
+func (s *fileSource) lineEnd(off int) (end int, fits bool, err error) {
+	scanned := off
+	for {
+		if i := bytes.IndexByte(s.buf[s.r+scanned:s.w], '\n'); i >= 0 {
+			return scanned + i, true, nil
+		}
+		scanned = s.w - s.r
+		if s.eof {
+			return scanned, true, nil
+		}
+		if ok, err := s.fill(); !ok || err != nil {
+			return scanned, false, err
+		}
+	}
+}
+
+// have reports whether the byte at s.r+off is read (false at the end of the
+// file, or when it does not fit in buf).
+func (s *fileSource) have(off int) (bool, error) {
+	for s.r+off >= s.w {
+		if s.eof {
+			return false, nil
+		}
+		if ok, err := s.fill(); !ok || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// fill reads more of the file after buf[s.r:s.w], moving those bytes to the
+// start of buf first; false when buf is full.
+func (s *fileSource) fill() (bool, error) {
+	if s.r > 0 {
+		s.w = copy(s.buf, s.buf[s.r:s.w])
+		s.r = 0
+	}
+	if s.w == len(s.buf) {
+		return false, nil
+	}
+	n, err := s.f.Read(s.buf[s.w:])
+	s.w += n
+	switch {
+	case err == io.EOF:
+		s.eof = true
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// longLine reads a line longer than buf (which holds its start, from s.r).
+// It keeps MaxText plus a header's room of it; where it cuts, it counts and
+// hashes the line's text (the bytes after the first ';') to its end.
+func (s *fileSource) longLine() ([]byte, *longText, error) {
+	const room = MaxText + 256
+	s.first = s.first[:0]
 	var h hash.Hash
-	textLen, semi, started := 0, -1, false
-	for done := false; !done; {
-		chunk, err := s.r.ReadSlice('\n')
-		switch {
-		case err == nil:
-			chunk, done = chunk[:len(chunk)-1], true
-		case err == bufio.ErrBufferFull:
-		case err == io.EOF:
-			if len(chunk) == 0 && !started {
-				return nil, longText{}, io.EOF
+	n, total := 0, 0
+	err := s.skipLine(func(b []byte) {
+		total += len(b)
+		from := 0 // where the text starts in b, once the ';' is found
+		if take := min(room-len(s.first), len(b)); take > 0 {
+			if h == nil {
+				if i := bytes.IndexByte(b[:take], ';'); i >= 0 {
+					h, from = sha256.New(), i+1
+				}
 			}
-			done = true
-		default:
-			return nil, longText{}, err
+			s.first = append(s.first, b[:take]...)
 		}
-		started = true
-		if semi < 0 {
-			if i := bytes.IndexByte(chunk, ';'); i >= 0 {
-				semi = len(out) + i
-			}
+		if h != nil {
+			h.Write(b[from:])
+			n += len(b) - from
 		}
-		if h == nil && len(out)+len(chunk) <= room {
-			out = append(out, chunk...)
-			continue
-		}
-		if h == nil {
-			h = sha256.New()
-			if semi >= 0 && semi < len(out) {
-				h.Write(out[semi+1:])
-				textLen = len(out) - semi - 1
-			}
-		}
-		take := min(room-len(out), len(chunk))
-		if semi >= len(out) { // the ';' is in this chunk: hash from after it
-			h.Write(chunk[semi-len(out)+1:])
-			textLen += len(chunk) - (semi - len(out) + 1)
-		} else if semi >= 0 {
-			h.Write(chunk)
-			textLen += len(chunk)
-		}
-		out = append(out, chunk[:take]...)
+	})
+	if err != nil || h == nil || total <= room {
+		return s.first, nil, err // not cut (parse bounds the text), or no text (parse says so)
 	}
-	if keep != nil {
-		*keep = out
+	s.long = longText{n: n, sum: hex.EncodeToString(h.Sum(nil))}
+	return s.first, &s.long, nil
+}
+
+// skipLine reads on to the end of the line at s.r, giving what it passes to seen.
+func (s *fileSource) skipLine(seen func([]byte)) error {
+	for {
+		if i := bytes.IndexByte(s.buf[s.r:s.w], '\n'); i >= 0 {
+			seen(s.buf[s.r : s.r+i])
+			s.r += i + 1
+			return nil
+		}
+		seen(s.buf[s.r:s.w])
+		s.r = s.w
+		if s.eof {
+			return nil
+		}
+		if _, err := s.fill(); err != nil {
+			return err
+		}
 	}
-	if h == nil {
-		return out, longText{}, nil
+}
+
+// skipDictLines reads past the dictionary lines at s.r.
+func (s *fileSource) skipDictLines() error {
+	for {
+		ok, err := s.have(0)
+		if err != nil || !ok || s.buf[s.r] != ' ' {
+			return err
+		}
+		if err := s.skipLine(func([]byte) {}); err != nil {
+			return err
+		}
 	}
-	return out, longText{n: textLen, sum: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 func (s *fileSource) close() error { return s.f.Close() }

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // FacilityKern is the facility of records the kernel wrote itself. A record
@@ -33,20 +34,25 @@ const FacilityKern = 0
 // the kernel's own records are far shorter, a file given with --kmsg may not be.
 const MaxText = 64 << 10
 
-// Record is one record of the kernel log.
+// Record is one record of the kernel log. A window holds thousands: the
+// fields few records carry are behind Cut, so that each stays small.
 type Record struct {
 	Seq      uint64   `json:"seq"`
-	Facility int      `json:"facility"` // PRI >> 3: 0 is the kernel
-	Level    int      `json:"level"`    // PRI & 7: 0 emerg .. 7 debug
 	USec     uint64   `json:"usec"`     // microseconds since boot (the kernel's local clock)
+	Facility int32    `json:"facility"` // PRI >> 3: 0 is the kernel
+	Level    int32    `json:"level"`    // PRI & 7: 0 emerg .. 7 debug
 	Flags    string   `json:"flags"`
 	Caller   string   `json:"caller,omitempty"` // caller=T123 or C1, where the kernel adds it
 	Text     string   `json:"text"`             // escaped as the kernel escapes it
 	Dict     []string `json:"dict,omitempty"`   // KEY=VALUE continuation lines, without the leading space
-	// TextLen and TextSHA256 describe a text longer than MaxText, of which
-	// only the first MaxText bytes are kept.
-	TextLen    int    `json:"text_len,omitempty"`
-	TextSHA256 string `json:"text_sha256,omitempty"`
+	Cut      *Cut     `json:"cut,omitempty"`    // set where the text was longer than MaxText
+}
+
+// Cut describes a text longer than MaxText, of which only the first MaxText
+// bytes are kept.
+type Cut struct {
+	TextLen    int    `json:"text_len"`
+	TextSHA256 string `json:"text_sha256"`
 }
 
 // Line writes the record back in /dev/kmsg's format, dictionary included,
@@ -74,15 +80,24 @@ var errNotRecord = errors.New("not a kernel log record")
 // parseSeq reads the sequence number alone: skipping the records before a
 // window costs this much per record, not a whole parse.
 func parseSeq(header []byte) (uint64, error) {
-	_, rest, ok := bytes.Cut(header, []byte{','})
-	if !ok {
+	_, rest := cutComma(header)
+	seq, rest := cutComma(rest)
+	if rest == nil {
 		return 0, errNotRecord
 	}
-	end := bytes.IndexByte(rest, ',')
-	if end < 0 {
-		return 0, errNotRecord
+	return parseUint(seq)
+}
+
+// cutComma cuts b at its first comma; rest is nil where it has none. A
+// header's fields are a few bytes long: a plain loop finds the comma faster
+// than a call to bytes.IndexByte.
+func cutComma(b []byte) (field, rest []byte) {
+	for i, c := range b {
+		if c == ',' {
+			return b[:i], b[i+1:]
+		}
 	}
-	return parseUint(rest[:end])
+	return b, nil
 }
 
 // parseUint is strconv.ParseUint for a []byte, without the allocation of a string.
@@ -108,64 +123,112 @@ func parseUint(b []byte) (uint64, error) {
 // newline) and its dictionary lines (each without the leading space and the
 // newline).
 func Parse(first []byte, dict [][]byte) (Record, error) {
-	return parse(first, dict, func(b []byte) string { return string(b) })
+	var r Record
+	err := parse(&r, first, dict, nil)
+	return r, err
 }
 
-// parse is Parse with the strings of the text and dictionary made by keep.
-func parse(first []byte, dict [][]byte, keep func([]byte) string) (Record, error) {
-	var r Record
+// parse is Parse into *r, a zero Record (a window's records are parsed in
+// place), with the text and dictionary kept in a (each its own string
+// where a is nil).
+func parse(r *Record, first []byte, dict [][]byte, a *textArena) error {
 	semi := bytes.IndexByte(first, ';')
 	if semi < 0 {
-		return r, fmt.Errorf("%w: no ';' after the header", errNotRecord)
+		return fmt.Errorf("%w: no ';' after the header", errNotRecord)
 	}
 	// PRI,SEQ,USEC,FLAGS, then extensions: the ABI says to ignore those not known.
 	header := first[:semi]
 	var fields [4][]byte
 	for i := range fields {
-		f, rest, found := bytes.Cut(header, []byte{','})
-		if !found && i < 3 {
-			return r, fmt.Errorf("%w: header %q has fewer than 4 fields", errNotRecord, clip(first[:semi]))
+		if header == nil {
+			return fmt.Errorf("%w: header %q has fewer than 4 fields", errNotRecord, clip(first[:semi]))
 		}
-		fields[i], header = f, rest
+		fields[i], header = cutComma(header)
 	}
 	pri, err := parseUint(fields[0])
 	if err != nil || pri > 1<<31 {
-		return r, fmt.Errorf("%w: priority %q", errNotRecord, clip(fields[0]))
+		return fmt.Errorf("%w: priority %q", errNotRecord, clip(fields[0]))
 	}
 	if r.Seq, err = parseUint(fields[1]); err != nil {
-		return r, fmt.Errorf("%w: sequence number %q", errNotRecord, clip(fields[1]))
+		return fmt.Errorf("%w: sequence number %q", errNotRecord, clip(fields[1]))
 	}
 	if r.USec, err = parseUint(fields[2]); err != nil {
-		return r, fmt.Errorf("%w: timestamp %q", errNotRecord, clip(fields[2]))
+		return fmt.Errorf("%w: timestamp %q", errNotRecord, clip(fields[2]))
 	}
-	r.Facility, r.Level = int(pri>>3), int(pri&7)
+	r.Facility, r.Level = int32(pri>>3), int32(pri&7)
 	r.Flags = "-" // the flags of nearly every record: no string to allocate
 	if string(fields[3]) != "-" {
 		r.Flags = string(clip(fields[3]))
 	}
 	for len(header) > 0 {
 		var f []byte
-		f, header, _ = bytes.Cut(header, []byte{','})
+		f, header = cutComma(header)
 		if v, ok := bytes.CutPrefix(f, []byte("caller=")); ok {
-			r.Caller = string(clip(v))
+			r.Caller = a.text(clip(v))
 		}
 	}
 	text := first[semi+1:]
 	if len(text) > MaxText {
 		sum := sha256.Sum256(text)
-		r.TextLen, r.TextSHA256 = len(text), hex.EncodeToString(sum[:])
+		r.Cut = &Cut{TextLen: len(text), TextSHA256: hex.EncodeToString(sum[:])}
 		text = text[:MaxText]
 	}
-	r.Text = keep(text)
+	r.Text = a.text(text)
 	kept := len(text)
+	if len(dict) > 0 {
+		r.Dict = a.dict(len(dict))
+	}
 	for _, d := range dict {
 		if kept+len(d) > MaxText {
 			break // the text's bound covers its dictionary too
 		}
 		kept += len(d)
-		r.Dict = append(r.Dict, keep(d))
+		r.Dict = append(r.Dict, a.text(d))
 	}
-	return r, nil
+	return nil
+}
+
+// arenaBlock is the size of a textArena's blocks; arenaLines the number of
+// dictionary lines one allocation holds.
+const arenaBlock, arenaLines = 32 << 10, 1024
+
+// textArena keeps the texts of a window's records: each is copied once
+// into a block that is only ever appended to, and is a string over those
+// bytes, never written again. A window of records costs an allocation per
+// block, not one per text and dictionary line (most of what reading a
+// window cost).
+type textArena struct {
+	block    []byte
+	dictRoom []string
+}
+
+// text keeps b; a nil arena makes a string of its own.
+func (a *textArena) text(b []byte) string {
+	if a == nil {
+		return string(b)
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(a.block)-len(a.block) < len(b) {
+		a.block = make([]byte, 0, max(arenaBlock, len(b)))
+	}
+	at := len(a.block)
+	a.block = append(a.block, b...)
+	return unsafe.String(&a.block[at], len(b))
+}
+
+// dict gives an empty slice with room for n dictionary lines, its own.
+func (a *textArena) dict(n int) []string {
+	if a == nil {
+		return make([]string, 0, n)
+	}
+	if cap(a.dictRoom)-len(a.dictRoom) < n {
+		a.dictRoom = make([]string, 0, max(arenaLines, n))
+	}
+	at := len(a.dictRoom)
+	a.dictRoom = a.dictRoom[:at+n]
+	return a.dictRoom[at : at : at+n]
 }
 
 // clip bounds a header field quoted in an error or kept as a flag.

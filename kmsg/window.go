@@ -94,9 +94,7 @@ func (w *Window) read(src source) {
 	dropped := 0
 	n := min(w.To-w.From, MaxWindowRecords)
 	w.Records = make([]Record, 0, n)
-	// Room for texts of a typical length: growing it is most of the cost otherwise.
-	arena := textArena{buf: make([]byte, 0, n*128), spans: make([][2]int, 0, n)}
-	defer func() { arena.fill(w.Records) }()
+	var arena textArena
 	for {
 		first, dict, long, err := src.next()
 		if err == io.EOF {
@@ -124,53 +122,23 @@ func (w *Window) read(src source) {
 			dropped++
 			continue
 		}
-		rec, err := parse(first, dict, arena.keep)
-		if err != nil {
+		// Parsed in place: w.Records has room for every record of the
+		// window, and a record copied in would be copied again.
+		w.Records = w.Records[:len(w.Records)+1]
+		rec := &w.Records[len(w.Records)-1]
+		if err := parse(rec, first, dict, &arena); err != nil {
+			*rec, w.Records = Record{}, w.Records[:len(w.Records)-1]
 			w.miss(fmt.Sprintf("record %d: %s", seq, err))
 			continue
 		}
 		if long != nil {
-			rec.TextLen, rec.TextSHA256 = long.n, long.sum
+			rec.Cut = &Cut{TextLen: long.n, TextSHA256: long.sum}
 		}
-		w.Records = append(w.Records, rec)
 	}
 	if want < w.To {
 		w.miss(fmt.Sprintf("records %d to %d of the window are not in the log", want, w.To-1))
 	}
 	if dropped > 0 {
 		w.miss(fmt.Sprintf("%d records of the window past the first %d were not kept", dropped, MaxWindowRecords))
-	}
-}
-
-// textArena gathers the texts of a window's records into one string: one
-// allocation for the window, not one per record and dictionary line (most
-// of what reading a window cost).
-type textArena struct {
-	buf   []byte
-	spans [][2]int // in the order keep was called: each record's text, then its dictionary
-}
-
-// keep records b and returns "": fill sets the string once the window is read.
-func (a *textArena) keep(b []byte) string {
-	a.spans = append(a.spans, [2]int{len(a.buf), len(a.buf) + len(b)})
-	a.buf = append(a.buf, b...)
-	return ""
-}
-
-// fill gives the records their texts, in the order parse kept them.
-func (a *textArena) fill(records []Record) {
-	all := string(a.buf)
-	next := 0
-	text := func() string {
-		s := a.spans[next]
-		next++
-		return all[s[0]:s[1]]
-	}
-	for i := range records {
-		r := &records[i]
-		r.Text = text()
-		for j := range r.Dict {
-			r.Dict[j] = text()
-		}
 	}
 }
