@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -295,5 +296,25 @@ func TestMarkdownBreaksAutolinks(t *testing.T) {
 		if got := mdText(in); got != want {
 			t.Errorf("mdText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// NVML's ECC errors and lost GPUs stand on the time line; an Xid stands
+// there as its xid_error finding, not twice.
+func TestTimelineGPUEvents(t *testing.T) {
+	gi, ci := uint32(1), uint32(0)
+	in := Input{Events: &eventlog.ReadResult{Events: []eventlog.Event{
+		{Time: t0, Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventECCDoubleBit, GPUUUID: "GPU-1", GPUInstanceID: &gi, ComputeInstanceID: &ci},
+		{Time: t0.Add(time.Second), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventXid, Xid: 79, GPUUUID: "GPU-0"},
+		{Time: t0.Add(2 * time.Second), Kind: eventlog.KindLost, Note: "NVML's GPU events: nvml event wait: unknown error"},
+	}}}
+	var got []string
+	for _, e := range watchEvents(in, nil) {
+		got = append(got, e.What)
+	}
+	want := []string{"NVML: double-bit (uncorrectable) ECC error on GPU-1 (MIG GPU instance 1, compute instance 0)",
+		"gpusnap watch: events lost (NVML's GPU events: nvml event wait: unknown error)"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("time line:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -349,7 +349,8 @@ func timeline(in Input, procs []process) []event {
 const maxTimelineEvents = 500
 
 // watchEvents are the time line's lines from the event log: the watch's
-// starts, stops and losses, and every event of a process a finding names.
+// starts, stops and losses, NVML's ECC errors and lost GPUs, and every
+// event of a process a finding names.
 func watchEvents(in Input, procs []process) []event {
 	if in.Events == nil {
 		return nil
@@ -367,8 +368,13 @@ func watchEvents(in Input, procs []process) []event {
 			what = "gpusnap watch started (" + e.Mode + " mode)"
 		case e.Kind == eventlog.KindWatchStop:
 			what = "gpusnap watch stopped"
+		case e.Kind == eventlog.KindLost && e.Lost == 0:
+			what = "gpusnap watch: events lost (" + e.Note + ")"
 		case e.Kind == eventlog.KindLost:
 			what = fmt.Sprintf("gpusnap watch: the kernel dropped events (%d since the watch started)", e.Lost)
+		case e.Kind == eventlog.KindGPUEvent && e.GPUEvent != eventlog.GPUEventXid:
+			// An Xid stands on the time line as its xid_error finding.
+			what = "NVML: " + e.GPUEventText()
 		case e.Process != nil && (involved[e.Process.Key()] || e.Child != nil && involved[e.Child.Key()]):
 			what = "process " + e.Process.Key() + " (" + e.Process.Comm + "): " + e.Kind
 			if e.Device != nil {

@@ -18,6 +18,9 @@ const (
 	KindExit  = "exit"  // a process that used a device ended
 	KindUsing = "using" // fallback mode: a rescan found a process holding or mapping a device
 	KindNVML  = "nvml"  // NVML listed a process on a GPU it had not listed before
+	// KindGPUEvent is an event NVML delivered for a GPU: a critical Xid, an
+	// ECC error, or the GPU lost (GPUEvent says which).
+	KindGPUEvent = "gpu_event"
 
 	// The watch's own record: when it ran, how, and what it missed.
 	KindWatchStart = "watch_start"
@@ -28,6 +31,14 @@ const (
 	// ModeFallback is a watch_start's mode where no kernel hook loads: a
 	// rescan of /proc each interval, which misses what comes and goes between.
 	ModeFallback = "fallback"
+)
+
+// The types of a gpu_event: what NVML's event set delivered.
+const (
+	GPUEventXid          = "xid"            // a critical Xid; Xid holds the number
+	GPUEventECCDoubleBit = "ecc_double_bit" // an uncorrectable ECC error
+	GPUEventECCSingleBit = "ecc_single_bit" // a corrected ECC error
+	GPUEventGPULost      = "gpu_lost"       // the wait answered GPU_IS_LOST: no GPU's events can be trusted after it
 )
 
 // AliveEvery is how often a running watch writes a record even when nothing
@@ -60,7 +71,14 @@ type Event struct {
 	FD       *int     `json:"fd,omitempty"`
 	Child    *Process `json:"child,omitempty"`     // fork
 	ExitCode *int     `json:"exit_code,omitempty"` // exit: the wait status
-	GPUUUID  string   `json:"gpu_uuid,omitempty"`  // nvml
+	GPUUUID  string   `json:"gpu_uuid,omitempty"`  // nvml, gpu_event
+
+	// gpu_event: its type (GPUEventXid ...), the Xid number, and the MIG
+	// instance it is of (nil: the whole GPU).
+	GPUEvent          string  `json:"gpu_event,omitempty"`
+	Xid               uint64  `json:"xid,omitempty"`
+	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
+	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 
 	// watch_start: the mode (a hook name, or fallback), and what it cannot see.
 	Mode  string   `json:"mode,omitempty"`
@@ -110,6 +128,37 @@ func (e *Event) Writable() bool {
 		return len(e.Perms) > 1 && e.Perms[1] == 'w'
 	}
 	return false
+}
+
+// GPUEventText says a gpu_event in words: "Xid 79 on GPU-... (MIG GPU
+// instance 1, compute instance 0)".
+func (e *Event) GPUEventText() string {
+	var what string
+	switch e.GPUEvent {
+	case GPUEventXid:
+		what = fmt.Sprintf("Xid %d", e.Xid)
+	case GPUEventECCDoubleBit:
+		what = "double-bit (uncorrectable) ECC error"
+	case GPUEventECCSingleBit:
+		what = "single-bit (corrected) ECC error"
+	case GPUEventGPULost:
+		what = "GPU lost"
+	default:
+		what = "GPU event " + e.GPUEvent
+	}
+	gpu := e.GPUUUID
+	if gpu == "" {
+		gpu = "a GPU NVML did not name"
+	}
+	what += " on " + gpu
+	if e.GPUInstanceID != nil {
+		what += fmt.Sprintf(" (MIG GPU instance %d", *e.GPUInstanceID)
+		if e.ComputeInstanceID != nil {
+			what += fmt.Sprintf(", compute instance %d", *e.ComputeInstanceID)
+		}
+		what += ")"
+	}
+	return what
 }
 
 // UsesDevice reports whether the event is a use of a device.

@@ -6,6 +6,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
 // h100Host is a DGX H100 mock running 100 processes spread over its 8 GPUs.
@@ -17,7 +19,7 @@ func h100Host() *server.Server {
 		procs[i] = append(procs[i], v1Process(uint32(10000+pid), gib))
 	}
 	for i, d := range s.Devices {
-		serve(d.(*server.Device), procs[i]...)
+		livetest.ServeGPU(d.(*server.Device), procs[i]...)
 	}
 	return s
 }

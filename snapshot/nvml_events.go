@@ -4,16 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpusnap/gpusnap/eventlog"
 )
 
 // GPUEvent is one event NVML delivered for a GPU: a critical Xid or an ECC
 // error, as the driver reports it beside the kernel log's Xid lines.
 type GPUEvent struct {
 	Time    time.Time `json:"time"` // when Next returned it
-	Type    string    `json:"type"` // one of the GPUEvent* types
+	Type    string    `json:"type"` // eventlog.GPUEventXid, ...
 	Xid     uint64    `json:"xid,omitempty"`
 	GPUUUID string    `json:"gpu_uuid,omitempty"`
 	// GPUInstanceID and ComputeInstanceID name the MIG instance an event is
@@ -21,14 +24,6 @@ type GPUEvent struct {
 	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 }
-
-// The types of GPUEvent.
-const (
-	GPUEventXid          = "xid"            // EventTypeXidCriticalError; Xid holds the number
-	GPUEventECCDoubleBit = "ecc_double_bit" // an uncorrectable ECC error
-	GPUEventECCSingleBit = "ecc_single_bit" // a corrected ECC error
-	GPUEventGPULost      = "gpu_lost"       // the wait answered GPU_IS_LOST: no GPU's events can be trusted now
-)
 
 // gpuEventMask is what NVIDIA's k8s-device-plugin watches for its health
 // checks: critical Xids and ECC errors. Each GPU registers the part of it
@@ -38,14 +33,57 @@ const gpuEventMask = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEcc
 // ErrNoGPUEvent is Next's answer when the timeout passed without an event.
 var ErrNoGPUEvent = errors.New("no GPU event before the timeout")
 
-// GPUEvents waits for NVML's events of every GPU. It is the reader a
-// long-running watcher polls; it is not yet wired into gpusnap watch.
+// GPUEvents waits for NVML's events of every GPU: gpusnap watch polls it
+// and records each event in the event log.
 type GPUEvents struct {
 	lib nvml.Interface
 	set nvml.EventSet
 	// Unwatched names, by GPU (UUID, or devices[i] where the UUID could not
-	// be read), why its events are not watched.
+	// be read), which of its events are not watched and why.
 	Unwatched map[string]string
+}
+
+// OpenGPUEvents is WatchGPUEvents of the library opts names (Lib, else
+// libnvidia-ml), bounded by opts.Timeout (0: as long as it takes): a driver
+// that does not answer is left behind, its registration closed when it
+// returns. NVML turned off, or replayed from a fixture, has no events.
+func OpenGPUEvents(opts NVMLOptions) (*GPUEvents, error) {
+	switch {
+	case opts.Disabled:
+		return nil, errors.New("disabled by --no-nvml")
+	case opts.FixturePath != "":
+		return nil, errors.New("an NVML fixture is read, not the driver: it has no events")
+	}
+	lib := opts.Lib
+	if lib == nil {
+		lib = nvml.New()
+	}
+	type opened struct {
+		e   *GPUEvents
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		e, err := WatchGPUEvents(lib)
+		done <- opened{e, err}
+	}()
+	var timeout <-chan time.Time
+	if opts.Timeout > 0 {
+		t := time.NewTimer(opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case o := <-done:
+		return o.e, o.err
+	case <-timeout:
+		go func() {
+			if o := <-done; o.e != nil {
+				o.e.Close()
+			}
+		}()
+		return nil, fmt.Errorf("timed out after %s: libnvidia-ml did not answer (see --nvml-timeout)", opts.Timeout)
+	}
 }
 
 // WatchGPUEvents initializes lib and registers every GPU's supported Xid and
@@ -90,14 +128,36 @@ func WatchGPUEvents(lib nvml.Interface) (*GPUEvents, error) {
 		}
 		if ret := dev.RegisterEvents(mask, set); ret != nvml.SUCCESS {
 			e.Unwatched[name] = "register events: " + nvmlReason(ret)
+			continue
+		}
+		if mask != gpuEventMask {
+			e.Unwatched[name] = "the rest are watched, but it does not support " + missingEvents(gpuEventMask&^mask)
 		}
 	}
 	return e, nil
 }
 
+// missingEvents names the events of mask.
+func missingEvents(mask uint64) string {
+	var names []string
+	for _, t := range []struct {
+		bit  uint64
+		name string
+	}{
+		{nvml.EventTypeXidCriticalError, "Xid events"},
+		{nvml.EventTypeDoubleBitEccError, "double-bit ECC events"},
+		{nvml.EventTypeSingleBitEccError, "single-bit ECC events"},
+	} {
+		if mask&t.bit != 0 {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
 // Next waits up to timeout for the next event. ErrNoGPUEvent says none
-// came; a lost GPU is an event of its own (GPUEventGPULost), as the device
-// plugin marks every GPU unhealthy then.
+// came; a lost GPU is an event of its own (eventlog.GPUEventGPULost), as
+// the device plugin marks every GPU unhealthy then.
 func (e *GPUEvents) Next(timeout time.Duration) (GPUEvent, error) {
 	data, ret := e.set.Wait(uint32(min(timeout.Milliseconds(), math.MaxUint32)))
 	ev := GPUEvent{Time: time.Now()}
@@ -106,18 +166,18 @@ func (e *GPUEvents) Next(timeout time.Duration) (GPUEvent, error) {
 	case nvml.ERROR_TIMEOUT:
 		return ev, ErrNoGPUEvent
 	case nvml.ERROR_GPU_IS_LOST:
-		ev.Type = GPUEventGPULost
+		ev.Type = eventlog.GPUEventGPULost
 		return ev, nil
 	default:
 		return ev, fmt.Errorf("nvml event wait: %s", nvmlReason(ret))
 	}
 	switch data.EventType {
 	case nvml.EventTypeXidCriticalError:
-		ev.Type, ev.Xid = GPUEventXid, data.EventData
+		ev.Type, ev.Xid = eventlog.GPUEventXid, data.EventData
 	case nvml.EventTypeDoubleBitEccError:
-		ev.Type = GPUEventECCDoubleBit
+		ev.Type = eventlog.GPUEventECCDoubleBit
 	case nvml.EventTypeSingleBitEccError:
-		ev.Type = GPUEventECCSingleBit
+		ev.Type = eventlog.GPUEventECCSingleBit
 	default:
 		return ev, fmt.Errorf("nvml event of type %d, not registered", data.EventType)
 	}

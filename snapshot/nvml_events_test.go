@@ -3,11 +3,14 @@ package snapshot
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gpusnap/gpusnap/eventlog"
 )
 
 // eventHost is a host of GPUs that support the given event types, whose
@@ -68,22 +71,23 @@ func TestGPUEvents(t *testing.T) {
 	if registered[0] != gpuEventMask || registered[1] != nvml.EventTypeXidCriticalError || len(registered) != 2 {
 		t.Errorf("registered masks %v: want each GPU's supported part of Xid and ECC", registered)
 	}
-	if len(ev.Unwatched) != 1 || ev.Unwatched["GPU-2"] != "supports neither Xid nor ECC events" {
+	if len(ev.Unwatched) != 2 || ev.Unwatched["GPU-2"] != "supports neither Xid nor ECC events" ||
+		ev.Unwatched["GPU-1"] != "the rest are watched, but it does not support double-bit ECC events or single-bit ECC events" {
 		t.Errorf("unwatched %v", ev.Unwatched)
 	}
 
 	e, err := ev.Next(time.Second)
-	if err != nil || e.Type != GPUEventXid || e.Xid != 79 || e.GPUUUID != "GPU-0" || e.GPUInstanceID != nil || e.Time.IsZero() {
+	if err != nil || e.Type != eventlog.GPUEventXid || e.Xid != 79 || e.GPUUUID != "GPU-0" || e.GPUInstanceID != nil || e.Time.IsZero() {
 		t.Errorf("Xid 79: %+v, %v", e, err)
 	}
 	e, err = ev.Next(time.Second)
-	if err != nil || e.Type != GPUEventECCDoubleBit || e.GPUInstanceID == nil || *e.GPUInstanceID != 3 || *e.ComputeInstanceID != 0 {
+	if err != nil || e.Type != eventlog.GPUEventECCDoubleBit || e.GPUInstanceID == nil || *e.GPUInstanceID != 3 || *e.ComputeInstanceID != 0 {
 		t.Errorf("ECC on MIG instance 3: %+v, %v", e, err)
 	}
 	if _, err := ev.Next(time.Millisecond); !errors.Is(err, ErrNoGPUEvent) {
 		t.Errorf("timeout: %v", err)
 	}
-	if e, err := ev.Next(time.Second); err != nil || e.Type != GPUEventGPULost {
+	if e, err := ev.Next(time.Second); err != nil || e.Type != eventlog.GPUEventGPULost {
 		t.Errorf("GPU lost: %+v, %v", e, err)
 	}
 	if _, err := ev.Next(time.Second); err == nil {
@@ -96,5 +100,36 @@ func TestGPUEventsInitFails(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	if _, err := WatchGPUEvents(lib); err == nil || err.Error() != "nvml: library not found" {
 		t.Errorf("err %v", err)
+	}
+}
+
+// A driver that does not answer within the timeout is left behind, and the
+// registration it finally makes is closed; NVML turned off or replayed from
+// a fixture has no events.
+func TestOpenGPUEvents(t *testing.T) {
+	lib, _ := eventHost(t, []uint64{nvml.EventTypeAll})
+	answer := make(chan struct{})
+	lib.InitFunc = func() nvml.Return {
+		<-answer
+		return nvml.SUCCESS
+	}
+	shut := make(chan struct{})
+	lib.ShutdownFunc = func() nvml.Return {
+		close(shut)
+		return nvml.SUCCESS
+	}
+	if _, err := OpenGPUEvents(NVMLOptions{Lib: lib, Timeout: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "timed out after 50ms") {
+		t.Fatalf("err %v", err)
+	}
+	close(answer)
+	select {
+	case <-shut:
+	case <-time.After(10 * time.Second):
+		t.Error("the late registration was not closed")
+	}
+	for _, opts := range []NVMLOptions{{Disabled: true}, {FixturePath: "x.json"}} {
+		if e, err := OpenGPUEvents(opts); e != nil || err == nil {
+			t.Errorf("%+v: %v, %v", opts, e, err)
+		}
 	}
 }

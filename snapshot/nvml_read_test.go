@@ -13,38 +13,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
 const gib = uint64(1) << 30
-
-// serve fills the calls go-nvml's server mocks leave out (process lists,
-// utilization, memory v2) for one of their devices: procs are its compute
-// processes, each using gib per PID unit of memory for easy sums.
-func serve(d *server.Device, procs ...nvml.ProcessInfo) {
-	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
-		var used uint64
-		for _, p := range procs {
-			used += p.UsedGpuMemory
-		}
-		return nvml.Memory_v2{Total: d.MemoryInfo.Total, Reserved: 512 << 20, Used: used, Free: d.MemoryInfo.Total - used - 512<<20}, nvml.SUCCESS
-	}
-	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return procs, nvml.SUCCESS }
-	d.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
-	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
-	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
-	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-		if len(procs) == 0 {
-			return nil, nvml.ERROR_NOT_FOUND
-		}
-		var out []nvml.ProcessUtilizationSample
-		for _, p := range procs {
-			// An older sample first: the reader keeps the latest.
-			out = append(out, nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 1, SmUtil: 1},
-				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 2, SmUtil: 90, MemUtil: 30})
-		}
-		return out, nvml.SUCCESS
-	}
-}
 
 // v1Process is what go-nvml gives from a v1 process list: no instance ids.
 func v1Process(pid uint32, used uint64) nvml.ProcessInfo {
@@ -54,9 +27,9 @@ func v1Process(pid uint32, used uint64) nvml.ProcessInfo {
 func TestReadNVMLDGXH100(t *testing.T) {
 	s := dgxh100.New()
 	for i, d := range s.Devices {
-		serve(d.(*server.Device), v1Process(uint32(1000+i), uint64(i+1)*gib))
+		livetest.ServeGPU(d.(*server.Device), v1Process(uint32(1000+i), uint64(i+1)*gib))
 	}
-	serve(s.Devices[7].(*server.Device)) // an idle GPU
+	livetest.ServeGPU(s.Devices[7].(*server.Device)) // an idle GPU
 	n, err := ReadNVML(NVMLOptions{Lib: s})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +68,7 @@ func ptr[T any](v T) *T { return &v }
 func TestReadNVMLDGXA100MIG(t *testing.T) {
 	s := dgxa100.New()
 	for _, d := range s.Devices {
-		serve(d.(*server.Device))
+		livetest.ServeGPU(d.(*server.Device))
 	}
 	d := s.Devices[0].(*server.Device)
 	d.SetMigMode(nvml.DEVICE_MIG_ENABLE)

@@ -2,7 +2,8 @@
 // devices and the lives of the processes that make them, into the store's
 // event log (package eventlog, docs/watch.md). The kernel tells it through
 // eBPF (package bpf) where BPF loads; elsewhere the proc connector and a
-// rescan of /proc stand in. NVML's process lists are polled in both modes.
+// rescan of /proc stand in. NVML's process lists are polled in both modes,
+// and its GPU events (Xids, ECC errors, a GPU lost) recorded as they come.
 package watch
 
 import (
@@ -129,9 +130,14 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	if nv.off != "" {
 		start.Blind = append(start.Blind, "GPU processes NVML lists ("+nv.off+")")
 	}
+	gpuEvents, blind := openGPUEvents(opts.NVML)
+	start.Blind = append(start.Blind, blind...)
 	r.stats.Mode = start.Mode
 	r.emit(start)
 	if err := r.flush(); err != nil {
+		if gpuEvents != nil {
+			gpuEvents.Close()
+		}
 		return r.stats, err
 	}
 	fmt.Fprintf(opts.Log, "gpusnap watch: recording into %s in %s mode\n", j.Dir(), start.Mode)
@@ -149,6 +155,17 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	kernelDone := make(chan error, 1)
 	if ks != nil {
 		go func() { kernelDone <- ks.run(r.emitTimed) }()
+	}
+	gpuCtx, stopGPU := context.WithCancel(ctx)
+	defer stopGPU()
+	gpuDone := make(chan struct{})
+	if gpuEvents != nil {
+		go func() {
+			defer close(gpuDone)
+			recordGPUEvents(gpuCtx, gpuEvents, r)
+		}()
+	} else {
+		close(gpuDone)
 	}
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
@@ -199,6 +216,13 @@ loop:
 	if fb != nil && runErr == nil {
 		// One last rescan: the ends of device users since the last one.
 		_ = fb.rescan(context.Background(), r.emit)
+	}
+	// The GPU events of the wait under way, unless NVML does not answer.
+	stopGPU()
+	select {
+	case <-gpuDone:
+	case <-time.After(gpuEventWait):
+		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
 	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost})
 	if err := r.flush(); err != nil {

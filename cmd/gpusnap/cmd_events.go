@@ -18,7 +18,7 @@ import (
 func eventsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "list what gpusnap watch recorded: opens and mappings of NVIDIA devices, and the processes that made them",
+		Usage: "list what gpusnap watch recorded: opens and mappings of NVIDIA devices, the processes that made them, and NVML's GPU events (Xid, ECC, GPU lost)",
 		UsageText: "gpusnap events [--tenant T] [--since TIME|DUR] [--json]\n\n" +
 			"--tenant T lists the events of T's window: from its newest baseline to the post snapshot after it\n" +
 			"(or now). Spans no watch recorded, and events the kernel dropped, are said on stderr.\n\n" +
@@ -170,7 +170,9 @@ func eventLine(e *eventlog.Event) string {
 	if e.Child != nil {
 		parts = append(parts, "child "+e.Child.Key())
 	}
-	if e.GPUUUID != "" {
+	if e.Kind == eventlog.KindGPUEvent {
+		parts = append(parts, e.GPUEventText())
+	} else if e.GPUUUID != "" {
 		parts = append(parts, e.GPUUUID)
 	}
 	if e.Mode != "" {

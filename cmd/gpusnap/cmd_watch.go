@@ -62,7 +62,7 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 	if o.Listen != "" {
 		set := metrics.New(buildVersion())
 		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork,
-			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindLost)
+			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindLost)
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)

@@ -6,6 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
 // nvmlHangSource is a libnvidia-ml whose nvmlInit_v2 never returns.
@@ -32,4 +35,33 @@ func HungNVML(t testing.TB) string {
 		t.Fatalf("livetest: gcc nvml_hang.c: %v\n%s", err, out)
 	}
 	return dir
+}
+
+// ServeGPU fills the calls go-nvml's server mocks leave out (process lists,
+// utilization, memory v2) for one of their devices: procs are its compute
+// processes, and its memory in use is theirs.
+func ServeGPU(d *server.Device, procs ...nvml.ProcessInfo) {
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		var used uint64
+		for _, p := range procs {
+			used += p.UsedGpuMemory
+		}
+		return nvml.Memory_v2{Total: d.MemoryInfo.Total, Reserved: 512 << 20, Used: used, Free: d.MemoryInfo.Total - used - 512<<20}, nvml.SUCCESS
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return procs, nvml.SUCCESS }
+	d.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
+	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		if len(procs) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		var out []nvml.ProcessUtilizationSample
+		for _, p := range procs {
+			// An older sample first: the reader keeps the latest.
+			out = append(out, nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 1, SmUtil: 1},
+				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 2, SmUtil: 90, MemUtil: 30})
+		}
+		return out, nvml.SUCCESS
+	}
 }

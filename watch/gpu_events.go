@@ -1,0 +1,74 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+const (
+	// gpuEventWait is one wait for NVML's GPU events: the longest a stop
+	// waits for the wait under way (a driver that does not answer is left
+	// behind, never waited on).
+	gpuEventWait = 500 * time.Millisecond
+	// gpuEventRetry spaces the waits after one failed.
+	gpuEventRetry = time.Second
+)
+
+// openGPUEvents registers NVML's GPU events (critical Xids and ECC errors,
+// as NVIDIA's device plugin watches them) and says, as watch_start's blind
+// spots, which GPUs' events are not watched and why.
+func openGPUEvents(opts snapshot.NVMLOptions) (*snapshot.GPUEvents, []string) {
+	ev, err := snapshot.OpenGPUEvents(opts)
+	if err != nil {
+		return nil, []string{"Xid and ECC events from NVML (" + err.Error() + ")"}
+	}
+	var blind []string
+	for _, gpu := range slices.Sorted(maps.Keys(ev.Unwatched)) {
+		blind = append(blind, fmt.Sprintf("NVML events of %s (%s)", gpu, ev.Unwatched[gpu]))
+	}
+	return ev, blind
+}
+
+// recordGPUEvents records each GPU event NVML delivers until ctx is done or
+// NVML says a GPU is lost (after which its answers cannot be trusted: the
+// event says that the watching ends). A failing wait is retried, and said
+// once as lost events: what happened meanwhile is not known.
+func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
+	defer ev.Close()
+	failing := ""
+	for ctx.Err() == nil {
+		e, err := ev.Next(gpuEventWait)
+		switch {
+		case errors.Is(err, snapshot.ErrNoGPUEvent):
+			failing = ""
+		case err != nil:
+			if err.Error() != failing {
+				failing = err.Error()
+				r.lostNote("NVML's GPU events: " + failing + " (retried; events until it answers are not known)")
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(gpuEventRetry):
+			}
+		default:
+			failing = ""
+			rec := eventlog.Event{Time: e.Time, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUUUID: e.GPUUUID,
+				GPUEvent: e.Type, Xid: e.Xid, GPUInstanceID: e.GPUInstanceID, ComputeInstanceID: e.ComputeInstanceID}
+			if e.Type == eventlog.GPUEventGPULost {
+				rec.Note = "NVML answers that a GPU is lost: its GPU events are not watched after this"
+				fmt.Fprintf(r.log, "gpusnap watch: %s\n", rec.Note)
+			}
+			r.emit(rec)
+			if e.Type == eventlog.GPUEventGPULost {
+				return
+			}
+		}
+	}
+}
