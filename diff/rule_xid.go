@@ -3,10 +3,12 @@ package diff
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -46,45 +48,145 @@ var xidCatalog = map[int]struct {
 // maxXidEvidence bounds the records quoted in one finding; the rest are counted.
 const maxXidEvidence = 64
 
-// xidGroup is the records of one Xid number on one device blamed on one PID.
+// nvmlXidTolerance is how far apart in time an Xid NVML delivered and the
+// kernel log's record of the same Xid on the same GPU may be and still be
+// one error: the record's time is the boot time (whole seconds) plus its
+// microseconds, the event's when the watch's wait returned.
+const nvmlXidTolerance = 5 * time.Second
+
+// xidGroup is the records of one Xid number on one device blamed on one
+// PID, and the Xid events NVML delivered of the same error.
 type xidGroup struct {
 	xid     kmsg.Xid
 	records []*kmsg.Record
+	times   []time.Time // the records' times, sorted (kernelXid)
+	nvml    []*eventlog.Event
+}
+
+// nvmlXidGroup is NVML's events of one Xid number on one GPU that no
+// kernel-log record matched.
+type nvmlXidGroup struct {
+	uuid   string
+	xid    uint64
+	events []*eventlog.Event
 }
 
 // xidErrors: the kernel logged an NVIDIA Xid (or an NVSwitch SXid) between
-// FROM and TO. Only the kernel's own records count (see forgedKernelMessages).
-// One finding per Xid number, device and PID, with every record as evidence.
+// FROM and TO, or NVML delivered one to gpusnap watch. Only the kernel's own
+// records count (see forgedKernelMessages). One finding per Xid number,
+// device and PID, with every record as evidence; an NVML event of the same
+// Xid on the same GPU within nvmlXidTolerance of a record joins its finding,
+// and one no record matches (the kernel log of the window wrapped, of
+// another boot, unread) is a finding of its own.
 func xidErrors(c *comparison) []Finding {
-	w := c.opts.KernelLog
-	if w == nil {
-		return nil
-	}
 	var groups []*xidGroup
 	index := map[string]*xidGroup{}
-	for i := range w.Records {
-		r := &w.Records[i]
-		if !r.FromKernel() {
-			continue
+	if w := c.opts.KernelLog; w != nil {
+		for i := range w.Records {
+			r := &w.Records[i]
+			if !r.FromKernel() {
+				continue
+			}
+			x, ok := kmsg.ParseXid(r.Text)
+			if !ok {
+				continue
+			}
+			key := fmt.Sprintf("%v/%d/%s/%d", x.Switch, x.Number, normalPCI(x.PCI), x.PID)
+			g := index[key]
+			if g == nil {
+				g = &xidGroup{xid: x}
+				index[key] = g
+				groups = append(groups, g)
+			}
+			g.records = append(g.records, r)
 		}
-		x, ok := kmsg.ParseXid(r.Text)
-		if !ok {
-			continue
-		}
-		key := fmt.Sprintf("%v/%d/%s/%d", x.Switch, x.Number, normalPCI(x.PCI), x.PID)
-		g := index[key]
-		if g == nil {
-			g = &xidGroup{xid: x}
-			index[key] = g
-			groups = append(groups, g)
-		}
-		g.records = append(g.records, r)
 	}
-	out := make([]Finding, 0, len(groups))
+	var alone []*nvmlXidGroup
+	aloneIndex := map[string]*nvmlXidGroup{}
+	for _, e := range c.windowGPUEvents(eventlog.GPUEventXid) {
+		if g := c.kernelXid(groups, e); g != nil {
+			g.nvml = append(g.nvml, e)
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", e.GPUUUID, e.Xid)
+		g := aloneIndex[key]
+		if g == nil {
+			g = &nvmlXidGroup{uuid: e.GPUUUID, xid: e.Xid}
+			aloneIndex[key] = g
+			alone = append(alone, g)
+		}
+		g.events = append(g.events, e)
+	}
+	out := make([]Finding, 0, len(groups)+len(alone))
 	for _, g := range groups {
 		out = append(out, c.xidFinding(g))
 	}
+	for _, g := range alone {
+		out = append(out, c.nvmlXidFinding(g))
+	}
 	return out
+}
+
+// windowGPUEvents are the event log's gpu_events of a type between FROM and
+// the window's end.
+func (c *comparison) windowGPUEvents(typ string) []*eventlog.Event {
+	if c.opts.Events == nil {
+		return nil
+	}
+	var out []*eventlog.Event
+	for i := range c.opts.Events.Events {
+		e := &c.opts.Events.Events[i]
+		if e.Kind == eventlog.KindGPUEvent && e.GPUEvent == typ &&
+			!e.Time.Before(c.from.Host.CaptureStart) && e.Time.Before(c.windowEnd()) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// kernelXid is the group of kernel-log records of the Xid NVML delivered in
+// e: the same number on the GPU with e's UUID (its PCI bus id joined to NVML's
+// view, as for a record alone), logged within nvmlXidTolerance of e (at any
+// time in the window where the boot time is unknown).
+func (c *comparison) kernelXid(groups []*xidGroup, e *eventlog.Event) *xidGroup {
+	for _, g := range groups {
+		if g.xid.Switch || uint64(g.xid.Number) != e.Xid {
+			continue
+		}
+		if gpu := c.gpuByPCI(g.xid.PCI); gpu == nil || gpu.UUID != e.GPUUUID {
+			continue
+		}
+		if g.times == nil {
+			g.times = make([]time.Time, 0, len(g.records))
+			for _, r := range g.records {
+				if at := c.recordTime(r); at != nil {
+					g.times = append(g.times, *at)
+				}
+			}
+			slices.SortFunc(g.times, time.Time.Compare)
+		}
+		if len(g.times) == 0 {
+			return g // the boot time is unknown: any time in the window
+		}
+		// A tenant can raise thousands of Xids, each in both sources: a search, not a scan.
+		i, _ := slices.BinarySearchFunc(g.times, e.Time.Add(-nvmlXidTolerance), time.Time.Compare)
+		if i < len(g.times) && !g.times[i].After(e.Time.Add(nvmlXidTolerance)) {
+			return g
+		}
+	}
+	return nil
+}
+
+// xidSeverity is an Xid's name in the catalog and its severity.
+func xidSeverity(number int) (string, Severity) {
+	e, ok := xidCatalog[number]
+	switch {
+	case !ok:
+		return "see the driver's text", Medium
+	case e.down:
+		return e.name, High
+	}
+	return e.name, Medium
 }
 
 func (c *comparison) xidFinding(g *xidGroup) Finding {
@@ -99,13 +201,8 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 		}
 		what = fmt.Sprintf("SXid %d (%s) on NVSwitch PCI:%s", x.Number, verdict, x.PCI)
 	} else {
-		name := "see the driver's text"
-		if e, ok := xidCatalog[x.Number]; ok {
-			name = e.name
-			if e.down {
-				f.Severity = High
-			}
-		}
+		var name string
+		name, f.Severity = xidSeverity(x.Number)
 		gpu := c.gpuByPCI(x.PCI)
 		device = "GPU PCI:" + x.PCI
 		if gpu != nil {
@@ -115,6 +212,7 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 		what = fmt.Sprintf("Xid %d (%s) on %s", x.Number, name, device)
 	}
 	f.Evidence = append(f.Evidence, xidRecordEvidence(g.records)...)
+	f.Evidence = append(f.Evidence, nvmlXidEvidence(g.nvml, "NVML delivered the same Xid to gpusnap watch")...)
 	if !x.Switch && f.GPUUUID == "" {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("no GPU with PCI bus id %s in NVML's view at TO or FROM", x.PCI))
 	}
@@ -131,6 +229,48 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 		f.Summary += fmt.Sprintf(" (%d records)", n)
 	}
 	return f
+}
+
+// nvmlXidFinding is an Xid NVML delivered that no kernel-log record of the
+// window matched: the kernel log is then silent on it, and says why where it
+// can (a note says what of it was not read).
+func (c *comparison) nvmlXidFinding(g *nvmlXidGroup) Finding {
+	name, sev := xidSeverity(int(g.xid))
+	first := g.events[0]
+	at := first.Time
+	device := "GPU " + g.uuid
+	if gpu := c.gpuByUUID(g.uuid); gpu != nil {
+		device = fmt.Sprintf("GPU %d %s (PCI:%s)", gpu.Index, gpu.UUID, gpu.PCIBusID)
+	}
+	f := Finding{Kind: KindXidError, Severity: sev, Time: &at, GPUUUID: g.uuid,
+		Summary: fmt.Sprintf("Xid %d (%s) on %s at %s, from NVML's events: the kernel log of the window has no record of it",
+			g.xid, name, device, at.UTC().Format(time.RFC3339))}
+	if n := len(g.events); n > 1 {
+		f.Summary += fmt.Sprintf(" (%d events)", n)
+	}
+	f.Evidence = nvmlXidEvidence(g.events, "NVML delivered the Xid to gpusnap watch")
+	switch w := c.opts.KernelLog; {
+	case w == nil:
+		f.Evidence = append(f.Evidence, "the kernel log of the window was not read")
+	case len(w.Missing) > 0:
+		f.Evidence = append(f.Evidence, "the kernel log of the window is not whole: "+w.Missing[0])
+	default:
+		f.Evidence = append(f.Evidence, "the kernel log of the window holds no record of this Xid on this GPU: no process is named, as NVML's events name none")
+	}
+	return f
+}
+
+// nvmlXidEvidence quotes NVML's Xid events, up to maxXidEvidence of them.
+func nvmlXidEvidence(events []*eventlog.Event, said string) []string {
+	var out []string
+	for i, e := range events {
+		if i == maxXidEvidence {
+			out = append(out, fmt.Sprintf("... %d more NVML events", len(events)-i))
+			break
+		}
+		out = append(out, fmt.Sprintf("%s at %s: %s (event log)", said, e.Time.UTC().Format(time.RFC3339Nano), e.GPUEventText()))
+	}
+	return out
 }
 
 // xidProcess names the process the driver blamed: the process with that PID
@@ -231,6 +371,18 @@ func (c *comparison) recordTime(r *kmsg.Record) *time.Time {
 	return &t
 }
 
+// gpuByUUID finds the GPU of a UUID in NVML's view at TO, else at FROM.
+func (c *comparison) gpuByUUID(uuid string) *snapshot.GPU {
+	for _, nv := range []*snapshot.NVML{&c.to.NVML, &c.from.NVML} {
+		for i := range nv.Devices {
+			if nv.Devices[i].UUID == uuid {
+				return &nv.Devices[i]
+			}
+		}
+	}
+	return nil
+}
+
 // gpuByPCI finds the GPU of a bus id as the driver prints it (0000:3b:00) in
 // NVML's view (00000000:3B:00.0) at TO, else at FROM.
 func (c *comparison) gpuByPCI(bus string) *snapshot.GPU {
@@ -283,5 +435,15 @@ func (c *comparison) noteKernelLog() {
 	}
 	for _, m := range w.Missing {
 		c.notCompared("kernel log: " + m)
+	}
+}
+
+// noteGPULost says where NVML told gpusnap watch a GPU was lost in the
+// window: its events after that were not watched (the kernel log's Xids,
+// where it was read, still were).
+func (c *comparison) noteGPULost() {
+	for _, e := range c.windowGPUEvents(eventlog.GPUEventGPULost) {
+		c.notCompared(fmt.Sprintf("NVML events: NVML answered gpusnap watch at %s that a GPU is lost (%s): NVML's Xid and ECC events after it were not watched",
+			e.Time.UTC().Format(time.RFC3339), e.GPUEventText()))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -123,5 +124,80 @@ func TestNormalPCI(t *testing.T) {
 	}
 	if normalPCI("0000:3b:00") == normalPCI("0000:3c:00") {
 		t.Error("two buses are one")
+	}
+}
+
+// nvmlXid is the Xid NVML delivered to gpusnap watch at (seconds after
+// boot) on GPU-0, as the event log holds it.
+func nvmlXid(after time.Duration, number uint64) eventlog.Event {
+	return eventlog.Event{Time: t0.Add(-time.Hour + after), Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML,
+		GPUEvent: eventlog.GPUEventXid, Xid: number, GPUUUID: "GPU-0"}
+}
+
+// nvmlHosts are xidHosts whose window runs from the boot to t0, with the
+// GPU events the watch recorded in it.
+func nvmlHosts(events ...eventlog.Event) (from, to *snapshot.Snapshot, opts Options) {
+	from, to = xidHosts()
+	from.Host.CaptureStart = t0.Add(-time.Hour)
+	return from, to, Options{Events: &eventlog.ReadResult{Events: events}}
+}
+
+// The kernel log's Xid 79 and NVML's event of it 1.5 s later are one
+// finding with both as evidence; NVML's Xid 79 of a minute later, and its
+// Xid 31 the kernel did not log, are findings of their own.
+func TestXidNVMLJoinsKernelLog(t *testing.T) {
+	from, to, opts := nvmlHosts(nvmlXid(601500*time.Millisecond, 79), nvmlXid(660*time.Second, 79), nvmlXid(700*time.Second, 31),
+		eventlog.Event{Time: t0.Add(-50 * time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventECCDoubleBit, GPUUUID: "GPU-0"})
+	opts.KernelLog = window(t, "4,10,600000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.")
+	r := Compare(from, to, opts)
+	expect(t, r, "xid_error high 0", "xid_error high 4242", "xid_error medium 0")
+	var joined, alone Finding
+	for _, f := range r.Findings {
+		switch {
+		case f.Process != nil:
+			joined = f
+		case strings.HasPrefix(f.Summary, "Xid 79 "):
+			alone = f
+		}
+	}
+	ev := strings.Join(joined.Evidence, "\n")
+	if !strings.Contains(ev, "NVRM: Xid (PCI:0000:3b:00): 79") || !strings.Contains(ev, "NVML delivered the same Xid to gpusnap watch at "+t0.Add(-time.Hour+601500*time.Millisecond).Format(time.RFC3339Nano)+": Xid 79 on GPU-0") {
+		t.Errorf("the kernel's Xid 79 with NVML's: %q", joined.Evidence)
+	}
+	if alone.GPUUUID != "GPU-0" || alone.Time == nil || !alone.Time.Equal(t0.Add(-time.Hour+660*time.Second)) ||
+		!strings.Contains(alone.Summary, "Xid 79 (GPU has fallen off the bus) on GPU 0 GPU-0 (PCI:00000000:3B:00.0)") ||
+		!strings.Contains(strings.Join(alone.Evidence, "\n"), "the kernel log of the window holds no record of this Xid on this GPU") {
+		t.Errorf("NVML's Xid 79 a minute later: %+v", alone)
+	}
+}
+
+// Where the kernel log of the window is missing (the ring wrapped, another
+// boot, unread), NVML's Xid still raises xid_error and says why it stands alone.
+func TestXidNVMLAloneWhereKernelLogIsMissing(t *testing.T) {
+	from, to, opts := nvmlHosts(nvmlXid(600*time.Second, 79))
+	opts.KernelLog = &kmsg.Window{Missing: []string{"records 5 to 9 were overwritten before they were read (the kernel's ring wrapped)"}}
+	r := Compare(from, to, opts)
+	expect(t, r, "xid_error high 0")
+	if f := r.Findings[0]; !strings.Contains(strings.Join(f.Evidence, "\n"), "the kernel log of the window is not whole: records 5 to 9 were overwritten") {
+		t.Errorf("evidence %q", f.Evidence)
+	}
+	opts.KernelLog = nil
+	if r := Compare(from, to, opts); len(r.Findings) != 1 || !strings.Contains(strings.Join(r.Findings[0].Evidence, "\n"), "the kernel log of the window was not read") {
+		t.Errorf("kernel log unread: %+v", r.Findings)
+	}
+	// An event outside the window is another window's.
+	from, to, opts = nvmlHosts(eventlog.Event{Time: t0.Add(time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventXid, Xid: 79, GPUUUID: "GPU-0"})
+	if r := Compare(from, to, opts); len(r.Findings) != 0 {
+		t.Errorf("an Xid after TO: %+v", r.Findings)
+	}
+}
+
+// A GPU lost in the window is a note: NVML's events after it were not watched.
+func TestGPULostNote(t *testing.T) {
+	from, to, opts := nvmlHosts(eventlog.Event{Time: t0.Add(-10 * time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventGPULost})
+	opts.KernelLog = &kmsg.Window{}
+	r := Compare(from, to, opts)
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "that a GPU is lost (GPU lost on a GPU NVML did not name)") || r.Complete {
+		t.Errorf("notes %q, complete %v", r.Notes, r.Complete)
 	}
 }
