@@ -30,6 +30,7 @@ const (
 	RecordMMBusy    = 8  // VMAUnwalked: the process's mmap lock was held
 	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
 	RecordOwnTable  = 32 // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
+	RecordCmdline   = 64 // TaskRecord: the command line follows, whole (else /proc has it)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.
@@ -205,10 +206,15 @@ func pin(dir string, links [3]*link.Iter) error {
 	return nil
 }
 
-// EachTask calls fn for each task record and its exe path.
-func (w *Walk) EachTask(fn func(*TaskRecord, []byte)) error {
+// EachTask calls fn for each task record, its exe path and, where
+// RecFlags has RecordCmdline, its command line.
+func (w *Walk) EachTask(fn func(r *TaskRecord, exe, cmdline []byte)) error {
 	return w.each(w.tasks, "tasks", func(b []byte) (int, int) {
-		return decodeRecords(b, func(r *TaskRecord) uint32 { return r.PathLen }, fn)
+		return decodeRecords(b, func(r *TaskRecord) (int, bool) {
+			return pad8(r.PathLen) + pad8(r.CmdLen), r.PathLen <= pathMax && r.CmdLen <= cmdMax
+		}, func(r *TaskRecord, tail []byte) {
+			fn(r, tail[:r.PathLen], tail[pad8(r.PathLen):][:r.CmdLen])
+		})
 	})
 }
 
@@ -216,7 +222,8 @@ func (w *Walk) EachTask(fn func(*TaskRecord, []byte)) error {
 func (w *Walk) EachVMA(fn func(*VMARecord, []byte)) error {
 	var lastErr uint32
 	return w.each(w.vmas, "vmas", func(b []byte) (int, int) {
-		return decodeRecords(b, func(r *VMARecord) uint32 { return r.PathLen }, func(r *VMARecord, path []byte) {
+		return decodeRecords(b, func(r *VMARecord) (int, bool) { return pad8(r.PathLen), r.PathLen <= pathMax }, func(r *VMARecord, tail []byte) {
+			path := tail[:r.PathLen]
 			// The kernel renders the path of a run of mappings of one file
 			// once, in the run's first record.
 			if r.RecFlags&recordSamePath != 0 {
@@ -233,9 +240,20 @@ func (w *Walk) EachVMA(fn func(*VMARecord, []byte)) error {
 // EachFile calls fn for each open device file record and its path.
 func (w *Walk) EachFile(fn func(*FileRecord, []byte)) error {
 	return w.each(w.files, "files", func(b []byte) (int, int) {
-		return decodeRecords(b, func(r *FileRecord) uint32 { return r.PathLen }, fn)
+		return decodeRecords(b, func(r *FileRecord) (int, bool) { return pad8(r.PathLen), r.PathLen <= pathMax }, func(r *FileRecord, tail []byte) {
+			fn(r, tail[:r.PathLen])
+		})
 	})
 }
+
+// The most a record carries after its header: a path (PATH_MAX) and a
+// command line (CMD_LEN in c/iter.c).
+const (
+	pathMax = 4096
+	cmdMax  = 4096
+)
+
+func pad8(n uint32) int { return (int(n) + 7) &^ 7 }
 
 // readBuf is the size of a walk's read buffer: several of the kernel's
 // 32 KiB seq buffers a read, and far more than the largest record.
@@ -262,7 +280,7 @@ func (w *Walk) each(r io.Reader, name string, decodeAll func([]byte) (used, need
 		}
 		used, need := decodeAll(buf[:n])
 		if need < 0 {
-			return fmt.Errorf("%s iterator: record at byte %d has a path of more than 4096 bytes", name, used)
+			return fmt.Errorf("%s iterator: record at byte %d claims a path or command line past its bounds", name, used)
 		}
 		n = copy(buf, buf[used:n])
 		if err == io.EOF || k == 0 {
@@ -274,26 +292,26 @@ func (w *Walk) each(r io.Reader, name string, decodeAll func([]byte) (used, need
 	}
 }
 
-// decodeRecords decodes the whole records of type R at the start of buf, in
-// place: the kernel wrote them in this machine's layout (bpf2go's types
-// mirror the C structs), and their sizes and padded paths keep each one
-// 8-aligned. fn must not keep the pointer. It returns the bytes decoded,
-// and need < 0 where a record claims a path longer than PATH_MAX.
-func decodeRecords[R any](buf []byte, pathLen func(*R) uint32, fn func(*R, []byte)) (used, need int) {
+// decodeRecords decodes the whole records of type R at the start of buf,
+// in place: the kernel wrote them in this machine's layout (bpf2go's types
+// mirror the C structs), and their sizes and padded tails (paths) keep each
+// one 8-aligned. tail says how many bytes follow a header, and whether its
+// lengths are in bounds. fn must not keep the pointer. It returns the bytes
+// decoded, and need < 0 where a record's lengths are out of bounds.
+func decodeRecords[R any](buf []byte, tail func(*R) (int, bool), fn func(*R, []byte)) (used, need int) {
 	size := int(unsafe.Sizeof(*new(R)))
 	off := 0
 	for len(buf)-off >= size {
 		r := (*R)(unsafe.Pointer(&buf[off]))
-		n := int(pathLen(r))
-		if n > 4096 {
+		n, ok := tail(r)
+		if !ok {
 			return off, -1
 		}
-		padded := (n + 7) &^ 7
-		if len(buf)-off-size < padded {
+		if len(buf)-off-size < n {
 			break
 		}
 		fn(r, buf[off+size:off+size+n])
-		off += size + padded
+		off += size + n
 	}
 	return off, 0
 }

@@ -28,7 +28,7 @@ type iterFileRec struct {
 
 type iterScratch struct {
 	_        structs.HostLayout
-	Task     iterTaskRec
+	Vma      iterVmaRec
 	Path     [4104]int8
 	LastFile uint64
 	Out      uint32
@@ -53,6 +53,15 @@ type iterTaskRec struct {
 	Comm      [16]int8
 	RecFlags  uint32
 	PathLen   uint32
+	CmdLen    uint32
+	Pad       uint32
+}
+
+type iterTaskScratch struct {
+	_   structs.HostLayout
+	Rec iterTaskRec
+	Exe [4104]int8
+	Cmd [4104]int8
 }
 
 type iterVmaRec struct {
@@ -77,10 +86,11 @@ type iterVmaRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	iterMapScratchMap    = "scratch_map"
-	iterProgGpusnapFiles = "gpusnap_files"
-	iterProgGpusnapTasks = "gpusnap_tasks"
-	iterProgGpusnapVmas  = "gpusnap_vmas"
+	iterMapScratchMap     = "scratch_map"
+	iterMapTaskScratchMap = "task_scratch_map"
+	iterProgGpusnapFiles  = "gpusnap_files"
+	iterProgGpusnapTasks  = "gpusnap_tasks"
+	iterProgGpusnapVmas   = "gpusnap_vmas"
 )
 
 // loadIter returns the embedded CollectionSpec for iter.
@@ -134,7 +144,8 @@ type iterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iterMapSpecs struct {
-	ScratchMap *ebpf.MapSpec `ebpf:"scratch_map"`
+	ScratchMap     *ebpf.MapSpec `ebpf:"scratch_map"`
+	TaskScratchMap *ebpf.MapSpec `ebpf:"task_scratch_map"`
 }
 
 // iterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -163,12 +174,14 @@ func (o *iterObjects) Close() error {
 //
 // It can be passed to loadIterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iterMaps struct {
-	ScratchMap *ebpf.Map `ebpf:"scratch_map"`
+	ScratchMap     *ebpf.Map `ebpf:"scratch_map"`
+	TaskScratchMap *ebpf.Map `ebpf:"task_scratch_map"`
 }
 
 func (m *iterMaps) Close() error {
 	return _IterClose(
 		m.ScratchMap,
+		m.TaskScratchMap,
 	)
 }
 

@@ -32,7 +32,7 @@ func TestEachRejectsTruncatedOutput(t *testing.T) {
 		t.Errorf("a truncated record: err %v", err)
 	}
 	rec.PathLen = 1 << 20
-	if err := files(buf); err == nil || !strings.Contains(err.Error(), "more than 4096") {
+	if err := files(buf); err == nil || !strings.Contains(err.Error(), "past its bounds") {
 		t.Errorf("a path longer than PATH_MAX: err %v", err)
 	}
 }
@@ -107,12 +107,16 @@ func TestOpenWalkPins(t *testing.T) {
 	}
 	defer second.Close()
 	self := false
-	if err := second.EachTask(func(r *TaskRecord, exe []byte) {
+	cmdline, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.EachTask(func(r *TaskRecord, exe, cmd []byte) {
 		if int(r.Pid) == os.Getpid() {
-			self = len(exe) > 0 && exe[0] == '/'
+			self = len(exe) > 0 && exe[0] == '/' && r.RecFlags&RecordCmdline != 0 && string(cmd) == string(cmdline)
 		}
 	}); err != nil || !self {
-		t.Fatalf("the pinned task iterator: err %v, saw this process with its exe: %v", err, self)
+		t.Fatalf("the pinned task iterator: err %v, saw this process with its exe and command line %q: %v", err, cmdline, self)
 	}
 
 	// A pin directory others can write may hold a program that lies.

@@ -68,11 +68,20 @@ var openWalk = bpf.OpenWalk
 // this kernel (6.18) never visit PID 1: every listed PID the walk lacks is
 // read the /proc path's way, as is any process the walk could not finish.
 func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) ([]result, error) {
-	var results []result
-	index := map[uint32]int{} // pid -> results
+	// Sized by the listing: a Process is large, and growing thousands of
+	// them by copying cost more than building them.
+	results := make([]result, 0, len(pids)+len(pids)/8)
+	index := make(map[uint32]int, cap(results)) // pid -> results
 	kthreadComm := map[int]bool{}
 	cgroupKeys := []uint64{}
-	err := walk.EachTask(func(r *bpf.TaskRecord, exe []byte) {
+	// Command lines the kernel copied whole, by results index (have: it did).
+	type kernelCmdline struct {
+		have bool
+		text []byte
+	}
+	var cmdlines []kernelCmdline
+	err := walk.EachTask(func(r *bpf.TaskRecord, exe, cmd []byte) {
+		cmdlines = append(cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, bytes.Clone(cmd)})
 		p := Process{
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
@@ -323,8 +332,15 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 				}
 			}
 		}
-		cmdline, cut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
-		w.cmdBuf = cmdline
+		var cmdline []byte
+		var cut *Cut
+		var err error
+		if c := cmdlines[i]; c.have {
+			cmdline = c.text
+		} else {
+			cmdline, cut, err = w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
+			w.cmdBuf = cmdline
+		}
 		if err != nil {
 			if vanishedErr(err) {
 				res.vanished = true

@@ -228,3 +228,82 @@ func TestBPFReadsThroughALiveThread(t *testing.T) {
 	}
 	t.Fatalf("pid %d is not in the BPF capture", pid)
 }
+
+// argvTitle is a C program that prints its PID and sleeps; with "title" as
+// its first argument it first overwrites its arguments with one string and
+// no final NUL, as setproctitle does, which /proc/PID/cmdline reads on
+// into the environment.
+const argvTitle = `#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	if (argc > 1 && !strcmp(argv[1], "title")) {
+		char *end = argv[argc - 1] + strlen(argv[argc - 1]);
+		memset(argv[0], 'T', end - argv[0] + 1);
+	}
+	printf("%d\n", getpid());
+	fflush(stdout);
+	for (;;) pause();
+}`
+
+// The BPF path copies a command line in the kernel where it is short and
+// ends in a NUL, and leaves the rest to /proc: either way its processes'
+// command lines are those the /proc path reads, byte for byte.
+func TestBPFCommandLines(t *testing.T) {
+	livetest.Require(t, "gcc")
+	dir := t.TempDir()
+	src, bin := dir+"/title.c", dir+"/title"
+	if err := os.WriteFile(src, []byte(argvTitle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v: %s", err, out)
+	}
+	long := strings.Repeat("L", 5000) // past what the kernel side copies
+	cases := map[string][]string{
+		"short":        {"a b", "", "c"},
+		"long":         {"x", long},
+		"setproctitle": {"title", "a", "b"},
+	}
+	pids := map[int]string{}
+	for name, args := range cases {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"GPUSNAP_TEST_ENV=1"}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		buf := make([]byte, 32)
+		if _, err := out.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		pids[cmd.Process.Pid] = name
+	}
+	bpfSnap, procSnap := capturePath(t, snapshot.PathBPF), capturePath(t, snapshot.PathProc)
+	for pid, name := range pids {
+		var b, p *snapshot.Process
+		for i := range bpfSnap.Processes {
+			if bpfSnap.Processes[i].PID == pid {
+				b = &bpfSnap.Processes[i]
+			}
+		}
+		for i := range procSnap.Processes {
+			if procSnap.Processes[i].PID == pid {
+				p = &procSnap.Processes[i]
+			}
+		}
+		if b == nil || p == nil {
+			t.Fatalf("%s (pid %d): in the BPF capture %v, in the /proc capture %v", name, pid, b != nil, p != nil)
+		}
+		if !reflect.DeepEqual(b.Cmdline, p.Cmdline) || !reflect.DeepEqual(b.CmdlineCut, p.CmdlineCut) {
+			t.Errorf("%s: BPF path %q, /proc path %q", name, b.Cmdline, p.Cmdline)
+		}
+		if want := append([]string{bin}, cases[name]...); name != "setproctitle" && !reflect.DeepEqual(b.Cmdline, want) {
+			t.Errorf("%s: command line %q, want %q", name, b.Cmdline, want)
+		}
+	}
+}

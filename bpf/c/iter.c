@@ -5,9 +5,9 @@
 // records (a header, then the NUL-less bytes of one path, padded to 8 bytes)
 // that user space decodes without parsing text:
 //
-//   iter/task       one task_rec per process (thread-group leader): the
-//                   identity fields /proc/PID/stat and status give, and the
-//                   path of its exe.
+//   iter.s/task     one task_rec per process (thread-group leader): the
+//                   identity fields /proc/PID/stat and status give, the
+//                   path of its exe and its command line.
 //   iter/task       (gpusnap_vmas) one vma_rec per mapping of a device node
 //                   or a DMA-buf, and per anonymous executable mapping of
 //                   64 MiB or more, each process's walked in one call.
@@ -26,6 +26,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define PATH_LEN 4096 // PATH_MAX: d_path fails beyond it, as readlink does
 #define NSPID_MAX 8   // pid namespace levels recorded; deeper ones are flagged
 #define COMM_LEN 16
+#define CMD_LEN 4096 // command lines up to this long are copied here; longer ones /proc gives
 
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
@@ -47,6 +48,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define REC_MM_BUSY 8    // VMA_UNWALKED: the mmap lock was held
 #define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
 #define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
+#define REC_CMDLINE 64   // task_rec: cmd_len bytes are the whole command line
 
 // Kinds of a vma_rec.
 #define VMA_DEVICE 1
@@ -70,6 +72,8 @@ struct task_rec {
 	char comm[COMM_LEN];
 	u32 rec_flags;
 	u32 path_len; // bytes of the exe path that follow
+	u32 cmd_len;  // then bytes of the command line (REC_CMDLINE)
+	u32 pad;
 };
 
 struct vma_rec {
@@ -111,7 +115,6 @@ struct vm_area_struct___named {
 // scratch holds one record and its path: too big for the 512-byte stack.
 struct scratch {
 	union {
-		struct task_rec task;
 		struct vma_rec vma;
 		struct file_rec file;
 	};
@@ -168,17 +171,50 @@ static __always_inline u32 put_path(struct scratch *s, const struct path *path, 
 	return (u32)n - 1;
 }
 
-SEC("iter/task")
+extern void bpf_rcu_read_lock(void) __ksym;
+extern void bpf_rcu_read_unlock(void) __ksym;
+
+// The task iterator sleeps (iter.s/task) to copy command lines from each
+// process's memory (bpf_copy_from_user_task): where another program could
+// run on this CPU meanwhile, a per-CPU scratch could be overwritten under
+// it, so its scratch is the reading thread's own (task storage).
+struct task_scratch {
+	struct task_rec rec;
+	char exe[PATH_LEN + 8];
+	char cmd[CMD_LEN + 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_scratch);
+} task_scratch_map SEC(".maps");
+
+// pad8 writes NULs after n bytes of buf, up to the next multiple of 8, and
+// returns that multiple.
+static __always_inline u32 pad8(char *buf, u32 n, u32 size)
+{
+	for (u32 i = 0; i < 8; i++) {
+		u32 j = n + i;
+		if (j < size)
+			buf[j] = 0;
+	}
+	return (n + 7) & ~7U;
+}
+
+SEC("iter.s/task")
 int gpusnap_tasks(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
 	if (!task || task->pid != task->tgid)
 		return 0;
-	struct scratch *s = get_scratch();
+	struct task_scratch *s = bpf_task_storage_get(&task_scratch_map, bpf_get_current_task_btf(), 0,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
 		return 0;
-	struct task_rec *r = &s->task;
+	struct task_rec *r = &s->rec;
 	__builtin_memset(r, 0, sizeof(*r));
 	r->start_ns = task->start_boottime;
 	r->cgroup_key = (u64)task->cgroups;
@@ -205,15 +241,57 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 			r->pidns_inum = BPF_CORE_READ(pid, numbers[level].ns, ns.inum);
 	}
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
-	u32 len = 0;
+	u32 len = 0, cmd = 0;
+	// Pointers walked from the task are trusted only inside an RCU read
+	// section in a sleepable program: d_path is taken there.
+	bpf_rcu_read_lock();
 	struct mm_struct *mm = task->mm;
 	if (mm) {
 		struct file *exe = mm->exe_file;
-		if (exe)
-			len = put_path(s, &exe->f_path, &r->rec_flags);
+		if (exe) {
+			long n = bpf_d_path((struct path *)&exe->f_path, s->exe, PATH_LEN);
+			if (n <= 1 || n > PATH_LEN)
+				r->rec_flags |= REC_PATH_ERROR;
+			else
+				len = (u32)n - 1;
+		}
+	}
+	bpf_rcu_read_unlock();
+	mm = task->mm;
+	if (mm) {
+		// The command line as /proc/PID/cmdline gives it (get_mm_cmdline):
+		// nothing before exec has set env_end or where the arguments are
+		// empty, else arg_start to arg_end where its last byte is a NUL.
+		// One that is longer than CMD_LEN, or rewritten past its end
+		// (setproctitle), or that cannot be copied, is left to /proc.
+		u64 start = mm->arg_start, end = mm->arg_end;
+		if (!mm->env_end || start >= end) {
+			r->rec_flags |= REC_CMDLINE;
+		} else if (end - start <= CMD_LEN) {
+			u32 n = end - start;
+			// An exec meanwhile gives the task another mm: what was
+			// copied is then no command line of either.
+			if (n > 0 && n <= CMD_LEN && bpf_copy_from_user_task(s->cmd, n, (void *)start, task, 0) == 0 &&
+			    s->cmd[(n - 1) & (CMD_LEN - 1)] == 0 && task->mm == mm && mm->arg_start == start &&
+			    mm->arg_end == end) {
+				cmd = n;
+				r->rec_flags |= REC_CMDLINE;
+			}
+		}
 	}
 	r->path_len = len;
-	emit(seq, s, sizeof(*r), len);
+	r->cmd_len = cmd;
+	bpf_seq_write(seq, r, sizeof(*r));
+	if (len > 0 && len <= PATH_LEN) {
+		u32 padded = pad8(s->exe, len, sizeof(s->exe));
+		if (padded <= sizeof(s->exe))
+			bpf_seq_write(seq, s->exe, padded);
+	}
+	if (cmd > 0 && cmd <= CMD_LEN) {
+		u32 padded = pad8(s->cmd, cmd, sizeof(s->cmd));
+		if (padded <= sizeof(s->cmd))
+			bpf_seq_write(seq, s->cmd, padded);
+	}
 	return 0;
 }
 
