@@ -137,8 +137,6 @@ func waitFor(t *testing.T, stderr *livetest.LockedBuffer, done chan int, re *reg
 	return ""
 }
 
-// waitEvents waits until the log holds the exit of every PID: an event is in
-// the log within a second of happening.
 // waitEvents waits until the log holds the exit of every one of pids. It is
 // a wait, not a bound: 1,000 exits land within a few seconds on an idle host,
 // and a host running other tests at load 15 once took more than 10 s.
