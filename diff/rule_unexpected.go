@@ -4,10 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
-	"sync"
 
+	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -135,10 +134,8 @@ func masquerade(p *snapshot.Process) []string {
 
 // kernelThreadName matches the names the kernel gives its own threads, as
 // ps shows them: the per-CPU and per-device workers, and the singletons.
-var kernelThreadName = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
-		`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
-})
+var kernelThreadName = lazyregexp.New(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
+	`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
 
 // toolchainDirs are the hidden directories per-user toolchains install
 // interpreters and tools in: an exe there is what a user's job runs, not a
@@ -177,9 +174,7 @@ const commLen = 15
 // a script started through its #! line takes the script's name ("./train.py"
 // gives "train.py"), and runtimes rename their main thread (PyTorch's
 // "pt_main_thread").
-var interpreters = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
-})
+var interpreters = lazyregexp.New(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
 
 // commMatchesExe reports whether a process's comm fits its exe: the exe's
 // name cut to 15 bytes, a versioned name (python3 for python3.11, vim for

@@ -1,9 +1,10 @@
 package kmsg
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 )
 
 // Xid is an error the NVIDIA driver logged for a GPU (Xid) or an NVSwitch
@@ -26,12 +27,12 @@ type Xid struct {
 
 var (
 	// Drivers since R470 print "PCI:" before the bus id; older ones do not.
-	xidRE  = regexp.MustCompile(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
-	sxidRE = regexp.MustCompile(`^nvidia-nvswitch\d+: SXid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
+	xidRE  = lazyregexp.New(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
+	sxidRE = lazyregexp.New(`^nvidia-nvswitch\d+: SXid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
 	// driverRE is the NVIDIA driver's voice: its resource manager's "NVRM:"
 	// prefix, a kernel module's own prefix (nvidia-nvswitch0:, nvidia-uvm:,
 	// nvidia-modeset:), or an Xid anywhere in the text.
-	driverRE = regexp.MustCompile(`NVRM:|(?:^|\s)nvidia(?:-[a-z0-9]+)?:|S?Xid \((?:PCI:)?[0-9A-Fa-f]`)
+	driverRE = lazyregexp.New(`NVRM:|(?:^|\s)nvidia(?:-[a-z0-9]+)?:|S?Xid \((?:PCI:)?[0-9A-Fa-f]`)
 )
 
 // ParseXid reads an Xid or SXid record's text. It does not look at the
@@ -39,9 +40,9 @@ var (
 // from the kernel (see FromKernel).
 func ParseXid(text string) (Xid, bool) {
 	x := Xid{}
-	m := xidRE.FindStringSubmatch(text)
+	m := xidRE().FindStringSubmatch(text)
 	if m == nil {
-		if m = sxidRE.FindStringSubmatch(text); m == nil {
+		if m = sxidRE().FindStringSubmatch(text); m == nil {
 			return x, false
 		}
 		x.Switch = true
@@ -88,7 +89,7 @@ func field(s, key string) (value, rest string, ok bool) {
 }
 
 // IsDriverText reports whether text speaks in the NVIDIA driver's voice.
-func IsDriverText(text string) bool { return driverRE.MatchString(text) }
+func IsDriverText(text string) bool { return driverRE().MatchString(text) }
 
 // FromKernel reports whether the kernel wrote the record: only its records
 // have facility kern. What user space writes to /dev/kmsg gets LOG_USER, or

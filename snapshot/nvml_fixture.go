@@ -8,14 +8,13 @@ import (
 	"io"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
@@ -205,13 +204,10 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // errorPathRE matches the fields of the fixture that take an error (what the
-// reader records in Missing). Compiled on first use, as every pattern of
-// gpusnap: a command pays at start-up for each one compiled at init.
-var errorPathRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(?:driver_version|nvml_version|cuda_driver_version|devices` +
-		`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
-		`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
-})
+// reader records in Missing).
+var errorPathRE = lazyregexp.New(`^(?:driver_version|nvml_version|cuda_driver_version|devices` +
+	`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
+	`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
 
 // check verifies what the shape cannot say: devices in index order, minor
 // numbers and UUIDs that name one GPU each, PIDs, percentages, and errors

@@ -9,15 +9,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -223,17 +222,11 @@ func usageError(err error) error { return fmt.Errorf("usage: %w", err) }
 // duration a "parse error"; flagError says what was wrong the way gpusnap's
 // own messages do.
 var (
-	flagUndefined = lazyRegexp(`^flag provided but not defined: -+(.*)$`)
-	flagNoValue   = lazyRegexp(`^flag needs an argument: -+(.*)$`)
-	flagBadValue  = lazyRegexp(`^invalid value (".*") for flag -+([^:]*): `)
-	flagBadBool   = lazyRegexp(`^invalid boolean value (".*") for -+([^:]*): `)
+	flagUndefined = lazyregexp.New(`^flag provided but not defined: -+(.*)$`)
+	flagNoValue   = lazyregexp.New(`^flag needs an argument: -+(.*)$`)
+	flagBadValue  = lazyregexp.New(`^invalid value (".*") for flag -+([^:]*): `)
+	flagBadBool   = lazyregexp.New(`^invalid boolean value (".*") for -+([^:]*): `)
 )
-
-// lazyRegexp compiles on first use: a command pays at start-up for each
-// pattern compiled at init, and these serve only a bad command line.
-func lazyRegexp(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
-}
 
 // flagError turns an error from parsing the flags defs into a usage error.
 func flagError(defs []cli.Flag, err error) error {
