@@ -183,7 +183,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 	}
 	c.noteLimits()
 	c.noteKernelLog()
-	c.noteGPULost()
+	c.noteGPUEvents()
 	c.noteCoverage()
 	return c
 }

@@ -438,12 +438,21 @@ func (c *comparison) noteKernelLog() {
 	}
 }
 
-// noteGPULost says where NVML told gpusnap watch a GPU was lost in the
-// window: its events after that were not watched (the kernel log's Xids,
-// where it was read, still were).
-func (c *comparison) noteGPULost() {
+// noteGPUEvents says where gpusnap watch did not see NVML's GPU events in
+// the window: a GPU lost (its events after that were not watched) or a
+// failing wait (the kernel log's Xids, where it was read, still count).
+func (c *comparison) noteGPUEvents() {
 	for _, e := range c.windowGPUEvents(eventlog.GPUEventGPULost) {
 		c.notCompared(fmt.Sprintf("NVML events: NVML answered gpusnap watch at %s that a GPU is lost (%s): NVML's Xid and ECC events after it were not watched",
 			e.Time.UTC().Format(time.RFC3339), e.GPUEventText()))
+	}
+	if c.opts.Events == nil {
+		return
+	}
+	for i := range c.opts.Events.Events {
+		e := &c.opts.Events.Events[i]
+		if e.Kind == eventlog.KindLost && e.Source == eventlog.SourceNVML && !e.Time.Before(c.from.Host.CaptureStart) && e.Time.Before(c.windowEnd()) {
+			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch could not read them (%s): an Xid or ECC error NVML reported then is not known", e.Time.UTC().Format(time.RFC3339), e.Note))
+		}
 	}
 }

@@ -192,12 +192,18 @@ func TestXidNVMLAloneWhereKernelLogIsMissing(t *testing.T) {
 	}
 }
 
-// A GPU lost in the window is a note: NVML's events after it were not watched.
-func TestGPULostNote(t *testing.T) {
-	from, to, opts := nvmlHosts(eventlog.Event{Time: t0.Add(-10 * time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventGPULost})
+// A GPU lost in the window, and a wait for NVML's events that failed, are
+// notes: NVML's events then were not watched. Neither counts as events the
+// kernel dropped.
+func TestGPUEventsNotes(t *testing.T) {
+	from, to, opts := nvmlHosts(eventlog.Event{Time: t0.Add(-10 * time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventGPULost},
+		eventlog.Event{Time: t0.Add(-20 * time.Minute), Kind: eventlog.KindLost, Source: eventlog.SourceNVML, Note: "NVML's GPU events: nvml event wait: unknown error"})
 	opts.KernelLog = &kmsg.Window{}
 	r := Compare(from, to, opts)
-	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "that a GPU is lost (GPU lost on a GPU NVML did not name)") || r.Complete {
+	notes := strings.Join(r.Notes, "\n")
+	if !strings.Contains(notes, "that a GPU is lost (GPU lost on a GPU NVML did not name)") ||
+		!strings.Contains(notes, "could not read them (NVML's GPU events: nvml event wait: unknown error)") ||
+		strings.Contains(notes, "the kernel dropped") || r.Complete {
 		t.Errorf("notes %q, complete %v", r.Notes, r.Complete)
 	}
 }

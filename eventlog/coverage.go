@@ -89,6 +89,9 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 			c.Lost += max(runLost, e.Lost)
 			runLost = 0
 		case KindLost:
+			if e.Source == SourceNVML {
+				break // NVML's GPU events, not the kernel's: a diff notes them (they are not device uses)
+			}
 			if e.Lost == 0 {
 				c.Lost++ // a source that could not count what it dropped: at least one
 			}

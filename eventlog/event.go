@@ -25,7 +25,7 @@ const (
 	// The watch's own record: when it ran, how, and what it missed.
 	KindWatchStart = "watch_start"
 	KindWatchStop  = "watch_stop"
-	KindLost       = "lost"  // the kernel dropped events: the ring buffer was full
+	KindLost       = "lost"  // the kernel dropped events (the ring buffer was full); source nvml: NVML's GPU events were not read
 	KindAlive      = "alive" // a running watch's heartbeat (AliveEvery)
 
 	// ModeFallback is a watch_start's mode where no kernel hook loads: a

@@ -126,4 +126,15 @@ func TestCoverSilentWatch(t *testing.T) {
 	if cov := Cover(ReadResult{Before: &start}, t0, t0.Add(AliveEvery)); !cov.Complete() {
 		t.Errorf("a 30 s window: %+v", cov)
 	}
+	// NVML's GPU events not read for a while are not kernel events dropped
+	// (a diff notes them itself); a source that could not count is one at least.
+	events := beats(time.Hour)
+	events = append(events, Event{Time: t0.Add(time.Minute), Kind: KindLost, Source: SourceNVML, Note: "NVML's GPU events: ..."})
+	if cov := Cover(ReadResult{Before: &start, Events: events}, t0, to); cov.Lost != 0 {
+		t.Errorf("an NVML lost record counted as dropped events: %+v", cov)
+	}
+	events = append(events, Event{Time: t0.Add(2 * time.Minute), Kind: KindLost, Source: SourceProcConnector, Note: "overrun"})
+	if cov := Cover(ReadResult{Before: &start, Events: events}, t0, to); cov.Lost != 1 {
+		t.Errorf("the proc connector's overrun: %+v", cov)
+	}
 }

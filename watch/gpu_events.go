@@ -39,7 +39,7 @@ func openGPUEvents(opts snapshot.NVMLOptions) (*snapshot.GPUEvents, []string) {
 // recordGPUEvents records each GPU event NVML delivers until ctx is done or
 // NVML says a GPU is lost (after which its answers cannot be trusted: the
 // event says that the watching ends). A failing wait is retried, and said
-// once as lost events: what happened meanwhile is not known.
+// once as a lost record of source nvml: what happened meanwhile is not known.
 func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
 	defer ev.Close()
 	failing := ""
@@ -51,7 +51,9 @@ func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
 		case err != nil:
 			if err.Error() != failing {
 				failing = err.Error()
-				r.lostNote("NVML's GPU events: " + failing + " (retried; events until it answers are not known)")
+				note := "NVML's GPU events: " + failing + " (retried; events until it answers are not known)"
+				r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindLost, Source: eventlog.SourceNVML, Note: note})
+				fmt.Fprintf(r.log, "gpusnap watch: events lost: %s\n", note)
 			}
 			select {
 			case <-ctx.Done():

@@ -138,7 +138,7 @@ func TestWatchRecordsGPUEvents(t *testing.T) {
 	if e := got[1]; e.GPUEvent != eventlog.GPUEventECCDoubleBit || e.GPUUUID != uuid(1) || e.GPUInstanceID == nil || *e.GPUInstanceID != 1 || e.ComputeInstanceID == nil || *e.ComputeInstanceID != 0 {
 		t.Errorf("double-bit ECC error on MIG instance 1/0: %+v", e)
 	}
-	if e := got[2]; e.Kind != eventlog.KindLost || !strings.Contains(e.Note, "NVML's GPU events: nvml event wait: unknown error") {
+	if e := got[2]; e.Kind != eventlog.KindLost || e.Source != eventlog.SourceNVML || !strings.Contains(e.Note, "NVML's GPU events: nvml event wait: unknown error") {
 		t.Errorf("a failing wait: %+v", e)
 	}
 	if e := got[3]; e.GPUEvent != eventlog.GPUEventGPULost || !strings.Contains(e.Note, "not watched after this") {
