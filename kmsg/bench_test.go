@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -15,15 +16,23 @@ import (
 // BenchmarkReadWindowFile reads a window of 10,000 records out of a log of
 // 20,000 (the first half skipped by header), one in ten an Xid with a
 // dictionary: the cost of the kernel-log half of a diff, parsing included.
+// It runs with the garbage collector as tests have it (GOGC 100) and as the
+// gpusnap command sets it (400: a command's heap lives tens of milliseconds),
+// the path production takes.
 func BenchmarkReadWindowFile(b *testing.B) {
 	path := benchLog(b)
 	from, to := &Position{Next: 10_000}, &Position{Next: 20_000}
-	defer reportCPU(b)()
-	for b.Loop() {
-		w := ReadWindow(path, from, to)
-		if len(w.Records) != 10_000 || len(w.Missing) > 0 {
-			b.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
-		}
+	for _, gc := range []int{100, 400} {
+		b.Run(fmt.Sprintf("gogc=%d", gc), func(b *testing.B) {
+			defer debug.SetGCPercent(debug.SetGCPercent(gc))
+			defer reportCPU(b)()
+			for b.Loop() {
+				w := ReadWindow(path, from, to)
+				if len(w.Records) != 10_000 || len(w.Missing) > 0 {
+					b.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
+				}
+			}
+		})
 	}
 }
 
