@@ -286,7 +286,13 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 
 	// What /proc still gives: command lines, cgroup text and raw text, read
 	// with the /proc path's workers and buffers.
-	cgroups := map[uint64]string{} // by cgroup key: read once per css_set
+	// By cgroup key: read and parsed once per css_set.
+	type cgroupSet struct {
+		text  string
+		lines []string
+		a     attribution
+	}
+	cgroups := map[uint64]*cgroupSet{}
 	w := newWorker(cfg)
 	for i := range results {
 		if err := ctx.Err(); err != nil {
@@ -352,8 +358,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			p.Errors = append(p.Errors, "cmdline: "+errText(err))
 		}
 		p.Cmdline, p.CmdlineCut = parseCmdline(cmdline), cut
-		cg, ok := cgroups[cgroupKeys[i]]
+		set, ok := cgroups[cgroupKeys[i]]
 		if !ok {
+			set = &cgroupSet{}
 			data, err := w.r.readWholeAt(cfg.rootfd, cfg.root, name+"/cgroup", w.small)
 			w.small = data
 			if err != nil {
@@ -363,12 +370,13 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 				}
 				p.Errors = append(p.Errors, "cgroup: "+errText(err))
 			} else {
-				cg = string(data)
-				cgroups[cgroupKeys[i]] = cg
+				set.text = string(data)
+				cgroups[cgroupKeys[i]] = set
 			}
+			set.lines, set.a = parseCgroup(set.text)
 		}
-		var a attribution
-		p.Cgroups, a = parseCgroup(cg)
+		cg, a := set.text, set.a
+		p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
 		p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 			a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 		if p.UsesNVIDIA() {
