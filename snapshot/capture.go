@@ -396,7 +396,8 @@ func (w *worker) process(pid int) result {
 			return res
 		}
 	}
-	p.Cmdline, p.CmdlineCut = parseCmdline(cmdline), cut
+	cmdText := string(cmdline)
+	p.Cmdline, p.CmdlineCut = parseCmdline(cmdText), cut
 
 	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
@@ -482,7 +483,7 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
-		p.Raw = newRaw(maps, mapsCut, status, cmdline, cut, rawCgroup)
+		p.Raw = newRaw(maps, mapsCut, status, cmdText, cut, rawCgroup)
 	}
 	return res
 }

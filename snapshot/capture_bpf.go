@@ -77,11 +77,11 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	// Command lines the kernel copied whole, by results index (have: it did).
 	type kernelCmdline struct {
 		have bool
-		text []byte
+		text string
 	}
-	var cmdlines []kernelCmdline
+	cmdlines := make([]kernelCmdline, 0, cap(results))
 	err := walk.EachTask(func(r *bpf.TaskRecord, exe, cmd []byte) {
-		cmdlines = append(cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, bytes.Clone(cmd)})
+		cmdlines = append(cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, string(cmd)})
 		p := Process{
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
@@ -338,14 +338,13 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 				}
 			}
 		}
-		var cmdline []byte
+		cmdline := cmdlines[i].text
 		var cut *Cut
 		var err error
-		if c := cmdlines[i]; c.have {
-			cmdline = c.text
-		} else {
-			cmdline, cut, err = w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
-			w.cmdBuf = cmdline
+		if !cmdlines[i].have {
+			var data []byte
+			data, cut, err = w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
+			w.cmdBuf, cmdline = data, string(data)
 		}
 		if err != nil {
 			if vanishedErr(err) {

@@ -1,19 +1,17 @@
 package snapshot
 
-import "bytes"
+import "strings"
 
 // /proc/PID/cmdline is the arguments, each ended by a NUL. A process may
 // rewrite it (setproctitle), leaving no final NUL or spaces instead: the last
 // argument is kept either way. A kernel thread's is empty.
 
-func parseCmdline(data []byte) []string {
-	data = bytes.TrimSuffix(data, []byte{0})
-	if len(data) == 0 {
+// parseCmdline splits the text of a command line into its arguments, which
+// share the text's memory: one allocation for them all.
+func parseCmdline(text string) []string {
+	text = strings.TrimSuffix(text, "\x00")
+	if text == "" {
 		return nil
 	}
-	var args []string
-	for arg := range bytes.SplitSeq(data, []byte{0}) {
-		args = append(args, string(arg))
-	}
-	return args
+	return strings.Split(text, "\x00")
 }

@@ -79,7 +79,7 @@ func TestParseCmdline(t *testing.T) {
 		"setproctitle no nul": {"setproctitle no nul"},
 		"a\x00\x00b\x00":      {"a", "", "b"},
 	} {
-		if got := parseCmdline([]byte(in)); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+		if got := parseCmdline(in); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}

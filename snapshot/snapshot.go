@@ -178,8 +178,8 @@ type Cut struct {
 // newRaw keeps the raw text of a process, each file cut to TextLimit;
 // cmdline comes cut already (cmdCut names the whole of it), and so does maps
 // where mapsCut is set.
-func newRaw(maps []byte, mapsCut *Cut, status, cmdline []byte, cmdCut *Cut, cgroup string) *Raw {
-	raw := &Raw{Cmdline: string(cmdline)}
+func newRaw(maps []byte, mapsCut *Cut, status []byte, cmdline string, cmdCut *Cut, cgroup string) *Raw {
+	raw := &Raw{Cmdline: cmdline}
 	add := func(name string, c *Cut) {
 		if c == nil {
 			return
