@@ -31,6 +31,9 @@ const (
 	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
 	RecordOwnTable  = 32 // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
 	RecordCmdline   = 64 // TaskRecord: the command line follows, whole (else /proc has it)
+	// RecordNoScratch: the kernel had no memory to render a VMAUnwalked's or a
+	// FileRecord's process in: read that process from /proc.
+	RecordNoScratch = 128
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.

@@ -28,8 +28,9 @@ type iterFileRec struct {
 
 type iterScratch struct {
 	_        structs.HostLayout
-	Vma      iterVmaRec
+	Task     iterTaskRec
 	Path     [4104]int8
+	Cmd      [4104]int8
 	LastFile uint64
 	Out      uint32
 	Unwalked uint32
@@ -57,13 +58,6 @@ type iterTaskRec struct {
 	Pad       uint32
 }
 
-type iterTaskScratch struct {
-	_   structs.HostLayout
-	Rec iterTaskRec
-	Exe [4104]int8
-	Cmd [4104]int8
-}
-
 type iterVmaRec struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -86,11 +80,10 @@ type iterVmaRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	iterMapScratchMap     = "scratch_map"
-	iterMapTaskScratchMap = "task_scratch_map"
-	iterProgGpusnapFiles  = "gpusnap_files"
-	iterProgGpusnapTasks  = "gpusnap_tasks"
-	iterProgGpusnapVmas   = "gpusnap_vmas"
+	iterMapScratchMap    = "scratch_map"
+	iterProgGpusnapFiles = "gpusnap_files"
+	iterProgGpusnapTasks = "gpusnap_tasks"
+	iterProgGpusnapVmas  = "gpusnap_vmas"
 )
 
 // loadIter returns the embedded CollectionSpec for iter.
@@ -144,8 +137,7 @@ type iterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iterMapSpecs struct {
-	ScratchMap     *ebpf.MapSpec `ebpf:"scratch_map"`
-	TaskScratchMap *ebpf.MapSpec `ebpf:"task_scratch_map"`
+	ScratchMap *ebpf.MapSpec `ebpf:"scratch_map"`
 }
 
 // iterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -174,14 +166,12 @@ func (o *iterObjects) Close() error {
 //
 // It can be passed to loadIterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iterMaps struct {
-	ScratchMap     *ebpf.Map `ebpf:"scratch_map"`
-	TaskScratchMap *ebpf.Map `ebpf:"task_scratch_map"`
+	ScratchMap *ebpf.Map `ebpf:"scratch_map"`
 }
 
 func (m *iterMaps) Close() error {
 	return _IterClose(
 		m.ScratchMap,
-		m.TaskScratchMap,
 	)
 }
 

@@ -24,7 +24,8 @@ import (
 // of /proc/PID/cgroup once per distinct cgroup set, a kernel thread's stat
 // (its name as /proc shows it), and the raw text of NVIDIA users' files. A
 // process whose mappings the kernel did not walk (more device mappings than
-// one walk writes, or its mmap lock held) is read wholly the /proc path's way.
+// one walk writes, or its mmap lock held), or whose records it had no memory
+// to render, is read wholly the /proc path's way.
 
 // Capture paths, as Scan.Path records them.
 const (
@@ -227,6 +228,10 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	ownTables := map[uint32]map[uint64]uint32{}
 	baseTable := map[uint32]uint64{}
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
+		if r.RecFlags&bpf.RecordNoScratch != 0 {
+			unwalked[r.Pid] = true // its fds, or some, were not rendered
+			return
+		}
 		var p *Process
 		tid := 0
 		own := r.RecFlags&bpf.RecordOwnTable != 0

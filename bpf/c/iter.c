@@ -49,6 +49,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
 #define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
 #define REC_CMDLINE 64   // task_rec: cmd_len bytes are the whole command line
+#define REC_NO_SCRATCH 128 // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
 
 // Kinds of a vma_rec.
 #define VMA_DEVICE 1
@@ -112,13 +113,20 @@ struct vm_area_struct___named {
 	struct anon_vma_name___named *anon_name;
 } __attribute__((preserve_access_index));
 
-// scratch holds one record and its path: too big for the 512-byte stack.
+// scratch holds one record, its path and a command line: too big for the
+// 512-byte stack. It is the reading thread's own (task storage), not the
+// CPU's: the task iterator sleeps to copy command lines, a long walk of
+// mappings may be preempted, and meanwhile another capture's read could run
+// on this CPU and overwrite a per-CPU scratch under it. A thread runs one of
+// these programs at a time.
 struct scratch {
 	union {
+		struct task_rec task;
 		struct vma_rec vma;
 		struct file_rec file;
 	};
 	char path[PATH_LEN + 8];
+	char cmd[CMD_LEN + 8];
 	// The state of gpusnap_vmas's walk of one process.
 	u64 last_file; // the file of the record before, whose path it wrote
 	u32 out;       // bytes of records written
@@ -126,16 +134,18 @@ struct scratch {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
 
+// get_scratch is the reading thread's scratch, made on its first use; nil
+// where the kernel could not allocate it (each program then says so in a
+// record of its own, so that user space reads the process from /proc).
 static __always_inline struct scratch *get_scratch(void)
 {
-	u32 zero = 0;
-	return bpf_map_lookup_elem(&scratch_map, &zero);
+	return bpf_task_storage_get(&scratch_map, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
 // emit writes a record of hdr_len bytes, then path_len bytes of s->path
@@ -174,23 +184,6 @@ static __always_inline u32 put_path(struct scratch *s, const struct path *path, 
 extern void bpf_rcu_read_lock(void) __ksym;
 extern void bpf_rcu_read_unlock(void) __ksym;
 
-// The task iterator sleeps (iter.s/task) to copy command lines from each
-// process's memory (bpf_copy_from_user_task): where another program could
-// run on this CPU meanwhile, a per-CPU scratch could be overwritten under
-// it, so its scratch is the reading thread's own (task storage).
-struct task_scratch {
-	struct task_rec rec;
-	char exe[PATH_LEN + 8];
-	char cmd[CMD_LEN + 8];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_scratch);
-} task_scratch_map SEC(".maps");
-
 // pad8 writes NULs after n bytes of buf, up to the next multiple of 8, and
 // returns that multiple.
 static __always_inline u32 pad8(char *buf, u32 n, u32 size)
@@ -210,11 +203,12 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task || task->pid != task->tgid)
 		return 0;
-	struct task_scratch *s = bpf_task_storage_get(&task_scratch_map, bpf_get_current_task_btf(), 0,
-						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	// Without a scratch no record: /proc's listing has the process, and
+	// user space reads every listed process the walk lacks from /proc.
+	struct scratch *s = get_scratch();
 	if (!s)
 		return 0;
-	struct task_rec *r = &s->rec;
+	struct task_rec *r = &s->task;
 	__builtin_memset(r, 0, sizeof(*r));
 	r->start_ns = task->start_boottime;
 	r->cgroup_key = (u64)task->cgroups;
@@ -249,7 +243,7 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	if (mm) {
 		struct file *exe = mm->exe_file;
 		if (exe) {
-			long n = bpf_d_path((struct path *)&exe->f_path, s->exe, PATH_LEN);
+			long n = bpf_d_path((struct path *)&exe->f_path, s->path, PATH_LEN);
 			if (n <= 1 || n > PATH_LEN)
 				r->rec_flags |= REC_PATH_ERROR;
 			else
@@ -283,9 +277,9 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	r->cmd_len = cmd;
 	bpf_seq_write(seq, r, sizeof(*r));
 	if (len > 0 && len <= PATH_LEN) {
-		u32 padded = pad8(s->exe, len, sizeof(s->exe));
-		if (padded <= sizeof(s->exe))
-			bpf_seq_write(seq, s->exe, padded);
+		u32 padded = pad8(s->path, len, sizeof(s->path));
+		if (padded <= sizeof(s->path))
+			bpf_seq_write(seq, s->path, padded);
 	}
 	if (cmd > 0 && cmd <= CMD_LEN) {
 		u32 padded = pad8(s->cmd, cmd, sizeof(s->cmd));
@@ -351,8 +345,11 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 	if (task->pid != task->tgid && task->group_leader->mm)
 		return 0;
 	struct scratch *s = get_scratch();
-	if (!s)
+	if (!s) {
+		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
+		bpf_seq_write(seq, &m, sizeof(m));
 		return 0;
+	}
 	// The walk's state lives in the scratch map, not in registers: the
 	// verifier then sees one state per loop iteration, not one per count.
 	s->out = 0;
@@ -441,8 +438,11 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 	if (type != S_IFCHR && type != S_IFBLK)
 		return 0;
 	struct scratch *s = get_scratch();
-	if (!s)
+	if (!s) {
+		struct file_rec m = {.pid = task->tgid, .tid = task->pid, .fd = ctx->fd, .rec_flags = REC_NO_SCRATCH | own};
+		bpf_seq_write(seq, &m, sizeof(m));
 		return 0;
+	}
 	struct file_rec *r = &s->file;
 	__builtin_memset(r, 0, sizeof(*r));
 	r->files_key = (u64)task->files;
