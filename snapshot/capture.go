@@ -483,6 +483,9 @@ func (w *worker) process(pid int) result {
 
 	if p.UsesNVIDIA() {
 		p.SuspectAnon = mr.SuspectAnon
+		if mr.AnonRun != nil {
+			p.MappingRuns = append(p.MappingRuns, *mr.AnonRun)
+		}
 		p.Raw = newRaw(maps, mapsCut, status, cmdText, cut, rawCgroup)
 	}
 	return res

@@ -143,7 +143,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		walkedBy[pid] = tid
 		return &results[i].p, true
 	}
-	anon := map[uint32][]Mapping{}
+	anon := map[uint32]*suspectAnon{}
 	runs := map[uint32]*mappingRuns{} // the maps scanner's rule: 256 lines per device, the rest counted
 	var id []byte
 	// A process's records come in a row: its Process and runs are looked
@@ -170,12 +170,21 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		}
 		perms := vmPerms(r.VmFlags)
 		if r.Kind == bpf.VMAAnonExec {
+			a := anon[r.Pid]
+			if a == nil {
+				a = &suspectAnon{}
+				anon[r.Pid] = a
+			}
+			if a.full() {
+				a.count(r.End-r.Start, perms[:])
+				return
+			}
 			m := bpfMapping(r, perms)
 			if len(path) > 0 {
 				m.Path = "[anon:" + string(path) + "]"
 			}
 			m.Class = ClassAnonExec
-			anon[r.Pid] = append(anon[r.Pid], m)
+			a.keep(m)
 			return
 		}
 		if last.rs == nil {
@@ -384,7 +393,12 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 			a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 		if p.UsesNVIDIA() {
-			p.SuspectAnon = anon[uint32(p.PID)]
+			if a := anon[uint32(p.PID)]; a != nil {
+				p.SuspectAnon = a.kept
+				if r := a.counted(); r != nil {
+					p.MappingRuns = append(p.MappingRuns, *r)
+				}
+			}
 			// Its first TextLimit bytes, the rest hashed as read: the
 			// mappings themselves came from the iterator.
 			maps, mapsCut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, TextLimit, false)

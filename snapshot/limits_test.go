@@ -155,3 +155,24 @@ func TestMapsScannedAsReadKeepsWhatWholeKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspectAnonBounded: a tenant that uses an NVIDIA device and makes
+// 5,000 anonymous executable mappings of 64 MiB keeps MappingsPerDevice of
+// them, the rest counted in one run of class anon_exec.
+func TestSuspectAnonBounded(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("7f0000000000-7f0000001000 rw-s 00000000 00:06 1044 /dev/nvidia0\n")
+	const n, size = 5000, 64 << 20
+	for i := range n {
+		start := 0x100000000 + uint64(i)*(size+0x2000)
+		fmt.Fprintf(&b, "%x-%x r-xp 00000000 00:00 0\n", start, start+size)
+	}
+	p := findPID(t, captureFixture(t, tenantTree(t, b.Bytes(), []byte("x\x00")), nil), 90)
+	if len(p.SuspectAnon) != MappingsPerDevice {
+		t.Fatalf("%d suspect anonymous mappings kept, want %d", len(p.SuspectAnon), MappingsPerDevice)
+	}
+	want := MappingRun{Class: ClassAnonExec, Lines: n - MappingsPerDevice, Bytes: (n - MappingsPerDevice) * size, Perms: []string{"r-xp"}}
+	if i := slices.IndexFunc(p.MappingRuns, func(r MappingRun) bool { return r.Class == ClassAnonExec }); i < 0 || !reflect.DeepEqual(p.MappingRuns[i], want) {
+		t.Errorf("runs %+v, want one %+v", p.MappingRuns, want)
+	}
+}

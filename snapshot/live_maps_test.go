@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -241,4 +242,45 @@ func findLive(t *testing.T, snap *snapshot.Snapshot, pid int) *snapshot.Process 
 	}
 	t.Fatalf("the %s capture lacks process %d", snap.Scan.CapturePath, pid)
 	return nil
+}
+
+// TestLiveSuspectAnonBounded: this process holds a node named nvidia0 and
+// makes 270 anonymous executable mappings of 64 MiB (address space only,
+// kept apart by unmapped pages so none merge). Both capture paths keep
+// MappingsPerDevice of them and count the rest in one anon_exec run.
+func TestLiveSuspectAnonBounded(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	f, err := os.Open(loop.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const n, size, page = 270, 64 << 20, 4096
+	for range n {
+		// One page more on each side, unmapped again: a gap no merge crosses.
+		addr, _, errno := unix.Syscall6(unix.SYS_MMAP, 0, size+2*page, unix.PROT_READ|unix.PROT_EXEC,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
+		if errno != 0 {
+			t.Skipf("mmap of 64 MiB of address space refused here: %v", errno)
+		}
+		unix.Syscall(unix.SYS_MUNMAP, addr, page, 0)
+		unix.Syscall(unix.SYS_MUNMAP, addr+page+size, page, 0)
+		t.Cleanup(func() { unix.Syscall(unix.SYS_MUNMAP, addr+page, size, 0) })
+	}
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		t.Run(path, func(t *testing.T) {
+			p := findLive(t, capturePath(t, path), os.Getpid())
+			anon := 0
+			for _, m := range p.SuspectAnon {
+				if m.Size == size && m.Perms == "r-xp" {
+					anon++
+				}
+			}
+			i := slices.IndexFunc(p.MappingRuns, func(r snapshot.MappingRun) bool { return r.Class == snapshot.ClassAnonExec })
+			if len(p.SuspectAnon) != snapshot.MappingsPerDevice || i < 0 || p.MappingRuns[i].Lines+anon < n {
+				t.Fatalf("%d suspect anonymous mappings kept (%d of ours), runs %+v; want %d kept and the rest of our %d counted",
+					len(p.SuspectAnon), anon, p.MappingRuns, snapshot.MappingsPerDevice, n)
+			}
+		})
+	}
 }

@@ -202,6 +202,7 @@ type MapsScanner struct {
 	res      MapsResult
 	other    []Mapping // device mappings of other devices, after NVIDIA's
 	runs     mappingRuns
+	anon     suspectAnon
 	lastFile []byte // "dev inode" of the last file found not to be a device
 	lineNo   int
 	errs     int // malformed lines
@@ -313,15 +314,46 @@ func (m *mappingRuns) run(id, path []byte) *deviceRun {
 }
 
 // count counts a line not kept.
-func (r *deviceRun) count(size uint64, perms []byte) {
-	r.run.Lines++
-	r.run.Bytes += size
-	for _, p := range r.run.Perms {
+func (r *deviceRun) count(size uint64, perms []byte) { r.run.count(size, perms) }
+
+// count counts a line not kept in the run.
+func (r *MappingRun) count(size uint64, perms []byte) {
+	r.Lines++
+	r.Bytes += size
+	for _, p := range r.Perms {
 		if p == string(perms) {
 			return
 		}
 	}
-	r.run.Perms = append(r.run.Perms, string(perms))
+	r.Perms = append(r.Perms, string(perms))
+}
+
+// suspectAnon keeps a process's suspect anonymous executable mappings, for
+// both capture paths: the first MappingsPerDevice one by one, the rest
+// counted in a run of class anon_exec (a tenant can make tens of thousands,
+// 64 MiB of address space each).
+type suspectAnon struct {
+	kept []Mapping
+	run  MappingRun
+}
+
+// full reports whether the next mapping is counted, not kept.
+func (a *suspectAnon) full() bool { return len(a.kept) >= MappingsPerDevice }
+
+func (a *suspectAnon) keep(m Mapping) { a.kept = append(a.kept, m) }
+
+func (a *suspectAnon) count(size uint64, perms []byte) {
+	a.run.Class = ClassAnonExec
+	a.run.count(size, perms)
+}
+
+// counted is the run of the mappings not kept, or nil.
+func (a *suspectAnon) counted() *MappingRun {
+	if a.run.Lines == 0 {
+		return nil
+	}
+	r := a.run
+	return &r
 }
 
 func (r *deviceRun) sawPerms(perms []byte) bool {
@@ -336,7 +368,8 @@ func (r *deviceRun) sawPerms(perms []byte) bool {
 // MapsResult is what ScanMaps found in one maps text.
 type MapsResult struct {
 	Mappings    []Mapping    // device mappings, NVIDIA first, then other, each in address order
-	SuspectAnon []Mapping    // anonymous executable mappings of 64 MiB or more
+	SuspectAnon []Mapping    // anonymous executable mappings of 64 MiB or more, the first MappingsPerDevice
+	AnonRun     *MappingRun  // those past them, counted
 	Runs        []MappingRun // device lines not kept one by one, per device
 	Errors      []string     // malformed lines, by line number (the first few)
 }
@@ -357,6 +390,7 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 func (s *MapsScanner) Begin() {
 	s.res, s.other = MapsResult{}, nil
 	s.runs.reset()
+	s.anon = suspectAnon{}
 	s.lastFile = s.lastFile[:0]
 	s.lineNo, s.errs = 0, 0
 }
@@ -368,6 +402,7 @@ func (s *MapsScanner) End() MapsResult {
 		res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", s.errs-maxMapsErrors))
 	}
 	res.Runs = s.runs.result()
+	res.SuspectAnon, res.AnonRun = s.anon.kept, s.anon.counted()
 	res.Mappings = append(res.Mappings, s.other...)
 	s.res, s.other = MapsResult{}, nil
 	return res
@@ -424,10 +459,14 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.malformed(fmt.Sprintf("maps line %d: %v", s.lineNo, err))
 				continue
 			}
-			if m.End-m.Start >= suspectAnonSize {
+			switch {
+			case m.End-m.Start < suspectAnonSize:
+			case s.anon.full():
+				s.anon.count(m.End-m.Start, m.Perms[:])
+			default:
 				mp := newMapping(line, &m)
 				mp.Class = ClassAnonExec
-				s.res.SuspectAnon = append(s.res.SuspectAnon, mp)
+				s.anon.keep(mp)
 			}
 		case len(path) > 0 && path[0] == '/':
 			// A library maps as several lines in a row: the same file as the

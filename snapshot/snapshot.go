@@ -126,7 +126,9 @@ type Process struct {
 	// MappingRuns summarise, per device, the mapping lines not kept one by one.
 	MappingRuns []MappingRun `json:"mapping_runs,omitempty"`
 	// SuspectAnon are anonymous executable mappings of 64 MiB or more in a
-	// process that also uses an NVIDIA device: CUDA driver allocations look like this.
+	// process that also uses an NVIDIA device: CUDA driver allocations look
+	// like this. Past the first MappingsPerDevice, they are counted in a run
+	// of MappingRuns of class anon_exec.
 	SuspectAnon []Mapping `json:"suspect_anon_mappings,omitempty"`
 	Holders     []Holder  `json:"holders,omitempty"`
 
