@@ -9,7 +9,9 @@
 #         namespace of its own; proc: --capture proc) against the raw floor (every maps
 #         file read, every fd link read, no parsing) in ONE hyperfine run:
 #         wall and CPU (user+system) ratios, and each path's peak RSS
-#         (target: <= 2x the floor, <= 64 MiB).
+#         (target: <= 2x the floor, <= 64 MiB); and what the tenant alone
+#         costs each command: its CPU with the tenant less its CPU on the
+#         same host without it (measured first), against the floor's.
 #   argv  one process with 5.5 MB of arguments forks 100 children sharing
 #         them; the same timings, the peak RSS, the snapshot's JSON size and
 #         what a stored snapshot adds to the store (docs/spec.md's limits:
@@ -107,18 +109,37 @@ measure() {
 		}' "$work/$1.csv"
 }
 
+# tenant_cost NAME: what the tenant of NAME adds to each command's CPU (the
+# run of NAME less the run of the host without it), against the floor's.
+tenant_cost() {
+	awk -F, -v what="$1" '
+		FNR > 1 { cpu[FILENAME == ARGV[1] ? "host" : "tenant", $1] = $5 + $6 }
+		END {
+			floor = cpu["tenant", "floor"] - cpu["host", "floor"]
+			printf "%s: the tenant alone costs the floor %.1f ms CPU\n", what, 1000 * floor
+			split("bpf proc", paths, " ")
+			for (i = 1; i <= 2; i++) {
+				p = paths[i]; c = cpu["tenant", p] - cpu["host", p]
+				printf "%s: the tenant alone costs the %s path %.1f ms CPU: %.2fx the floor\n", what, p, 1000 * c, c / floor
+			}
+		}' "$work/host.csv" "$work/$1.csv"
+}
+
 procs=$(ls /proc | grep -c '^[0-9]')
 echo "host: $(uname -r), $(nproc) CPUs, $procs processes, hyperfine $(hyperfine --version | cut -d' ' -f2)"
+measure host
 
 sysctl -qw vm.max_map_count=$((COUNT * 2))
 start_tenant maps "$work/dev/nvidia0" "$COUNT"
 echo "maps: PID ${tenants[0]} maps $work/dev/nvidia0 $(grep -c nvidia0 "/proc/${tenants[0]}/maps") times"
 measure maps
+tenant_cost maps
 stop_tenants
 
 start_tenant argv "$CHILDREN"
 echo "argv: $((${#tenants[@]})) processes with $(wc -c <"/proc/${tenants[0]}/cmdline") bytes of arguments each"
 measure argv
+tenant_cost argv
 # What a stored snapshot of them adds: the store after one snapshot, less
 # the store after one without them.
 $work/gpusnap snapshot --no-nvml --db "$work/with.db" >/dev/null
