@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -430,31 +431,7 @@ func TestLiveNotDevices(t *testing.T) {
 // tenant cannot hide a GPU from a snapshot that way.
 func TestLiveDeviceFdBeyondPathMax(t *testing.T) {
 	loop := livetest.NewLoop(t)
-	dir, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.Repeat("d", 250)
-	for range 20 { // 20 x 251 bytes: beyond PATH_MAX (4096)
-		if err := unix.Mkdirat(dir, name, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		sub, err := unix.Openat(dir, name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		unix.Close(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = sub
-	}
-	defer unix.Close(dir)
-	if err := unix.Mknodat(dir, "nvidia0", unix.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
-		t.Skipf("mknod refused here: %v", err)
-	}
-	fd, err := unix.Openat(dir, "nvidia0", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	fd := openDeepNode(t, loop, 20) // 20 x 251 bytes: beyond PATH_MAX (4096)
 	if _, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); !errors.Is(err, unix.ENAMETOOLONG) {
 		t.Skipf("this kernel renders the fd's path (readlink: %v)", err)
 	}
@@ -511,5 +488,86 @@ func TestLiveDeviceInThreadFdTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// openDeepNode makes a node of loop's device under levels nested directories
+// of 250-byte names (a path of levels x 251 bytes, which the kernel cannot
+// render past PATH_MAX), and opens it read-write; Cleanup closes it.
+func openDeepNode(t *testing.T, loop *livetest.Loop, levels int) int {
+	t.Helper()
+	dir, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 250)
+	for range levels {
+		if err := unix.Mkdirat(dir, name, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := unix.Openat(dir, name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = sub
+	}
+	defer unix.Close(dir)
+	if err := unix.Mknodat(dir, "nvidia0", unix.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+		t.Skipf("mknod refused here: %v", err)
+	}
+	fd, err := unix.Openat(dir, "nvidia0", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// TestLiveDeviceMappedBeyondPathMax: this process maps a device through a
+// path of 5 KB, and another through one of 75 KB (longer than the maps
+// reader's 64 KiB buffer): maps writes both whole, readlink and d_path
+// neither. Both capture paths keep each mapping unnamed, by its device
+// number, with an error naming it; no snapshot carries the path.
+func TestLiveDeviceMappedBeyondPathMax(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	var addrs []string
+	for _, levels := range []int{20, 300} {
+		fd := openDeepNode(t, loop, levels)
+		mem, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Skipf("mmap of the loop device refused here: %v", err)
+		}
+		t.Cleanup(func() { unix.Munmap(mem) })
+		start := uintptr(unsafe.Pointer(&mem[0]))
+		addrs = append(addrs, fmt.Sprintf("%08x-%08x", start, start+4096))
+	}
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		t.Run(path, func(t *testing.T) {
+			snap := capturePath(t, path)
+			j := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == os.Getpid() })
+			if j < 0 {
+				t.Fatal("the snapshot lacks this process")
+			}
+			p := &snap.Processes[j]
+			for _, addr := range addrs {
+				i := slices.IndexFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.Address == addr })
+				if i < 0 {
+					t.Errorf("the mapping %s of %s through a deep path was dropped; errors %q", addr, loop.DeviceNumber(), p.Errors)
+					continue
+				}
+				if m := p.Mappings[i]; m.Path != "" || m.DeviceNumber.String() != loop.DeviceNumber() || m.Perms != "rw-s" {
+					t.Errorf("mapping %.200s: want no path, device %s, rw-s", m.Line(), loop.DeviceNumber())
+				}
+				if want := "maps: " + addr + ": file name too long"; !slices.Contains(p.Errors, want) {
+					t.Errorf("errors %q lack %q", p.Errors, want)
+				}
+			}
+			for _, m := range p.Mappings {
+				if len(m.Path) >= 4096 {
+					t.Errorf("a mapping kept a path of %d bytes", len(m.Path))
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"syscall"
 )
 
 // /proc/PID/maps, one line per mapping (proc(5)):
@@ -18,6 +19,10 @@ import (
 // ignores read errors mid-file. Capture needs only the few device and
 // anonymous executable lines of each process, so ScanMaps filters lines by
 // cheap byte checks first and parses only those (bench/ measures both).
+
+// pathMax is PATH_MAX: the longest path the kernel renders for readlink and
+// d_path is one byte shorter.
+const pathMax = 4096
 
 // suspectAnonSize is the size from which an anonymous executable mapping is
 // suspect: CUDA driver allocations look like this.
@@ -474,6 +479,14 @@ func (s *MapsScanner) Feed(data []byte) {
 			if bytes.Equal(devIno, s.lastFile) {
 				continue
 			}
+			// maps writes a path of any length, where readlink and the BPF
+			// path's d_path stop at PATH_MAX: a longer one (a tenant's
+			// nested directories) is kept unnamed, as they keep it, and
+			// classified by its device number.
+			unnamed := len(path) >= pathMax
+			if unnamed {
+				path = nil
+			}
 			// A device's line past its first MappingsPerDevice, with
 			// permissions already kept: counted, not kept, nor parsed past
 			// its address.
@@ -485,10 +498,16 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.malformed(fmt.Sprintf("maps line %d: %v", s.lineNo, err))
 				continue
 			}
+			if unnamed {
+				m.Path, m.Deleted = nil, false
+			}
 			mp, ok := s.device(line, &m)
 			if !ok {
 				s.lastFile = append(s.lastFile[:0], devIno...)
 				continue
+			}
+			if unnamed {
+				s.res.Errors = append(s.res.Errors, "maps: "+mp.Address+": "+syscall.ENAMETOOLONG.Error())
 			}
 			s.runs.keep(devIno, path, perms, mp.Class, mp.GPUMinor)
 			if mp.Class == ClassNVIDIA {

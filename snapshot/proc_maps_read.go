@@ -43,7 +43,7 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *Cut, err error) {
 	h := sha256.New()
 	h.Write(buf)
 	total := int64(len(buf))
-	skipping := false // inside a line longer than the buffer (only a tree's can be)
+	skipping := false // inside a line longer than the buffer: its path is past pathMax, kept unnamed
 	w.maps.Begin()
 	for {
 		// buf holds whole lines, then the start of one: scan the former,
