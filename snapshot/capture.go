@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"runtime"
 	"slices"
@@ -127,6 +128,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: s.Host.BootTime, live: live, faults: faults}
 	if live {
 		cfg.users = &userCache{names: map[int]string{}}
+		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
+			s.Scan.Errors = append(s.Scan.Errors, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
+		}
 	}
 	results, err := cfg.scanPath(ctx, opts.Path, pids, &s.Scan)
 	if err != nil {
@@ -232,6 +236,9 @@ type scanConfig struct {
 	classes DeviceClasses
 	boot    time.Time
 	live    bool // root is procfs: stat of map_files and fd links is the truth
+	// ownPIDs: root is the procfs of this process's pid namespace, whose
+	// PIDs kcmp takes (threads' own fd tables are looked for only then).
+	ownPIDs bool
 	faults  func(string) error
 	users   *userCache // nil unless live: no names for another machine's uids
 }
@@ -470,7 +477,7 @@ func (w *worker) process(pid int) result {
 	if err != nil && note("fd", err) {
 		return res
 	}
-	if w.live && p.Threads > 1 {
+	if w.ownPIDs && p.Threads > 1 {
 		hs, errs, err := w.threadHolders(leaderfd, leaderDir, pid, p.LiveThread)
 		if len(hs) > 0 {
 			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
@@ -621,6 +628,7 @@ func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, err
 	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live}
 	if live {
 		cfg.users = &userCache{names: map[int]string{}}
+		cfg.ownPIDs = ownPIDNamespace(rootfd)
 	}
 	results, err := cfg.scan(ctx, pids)
 	if err != nil {
@@ -634,4 +642,12 @@ func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, err
 		}
 	}
 	return out, nil
+}
+
+// ownPIDNamespace reports whether the procfs open as rootfd is that of this
+// process's pid namespace: its "self" names this process's PID.
+func ownPIDNamespace(rootfd int) bool {
+	buf := make([]byte, 16)
+	n, err := unix.Readlinkat(rootfd, "self", buf)
+	return err == nil && string(buf[:n]) == strconv.Itoa(os.Getpid())
 }

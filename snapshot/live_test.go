@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -569,5 +570,48 @@ func TestLiveDeviceMappedBeyondPathMax(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLiveOtherPIDNamespaceProcfs: a procfs mounted by a process of another
+// pid namespace names other PIDs than kcmp takes: a capture of it says that
+// threads' own fd tables were not looked for, and the host's own /proc is
+// this process's namespace.
+func TestLiveOtherPIDNamespaceProcfs(t *testing.T) {
+	livetest.Require(t, "unshare")
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	mnt := filepath.Join(dir, "proc")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--pid", "--fork", "sh", "-c",
+		"mount -t proc proc "+mnt+" && touch "+ready+" && exec sleep 60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	for i := 0; ; i++ {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if i == 200 {
+			t.Skip("a procfs of a new pid namespace could not be mounted here")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: mnt, NVML: snapshot.NVMLOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(snap.Scan.Errors, func(e string) bool { return strings.Contains(e, "another pid namespace") }) {
+		t.Errorf("scan errors %q do not say the procfs is of another pid namespace", snap.Scan.Errors)
+	}
+	if host := captureLive(t); slices.ContainsFunc(host.Scan.Errors, func(e string) bool { return strings.Contains(e, "another pid namespace") }) {
+		t.Errorf("the host's /proc was taken for another pid namespace: %q", host.Scan.Errors)
 	}
 }

@@ -152,6 +152,10 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []H
 			return hs, append(errs, "task fd tables: kcmp is not in this kernel (CONFIG_KCMP): a thread's own fd table was not looked for"), nil
 		case err != nil && refusedErr(err):
 			return hs, errs, err
+		case errors.Is(err, unix.ESRCH) && taskGone(taskfd, base):
+			// The thread the process is read by ended since: the rest
+			// cannot be compared with it.
+			return hs, append(errs, "task fd tables: thread "+strconv.Itoa(base)+", by which the process was read, ended: the other threads' own tables were not compared"), nil
 		case err != nil || same:
 			continue // the thread is gone, or shares the process's table
 		}
@@ -189,6 +193,13 @@ func threadError(tid int, err string) string {
 		return err
 	}
 	return "task " + strconv.Itoa(tid) + ": " + err
+}
+
+// taskGone reports whether the task tid's directory is gone from the
+// process's task directory open as taskfd.
+func taskGone(taskfd, tid int) bool {
+	var st unix.Stat_t
+	return errors.Is(unix.Fstatat(taskfd, strconv.Itoa(tid), &st, 0), unix.ENOENT)
 }
 
 // sameFdTable reports whether tasks a and b share one fd table
