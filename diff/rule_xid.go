@@ -449,10 +449,20 @@ func (c *comparison) noteGPUEvents() {
 	if c.opts.Events == nil {
 		return
 	}
+	saidOff := map[string]bool{}
 	for i := range c.opts.Events.Events {
 		e := &c.opts.Events.Events[i]
-		if e.Kind == eventlog.KindLost && e.Source == eventlog.SourceNVML && !e.Time.Before(c.from.Host.CaptureStart) && e.Time.Before(c.windowEnd()) {
+		if e.Time.Before(c.from.Host.CaptureStart) || !e.Time.Before(c.windowEnd()) {
+			continue
+		}
+		switch {
+		case e.Kind == eventlog.KindLost && e.Source == eventlog.SourceNVML:
 			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch could not read them (%s): an Xid or ECC error NVML reported then is not known", e.Time.UTC().Format(time.RFC3339), e.Note))
+		case e.GPUEventsOff != "" && !saidOff[e.GPUEventsOff]:
+			// A heartbeat or stop of a watch whose NVML events stopped
+			// before the window: said once per reason.
+			saidOff[e.GPUEventsOff] = true
+			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch was not reading them (%s): an Xid or ECC error NVML reported in the window is not known", e.Time.UTC().Format(time.RFC3339), e.GPUEventsOff))
 		}
 	}
 }

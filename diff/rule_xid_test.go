@@ -207,3 +207,25 @@ func TestGPUEventsNotes(t *testing.T) {
 		t.Errorf("notes %q, complete %v", r.Notes, r.Complete)
 	}
 }
+
+// A watch whose NVML events stopped before the window (a GPU lost in an
+// earlier one) says so in every heartbeat: the window is noted, once per
+// reason, and not complete; a heartbeat with the events read says nothing.
+func TestGPUEventsOffBeforeTheWindow(t *testing.T) {
+	const why = "NVML answered at 2026-11-29T18:00:00Z that a GPU is lost"
+	alive := func(at time.Duration, off string) eventlog.Event {
+		return eventlog.Event{Time: t0.Add(at), Kind: eventlog.KindAlive, Mode: "tracepoint", GPUEventsOff: off}
+	}
+	from, to, opts := nvmlHosts(alive(-50*time.Minute, why), alive(-49*time.Minute, why), alive(-48*time.Minute, ""))
+	opts.KernelLog = &kmsg.Window{}
+	r := Compare(from, to, opts)
+	notes := strings.Join(r.Notes, "\n")
+	if strings.Count(notes, "was not reading them ("+why+")") != 1 || r.Complete {
+		t.Errorf("notes %q, complete %v", r.Notes, r.Complete)
+	}
+	from, to, opts = nvmlHosts(alive(-50*time.Minute, ""))
+	opts.KernelLog = &kmsg.Window{}
+	if r := Compare(from, to, opts); strings.Contains(strings.Join(r.Notes, "\n"), "was not reading them") {
+		t.Errorf("heartbeats with NVML's events read: notes %q", r.Notes)
+	}
+}

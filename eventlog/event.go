@@ -86,6 +86,10 @@ type Event struct {
 	// lost, watch_stop: events the kernel dropped since the watch started.
 	Lost uint64 `json:"lost,omitempty"`
 	Note string `json:"note,omitempty"`
+	// alive, watch_stop: why NVML's GPU events were not being read then (a
+	// GPU lost, a failing wait), said again in every heartbeat so that a
+	// later window knows it too; empty while they are read.
+	GPUEventsOff string `json:"gpu_events_off,omitempty"`
 }
 
 // Process is who made an event, as the kernel saw it at the event.

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +49,9 @@ func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
 		switch {
 		case errors.Is(err, snapshot.ErrNoGPUEvent):
 			failing = ""
+			r.setGPUEventsOff("")
 		case err != nil:
+			r.setGPUEventsOff("NVML's event wait fails: " + err.Error())
 			if err.Error() != failing {
 				failing = err.Error()
 				note := "NVML's GPU events: " + failing + " (retried; events until it answers are not known)"
@@ -61,11 +64,14 @@ func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
 			}
 		default:
 			failing = ""
+			r.setGPUEventsOff("")
 			rec := eventlog.Event{Time: e.Time, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUUUID: e.GPUUUID,
 				GPUEvent: e.Type, Xid: e.Xid, GPUInstanceID: e.GPUInstanceID, ComputeInstanceID: e.ComputeInstanceID}
 			if e.Type == eventlog.GPUEventGPULost {
-				rec.Note = "NVML answers that a GPU is lost: its GPU events are not watched after this"
+				// One event set serves every GPU: none is watched after this.
+				rec.Note = "NVML answers that a GPU is lost: no GPU's events are watched after this"
 				fmt.Fprintf(r.log, "gpusnap watch: %s\n", rec.Note)
+				r.setGPUEventsOff("NVML answered at " + e.Time.UTC().Format(time.RFC3339) + " that " + cmp.Or(e.GPUUUID, "a GPU") + " is lost")
 			}
 			r.emit(rec)
 			if e.Type == eventlog.GPUEventGPULost {

@@ -141,8 +141,20 @@ func TestWatchRecordsGPUEvents(t *testing.T) {
 	if e := got[2]; e.Kind != eventlog.KindLost || e.Source != eventlog.SourceNVML || !strings.Contains(e.Note, "NVML's GPU events: nvml event wait: unknown error") {
 		t.Errorf("a failing wait: %+v", e)
 	}
-	if e := got[3]; e.GPUEvent != eventlog.GPUEventGPULost || !strings.Contains(e.Note, "not watched after this") {
+	if e := got[3]; e.GPUEvent != eventlog.GPUEventGPULost || !strings.Contains(e.Note, "no GPU's events are watched after this") {
 		t.Errorf("GPU lost: %+v", e)
+	}
+	// The stop record (as every heartbeat after the loss) says it again,
+	// for a window that begins after the loss.
+	var stopRec *eventlog.Event
+	events := readAll(t, db).Events
+	for i := range events {
+		if events[i].Kind == eventlog.KindWatchStop {
+			stopRec = &events[i]
+		}
+	}
+	if stopRec == nil || !strings.Contains(stopRec.GPUEventsOff, "is lost") {
+		t.Errorf("watch_stop: %+v, want it to say NVML's events stopped with the GPU lost", stopRec)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
@@ -203,7 +204,7 @@ loop:
 		case <-prune.C:
 			_ = j.Prune(time.Now().Add(-opts.Retain))
 		case <-alive.C:
-			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode})
+			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode, GPUEventsOff: r.gpuEventsOffNow()})
 		}
 	}
 	if kw != nil && runErr == nil {
@@ -224,7 +225,7 @@ loop:
 	case <-time.After(gpuEventWait):
 		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
-	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost})
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost, GPUEventsOff: r.gpuEventsOffNow()})
 	if err := r.flush(); err != nil {
 		return r.stats, err
 	}
@@ -249,6 +250,20 @@ type recorder struct {
 	timed   []bool // pending[i] came from the kernel: its latency is measured
 	stats   Stats
 	dropped uint64
+	// gpuEventsOff says why NVML's GPU events are not being read now ("":
+	// they are), for the heartbeats and the stop record.
+	gpuEventsOff atomic.Pointer[string]
+}
+
+// setGPUEventsOff records why NVML's GPU events are not being read ("":
+// they are again).
+func (r *recorder) setGPUEventsOff(why string) { r.gpuEventsOff.Store(&why) }
+
+func (r *recorder) gpuEventsOffNow() string {
+	if why := r.gpuEventsOff.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
 
 func (r *recorder) emit(events ...eventlog.Event) { r.add(false, events) }
