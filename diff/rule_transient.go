@@ -1,5 +1,7 @@
 package diff
 
+import "slices"
+
 // transientGPUProcesses: a process that used a GPU between FROM and TO and
 // is gone at TO: the worker that ran for 40 ms, the miner that left before
 // the epilog. Two snapshots are two instants; what ran between them is known
@@ -11,18 +13,21 @@ package diff
 // mapping or masquerade.
 func transientGPUProcesses(c *comparison) []Finding {
 	out := c.accountingTransients()
-	byKey := make(map[string]int, len(out))
+	byKey := make(map[string][]int, len(out)) // a process may have run on several GPUs
 	for i, f := range out {
 		if f.Process != nil {
-			byKey[f.Process.Key()] = i
+			byKey[f.Process.Key()] = append(byKey[f.Process.Key()], i)
 		}
 	}
 	for _, f := range c.eventTransients() {
-		i, ok := byKey[f.Process.Key()]
-		if !ok {
+		// Its accounting finding of the same GPU; a device that names no
+		// GPU (nvidiactl, nvidia-uvm) joins the process's first.
+		at := slices.IndexFunc(byKey[f.Process.Key()], func(i int) bool { return f.GPUUUID == "" || out[i].GPUUUID == f.GPUUUID })
+		if at < 0 {
 			out = append(out, f)
 			continue
 		}
+		i := byKey[f.Process.Key()][at]
 		out[i].Evidence = append(out[i].Evidence, f.Evidence...)
 		out[i].Severity = max(out[i].Severity, f.Severity)
 		if out[i].Device == "" {

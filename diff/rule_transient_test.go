@@ -79,3 +79,29 @@ func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
 		t.Errorf("want the event log's identity and both sources: %+v", f)
 	}
 }
+
+// Accounting names the process on GPU 0, the event log its open of
+// /dev/nvidia3 (GPU 3): two findings, each of its GPU, not one that names
+// GPU 0 and /dev/nvidia3 together.
+func TestTransientAccountingAndEventsOfOtherGPUs(t *testing.T) {
+	boot := t0.Add(-24 * time.Hour)
+	started := t0.Add(10 * time.Minute)
+	ticks := uint64(started.Sub(boot) / (10 * time.Millisecond))
+	worker := &eventlog.Process{PID: 7100, StartTime: ticks, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000}
+	open3 := devEvent(10*time.Minute+time.Second, eventlog.KindOpen, worker, "/dev/nvidia3", "rw", "")
+	open3.Device.Number, open3.Device.GPU = "195:3", intp(3)
+	events := eventsOf(open3)
+	from, to := snap("a"), snap("b")
+	to.Host.BootTime = boot
+	gpu3 := gpu(0)
+	gpu3.Index, gpu3.UUID, gpu3.MinorNumber = 3, "GPU-3", intp(3)
+	withGPUs(from, gpu(0), gpu3)
+	withGPUs(to, accountingGPU(record(7100, started, 2*time.Minute, false)), gpu3)
+	r := compareWindow(Options{Events: events}, from, to)
+	expect(t, r, "transient_gpu_process medium 7100", "transient_gpu_process medium 7100 /dev/nvidia3")
+	for _, f := range r.Findings {
+		if want := map[string]string{"": "GPU-0", "/dev/nvidia3": "GPU-3"}[f.Device]; f.GPUUUID != want {
+			t.Errorf("%s: gpu %s, want %s", f.Summary, f.GPUUUID, want)
+		}
+	}
+}

@@ -53,7 +53,12 @@ func (c *comparison) eventTransients() []Finding {
 		id := key + "\x00" + dev + "\x00" + e.GPUUUID
 		u := uses[id]
 		if u == nil {
-			u = &use{proc: e.Process, device: dev, gpu: e.GPUUUID}
+			// The GPU: NVML's, or the one the device node names.
+			gpu := e.GPUUUID
+			if gpu == "" && e.Device != nil {
+				gpu = c.gpuUUID(e.Device.GPU)
+			}
+			u = &use{proc: e.Process, device: dev, gpu: gpu}
 			uses[id] = u
 			order = append(order, id)
 		}
@@ -76,7 +81,7 @@ func (c *comparison) eventTransients() []Finding {
 			sev = High
 		}
 		what := "used " + cmp.Or(u.device, "a GPU")
-		if u.gpu != "" {
+		if u.device == "" && u.gpu != "" {
 			what = "was listed by NVML on " + u.gpu
 		}
 		ended := "is gone at TO"
