@@ -298,6 +298,7 @@ type worker struct {
 	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds, tids                  []int
+	holderRuns                 holderRuns // of the process being read
 }
 
 type fileID struct {
@@ -471,21 +472,22 @@ func (w *worker) process(pid int) result {
 	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 	p.Errors = append(p.Errors, mr.Errors...)
 
+	w.holderRuns.runs.reset()
 	hs, errs, err := w.holders(w.dirfd, w.dir)
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
-	if err != nil && note("fd", err) {
-		return res
-	}
-	if w.ownPIDs && p.Threads > 1 {
+	gone := err != nil && note("fd", err)
+	if !gone && w.ownPIDs && p.Threads > 1 {
 		hs, errs, err := w.threadHolders(leaderfd, leaderDir, pid, p.LiveThread)
 		if len(hs) > 0 {
 			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
 		}
 		p.Errors = append(p.Errors, errs...)
-		if err != nil && note("fd", err) {
-			return res
-		}
+		gone = err != nil && note("fd", err)
+	}
+	p.HolderRuns = w.holderRuns.runs.result()
+	if gone {
+		return res
 	}
 
 	if p.UsesNVIDIA() {

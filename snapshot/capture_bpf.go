@@ -235,6 +235,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	// this one the first that holds a device: they differ only where that
 	// first thread's table holds none, in which thread is named).
 	ownTables := map[uint32]map[uint64]uint32{}
+	holderRunsOf := map[uint32]*holderRuns{} // the /proc path's rule of what fds may cost
 	baseTable := map[uint32]uint64{}
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
 		if r.RecFlags&bpf.RecordNoScratch != 0 {
@@ -260,8 +261,8 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			}
 			tid = int(ownTables[r.Pid][r.FilesKey])
 		}
-		if r.RecFlags&bpf.RecordPathError != 0 {
-			p.Errors = append(p.Errors, threadError(tid, unnamedDeviceFd(int(r.Fd), syscall.ENAMETOOLONG)))
+		unnamed := r.RecFlags&bpf.RecordPathError != 0
+		if unnamed {
 			path = nil
 		} else if len(path) == 0 || path[0] != '/' {
 			return // as the /proc path, which keeps fds whose link names a path
@@ -287,6 +288,17 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
 			h.Access, _ = accessMode(uint64(r.Flags))
+		}
+		hr := holderRunsOf[r.Pid]
+		if hr == nil {
+			hr = &holderRuns{}
+			holderRunsOf[r.Pid] = hr
+		}
+		if !hr.kept(&h) {
+			return
+		}
+		if unnamed {
+			p.Errors = append(p.Errors, threadError(tid, unnamedDeviceFd(h.FD, syscall.ENAMETOOLONG)))
 		}
 		if len(p.Holders) == cap(p.Holders) {
 			// Doubled, not append's quarter: a process may hold 20,000.
@@ -322,6 +334,9 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			p.MappingRuns = rs.result()
 		}
 		p.Holders = nvidiaFirst(p.Holders, func(h Holder) bool { return h.Class == ClassNVIDIA })
+		if hr := holderRunsOf[uint32(p.PID)]; hr != nil {
+			p.HolderRuns = hr.runs.result()
+		}
 		w.dir = pidDir(cfg.root, p.PID)
 		name := strconv.Itoa(p.PID)
 		if kthreadComm[p.PID] {

@@ -57,13 +57,14 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 			known = err == nil
 		}
 		target, err := w.r.readlinkAt(dirfd, dir, name)
+		var unnamedErr error
 		switch {
 		case refusedErr(err):
 			return append(hs, other...), errs, err
 		case vanishedErr(err):
 			continue
 		case err != nil && known:
-			errs = append(errs, unnamedDeviceFd(fd, err))
+			unnamedErr = err // said where the fd is kept: a tenant can hold 500,000
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
 			continue
@@ -82,7 +83,12 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		if h.Class != ClassNVIDIA {
 			// No fdinfo for other devices: every process holds /dev/null or a
 			// tty, and the diff judges only NVIDIA holders by access mode.
-			other = append(other, h)
+			if w.holderRuns.kept(&h) {
+				other = append(other, h)
+				if unnamedErr != nil {
+					errs = append(errs, unnamedDeviceFd(fd, unnamedErr))
+				}
+			}
 			continue
 		}
 		info, ierr := w.r.readWholeAt(taskfd, taskDir, "fdinfo/"+name, w.small)
@@ -93,9 +99,35 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		if ierr != nil {
 			errs = append(errs, "fdinfo "+strconv.Itoa(fd)+": "+errText(ierr))
 		}
-		hs = append(hs, h)
+		if w.holderRuns.kept(&h) {
+			hs = append(hs, h)
+			if unnamedErr != nil {
+				errs = append(errs, unnamedDeviceFd(fd, unnamedErr))
+			}
+		}
 	}
 	return append(hs, other...), errs, nil
+}
+
+// holderRuns applies the mappings' rule to a process's fds on devices (its
+// own table and its threads' together): per device node (its number and
+// path) the first MappingsPerDevice fds are kept one by one, and past them
+// an fd whose access mode was not yet kept for the node (a writable one
+// among 100,000 read-only); the rest are counted in the node's run. A tenant
+// can hold 500,000 fds in each of 17 tables.
+type holderRuns struct {
+	runs mappingRuns
+	id   []byte
+}
+
+// kept reports whether h is kept one by one, counting it otherwise.
+func (r *holderRuns) kept(h *Holder) bool {
+	r.id = strconv.AppendUint(append(strconv.AppendUint(r.id[:0], uint64(h.DeviceNumber.Major), 10), ':'), uint64(h.DeviceNumber.Minor), 10)
+	if r.runs.counted(r.id, []byte(h.Target), []byte(h.Access), nil, 0) {
+		return false
+	}
+	r.runs.keep(r.id, []byte(h.Target), []byte(h.Access), h.Class, h.GPUMinor)
+	return true
 }
 
 // unnamedDeviceFd is the error of a device fd whose path the kernel could

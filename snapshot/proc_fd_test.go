@@ -9,7 +9,9 @@ import (
 // TestHoldersManyFds: on the live procfs an fd directory longer than one
 // getdents (8 KB of records: about 340 fds) is listed whole. A listing that
 // took a short getdents for the end failed here under -race: a pending
-// signal stops procfs filling the buffer.
+// signal stops procfs filling the buffer. By both capture paths, every fd
+// on /dev/null is a holder or counted in the node's run, and no more than
+// MappingsPerDevice are kept one by one (a tenant can hold 500,000).
 func TestHoldersManyFds(t *testing.T) {
 	if !isProcfs("/proc") {
 		t.Skip("/proc is not a mounted procfs")
@@ -28,19 +30,52 @@ func TestHoldersManyFds(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	s, err := Capture(context.Background(), Options{NVML: NVMLOptions{Disabled: true}})
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{PathProc, PathBPF} {
+		t.Run(path, func(t *testing.T) {
+			s, err := Capture(context.Background(), Options{NVML: NVMLOptions{Disabled: true}, Path: path})
+			if err != nil || s.Scan.CapturePath != path {
+				t.Skipf("capture by %s: %v", path, err)
+			}
+			p := findPID(t, s, os.Getpid())
+			kept, counted := 0, 0
+			for _, h := range p.Holders {
+				if h.Target == "/dev/null" {
+					kept++
+				}
+			}
+			for _, r := range p.HolderRuns {
+				if r.Path == "/dev/null" {
+					counted += r.Lines
+				}
+			}
+			if kept != MappingsPerDevice || kept+counted < extra {
+				t.Errorf("%d fds on /dev/null kept and %d counted; want %d kept, and %d or more in all", kept, counted, MappingsPerDevice, extra)
+			}
+		})
 	}
-	p := findPID(t, s, os.Getpid())
-	want := map[int]bool{}
-	for _, f := range files {
-		want[int(f.Fd())] = true
+}
+
+// TestHolderRunsKeepNewAccess: past a node's first MappingsPerDevice fds,
+// one opened for writing among read-only ones is kept; the rest are counted.
+func TestHolderRunsKeepNewAccess(t *testing.T) {
+	var r holderRuns
+	minor := 0
+	h := Holder{Target: "/dev/nvidia0", DeviceNumber: DeviceNumber{195, 0}, Class: ClassNVIDIA, GPUMinor: &minor, Access: "r"}
+	kept := 0
+	for i := range 1000 {
+		h.FD, h.Access = i, "r"
+		if i == 900 {
+			h.Access = "rw"
+		}
+		if r.kept(&h) {
+			kept++
+			if i >= MappingsPerDevice && h.Access != "rw" {
+				t.Errorf("fd %d (%s) kept past the first %d", i, h.Access, MappingsPerDevice)
+			}
+		}
 	}
-	for _, h := range p.Holders {
-		delete(want, h.FD)
-	}
-	if len(want) > 0 {
-		t.Errorf("%d of the %d fds open on /dev/null are not among the holders (%d holders)", len(want), extra, len(p.Holders))
+	runs := r.runs.result()
+	if kept != MappingsPerDevice+1 || len(runs) != 1 || runs[0].Lines != 1000-kept || runs[0].Path != "/dev/nvidia0" {
+		t.Errorf("%d kept, runs %+v", kept, runs)
 	}
 }

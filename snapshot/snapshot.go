@@ -131,6 +131,10 @@ type Process struct {
 	// of MappingRuns of class anon_exec.
 	SuspectAnon []Mapping `json:"suspect_anon_mappings,omitempty"`
 	Holders     []Holder  `json:"holders,omitempty"`
+	// HolderRuns summarise, per device node, the fds not kept one by one
+	// (the mappings' rule: 256 per node, then only a new access mode):
+	// lines counts them, perms holds their access modes.
+	HolderRuns []MappingRun `json:"holder_runs,omitempty"`
 
 	// Raw keeps the kernel's own text for processes that use an NVIDIA device,
 	// so diffs and evidence bundles hold the kernel's words and not only our parse.
