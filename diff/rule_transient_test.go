@@ -61,10 +61,7 @@ func TestTransientFromAccounting(t *testing.T) {
 // name (same PID, starts within the clocks' slack), is one finding: the
 // event log's identity, the accounting figures, both sources' evidence.
 func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
-	boot := t0.Add(-24 * time.Hour)
-	started := t0.Add(10 * time.Minute)
-	ticks := uint64(started.Sub(boot) / (10 * time.Millisecond))
-	worker := &eventlog.Process{PID: 7100, StartTime: ticks, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000}
+	boot, started, ticks, worker := transientWorker()
 	events := eventsOf(devEvent(10*time.Minute+time.Second, eventlog.KindOpen, worker, "/dev/nvidia0", "rw", ""))
 	from, to := snap("a"), snap("b")
 	to.Host.BootTime = boot
@@ -84,10 +81,7 @@ func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
 // /dev/nvidia3 (GPU 3): two findings, each of its GPU, not one that names
 // GPU 0 and /dev/nvidia3 together.
 func TestTransientAccountingAndEventsOfOtherGPUs(t *testing.T) {
-	boot := t0.Add(-24 * time.Hour)
-	started := t0.Add(10 * time.Minute)
-	ticks := uint64(started.Sub(boot) / (10 * time.Millisecond))
-	worker := &eventlog.Process{PID: 7100, StartTime: ticks, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000}
+	boot, started, _, worker := transientWorker()
 	open3 := devEvent(10*time.Minute+time.Second, eventlog.KindOpen, worker, "/dev/nvidia3", "rw", "")
 	open3.Device.Number, open3.Device.GPU = "195:3", intp(3)
 	events := eventsOf(open3)
@@ -104,4 +98,14 @@ func TestTransientAccountingAndEventsOfOtherGPUs(t *testing.T) {
 			t.Errorf("%s: gpu %s, want %s", f.Summary, f.GPUUUID, want)
 		}
 	}
+}
+
+// transientWorker is a process that started 10 minutes into the window and
+// is in no snapshot: the host's boot, its start, its start in clock ticks,
+// and the event log's record of it.
+func transientWorker() (boot, started time.Time, ticks uint64, worker *eventlog.Process) {
+	boot = t0.Add(-24 * time.Hour)
+	started = t0.Add(10 * time.Minute)
+	ticks = uint64(started.Sub(boot) / (10 * time.Millisecond))
+	return boot, started, ticks, &eventlog.Process{PID: 7100, StartTime: ticks, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000}
 }

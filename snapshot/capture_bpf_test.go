@@ -184,20 +184,7 @@ func TestBPFReadsThroughALiveThread(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Skipf("gcc: %v: %s", err, out)
 	}
-	cmd := exec.Command(bin, "--marker")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	buf := make([]byte, 32)
-	if _, err := out.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
+	pid := startReady(t, exec.Command(bin, "--marker"))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -269,19 +256,7 @@ func TestBPFCommandLines(t *testing.T) {
 	for name, args := range cases {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{"GPUSNAP_TEST_ENV=1"}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		buf := make([]byte, 32)
-		if _, err := out.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		pids[cmd.Process.Pid] = name
+		pids[startReady(t, cmd)] = name
 	}
 	bpfSnap, procSnap := capturePath(t, snapshot.PathBPF), capturePath(t, snapshot.PathProc)
 	for pid, name := range pids {
@@ -306,4 +281,23 @@ func TestBPFCommandLines(t *testing.T) {
 			t.Errorf("%s: command line %q, want %q", name, b.Cmdline, want)
 		}
 	}
+}
+
+// startReady starts cmd, waits for the first bytes it writes to stdout (it
+// is ready), and returns its PID; Cleanup kills it.
+func startReady(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	buf := make([]byte, 32)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
 }

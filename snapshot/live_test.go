@@ -438,12 +438,7 @@ func TestLiveDeviceFdBeyondPathMax(t *testing.T) {
 	}
 	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
 		t.Run(path, func(t *testing.T) {
-			snap := capturePath(t, path)
-			j := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == os.Getpid() })
-			if j < 0 {
-				t.Fatal("the snapshot lacks this process")
-			}
-			p := &snap.Processes[j]
+			p := findLive(t, capturePath(t, path), os.Getpid())
 			i := slices.IndexFunc(p.Holders, func(h snapshot.Holder) bool { return h.FD == fd })
 			if i < 0 {
 				t.Fatalf("fd %d on %s, opened through a path beyond PATH_MAX, was dropped; holders %+v", fd, loop.DeviceNumber(), p.Holders)
@@ -545,12 +540,7 @@ func TestLiveDeviceMappedBeyondPathMax(t *testing.T) {
 	}
 	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
 		t.Run(path, func(t *testing.T) {
-			snap := capturePath(t, path)
-			j := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == os.Getpid() })
-			if j < 0 {
-				t.Fatal("the snapshot lacks this process")
-			}
-			p := &snap.Processes[j]
+			p := findLive(t, capturePath(t, path), os.Getpid())
 			for _, addr := range addrs {
 				i := slices.IndexFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.Address == addr })
 				if i < 0 {
