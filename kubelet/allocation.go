@@ -15,6 +15,9 @@ type Allocations struct {
 	// Complete says every GPU pod's UID is known: a process of a pod not
 	// among Pods is then a pod given no GPU.
 	Complete bool
+	// Running are the UIDs of the pods this node runs, GPU or not (their
+	// log directories).
+	Running map[string]bool
 }
 
 // given reports whether a device id the kubelet handed out names g: its
@@ -56,8 +59,9 @@ func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known
 
 // GPUsOf is the GPUs the pod with this UID was given, as a scheduler's
 // allocation, and whether that is known: the kubelet lists the pod with its
-// GPUs, or lists every GPU pod (Complete) and not this one, which was then
-// given none (the empty set: any GPU it uses is outside). A device id that is
+// GPUs, or lists every GPU pod (Complete) and not this one, which runs here
+// (Running) and was then given none (the empty set: any GPU it uses is
+// outside). A pod that does not run here yet is not known. A device id that is
 // a number is an NVML index (the device plugin's index strategy, not a minor
 // number): gpus, NVML's devices, turn it into the GPU's UUID.
 func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
@@ -84,27 +88,8 @@ func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUS
 		}
 		return &set, true, nil
 	}
-	if a.Complete && isPodUID(podUID) {
+	if a.Complete && a.Running[podUID] {
 		return &snapshot.GPUSet{}, true, nil
 	}
 	return nil, false, nil
-}
-
-// isPodUID reports whether s has the form of a pod UID (a UUID, as the API
-// server makes them): a tenant named otherwise is no pod the kubelet lists.
-func isPodUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f'):
-			return false
-		}
-	}
-	return true
 }

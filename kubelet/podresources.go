@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -66,7 +67,9 @@ func Read(ctx context.Context, o Options) (*Allocations, error) {
 	if !listed {
 		return nil, err
 	}
-	return &Allocations{Pods: pods, Complete: err == nil}, err
+	uids, lerr := joinUIDs(pods, cmp.Or(o.PodLogs, DefaultPodLogs))
+	err = errors.Join(err, lerr)
+	return &Allocations{Pods: pods, Complete: err == nil, Running: uids}, err
 }
 
 // gpuPods lists the pods that were given a GPU, and whether the kubelet
@@ -102,24 +105,27 @@ func gpuPods(ctx context.Context, o Options) (pods []Pod, listed bool, err error
 		p.GPUs = slices.Compact(p.GPUs)
 		pods = append(pods, p)
 	}
-	return pods, true, joinUIDs(pods, cmp.Or(o.PodLogs, DefaultPodLogs))
+	return pods, true, nil
 }
 
 // joinUIDs fills each pod's UID from the pod log directory's names,
-// namespace_name_uid: neither a namespace nor a pod name may hold "_".
-func joinUIDs(pods []Pod, dir string) error {
-	if len(pods) == 0 {
-		return nil
-	}
+// namespace_name_uid (neither a namespace nor a pod name may hold "_"), and
+// returns the UIDs of every pod the directory names: the pods this node
+// runs, GPU or not.
+func joinUIDs(pods []Pod, dir string) (map[string]bool, error) {
 	f, err := os.Open(dir)
+	if err != nil && len(pods) == 0 {
+		return nil, nil // no GPU pod to join; and no pod is known to run here
+	}
 	if err != nil {
-		return fmt.Errorf("pod UIDs: %w", err)
+		return nil, fmt.Errorf("pod UIDs: %w", err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(maxLogDirs)
-	if err != nil && len(names) == 0 {
-		return fmt.Errorf("pod UIDs: %s: %w", dir, err)
+	if err != nil && len(names) == 0 && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("pod UIDs: %s: %w", dir, err)
 	}
+	running := map[string]bool{}
 	uids := map[string][]string{} // namespace_name -> UIDs
 	for _, n := range names {
 		i := strings.LastIndexByte(n, '_')
@@ -127,6 +133,7 @@ func joinUIDs(pods []Pod, dir string) error {
 			continue
 		}
 		uids[n[:i]] = append(uids[n[:i]], n[i+1:])
+		running[n[i+1:]] = true
 	}
 	var unjoined []string
 	for i := range pods {
@@ -141,7 +148,7 @@ func joinUIDs(pods []Pod, dir string) error {
 		}
 	}
 	if len(unjoined) > 0 {
-		return errors.New("pod UIDs not known, so their processes are not joined to them: " + strings.Join(unjoined, ", "))
+		return running, errors.New("pod UIDs not known, so their processes are not joined to them: " + strings.Join(unjoined, ", "))
 	}
-	return nil
+	return running, nil
 }

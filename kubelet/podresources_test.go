@@ -151,10 +151,15 @@ func TestAllocations(t *testing.T) {
 	if _, ok, err := a.GPUsOf("idx-uid", nil); !ok || err == nil || !strings.Contains(err.Error(), "GPU index 1, which NVML does not list") {
 		t.Errorf("an index without NVML: ok %v, %v", ok, err)
 	}
-	// Every GPU pod is listed: a pod among none of them was given no GPU.
-	const noGPU = "3a9f0c11-5b2d-4e6f-8a7c-1d2e3f4a5b6c"
+	// Every GPU pod is listed: a pod this node runs among none of them was
+	// given no GPU; one it does not run (yet) is not known.
+	const noGPU, notYet = "3a9f0c11-5b2d-4e6f-8a7c-1d2e3f4a5b6c", "8d1e2f30-4a5b-4c6d-9e7f-8091a2b3c4d5"
+	a.Running = map[string]bool{uidTrain: true, uidMIG: true, noGPU: true}
 	if set, ok, err := a.GPUsOf(noGPU, nvml); !ok || err != nil || set == nil || set.String() != "" {
 		t.Errorf("a pod given no GPU: %+v, %v, %v; want the empty set", set, ok, err)
+	}
+	if _, ok, _ := a.GPUsOf(notYet, nvml); ok {
+		t.Error("a pod this node does not run yet was given an allocation")
 	}
 	if _, ok, _ := a.GPUsOf("job-4242", nvml); ok {
 		t.Error("a tenant that is no pod UID was given an allocation by the kubelet")

@@ -70,8 +70,11 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 		if err != nil {
 			return err
 		}
-		if ok {
+		switch {
+		case ok:
 			snap.Allocation = set
+		case snap.Allocation == nil:
+			fmt.Fprintf(g.Stderr, "gpusnap: the kubelet lists no GPU of pod %s and does not run it (yet): the baseline records no allocation\n", safetext.Escape(o.Tenant))
 		}
 	}
 	if err := storeSnapshot(g, snap); err != nil {

@@ -72,14 +72,18 @@ func TestBaselinePodAllocation(t *testing.T) {
 	}{
 		{"given GPU 0", kubelettest.Pod("ml", "train-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
 			fixturePodUID, fixtureGPU0},
+		// The tenant pod runs here (its log directory), the kubelet lists
+		// another as its one GPU pod.
 		{"given no GPU", kubelettest.Pod("ml", "other-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
 			"5c6d7e8f-0a1b-4c2d-8e3f-405162738495", `"allocation": {}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{c.pod}})
 			logs := t.TempDir()
-			if err := os.Mkdir(filepath.Join(logs, "ml_"+c.pod.Name+"_"+c.podUID), 0o755); err != nil {
-				t.Fatal(err)
+			for _, dir := range []string{"ml_" + c.pod.Name + "_" + c.podUID, "ml_tenant_" + fixturePodUID} {
+				if err := os.MkdirAll(filepath.Join(logs, dir), 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 			db := filepath.Join(t.TempDir(), "gpusnap.db")
 			host := []string{"--db", db, "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json")}
@@ -111,5 +115,24 @@ func TestBaselinePodAllocation(t *testing.T) {
 				t.Errorf("no out_of_allocation_gpu_use for the pod's process 5000 on GPU 1: %+v", r.Findings)
 			}
 		})
+	}
+}
+
+// A pod the kubelet does not run yet (no log directory, not listed) is not
+// taken for a pod given no GPU: the baseline records no allocation and says
+// so on stderr.
+func TestBaselinePodNotRunningYet(t *testing.T) {
+	socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{
+		kubelettest.Pod("ml", "other-0", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", fixtureGPU0))),
+	}})
+	logs := t.TempDir()
+	if err := os.Mkdir(filepath.Join(logs, "ml_other-0_5c6d7e8f-0a1b-4c2d-8e3f-405162738495"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	code, out, stderr := gpusnap(t, "baseline", "--json", "--tenant", fixturePodUID, "--pod-resources", socket, "--pod-logs", logs,
+		"--db", db, "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json"))
+	if code != 0 || strings.Contains(out, `"allocation"`) || !strings.Contains(stderr, "does not run it (yet): the baseline records no allocation") {
+		t.Errorf("baseline of a pod not running yet: exit %d, stderr %q, allocation in the output: %v", code, stderr, strings.Contains(out, `"allocation"`))
 	}
 }
