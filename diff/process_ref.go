@@ -58,22 +58,6 @@ func describe(p *ProcessRef) string {
 	} else {
 		parts = append(parts, snapshot.UserText("", p.UID))
 	}
-	if p.ContainerID != "" {
-		parts = append(parts, "container "+shortID(p.ContainerID))
-	}
-	if p.PodUID != "" {
-		parts = append(parts, "pod "+p.PodUID)
-	}
-	if p.SlurmJobID != "" {
-		parts = append(parts, "slurm job "+p.SlurmJobID)
-	}
+	parts = append(parts, snapshot.AttributionText(p.ContainerID, p.PodUID, p.SlurmJobID)...)
 	return fmt.Sprintf("pid %d (%s)", p.PID, strings.Join(parts, ", "))
-}
-
-// shortID shortens a 64-hex container id as docker ps does.
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

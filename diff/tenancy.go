@@ -24,7 +24,7 @@ func cgroupTenancy(slurmJob, podUID, containerID, tenant string) string {
 	case podUID == tenant:
 		return "its cgroup is pod " + tenant + "'s"
 	case containerID == tenant:
-		return "its cgroup is container " + shortID(tenant) + "'s"
+		return "its cgroup is container " + snapshot.ShortContainerID(tenant) + "'s"
 	}
 	return ""
 }

@@ -53,3 +53,28 @@ func UserText(user string, uid int) string {
 	}
 	return user
 }
+
+// AttributionText names what a process belongs to, as a summary line says it:
+// "container ID" (shortened as docker ps does), "pod UID", "slurm job ID",
+// each only where known.
+func AttributionText(containerID, podUID, slurmJobID string) []string {
+	var parts []string
+	if containerID != "" {
+		parts = append(parts, "container "+ShortContainerID(containerID))
+	}
+	if podUID != "" {
+		parts = append(parts, "pod "+podUID)
+	}
+	if slurmJobID != "" {
+		parts = append(parts, "slurm job "+slurmJobID)
+	}
+	return parts
+}
+
+// ShortContainerID shortens a 64-hex container id to 12, as docker ps does.
+func ShortContainerID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

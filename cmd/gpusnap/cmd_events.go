@@ -132,25 +132,13 @@ func eventLine(e *eventlog.Event) string {
 	if p := e.Process; p != nil {
 		who := []string{p.Comm}
 		if p.Exe != "" {
-			exe := p.Exe
-			if p.ExeDeleted {
-				exe += " (deleted)"
-			}
-			who = append(who, exe)
+			who = append(who, snapshot.ExeText(p.Exe, p.ExeDeleted))
 		}
 		who = append(who, fmt.Sprintf("uid %d", p.UID))
 		if p.NSPID != 0 {
 			who = append(who, fmt.Sprintf("pid %d in its namespace", p.NSPID))
 		}
-		if p.ContainerID != "" {
-			who = append(who, "container "+shortContainer(p.ContainerID))
-		}
-		if p.PodUID != "" {
-			who = append(who, "pod "+p.PodUID)
-		}
-		if p.SlurmJobID != "" {
-			who = append(who, "slurm job "+p.SlurmJobID)
-		}
+		who = append(who, snapshot.AttributionText(p.ContainerID, p.PodUID, p.SlurmJobID)...)
 		parts = append(parts, p.Key(), "("+strings.Join(who, ", ")+")")
 	}
 	if d := e.Device; d != nil {
@@ -185,11 +173,4 @@ func eventLine(e *eventlog.Event) string {
 		parts = append(parts, "("+e.Note+")")
 	}
 	return safetext.Line(strings.Join(parts, " "))
-}
-
-func shortContainer(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
