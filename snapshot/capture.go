@@ -91,20 +91,13 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	}()
 	defer func() { <-klDone }()
 
-	// stat of map_files and fd links means something only on the kernel's own
-	// procfs: in a fixture or a copied tree the links name paths of another
-	// machine, so there the path rule alone decides. Its uids are that
-	// machine's too: this host's user database would name them wrongly, so
-	// users are named on the live procfs only. And a tree is a stranger's:
-	// every file in it is read beneath it, never through a link (see reader).
-	live := isProcfs(root)
-	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	cfg, r, errs, err := openScan(root, faults, &s.Host)
 	if err != nil {
-		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+		return nil, err
 	}
-	defer unix.Close(rootfd)
-	r := newReader(faults, false, !live)
-	pids, err := r.listPIDs(rootfd)
+	defer unix.Close(cfg.rootfd)
+	s.Scan.Errors = append(s.Scan.Errors, errs...)
+	pids, err := r.listPIDs(cfg.rootfd)
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
 	}
@@ -117,21 +110,6 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
 	slices.Sort(pids)
-	s.Scan.Errors = append(s.Scan.Errors, readHost(r, rootfd, root, &s.Host)...)
-	classes := DeviceClasses{}
-	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
-		classes = ParseDevices(data)
-	} else {
-		s.Scan.Errors = append(s.Scan.Errors, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
-	}
-
-	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: s.Host.BootTime, live: live, faults: faults}
-	if live {
-		cfg.users = &userCache{names: map[int]string{}}
-		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
-			s.Scan.Errors = append(s.Scan.Errors, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
-		}
-	}
 	results, err := cfg.scanPath(ctx, opts.Path, pids, &s.Scan)
 	if err != nil {
 		return nil, err
@@ -614,24 +592,12 @@ func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, err
 	if root == "" {
 		root = "/proc"
 	}
-	live := isProcfs(root)
-	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
-	}
-	defer unix.Close(rootfd)
-	r := newReader(nil, false, !live)
 	var h Host
-	readHost(r, rootfd, root, &h)
-	classes := DeviceClasses{}
-	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
-		classes = ParseDevices(data)
+	cfg, _, _, err := openScan(root, nil, &h) // what a rescan could not read, the capture before said
+	if err != nil {
+		return nil, err
 	}
-	cfg := &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live}
-	if live {
-		cfg.users = &userCache{names: map[int]string{}}
-		cfg.ownPIDs = ownPIDNamespace(rootfd)
-	}
+	defer unix.Close(cfg.rootfd)
 	results, err := cfg.scan(ctx, pids)
 	if err != nil {
 		return nil, err
@@ -644,6 +610,41 @@ func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, err
 		}
 	}
 	return out, nil
+}
+
+// openScan opens the proc root and reads what reading its processes needs:
+// the host (h: its boot time dates starts), the device classes, whether it
+// is the live procfs and of this pid namespace. errs say what could not be
+// read. The caller closes cfg.rootfd.
+//
+// stat of map_files and fd links means something only on the kernel's own
+// procfs: in a fixture or a copied tree the links name paths of another
+// machine, so there the path rule alone decides. Its uids are that
+// machine's too: this host's user database would name them wrongly, so
+// users are named on the live procfs only. And a tree is a stranger's:
+// every file in it is read beneath it, never through a link (see reader).
+func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig, r *reader, errs []string, err error) {
+	live := isProcfs(root)
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	r = newReader(faults, false, !live)
+	errs = readHost(r, rootfd, root, h)
+	classes := DeviceClasses{}
+	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
+		classes = ParseDevices(data)
+	} else {
+		errs = append(errs, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
+	}
+	cfg = &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live, faults: faults}
+	if live {
+		cfg.users = &userCache{names: map[int]string{}}
+		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
+			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
+		}
+	}
+	return cfg, r, errs, nil
 }
 
 // ownPIDNamespace reports whether the procfs open as rootfd is that of this
