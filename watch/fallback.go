@@ -52,8 +52,6 @@ type fallbackSource struct {
 	using map[string]*tracked // by PID@START
 	seen  map[int]bool        // every PID of the last listing; nil before the first
 	sweep int
-	// connector says why the proc connector is not running, or "".
-	connector string
 }
 
 func newFallbackSource(procRoot string, interval time.Duration) *fallbackSource {
