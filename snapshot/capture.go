@@ -24,7 +24,9 @@ var Version = "dev"
 // Options say where a capture reads from.
 type Options struct {
 	ProcRoot string // a directory laid out like /proc; "" means /proc
-	NVML     NVMLOptions
+	// NVML reads NVML's view beside the /proc walk (cmd passes an
+	// nvmlread.Options); nil reads none, recorded as not read.
+	NVML NVMLReader
 	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
 	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
 	// procfs; another proc root's host has another kernel log, so there "" reads none.
@@ -74,7 +76,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	nvDone := make(chan struct{})
 	go func() {
 		defer close(nvDone)
-		nv, nvErr = ReadNVML(opts.NVML)
+		nv, nvErr = readNVML(opts.NVML)
 	}()
 	defer func() {
 		select {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
 // The BPF capture path (docs/snapshot.md): three BPF iterators walk every
@@ -87,7 +88,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
 			PPID:      int(r.Ppid),
-			Comm:      cString(r.Comm[:]),
+			Comm:      safetext.FromC(r.Comm[:]),
 			State:     taskState(r.State, r.ExitState),
 			Threads:   int(r.Threads),
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
-	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/nvmlread"
 )
 
 // eventServer is a DGX A100 whose event set answers the waits in order,
@@ -63,7 +63,7 @@ func runWatchWith(t *testing.T, lib nvml.Interface) (db string, start eventlog.E
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(ctx, Options{DB: db, ProcRoot: t.TempDir(), Mode: ModeFallback, Log: log, Interval: time.Hour,
-			NVML:    snapshot.NVMLOptions{Lib: lib, Timeout: 5 * time.Second},
+			NVML:    nvmlread.Options{Lib: lib, Timeout: 5 * time.Second},
 			Started: func(e eventlog.Event) { started <- e }})
 		done <- err
 	}()
@@ -182,12 +182,12 @@ func TestWatchStopsWithNVMLHung(t *testing.T) {
 // loaded) watch_start says they are not watched.
 func TestWatchSaysGPUEventsUnwatched(t *testing.T) {
 	for _, tc := range []struct {
-		opts snapshot.NVMLOptions
+		opts nvmlread.Options
 		want string
 	}{
-		{snapshot.NVMLOptions{Disabled: true}, "Xid and ECC events from NVML (disabled by --no-nvml)"},
-		{snapshot.NVMLOptions{FixturePath: "../fixtures/nvml/h100x8.json"}, "Xid and ECC events from NVML (an NVML fixture is read, not the driver: it has no events)"},
-		{snapshot.NVMLOptions{Lib: nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))}, "Xid and ECC events from NVML (nvml: library not found)"},
+		{nvmlread.Options{Disabled: true}, "Xid and ECC events from NVML (disabled by --no-nvml)"},
+		{nvmlread.Options{FixturePath: "../fixtures/nvml/h100x8.json"}, "Xid and ECC events from NVML (an NVML fixture is read, not the driver: it has no events)"},
+		{nvmlread.Options{Lib: nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))}, "Xid and ECC events from NVML (nvml: library not found)"},
 	} {
 		_, blind := openGPUEvents(tc.opts)
 		if len(blind) != 1 || blind[0] != tc.want {

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"strconv"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // process NVML lists on a GPU it did not list before is an event, whatever
 // the kernel hooks saw of it.
 type nvmlPoll struct {
-	opts     snapshot.NVMLOptions
+	opts     nvmlread.Options
 	procRoot string
 	ids      *identities
 	listed   map[string]bool // GPU UUID NUL PID, at the last poll
@@ -21,7 +22,7 @@ type nvmlPoll struct {
 	off string
 }
 
-func newNVMLPoll(opts snapshot.NVMLOptions, procRoot string) *nvmlPoll {
+func newNVMLPoll(opts nvmlread.Options, procRoot string) *nvmlPoll {
 	return &nvmlPoll{opts: opts, procRoot: procRoot, ids: newIdentities(procRoot), listed: map[string]bool{}}
 }
 
@@ -31,7 +32,7 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 	if n.off != "" {
 		return nil
 	}
-	nv, err := snapshot.ReadNVML(n.opts)
+	nv, err := n.opts.ReadNVML()
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -45,7 +46,7 @@ const (
 type Options struct {
 	DB       string // the store file; the log is eventlog.JournalDir(DB)
 	ProcRoot string // "" is /proc
-	NVML     snapshot.NVMLOptions
+	NVML     nvmlread.Options
 	Interval time.Duration // NVML polls and fallback rescans
 	Mode     string
 	Hooks    []bpf.Hook     // the BPF hooks to try, best first (nil: all)

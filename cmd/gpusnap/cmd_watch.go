@@ -57,7 +57,7 @@ func parseWatch(c *cli.Context) (watchOptions, error) {
 
 // runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
 func runWatch(ctx context.Context, g globals, o watchOptions) error {
-	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.captureOptions("", "").NVML,
+	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.nvmlOptions(),
 		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
 		set := metrics.New(buildVersion())
