@@ -13,20 +13,33 @@ type Gap struct {
 }
 
 // Coverage says how completely the log covers the window [from, to): the
-// spans no watch recorded, and the events the kernel dropped.
+// spans no watch recorded, the events the kernel dropped, and the lines of
+// the segments read that are not events as watch wrote them.
 type Coverage struct {
 	Gaps []Gap  `json:"gaps,omitempty"`
 	Lost uint64 `json:"lost,omitempty"`
 	// Modes are the modes the watches of the window ran in.
 	Modes []string `json:"modes,omitempty"`
+	// Damaged and Broken are ReadResult's: lines that are no event, and
+	// records that break their segment's chain; Faults names the first of
+	// them. Either means an event of the window may be lost or changed.
+	Damaged int     `json:"damaged,omitempty"`
+	Broken  int     `json:"broken,omitempty"`
+	Faults  []Fault `json:"faults,omitempty"`
+	// Unchained counts records written before the log had its chain: read
+	// as they are, with nothing to tell whether they were changed.
+	Unchained int `json:"unchained,omitempty"`
 }
 
-// Complete reports whether a watch recorded the whole window and lost nothing.
-func (c Coverage) Complete() bool { return len(c.Gaps) == 0 && c.Lost == 0 }
+// Complete reports whether a watch recorded the whole window, lost
+// nothing, and left every line of it whole and chained as written.
+func (c Coverage) Complete() bool {
+	return len(c.Gaps) == 0 && c.Lost == 0 && c.Damaged == 0 && c.Broken == 0
+}
 
 // Cover reads the coverage of [from, to) from what ReadEvents returned for it.
 func Cover(r ReadResult, from, to time.Time) Coverage {
-	var c Coverage
+	c := Coverage{Damaged: r.Damaged, Broken: r.Broken, Faults: r.Faults, Unchained: r.Unchained}
 	running := false
 	var runStart, last time.Time // the running watch's start, and its last record
 	down := from                 // since when no watch has recorded

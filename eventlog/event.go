@@ -90,6 +90,19 @@ type Event struct {
 	// GPU lost, a failing wait), said again in every heartbeat so that a
 	// later window knows it too; empty while they are read.
 	GPUEventsOff string `json:"gpu_events_off,omitempty"`
+
+	// Count is how many like events this record stands for, where watch
+	// coalesced repeats (the same process, kind, device and access or
+	// protection) into one: Time is the first of them, Last the last.
+	// Absent: the record is one event.
+	Count uint64    `json:"count,omitempty"`
+	Last  time.Time `json:"last,omitzero"`
+
+	// Seq is the record's place in its watch's records, from 1 (its
+	// watch_start); the journal writes it, with the hash that chains the
+	// record into its segment (docs/watch.md). Absent in logs written
+	// before the chain: they read as unchained.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Process is who made an event, as the kernel saw it at the event.

@@ -318,15 +318,20 @@ func (r *recorder) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := r.j.Append(batch); err != nil {
+	n, err := r.j.Append(batch)
+	if err != nil {
+		// What did not reach the log is kept, in order, for the next flush.
 		r.mu.Lock()
-		r.pending, r.timed = append(batch, r.pending...), append(timed, r.timed...)
+		r.pending, r.timed = append(batch[n:], r.pending...), append(timed[n:], r.timed...)
 		r.mu.Unlock()
-		return err
+		batch, timed = batch[:n], timed[:n]
 	}
 	done := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(batch) == 0 {
+		return err
+	}
 	r.stats.Flushes++
 	for i := range batch {
 		r.stats.Events[batch[i].Kind]++
@@ -339,5 +344,5 @@ func (r *recorder) flush() error {
 		}
 	}
 	r.metrics.Flushed(done)
-	return nil
+	return err
 }
