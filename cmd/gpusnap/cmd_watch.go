@@ -69,8 +69,7 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", set.Handler())
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		srv := metrics.Serve(ln, mux)
 		defer srv.Close()
 		fmt.Fprintf(g.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
 	}
