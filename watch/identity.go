@@ -1,23 +1,16 @@
 package watch
 
 import (
-	"github.com/gpusnap/gpusnap/eventlog"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
-
-// userHZ is the unit of /proc/PID/stat's start time: 100 on every Linux ABI.
-const userHZ = 100
-
-// ticks turns a kernel start_boottime in nanoseconds into stat's clock ticks.
-func ticks(ns uint64) uint64 { return ns / (1e9 / userHZ) }
 
 // cgroupRoot is where the cgroup v2 hierarchy is mounted, or "" where none is.
 func cgroupRoot() string {
@@ -90,16 +83,16 @@ func (c *cgroupPaths) walk() {
 // device is kept (by PID@START) until its exit, so its fork and exit carry
 // the same identity.
 type identities struct {
-	procRoot string
-	cgroups  *cgroupPaths
-	known    map[string]*eventlog.Process
+	proc    *snapshot.ProcRoot
+	cgroups *cgroupPaths
+	known   map[string]*eventlog.Process
 }
 
 // maxKnown bounds what identities keeps: a tenant can fork at will.
 const maxKnown = 1 << 16
 
-func newIdentities(procRoot string) *identities {
-	return &identities{procRoot: procRoot, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}}
+func newIdentities(proc *snapshot.ProcRoot) *identities {
+	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}}
 }
 
 // lookup returns the kept identity of pid@start, if any.
@@ -122,7 +115,7 @@ func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) 
 // Slurm job that path names.
 func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	p.Exe = kernelExe
-	if exe, deleted, ok := ids.exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
+	if exe, deleted, ok := ids.proc.Exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
 		p.Exe, p.ExeDeleted = exe, deleted
 	}
 	if p.Cgroup == "" && p.CgroupID != 0 {
@@ -131,38 +124,4 @@ func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	if p.Cgroup != "" {
 		p.ContainerID, _, p.PodUID, p.SlurmJobID = snapshot.CgroupOwner(p.Cgroup)
 	}
-}
-
-// exe reads /proc/PID/exe, and trusts it only while the PID still has the
-// start time the event gave.
-func (ids *identities) exe(pid int, start uint64) (exe string, deleted, ok bool) {
-	dir := ids.procRoot + "/" + strconv.Itoa(pid)
-	exe, err := os.Readlink(dir + "/exe")
-	if err != nil {
-		return "", false, false
-	}
-	if st, err := statStart(dir + "/stat"); err != nil || st != start {
-		return "", false, false
-	}
-	exe, deleted = strings.CutSuffix(exe, " (deleted)")
-	return exe, deleted, true
-}
-
-// statStart reads field 22, the start time, of a /proc/PID/stat file.
-func statStart(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	// comm may hold spaces and parentheses: the fields start after the last ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, syscall.EINVAL
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, syscall.EINVAL
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }

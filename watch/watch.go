@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -85,13 +84,15 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer j.Close()
 	_ = j.Prune(time.Now().Add(-opts.Retain))
 
-	classes := snapshot.DeviceClasses{}
-	if data, err := os.ReadFile(opts.ProcRoot + "/devices"); err == nil {
-		classes = snapshot.ParseDevices(data)
-	} else {
-		fmt.Fprintf(opts.Log, "gpusnap watch: %v (only major 195 counts as NVIDIA)\n", err)
+	proc, err := snapshot.OpenProcRoot(opts.ProcRoot)
+	if err != nil {
+		return Stats{}, err
 	}
-	majors := append([]uint32{195}, slices.Sorted(maps.Keys(classes.NVIDIAMajors))...)
+	defer proc.Close()
+	for _, e := range proc.Errs {
+		fmt.Fprintf(opts.Log, "gpusnap watch: %s\n", e)
+	}
+	majors := append([]uint32{195}, slices.Sorted(maps.Keys(proc.Classes().NVIDIAMajors))...)
 
 	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log}
 	start := eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStart}
@@ -109,7 +110,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	var ks *kernelSource
 	if kw != nil {
 		defer kw.Close()
-		ks = newKernelSource(kw, opts.ProcRoot, classes)
+		ks = newKernelSource(kw, proc)
 		start.Mode, start.Blind = string(kw.Hook), blindSpots[kw.Hook]
 		if len(kw.Refused) > 0 {
 			start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
@@ -118,13 +119,13 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 			start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
 		}
 	} else {
-		fb = newFallbackSource(opts.ProcRoot, opts.Interval)
+		fb = newFallbackSource(proc, opts.Interval)
 		start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
 		if err := fb.listen(ctx, r.lostNote); err != nil {
 			start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
 		}
 	}
-	nv := newNVMLPoll(opts.NVML, opts.ProcRoot)
+	nv := newNVMLPoll(opts.NVML, proc)
 	if err := nv.poll(ctx, r.emit); err != nil {
 		return Stats{}, err
 	}
