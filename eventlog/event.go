@@ -15,6 +15,11 @@ const (
 	KindMmap  = "mmap"  // a process mapped an NVIDIA device
 	KindExec  = "exec"  // a process that used (or goes on to use) a device exec'd
 	KindFork  = "fork"  // a process that used a device forked: the child inherits its descriptors and mappings
+	// KindInherit is a use of a device by a device user's child, from its
+	// fork on: Process is the child, Device what its parent opened or
+	// mapped (nil where watch did not see which). A process that keeps
+	// forking and exiting leaves one at every hop.
+	KindInherit = "inherit"
 	KindExit  = "exit"  // a process that used a device ended
 	KindUsing = "using" // fallback mode: a rescan found a process holding or mapping a device
 	KindNVML  = "nvml"  // NVML listed a process on a GPU it had not listed before
@@ -139,7 +144,7 @@ type Device struct {
 // for writing or a writable mapping.
 func (e *Event) Writable() bool {
 	switch e.Kind {
-	case KindOpen, KindUsing:
+	case KindOpen, KindUsing, KindInherit:
 		return e.Access == "w" || e.Access == "rw" || len(e.Perms) > 1 && e.Perms[1] == 'w'
 	case KindMmap:
 		return len(e.Perms) > 1 && e.Perms[1] == 'w'
@@ -180,5 +185,5 @@ func (e *Event) GPUEventText() string {
 
 // UsesDevice reports whether the event is a use of a device.
 func (e *Event) UsesDevice() bool {
-	return e.Kind == KindOpen || e.Kind == KindMmap || e.Kind == KindUsing || e.Kind == KindNVML
+	return e.Kind == KindOpen || e.Kind == KindMmap || e.Kind == KindUsing || e.Kind == KindNVML || e.Kind == KindInherit
 }

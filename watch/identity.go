@@ -3,6 +3,7 @@ package watch
 import (
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,13 +87,59 @@ type identities struct {
 	proc    *snapshot.ProcRoot
 	cgroups *cgroupPaths
 	known   map[string]*eventlog.Process
+	// uses are the devices each kept process opened or mapped (or
+	// inherited), as its children inherit them at a fork.
+	uses map[string][]deviceUse
 }
 
-// maxKnown bounds what identities keeps: a tenant can fork at will.
-const maxKnown = 1 << 16
+// deviceUse is a device a process used, and how.
+type deviceUse struct {
+	dev           *eventlog.Device
+	access, perms string
+}
+
+// maxKnown bounds what identities keeps: a tenant can fork at will;
+// maxUses bounds the uses kept per process (past it, further devices or
+// modes of it are in the log, not passed on to its children's records).
+const (
+	maxKnown = 1 << 16
+	maxUses  = 8
+)
 
 func newIdentities(proc *snapshot.ProcRoot) *identities {
-	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}}
+	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, uses: map[string][]deviceUse{}}
+}
+
+// used records that the process of key used a device as ev says.
+func (ids *identities) used(key string, ev *eventlog.Event) {
+	us := ids.uses[key]
+	for _, u := range us {
+		if u.dev.Path == ev.Device.Path && u.dev.Number == ev.Device.Number && u.access == ev.Access && u.perms == ev.Perms {
+			return
+		}
+	}
+	if len(us) < maxUses {
+		ids.uses[key] = append(us, deviceUse{dev: ev.Device, access: ev.Access, perms: ev.Perms})
+	}
+}
+
+// inherit passes the parent's uses on to its child, and returns the
+// child's inherit records: one per use, or one naming no device where the
+// parent's uses are not known (made before watch kept it).
+func (ids *identities) inherit(parent, child *eventlog.Process, at time.Time, source string) []eventlog.Event {
+	us := ids.uses[parent.Key()]
+	ids.uses[child.Key()] = slices.Clone(us)
+	note := "inherited at its fork from " + parent.Key()
+	if len(us) == 0 {
+		return []eventlog.Event{{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
+			Note: note + ", a device user whose devices this watch did not see it take"}}
+	}
+	out := make([]eventlog.Event, 0, len(us))
+	for _, u := range us {
+		out = append(out, eventlog.Event{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
+			Device: u.dev, Access: u.access, Perms: u.perms, Note: note})
+	}
+	return out
 }
 
 // lookup returns the kept identity of pid@start, if any.
@@ -103,11 +150,15 @@ func (ids *identities) lookup(pid int, start uint64) *eventlog.Process {
 func (ids *identities) keep(p *eventlog.Process) {
 	if len(ids.known) >= maxKnown {
 		clear(ids.known)
+		clear(ids.uses)
 	}
 	ids.known[p.Key()] = p
 }
 
-func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) }
+func (ids *identities) forget(p *eventlog.Process) {
+	delete(ids.known, p.Key())
+	delete(ids.uses, p.Key())
+}
 
 // fill completes what the kernel reported of a process: its exe (the
 // kernel's walk of it, or /proc's where that was cut short: /proc also says

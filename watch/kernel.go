@@ -90,6 +90,7 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		} else {
 			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
 		}
+		k.ids.used(p.Key(), &ev)
 		if exec != nil {
 			emit(*exec, ev)
 		} else {
@@ -100,7 +101,10 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		child := clone(p)
 		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), snapshot.TicksOf(e.ChildStartNS), p.PID, 0
 		k.ids.keep(child)
-		emit(eventlog.Event{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)})
+		// The child is a device user from its fork on: a process that
+		// forks and exits at every turn is one at each of its PIDs.
+		emit(append([]eventlog.Event{{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)}},
+			k.ids.inherit(p, child, at, k.source)...)...)
 	case bpf.KindExit:
 		p, _ := k.process(e, start)
 		k.ids.forget(p)

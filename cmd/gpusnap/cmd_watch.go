@@ -61,7 +61,7 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
 		set := metrics.New(buildVersion())
-		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork,
+		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork, eventlog.KindInherit,
 			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindLost)
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
