@@ -94,7 +94,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	}
 	majors := append([]uint32{195}, slices.Sorted(maps.Keys(proc.Classes().NVIDIAMajors))...)
 
-	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log}
+	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log, repeats: newRepeats()}
 	start := eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStart}
 	var kw *bpf.Watch
 	if opts.Mode != ModeFallback {
@@ -178,6 +178,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	alive := time.NewTicker(eventlog.AliveEvery)
 	defer alive.Stop()
 	var runErr error
+	lastRepeats := time.Now()
 loop:
 	for {
 		select {
@@ -189,6 +190,10 @@ loop:
 		case <-flush.C:
 			if kw != nil {
 				r.noteLost(kw)
+			}
+			if time.Since(lastRepeats) >= repeatEvery {
+				r.flushRepeats()
+				lastRepeats = time.Now()
 			}
 			if err := r.flush(); err != nil {
 				fmt.Fprintf(opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
@@ -226,6 +231,7 @@ loop:
 	case <-time.After(gpuEventWait):
 		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
+	r.flushRepeats()
 	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost, GPUEventsOff: r.gpuEventsOffNow()})
 	if err := r.flush(); err != nil {
 		return r.stats, err
@@ -247,6 +253,7 @@ type recorder struct {
 	log     io.Writer
 
 	mu      sync.Mutex
+	repeats *repeats
 	pending []eventlog.Event
 	timed   []bool // pending[i] came from the kernel: its latency is measured
 	stats   Stats
@@ -276,6 +283,19 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range events {
+		if r.repeats.take(&e) {
+			continue
+		}
+		if e.Kind == eventlog.KindExit && e.Process != nil {
+			r.queue(false, r.repeats.end(e.Process.Key()))
+		}
+		r.queue(timed, []eventlog.Event{e})
+	}
+}
+
+// queue adds events to the next flush; past maxPending they are counted as lost.
+func (r *recorder) queue(timed bool, events []eventlog.Event) {
+	for _, e := range events {
 		if len(r.pending) >= maxPending {
 			r.dropped++
 			continue
@@ -283,6 +303,14 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 		r.pending = append(r.pending, e)
 		r.timed = append(r.timed, timed)
 	}
+}
+
+// flushRepeats queues the records of the repeats counted since the last
+// call (see repeats.go).
+func (r *recorder) flushRepeats() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue(false, r.repeats.due())
 }
 
 // lostNote records that a source dropped events it could not count.
