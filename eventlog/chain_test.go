@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +185,46 @@ func TestUnchainedLogReads(t *testing.T) {
 	})
 	if r, _ := readFaults(t, dir); r.Broken != 1 || !strings.Contains(r.Faults[0].Why, "without seq or hash") {
 		t.Errorf("a line slipped into a chained segment: %+v", r.Faults)
+	}
+}
+
+// TestWindowWalksFromDisk: a Window's walks hand over what ReadEvents
+// holds, in the same order, with the same findings, and stop when asked.
+func TestWindowWalksFromDisk(t *testing.T) {
+	dir, seg := writeLog(t, 10)
+	editLines(t, seg, func(l [][]byte) [][]byte { return append(l[:4:4], l[5:]...) })
+	held, err := ReadEvents(dir, at(2), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := OpenWindow(dir, at(2), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walked []uint64
+	for range 2 { // walked twice: read from disk each time
+		walked = walked[:0]
+		if err := w.Each(func(e *Event) bool { walked = append(walked, e.Seq); return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []uint64
+	for _, e := range held.Events {
+		want = append(want, e.Seq)
+	}
+	if len(want) != 7 || !slicesEqual(walked, want) || w.Meta().Broken != held.Broken || w.Meta().Before == nil || w.Meta().Before.Seq != held.Before.Seq {
+		t.Errorf("walked %v, held %v; meta %+v", walked, want, w.Meta())
+	}
+	got, _ := CoverSource(w, at(2), at(8))
+	if got.Broken != 1 || got.Complete() {
+		t.Errorf("coverage of the walked window: %+v", got)
+	}
+	n := 0
+	w.Each(func(*Event) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Errorf("a walk asked to stop went on: %d", n)
+	}
+	if _, err := OpenWindow(filepath.Join(t.TempDir(), "none.events"), time.Time{}, time.Time{}); !errors.Is(err, ErrNoLog) {
+		t.Errorf("no log: %v", err)
 	}
 }

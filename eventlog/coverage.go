@@ -39,13 +39,19 @@ func (c Coverage) Complete() bool {
 
 // Cover reads the coverage of [from, to) from what ReadEvents returned for it.
 func Cover(r ReadResult, from, to time.Time) Coverage {
+	c, _ := CoverSource(&r, from, to)
+	return c
+}
+
+// CoverSource reads the coverage of [from, to) from a window's events,
+// walking them once; the error is the walk's.
+func CoverSource(src Source, from, to time.Time) (Coverage, error) {
+	r := src.Meta()
 	c := Coverage{Damaged: r.Damaged, Broken: r.Broken, Faults: r.Faults, Unchained: r.Unchained}
 	running := false
 	var runStart, last time.Time // the running watch's start, and its last record
 	down := from                 // since when no watch has recorded
-	if from.IsZero() && len(r.Events) > 0 {
-		down = r.Events[0].Time // no window asked: the log's own span
-	}
+	first := true
 	why := "no watch was recording"
 	if b := r.Before; b != nil && b.Kind == KindWatchStart {
 		// Its records before the window are not read: it is taken as alive
@@ -77,14 +83,18 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 			c.Gaps = append(c.Gaps, Gap{From: last, To: until, Why: "the watch stopped reporting (killed without a stop record, or hung)"})
 		}
 	}
-	for _, e := range r.Events {
+	err := src.Each(func(e *Event) bool {
+		if first && from.IsZero() {
+			down = e.Time // no window asked: the log's own span
+		}
+		first = false
 		if e.Kind != KindWatchStart {
 			silent(e.Time) // a new start says itself how the last watch ended
 		}
 		switch e.Kind {
 		case KindWatchStart:
 			if running && e.Time.Equal(runStart) {
-				continue // the same watch, in a new segment
+				return true // the same watch, in a new segment
 			}
 			if running {
 				// The last watch ended without its stop record (killed, or the host went down).
@@ -113,13 +123,14 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 		if running && e.Time.After(last) {
 			last = e.Time
 		}
-	}
+		return true
+	})
 	silent(to)
 	c.Lost += runLost
 	if !running && to.After(down) {
 		c.Gaps = append(c.Gaps, Gap{From: down, To: to, Why: why})
 	}
-	return c
+	return c, err
 }
 
 // String says the coverage in one line.

@@ -305,17 +305,29 @@ type ReadResult struct {
 var ErrNoLog = errors.New("no event log")
 
 // ReadEvents reads the events of the log in dir with since <= time < until
-// (zero values: unbounded), in the order they were written. Every line of
-// the segments it reads is checked: one that is no event, or that breaks
-// its segment's chain, is counted and named in the result.
+// (zero values: unbounded), in the order they were written, and holds them
+// all: for a window a tenant's processes may fill, walk it with OpenWindow.
+// Every line of the segments it reads is checked: one that is no event, or
+// that breaks its segment's chain, is counted and named in the result.
 func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
 	var r ReadResult
+	err := walk(dir, since, until, &r, func(e *Event) bool {
+		r.Events = append(r.Events, *e)
+		return true
+	})
+	return r, err
+}
+
+// walk reads the segments of dir that overlap [since, until), checks every
+// line, notes in r what ReadResult says of them (all but Events), and hands
+// fn each event of the window, in the order written, until fn returns false.
+func walk(dir string, since, until time.Time, r *ReadResult, fn func(*Event) bool) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return r, fmt.Errorf("%w at %s (gpusnap watch writes it)", ErrNoLog, dir)
+		return fmt.Errorf("%w at %s (gpusnap watch writes it)", ErrNoLog, dir)
 	}
 	segs, err := segments(dir)
 	if err != nil {
-		return r, err
+		return err
 	}
 	var v verifier
 	known := false
@@ -330,27 +342,32 @@ func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
 		}
 		v.begin(filepath.Base(seg.path), known)
 		known = true
-		if err := readSegment(seg.path, since, until, i == len(segs)-1, &v, &r); err != nil {
+		more, err := readSegment(seg.path, since, until, i == len(segs)-1, &v, r, fn)
+		if err != nil {
 			v.line = 0
-			v.damaged(&r, "the segment cannot be read: "+err.Error())
+			v.damaged(r, "the segment cannot be read: "+err.Error())
+		}
+		if !more {
+			break
 		}
 	}
-	return r, nil
+	return nil
 }
 
-// readSegment reads one segment into r; the error says why it could not be
-// read (whole or to its end).
-func readSegment(path string, since, until time.Time, last bool, v *verifier, r *ReadResult) error {
+// readSegment reads one segment for walk; more is false once fn asked to
+// stop, and the error says why the segment could not be read (whole or to
+// its end).
+func readSegment(path string, since, until time.Time, last bool, v *verifier, r *ReadResult, fn func(*Event) bool) (more bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // pruned while we listed
+			return true, nil // pruned while we listed
 		}
-		return err
+		return true, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return errors.New("not a regular file")
+		return true, errors.New("not a regular file")
 	}
 	br := bufio.NewReaderSize(f, 256<<10)
 	for {
@@ -370,10 +387,10 @@ func readSegment(path string, since, until time.Time, last bool, v *verifier, r 
 			if len(line) > 0 && !last {
 				v.damaged(r, "a torn last line (a watch that died mid-write)") // in the last segment it may be being written now
 			}
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
 		if len(line) > maxLine {
 			v.damaged(r, "a line over 64 KiB")
@@ -395,6 +412,8 @@ func readSegment(path string, since, until time.Time, last bool, v *verifier, r 
 		if !until.IsZero() && !e.Time.Before(until) {
 			continue
 		}
-		r.Events = append(r.Events, e)
+		if !fn(&e) {
+			return false, nil
+		}
 	}
 }
