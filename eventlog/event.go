@@ -11,18 +11,18 @@ import (
 
 // Kinds of event.
 const (
-	KindOpen  = "open"  // a process opened an NVIDIA device
-	KindMmap  = "mmap"  // a process mapped an NVIDIA device
-	KindExec  = "exec"  // a process that used (or goes on to use) a device exec'd
-	KindFork  = "fork"  // a process that used a device forked: the child inherits its descriptors and mappings
+	KindOpen = "open" // a process opened an NVIDIA device
+	KindMmap = "mmap" // a process mapped an NVIDIA device
+	KindExec = "exec" // a process that used (or goes on to use) a device exec'd
+	KindFork = "fork" // a process that used a device forked: the child inherits its descriptors and mappings
 	// KindInherit is a use of a device by a device user's child, from its
 	// fork on: Process is the child, Device what its parent opened or
 	// mapped (nil where watch did not see which). A process that keeps
 	// forking and exiting leaves one at every hop.
 	KindInherit = "inherit"
-	KindExit  = "exit"  // a process that used a device ended
-	KindUsing = "using" // fallback mode: a rescan found a process holding or mapping a device
-	KindNVML  = "nvml"  // NVML listed a process on a GPU it had not listed before
+	KindExit    = "exit"  // a process that used a device ended
+	KindUsing   = "using" // fallback mode: a rescan found a process holding or mapping a device
+	KindNVML    = "nvml"  // NVML listed a process on a GPU it had not listed before
 	// KindGPUEvent is an event NVML delivered for a GPU: a critical Xid, an
 	// ECC error, or the GPU lost (GPUEvent says which).
 	KindGPUEvent = "gpu_event"
