@@ -32,8 +32,9 @@ type Options struct {
 	KernelLog *kmsg.Window
 	// Events is what gpusnap watch recorded between FROM and TO (the event
 	// log), or nil where no watch ever ran: transient processes, and where a
-	// survivor's device came from.
-	Events *eventlog.ReadResult
+	// survivor's device came from. The rules walk it (eachEvent), several
+	// times: an eventlog.Window reads it from disk at each walk.
+	Events eventlog.Source
 }
 
 // Compare reports what to holds that from did not.

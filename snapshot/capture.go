@@ -587,33 +587,6 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// ReadProcesses reads the processes pids under the proc root as Capture
-// reads each, and leaves out those that are gone: watch's fallback rescans
-// new processes and those using a device with it, not the whole host.
-func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, error) {
-	if root == "" {
-		root = "/proc"
-	}
-	var h Host
-	cfg, _, _, err := openScan(root, nil, &h) // what a rescan could not read, the capture before said
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(cfg.rootfd)
-	results, err := cfg.scan(ctx, pids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Process, 0, len(results))
-	for _, res := range results {
-		if !res.vanished {
-			res.p.makeValidUTF8()
-			out = append(out, res.p)
-		}
-	}
-	return out, nil
-}
-
 // openScan opens the proc root and reads what reading its processes needs:
 // the host (h: its boot time dates starts), the device classes, whether it
 // is the live procfs and of this pid namespace. errs say what could not be

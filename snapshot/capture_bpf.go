@@ -288,7 +288,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		if h.Class == ClassNVIDIA {
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
-			h.Access, _ = accessMode(uint64(r.Flags))
+			h.Access, _ = AccessMode(uint64(r.Flags))
 		}
 		hr := holderRunsOf[r.Pid]
 		if hr == nil {

@@ -155,11 +155,12 @@ func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Optio
 	})
 }
 
-// windowEvents reads what gpusnap watch recorded between FROM and TO, or
-// nil where no watch ever ran with this store. A log that cannot be read is
-// a line on stderr: the diff goes on without it, and says so.
-func windowEvents(g globals, from, to *snapshot.Snapshot) *eventlog.ReadResult {
-	res, err := eventlog.ReadEvents(eventlog.JournalDir(g.DB), from.Host.CaptureStart, to.Host.CaptureStart)
+// windowEvents opens what gpusnap watch recorded between FROM and TO, to
+// be walked from disk by the rules (never all held), or nil where no watch
+// ever ran with this store. A log that cannot be read is a line on stderr:
+// the diff goes on without it, and says so.
+func windowEvents(g globals, from, to *snapshot.Snapshot) eventlog.Source {
+	w, err := eventlog.OpenWindow(eventlog.JournalDir(g.DB), from.Host.CaptureStart, to.Host.CaptureStart)
 	switch {
 	case errors.Is(err, eventlog.ErrNoLog):
 		return nil
@@ -167,10 +168,10 @@ func windowEvents(g globals, from, to *snapshot.Snapshot) *eventlog.ReadResult {
 		fmt.Fprintf(g.Stderr, "gpusnap: the event log cannot be read, so processes that came and went between the snapshots are not known: %v\n", err)
 		return nil
 	}
-	if res.Damaged > 0 {
-		fmt.Fprintf(g.Stderr, "gpusnap: %d lines of the event log are not events (damaged, or torn by a watch that died mid-write)\n", res.Damaged)
+	if m := w.Meta(); m.Damaged > 0 {
+		fmt.Fprintf(g.Stderr, "gpusnap: %d lines of the event log are not events (damaged, or torn by a watch that died mid-write)\n", m.Damaged)
 	}
-	return &res
+	return w
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the
