@@ -179,7 +179,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, sc
 				results, err = cfg.scanBPF(ctx, walk, pids)
 				walk.Close()
 				if err == nil {
-					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How+bpfBlindSpots
 					return results, nil
 				}
 			}
@@ -274,6 +274,7 @@ type worker struct {
 	// only if it uses an NVIDIA device.
 	mapsBuf, statusBuf, cmdBuf []byte
 	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
+	ring                       []byte // an io_uring's fdinfo
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds, tids                  []int
 	holderRuns                 holderRuns // of the process being read

@@ -288,6 +288,11 @@ type Holder struct {
 	// without CLONE_FILES: /proc/PID/fd shows the leader's table only); 0
 	// for the process's table.
 	TID int `json:"tid,omitempty"`
+	// RingSlot is set for a file registered with the io_uring open as FD
+	// (IORING_REGISTER_FILES): the slot of the ring's table that holds it.
+	// Such a file has no fd of its own; its Access is the most it can be
+	// (rw), the ring showing none, and its class comes from its path alone.
+	RingSlot *int `json:"ring_slot,omitempty"`
 }
 
 // Writable reports whether the descriptor was opened for writing.
