@@ -77,6 +77,7 @@ var rules = []func(*comparison) []Finding{
 	renamedDeviceNodes,
 	unexpectedGPUProcesses,
 	unreadableProcesses,
+	hiddenProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
 	transientGPUProcesses,

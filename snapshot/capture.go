@@ -117,9 +117,17 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	s.Processes = make([]Process, 0, len(results))
 	for _, res := range results {
 		switch {
-		case res.vanished:
-			s.Scan.Vanished++
-			s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+		case res.vanished || res.hidden != "":
+			hidden := cfg.hidden(r, res, &s.Scan)
+			if hidden && res.hidden != "" && (len(res.p.Mappings) > 0 || len(res.p.Holders) > 0) {
+				// The BPF path's walk read these in the kernel, beneath
+				// any mount: they are kept, with nothing of the tree.
+				break
+			}
+			if !hidden {
+				s.Scan.Vanished++
+				s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+			}
 			continue
 		case res.refused:
 			s.Scan.Refused++
@@ -205,6 +213,9 @@ type result struct {
 	p        Process
 	vanished bool
 	refused  bool
+	// hidden says how the process's directory lies on another filesystem
+	// than the proc root's (a mount over /proc/PID): nothing in it was read.
+	hidden string
 }
 
 // scanConfig is what every worker of one capture shares.
@@ -213,7 +224,8 @@ type scanConfig struct {
 	rootfd  int // root, open (O_PATH): process directories are opened in it
 	classes DeviceClasses
 	boot    time.Time
-	live    bool // root is procfs: stat of map_files and fd links is the truth
+	live    bool   // root is procfs: stat of map_files and fd links is the truth
+	rootDev uint64 // st_dev of the live procfs: every process directory's
 	// ownPIDs: root is the procfs of this process's pid namespace, whose
 	// PIDs kcmp takes (threads' own fd tables are looked for only then).
 	ownPIDs bool
@@ -331,6 +343,9 @@ func (w *worker) process(pid int) result {
 	}
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
+	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
+		return res // a tenant's tree in the process's place: none of it is the process's
+	}
 
 	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
@@ -605,7 +620,7 @@ func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, err
 	}
 	out := make([]Process, 0, len(results))
 	for _, res := range results {
-		if !res.vanished {
+		if !res.vanished && res.hidden == "" {
 			res.p.makeValidUTF8()
 			out = append(out, res.p)
 		}
@@ -640,6 +655,10 @@ func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig,
 	}
 	cfg = &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live, faults: faults}
 	if live {
+		var st unix.Stat_t
+		if err := unix.Fstat(rootfd, &st); err == nil {
+			cfg.rootDev = st.Dev
+		}
 		cfg.users = &userCache{names: map[int]string{}}
 		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
 			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")

@@ -356,6 +356,11 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			}
 			continue
 		}
+		// What /proc shows of the process must be its own: a directory a
+		// mount hides (a tenant's tree in its place) is read no further.
+		if res.hidden = cfg.mountedOver(w.r, name); res.hidden != "" {
+			continue
+		}
 		// A leader that has exited while its threads run has no mm: its
 		// mappings and fds came from a live thread, and so do its command
 		// line and exe, read in that thread's task directory (where it

@@ -1,17 +1,32 @@
 package snapshot_test
 
 // Live tests of tenants that use a device where one look at /proc misses
-// it: a file held only as an io_uring's registered file.
+// it: a file held only as an io_uring's registered file, a mount over
+// /proc/PID.
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
+
+// mapsNode reports whether p maps path as an NVIDIA device, read-write shared.
+func mapsNode(p *snapshot.Process, path string) bool {
+	for _, m := range p.Mappings {
+		if m.Path == path && m.Class == snapshot.ClassNVIDIA && m.Perms == "rw-s" {
+			return true
+		}
+	}
+	return false
+}
 
 // TestLiveRegisteredFile: the node opened read-write, registered with an
 // io_uring and closed: /proc/PID/fd shows only the ring. The capture reads
@@ -46,5 +61,67 @@ func TestLiveRegisteredFile(t *testing.T) {
 	}
 	if len(q.Unreadable) > 0 {
 		t.Errorf("the ring was read, yet the process is unreadable: %q %q", q.Unreadable, q.Errors)
+	}
+}
+
+// TestLiveHiddenProcess: an empty directory, then a tmpfs holding a made-up
+// stat and cgroup, mounted over /proc/PID of a process that maps the node.
+// Either capture path records the PID as hidden (the kernel still has it)
+// and reads nothing of the mounted tree as the process (the BPF path keeps
+// the mapping its kernel walk saw); once the process
+// has exited and been reaped, with the mount still there, the PID is no
+// longer hidden.
+func TestLiveHiddenProcess(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc", "mount")
+	loop := livetest.NewLoop(t)
+	fakeStat := "1 (bash) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n"
+	for _, fake := range []map[string]string{nil, {"stat": fakeStat, "cgroup": "0::/system.slice/sshd.service\n"}} {
+		pid := livetest.Hold(t, loop.Node).PID
+		livetest.HideProc(t, pid, fake)
+		for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+			snap := capturePath(t, path)
+			var why string
+			for _, h := range snap.Scan.Hidden {
+				if h.PID == pid {
+					why = h.Why
+				}
+			}
+			if why == "" || !strings.Contains(why, "pidfd_open") {
+				t.Errorf("%s, fake files %v: pid %d not hidden (why %q); hidden %+v", path, fake != nil, pid, why, snap.Scan.Hidden)
+			}
+			for _, q := range snap.Processes {
+				if q.PID != pid {
+					continue
+				}
+				// The BPF path keeps what its kernel walk saw (the
+				// mapping); nothing may come of the mounted tree.
+				switch {
+				case path == snapshot.PathProc:
+					t.Errorf("%s: the mounted tree was read as pid %d: %+v", path, pid, q)
+				case q.Comm == "bash" || strings.Contains(strings.Join(q.Cgroups, "\n"), "sshd") || q.Raw != nil || !mapsNode(&q, loop.Node):
+					t.Errorf("%s: pid %d kept with the mounted tree's text, or without its mapping: %+v", path, pid, q)
+				}
+			}
+			t.Logf("%s: %s", path, why)
+		}
+		// Its /proc/PID no longer says whether it lives: kill it by PID (its
+		// identity was checked before the mount) and wait until the harness,
+		// its parent, has reaped it.
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d not reaped after SIGKILL", pid)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		snap := capturePath(t, snapshot.PathProc)
+		for _, h := range snap.Scan.Hidden {
+			if h.PID == pid {
+				t.Errorf("pid %d exited, yet hidden: %s", pid, h.Why)
+			}
+		}
 	}
 }

@@ -70,6 +70,10 @@ type Scan struct {
 	// Unreadable counts the processes whose maps or fds could not be read
 	// (Process.Unreadable): what they map or hold is unknown.
 	Unreadable int `json:"unreadable"`
+	// Hidden are the PIDs the kernel still had whose /proc directory did
+	// not read as the process (a mount over /proc/PID): what they map or
+	// hold was not seen.
+	Hidden []HiddenProcess `json:"hidden_processes,omitempty"`
 }
 
 // Partial reports whether some process's maps or fds could not be read.

@@ -1,7 +1,8 @@
 package main
 
 // Tenants that use a device where one look at /proc misses it (root;
-// internal/livetest): a node held only as an io_uring's registered file.
+// internal/livetest): a node held only as an io_uring's registered file, a
+// mount over /proc/PID.
 // diff --tenant and check must each exit 1 with the finding that names it.
 
 import (
@@ -30,6 +31,13 @@ func TestLiveDiffAndCheckEvasive(t *testing.T) {
 					kind = diff.KindGPUInUse
 				}
 				return f.Kind == kind && f.Device == node && f.Process.PID == p.PID && f.Severity == diff.High
+			}
+		}},
+		{"mount over /proc/PID", "auto", func(t *testing.T, node string) func(diff.Finding, bool) bool {
+			p := livetest.Hold(t, node)
+			livetest.HideProc(t, p.PID, nil)
+			return func(f diff.Finding, _ bool) bool {
+				return f.Kind == diff.KindHiddenProcess && f.Process.PID == p.PID && f.Severity == diff.High
 			}
 		}},
 	}

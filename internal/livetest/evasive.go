@@ -1,7 +1,12 @@
 package livetest
 
 import (
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -15,4 +20,37 @@ func HoldRegistered(t testing.TB, path string) Proc {
 	p := procs["tenant"]
 	killOnCleanup(t, p, exited)
 	return p
+}
+
+// HideProc mounts over /proc/PID, as root can, so that the directory does
+// not read as the process: an empty directory (bind-mounted), or with
+// fake set a tmpfs holding the files of fake, a made-up process. Cleanup
+// unmounts it (lazily: a reader may hold it open), if the kernel has not
+// already: call it after starting the process, so that it runs before the
+// process is killed.
+func HideProc(t testing.TB, pid int, fake map[string]string) {
+	t.Helper()
+	Require(t)
+	target := "/proc/" + strconv.Itoa(pid)
+	var err error
+	if fake == nil {
+		err = syscall.Mount(t.TempDir(), target, "", syscall.MS_BIND, "")
+	} else {
+		err = syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k,mode=0555")
+	}
+	if err != nil {
+		t.Skipf("livetest: mount over %s: %v", target, err)
+	}
+	t.Cleanup(func() {
+		// Once the process is reaped its directory goes, and the kernel
+		// detaches what was mounted on it: ENOENT is that.
+		if err := syscall.Unmount(target, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("livetest: unmount %s: %v", target, err)
+		}
+	})
+	for name, text := range fake {
+		if err := os.WriteFile(filepath.Join(target, name), []byte(text), 0o444); err != nil {
+			t.Fatalf("livetest: %v", err)
+		}
+	}
 }
