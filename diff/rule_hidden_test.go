@@ -40,3 +40,16 @@ func TestHiddenProcess(t *testing.T) {
 		expect(t, check(t, hide(withGPUs(snap("now", bash), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), 7, 0), list, ""), "hidden_process high 7")
 	}
 }
+
+// A capture that stopped at its bound while processes still vanished unread
+// is not complete: no findings is not clean.
+func TestUnsettledCaptureNotComplete(t *testing.T) {
+	bash := proc(10, 5, "bash", "/usr/bin/bash")
+	to := snap("to", bash)
+	to.Scan.Unsettled = "3 processes of the last of 9 listings vanished before they were read"
+	r := compare(snap("from", bash), to)
+	expect(t, r)
+	if r.Complete || !strings.Contains(strings.Join(r.Notes, "\n"), "did not settle") {
+		t.Errorf("unsettled TO: complete %v, notes %q", r.Complete, r.Notes)
+	}
+}

@@ -114,6 +114,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	if err != nil {
 		return nil, err
 	}
+	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
+		return nil, err
+	}
 	s.Processes = make([]Process, 0, len(results))
 	for _, res := range results {
 		switch {
@@ -213,6 +216,10 @@ type result struct {
 	p        Process
 	vanished bool
 	refused  bool
+	// exiting: the process had begun to exit as it was read (PF_EXITING):
+	// it maps and holds nothing any more, and a successor it forked may be
+	// what uses its devices now.
+	exiting bool
 	// hidden says how the process's directory lies on another filesystem
 	// than the proc root's (a mount over /proc/PID): nothing in it was read.
 	hidden string
@@ -364,6 +371,7 @@ func (w *worker) process(pid int) result {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
+		res.exiting = flags&pfExiting != 0
 		if !w.boot.IsZero() {
 			p.Started = StartedAt(w.boot, st.StartTime)
 		}

@@ -1,8 +1,8 @@
 package snapshot_test
 
 // Live tests of tenants that use a device where one look at /proc misses
-// it: a file held only as an io_uring's registered file, a mount over
-// /proc/PID.
+// it: a process that changes its PID every few hundred microseconds, a file
+// held only as an io_uring's registered file, a mount over /proc/PID.
 
 import (
 	"errors"
@@ -26,6 +26,42 @@ func mapsNode(p *snapshot.Process, path string) bool {
 		}
 	}
 	return false
+}
+
+// TestLiveHopper: a process maps the node rw-s, closes the fd, then forks
+// and exits every 50-500 us under a child subreaper. One listing of /proc
+// read in PID order finds each listed hopper gone; the capture lists again
+// and follows the subreaper's children until it reads one, in each of 5
+// captures, or says it did not settle.
+func TestLiveHopper(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	loop := livetest.NewLoop(t)
+	reaper := livetest.Hop(t, loop.Node)
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		seen := 0
+		for range 5 {
+			snap := capturePath(t, path)
+			var users []int
+			for i := range snap.Processes {
+				if p := &snap.Processes[i]; mapsNode(p, loop.Node) {
+					users = append(users, p.PID)
+				}
+			}
+			switch {
+			case len(users) > 0:
+				seen++
+			case snap.Scan.Unsettled == "":
+				t.Errorf("%s: no hopper of subreaper %d seen, and the scan says it settled (%d relists, %d vanished)",
+					path, reaper.PID, snap.Scan.Relists, snap.Scan.Vanished)
+			default:
+				t.Logf("%s: unsettled: %s", path, snap.Scan.Unsettled)
+			}
+			t.Logf("%s: hoppers %v, %d relists, %d vanished", path, users, snap.Scan.Relists, snap.Scan.Vanished)
+		}
+		if seen == 0 {
+			t.Errorf("%s: no capture of 5 saw a hopper", path)
+		}
+	}
 }
 
 // TestLiveRegisteredFile: the node opened read-write, registered with an

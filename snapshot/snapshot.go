@@ -74,6 +74,16 @@ type Scan struct {
 	// not read as the process (a mount over /proc/PID): what they map or
 	// hold was not seen.
 	Hidden []HiddenProcess `json:"hidden_processes,omitempty"`
+	// Relists counts the listings of the proc root after the first: while
+	// processes vanish before they are read, the root is listed again and
+	// the new PIDs read (and the children of a vanished process's parent),
+	// so a process that keeps forking and exiting is seen.
+	Relists int `json:"relists,omitempty"`
+	// Unsettled says why the relisting stopped while processes were still
+	// vanishing unread (a bound was reached): a process that changes its PID
+	// faster than the capture reads may have been missed. "" when the
+	// listing settled.
+	Unsettled string `json:"unsettled,omitempty"`
 }
 
 // Partial reports whether some process's maps or fds could not be read.

@@ -2,6 +2,7 @@ package livetest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,32 @@ func HoldRegistered(t testing.TB, path string) Proc {
 	procs, exited := runTenant(t, exec.Command(buildTenant(t), "-u", path), "tenant")
 	p := procs["tenant"]
 	killOnCleanup(t, p, exited)
+	return p
+}
+
+// Hop starts a child subreaper whose descendant maps path MAP_SHARED
+// read-write, closes the fd, and then forks and exits every 50-500 us: at
+// every instant one process maps path, never under one PID for long. It
+// returns the subreaper, the hoppers' parent once each one's own parent has
+// exited. Cleanup kills the subreaper's process group (the subreaper and
+// every hopper, which never leave it) by its PID.
+func Hop(t testing.TB, path string) Proc {
+	t.Helper()
+	procs, exited := runTenant(t, exec.Command(buildTenant(t), "-H", path), "tenant")
+	p := procs["tenant"]
+	t.Cleanup(func() {
+		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+		}
+		<-exited
+		// A hopper forked as the signal came is killed by it too (a fork
+		// that races a group signal is restarted): none may outlive the test.
+		if err := waitFor(fmt.Sprintf("process group %d to empty", p.PID), func() bool {
+			return errors.Is(syscall.Kill(-p.PID, 0), syscall.ESRCH)
+		}); err != nil {
+			t.Errorf("livetest: %v", err)
+		}
+	})
 	return p
 }
 
