@@ -28,6 +28,7 @@ const (
 	KindOutOfAllocation       = "out_of_allocation_gpu_use"
 	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
 	KindUnreadableProcess     = "unreadable_process"
+	KindHiddenProcess         = "hidden_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
