@@ -86,7 +86,7 @@ image: $(BUILD)/gpusnap
 	rm -rf $(BUILD)/image && mkdir -p $(BUILD)/image/usr/bin $(BUILD)/image/tmp $(DIST) && \
 	chmod 1777 $(BUILD)/image/tmp && cp $(BUILD)/gpusnap $(BUILD)/image/usr/bin/gpusnap && \
 	for lib in $$(ldd $(BUILD)/gpusnap | grep -o '/[^ ]*'); do \
-		install -D -m 0644 $$(readlink -f $$lib) $(BUILD)/image$$lib || exit 1; done && \
+		install -D -m 0755 $$(readlink -f $$lib) $(BUILD)/image$$lib || exit 1; done && \
 	printf 'root:x:0:0:root:/root:/sbin/nologin\n' >$(BUILD)/image/etc-passwd && \
 	install -D -m 0644 $(BUILD)/image/etc-passwd $(BUILD)/image/etc/passwd && rm $(BUILD)/image/etc-passwd && \
 	ctr=$$(buildah from scratch) && \
