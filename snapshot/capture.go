@@ -223,7 +223,9 @@ type result struct {
 	// what uses its devices now.
 	exiting bool
 	// hidden says how the process's directory lies on another filesystem
-	// than the proc root's (a mount over /proc/PID): nothing in it was read.
+	// than the proc root's (a mount over /proc/PID): nothing in it was
+	// read. On the /proc path such a process is also vanished; the BPF
+	// path keeps what its walk saw.
 	hidden string
 }
 
@@ -353,7 +355,10 @@ func (w *worker) process(pid int) result {
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
 	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
-		return res // a tenant's tree in the process's place: none of it is the process's
+		// A tenant's tree in the process's place: none of it is the
+		// process's, which is as good as gone unless probed (hidden).
+		res.vanished = true
+		return res
 	}
 
 	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)

@@ -62,7 +62,7 @@ func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]Process, error)
 	}
 	out := make([]Process, 0, len(results))
 	for _, res := range results {
-		if !res.vanished && res.hidden == "" {
+		if !res.vanished {
 			res.p.makeValidUTF8()
 			out = append(out, res.p)
 		}
