@@ -40,11 +40,14 @@ func SignCheckpoint(head TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 	return note.Sign(&note.Note{Text: string(text)}, signer)
 }
 
-// cutKey splits a verifier key name+hash+key.
+// cutKey splits a verifier key name+hash+key: a name holds no '+', the
+// base64 key may.
 func cutKey(vkey string) (name, hash, key string) {
-	i := strings.LastIndexByte(vkey, '+')
-	j := strings.LastIndexByte(vkey[:i], '+')
-	return vkey[:j], vkey[j+1 : i], vkey[i+1:]
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return vkey, "", ""
+	}
+	return parts[0], parts[1], parts[2]
 }
 
 // ErrCheckpointSignature says a checkpoint is not signed by the key given.

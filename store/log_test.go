@@ -276,6 +276,14 @@ func TestCheckpointSignedNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Many keys: half of them have a '+' in their base64, as a note key's
+	// separator is.
+	for range 32 {
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		if _, err := SignCheckpoint(head, priv); err != nil {
+			t.Fatalf("key %x: %v", priv.Public(), err)
+		}
+	}
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	note, err := SignCheckpoint(head, priv)
 	if err != nil {
