@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/cilium/ebpf v0.22.0
+	github.com/in-toto/attestation v1.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/procfs v0.23.0
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/sergi/go-diff v1.4.0
 	github.com/transparency-dev/formats v0.1.1
 	github.com/transparency-dev/merkle v0.0.2
@@ -18,6 +20,7 @@ require (
 	golang.org/x/mod v0.43.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.82.1
+	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/kubelet v0.37.2
@@ -40,10 +43,10 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

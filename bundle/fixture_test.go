@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"crypto/ed25519"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,10 +173,11 @@ func writeMembers(t *testing.T, ms []tarMember) []byte {
 	return b.Bytes()
 }
 
+// memberData is the bytes of the member name (relative to the bag's directory).
 func memberData(t *testing.T, b []byte, name string) []byte {
 	t.Helper()
 	for _, m := range readMembers(t, b) {
-		if m.hdr.Name == name {
+		if rel(m.hdr.Name) == name {
 			return m.data
 		}
 	}
@@ -190,6 +192,12 @@ func verifyBytes(t *testing.T, b []byte, pub ed25519.PublicKey) *Verification {
 		t.Fatalf("Verify: %v", err)
 	}
 	return rep
+}
+
+// rel is a member's name relative to the bag's directory.
+func rel(name string) string {
+	_, r, _ := strings.Cut(name, "/")
+	return r
 }
 
 // named reports whether a problem names file.

@@ -36,8 +36,12 @@ func SignCheckpoint(head TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	text := tlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
-	return note.Sign(&note.Note{Text: string(text)}, signer)
+	return note.Sign(&note.Note{Text: string(CheckpointBody(head))}, signer)
+}
+
+// CheckpointBody is head's checkpoint text, without signatures.
+func CheckpointBody(head TreeHead) []byte {
+	return tlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
 }
 
 // cutKey splits a verifier key name+hash+key: a name holds no '+', the

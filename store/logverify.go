@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -302,6 +303,12 @@ type InclusionProof struct {
 	Head      TreeHead `json:"head"`
 }
 
+var errNotInLog = errors.New("no leaf of the store's log stores it")
+
+// IsNotInLog reports whether Inclusion's error says a snapshot is not in
+// the log (not stored, or stored by a gpusnap without it).
+func IsNotInLog(err error) bool { return errors.Is(err, errNotInLog) }
+
 // Inclusion proves that the leaf storing each of ids is in the log, all at
 // the log's current head. A snapshot no leaf stores is an error.
 func (s *Store) Inclusion(ids ...string) ([]InclusionProof, error) {
@@ -315,7 +322,7 @@ func (s *Store) Inclusion(ids ...string) ([]InclusionProof, error) {
 		for _, id := range ids {
 			l, ok := v.live[id]
 			if !ok || texts == nil {
-				return fmt.Errorf("snapshot %s: no leaf of the store's log stores it", id)
+				return fmt.Errorf("snapshot %s: %w", id, errNotInLog)
 			}
 			nodes, err := proof.Inclusion(l.leaf, v.rep.Head.Size)
 			if err != nil {

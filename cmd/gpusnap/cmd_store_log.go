@@ -58,7 +58,7 @@ func runStoreCheckpoint(_ context.Context, g globals, o storeCheckpointOptions) 
 	}); err != nil {
 		return err
 	}
-	note, err := store.SignCheckpoint(head, key)
+	note, err := checkpointText(head, key)
 	if err != nil {
 		return err
 	}
@@ -200,4 +200,13 @@ func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, i
 	r.StoreLog = &diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}
 	run.StoreLog = r.StoreLog
 	return nil
+}
+
+// checkpointText is head as a checkpoint: a signed note with key, its body
+// and the blank line alone without.
+func checkpointText(head store.TreeHead, key ed25519.PrivateKey) ([]byte, error) {
+	if key == nil {
+		return append(store.CheckpointBody(head), '\n'), nil
+	}
+	return store.SignCheckpoint(head, key)
 }
