@@ -1,7 +1,7 @@
 // Package bundle writes and verifies evidence bundles: one tar.gz an incident
 // responder attaches to an incident, holding the two snapshots, the findings,
 // human reports, each involved process's maps diff and the text capture kept
-// of its files (the kernel's bytes, a byte that is not UTF-8 kept as U+FFFD).
+// of its files (the kernel's bytes, byte for byte).
 // The tarball holds one directory, a BagIt bag (RFC 8493), with an in-toto
 // Statement of its payload files, signed in a DSSE envelope when a key is
 // given. Anyone can check a bundle with `gpusnap verify`, or without gpusnap

@@ -80,6 +80,11 @@ func TestRoundTrip(t *testing.T) {
 	if got := memberData(t, b, "data/raw/666@990000/cmdline"); string(got) != in.After.Processes[2].Raw.Cmdline {
 		t.Errorf("raw cmdline = %q", got)
 	}
+	// A raw text that is not UTF-8 keeps its bytes, in raw/ and through after.json.
+	cgroup := in.After.Processes[2].Raw.Cgroup
+	if !strings.Contains(cgroup, "\xff") || string(memberData(t, b, "data/raw/666@990000/cgroup")) != cgroup || after.Processes[2].Raw.Cgroup != cgroup {
+		t.Errorf("raw cgroup not byte for byte: %q, after.json %q", memberData(t, b, "data/raw/666@990000/cgroup"), after.Processes[2].Raw.Cgroup)
+	}
 	if got := memberData(t, b, "data/maps/4243@987654.diff"); string(got) != in.Result.MapsDiffs["4243@987654"] {
 		t.Errorf("maps diff = %q", got)
 	}

@@ -60,7 +60,7 @@ func testInput() Input {
 			Maps:    "7f1000000000-7f1000001000 r--s 00000000 00:06 812 /dev/nvidiactl\n",
 			Status:  "Name:\t" + hostileComm + "\nPid:\t666\n",
 			Cmdline: "python3\x00-c\x00x\n- forged: line\x1b]0;pwned\x07\x00",
-			Cgroup:  "0::/user.slice\n",
+			Cgroup:  "0::/user.slice/x\xff.scope\n", // not UTF-8: kept byte for byte
 		},
 	}
 	before := &snapshot.Snapshot{
