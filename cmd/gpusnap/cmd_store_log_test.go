@@ -29,12 +29,25 @@ func TestStoreCheckpointAndVerify(t *testing.T) {
 		}
 		ids = append(ids, lastLine(out))
 	}
+	// baseline --json: the snapshot's object, and the log's head after its leaf.
+	code, out, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-2", "--json"}, g...)...)
+	var based struct {
+		ID       string `json:"id"`
+		StoreLog struct {
+			Size int    `json:"size"`
+			Root string `json:"root"`
+		} `json:"store_log"`
+	}
+	if err := json.Unmarshal([]byte(out), &based); code != 0 || err != nil || based.ID == "" || based.StoreLog.Size != 4 || based.StoreLog.Root == "" {
+		t.Fatalf("baseline --json: %d %v %+v %s", code, err, based, errs)
+	}
+	ids = append(ids, based.ID)
 	early, err := os.ReadFile(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	textfile := filepath.Join(dir, "gpusnap.prom")
-	code, out, errs := gpusnap(t, append([]string{"diff", "--tenant", "job-1", "--json", "--textfile", textfile}, g...)...)
+	code, out, errs = gpusnap(t, append([]string{"diff", "--tenant", "job-1", "--json", "--textfile", textfile}, g...)...)
 	if code != 0 {
 		t.Fatalf("diff: %d %s", code, errs)
 	}
@@ -45,16 +58,16 @@ func TestStoreCheckpointAndVerify(t *testing.T) {
 			Root   string `json:"root"`
 		} `json:"store_log"`
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.StoreLog.Size != 5 || !strings.HasPrefix(res.StoreLog.Origin, "gpusnap/") {
-		t.Fatalf("diff's store_log: %+v %v (3 baselines, the post snapshot, the result)", res.StoreLog, err)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.StoreLog.Size != 6 || !strings.HasPrefix(res.StoreLog.Origin, "gpusnap/") {
+		t.Fatalf("diff's store_log: %+v %v (4 baselines, the post snapshot, the result)", res.StoreLog, err)
 	}
 	prom, _ := os.ReadFile(textfile)
-	if !strings.Contains(string(prom), `gpusnap_store_log_size{command="diff",origin="`+res.StoreLog.Origin+`"} 5`) ||
+	if !strings.Contains(string(prom), `gpusnap_store_log_size{command="diff",origin="`+res.StoreLog.Origin+`"} 6`) ||
 		!strings.Contains(string(prom), `root="`+res.StoreLog.Root+`"`) {
 		t.Errorf("textfile lacks the log's head:\n%s", prom)
 	}
 	code, cp, errs := gpusnap(t, append([]string{"store", "checkpoint", "--sign-key", key + ".key"}, g...)...)
-	if code != 0 || !strings.HasPrefix(cp, res.StoreLog.Origin+"\n5\n"+res.StoreLog.Root+"\n\n— ") {
+	if code != 0 || !strings.HasPrefix(cp, res.StoreLog.Origin+"\n6\n"+res.StoreLog.Root+"\n\n— ") {
 		t.Fatalf("checkpoint: %d %q %s", code, cp, errs)
 	}
 	cpFile := filepath.Join(dir, "cp")
@@ -70,7 +83,7 @@ func TestStoreCheckpointAndVerify(t *testing.T) {
 	if err := os.WriteFile(db, early, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ := gpusnap(t, verify...); code != 1 || !strings.Contains(out, "leaf 3: the store was cut back: the checkpoint has 5 leaves, the log 3") {
+	if code, out, _ := gpusnap(t, verify...); code != 1 || !strings.Contains(out, "leaf 4: the store was cut back: the checkpoint has 6 leaves, the log 4") {
 		t.Errorf("verify of a store cut back: %d %s", code, out)
 	}
 	// A snapshot's keys deleted with bbolt.
