@@ -76,7 +76,7 @@ func verifiedBundle(t *testing.T, file string) *bundle.Verification {
 func TestBundleFromTo(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
+	a := filepath.Join(dir, "a.tar.gz")
 	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
 	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: ") || !strings.Contains(out, ", unsigned, sha256 ") {
 		t.Fatalf("bundle: %d %q %q", code, out, errOut)
@@ -110,7 +110,7 @@ func TestBundleFromTo(t *testing.T) {
 	}
 	// The same two snapshots give the same bytes (in a file of the same
 	// name: the bag's directory is named after it).
-	b = filepath.Join(t.TempDir(), "a.tar.gz")
+	b := filepath.Join(t.TempDir(), "a.tar.gz")
 	if code, _, errOut := gpusnap(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
 		t.Fatal(errOut)
 	}
