@@ -9,12 +9,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -44,8 +46,11 @@ type Verification struct {
 	Problems  []Problem       `json:"problems"` // empty when the bundle is intact
 	Signature SignatureStatus `json:"signature"`
 	// StoreProved: the bundle carries its snapshots' inclusion in the
-	// store's log, and every proof holds at its checkpoint.
+	// store's log, every proof holds at its checkpoint, and each snapshot
+	// file is the snapshot its leaf recorded.
 	StoreProved bool `json:"store_proved"`
+	// StoreNote says why the proofs were not all checked, when not.
+	StoreNote string `json:"store_note,omitempty"`
 }
 
 // Intact reports whether nothing was altered, added or removed.
@@ -99,6 +104,22 @@ type member struct {
 	sha256    string
 	data      []byte // only for the tag files verify parses
 	status    string
+}
+
+// maxSnapshotKeep bounds a snapshot file verify keeps to check it against
+// its leaf in the store's log; a larger one is said to be unchecked.
+const maxSnapshotKeep = 96 << 20
+
+// keepLimit is how much of a bag-relative file verify keeps: tag files and
+// the two snapshots, which it parses; 0 for the rest, hashed as they stream.
+func keepLimit(name string) int64 {
+	switch {
+	case isTag(name):
+		return smallLimit
+	case name == DirPayload+"/"+FileBefore || name == DirPayload+"/"+FileAfter:
+		return maxSnapshotKeep
+	}
+	return 0
 }
 
 // isTag reports whether a bag-relative name is a tag file verify reads.
@@ -465,8 +486,40 @@ func (v *verifier) checkStore(pred *Predicate) {
 			v.problem("store inclusion", StatusAltered, err.Error())
 			return
 		}
+		file := DirPayload + "/" + FileAfter
+		if p.Snapshot == pred.Before.ID {
+			file = DirPayload + "/" + FileBefore
+		}
+		if !v.matchesLeaf(file, p) {
+			return
+		}
 	}
 	v.rep.StoreProved = len(ev.Inclusion) > 0
+}
+
+// matchesLeaf checks that the bag's snapshot file is the snapshot p's leaf
+// recorded: its digest (store.Digest) is the leaf's.
+func (v *verifier) matchesLeaf(file string, p store.InclusionProof) bool {
+	m := v.byName[file]
+	if m == nil || m.typ != "file" {
+		return false // named as removed by the manifests
+	}
+	if m.data == nil && m.size > 0 {
+		v.rep.StoreNote = fmt.Sprintf("%s is over %d MiB: not checked against its leaf", file, maxSnapshotKeep>>20)
+		return false
+	}
+	var snap snapshot.Snapshot
+	if err := json.Unmarshal(m.data, &snap); err != nil {
+		v.problem(file, StatusAltered, "not a snapshot: "+err.Error())
+		return false
+	}
+	leaf, _ := store.ParseLeaf([]byte(p.Leaf)) // p.Verify parsed it
+	d, err := store.Digest(&snap)
+	if err != nil || snap.ID != p.Snapshot || d != leaf.Snapshots[0].Digest {
+		v.problem(file, StatusAltered, fmt.Sprintf("not the snapshot leaf %d of the store's log recorded (digest %s, the leaf's %s)", p.LeafIndex, d, leaf.Snapshots[0].Digest))
+		return false
+	}
+	return true
 }
 
 // readArchive reads every member of a tar.gz, hashing each, keeping the small
@@ -502,14 +555,16 @@ func readArchive(r io.Reader) (members []*member, trailing bool, err error) {
 		var keep bytes.Buffer
 		var w io.Writer = h
 		var src io.Reader = io.LimitReader(tr, hdr.Size)
-		if _, rest, ok := strings.Cut(m.name, "/"); m.typ == "file" && ok && isTag(rest) && !kept[m.name] {
+		if _, rest, ok := strings.Cut(m.name, "/"); m.typ == "file" && ok && !kept[m.name] && keepLimit(rest) > 0 {
 			// A second copy of a name is a duplicate, trusted by no one:
 			// hashed, not kept.
 			kept[m.name] = true
-			if hdr.Size > smallLimit {
+			switch {
+			case isTag(rest) && hdr.Size > smallLimit:
 				return nil, false, fmt.Errorf("%w: %s is over %d MiB", ErrUnreadable, hdr.Name, smallLimit>>20)
+			case hdr.Size <= keepLimit(rest):
+				w = io.MultiWriter(h, &keep)
 			}
-			w = io.MultiWriter(h, &keep)
 		}
 		n, err := io.Copy(w, src)
 		if err != nil {

@@ -75,7 +75,11 @@ func readDir(root string) ([]*member, error) {
 			return fmt.Errorf("%s: %d bytes, over the bounds of a bundle", rel, info.Size())
 		}
 		total += info.Size()
-		return hashFile(p, m, isTag(rel))
+		keep := keepLimit(rel)
+		if keep > 0 && !isTag(rel) && info.Size() > keep {
+			keep = 0 // a snapshot too large to keep is hashed, and said unchecked
+		}
+		return hashFile(p, m, keep)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
@@ -83,8 +87,9 @@ func readDir(root string) ([]*member, error) {
 	return members, nil
 }
 
-// hashFile hashes the regular file p into m, keeping its bytes when keep.
-func hashFile(p string, m *member, keep bool) error {
+// hashFile hashes the regular file p into m, keeping its bytes, at most
+// keep of them, when keep is not 0.
+func hashFile(p string, m *member, keep int64) error {
 	f, err := safefile.Open(p)
 	if err != nil {
 		return err
@@ -94,8 +99,8 @@ func hashFile(p string, m *member, keep bool) error {
 	var w io.Writer = h
 	var kept bytes.Buffer
 	limit := int64(maxEntrySize)
-	if keep {
-		w, limit = io.MultiWriter(h, &kept), smallLimit
+	if keep > 0 {
+		w, limit = io.MultiWriter(h, &kept), keep
 	}
 	n, err := io.Copy(w, io.LimitReader(f, limit+1))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // The store's log is an RFC 6962 Merkle tree over one leaf per change:
@@ -376,4 +379,29 @@ func decodeRange(v []byte) (*compact.Range, error) {
 		hashes = append(hashes, bytes.Clone(p[:sha256.Size]))
 	}
 	return rangeFactory.NewRange(0, size, hashes)
+}
+
+// Digest is SnapshotDigest of snap as Put stores it: what a leaf records of
+// it. A copy of a snapshot (a bundle's before.json, read back) has the
+// digest of its leaf exactly when its content is what was stored.
+func Digest(snap *snapshot.Snapshot) (string, error) {
+	header := *snap
+	header.Processes = nil
+	hb, err := json.Marshal(&header)
+	if err != nil {
+		return "", err
+	}
+	mb, err := json.Marshal(metaOf(snap))
+	if err != nil {
+		return "", err
+	}
+	sums := make([][sha256.Size]byte, len(snap.Processes))
+	for i := range snap.Processes {
+		b, err := json.Marshal(&snap.Processes[i])
+		if err != nil {
+			return "", err
+		}
+		sums[i] = sha256.Sum256(b)
+	}
+	return SnapshotDigest(mb, hb, sums, snap.Processes == nil), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -353,4 +354,41 @@ func logOf(b *testing.B, n int) *Store {
 		}
 	}
 	return s
+}
+
+// TestDigestIsTheLeafs: a snapshot's Digest, and that of its JSON read
+// back (as a bundle's before.json is), is the digest its put leaf records.
+func TestDigestIsTheLeafs(t *testing.T) {
+	s, _ := openTemp(t)
+	snap := fakeSnapshot(time.Now(), snapshot.LabelBaseline, "t", 60)
+	snap.Processes[3].Comm = "x\ufffdy" // what capture makes of a byte that is not UTF-8
+	snap.Processes[0].Raw.Maps += "\xff\xfe raw bytes\n"
+	if err := s.Put(snap); err != nil {
+		t.Fatal(err)
+	}
+	proofs, err := s.Inclusion(snap.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ParseLeaf([]byte(proofs[0].Leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.GetJSON(snap.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back snapshot.Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]*snapshot.Snapshot{"stored": snap, "read back": &back} {
+		if d, err := Digest(v); err != nil || d != leaf.Snapshots[0].Digest {
+			t.Errorf("%s: digest %s (%v), the leaf's %s", name, d, err, leaf.Snapshots[0].Digest)
+		}
+	}
+	back.Processes[5].Comm = "edited"
+	if d, _ := Digest(&back); d == leaf.Snapshots[0].Digest {
+		t.Error("an edited snapshot has its leaf's digest")
+	}
 }

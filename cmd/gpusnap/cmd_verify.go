@@ -129,9 +129,11 @@ func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
 		fmt.Fprintln(w, "signature: INVALID")
 	}
 	if rep.StoreProved {
-		fmt.Fprintf(w, "store log: %d stored snapshots proved in the log at its checkpoint\n", len(rep.Predicate.Store.Inclusion))
+		fmt.Fprintf(w, "store log: %d stored snapshots proved in the log at its checkpoint, each the snapshot its leaf recorded\n", len(rep.Predicate.Store.Inclusion))
 	} else if m := rep.Predicate; m != nil && m.Store == nil {
 		fmt.Fprintf(w, "store log: none in the bundle\n")
+	} else if rep.StoreNote != "" {
+		fmt.Fprintf(w, "store log: %s\n", safetext.Escape(rep.StoreNote))
 	}
 	if rep.Intact() {
 		fmt.Fprintf(w, "%s: intact (%d files)\n", safetext.Escape(name), files)
