@@ -112,10 +112,11 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 		return err
 	}
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
+	logErr := recordResult(g, "diff", r, run, from.ID, to.ID)
 	if err := printResult(g, r); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.Failed(o.FailOn), storeErr, logErr, o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,

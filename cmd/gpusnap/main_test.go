@@ -30,7 +30,7 @@ func gpusnap(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestStoreWithoutCommandIsUsageError(t *testing.T) {
 	code, _, stderr := gpusnap(t, "store", "--db", t.TempDir()+"/s.db")
-	if code != exitError || stderr != "gpusnap: usage: store needs a command: gpusnap store check\n" {
+	if code != exitError || stderr != "gpusnap: usage: store needs a command: gpusnap store check, checkpoint or verify\n" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
