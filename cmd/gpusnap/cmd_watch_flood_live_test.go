@@ -3,12 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"go/build"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +43,7 @@ func buildGpusnap(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") // go test runs with its own toolchain
+		gobin = filepath.Join(build.Default.GOROOT, "bin", "go") // go test runs with its own toolchain
 	}
 	bin := filepath.Join(t.TempDir(), "gpusnap")
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
