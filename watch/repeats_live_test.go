@@ -14,9 +14,17 @@ import (
 	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
-// floodScript opens and closes the node $1 for $2 seconds, then prints how
-// many times it opened it; its first line is its PID.
-const floodScript = `echo $$; n=0; end=$((SECONDS+$2)); while [ $SECONDS -lt $end ]; do exec 3<>"$1"; exec 3>&-; n=$((n+1)); done; echo $n`
+// floodScript opens and closes the node $1 for $2 seconds, 250 times every
+// tenth of a second (a rate every other watch on a shared host keeps up
+// with: its BPF programs see these opens too), then prints how many times it
+// opened it; its first line is its PID. The pause is a read from a pipe that
+// never has data (no process started per pause), whose writer it kills.
+const floodScript = `echo $$; exec 5< <(exec sleep 60); sp=$!; n=0; end=$((SECONDS+$2))
+while [ $SECONDS -lt $end ]; do
+  for ((i = 0; i < 250; i++)); do exec 3<>"$1"; exec 3>&-; n=$((n+1)); done
+  read -t 0.1 -u 5
+done
+kill $sp; echo $n`
 
 // TestLiveOpenFloodCoalesced: two unprivileged processes open and close the
 // node in a loop while watch records. Every one of their opens is in the
