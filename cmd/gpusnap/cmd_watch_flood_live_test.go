@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"go/build"
 	"net"
 	"net/http"
 	"os"
@@ -43,7 +42,7 @@ func buildGpusnap(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(build.Default.GOROOT, "bin", "go") // go test runs with its own toolchain
+		gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
 	}
 	bin := filepath.Join(t.TempDir(), "gpusnap")
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
