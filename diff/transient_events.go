@@ -161,6 +161,13 @@ func (c *comparison) noteCoverage() {
 	if cov.Lost > 0 {
 		c.notCompared(fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
 	}
+	if cov.Damaged > 0 || cov.Broken > 0 {
+		what := fmt.Sprintf("the event log holds %d lines that are not events and %d records that break its hash chain", cov.Damaged, cov.Broken)
+		if len(cov.Faults) > 0 {
+			what += " (first: " + cov.Faults[0].String() + ")"
+		}
+		c.notCompared(what + ": events of the window may be lost or changed")
+	}
 	if slices.Contains(cov.Modes, eventlog.ModeFallback) {
 		// A rescan every --interval sees a process only while it holds or maps a device then.
 		c.notCompared("gpusnap watch ran in its fallback mode in the window (a /proc rescan each interval, no kernel hooks): a process that used a GPU for less than an interval may not be known")
