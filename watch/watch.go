@@ -235,7 +235,7 @@ func announce(log io.Writer, dir string, start eventlog.Event) {
 // startGPUEvents records NVML's GPU events (where gpuEvents is not nil)
 // until the returned stop is called; stop reports whether the wait under
 // way returned within gpuEventWait (a hung driver's does not).
-func startGPUEvents(ctx context.Context, gpuEvents *snapshot.GPUEvents, r *recorder) (stop func() bool) {
+func startGPUEvents(ctx context.Context, gpuEvents *nvmlread.GPUEvents, r *recorder) (stop func() bool) {
 	gpuCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	if gpuEvents != nil {
