@@ -75,7 +75,7 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
 	err := checkAndReport(ctx, g, o, &run)
-	return writeTextfile(g.Stderr, o.Textfile, run, err)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
 // checkAndReport checks the host and prints it, filling run with what it saw.

@@ -91,7 +91,7 @@ func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 func runDiff(ctx context.Context, g globals, o diffOptions) error {
 	run := metrics.Run{Command: "diff"}
 	err := diffAndReport(ctx, g, o, &run)
-	return writeTextfile(g.Stderr, o.Textfile, run, err)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
 // diffAndReport runs the diff and prints it, filling run with what it saw.
