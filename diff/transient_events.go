@@ -14,23 +14,25 @@ import (
 // can open a device as often as it likes.
 const maxTransientEvidence = 32
 
-// eventTransients are the transient processes the event log shows (gpusnap
-// watch): opening or mapping an NVIDIA device (or listed by NVML) between
-// FROM and TO, and gone at TO. One finding per process and device; high with
-// masquerade evidence or a writable mapping, else medium.
-func (c *comparison) eventTransients() []Finding {
+// eventUse is one process's uses of one NVIDIA device (or of a GPU NVML
+// listed it on) in the window, as the event log recorded them.
+type eventUse struct {
+	proc     *eventlog.Process
+	device   string
+	gpu      string
+	events   []*eventlog.Event
+	writable bool
+}
+
+// windowUses groups the event log's uses of NVIDIA devices in the window
+// (the window's start to TO's capture end) by process and device, of the
+// events keep accepts, in the order of their first event.
+func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 	if c.opts.Events == nil {
 		return nil
 	}
-	type use struct {
-		proc     *eventlog.Process
-		device   string
-		gpu      string
-		events   []*eventlog.Event
-		writable bool
-	}
-	uses := map[string]*use{} // PID@START NUL device
-	var order []string
+	uses := map[string]*eventUse{} // PID@START NUL device NUL GPU
+	var order []*eventUse
 	for i := range c.opts.Events.Events {
 		e := &c.opts.Events.Events[i]
 		if !e.UsesDevice() || e.Process == nil || e.Process.StartTime == 0 && e.Kind == eventlog.KindNVML {
@@ -39,18 +41,14 @@ func (c *comparison) eventTransients() []Finding {
 		if e.Device != nil && e.Device.Class != snapshot.ClassNVIDIA {
 			continue
 		}
-		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.from.Host.CaptureStart) {
+		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.since) || !keep(e) {
 			continue
-		}
-		key := e.Process.Key()
-		if p := c.toByKey[key]; p != nil && !p.Defunct() {
-			continue // alive at TO: the snapshot rules say what it holds
 		}
 		dev := ""
 		if e.Device != nil {
 			dev = e.Device.Path
 		}
-		id := key + "\x00" + dev + "\x00" + e.GPUUUID
+		id := e.Process.Key() + "\x00" + dev + "\x00" + e.GPUUUID
 		u := uses[id]
 		if u == nil {
 			// The GPU: NVML's, or the one the device node names.
@@ -58,12 +56,44 @@ func (c *comparison) eventTransients() []Finding {
 			if gpu == "" && e.Device != nil {
 				gpu = c.gpuUUID(e.Device.GPU)
 			}
-			u = &use{proc: e.Process, device: dev, gpu: gpu}
+			u = &eventUse{proc: e.Process, device: dev, gpu: gpu}
 			uses[id] = u
-			order = append(order, id)
+			order = append(order, u)
 		}
 		u.events = append(u.events, e)
 		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
+	}
+	return order
+}
+
+// evidence quotes the uses' events, up to maxTransientEvidence of them,
+// and the process's masquerade evidence.
+func (u *eventUse) evidence() []string {
+	var out []string
+	for i, e := range u.events {
+		if i == maxTransientEvidence {
+			out = append(out, fmt.Sprintf("and %d more events", len(u.events)-i))
+			break
+		}
+		out = append(out, "event: "+eventEvidence(e))
+	}
+	if u.writable {
+		out = append(out, "a writable mapping of the device")
+	}
+	return append(out, eventMasquerade(u.proc)...)
+}
+
+// eventTransients are the transient processes the event log shows (gpusnap
+// watch): opening or mapping an NVIDIA device (or listed by NVML) between
+// FROM and TO, and gone at TO. One finding per process and device; high with
+// masquerade evidence or a writable mapping, else medium.
+func (c *comparison) eventTransients() []Finding {
+	uses := c.windowUses(func(e *eventlog.Event) bool {
+		p := c.toByKey[e.Process.Key()]
+		return p == nil || p.Defunct() // alive at TO: the snapshot rules, and hiddenDeviceUses, say what it holds
+	})
+	if uses == nil {
+		return nil
 	}
 	exits := map[string]*eventlog.Event{}
 	for i := range c.opts.Events.Events {
@@ -72,12 +102,10 @@ func (c *comparison) eventTransients() []Finding {
 		}
 	}
 	var out []Finding
-	for _, id := range order {
-		u := uses[id]
+	for _, u := range uses {
 		ref := eventProcessRef(u.proc)
-		signs := eventMasquerade(u.proc)
 		sev := Medium
-		if len(signs) > 0 || u.writable {
+		if len(eventMasquerade(u.proc)) > 0 || u.writable {
 			sev = High
 		}
 		what := "used " + cmp.Or(u.device, "a GPU")
@@ -88,26 +116,15 @@ func (c *comparison) eventTransients() []Finding {
 		if x := exits[u.proc.Key()]; x != nil {
 			ended = "ended at " + x.Time.UTC().Format("15:04:05.000") + " UTC"
 		}
-		f := Finding{
+		out = append(out, Finding{
 			Kind:     KindTransientGPUProcess,
 			Severity: sev,
 			Summary:  fmt.Sprintf("%s %s between the snapshots and %s", describe(ref), what, ended),
 			Process:  ref,
 			Device:   u.device,
 			GPUUUID:  u.gpu,
-		}
-		for i, e := range u.events {
-			if i == maxTransientEvidence {
-				f.Evidence = append(f.Evidence, fmt.Sprintf("and %d more events", len(u.events)-i))
-				break
-			}
-			f.Evidence = append(f.Evidence, "event: "+eventEvidence(e))
-		}
-		if u.writable {
-			f.Evidence = append(f.Evidence, "a writable mapping of the device")
-		}
-		f.Evidence = append(f.Evidence, signs...)
-		out = append(out, f)
+			Evidence: u.evidence(),
+		})
 	}
 	return out
 }
@@ -141,25 +158,6 @@ func eventEvidence(e *eventlog.Event) string {
 		parts = append(parts, e.GPUUUID)
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
-}
-
-// noteCoverage says where the event log does not cover the window: a
-// transient process then may have gone unseen.
-func (c *comparison) noteCoverage() {
-	if c.opts.Events == nil {
-		return
-	}
-	cov := eventlog.Cover(*c.opts.Events, c.from.Host.CaptureStart, c.to.Host.CaptureStart)
-	for _, g := range cov.Gaps {
-		c.notCompared("no gpusnap watch recorded from " + g.String() + ": a process that used a GPU then and left is not known")
-	}
-	if cov.Lost > 0 {
-		c.notCompared(fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
-	}
-	if slices.Contains(cov.Modes, eventlog.ModeFallback) {
-		// A rescan every --interval sees a process only while it holds or maps a device then.
-		c.notCompared("gpusnap watch ran in its fallback mode in the window (a /proc rescan each interval, no kernel hooks): a process that used a GPU for less than an interval may not be known")
-	}
 }
 
 // forkIndex maps each child the event log saw forked by a device user to its parent.

@@ -19,14 +19,23 @@ type Coverage struct {
 	Lost uint64 `json:"lost,omitempty"`
 	// Modes are the modes the watches of the window ran in.
 	Modes []string `json:"modes,omitempty"`
+	// Damaged counts the lines of the window's segments that are not events.
+	Damaged int `json:"damaged,omitempty"`
+	// Blind are the blind spots of the window's watches that may hide an
+	// open or a mapping (see Problems).
+	Blind []string `json:"blind,omitempty"`
+	// Other are problems the reader found beside the log's records (a
+	// flush that never reached TO); Problems lists them last.
+	Other []Problem `json:"other,omitempty"`
 }
 
-// Complete reports whether a watch recorded the whole window and lost nothing.
+// Complete reports whether a watch recorded the whole window and lost
+// nothing; Problems says besides what its modes could not see.
 func (c Coverage) Complete() bool { return len(c.Gaps) == 0 && c.Lost == 0 }
 
 // Cover reads the coverage of [from, to) from what ReadEvents returned for it.
 func Cover(r ReadResult, from, to time.Time) Coverage {
-	var c Coverage
+	c := Coverage{Damaged: r.Damaged}
 	running := false
 	var runStart, last time.Time // the running watch's start, and its last record
 	down := from                 // since when no watch has recorded
@@ -54,6 +63,7 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 	}
 	if running {
 		addMode(r.Before.Mode)
+		c.addBlind(r.Before.Blind)
 	}
 	// runLost is the running watch's count of dropped events: each lost
 	// record carries the count since its watch started (an over-count for a
@@ -84,6 +94,7 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 			}
 			running, runStart = true, e.Time
 			addMode(e.Mode)
+			c.addBlind(e.Blind)
 		case KindWatchStop:
 			running, down, why = false, e.Time, "the watch was stopped"
 			c.Lost += max(runLost, e.Lost)

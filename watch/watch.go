@@ -129,7 +129,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	if nv.off != "" {
-		start.Blind = append(start.Blind, "GPU processes NVML lists ("+nv.off+")")
+		start.Blind = append(start.Blind, eventlog.BlindNVMLProcesses+" ("+nv.off+")")
 	}
 	gpuEvents, blind := openGPUEvents(opts.NVML)
 	start.Blind = append(start.Blind, blind...)
@@ -176,6 +176,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer prune.Stop()
 	alive := time.NewTicker(eventlog.AliveEvery)
 	defer alive.Stop()
+	asked := j.WatchFlushRequests() // a diff waiting for the log to reach its TO
 	var runErr error
 loop:
 	for {
@@ -188,6 +189,9 @@ loop:
 		case <-flush.C:
 			if kw != nil {
 				r.noteLost(kw)
+			}
+			if asked.Asked() {
+				r.heartbeat(start.Mode)
 			}
 			if err := r.flush(); err != nil {
 				fmt.Fprintf(opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
@@ -204,7 +208,7 @@ loop:
 		case <-prune.C:
 			_ = j.Prune(time.Now().Add(-opts.Retain))
 		case <-alive.C:
-			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode, GPUEventsOff: r.gpuEventsOffNow()})
+			r.heartbeat(start.Mode)
 		}
 	}
 	if kw != nil && runErr == nil {
@@ -282,6 +286,12 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 		r.pending = append(r.pending, e)
 		r.timed = append(r.timed, timed)
 	}
+}
+
+// heartbeat records that the watch runs: every AliveEvery, and when a
+// reader asks for a record (eventlog.RequestFlush).
+func (r *recorder) heartbeat(mode string) {
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: mode, GPUEventsOff: r.gpuEventsOffNow()})
 }
 
 // lostNote records that a source dropped events it could not count.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -29,6 +30,8 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
+			expectWatchFlag(),
+			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered)"},
 		},
 		Action: action(parseCheckOptions, runCheck),
 	}
@@ -39,12 +42,21 @@ func checkCommand() *cli.Command {
 type checkOptions struct {
 	diff.CheckOptions
 	FailOn   diff.Severity
-	Textfile string // --textfile: the result as metrics (docs/metrics.md)
+	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
+	Window   time.Duration // --window: the event log judged ends at the capture and is this long
 }
 
+// defaultCheckWindow is --window's default: a hidden use older than this is
+// the diff's of its tenant to find, whose window is the tenant's job.
+const defaultCheckWindow = time.Hour
+
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile")}
+	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window")}
+	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
+	if o.Window <= 0 {
+		return o, usageError(fmt.Errorf("--window %s: want a positive duration (1h, 30m)", o.Window))
+	}
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
 		if err != nil {
@@ -84,6 +96,8 @@ func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics
 	if err != nil {
 		return err
 	}
+	o.Since = snap.Host.CaptureStart.Add(-o.Window)
+	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
 	if err := printResult(g, r); err != nil {

@@ -24,6 +24,8 @@ for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
 	fi
 done
 [ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+# GPUSNAP_EXPECT_WATCH=1 where gpusnap-watch.service runs: a job window its log does not cover fails.
+[ -n "${GPUSNAP_EXPECT_WATCH:-}" ] && export GPUSNAP_EXPECT_WATCH
 
 say() {
 	echo "gpusnap: $*" >&2

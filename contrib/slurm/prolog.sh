@@ -13,7 +13,8 @@
 # Settings, in /etc/default/gpusnap or gpusnap.conf beside this script (shell
 # assignments): GPUSNAP (the binary), GPUSNAP_DB (the store), GPUSNAP_EVIDENCE_DIR
 # (reports and bundles), GPUSNAP_ALLOW (an allow list: nvidia-persistenced,
-# DCGM), GPUSNAP_SYSLOG_SOCKET (logger's socket, when not /dev/log).
+# DCGM), GPUSNAP_SYSLOG_SOCKET (logger's socket, when not /dev/log),
+# GPUSNAP_EXPECT_WATCH (1: gpusnap watch records on this node, docs/diff.md).
 set -u
 GPUSNAP=/usr/bin/gpusnap
 GPUSNAP_EVIDENCE_DIR=/var/lib/gpusnap/evidence
@@ -26,6 +27,8 @@ for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
 	fi
 done
 [ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+# GPUSNAP_EXPECT_WATCH=1 where gpusnap-watch.service runs: a job window its log does not cover fails.
+[ -n "${GPUSNAP_EXPECT_WATCH:-}" ] && export GPUSNAP_EXPECT_WATCH
 
 say() { # one line for the operator: syslog, and stderr for slurmd's debug log
 	echo "gpusnap: $*" >&2
