@@ -89,3 +89,44 @@ func TestLiveFlushRaceTransientCaught(t *testing.T) {
 		t.Errorf("%d/%d transients caught", caught, rounds)
 	}
 }
+
+// TestLiveWindowNotCovered: a baseline taken while gpusnap watch records,
+// then the watch stopped before the diff: the rest of the window is a gap,
+// window_not_covered, and the diff exits 1 with nothing else to find. With
+// --expect-watch, a store no watch ever recorded into fails the same way,
+// for diff and check (GPUSNAP_EXPECT_WATCH=1 too).
+func TestLiveWindowNotCovered(t *testing.T) {
+	livetest.Require(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	g := []string{"--db", db, "--no-nvml"}
+	w := startWatch(t, g...)
+	if code, _, errs := gpusnap(t, append([]string{"baseline", "--tenant", "gap"}, g...)...); code != 0 {
+		t.Fatalf("baseline: %s", errs)
+	}
+	if code := w.stop(t); code != 0 {
+		t.Fatalf("watch stopped with exit %d: %s", code, w.stderr.String())
+	}
+	notCovered := func(what string, args []string, want string) {
+		t.Helper()
+		code, out, errs := gpusnap(t, args...)
+		var r diff.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%s: exit %d, %v: %s", what, code, err, errs)
+		}
+		for _, f := range r.Findings {
+			if f.Kind == diff.KindWindowNotCovered && f.Severity == diff.Medium && strings.Contains(strings.Join(f.Evidence, "\n"), want) && code == exitFindings {
+				return
+			}
+		}
+		t.Errorf("%s: exit %d, no window_not_covered with %q: findings %+v notes %q", what, code, want, r.Findings, r.Notes)
+	}
+	notCovered("diff after the watch stopped", append([]string{"diff", "--tenant", "gap", "--json"}, g...), "gap: no gpusnap watch recorded from")
+
+	bare := []string{"--db", filepath.Join(t.TempDir(), "gpusnap.db"), "--no-nvml"}
+	if code, _, errs := gpusnap(t, append([]string{"baseline", "--tenant", "none"}, bare...)...); code != 0 {
+		t.Fatalf("baseline: %s", errs)
+	}
+	notCovered("diff --expect-watch of a store without a log", append([]string{"diff", "--tenant", "none", "--json", "--expect-watch"}, bare...), "no_log: there is no event log")
+	t.Setenv("GPUSNAP_EXPECT_WATCH", "1")
+	notCovered("check with GPUSNAP_EXPECT_WATCH=1", append([]string{"check", "--json"}, bare...), "no_log: there is no event log")
+}
