@@ -44,7 +44,7 @@ type Input struct {
 	TenantStart, TenantEnd time.Time
 	// Events is what gpusnap watch recorded between the snapshots, or nil:
 	// the time line shows those of the processes the findings name.
-	Events *eventlog.ReadResult
+	Events eventlog.Source
 	// SignKey, when set, signs manifest.json into manifest.sig.
 	SignKey ed25519.PrivateKey
 	// KernelLog is the kernel log between Before and After (the diff's

@@ -21,7 +21,7 @@ type CheckOptions struct {
 	// ExpectWatch and LogProblems are as a diff's Options have them: a
 	// process alive now that the log shows open a GPU checked, and that
 	// the capture sees hold none, is hidden_device_use.
-	Events      *eventlog.ReadResult
+	Events      eventlog.Source
 	Since       time.Time
 	ExpectWatch bool
 	LogProblems []eventlog.Problem

@@ -32,8 +32,9 @@ type Options struct {
 	KernelLog *kmsg.Window
 	// Events is what gpusnap watch recorded between FROM and TO (the event
 	// log), or nil where no watch ever ran: transient processes, and where a
-	// survivor's device came from.
-	Events *eventlog.ReadResult
+	// survivor's device came from. The rules walk it (eachEvent), several
+	// times: an eventlog.Window reads it from disk at each walk.
+	Events eventlog.Source
 	// ExpectWatch says a watch is configured to record every window
 	// (--expect-watch): a window its log does not cover whole is then a
 	// window_not_covered finding even where no watch record precedes FROM.

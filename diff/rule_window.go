@@ -48,7 +48,7 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 // configured (--expect-watch), or the log holds a watch's record from
 // before the window.
 func (c *comparison) watchExpected() bool {
-	return c.opts.ExpectWatch || c.opts.Events != nil && c.opts.Events.Before != nil
+	return c.opts.ExpectWatch || c.opts.Events != nil && c.opts.Events.Meta().Before != nil
 }
 
 // windowProblems lists every reason the event log does not cover the
@@ -64,7 +64,10 @@ func (c *comparison) windowProblems() []eventlog.Problem {
 	case c.opts.Events == nil:
 		return problems
 	}
-	cov := eventlog.Cover(*c.opts.Events, c.since, c.to.Host.CaptureStart)
+	cov, err := eventlog.CoverSource(c.opts.Events, c.since, c.to.Host.CaptureStart)
+	if err != nil {
+		problems = append(problems, eventlog.Problem{Kind: eventlog.ProblemNoLog, Text: "the event log could not be read again: " + err.Error()})
+	}
 	return append(problems, cov.Problems()...)
 }
 

@@ -20,7 +20,8 @@ type eventUse struct {
 	proc     *eventlog.Process
 	device   string
 	gpu      string
-	events   []*eventlog.Event
+	events   []*eventlog.Event // the first maxTransientEvidence
+	count    int               // events, kept in events or not
 	writable bool
 }
 
@@ -28,21 +29,17 @@ type eventUse struct {
 // (the window's start to TO's capture end) by process and device, of the
 // events keep accepts, in the order of their first event.
 func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
-	if c.opts.Events == nil {
-		return nil
-	}
 	uses := map[string]*eventUse{} // PID@START NUL device NUL GPU
 	var order []*eventUse
-	for i := range c.opts.Events.Events {
-		e := &c.opts.Events.Events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		if !e.UsesDevice() || e.Process == nil || e.Process.StartTime == 0 && e.Kind == eventlog.KindNVML {
-			continue
+			return
 		}
 		if e.Device != nil && e.Device.Class != snapshot.ClassNVIDIA {
-			continue
+			return
 		}
 		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.since) || !keep(e) {
-			continue
+			return
 		}
 		dev := ""
 		if e.Device != nil {
@@ -60,22 +57,26 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 			uses[id] = u
 			order = append(order, u)
 		}
-		u.events = append(u.events, e)
+		// The evidence's events are kept, the rest counted: a tenant
+		// decides how many there are.
+		if len(u.events) < maxTransientEvidence {
+			u.events = append(u.events, e)
+		}
+		u.count++
 		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
-	}
+	})
 	return order
 }
 
-// evidence quotes the uses' events, up to maxTransientEvidence of them,
-// and the process's masquerade evidence.
+// evidence quotes the uses' events (the first maxTransientEvidence, then a
+// count) and the process's masquerade evidence.
 func (u *eventUse) evidence() []string {
 	var out []string
-	for i, e := range u.events {
-		if i == maxTransientEvidence {
-			out = append(out, fmt.Sprintf("and %d more events", len(u.events)-i))
-			break
-		}
+	for _, e := range u.events {
 		out = append(out, "event: "+eventEvidence(e))
+	}
+	if u.count > len(u.events) {
+		out = append(out, fmt.Sprintf("and %d more events", u.count-len(u.events)))
 	}
 	if u.writable {
 		out = append(out, "a writable mapping of the device")
@@ -88,19 +89,19 @@ func (u *eventUse) evidence() []string {
 // FROM and TO, and gone at TO. One finding per process and device; high with
 // masquerade evidence or a writable mapping, else medium.
 func (c *comparison) eventTransients() []Finding {
+	if c.opts.Events == nil {
+		return nil
+	}
+	exits := map[string]*eventlog.Event{}
 	uses := c.windowUses(func(e *eventlog.Event) bool {
 		p := c.toByKey[e.Process.Key()]
 		return p == nil || p.Defunct() // alive at TO: the snapshot rules, and hiddenDeviceUses, say what it holds
 	})
-	if uses == nil {
-		return nil
-	}
-	exits := map[string]*eventlog.Event{}
-	for i := range c.opts.Events.Events {
-		if e := &c.opts.Events.Events[i]; e.Kind == eventlog.KindExit && e.Process != nil {
+	c.eachEvent(func(e *eventlog.Event) {
+		if e.Kind == eventlog.KindExit && e.Process != nil {
 			exits[e.Process.Key()] = e
 		}
-	}
+	})
 	var out []Finding
 	for _, u := range uses {
 		ref := eventProcessRef(u.proc)
@@ -160,11 +161,21 @@ func eventEvidence(e *eventlog.Event) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }
 
+// eachEvent walks the window's events; a walk that fails (the log
+// removed meanwhile) is said, once per walk, and the window is not complete.
+func (c *comparison) eachEvent(fn func(*eventlog.Event)) {
+	if c.opts.Events == nil {
+		return
+	}
+	if err := c.opts.Events.Each(func(e *eventlog.Event) bool { fn(e); return true }); err != nil {
+		c.notCompared("the event log could not be read again: " + err.Error())
+	}
+}
+
 // forkIndex maps each child the event log saw forked by a device user to its parent.
-func forkIndex(events []eventlog.Event) (parents map[string]*eventlog.Event, users map[string]*eventlog.Event) {
+func (c *comparison) forkIndex() (parents map[string]*eventlog.Event, users map[string]*eventlog.Event) {
 	parents, users = map[string]*eventlog.Event{}, map[string]*eventlog.Event{}
-	for i := range events {
-		e := &events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		switch {
 		case e.Kind == eventlog.KindFork && e.Child != nil && e.Process != nil:
 			parents[e.Child.Key()] = e
@@ -173,7 +184,7 @@ func forkIndex(events []eventlog.Event) (parents map[string]*eventlog.Event, use
 				users[e.Process.Key()] = e
 			}
 		}
-	}
+	})
 	return parents, users
 }
 

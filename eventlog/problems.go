@@ -39,6 +39,7 @@ const (
 	ProblemGap       = "gap"       // no watch recorded a span of the window
 	ProblemLost      = "lost"      // the kernel dropped events
 	ProblemDamaged   = "damaged"   // lines of the log that are not events
+	ProblemBroken    = "broken"    // records that break their segment's hash chain (removed, edited, re-timed)
 	ProblemBlind     = "blind"     // a watch of the window ran in a mode that cannot see some opens or mappings
 	ProblemUnflushed = "unflushed" // the log holds no record at or after TO's capture start
 	ProblemNoLog     = "no_log"    // the log is missing or cannot be read
@@ -65,6 +66,12 @@ func (c Coverage) Problems() []Problem {
 	}
 	if c.Damaged > 0 {
 		out = append(out, Problem{ProblemDamaged, fmt.Sprintf("%d lines of the event log are not events (damaged, or torn by a watch that died mid-write)", c.Damaged)})
+	}
+	if c.Broken > 0 {
+		out = append(out, Problem{ProblemBroken, fmt.Sprintf("%d records of the event log break their segment's chain (a record removed, edited or re-timed)", c.Broken)})
+	}
+	for _, f := range c.Faults {
+		out = append(out, Problem{ProblemBroken, "the event log's " + f.String()})
 	}
 	if slices.Contains(c.Modes, ModeFallback) {
 		out = append(out, Problem{ProblemBlind, "a watch of the window ran in its fallback mode (a /proc rescan each interval, no kernel hooks): a process that used a GPU for less than an interval may not be known"})

@@ -24,7 +24,9 @@ var Version = "dev"
 // Options say where a capture reads from.
 type Options struct {
 	ProcRoot string // a directory laid out like /proc; "" means /proc
-	NVML     NVMLOptions
+	// NVML reads NVML's view beside the /proc walk (cmd passes an
+	// nvmlread.Options); nil reads none, recorded as not read.
+	NVML NVMLReader
 	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
 	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
 	// procfs; another proc root's host has another kernel log, so there "" reads none.
@@ -74,7 +76,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	nvDone := make(chan struct{})
 	go func() {
 		defer close(nvDone)
-		nv, nvErr = ReadNVML(opts.NVML)
+		nv, nvErr = readNVML(opts.NVML)
 	}()
 	defer func() {
 		select {
@@ -583,33 +585,6 @@ func errText(err error) string {
 		return errno.Error()
 	}
 	return err.Error()
-}
-
-// ReadProcesses reads the processes pids under the proc root as Capture
-// reads each, and leaves out those that are gone: watch's fallback rescans
-// new processes and those using a device with it, not the whole host.
-func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, error) {
-	if root == "" {
-		root = "/proc"
-	}
-	var h Host
-	cfg, _, _, err := openScan(root, nil, &h) // what a rescan could not read, the capture before said
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(cfg.rootfd)
-	results, err := cfg.scan(ctx, pids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Process, 0, len(results))
-	for _, res := range results {
-		if !res.vanished {
-			res.p.makeValidUTF8()
-			out = append(out, res.p)
-		}
-	}
-	return out, nil
 }
 
 // openScan opens the proc root and reads what reading its processes needs:

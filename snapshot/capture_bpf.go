@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
 // The BPF capture path (docs/snapshot.md): three BPF iterators walk every
@@ -87,7 +88,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
 			PPID:      int(r.Ppid),
-			Comm:      cString(r.Comm[:]),
+			Comm:      safetext.FromC(r.Comm[:]),
 			State:     taskState(r.State, r.ExitState),
 			Threads:   int(r.Threads),
 		}
@@ -287,7 +288,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		if h.Class == ClassNVIDIA {
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
-			h.Access, _ = accessMode(uint64(r.Flags))
+			h.Access, _ = AccessMode(uint64(r.Flags))
 		}
 		hr := holderRunsOf[r.Pid]
 		if hr == nil {

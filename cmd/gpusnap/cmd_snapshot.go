@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -50,7 +51,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 	}
 	sayCapturePath(g, snap)
 	if path := o.ExportNVMLFixture; path != "" {
-		if err := snapshot.ExportNVMLFixture(ctx, path, snap.NVML); err != nil {
+		if err := nvmlread.ExportFixture(ctx, path, snap.NVML); err != nil {
 			return err
 		}
 	}

@@ -159,7 +159,7 @@ func startCluster(t *testing.T) *cluster {
 	c.gpusnap = filepath.Join(dir, "gpusnap")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") // go test runs with its own toolchain
+		gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
 	}
 	if out, err := exec.Command(gobin, "build", "-o", c.gpusnap, "../../cmd/gpusnap").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
