@@ -53,7 +53,9 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		scope.GPUs = opts.GPUs.String()
 		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
 	}
-	findings := append(gpusInUse(c, gpus), c.hiddenUses(gpus)...)
+	// A hidden process may use any GPU: it fails the check of every set.
+	findings := append(gpusInUse(c, gpus), hiddenProcesses(c)...)
+	findings = append(findings, c.hiddenUses(gpus)...)
 	findings = append(findings, windowNotCovered(c)...)
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")

@@ -30,6 +30,7 @@ const (
 	KindUnreadableProcess     = "unreadable_process"
 	KindHiddenDeviceUse       = "hidden_device_use"
 	KindWindowNotCovered      = "window_not_covered"
+	KindHiddenProcess         = "hidden_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
