@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/eventlog"
-
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 

@@ -131,3 +131,32 @@ func WaitReached(dir string, t time.Time, wait time.Duration) *Problem {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// FirstWatchStart is the time of the first watch's start at or after t (a
+// boot): every watch start opens a segment, and its first record is the
+// start. False where no watch started since t.
+func FirstWatchStart(dir string, t time.Time) (time.Time, bool) {
+	segs, err := segments(dir)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, seg := range segs {
+		if seg.start.Before(t) {
+			continue
+		}
+		f, err := os.OpenFile(seg.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return time.Time{}, false
+		}
+		sc := bufio.NewScanner(io.LimitReader(f, maxLine))
+		sc.Buffer(make([]byte, 0, 4<<10), maxLine)
+		var rec struct {
+			Time time.Time `json:"time"`
+			Kind string    `json:"kind"`
+		}
+		ok := sc.Scan() && json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Kind == KindWatchStart
+		f.Close()
+		return rec.Time, ok
+	}
+	return time.Time{}, false
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -90,13 +91,29 @@ func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
+// checkSince is where check's window of the event log begins: --window
+// before the capture, but not before the first watch started since boot.
+// What came before that watch no watch could see (docs/threat-model.md:
+// descriptors older than the watch), and a window reaching back over it
+// would fail every check for --window after each boot. A host whose watch
+// has not started since boot keeps the whole window, and its gap.
+func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.Time {
+	since := snap.Host.CaptureStart.Add(-window)
+	if boot := snap.Host.BootTime; !boot.IsZero() && since.Before(boot) {
+		if t, ok := eventlog.FirstWatchStart(eventlog.JournalDir(g.DB), boot); ok && t.After(since) && t.Before(snap.Host.CaptureStart) {
+			since = t
+		}
+	}
+	return since
+}
+
 // checkAndReport checks the host and prints it, filling run with what it saw.
 func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics.Run) error {
 	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
 		return err
 	}
-	o.Since = snap.Host.CaptureStart.Add(-o.Window)
+	o.Since = checkSince(g, snap, o.Window)
 	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
