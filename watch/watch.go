@@ -111,7 +111,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	if nv.off != "" {
-		start.Blind = append(start.Blind, "GPU processes NVML lists ("+nv.off+")")
+		start.Blind = append(start.Blind, eventlog.BlindNVMLProcesses+" ("+nv.off+")")
 	}
 	gpuEvents, blind := openGPUEvents(opts.NVML)
 	start.Blind = append(start.Blind, blind...)
@@ -142,6 +142,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer prune.Stop()
 	alive := time.NewTicker(eventlog.AliveEvery)
 	defer alive.Stop()
+	asked := j.WatchFlushRequests() // a diff waiting for the log to reach its TO
 	var runErr error
 	lastRepeats := time.Now()
 loop:
@@ -155,6 +156,9 @@ loop:
 		case <-flush.C:
 			if kw != nil {
 				r.noteLost(kw)
+			}
+			if asked.Asked() {
+				r.heartbeat(start.Mode)
 			}
 			if time.Since(lastRepeats) >= repeatEvery {
 				r.flushRepeats()
@@ -175,7 +179,7 @@ loop:
 		case <-prune.C:
 			_ = j.Prune(time.Now().Add(-opts.Retain))
 		case <-alive.C:
-			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode, GPUEventsOff: r.gpuEventsOffNow()})
+			r.heartbeat(start.Mode)
 		}
 	}
 	if runErr == nil {
@@ -338,6 +342,12 @@ func (r *recorder) queue(timed bool, events []eventlog.Event) {
 		r.pending = append(r.pending, e)
 		r.timed = append(r.timed, timed)
 	}
+}
+
+// heartbeat records that the watch runs: every AliveEvery, and when a
+// reader asks for a record (eventlog.RequestFlush).
+func (r *recorder) heartbeat(mode string) {
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: mode, GPUEventsOff: r.gpuEventsOffNow()})
 }
 
 // flushRepeats queues the records of the repeats counted since the last

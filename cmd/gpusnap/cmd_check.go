@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -29,6 +31,8 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
+			expectWatchFlag(),
+			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered)"},
 		},
 		Action: action(parseCheckOptions, runCheck),
 	}
@@ -39,12 +43,21 @@ func checkCommand() *cli.Command {
 type checkOptions struct {
 	diff.CheckOptions
 	FailOn   diff.Severity
-	Textfile string // --textfile: the result as metrics (docs/metrics.md)
+	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
+	Window   time.Duration // --window: the event log judged ends at the capture and is this long
 }
 
+// defaultCheckWindow is --window's default: a hidden use older than this is
+// the diff's of its tenant to find, whose window is the tenant's job.
+const defaultCheckWindow = time.Hour
+
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile")}
+	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window")}
+	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
+	if o.Window <= 0 {
+		return o, usageError(fmt.Errorf("--window %s: want a positive duration (1h, 30m)", o.Window))
+	}
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
 		if err != nil {
@@ -75,7 +88,23 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
 	err := checkAndReport(ctx, g, o, &run)
-	return writeTextfile(g.Stderr, o.Textfile, run, err)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
+}
+
+// checkSince is where check's window of the event log begins: --window
+// before the capture, but not before the first watch started since boot.
+// What came before that watch no watch could see (docs/threat-model.md:
+// descriptors older than the watch), and a window reaching back over it
+// would fail every check for --window after each boot. A host whose watch
+// has not started since boot keeps the whole window, and its gap.
+func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.Time {
+	since := snap.Host.CaptureStart.Add(-window)
+	if boot := snap.Host.BootTime; !boot.IsZero() && since.Before(boot) {
+		if t, ok := eventlog.FirstWatchStart(eventlog.JournalDir(g.DB), boot); ok && t.After(since) && t.Before(snap.Host.CaptureStart) {
+			since = t
+		}
+	}
+	return since
 }
 
 // checkAndReport checks the host and prints it, filling run with what it saw.
@@ -84,6 +113,8 @@ func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics
 	if err != nil {
 		return err
 	}
+	o.Since = checkSince(g, snap, o.Window)
+	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
 	if err := recordResult(g, "check", r, run); err != nil {
