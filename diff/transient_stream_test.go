@@ -120,10 +120,11 @@ func TestTransientWindowStreamed(t *testing.T) {
 	}
 }
 
-// TestDamagedLogNoted: lines of the window's segments that are not events,
-// or records that break the chain, are said in the notes: the window's
-// record may have lost or changed an event.
-func TestDamagedLogNoted(t *testing.T) {
+// TestDamagedLogNotCovered: lines of the window's segments that are not
+// events, or records that break the chain, make a window a watch recorded
+// not covered, naming where: the window's record may have lost or changed an
+// event.
+func TestDamagedLogNotCovered(t *testing.T) {
 	from := snap("from", proc(1, 10, "init", "/sbin/init"))
 	to := snap("to", proc(1, 10, "init", "/sbin/init"))
 	for _, r := range []*eventlog.ReadResult{
@@ -133,11 +134,17 @@ func TestDamagedLogNoted(t *testing.T) {
 		events := eventsOf()
 		events.Damaged, events.Broken, events.Faults = r.Damaged, r.Broken, r.Faults
 		res := compareWindow(Options{Events: events}, from, to)
-		if !strings.Contains(strings.Join(res.Notes, "\n"), "s.jsonl line") {
-			t.Errorf("damaged %d, broken %d: notes %q", r.Damaged, r.Broken, res.Notes)
+		var evidence []string
+		for _, f := range res.Findings {
+			if f.Kind == KindWindowNotCovered {
+				evidence = append(evidence, f.Evidence...)
+			}
+		}
+		if !strings.Contains(strings.Join(evidence, "\n"), "s.jsonl line") {
+			t.Errorf("damaged %d, broken %d: window_not_covered evidence %q", r.Damaged, r.Broken, evidence)
 		}
 	}
-	if res := compareWindow(Options{Events: eventsOf()}, from, to); len(res.Notes) != 0 {
-		t.Errorf("an intact window: notes %q", res.Notes)
+	if res := compareWindow(Options{Events: eventsOf()}, from, to); len(res.Findings) != 0 || len(res.Notes) != 0 {
+		t.Errorf("an intact window: findings %+v, notes %q", res.Findings, res.Notes)
 	}
 }
