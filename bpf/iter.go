@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +35,9 @@ const (
 	// RecordNoScratch: the kernel had no memory to render a VMAUnwalked's or a
 	// FileRecord's process in: read that process from /proc.
 	RecordNoScratch = 128
+	// RecordExeProc: a TaskRecord without its exe, which the kernel's
+	// program could not take: read /proc/PID/exe.
+	RecordExeProc = 256
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.
@@ -60,10 +64,11 @@ type Walk struct {
 	How string
 
 	tasks, vmas, files io.ReadCloser
-	objs               *iterObjects  // loaded for this walk, else nil (pinned)
-	links              [3]*link.Iter // the links of objs
-	buf                []byte        // the read buffer, reused by each iterator
-	lastPath           []byte        // the path of the mapping record before
+	maps               iterMaps        // loaded for this walk, else none (pinned)
+	progs              []*ebpf.Program // loaded for this walk
+	links              [3]*link.Iter   // the links of progs
+	buf                []byte          // the read buffer, reused by each iterator
+	lastPath           []byte          // the path of the mapping record before
 }
 
 // PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem
@@ -76,6 +81,16 @@ var PinRoot = "/sys/fs/bpf/gpusnap"
 // iterNames are the pinned iterators' file names, in Walk's order.
 var iterNames = [3]string{"tasks", "vmas", "files"}
 
+// The programs of the task and mapping iterators, best first (c/iter.c):
+// OpenWalk loads the first of each the kernel takes.
+var (
+	// TaskPrograms: the exe rendered in the kernel, else left to /proc/PID/exe.
+	TaskPrograms = []string{"gpusnap_tasks", "gpusnap_tasks_proc_exe"}
+	// VMAPrograms: the open-coded task_vma iterator (6.7), else the
+	// task_vma iterator's program (5.12), one call a mapping.
+	VMAPrograms = []string{"gpusnap_vmas", "gpusnap_vma"}
+)
+
 // OpenWalk opens each capture iterator over the caller's pid namespace: from
 // their pins under PinRoot where a trusted pin directory holds them, else
 // loaded now (and pinned, where PinRoot's parent is a BPF filesystem). Its
@@ -87,18 +102,38 @@ func OpenWalk() (*Walk, error) {
 		w.How = "pinned iterators in " + dir
 		return w, nil
 	}
-	w := &Walk{How: "iterators loaded for this capture", objs: new(iterObjects)}
-	if err := loadIterObjects(w.objs, nil); err != nil {
-		w.objs = nil
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			// The verifier's log is long; its cause says what it refused.
-			return nil, fmt.Errorf("load iterators: %v", verr.Cause)
+	w, err := OpenWalkWith(TaskPrograms, VMAPrograms)
+	if err != nil {
+		return nil, err
+	}
+	if err := pin(dir, w.links); err == nil {
+		w.How += ", pinned in " + dir
+	}
+	return w, nil
+}
+
+// OpenWalkWith loads the iterators now, neither read from pins nor pinned,
+// with the first of tasks and of vmas (names of TaskPrograms and
+// VMAPrograms) that the kernel takes. How names the programs that loaded
+// and why each one before them did not.
+func OpenWalkWith(tasks, vmas []string) (*Walk, error) {
+	spec, err := loadIter()
+	if err != nil {
+		return nil, fmt.Errorf("the capture iterators: %w", err)
+	}
+	w := &Walk{How: "iterators loaded for this capture"}
+	if err := spec.LoadAndAssign(&w.maps, nil); err != nil {
+		return nil, fmt.Errorf("load iterators: %w", loadCause(err))
+	}
+	var progs [3]*ebpf.Program
+	for i, names := range [3][]string{tasks, vmas, {"gpusnap_files"}} {
+		if progs[i], err = w.loadFirst(spec, names); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("load %s iterator: %w", iterNames[i], err)
 		}
-		return nil, fmt.Errorf("load iterators: %w", err)
 	}
 	outs := [3]*io.ReadCloser{&w.tasks, &w.vmas, &w.files}
-	for i, prog := range []*ebpf.Program{w.objs.GpusnapTasks, w.objs.GpusnapVmas, w.objs.GpusnapFiles} {
+	for i, prog := range progs {
 		l, err := link.AttachIter(link.IterOptions{Program: prog})
 		if err != nil {
 			w.Close()
@@ -110,10 +145,45 @@ func OpenWalk() (*Walk, error) {
 			return nil, fmt.Errorf("%s iterator: %w", iterNames[i], err)
 		}
 	}
-	if err := pin(dir, w.links); err == nil {
-		w.How += ", pinned in " + dir
-	}
 	return w, nil
+}
+
+// loadFirst loads the first program of names that the kernel takes, with
+// the walk's maps, and notes in How each one refused before it.
+func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Program, error) {
+	var refused []string
+	for _, name := range names {
+		if spec.Programs[name] == nil {
+			return nil, fmt.Errorf("the capture object has no program %s", name)
+		}
+		sub := spec.Copy()
+		sub.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
+		coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
+			MapReplacements: map[string]*ebpf.Map{"scratch_map": w.maps.ScratchMap}})
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("%s: %v", name, loadCause(err)))
+			continue
+		}
+		prog := coll.DetachProgram(name)
+		coll.Close()
+		w.progs = append(w.progs, prog)
+		w.How += ", " + name
+		if len(refused) > 0 {
+			w.How += " (refused: " + strings.Join(refused, "; ") + ")"
+		}
+		return prog, nil
+	}
+	return nil, errors.New(strings.Join(refused, "; "))
+}
+
+// loadCause is a load error in one line: a verifier error's cause, not its
+// long log.
+func loadCause(err error) error {
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		return verr.Cause
+	}
+	return err
 }
 
 // Close closes the iterators and what was loaded for them.
@@ -128,9 +198,10 @@ func (w *Walk) Close() {
 			l.Close()
 		}
 	}
-	if w.objs != nil {
-		w.objs.Close()
+	for _, p := range w.progs {
+		p.Close()
 	}
+	w.maps.Close()
 }
 
 func pinDir() string {

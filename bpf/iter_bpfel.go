@@ -80,10 +80,12 @@ type iterVmaRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	iterMapScratchMap    = "scratch_map"
-	iterProgGpusnapFiles = "gpusnap_files"
-	iterProgGpusnapTasks = "gpusnap_tasks"
-	iterProgGpusnapVmas  = "gpusnap_vmas"
+	iterMapScratchMap           = "scratch_map"
+	iterProgGpusnapFiles        = "gpusnap_files"
+	iterProgGpusnapTasks        = "gpusnap_tasks"
+	iterProgGpusnapTasksProcExe = "gpusnap_tasks_proc_exe"
+	iterProgGpusnapVma          = "gpusnap_vma"
+	iterProgGpusnapVmas         = "gpusnap_vmas"
 )
 
 // loadIter returns the embedded CollectionSpec for iter.
@@ -128,9 +130,11 @@ type iterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iterProgramSpecs struct {
-	GpusnapFiles *ebpf.ProgramSpec `ebpf:"gpusnap_files"`
-	GpusnapTasks *ebpf.ProgramSpec `ebpf:"gpusnap_tasks"`
-	GpusnapVmas  *ebpf.ProgramSpec `ebpf:"gpusnap_vmas"`
+	GpusnapFiles        *ebpf.ProgramSpec `ebpf:"gpusnap_files"`
+	GpusnapTasks        *ebpf.ProgramSpec `ebpf:"gpusnap_tasks"`
+	GpusnapTasksProcExe *ebpf.ProgramSpec `ebpf:"gpusnap_tasks_proc_exe"`
+	GpusnapVma          *ebpf.ProgramSpec `ebpf:"gpusnap_vma"`
+	GpusnapVmas         *ebpf.ProgramSpec `ebpf:"gpusnap_vmas"`
 }
 
 // iterMapSpecs contains maps before they are loaded into the kernel.
@@ -185,15 +189,19 @@ type iterVariables struct {
 //
 // It can be passed to loadIterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iterPrograms struct {
-	GpusnapFiles *ebpf.Program `ebpf:"gpusnap_files"`
-	GpusnapTasks *ebpf.Program `ebpf:"gpusnap_tasks"`
-	GpusnapVmas  *ebpf.Program `ebpf:"gpusnap_vmas"`
+	GpusnapFiles        *ebpf.Program `ebpf:"gpusnap_files"`
+	GpusnapTasks        *ebpf.Program `ebpf:"gpusnap_tasks"`
+	GpusnapTasksProcExe *ebpf.Program `ebpf:"gpusnap_tasks_proc_exe"`
+	GpusnapVma          *ebpf.Program `ebpf:"gpusnap_vma"`
+	GpusnapVmas         *ebpf.Program `ebpf:"gpusnap_vmas"`
 }
 
 func (p *iterPrograms) Close() error {
 	return _IterClose(
 		p.GpusnapFiles,
 		p.GpusnapTasks,
+		p.GpusnapTasksProcExe,
+		p.GpusnapVma,
 		p.GpusnapVmas,
 	)
 }

@@ -13,6 +13,10 @@
 //                   64 MiB or more, each process's walked in one call.
 //   iter/task_file  one file_rec per open file that is a device node.
 //
+// Where a kernel refuses a program, user space loads its fallback:
+// gpusnap_tasks_proc_exe leaves the exe to /proc, gpusnap_vma (iter/task_vma)
+// walks mappings one call each.
+//
 // Everything else (libraries, sockets, pipes: nearly all of a host) is
 // dropped here, which is where the BPF path saves over reading /proc's text.
 
@@ -50,6 +54,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
 #define REC_CMDLINE 64   // task_rec: cmd_len bytes are the whole command line
 #define REC_NO_SCRATCH 128 // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
+#define REC_EXE_PROC 256   // task_rec: the exe was not taken here: read /proc/PID/exe
 
 // Kinds of a vma_rec.
 #define VMA_DEVICE 1
@@ -196,8 +201,12 @@ static __always_inline u32 pad8(char *buf, u32 n, u32 size)
 	return (n + 7) & ~7U;
 }
 
-SEC("iter.s/task")
-int gpusnap_tasks(struct bpf_iter__task *ctx)
+// task_rec_of writes the record of a thread-group leader. With kernel_exe
+// it renders the exe in an RCU read section (mm->exe_file is trusted only
+// there); without, it sets REC_EXE_PROC and user space reads
+// /proc/PID/exe: a kernel without bpf_rcu_read_lock (6.1), or whose BTF
+// marks exe_file __rcu so that the verifier refuses d_path on it.
+static __always_inline int task_rec_of(struct bpf_iter__task *ctx, const int kernel_exe)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
@@ -236,21 +245,24 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	}
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
 	u32 len = 0, cmd = 0;
-	// Pointers walked from the task are trusted only inside an RCU read
-	// section in a sleepable program: d_path is taken there.
-	bpf_rcu_read_lock();
-	struct mm_struct *mm = task->mm;
-	if (mm) {
-		struct file *exe = mm->exe_file;
-		if (exe) {
-			long n = bpf_d_path((struct path *)&exe->f_path, s->path, PATH_LEN);
-			if (n <= 1 || n > PATH_LEN)
-				r->rec_flags |= REC_PATH_ERROR;
-			else
-				len = (u32)n - 1;
+	struct mm_struct *mm;
+	if (kernel_exe) {
+		bpf_rcu_read_lock();
+		mm = task->mm;
+		if (mm) {
+			struct file *exe = mm->exe_file;
+			if (exe) {
+				long n = bpf_d_path((struct path *)&exe->f_path, s->path, PATH_LEN);
+				if (n <= 1 || n > PATH_LEN)
+					r->rec_flags |= REC_PATH_ERROR;
+				else
+					len = (u32)n - 1;
+			}
 		}
+		bpf_rcu_read_unlock();
+	} else {
+		r->rec_flags |= REC_EXE_PROC;
 	}
-	bpf_rcu_read_unlock();
 	mm = task->mm;
 	if (mm) {
 		// The command line as /proc/PID/cmdline gives it (get_mm_cmdline):
@@ -289,6 +301,13 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+// The task iterator, best first: user space loads the first the kernel takes.
+SEC("iter.s/task")
+int gpusnap_tasks(struct bpf_iter__task *ctx) { return task_rec_of(ctx, 1); }
+
+SEC("iter.s/task")
+int gpusnap_tasks_proc_exe(struct bpf_iter__task *ctx) { return task_rec_of(ctx, 0); }
+
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task, u64 addr) __ksym;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
@@ -322,6 +341,57 @@ static __always_inline u32 vma_kind(struct vm_area_struct *vma)
 	return VMA_ANON_EXEC;
 }
 
+// fill_vma writes the record of a mapping into s->vma and its path into
+// s->path, and returns the path's length. With same_path, a mapping of the
+// file the record before was of gets REC_SAME_PATH and no path: only where
+// that record is in the same call's output, which the kernel keeps or drops
+// whole.
+static __always_inline u32 fill_vma(struct scratch *s, struct task_struct *task, struct vm_area_struct *vma, u32 kind,
+				    const int same_path)
+{
+	struct vma_rec *r = &s->vma;
+	__builtin_memset(r, 0, sizeof(*r));
+	struct file *file = vma->vm_file;
+	r->start = vma->vm_start;
+	r->end = vma->vm_end;
+	r->pgoff = vma->vm_pgoff;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->vm_flags = (u32)vma->vm_flags;
+	r->kind = kind;
+	u32 len = 0;
+	if (file) {
+		struct inode *inode = file->f_inode;
+		r->ino = inode->i_ino;
+		r->s_dev = inode->i_sb->s_dev;
+		r->rdev = inode->i_rdev;
+		r->mode = inode->i_mode;
+		// A run of mappings of one file (a tenant's 100,000) renders
+		// its path once.
+		if (same_path && (u64)file == s->last_file)
+			r->rec_flags |= REC_SAME_PATH;
+		else
+			len = put_path(s, &file->f_path, &r->rec_flags);
+	} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
+		struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
+		if (an) {
+			long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
+			if (n > 1)
+				len = (u32)n - 1;
+		}
+	}
+	r->path_len = len;
+	return len;
+}
+
+// vma_walked is whether task is the one whose mappings its process's
+// records come from: threads share the leader's mm, so the leader's, unless
+// it has exited and left its live threads to walk it.
+static __always_inline int vma_walked(struct task_struct *task)
+{
+	return task->mm && (task->pid == task->tgid || !task->group_leader->mm);
+}
+
 // The mappings of each process are walked inside one call of a task
 // iterator (the open-coded task_vma iterator), not one program call per
 // mapping: nearly all mappings are dismissed by vma_kind. The records of one
@@ -338,11 +408,7 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
-	if (!task || !task->mm)
-		return 0;
-	// Threads share the leader's mm: one walk per process, the leader's,
-	// unless it has exited and left its live threads to walk it.
-	if (task->pid != task->tgid && task->group_leader->mm)
+	if (!task || !vma_walked(task))
 		return 0;
 	struct scratch *s = get_scratch();
 	if (!s) {
@@ -363,39 +429,9 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 		u32 kind = vma_kind(vma);
 		if (!kind)
 			continue;
+		u32 len = fill_vma(s, task, vma, kind, 1);
 		struct vma_rec *r = &s->vma;
-		__builtin_memset(r, 0, sizeof(*r));
 		struct file *file = vma->vm_file;
-		r->start = vma->vm_start;
-		r->end = vma->vm_end;
-		r->pgoff = vma->vm_pgoff;
-		r->pid = task->tgid;
-		r->tid = task->pid;
-		r->vm_flags = (u32)vma->vm_flags;
-		r->kind = kind;
-		u32 len = 0;
-		if (file) {
-			struct inode *inode = file->f_inode;
-			r->ino = inode->i_ino;
-			r->s_dev = inode->i_sb->s_dev;
-			r->rdev = inode->i_rdev;
-			r->mode = inode->i_mode;
-			// A run of mappings of one file (a tenant's 100,000) renders
-			// its path once: the record before this one, in the same
-			// call's output, has it.
-			if ((u64)file == s->last_file)
-				r->rec_flags |= REC_SAME_PATH;
-			else
-				len = put_path(s, &file->f_path, &r->rec_flags);
-		} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
-			struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
-			if (an) {
-				long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
-				if (n > 1)
-					len = (u32)n - 1;
-			}
-		}
-		r->path_len = len;
 		u32 size = sizeof(*r) + ((len + 7) & ~7U);
 		if (s->out + size > MAX_VMA_OUT) {
 			s->unwalked = REC_TOO_MANY;
@@ -415,6 +451,33 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 		r->rec_flags = s->unwalked;
 		emit(seq, s, sizeof(*r), 0);
 	}
+	return 0;
+}
+
+// gpusnap_vma is the walk of mappings for kernels without the open-coded
+// task_vma iterator (before 6.7): the task_vma iterator calls it once a
+// mapping. Each call's record stands alone (no REC_SAME_PATH: a call whose
+// output overflowed a read's buffer is run again in the next, so no record
+// may lean on the one before), and the kernel waits for a held mmap lock.
+SEC("iter/task_vma")
+int gpusnap_vma(struct bpf_iter__task_vma *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct vm_area_struct *vma = ctx->vma;
+	if (!task || !vma || !vma_walked(task))
+		return 0;
+	u32 kind = vma_kind(vma);
+	if (!kind)
+		return 0;
+	struct scratch *s = get_scratch();
+	if (!s) {
+		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
+		bpf_seq_write(seq, &m, sizeof(m));
+		return 0;
+	}
+	u32 len = fill_vma(s, task, vma, kind, 0);
+	emit(seq, s, sizeof(s->vma), len);
 	return 0;
 }
 
