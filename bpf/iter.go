@@ -24,35 +24,35 @@ type (
 	FileRecord = iterFileRec
 )
 
-// Flags of a record (rec_flags in c/iter.c).
+// Flags of a record (enum rec_flag in c/iter.c).
 const (
-	RecordPathError = 1  // d_path failed: the record has no path
-	RecordNSpidDeep = 2  // more pid namespace levels than TaskRecord.Nspid holds
-	RecordMMBusy    = 8  // VMAUnwalked: the process's mmap lock was held
-	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
-	RecordOwnTable  = 32 // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
-	RecordCmdline   = 64 // TaskRecord: the command line follows, whole (else /proc has it)
+	RecordPathError = uint32(iterRecFlagREC_PATH_ERROR) // d_path failed: the record has no path
+	RecordNSpidDeep = uint32(iterRecFlagREC_NSPID_DEEP) // more pid namespace levels than TaskRecord.Nspid holds
+	RecordMMBusy    = uint32(iterRecFlagREC_MM_BUSY)    // VMAUnwalked: the process's mmap lock was held
+	RecordTooMany   = uint32(iterRecFlagREC_TOO_MANY)   // VMAUnwalked: more device mappings than one walk writes
+	RecordOwnTable  = uint32(iterRecFlagREC_OWN_TABLE)  // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
+	RecordCmdline   = uint32(iterRecFlagREC_CMDLINE)    // TaskRecord: the command line follows, whole (else /proc has it)
 	// RecordNoScratch: the kernel had no memory to render a VMAUnwalked's or a
 	// FileRecord's process in: read that process from /proc.
-	RecordNoScratch = 128
+	RecordNoScratch = uint32(iterRecFlagREC_NO_SCRATCH)
 	// RecordExeProc: a TaskRecord without its exe, which the kernel's
 	// program could not take: read /proc/PID/exe.
-	RecordExeProc = 256
+	RecordExeProc = uint32(iterRecFlagREC_EXE_PROC)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.
-	recordSamePath = 4
+	recordSamePath = uint32(iterRecFlagREC_SAME_PATH)
 )
 
-// Kinds of a VMARecord.
+// Kinds of a VMARecord (enum vma_kind in c/iter.c).
 const (
-	VMADevice   = 1 // a device node
-	VMADMABuf   = 2 // a DMA-buf; its path is /dmabuf:NAME
-	VMAAnonExec = 3 // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
+	VMADevice   = uint32(iterVmaKindVMA_DEVICE)    // a device node
+	VMADMABuf   = uint32(iterVmaKindVMA_DMABUF)    // a DMA-buf; its path is /dmabuf:NAME
+	VMAAnonExec = uint32(iterVmaKindVMA_ANON_EXEC) // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
 	// VMAUnwalked: the process's mappings were not walked, or not all (the
 	// records before it are some of them): read them from /proc. Its
 	// RecFlags say why (RecordMMBusy, RecordTooMany).
-	VMAUnwalked = 4
+	VMAUnwalked = uint32(iterVmaKindVMA_UNWALKED)
 )
 
 // Walk is one pass of the capture iterators, opened and not yet read: its
@@ -158,6 +158,10 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		}
 		sub := spec.Copy()
 		sub.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
+		// The programs use no global data: the .bss that holds the unused
+		// variables keeping the enums in BTF (c/iter.c) is not made.
+		sub.Maps = map[string]*ebpf.MapSpec{"scratch_map": spec.Maps["scratch_map"]}
+		sub.Variables = nil
 		coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
 			MapReplacements: map[string]*ebpf.Map{"scratch_map": w.maps.ScratchMap}})
 		if err != nil {
@@ -321,10 +325,10 @@ func (w *Walk) EachFile(fn func(*FileRecord, []byte)) error {
 }
 
 // The most a record carries after its header: a path (PATH_MAX) and a
-// command line (CMD_LEN in c/iter.c).
+// command line.
 const (
-	pathMax = 4096
-	cmdMax  = 4096
+	pathMax = uint32(iterIterLimitPATH_LEN)
+	cmdMax  = uint32(iterIterLimitCMD_LEN)
 )
 
 func pad8(n uint32) int { return (int(n) + 7) &^ 7 }

@@ -34,13 +34,13 @@ var Hooks = []Hook{HookLSM, HookFentry, HookTracepoint}
 // Kind is what a kernel event reports.
 type Kind uint32
 
-// The kinds of event, as watch.c numbers them.
+// The kinds of event (enum event_kind in c/watch.c).
 const (
-	KindOpen Kind = 1
-	KindMmap Kind = 2
-	KindExec Kind = 3
-	KindExit Kind = 4
-	KindFork Kind = 5
+	KindOpen = Kind(watchEventKindEV_OPEN)
+	KindMmap = Kind(watchEventKindEV_MMAP)
+	KindExec = Kind(watchEventKindEV_EXEC)
+	KindExit = Kind(watchEventKindEV_EXIT)
+	KindFork = Kind(watchEventKindEV_FORK)
 )
 
 // Event is one kernel event, decoded. Times are CLOCK_BOOTTIME nanoseconds.
@@ -346,8 +346,8 @@ func decode(raw []byte) (Event, error) {
 	return e, nil
 }
 
-// nameLen mirrors NAME_LEN in watch.c: the size of each name's slot.
-const nameLen = 80
+// nameLen is the size of each name's slot (enum path_limit in c/watch.c).
+const nameLen = int(watchPathLimitNAME_LEN)
 
 // joinPath joins the names watch.c kept innermost first, one a slot. A path
 // the walk did not follow to the root starts with ".../".

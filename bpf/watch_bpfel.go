@@ -44,6 +44,24 @@ type watchEvent struct {
 	_            [4]byte
 }
 
+type watchEventKind uint32
+
+const (
+	watchEventKindEV_OPEN watchEventKind = 1
+	watchEventKindEV_MMAP watchEventKind = 2
+	watchEventKindEV_EXEC watchEventKind = 3
+	watchEventKindEV_EXIT watchEventKind = 4
+	watchEventKindEV_FORK watchEventKind = 5
+)
+
+type watchPathLimit uint32
+
+const (
+	watchPathLimitPATH_DEPTH watchPathLimit = 12
+	watchPathLimitNAME_LEN   watchPathLimit = 80
+	watchPathLimitPATH_LEN   watchPathLimit = 960
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -68,6 +86,8 @@ const (
 	watchProgTpExitOpenat2        = "tp_exit_openat2"
 	watchVarLost                  = "lost"
 	watchVarUnusedEvent           = "unused_event"
+	watchVarUnusedEventKind       = "unused_event_kind"
+	watchVarUnusedPathLimit       = "unused_path_limit"
 )
 
 // loadWatch returns the embedded CollectionSpec for watch.
@@ -142,8 +162,10 @@ type watchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type watchVariableSpecs struct {
-	Lost        *ebpf.VariableSpec `ebpf:"lost"`
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	Lost            *ebpf.VariableSpec `ebpf:"lost"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedPathLimit *ebpf.VariableSpec `ebpf:"unused_path_limit"`
 }
 
 // watchObjects contains all objects after they have been loaded into the kernel.
@@ -187,8 +209,10 @@ func (m *watchMaps) Close() error {
 //
 // It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type watchVariables struct {
-	Lost        *ebpf.Variable `ebpf:"lost"`
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	Lost            *ebpf.Variable `ebpf:"lost"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedPathLimit *ebpf.Variable `ebpf:"unused_path_limit"`
 }
 
 // watchPrograms contains all programs after they have been loaded into the kernel.

@@ -20,22 +20,16 @@
 // Everything else (libraries, sockets, pipes: nearly all of a host) is
 // dropped here, which is where the BPF path saves over reading /proc's text.
 
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "gpusnap.h"
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+// Sizes the records' readers rely on (bpf2go writes them into Go).
+enum iter_limit {
+	PATH_LEN = 4096, // PATH_MAX: d_path fails beyond it, as readlink does
+	NSPID_MAX = 8,   // pid namespace levels recorded; deeper ones are flagged
+	COMM_LEN = 16,
+	CMD_LEN = 4096, // command lines up to this long are copied here; longer ones /proc gives
+};
 
-#define PATH_LEN 4096 // PATH_MAX: d_path fails beyond it, as readlink does
-#define NSPID_MAX 8   // pid namespace levels recorded; deeper ones are flagged
-#define COMM_LEN 16
-#define CMD_LEN 4096 // command lines up to this long are copied here; longer ones /proc gives
-
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFBLK 0060000
-#define O_CLOEXEC 02000000
 #define DMA_BUF_MAGIC 0x444d4142 // the superblock magic of DMA-buf files
 
 #define VM_READ 0x1
@@ -46,21 +40,30 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SUSPECT_ANON_SIZE (64ULL << 20)
 
 // Flags of a record.
-#define REC_PATH_ERROR 1 // d_path failed: no path (path_len 0)
-#define REC_NSPID_DEEP 2 // more pid namespace levels than NSPID_MAX
-#define REC_SAME_PATH 4  // a mapping of the same file as the record before: its path is that one's
-#define REC_MM_BUSY 8    // VMA_UNWALKED: the mmap lock was held
-#define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
-#define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
-#define REC_CMDLINE 64   // task_rec: cmd_len bytes are the whole command line
-#define REC_NO_SCRATCH 128 // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
-#define REC_EXE_PROC 256   // task_rec: the exe was not taken here: read /proc/PID/exe
+enum rec_flag {
+	REC_PATH_ERROR = 1, // d_path failed: no path (path_len 0)
+	REC_NSPID_DEEP = 2, // more pid namespace levels than NSPID_MAX
+	REC_SAME_PATH = 4,  // a mapping of the same file as the record before: its path is that one's
+	REC_MM_BUSY = 8,    // VMA_UNWALKED: the mmap lock was held
+	REC_TOO_MANY = 16,  // VMA_UNWALKED: more device mappings than one walk writes
+	REC_OWN_TABLE = 32, // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
+	REC_CMDLINE = 64,   // task_rec: cmd_len bytes are the whole command line
+	REC_NO_SCRATCH = 128, // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
+	REC_EXE_PROC = 256,   // task_rec: the exe was not taken here: read /proc/PID/exe
+};
 
 // Kinds of a vma_rec.
-#define VMA_DEVICE 1
-#define VMA_DMABUF 2
-#define VMA_ANON_EXEC 3 // path_len bytes are the anon_vma_name, if any
-#define VMA_UNWALKED 4  // the process's mappings were not walked, or not all: read /proc
+enum vma_kind {
+	VMA_DEVICE = 1,
+	VMA_DMABUF = 2,
+	VMA_ANON_EXEC = 3, // path_len bytes are the anon_vma_name, if any
+	VMA_UNWALKED = 4,  // the process's mappings were not walked, or not all: read /proc
+};
+
+// Keep the enums in the object's BTF, for bpf2go's Go constants.
+const enum iter_limit *unused_iter_limit __attribute__((unused));
+const enum rec_flag *unused_rec_flag __attribute__((unused));
+const enum vma_kind *unused_vma_kind __attribute__((unused));
 
 struct task_rec {
 	u64 start_ns;   // start_boottime: stat field 22 is it in clock ticks
@@ -318,8 +321,7 @@ static __always_inline u32 vma_kind(struct vm_area_struct *vma)
 	struct file *file = vma->vm_file;
 	if (file) {
 		struct inode *inode = file->f_inode;
-		u32 type = inode->i_mode & S_IFMT;
-		if (type == S_IFCHR || type == S_IFBLK)
+		if (is_device(inode->i_mode))
 			return VMA_DEVICE;
 		if (inode->i_sb->s_magic == DMA_BUF_MAGIC)
 			return VMA_DMABUF;
@@ -497,8 +499,7 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 	u32 own = task->pid != task->tgid && task->group_leader->files ? REC_OWN_TABLE : 0;
 	struct inode *inode = file->f_inode;
 	u32 mode = inode->i_mode;
-	u32 type = mode & S_IFMT;
-	if (type != S_IFCHR && type != S_IFBLK)
+	if (!is_device(mode))
 		return 0;
 	struct scratch *s = get_scratch();
 	if (!s) {

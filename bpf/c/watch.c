@@ -14,31 +14,25 @@
 // file looked up in the task's fd table; entry of mmap). Exec, fork and exit
 // use BTF tracepoints in every mode.
 
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "gpusnap.h"
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-#define EV_OPEN 1
-#define EV_MMAP 2
-#define EV_EXEC 3
-#define EV_EXIT 4
-#define EV_FORK 5
+// What an event reports.
+enum event_kind {
+	EV_OPEN = 1,
+	EV_MMAP = 2,
+	EV_EXEC = 3,
+	EV_EXIT = 4,
+	EV_FORK = 5,
+};
 
 // A path is kept as its innermost PATH_DEPTH names, innermost first, each in
 // a NAME_LEN slot (NUL-terminated; a longer name is cut). Fixed slots keep the
 // verifier's work small: it loads in milliseconds, not seconds.
-#define PATH_DEPTH 12
-#define NAME_LEN 80
-#define PATH_LEN (PATH_DEPTH * NAME_LEN)
-
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFBLK 0060000
-#define O_PATH 010000000
-#define MAP_ANONYMOUS 0x20
+enum path_limit {
+	PATH_DEPTH = 12,
+	NAME_LEN = 80,
+	PATH_LEN = PATH_DEPTH * NAME_LEN,
+};
 
 // event is what one hook reports; its layout is mirrored by bpf2go's Go type.
 struct event {
@@ -74,8 +68,10 @@ struct event {
 	char exe[PATH_LEN];
 };
 
-// Keeps struct event in the object's BTF, for bpf2go's Go type.
+// Keep struct event and the enums in the object's BTF, for bpf2go's Go types.
 const struct event *unused_event __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum path_limit *unused_path_limit __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -247,15 +243,14 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 		return 0;
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	u32 mode = BPF_CORE_READ(inode, i_mode);
-	u32 type = mode & S_IFMT;
-	if (type != S_IFCHR && type != S_IFBLK)
+	if (!is_device(mode))
 		return 0;
 	u32 f_flags = BPF_CORE_READ(file, f_flags);
 	if (f_flags & O_PATH)
 		return 0;
 	dev_t rdev = BPF_CORE_READ(inode, i_rdev);
 	u32 major = rdev >> 20, minor = rdev & ((1U << 20) - 1);
-	int by_major = type == S_IFCHR && bpf_map_lookup_elem(&nvidia_majors, &major);
+	int by_major = (mode & S_IFMT) == S_IFCHR && bpf_map_lookup_elem(&nvidia_majors, &major);
 	if (!by_major) {
 		// /dev/null, ttys, /dev/urandom: rejected on their name before
 		// anything is reserved or walked.
