@@ -25,7 +25,7 @@ type Hook string
 const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
-	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry
+	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry; io_uring's opens; 32-bit calls
 )
 
 // Hooks lists every hook, best first.
@@ -76,7 +76,8 @@ type Watch struct {
 	Hook Hook
 	// Refused says, for each better hook, why it did not load.
 	Refused []string
-	// Unattached names tracepoints this kernel lacks (sys_exit_open on arm64).
+	// Unattached names tracepoints this kernel lacks (sys_exit_open on arm64,
+	// io_uring_complete without io_uring).
 	Unattached []string
 
 	maps   sharedMaps
@@ -91,7 +92,7 @@ var hookPrograms = map[Hook][]string{
 	HookLSM:    {"lsm_file_open", "lsm_mmap_file"},
 	HookFentry: {"fentry_file_open", "fentry_mmap_file"},
 	HookTracepoint: {"tp_exit_openat", "tp_exit_openat2", "tp_exit_open", "tp_exit_creat",
-		"tp_exit_open_by_handle_at", "tp_enter_mmap"},
+		"tp_exit_open_by_handle_at", "tp_enter_mmap", "tp_io_uring_complete", "tp_ia32_exit", "tp_ia32_enter"},
 }
 
 // lifePrograms report exec, fork and exit in every mode.
@@ -206,10 +207,17 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 		case HookFentry:
 			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		case HookTracepoint:
-			group, tp, _ := strings.Cut(strings.TrimPrefix(spec.Programs[name].SectionName, "tracepoint/"), "/")
+			section := spec.Programs[name].SectionName
+			if strings.HasPrefix(section, "tp_btf/") {
+				// The raw sys_enter and sys_exit, for 32-bit calls.
+				l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+				break
+			}
+			group, tp, _ := strings.Cut(strings.TrimPrefix(section, "tracepoint/"), "/")
 			l, err = link.Tracepoint(group, tp, prog, nil)
 			if errors.Is(err, os.ErrNotExist) && name != "tp_exit_openat" && name != "tp_enter_mmap" {
-				// open and creat exist on x86_64 only.
+				// open and creat exist on x86_64 only; io_uring_complete
+				// where the kernel has io_uring.
 				w.Unattached = append(w.Unattached, tp)
 				continue
 			}

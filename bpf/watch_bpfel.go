@@ -84,6 +84,9 @@ const (
 	watchProgTpExitOpenByHandleAt = "tp_exit_open_by_handle_at"
 	watchProgTpExitOpenat         = "tp_exit_openat"
 	watchProgTpExitOpenat2        = "tp_exit_openat2"
+	watchProgTpIa32Enter          = "tp_ia32_enter"
+	watchProgTpIa32Exit           = "tp_ia32_exit"
+	watchProgTpIoUringComplete    = "tp_io_uring_complete"
 	watchVarLost                  = "lost"
 	watchVarUnusedEvent           = "unused_event"
 	watchVarUnusedEventKind       = "unused_event_kind"
@@ -145,6 +148,9 @@ type watchProgramSpecs struct {
 	TpExitOpenByHandleAt *ebpf.ProgramSpec `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.ProgramSpec `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.ProgramSpec `ebpf:"tp_exit_openat2"`
+	TpIa32Enter          *ebpf.ProgramSpec `ebpf:"tp_ia32_enter"`
+	TpIa32Exit           *ebpf.ProgramSpec `ebpf:"tp_ia32_exit"`
+	TpIoUringComplete    *ebpf.ProgramSpec `ebpf:"tp_io_uring_complete"`
 }
 
 // watchMapSpecs contains maps before they are loaded into the kernel.
@@ -232,6 +238,9 @@ type watchPrograms struct {
 	TpExitOpenByHandleAt *ebpf.Program `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.Program `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.Program `ebpf:"tp_exit_openat2"`
+	TpIa32Enter          *ebpf.Program `ebpf:"tp_ia32_enter"`
+	TpIa32Exit           *ebpf.Program `ebpf:"tp_ia32_exit"`
+	TpIoUringComplete    *ebpf.Program `ebpf:"tp_io_uring_complete"`
 }
 
 func (p *watchPrograms) Close() error {
@@ -249,6 +258,9 @@ func (p *watchPrograms) Close() error {
 		p.TpExitOpenByHandleAt,
 		p.TpExitOpenat,
 		p.TpExitOpenat2,
+		p.TpIa32Enter,
+		p.TpIa32Exit,
+		p.TpIoUringComplete,
 	)
 }
 

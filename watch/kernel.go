@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,9 +28,18 @@ var blindSpots = map[bpf.Hook][]string{
 	bpf.HookLSM: {"uses of a device through a descriptor or mapping inherited or received before the watch started"},
 	bpf.HookFentry: {"uses of a device through a descriptor or mapping inherited or received before the watch started",
 		"the size of mappings (security_mmap_file has none)"},
-	bpf.HookTracepoint: {"opens through io_uring, and by the kernel on a process's behalf",
-		"32-bit (compat) system calls",
+	bpf.HookTracepoint: {"opens by the kernel on a process's behalf",
+		"io_uring opens into a registered file slot (IORING_OP_OPENAT with a file index): seen only once IORING_OP_FIXED_FD_INSTALL makes one a descriptor",
 		"uses of a device through a descriptor or mapping inherited or received before the watch started"},
+}
+
+// unattachedBlind is what the tracepoint mode cannot see where the kernel
+// lacks tracepoint tp.
+func unattachedBlind(tp string) string {
+	if tp == "io_uring_complete" {
+		return "opens through io_uring (no io_uring_complete tracepoint on this kernel)"
+	}
+	return "the " + strings.TrimPrefix(tp, "sys_exit_") + " system call (no " + tp + " tracepoint on this kernel)"
 }
 
 func newKernelSource(w *bpf.Watch, procRoot string, classes snapshot.DeviceClasses) *kernelSource {

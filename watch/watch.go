@@ -115,7 +115,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 			start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
 		}
 		for _, tp := range kw.Unattached {
-			start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
+			start.Blind = append(start.Blind, unattachedBlind(tp))
 		}
 	} else {
 		fb = newFallbackSource(opts.ProcRoot, opts.Interval)

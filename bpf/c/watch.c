@@ -11,7 +11,8 @@
 // Three ways to see opens and mappings, user space loads the first the kernel
 // accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry on the same
 // security hooks, or the syscall tracepoints (exit of the open family, the
-// file looked up in the task's fd table; entry of mmap). Exec, fork and exit
+// file looked up in the task's fd table; entry of mmap), with io_uring's
+// completions and the raw tracepoints for 32-bit calls. Exec, fork and exit
 // use BTF tracepoints in every mode.
 
 #include "gpusnap.h"
@@ -340,6 +341,101 @@ int tp_enter_mmap(struct trace_event_raw_sys_enter *ctx)
 	if (flags & MAP_ANONYMOUS)
 		return 0;
 	return report_file(fd_file(fd), EV_MMAP, fd, flags, prot, len);
+}
+
+// io_uring's opens: the completion of IORING_OP_OPENAT and OPENAT2 (res is
+// the new descriptor) and of IORING_OP_FIXED_FD_INSTALL (a registered file
+// made a descriptor). It runs in a thread of the submitting process (the
+// submitter, an io-wq worker or the SQPOLL thread), which shares its
+// descriptor table. An open into a registered file slot (file_slot set)
+// makes no descriptor and is not seen here.
+
+enum io_uring_opcode {
+	OP_OPENAT = 18,
+	OP_OPENAT2 = 28,
+	OP_FIXED_FD_INSTALL = 54,
+};
+
+SEC("tracepoint/io_uring/io_uring_complete")
+int tp_io_uring_complete(struct trace_event_raw_io_uring_complete *ctx)
+{
+	struct io_kiocb *req = ctx->req;
+	int res = ctx->res;
+	if (!req || res < 0)
+		return 0;
+	u8 op = BPF_CORE_READ(req, opcode);
+	if (op == OP_OPENAT || op == OP_OPENAT2) {
+		// The request's command data is its first member: struct io_open.
+		if (BPF_CORE_READ((struct io_open *)req, file_slot))
+			return 0;
+	} else if (op != OP_FIXED_FD_INSTALL) {
+		return 0;
+	}
+	return report_file(fd_file(res), EV_OPEN, res, 0, 0, 0);
+}
+
+// 32-bit system calls (an ia32 program, or int 0x80 from a 64-bit one) do
+// not reach the syscalls/ tracepoints; the raw ones see them, by their ia32
+// numbers, while the task is marked TS_COMPAT. Every other system call of
+// the host leaves at the first test.
+
+#define TS_COMPAT 0x0002
+
+enum ia32_syscall {
+	IA32_OPEN = 5,
+	IA32_CREAT = 8,
+	IA32_OLD_MMAP = 90,
+	IA32_MMAP2 = 192,
+	IA32_OPENAT = 295,
+	IA32_OPEN_BY_HANDLE_AT = 342,
+	IA32_OPENAT2 = 437,
+};
+
+// ia32_nr is the number of the current 32-bit system call, or -1.
+static __always_inline long ia32_nr(struct pt_regs *regs)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (!bpf_core_field_exists(task->thread_info.status) || !bpf_core_field_exists(regs->orig_ax))
+		return -1;
+	if (!(BPF_CORE_READ(task, thread_info.status) & TS_COMPAT))
+		return -1;
+	return BPF_CORE_READ(regs, orig_ax);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(tp_ia32_exit, struct pt_regs *regs, long ret)
+{
+	long nr = ia32_nr(regs);
+	if (nr != IA32_OPEN && nr != IA32_OPENAT && nr != IA32_CREAT && nr != IA32_OPEN_BY_HANDLE_AT && nr != IA32_OPENAT2)
+		return 0;
+	return report_file(fd_file(ret), EV_OPEN, ret, 0, 0, 0);
+}
+
+// The arguments of ia32 old_mmap, which takes them from user memory.
+struct ia32_mmap_args {
+	u32 addr, len, prot, flags, fd, offset;
+};
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(tp_ia32_enter, struct pt_regs *regs, long id)
+{
+	long nr = ia32_nr(regs);
+	struct ia32_mmap_args a = {};
+	if (nr == IA32_MMAP2) {
+		// ebx addr, ecx len, edx prot, esi flags, edi fd, ebp pgoff.
+		a.len = BPF_CORE_READ(regs, cx);
+		a.prot = BPF_CORE_READ(regs, dx);
+		a.flags = BPF_CORE_READ(regs, si);
+		a.fd = BPF_CORE_READ(regs, di);
+	} else if (nr == IA32_OLD_MMAP) {
+		if (bpf_probe_read_user(&a, sizeof(a), (void *)BPF_CORE_READ(regs, bx)) < 0)
+			return 0;
+	} else {
+		return 0;
+	}
+	if (a.flags & MAP_ANONYMOUS)
+		return 0;
+	return report_file(fd_file((s32)a.fd), EV_MMAP, (s32)a.fd, a.flags, a.prot, a.len);
 }
 
 // The security hooks see every open and mapping, io_uring's and the
