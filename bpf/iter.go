@@ -123,7 +123,7 @@ func OpenWalkWith(tasks, vmas []string) (*Walk, error) {
 	}
 	w := &Walk{How: "iterators loaded for this capture"}
 	if err := spec.LoadAndAssign(&w.maps, nil); err != nil {
-		return nil, fmt.Errorf("load iterators: %w", loadCause(err))
+		return nil, loadError("load the iterators' maps", err)
 	}
 	var progs [3]*ebpf.Program
 	for i, names := range [3][]string{tasks, vmas, {"gpusnap_files"}} {
@@ -165,7 +165,7 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
 			MapReplacements: map[string]*ebpf.Map{"scratch_map": w.maps.ScratchMap}})
 		if err != nil {
-			refused = append(refused, fmt.Sprintf("%s: %v", name, loadCause(err)))
+			refused = append(refused, loadError(name, err).Error())
 			continue
 		}
 		prog := coll.DetachProgram(name)
@@ -178,16 +178,6 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		return prog, nil
 	}
 	return nil, errors.New(strings.Join(refused, "; "))
-}
-
-// loadCause is a load error in one line: a verifier error's cause, not its
-// long log.
-func loadCause(err error) error {
-	var verr *ebpf.VerifierError
-	if errors.As(err, &verr) {
-		return verr.Cause
-	}
-	return err
 }
 
 // Close closes the iterators and what was loaded for them.

@@ -52,8 +52,8 @@ const (
 type iterScratch struct {
 	_        structs.HostLayout
 	Task     iterTaskRec
-	Path     [4104]int8
-	Cmd      [4104]int8
+	Path     [8192]int8
+	Cmd      [8192]int8
 	LastFile uint64
 	Out      uint32
 	Unwalked uint32

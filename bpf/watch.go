@@ -255,9 +255,11 @@ func loadError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// lastLine is the verifier's last word: its last line but the statistics
+// some kernels end the log with.
 func lastLine(log []string) string {
 	for i := len(log) - 1; i >= 0; i-- {
-		if s := strings.TrimSpace(log[i]); s != "" {
+		if s := strings.TrimSpace(log[i]); s != "" && !strings.HasPrefix(s, "processed ") && !strings.HasPrefix(s, "verification time") {
 			return s
 		}
 	}

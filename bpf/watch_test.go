@@ -28,7 +28,7 @@ func openWatch(t *testing.T, hooks ...Hook) *Watch {
 	start := time.Now()
 	w, err := Open([]uint32{195}, hooks)
 	if err != nil && os.Getenv(matrixEnv) != "" {
-		t.Fatalf("BPF test: the kernel refuses the watch programs: %v", err)
+		t.Fatalf("matrix: %s refused: %v", hooks[0], err)
 	}
 	if err != nil {
 		t.Skipf("BPF test: the kernel refuses the watch programs here: %v", err)
@@ -123,13 +123,27 @@ func checkShortUsers(t *testing.T, w *Watch, n int) {
 	<-done
 }
 
+// deviceUserBinEnv names a static device user run as `BIN -w NODE`: the
+// kernel matrix puts livetest's burst helper in its guests, where a Go
+// binary's start-up under emulation costs a hundred times a C one's.
+const deviceUserBinEnv = "GPUSNAP_DEVICE_USER_BIN"
+
 // runDeviceUsers runs n device users of node, four at a time (this test
-// binary again, as TestMain's device user), and returns their PIDs.
+// binary again, as TestMain's device user, or deviceUserBinEnv's), and
+// returns their PIDs.
 func runDeviceUsers(t *testing.T, node string, n int) []int {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	command := func() *exec.Cmd {
+		if bin := os.Getenv(deviceUserBinEnv); bin != "" {
+			return exec.Command(bin, "-w", node)
+		}
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), deviceUserEnv+"="+node)
+		return cmd
 	}
 	pids := make([]int, n)
 	var wg sync.WaitGroup
@@ -138,8 +152,7 @@ func runDeviceUsers(t *testing.T, node string, n int) []int {
 	for range 4 {
 		wg.Go(func() {
 			for i := range next {
-				cmd := exec.Command(self)
-				cmd.Env = append(os.Environ(), deviceUserEnv+"="+node)
+				cmd := command()
 				if err := cmd.Start(); err != nil {
 					errs <- err
 					continue

@@ -133,8 +133,10 @@ struct scratch {
 		struct vma_rec vma;
 		struct file_rec file;
 	};
-	char path[PATH_LEN + 8];
-	char cmd[CMD_LEN + 8];
+	// Twice their longest, a power of two: an index masked by the size is
+	// bounded for every verifier (6.1's loses the bound a compare gave).
+	char path[2 * PATH_LEN];
+	char cmd[2 * CMD_LEN];
 	// The state of gpusnap_vmas's walk of one process.
 	u64 last_file; // the file of the record before, whose path it wrote
 	u32 out;       // bytes of records written
@@ -156,25 +158,30 @@ static __always_inline struct scratch *get_scratch(void)
 	return bpf_task_storage_get(&scratch_map, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
-// emit writes a record of hdr_len bytes, then path_len bytes of s->path
-// padded with NULs to a multiple of 8.
+// write_padded writes n bytes of buf, at most half its size (a power of
+// two), and NULs up to the next multiple of 8, so the next record stays
+// aligned; nothing where n is 0.
+static __always_inline void write_padded(struct seq_file *seq, char *buf, u32 n, u32 size)
+{
+	if (n == 0 || n > size / 2)
+		return;
+	// barrier_var keeps clang from dropping a mask it proves redundant
+	// from the test above, which 6.1's verifier does not follow.
+	for (u32 i = 0; i < 8; i++) {
+		u32 j = n + i;
+		barrier_var(j);
+		buf[j & (size - 1)] = 0;
+	}
+	u32 padded = (n + 7) & ~7U;
+	barrier_var(padded);
+	bpf_seq_write(seq, buf, padded & (size - 1));
+}
+
+// emit writes a record of hdr_len bytes, then path_len bytes of s->path.
 static __always_inline void emit(struct seq_file *seq, struct scratch *s, u32 hdr_len, u32 path_len)
 {
 	bpf_seq_write(seq, s, hdr_len);
-	if (path_len == 0)
-		return;
-	if (path_len > PATH_LEN)
-		return;
-	// NULs up to the next multiple of 8, so the next record stays aligned.
-	for (u32 i = 0; i < 8; i++) {
-		u32 j = path_len + i;
-		if (j < PATH_LEN + 8)
-			s->path[j] = 0;
-	}
-	u32 padded = (path_len + 7) & ~7U;
-	if (padded == 0 || padded > PATH_LEN + 8)
-		return;
-	bpf_seq_write(seq, s->path, padded);
+	write_padded(seq, s->path, path_len, sizeof(s->path));
 }
 
 // put_path renders path into s->path; it returns the length without the
@@ -191,18 +198,6 @@ static __always_inline u32 put_path(struct scratch *s, const struct path *path, 
 
 extern void bpf_rcu_read_lock(void) __ksym;
 extern void bpf_rcu_read_unlock(void) __ksym;
-
-// pad8 writes NULs after n bytes of buf, up to the next multiple of 8, and
-// returns that multiple.
-static __always_inline u32 pad8(char *buf, u32 n, u32 size)
-{
-	for (u32 i = 0; i < 8; i++) {
-		u32 j = n + i;
-		if (j < size)
-			buf[j] = 0;
-	}
-	return (n + 7) & ~7U;
-}
 
 // task_rec_of writes the record of a thread-group leader. With kernel_exe
 // it renders the exe in an RCU read section (mm->exe_file is trusted only
@@ -290,17 +285,8 @@ static __always_inline int task_rec_of(struct bpf_iter__task *ctx, const int ker
 	}
 	r->path_len = len;
 	r->cmd_len = cmd;
-	bpf_seq_write(seq, r, sizeof(*r));
-	if (len > 0 && len <= PATH_LEN) {
-		u32 padded = pad8(s->path, len, sizeof(s->path));
-		if (padded <= sizeof(s->path))
-			bpf_seq_write(seq, s->path, padded);
-	}
-	if (cmd > 0 && cmd <= CMD_LEN) {
-		u32 padded = pad8(s->cmd, cmd, sizeof(s->cmd));
-		if (padded <= sizeof(s->cmd))
-			bpf_seq_write(seq, s->cmd, padded);
-	}
+	emit(seq, s, sizeof(*r), len);
+	write_padded(seq, s->cmd, cmd, sizeof(s->cmd));
 	return 0;
 }
 
