@@ -380,6 +380,18 @@ static __always_inline int vma_walked(struct task_struct *task)
 	return task->mm && (task->pid == task->tgid || !task->group_leader->mm);
 }
 
+// vma_scratch is get_scratch for the mapping walks: without one, it writes
+// the record that sends the process to /proc.
+static __always_inline struct scratch *vma_scratch(struct seq_file *seq, struct task_struct *task)
+{
+	struct scratch *s = get_scratch();
+	if (!s) {
+		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
+		bpf_seq_write(seq, &m, sizeof(m));
+	}
+	return s;
+}
+
 // The mappings of each process are walked inside one call of a task
 // iterator (the open-coded task_vma iterator), not one program call per
 // mapping: nearly all mappings are dismissed by vma_kind. The records of one
@@ -398,12 +410,9 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task || !vma_walked(task))
 		return 0;
-	struct scratch *s = get_scratch();
-	if (!s) {
-		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
-		bpf_seq_write(seq, &m, sizeof(m));
+	struct scratch *s = vma_scratch(seq, task);
+	if (!s)
 		return 0;
-	}
 	// The walk's state lives in the scratch map, not in registers: the
 	// verifier then sees one state per loop iteration, not one per count.
 	s->out = 0;
@@ -458,12 +467,9 @@ int gpusnap_vma(struct bpf_iter__task_vma *ctx)
 	u32 kind = vma_kind(vma);
 	if (!kind)
 		return 0;
-	struct scratch *s = get_scratch();
-	if (!s) {
-		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
-		bpf_seq_write(seq, &m, sizeof(m));
+	struct scratch *s = vma_scratch(seq, task);
+	if (!s)
 		return 0;
-	}
 	u32 len = fill_vma(s, task, vma, kind, 0);
 	emit(seq, s, sizeof(s->vma), len);
 	return 0;
