@@ -2,10 +2,12 @@
 // Go bindings and objects bpf2go generated from them (committed, so building
 // gpusnap needs no clang), and the loaders that attach them.
 //
-// Regenerate after editing c/ (Debian: apt-get install clang llvm libbpf-dev bpftool):
+// Regenerate after editing c/ with Debian 12's clang-14 (1:14.0.6-12) and
+// llvm-14, the versions the committed objects were built with (CI rebuilds
+// them and fails on a difference):
 //
 //	go generate ./bpf/
 package bpf
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type event watch c/watch.c -- -I./c
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type task_rec -type vma_rec -type file_rec iter c/iter.c -- -I./c
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror" -target bpfel -type event -type event_kind -type path_limit watch c/watch.c -- -I./c -I./c/include
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror" -target bpfel -type task_rec -type vma_rec -type file_rec -type iter_limit -type rec_flag -type vma_kind iter c/iter.c -- -I./c -I./c/include

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,32 +24,35 @@ type (
 	FileRecord = iterFileRec
 )
 
-// Flags of a record (rec_flags in c/iter.c).
+// Flags of a record (enum rec_flag in c/iter.c).
 const (
-	RecordPathError = 1  // d_path failed: the record has no path
-	RecordNSpidDeep = 2  // more pid namespace levels than TaskRecord.Nspid holds
-	RecordMMBusy    = 8  // VMAUnwalked: the process's mmap lock was held
-	RecordTooMany   = 16 // VMAUnwalked: more device mappings than one walk writes
-	RecordOwnTable  = 32 // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
-	RecordCmdline   = 64 // TaskRecord: the command line follows, whole (else /proc has it)
+	RecordPathError = uint32(iterRecFlagREC_PATH_ERROR) // d_path failed: the record has no path
+	RecordNSpidDeep = uint32(iterRecFlagREC_NSPID_DEEP) // more pid namespace levels than TaskRecord.Nspid holds
+	RecordMMBusy    = uint32(iterRecFlagREC_MM_BUSY)    // VMAUnwalked: the process's mmap lock was held
+	RecordTooMany   = uint32(iterRecFlagREC_TOO_MANY)   // VMAUnwalked: more device mappings than one walk writes
+	RecordOwnTable  = uint32(iterRecFlagREC_OWN_TABLE)  // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
+	RecordCmdline   = uint32(iterRecFlagREC_CMDLINE)    // TaskRecord: the command line follows, whole (else /proc has it)
 	// RecordNoScratch: the kernel had no memory to render a VMAUnwalked's or a
 	// FileRecord's process in: read that process from /proc.
-	RecordNoScratch = 128
+	RecordNoScratch = uint32(iterRecFlagREC_NO_SCRATCH)
+	// RecordExeProc: a TaskRecord without its exe, which the kernel's
+	// program could not take: read /proc/PID/exe.
+	RecordExeProc = uint32(iterRecFlagREC_EXE_PROC)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.
-	recordSamePath = 4
+	recordSamePath = uint32(iterRecFlagREC_SAME_PATH)
 )
 
-// Kinds of a VMARecord.
+// Kinds of a VMARecord (enum vma_kind in c/iter.c).
 const (
-	VMADevice   = 1 // a device node
-	VMADMABuf   = 2 // a DMA-buf; its path is /dmabuf:NAME
-	VMAAnonExec = 3 // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
+	VMADevice   = uint32(iterVmaKindVMA_DEVICE)    // a device node
+	VMADMABuf   = uint32(iterVmaKindVMA_DMABUF)    // a DMA-buf; its path is /dmabuf:NAME
+	VMAAnonExec = uint32(iterVmaKindVMA_ANON_EXEC) // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
 	// VMAUnwalked: the process's mappings were not walked, or not all (the
 	// records before it are some of them): read them from /proc. Its
 	// RecFlags say why (RecordMMBusy, RecordTooMany).
-	VMAUnwalked = 4
+	VMAUnwalked = uint32(iterVmaKindVMA_UNWALKED)
 )
 
 // Walk is one pass of the capture iterators, opened and not yet read: its
@@ -60,10 +64,11 @@ type Walk struct {
 	How string
 
 	tasks, vmas, files io.ReadCloser
-	objs               *iterObjects  // loaded for this walk, else nil (pinned)
-	links              [3]*link.Iter // the links of objs
-	buf                []byte        // the read buffer, reused by each iterator
-	lastPath           []byte        // the path of the mapping record before
+	maps               iterMaps        // loaded for this walk, else none (pinned)
+	progs              []*ebpf.Program // loaded for this walk
+	links              [3]*link.Iter   // the links of progs
+	buf                []byte          // the read buffer, reused by each iterator
+	lastPath           []byte          // the path of the mapping record before
 }
 
 // PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem
@@ -76,6 +81,16 @@ var PinRoot = "/sys/fs/bpf/gpusnap"
 // iterNames are the pinned iterators' file names, in Walk's order.
 var iterNames = [3]string{"tasks", "vmas", "files"}
 
+// The programs of the task and mapping iterators, best first (c/iter.c):
+// OpenWalk loads the first of each the kernel takes.
+var (
+	// TaskPrograms: the exe rendered in the kernel, else left to /proc/PID/exe.
+	TaskPrograms = []string{"gpusnap_tasks", "gpusnap_tasks_proc_exe"}
+	// VMAPrograms: the open-coded task_vma iterator (6.7), else the
+	// task_vma iterator's program (5.12), one call a mapping.
+	VMAPrograms = []string{"gpusnap_vmas", "gpusnap_vma"}
+)
+
 // OpenWalk opens each capture iterator over the caller's pid namespace: from
 // their pins under PinRoot where a trusted pin directory holds them, else
 // loaded now (and pinned, where PinRoot's parent is a BPF filesystem). Its
@@ -87,18 +102,38 @@ func OpenWalk() (*Walk, error) {
 		w.How = "pinned iterators in " + dir
 		return w, nil
 	}
-	w := &Walk{How: "iterators loaded for this capture", objs: new(iterObjects)}
-	if err := loadIterObjects(w.objs, nil); err != nil {
-		w.objs = nil
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			// The verifier's log is long; its cause says what it refused.
-			return nil, fmt.Errorf("load iterators: %v", verr.Cause)
+	w, err := OpenWalkWith(TaskPrograms, VMAPrograms)
+	if err != nil {
+		return nil, err
+	}
+	if err := pin(dir, w.links); err == nil {
+		w.How += ", pinned in " + dir
+	}
+	return w, nil
+}
+
+// OpenWalkWith loads the iterators now, neither read from pins nor pinned,
+// with the first of tasks and of vmas (names of TaskPrograms and
+// VMAPrograms) that the kernel takes. How names the programs that loaded
+// and why each one before them did not.
+func OpenWalkWith(tasks, vmas []string) (*Walk, error) {
+	spec, err := loadIter()
+	if err != nil {
+		return nil, fmt.Errorf("the capture iterators: %w", err)
+	}
+	w := &Walk{How: "iterators loaded for this capture"}
+	if err := spec.LoadAndAssign(&w.maps, nil); err != nil {
+		return nil, loadError("load the iterators' maps", err)
+	}
+	var progs [3]*ebpf.Program
+	for i, names := range [3][]string{tasks, vmas, {"gpusnap_files"}} {
+		if progs[i], err = w.loadFirst(spec, names); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("load %s iterator: %w", iterNames[i], err)
 		}
-		return nil, fmt.Errorf("load iterators: %w", err)
 	}
 	outs := [3]*io.ReadCloser{&w.tasks, &w.vmas, &w.files}
-	for i, prog := range []*ebpf.Program{w.objs.GpusnapTasks, w.objs.GpusnapVmas, w.objs.GpusnapFiles} {
+	for i, prog := range progs {
 		l, err := link.AttachIter(link.IterOptions{Program: prog})
 		if err != nil {
 			w.Close()
@@ -110,10 +145,39 @@ func OpenWalk() (*Walk, error) {
 			return nil, fmt.Errorf("%s iterator: %w", iterNames[i], err)
 		}
 	}
-	if err := pin(dir, w.links); err == nil {
-		w.How += ", pinned in " + dir
-	}
 	return w, nil
+}
+
+// loadFirst loads the first program of names that the kernel takes, with
+// the walk's maps, and notes in How each one refused before it.
+func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Program, error) {
+	var refused []string
+	for _, name := range names {
+		if spec.Programs[name] == nil {
+			return nil, fmt.Errorf("the capture object has no program %s", name)
+		}
+		sub := spec.Copy()
+		sub.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
+		// The programs use no global data: the .bss that holds the unused
+		// variables keeping the enums in BTF (c/iter.c) is not made.
+		sub.Maps = map[string]*ebpf.MapSpec{"scratch_map": spec.Maps["scratch_map"]}
+		sub.Variables = nil
+		coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
+			MapReplacements: map[string]*ebpf.Map{"scratch_map": w.maps.ScratchMap}})
+		if err != nil {
+			refused = append(refused, loadError(name, err).Error())
+			continue
+		}
+		prog := coll.DetachProgram(name)
+		coll.Close()
+		w.progs = append(w.progs, prog)
+		w.How += ", " + name
+		if len(refused) > 0 {
+			w.How += " (refused: " + strings.Join(refused, "; ") + ")"
+		}
+		return prog, nil
+	}
+	return nil, errors.New(strings.Join(refused, "; "))
 }
 
 // Close closes the iterators and what was loaded for them.
@@ -128,9 +192,10 @@ func (w *Walk) Close() {
 			l.Close()
 		}
 	}
-	if w.objs != nil {
-		w.objs.Close()
+	for _, p := range w.progs {
+		p.Close()
 	}
+	w.maps.Close()
 }
 
 func pinDir() string {
@@ -250,10 +315,10 @@ func (w *Walk) EachFile(fn func(*FileRecord, []byte)) error {
 }
 
 // The most a record carries after its header: a path (PATH_MAX) and a
-// command line (CMD_LEN in c/iter.c).
+// command line.
 const (
-	pathMax = 4096
-	cmdMax  = 4096
+	pathMax = uint32(iterIterLimitPATH_LEN)
+	cmdMax  = uint32(iterIterLimitCMD_LEN)
 )
 
 func pad8(n uint32) int { return (int(n) + 7) &^ 7 }

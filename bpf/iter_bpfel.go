@@ -26,11 +26,34 @@ type iterFileRec struct {
 	PathLen  uint32
 }
 
+type iterIterLimit uint32
+
+const (
+	iterIterLimitPATH_LEN  iterIterLimit = 4096
+	iterIterLimitNSPID_MAX iterIterLimit = 8
+	iterIterLimitCOMM_LEN  iterIterLimit = 16
+	iterIterLimitCMD_LEN   iterIterLimit = 4096
+)
+
+type iterRecFlag uint32
+
+const (
+	iterRecFlagREC_PATH_ERROR iterRecFlag = 1
+	iterRecFlagREC_NSPID_DEEP iterRecFlag = 2
+	iterRecFlagREC_SAME_PATH  iterRecFlag = 4
+	iterRecFlagREC_MM_BUSY    iterRecFlag = 8
+	iterRecFlagREC_TOO_MANY   iterRecFlag = 16
+	iterRecFlagREC_OWN_TABLE  iterRecFlag = 32
+	iterRecFlagREC_CMDLINE    iterRecFlag = 64
+	iterRecFlagREC_NO_SCRATCH iterRecFlag = 128
+	iterRecFlagREC_EXE_PROC   iterRecFlag = 256
+)
+
 type iterScratch struct {
 	_        structs.HostLayout
 	Task     iterTaskRec
-	Path     [4104]int8
-	Cmd      [4104]int8
+	Path     [8192]int8
+	Cmd      [8192]int8
 	LastFile uint64
 	Out      uint32
 	Unwalked uint32
@@ -58,6 +81,15 @@ type iterTaskRec struct {
 	Pad       uint32
 }
 
+type iterVmaKind uint32
+
+const (
+	iterVmaKindVMA_DEVICE    iterVmaKind = 1
+	iterVmaKindVMA_DMABUF    iterVmaKind = 2
+	iterVmaKindVMA_ANON_EXEC iterVmaKind = 3
+	iterVmaKindVMA_UNWALKED  iterVmaKind = 4
+)
+
 type iterVmaRec struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -80,10 +112,15 @@ type iterVmaRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	iterMapScratchMap    = "scratch_map"
-	iterProgGpusnapFiles = "gpusnap_files"
-	iterProgGpusnapTasks = "gpusnap_tasks"
-	iterProgGpusnapVmas  = "gpusnap_vmas"
+	iterMapScratchMap           = "scratch_map"
+	iterProgGpusnapFiles        = "gpusnap_files"
+	iterProgGpusnapTasks        = "gpusnap_tasks"
+	iterProgGpusnapTasksProcExe = "gpusnap_tasks_proc_exe"
+	iterProgGpusnapVma          = "gpusnap_vma"
+	iterProgGpusnapVmas         = "gpusnap_vmas"
+	iterVarUnusedIterLimit      = "unused_iter_limit"
+	iterVarUnusedRecFlag        = "unused_rec_flag"
+	iterVarUnusedVmaKind        = "unused_vma_kind"
 )
 
 // loadIter returns the embedded CollectionSpec for iter.
@@ -128,9 +165,11 @@ type iterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iterProgramSpecs struct {
-	GpusnapFiles *ebpf.ProgramSpec `ebpf:"gpusnap_files"`
-	GpusnapTasks *ebpf.ProgramSpec `ebpf:"gpusnap_tasks"`
-	GpusnapVmas  *ebpf.ProgramSpec `ebpf:"gpusnap_vmas"`
+	GpusnapFiles        *ebpf.ProgramSpec `ebpf:"gpusnap_files"`
+	GpusnapTasks        *ebpf.ProgramSpec `ebpf:"gpusnap_tasks"`
+	GpusnapTasksProcExe *ebpf.ProgramSpec `ebpf:"gpusnap_tasks_proc_exe"`
+	GpusnapVma          *ebpf.ProgramSpec `ebpf:"gpusnap_vma"`
+	GpusnapVmas         *ebpf.ProgramSpec `ebpf:"gpusnap_vmas"`
 }
 
 // iterMapSpecs contains maps before they are loaded into the kernel.
@@ -144,6 +183,9 @@ type iterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iterVariableSpecs struct {
+	UnusedIterLimit *ebpf.VariableSpec `ebpf:"unused_iter_limit"`
+	UnusedRecFlag   *ebpf.VariableSpec `ebpf:"unused_rec_flag"`
+	UnusedVmaKind   *ebpf.VariableSpec `ebpf:"unused_vma_kind"`
 }
 
 // iterObjects contains all objects after they have been loaded into the kernel.
@@ -179,21 +221,28 @@ func (m *iterMaps) Close() error {
 //
 // It can be passed to loadIterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iterVariables struct {
+	UnusedIterLimit *ebpf.Variable `ebpf:"unused_iter_limit"`
+	UnusedRecFlag   *ebpf.Variable `ebpf:"unused_rec_flag"`
+	UnusedVmaKind   *ebpf.Variable `ebpf:"unused_vma_kind"`
 }
 
 // iterPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadIterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iterPrograms struct {
-	GpusnapFiles *ebpf.Program `ebpf:"gpusnap_files"`
-	GpusnapTasks *ebpf.Program `ebpf:"gpusnap_tasks"`
-	GpusnapVmas  *ebpf.Program `ebpf:"gpusnap_vmas"`
+	GpusnapFiles        *ebpf.Program `ebpf:"gpusnap_files"`
+	GpusnapTasks        *ebpf.Program `ebpf:"gpusnap_tasks"`
+	GpusnapTasksProcExe *ebpf.Program `ebpf:"gpusnap_tasks_proc_exe"`
+	GpusnapVma          *ebpf.Program `ebpf:"gpusnap_vma"`
+	GpusnapVmas         *ebpf.Program `ebpf:"gpusnap_vmas"`
 }
 
 func (p *iterPrograms) Close() error {
 	return _IterClose(
 		p.GpusnapFiles,
 		p.GpusnapTasks,
+		p.GpusnapTasksProcExe,
+		p.GpusnapVma,
 		p.GpusnapVmas,
 	)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Output that ends mid-record or claims a path past its end is an error,
@@ -113,7 +115,9 @@ func TestOpenWalkPins(t *testing.T) {
 	}
 	if err := second.EachTask(func(r *TaskRecord, exe, cmd []byte) {
 		if int(r.Pid) == os.Getpid() {
-			self = len(exe) > 0 && exe[0] == '/' && r.RecFlags&RecordCmdline != 0 && string(cmd) == string(cmdline)
+			// The exe is the kernel's, or left to /proc by the fallback program.
+			hasExe := len(exe) > 0 && exe[0] == '/' || len(exe) == 0 && r.RecFlags&RecordExeProc != 0
+			self = hasExe && r.RecFlags&RecordCmdline != 0 && string(cmd) == string(cmdline)
 		}
 	}); err != nil || !self {
 		t.Fatalf("the pinned task iterator: err %v, saw this process with its exe and command line %q: %v", err, cmdline, self)
@@ -130,4 +134,95 @@ func TestOpenWalkPins(t *testing.T) {
 	if err != nil || strings.HasPrefix(third.How, "pinned iterators") {
 		t.Fatalf("walk with a world-writable pin root: %v, %q: want the pins refused", err, third.How)
 	}
+}
+
+// Every program of the task and mapping iterators loads on this kernel or
+// says why not, and each that loads reports this process alike: its exe in
+// the kernel or marked for /proc, and each of its mappings of /dev/zero,
+// 2,000 of them (several read buffers), by the open-coded walk up to its
+// bound and then VMAUnwalked, by the task_vma walk all of them.
+func TestWalkVariants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("BPF iterators need root")
+	}
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	const n = 2000
+	want := map[uint64]bool{}
+	for range n {
+		b, err := unix.Mmap(int(zero.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Munmap(b) })
+		want[uint64(uintptr(unsafe.Pointer(&b[0])))] = true
+	}
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := uint32(os.Getpid())
+	loaded := 0
+	for _, tasks := range TaskPrograms {
+		for _, vmas := range VMAPrograms {
+			w, err := OpenWalkWith([]string{tasks}, []string{vmas})
+			if err != nil {
+				t.Logf("%s + %s: refused: %v", tasks, vmas, err)
+				continue
+			}
+			loaded++
+			gotExe, flags := "", uint32(0)
+			if err := w.EachTask(func(r *TaskRecord, e, _ []byte) {
+				if r.Pid == self {
+					gotExe, flags = string(e), r.RecFlags
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tasks == TaskPrograms[0] && (gotExe != exe || flags&RecordExeProc != 0):
+				t.Errorf("%s: exe %q, flags %#x: want %q from the kernel", tasks, gotExe, flags, exe)
+			case tasks != TaskPrograms[0] && (gotExe != "" || flags&RecordExeProc == 0):
+				t.Errorf("%s: exe %q, flags %#x: want none, marked for /proc", tasks, gotExe, flags)
+			}
+			seen, unwalked := 0, false
+			if err := w.EachVMA(func(r *VMARecord, path []byte) {
+				if r.Pid != self {
+					return
+				}
+				if r.Kind == VMAUnwalked {
+					unwalked = true
+					return
+				}
+				if want[r.Start] {
+					seen++
+					if string(path) != "/dev/zero" || r.Tid != self || r.Kind != VMADevice {
+						t.Fatalf("%s: mapping %#x: path %q, tid %d, kind %d", vmas, r.Start, path, r.Tid, r.Kind)
+					}
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			t.Logf("%s + %s: %s; %d of %d mappings, unwalked %v", tasks, vmas, w.How, seen, n, unwalked)
+			if vmas == VMAPrograms[0] && (!unwalked || seen == 0 || seen >= n) {
+				t.Errorf("%s: %d of %d mappings, unwalked %v: want some, then VMAUnwalked", vmas, seen, n, unwalked)
+			}
+			if vmas != VMAPrograms[0] && (unwalked || seen != n) {
+				t.Errorf("%s: %d of %d mappings, unwalked %v: want all", vmas, seen, n, unwalked)
+			}
+		}
+	}
+	if loaded == 0 {
+		t.Fatal("matrix: capture iterators: refused: no combination of the programs loads")
+	}
+	w, err := OpenWalkWith(TaskPrograms, VMAPrograms)
+	if err != nil {
+		t.Fatalf("the programs OpenWalk chooses: %v", err)
+	}
+	w.Close()
+	t.Logf("matrix: capture iterators: load %s", strings.TrimPrefix(w.How, "iterators loaded for this capture, "))
 }

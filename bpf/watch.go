@@ -27,7 +27,7 @@ type Hook string
 const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
-	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry
+	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry; io_uring's opens; 32-bit calls
 )
 
 // Hooks lists every hook, best first.
@@ -36,13 +36,13 @@ var Hooks = []Hook{HookLSM, HookFentry, HookTracepoint}
 // Kind is what a kernel event reports.
 type Kind uint32
 
-// The kinds of event, as watch.c numbers them.
+// The kinds of event (enum event_kind in c/watch.c).
 const (
-	KindOpen Kind = 1
-	KindMmap Kind = 2
-	KindExec Kind = 3
-	KindExit Kind = 4
-	KindFork Kind = 5
+	KindOpen = Kind(watchEventKindEV_OPEN)
+	KindMmap = Kind(watchEventKindEV_MMAP)
+	KindExec = Kind(watchEventKindEV_EXEC)
+	KindExit = Kind(watchEventKindEV_EXIT)
+	KindFork = Kind(watchEventKindEV_FORK)
 )
 
 // Event is one kernel event, decoded. Times are CLOCK_BOOTTIME nanoseconds.
@@ -78,7 +78,8 @@ type Watch struct {
 	Hook Hook
 	// Refused says, for each better hook, why it did not load.
 	Refused []string
-	// Unattached names tracepoints this kernel lacks (sys_exit_open on arm64).
+	// Unattached names tracepoints this kernel lacks (sys_exit_open on arm64,
+	// io_uring_complete without io_uring).
 	Unattached []string
 
 	maps   sharedMaps
@@ -93,7 +94,7 @@ var hookPrograms = map[Hook][]string{
 	HookLSM:    {"lsm_file_open", "lsm_mmap_file"},
 	HookFentry: {"fentry_file_open", "fentry_mmap_file"},
 	HookTracepoint: {"tp_exit_openat", "tp_exit_openat2", "tp_exit_open", "tp_exit_creat",
-		"tp_exit_open_by_handle_at", "tp_enter_mmap"},
+		"tp_exit_open_by_handle_at", "tp_enter_mmap", "tp_io_uring_complete", "tp_ia32_exit", "tp_ia32_enter"},
 }
 
 // lifePrograms report exec, fork and exit in every mode.
@@ -212,10 +213,17 @@ func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 		case HookFentry:
 			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		case HookTracepoint:
-			group, tp, _ := strings.Cut(strings.TrimPrefix(spec.Programs[name].SectionName, "tracepoint/"), "/")
+			section := spec.Programs[name].SectionName
+			if strings.HasPrefix(section, "tp_btf/") {
+				// The raw sys_enter and sys_exit, for 32-bit calls.
+				l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+				break
+			}
+			group, tp, _ := strings.Cut(strings.TrimPrefix(section, "tracepoint/"), "/")
 			l, err = link.Tracepoint(group, tp, prog, nil)
 			if errors.Is(err, os.ErrNotExist) && name != "tp_exit_openat" && name != "tp_enter_mmap" {
-				// open and creat exist on x86_64 only.
+				// open and creat exist on x86_64 only; io_uring_complete
+				// where the kernel has io_uring.
 				w.Unattached = append(w.Unattached, tp)
 				continue
 			}
@@ -273,9 +281,11 @@ func loadError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// lastLine is the verifier's last word: its last line but the statistics
+// some kernels end the log with.
 func lastLine(log []string) string {
 	for i := len(log) - 1; i >= 0; i-- {
-		if s := strings.TrimSpace(log[i]); s != "" {
+		if s := strings.TrimSpace(log[i]); s != "" && !strings.HasPrefix(s, "processed ") && !strings.HasPrefix(s, "verification time") {
 			return s
 		}
 	}
@@ -372,8 +382,8 @@ func decode(raw []byte) (Event, error) {
 	return e, nil
 }
 
-// nameLen mirrors NAME_LEN in watch.c: the size of each name's slot.
-const nameLen = 80
+// nameLen is the size of each name's slot (enum path_limit in c/watch.c).
+const nameLen = int(watchPathLimitNAME_LEN)
 
 // joinPath joins the names watch.c kept innermost first, one a slot. A path
 // the walk did not follow to the root starts with ".../".

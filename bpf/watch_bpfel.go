@@ -44,6 +44,24 @@ type watchEvent struct {
 	_            [4]byte
 }
 
+type watchEventKind uint32
+
+const (
+	watchEventKindEV_OPEN watchEventKind = 1
+	watchEventKindEV_MMAP watchEventKind = 2
+	watchEventKindEV_EXEC watchEventKind = 3
+	watchEventKindEV_EXIT watchEventKind = 4
+	watchEventKindEV_FORK watchEventKind = 5
+)
+
+type watchPathLimit uint32
+
+const (
+	watchPathLimitPATH_DEPTH watchPathLimit = 12
+	watchPathLimitNAME_LEN   watchPathLimit = 80
+	watchPathLimitPATH_LEN   watchPathLimit = 960
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -66,8 +84,13 @@ const (
 	watchProgTpExitOpenByHandleAt = "tp_exit_open_by_handle_at"
 	watchProgTpExitOpenat         = "tp_exit_openat"
 	watchProgTpExitOpenat2        = "tp_exit_openat2"
+	watchProgTpIa32Enter          = "tp_ia32_enter"
+	watchProgTpIa32Exit           = "tp_ia32_exit"
+	watchProgTpIoUringComplete    = "tp_io_uring_complete"
 	watchVarLost                  = "lost"
 	watchVarUnusedEvent           = "unused_event"
+	watchVarUnusedEventKind       = "unused_event_kind"
+	watchVarUnusedPathLimit       = "unused_path_limit"
 )
 
 // loadWatch returns the embedded CollectionSpec for watch.
@@ -125,6 +148,9 @@ type watchProgramSpecs struct {
 	TpExitOpenByHandleAt *ebpf.ProgramSpec `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.ProgramSpec `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.ProgramSpec `ebpf:"tp_exit_openat2"`
+	TpIa32Enter          *ebpf.ProgramSpec `ebpf:"tp_ia32_enter"`
+	TpIa32Exit           *ebpf.ProgramSpec `ebpf:"tp_ia32_exit"`
+	TpIoUringComplete    *ebpf.ProgramSpec `ebpf:"tp_io_uring_complete"`
 }
 
 // watchMapSpecs contains maps before they are loaded into the kernel.
@@ -142,8 +168,10 @@ type watchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type watchVariableSpecs struct {
-	Lost        *ebpf.VariableSpec `ebpf:"lost"`
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	Lost            *ebpf.VariableSpec `ebpf:"lost"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedPathLimit *ebpf.VariableSpec `ebpf:"unused_path_limit"`
 }
 
 // watchObjects contains all objects after they have been loaded into the kernel.
@@ -187,8 +215,10 @@ func (m *watchMaps) Close() error {
 //
 // It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type watchVariables struct {
-	Lost        *ebpf.Variable `ebpf:"lost"`
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	Lost            *ebpf.Variable `ebpf:"lost"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedPathLimit *ebpf.Variable `ebpf:"unused_path_limit"`
 }
 
 // watchPrograms contains all programs after they have been loaded into the kernel.
@@ -208,6 +238,9 @@ type watchPrograms struct {
 	TpExitOpenByHandleAt *ebpf.Program `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.Program `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.Program `ebpf:"tp_exit_openat2"`
+	TpIa32Enter          *ebpf.Program `ebpf:"tp_ia32_enter"`
+	TpIa32Exit           *ebpf.Program `ebpf:"tp_ia32_exit"`
+	TpIoUringComplete    *ebpf.Program `ebpf:"tp_io_uring_complete"`
 }
 
 func (p *watchPrograms) Close() error {
@@ -225,6 +258,9 @@ func (p *watchPrograms) Close() error {
 		p.TpExitOpenByHandleAt,
 		p.TpExitOpenat,
 		p.TpExitOpenat2,
+		p.TpIa32Enter,
+		p.TpIa32Exit,
+		p.TpIoUringComplete,
 	)
 }
 

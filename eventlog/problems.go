@@ -18,6 +18,14 @@ const (
 	BlindBeforeStart = "uses of a device through a descriptor or mapping inherited or received before the watch started"
 	// BlindMappingSize: the mapping is seen, its length is not.
 	BlindMappingSize = "the size of mappings (security_mmap_file has none)"
+	// BlindKernelOpens: the syscall tracepoints do not see the kernel's own
+	// opens (firmware, exec); a process cannot map or ioctl a file the
+	// kernel opened for itself.
+	BlindKernelOpens = "opens by the kernel on a process's behalf"
+	// BlindFixedSlot: an io_uring open into a registered slot is seen once
+	// it becomes a descriptor, the only way to map or ioctl it; while the
+	// process lives, the capture reads the ring's registered files.
+	BlindFixedSlot = "io_uring opens into a registered file slot (IORING_OP_OPENAT with a file index): seen only once IORING_OP_FIXED_FD_INSTALL makes one a descriptor"
 	// BlindNVMLProcesses, BlindNVMLXid and BlindNVMLEvents start the blind
 	// spots of a watch without NVML (or a GPU's events): a process NVML
 	// lists has opened a device node, which the hooks see, and an Xid is
@@ -30,7 +38,7 @@ const (
 // hidesUses reports whether a blind spot may hide an open or mapping of a
 // device: every one but those the constants above name.
 func hidesUses(spot string) bool {
-	return spot != BlindBeforeStart && spot != BlindMappingSize &&
+	return spot != BlindBeforeStart && spot != BlindMappingSize && spot != BlindKernelOpens && spot != BlindFixedSlot &&
 		!strings.HasPrefix(spot, BlindNVMLProcesses) && !strings.HasPrefix(spot, BlindNVMLXid) && !strings.HasPrefix(spot, BlindNVMLEvents)
 }
 

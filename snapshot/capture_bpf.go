@@ -82,14 +82,16 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	index := make(map[uint32]int, cap(results)) // pid -> results
 	kthreadComm := map[int]bool{}
 	cgroupKeys := []uint64{}
-	// Command lines the kernel copied whole, by results index (have: it did).
+	// Command lines the kernel copied whole, by results index (have: it
+	// did), and whether the exe is still to be read (procExe: the kernel's
+	// program could not take it).
 	type kernelCmdline struct {
-		have bool
-		text string
+		have, procExe bool
+		text          string
 	}
 	cmdlines := make([]kernelCmdline, 0, cap(results))
 	err := walk.EachTask(func(r *bpf.TaskRecord, exe, cmd []byte) {
-		cmdlines = append(cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, string(cmd)})
+		cmdlines = append(cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, r.RecFlags&bpf.RecordExeProc != 0, string(cmd)})
 		p := Process{
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
@@ -371,12 +373,17 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		if tid == 0 {
 			tid = walkedBy[uint32(p.PID)] // its fds' walker, where it maps no device
 		}
-		if p.State == "Z" && p.Threads > 1 && tid != 0 && tid != uint32(p.PID) {
+		threadDir := p.State == "Z" && p.Threads > 1 && tid != 0 && tid != uint32(p.PID)
+		if threadDir {
 			taskDir += "/task/" + strconv.FormatUint(uint64(tid), 10)
-			if p.Exe == "" {
-				if exe, err := w.r.readlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe"); err == nil {
-					p.Exe, p.ExeDeleted = cutDeletedString(exe)
-				}
+		}
+		if p.Exe == "" && (threadDir || cmdlines[i].procExe) {
+			exe, err := w.r.readlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe")
+			switch {
+			case err == nil:
+				p.Exe, p.ExeDeleted = cutDeletedString(exe)
+			case cmdlines[i].procExe && !errors.Is(err, syscall.ENOENT): // ENOENT: a zombie's, no exe to have
+				p.Errors = append(p.Errors, "exe: "+errText(err))
 			}
 		}
 		cmdline := cmdlines[i].text

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -38,7 +39,20 @@ func capturePath(t *testing.T, path string) *snapshot.Snapshot {
 // each ghost. The /proc capture is taken between two BPF captures: a process
 // the two BPF captures saw alike held still meanwhile, so the /proc capture
 // must see it so too (other tests' processes run on this host as well).
-func TestBPFAndProcAgree(t *testing.T) {
+func TestBPFAndProcAgree(t *testing.T) { bpfAndProcAgree(t) }
+
+// The same, with the fallback programs of older kernels (c/iter.c): the
+// exe read from /proc, the mappings walked one task_vma call each.
+func TestBPFFallbacksAndProcAgree(t *testing.T) {
+	defer snapshot.UseWalkPrograms(bpf.TaskPrograms[1:], bpf.VMAPrograms[1:])()
+	if note := capturePath(t, snapshot.PathBPF).Scan.CaptureNote; !strings.Contains(note, "gpusnap_tasks_proc_exe") ||
+		!strings.Contains(note, "gpusnap_vma,") {
+		t.Fatalf("capture note %q: want the fallback programs", note)
+	}
+	bpfAndProcAgree(t)
+}
+
+func bpfAndProcAgree(t *testing.T) {
 	livetest.Require(t, "losetup", "unshare", "gcc")
 	plain := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{})
 	boxed := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{Container: true})

@@ -3,6 +3,7 @@ package watch
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,12 +25,18 @@ type kernelSource struct {
 
 // blindSpots says what each hook cannot see.
 var blindSpots = map[bpf.Hook][]string{
-	bpf.HookLSM: {eventlog.BlindBeforeStart},
-	bpf.HookFentry: {eventlog.BlindBeforeStart,
-		eventlog.BlindMappingSize},
-	bpf.HookTracepoint: {"opens through io_uring, and by the kernel on a process's behalf",
-		"32-bit (compat) system calls",
-		eventlog.BlindBeforeStart},
+	bpf.HookLSM:        {eventlog.BlindBeforeStart},
+	bpf.HookFentry:     {eventlog.BlindBeforeStart, eventlog.BlindMappingSize},
+	bpf.HookTracepoint: {eventlog.BlindKernelOpens, eventlog.BlindFixedSlot, eventlog.BlindBeforeStart},
+}
+
+// unattachedBlind is what the tracepoint mode cannot see where the kernel
+// lacks tracepoint tp.
+func unattachedBlind(tp string) string {
+	if tp == "io_uring_complete" {
+		return "opens through io_uring (no io_uring_complete tracepoint on this kernel)"
+	}
+	return "the " + strings.TrimPrefix(tp, "sys_exit_") + " system call (no " + tp + " tracepoint on this kernel)"
 }
 
 func newKernelSource(w *bpf.Watch, proc *snapshot.ProcRoot) *kernelSource {

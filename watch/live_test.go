@@ -326,3 +326,39 @@ func TestLiveBPFForkedChildIsADeviceUser(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveTracepointSeesIOUringAndIA32: in tracepoint mode, opens through
+// io_uring (inline and in an io-wq worker) and a 32-bit program's open and
+// mmap2 are recorded like any other, by the process that made them, and the
+// start record no longer lists them among the mode's blind spots.
+func TestLiveTracepointSeesIOUringAndIA32(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeBPF, Hooks: []bpf.Hook{bpf.HookTracepoint}})
+	for _, b := range w.start.Blind {
+		if strings.Contains(b, "32-bit") || strings.HasPrefix(b, "opens through io_uring") {
+			t.Errorf("blind spot %q: the tracepoint mode sees it now", b)
+		}
+	}
+	uring := livetest.IOUringOpen(t, loop.Node)
+	ia32 := livetest.IA32OpenMap(t, loop.Node)
+	time.Sleep(300 * time.Millisecond)
+	w.stop(t)
+	procs := byPID(readAll(t, db).Events)
+	count := func(pid int, kind, access string) int {
+		n := 0
+		for _, e := range procs[pid] {
+			if e.Kind == kind && (e.Access == access || e.Perms == access) && e.Device.Path == loop.Node &&
+				e.Device.Number == loop.DeviceNumber() && e.Process.StartTime != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(uring, eventlog.KindOpen, "rw"); n != 2 {
+		t.Errorf("io_uring opener %d: %d rw opens recorded, want 2: %+v", uring, n, procs[uring])
+	}
+	if count(ia32, eventlog.KindOpen, "rw") != 1 || count(ia32, eventlog.KindMmap, "rw-s") != 1 {
+		t.Errorf("32-bit process %d: want one rw open and one rw-s mapping: %+v", ia32, procs[ia32])
+	}
+}

@@ -211,7 +211,7 @@ func openSource(ctx context.Context, opts Options, proc *snapshot.ProcRoot, majo
 				start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
 			}
 			for _, tp := range kw.Unattached {
-				start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
+				start.Blind = append(start.Blind, unattachedBlind(tp))
 			}
 			return kw, newKernelSource(kw, proc), nil, nil
 		}

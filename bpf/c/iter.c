@@ -13,25 +13,23 @@
 //                   64 MiB or more, each process's walked in one call.
 //   iter/task_file  one file_rec per open file that is a device node.
 //
+// Where a kernel refuses a program, user space loads its fallback:
+// gpusnap_tasks_proc_exe leaves the exe to /proc, gpusnap_vma (iter/task_vma)
+// walks mappings one call each.
+//
 // Everything else (libraries, sockets, pipes: nearly all of a host) is
 // dropped here, which is where the BPF path saves over reading /proc's text.
 
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "gpusnap.h"
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+// Sizes the records' readers rely on (bpf2go writes them into Go).
+enum iter_limit {
+	PATH_LEN = 4096, // PATH_MAX: d_path fails beyond it, as readlink does
+	NSPID_MAX = 8,   // pid namespace levels recorded; deeper ones are flagged
+	COMM_LEN = 16,
+	CMD_LEN = 4096, // command lines up to this long are copied here; longer ones /proc gives
+};
 
-#define PATH_LEN 4096 // PATH_MAX: d_path fails beyond it, as readlink does
-#define NSPID_MAX 8   // pid namespace levels recorded; deeper ones are flagged
-#define COMM_LEN 16
-#define CMD_LEN 4096 // command lines up to this long are copied here; longer ones /proc gives
-
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFBLK 0060000
-#define O_CLOEXEC 02000000
 #define DMA_BUF_MAGIC 0x444d4142 // the superblock magic of DMA-buf files
 
 #define VM_READ 0x1
@@ -42,20 +40,30 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SUSPECT_ANON_SIZE (64ULL << 20)
 
 // Flags of a record.
-#define REC_PATH_ERROR 1 // d_path failed: no path (path_len 0)
-#define REC_NSPID_DEEP 2 // more pid namespace levels than NSPID_MAX
-#define REC_SAME_PATH 4  // a mapping of the same file as the record before: its path is that one's
-#define REC_MM_BUSY 8    // VMA_UNWALKED: the mmap lock was held
-#define REC_TOO_MANY 16  // VMA_UNWALKED: more device mappings than one walk writes
-#define REC_OWN_TABLE 32 // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
-#define REC_CMDLINE 64   // task_rec: cmd_len bytes are the whole command line
-#define REC_NO_SCRATCH 128 // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
+enum rec_flag {
+	REC_PATH_ERROR = 1, // d_path failed: no path (path_len 0)
+	REC_NSPID_DEEP = 2, // more pid namespace levels than NSPID_MAX
+	REC_SAME_PATH = 4,  // a mapping of the same file as the record before: its path is that one's
+	REC_MM_BUSY = 8,    // VMA_UNWALKED: the mmap lock was held
+	REC_TOO_MANY = 16,  // VMA_UNWALKED: more device mappings than one walk writes
+	REC_OWN_TABLE = 32, // file_rec: in a thread's own fd table (cloned without CLONE_FILES), not the process's
+	REC_CMDLINE = 64,   // task_rec: cmd_len bytes are the whole command line
+	REC_NO_SCRATCH = 128, // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
+	REC_EXE_PROC = 256,   // task_rec: the exe was not taken here: read /proc/PID/exe
+};
 
 // Kinds of a vma_rec.
-#define VMA_DEVICE 1
-#define VMA_DMABUF 2
-#define VMA_ANON_EXEC 3 // path_len bytes are the anon_vma_name, if any
-#define VMA_UNWALKED 4  // the process's mappings were not walked, or not all: read /proc
+enum vma_kind {
+	VMA_DEVICE = 1,
+	VMA_DMABUF = 2,
+	VMA_ANON_EXEC = 3, // path_len bytes are the anon_vma_name, if any
+	VMA_UNWALKED = 4,  // the process's mappings were not walked, or not all: read /proc
+};
+
+// Keep the enums in the object's BTF, for bpf2go's Go constants.
+const enum iter_limit *unused_iter_limit __attribute__((unused));
+const enum rec_flag *unused_rec_flag __attribute__((unused));
+const enum vma_kind *unused_vma_kind __attribute__((unused));
 
 struct task_rec {
 	u64 start_ns;   // start_boottime: stat field 22 is it in clock ticks
@@ -125,8 +133,10 @@ struct scratch {
 		struct vma_rec vma;
 		struct file_rec file;
 	};
-	char path[PATH_LEN + 8];
-	char cmd[CMD_LEN + 8];
+	// Twice their longest, a power of two: an index masked by the size is
+	// bounded for every verifier (6.1's loses the bound a compare gave).
+	char path[2 * PATH_LEN];
+	char cmd[2 * CMD_LEN];
 	// The state of gpusnap_vmas's walk of one process.
 	u64 last_file; // the file of the record before, whose path it wrote
 	u32 out;       // bytes of records written
@@ -148,25 +158,30 @@ static __always_inline struct scratch *get_scratch(void)
 	return bpf_task_storage_get(&scratch_map, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
-// emit writes a record of hdr_len bytes, then path_len bytes of s->path
-// padded with NULs to a multiple of 8.
+// write_padded writes n bytes of buf, at most half its size (a power of
+// two), and NULs up to the next multiple of 8, so the next record stays
+// aligned; nothing where n is 0.
+static __always_inline void write_padded(struct seq_file *seq, char *buf, u32 n, u32 size)
+{
+	if (n == 0 || n > size / 2)
+		return;
+	// barrier_var keeps clang from dropping a mask it proves redundant
+	// from the test above, which 6.1's verifier does not follow.
+	for (u32 i = 0; i < 8; i++) {
+		u32 j = n + i;
+		barrier_var(j);
+		buf[j & (size - 1)] = 0;
+	}
+	u32 padded = (n + 7) & ~7U;
+	barrier_var(padded);
+	bpf_seq_write(seq, buf, padded & (size - 1));
+}
+
+// emit writes a record of hdr_len bytes, then path_len bytes of s->path.
 static __always_inline void emit(struct seq_file *seq, struct scratch *s, u32 hdr_len, u32 path_len)
 {
 	bpf_seq_write(seq, s, hdr_len);
-	if (path_len == 0)
-		return;
-	if (path_len > PATH_LEN)
-		return;
-	// NULs up to the next multiple of 8, so the next record stays aligned.
-	for (u32 i = 0; i < 8; i++) {
-		u32 j = path_len + i;
-		if (j < PATH_LEN + 8)
-			s->path[j] = 0;
-	}
-	u32 padded = (path_len + 7) & ~7U;
-	if (padded == 0 || padded > PATH_LEN + 8)
-		return;
-	bpf_seq_write(seq, s->path, padded);
+	write_padded(seq, s->path, path_len, sizeof(s->path));
 }
 
 // put_path renders path into s->path; it returns the length without the
@@ -184,20 +199,12 @@ static __always_inline u32 put_path(struct scratch *s, const struct path *path, 
 extern void bpf_rcu_read_lock(void) __ksym;
 extern void bpf_rcu_read_unlock(void) __ksym;
 
-// pad8 writes NULs after n bytes of buf, up to the next multiple of 8, and
-// returns that multiple.
-static __always_inline u32 pad8(char *buf, u32 n, u32 size)
-{
-	for (u32 i = 0; i < 8; i++) {
-		u32 j = n + i;
-		if (j < size)
-			buf[j] = 0;
-	}
-	return (n + 7) & ~7U;
-}
-
-SEC("iter.s/task")
-int gpusnap_tasks(struct bpf_iter__task *ctx)
+// task_rec_of writes the record of a thread-group leader. With kernel_exe
+// it renders the exe in an RCU read section (mm->exe_file is trusted only
+// there); without, it sets REC_EXE_PROC and user space reads
+// /proc/PID/exe: a kernel without bpf_rcu_read_lock (6.1), or whose BTF
+// marks exe_file __rcu so that the verifier refuses d_path on it.
+static __always_inline int task_rec_of(struct bpf_iter__task *ctx, const int kernel_exe)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
@@ -236,21 +243,24 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	}
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
 	u32 len = 0, cmd = 0;
-	// Pointers walked from the task are trusted only inside an RCU read
-	// section in a sleepable program: d_path is taken there.
-	bpf_rcu_read_lock();
-	struct mm_struct *mm = task->mm;
-	if (mm) {
-		struct file *exe = mm->exe_file;
-		if (exe) {
-			long n = bpf_d_path((struct path *)&exe->f_path, s->path, PATH_LEN);
-			if (n <= 1 || n > PATH_LEN)
-				r->rec_flags |= REC_PATH_ERROR;
-			else
-				len = (u32)n - 1;
+	struct mm_struct *mm;
+	if (kernel_exe) {
+		bpf_rcu_read_lock();
+		mm = task->mm;
+		if (mm) {
+			struct file *exe = mm->exe_file;
+			if (exe) {
+				long n = bpf_d_path((struct path *)&exe->f_path, s->path, PATH_LEN);
+				if (n <= 1 || n > PATH_LEN)
+					r->rec_flags |= REC_PATH_ERROR;
+				else
+					len = (u32)n - 1;
+			}
 		}
+		bpf_rcu_read_unlock();
+	} else {
+		r->rec_flags |= REC_EXE_PROC;
 	}
-	bpf_rcu_read_unlock();
 	mm = task->mm;
 	if (mm) {
 		// The command line as /proc/PID/cmdline gives it (get_mm_cmdline):
@@ -275,19 +285,17 @@ int gpusnap_tasks(struct bpf_iter__task *ctx)
 	}
 	r->path_len = len;
 	r->cmd_len = cmd;
-	bpf_seq_write(seq, r, sizeof(*r));
-	if (len > 0 && len <= PATH_LEN) {
-		u32 padded = pad8(s->path, len, sizeof(s->path));
-		if (padded <= sizeof(s->path))
-			bpf_seq_write(seq, s->path, padded);
-	}
-	if (cmd > 0 && cmd <= CMD_LEN) {
-		u32 padded = pad8(s->cmd, cmd, sizeof(s->cmd));
-		if (padded <= sizeof(s->cmd))
-			bpf_seq_write(seq, s->cmd, padded);
-	}
+	emit(seq, s, sizeof(*r), len);
+	write_padded(seq, s->cmd, cmd, sizeof(s->cmd));
 	return 0;
 }
+
+// The task iterator, best first: user space loads the first the kernel takes.
+SEC("iter.s/task")
+int gpusnap_tasks(struct bpf_iter__task *ctx) { return task_rec_of(ctx, 1); }
+
+SEC("iter.s/task")
+int gpusnap_tasks_proc_exe(struct bpf_iter__task *ctx) { return task_rec_of(ctx, 0); }
 
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task, u64 addr) __ksym;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
@@ -299,8 +307,7 @@ static __always_inline u32 vma_kind(struct vm_area_struct *vma)
 	struct file *file = vma->vm_file;
 	if (file) {
 		struct inode *inode = file->f_inode;
-		u32 type = inode->i_mode & S_IFMT;
-		if (type == S_IFCHR || type == S_IFBLK)
+		if (is_device(inode->i_mode))
 			return VMA_DEVICE;
 		if (inode->i_sb->s_magic == DMA_BUF_MAGIC)
 			return VMA_DMABUF;
@@ -322,6 +329,69 @@ static __always_inline u32 vma_kind(struct vm_area_struct *vma)
 	return VMA_ANON_EXEC;
 }
 
+// fill_vma writes the record of a mapping into s->vma and its path into
+// s->path, and returns the path's length. With same_path, a mapping of the
+// file the record before was of gets REC_SAME_PATH and no path: only where
+// that record is in the same call's output, which the kernel keeps or drops
+// whole.
+static __always_inline u32 fill_vma(struct scratch *s, struct task_struct *task, struct vm_area_struct *vma, u32 kind,
+				    const int same_path)
+{
+	struct vma_rec *r = &s->vma;
+	__builtin_memset(r, 0, sizeof(*r));
+	struct file *file = vma->vm_file;
+	r->start = vma->vm_start;
+	r->end = vma->vm_end;
+	r->pgoff = vma->vm_pgoff;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->vm_flags = (u32)vma->vm_flags;
+	r->kind = kind;
+	u32 len = 0;
+	if (file) {
+		struct inode *inode = file->f_inode;
+		r->ino = inode->i_ino;
+		r->s_dev = inode->i_sb->s_dev;
+		r->rdev = inode->i_rdev;
+		r->mode = inode->i_mode;
+		// A run of mappings of one file (a tenant's 100,000) renders
+		// its path once.
+		if (same_path && (u64)file == s->last_file)
+			r->rec_flags |= REC_SAME_PATH;
+		else
+			len = put_path(s, &file->f_path, &r->rec_flags);
+	} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
+		struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
+		if (an) {
+			long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
+			if (n > 1)
+				len = (u32)n - 1;
+		}
+	}
+	r->path_len = len;
+	return len;
+}
+
+// vma_walked is whether task is the one whose mappings its process's
+// records come from: threads share the leader's mm, so the leader's, unless
+// it has exited and left its live threads to walk it.
+static __always_inline int vma_walked(struct task_struct *task)
+{
+	return task->mm && (task->pid == task->tgid || !task->group_leader->mm);
+}
+
+// vma_scratch is get_scratch for the mapping walks: without one, it writes
+// the record that sends the process to /proc.
+static __always_inline struct scratch *vma_scratch(struct seq_file *seq, struct task_struct *task)
+{
+	struct scratch *s = get_scratch();
+	if (!s) {
+		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
+		bpf_seq_write(seq, &m, sizeof(m));
+	}
+	return s;
+}
+
 // The mappings of each process are walked inside one call of a task
 // iterator (the open-coded task_vma iterator), not one program call per
 // mapping: nearly all mappings are dismissed by vma_kind. The records of one
@@ -338,18 +408,11 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
-	if (!task || !task->mm)
+	if (!task || !vma_walked(task))
 		return 0;
-	// Threads share the leader's mm: one walk per process, the leader's,
-	// unless it has exited and left its live threads to walk it.
-	if (task->pid != task->tgid && task->group_leader->mm)
+	struct scratch *s = vma_scratch(seq, task);
+	if (!s)
 		return 0;
-	struct scratch *s = get_scratch();
-	if (!s) {
-		struct vma_rec m = {.pid = task->tgid, .tid = task->pid, .kind = VMA_UNWALKED, .rec_flags = REC_NO_SCRATCH};
-		bpf_seq_write(seq, &m, sizeof(m));
-		return 0;
-	}
 	// The walk's state lives in the scratch map, not in registers: the
 	// verifier then sees one state per loop iteration, not one per count.
 	s->out = 0;
@@ -363,39 +426,9 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 		u32 kind = vma_kind(vma);
 		if (!kind)
 			continue;
+		u32 len = fill_vma(s, task, vma, kind, 1);
 		struct vma_rec *r = &s->vma;
-		__builtin_memset(r, 0, sizeof(*r));
 		struct file *file = vma->vm_file;
-		r->start = vma->vm_start;
-		r->end = vma->vm_end;
-		r->pgoff = vma->vm_pgoff;
-		r->pid = task->tgid;
-		r->tid = task->pid;
-		r->vm_flags = (u32)vma->vm_flags;
-		r->kind = kind;
-		u32 len = 0;
-		if (file) {
-			struct inode *inode = file->f_inode;
-			r->ino = inode->i_ino;
-			r->s_dev = inode->i_sb->s_dev;
-			r->rdev = inode->i_rdev;
-			r->mode = inode->i_mode;
-			// A run of mappings of one file (a tenant's 100,000) renders
-			// its path once: the record before this one, in the same
-			// call's output, has it.
-			if ((u64)file == s->last_file)
-				r->rec_flags |= REC_SAME_PATH;
-			else
-				len = put_path(s, &file->f_path, &r->rec_flags);
-		} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
-			struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
-			if (an) {
-				long n = bpf_probe_read_kernel_str(s->path, sizeof(an->name), an->name);
-				if (n > 1)
-					len = (u32)n - 1;
-			}
-		}
-		r->path_len = len;
 		u32 size = sizeof(*r) + ((len + 7) & ~7U);
 		if (s->out + size > MAX_VMA_OUT) {
 			s->unwalked = REC_TOO_MANY;
@@ -418,6 +451,30 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+// gpusnap_vma is the walk of mappings for kernels without the open-coded
+// task_vma iterator (before 6.7): the task_vma iterator calls it once a
+// mapping. Each call's record stands alone (no REC_SAME_PATH: a call whose
+// output overflowed a read's buffer is run again in the next, so no record
+// may lean on the one before), and the kernel waits for a held mmap lock.
+SEC("iter/task_vma")
+int gpusnap_vma(struct bpf_iter__task_vma *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct vm_area_struct *vma = ctx->vma;
+	if (!task || !vma || !vma_walked(task))
+		return 0;
+	u32 kind = vma_kind(vma);
+	if (!kind)
+		return 0;
+	struct scratch *s = vma_scratch(seq, task);
+	if (!s)
+		return 0;
+	u32 len = fill_vma(s, task, vma, kind, 0);
+	emit(seq, s, sizeof(s->vma), len);
+	return 0;
+}
+
 SEC("iter/task_file")
 int gpusnap_files(struct bpf_iter__task_file *ctx)
 {
@@ -434,8 +491,7 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 	u32 own = task->pid != task->tgid && task->group_leader->files ? REC_OWN_TABLE : 0;
 	struct inode *inode = file->f_inode;
 	u32 mode = inode->i_mode;
-	u32 type = mode & S_IFMT;
-	if (type != S_IFCHR && type != S_IFBLK)
+	if (!is_device(mode))
 		return 0;
 	struct scratch *s = get_scratch();
 	if (!s) {

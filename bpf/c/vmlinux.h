@@ -1,3 +1,4 @@
+/* vmlinux.h: bpftool btf dump file /sys/kernel/btf/vmlinux format c, of Linux 6.18.44-fc-v669 x86_64 (v7.1.0); scripts/vmlinux-h.sh regenerates it. */
 #ifndef __VMLINUX_H__
 #define __VMLINUX_H__
 
@@ -32203,10 +32204,6 @@ struct kvm_task_sleep_head {
 	struct hlist_head list;
 };
 
-enum {
-	KERNEL_PARAM_OPS_FL_NOARG = 1,
-};
-
 struct pvm_vif {
 	u8 if_;
 	u8 pending;
@@ -34314,6 +34311,10 @@ enum {
 };
 
 typedef void (*task_work_func_t)(struct callback_head *);
+
+enum {
+	KERNEL_PARAM_OPS_FL_NOARG = 1,
+};
 
 enum {
 	KERNEL_PARAM_FL_UNSAFE = 1,
@@ -99890,15 +99891,6 @@ struct batch_u64 {
 	local_lock_t lock;
 	long unsigned int generation;
 	unsigned int position;
-};
-
-struct kstack_bytes {
-	u16 left;
-	bool stale;
-	u8 byte[480];
-	long: 64;
-	long: 64;
-	long: 64;
 };
 
 enum {

@@ -11,34 +11,29 @@
 // Three ways to see opens and mappings, user space loads the first the kernel
 // accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry on the same
 // security hooks, or the syscall tracepoints (exit of the open family, the
-// file looked up in the task's fd table; entry of mmap). Exec, fork and exit
+// file looked up in the task's fd table; entry of mmap), with io_uring's
+// completions and the raw tracepoints for 32-bit calls. Exec, fork and exit
 // use BTF tracepoints in every mode.
 
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "gpusnap.h"
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-#define EV_OPEN 1
-#define EV_MMAP 2
-#define EV_EXEC 3
-#define EV_EXIT 4
-#define EV_FORK 5
+// What an event reports.
+enum event_kind {
+	EV_OPEN = 1,
+	EV_MMAP = 2,
+	EV_EXEC = 3,
+	EV_EXIT = 4,
+	EV_FORK = 5,
+};
 
 // A path is kept as its innermost PATH_DEPTH names, innermost first, each in
 // a NAME_LEN slot (NUL-terminated; a longer name is cut). Fixed slots keep the
 // verifier's work small: it loads in milliseconds, not seconds.
-#define PATH_DEPTH 12
-#define NAME_LEN 80
-#define PATH_LEN (PATH_DEPTH * NAME_LEN)
-
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFBLK 0060000
-#define O_PATH 010000000
-#define MAP_ANONYMOUS 0x20
+enum path_limit {
+	PATH_DEPTH = 12,
+	NAME_LEN = 80,
+	PATH_LEN = PATH_DEPTH * NAME_LEN,
+};
 
 // event is what one hook reports; its layout is mirrored by bpf2go's Go type.
 struct event {
@@ -74,8 +69,10 @@ struct event {
 	char exe[PATH_LEN];
 };
 
-// Keeps struct event in the object's BTF, for bpf2go's Go type.
+// Keep struct event and the enums in the object's BTF, for bpf2go's Go types.
 const struct event *unused_event __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum path_limit *unused_path_limit __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -247,15 +244,14 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 		return 0;
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	u32 mode = BPF_CORE_READ(inode, i_mode);
-	u32 type = mode & S_IFMT;
-	if (type != S_IFCHR && type != S_IFBLK)
+	if (!is_device(mode))
 		return 0;
 	u32 f_flags = BPF_CORE_READ(file, f_flags);
 	if (f_flags & O_PATH)
 		return 0;
 	dev_t rdev = BPF_CORE_READ(inode, i_rdev);
 	u32 major = rdev >> 20, minor = rdev & ((1U << 20) - 1);
-	int by_major = type == S_IFCHR && bpf_map_lookup_elem(&nvidia_majors, &major);
+	int by_major = (mode & S_IFMT) == S_IFCHR && bpf_map_lookup_elem(&nvidia_majors, &major);
 	if (!by_major) {
 		// /dev/null, ttys, /dev/urandom: rejected on their name before
 		// anything is reserved or walked.
@@ -345,6 +341,101 @@ int tp_enter_mmap(struct trace_event_raw_sys_enter *ctx)
 	if (flags & MAP_ANONYMOUS)
 		return 0;
 	return report_file(fd_file(fd), EV_MMAP, fd, flags, prot, len);
+}
+
+// io_uring's opens: the completion of IORING_OP_OPENAT and OPENAT2 (res is
+// the new descriptor) and of IORING_OP_FIXED_FD_INSTALL (a registered file
+// made a descriptor). It runs in a thread of the submitting process (the
+// submitter, an io-wq worker or the SQPOLL thread), which shares its
+// descriptor table. An open into a registered file slot (file_slot set)
+// makes no descriptor and is not seen here.
+
+enum io_uring_opcode {
+	OP_OPENAT = 18,
+	OP_OPENAT2 = 28,
+	OP_FIXED_FD_INSTALL = 54,
+};
+
+SEC("tracepoint/io_uring/io_uring_complete")
+int tp_io_uring_complete(struct trace_event_raw_io_uring_complete *ctx)
+{
+	struct io_kiocb *req = ctx->req;
+	int res = ctx->res;
+	if (!req || res < 0)
+		return 0;
+	u8 op = BPF_CORE_READ(req, opcode);
+	if (op == OP_OPENAT || op == OP_OPENAT2) {
+		// The request's command data is its first member: struct io_open.
+		if (BPF_CORE_READ((struct io_open *)req, file_slot))
+			return 0;
+	} else if (op != OP_FIXED_FD_INSTALL) {
+		return 0;
+	}
+	return report_file(fd_file(res), EV_OPEN, res, 0, 0, 0);
+}
+
+// 32-bit system calls (an ia32 program, or int 0x80 from a 64-bit one) do
+// not reach the syscalls/ tracepoints; the raw ones see them, by their ia32
+// numbers, while the task is marked TS_COMPAT. Every other system call of
+// the host leaves at the first test.
+
+#define TS_COMPAT 0x0002
+
+enum ia32_syscall {
+	IA32_OPEN = 5,
+	IA32_CREAT = 8,
+	IA32_OLD_MMAP = 90,
+	IA32_MMAP2 = 192,
+	IA32_OPENAT = 295,
+	IA32_OPEN_BY_HANDLE_AT = 342,
+	IA32_OPENAT2 = 437,
+};
+
+// ia32_nr is the number of the current 32-bit system call, or -1.
+static __always_inline long ia32_nr(struct pt_regs *regs)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (!bpf_core_field_exists(task->thread_info.status) || !bpf_core_field_exists(regs->orig_ax))
+		return -1;
+	if (!(BPF_CORE_READ(task, thread_info.status) & TS_COMPAT))
+		return -1;
+	return BPF_CORE_READ(regs, orig_ax);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(tp_ia32_exit, struct pt_regs *regs, long ret)
+{
+	long nr = ia32_nr(regs);
+	if (nr != IA32_OPEN && nr != IA32_OPENAT && nr != IA32_CREAT && nr != IA32_OPEN_BY_HANDLE_AT && nr != IA32_OPENAT2)
+		return 0;
+	return report_file(fd_file(ret), EV_OPEN, ret, 0, 0, 0);
+}
+
+// The arguments of ia32 old_mmap, which takes them from user memory.
+struct ia32_mmap_args {
+	u32 addr, len, prot, flags, fd, offset;
+};
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(tp_ia32_enter, struct pt_regs *regs, long id)
+{
+	long nr = ia32_nr(regs);
+	struct ia32_mmap_args a = {};
+	if (nr == IA32_MMAP2) {
+		// ebx addr, ecx len, edx prot, esi flags, edi fd, ebp pgoff.
+		a.len = BPF_CORE_READ(regs, cx);
+		a.prot = BPF_CORE_READ(regs, dx);
+		a.flags = BPF_CORE_READ(regs, si);
+		a.fd = BPF_CORE_READ(regs, di);
+	} else if (nr == IA32_OLD_MMAP) {
+		if (bpf_probe_read_user(&a, sizeof(a), (void *)BPF_CORE_READ(regs, bx)) < 0)
+			return 0;
+	} else {
+		return 0;
+	}
+	if (a.flags & MAP_ANONYMOUS)
+		return 0;
+	return report_file(fd_file((s32)a.fd), EV_MMAP, (s32)a.fd, a.flags, a.prot, a.len);
 }
 
 // The security hooks see every open and mapping, io_uring's and the

@@ -1,0 +1,105 @@
+// Command kernelmatrix is both halves of the kernel matrix
+// (scripts/kernel-matrix.sh). As PID 1 of a QEMU guest it is the
+// initramfs's init: it mounts what the BPF tests need, runs /bpf.test and
+// powers off. On the host, `kernelmatrix table LOG...` reads the guests'
+// console logs and prints the Markdown table of what each kernel loaded; it
+// exits 1 where a guest's tests failed, skipped or did not finish.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if os.Getpid() == 1 {
+		guest()
+		return
+	}
+	if len(os.Args) < 3 || os.Args[1] != "table" {
+		fmt.Fprintln(os.Stderr, "usage: kernelmatrix table LOG...")
+		os.Exit(2)
+	}
+	ok, err := printTable(os.Stdout, os.Args[2:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernelmatrix:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// guest runs the tests as the guest's init and powers the guest off; the
+// console (the serial port) carries their output, framed by marker lines.
+func guest() {
+	for _, m := range []struct{ src, dir, fs string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+		{"tmpfs", "/tmp", "tmpfs"}, {"bpf", "/sys/fs/bpf", "bpf"}, {"tracefs", "/sys/kernel/tracing", "tracefs"},
+	} {
+		_ = os.MkdirAll(m.dir, 0o755)
+		if err := unix.Mount(m.src, m.dir, m.fs, 0, ""); err != nil {
+			fmt.Printf("%s mount %s: %v\n", marker, m.dir, err)
+		}
+	}
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	fmt.Printf("%s kernel %s\n", marker, unix.ByteSliceToString(u.Release[:]))
+	args := []string{"-test.v", "-test.count=1", "-test.timeout=20m"}
+	// gpusnap.run=REGEXP on the kernel command line runs only those tests.
+	if cmdline, err := os.ReadFile("/proc/cmdline"); err == nil {
+		for _, f := range strings.Fields(string(cmdline)) {
+			if re, ok := strings.CutPrefix(f, "gpusnap.run="); ok {
+				args = append(args, "-test.run="+re)
+			}
+		}
+	}
+	cmd := exec.Command("/bpf.test", args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	cmd.Env = []string{"PATH=/", "TMPDIR=/tmp", "HOME=/tmp", "GPUSNAP_KERNEL_MATRIX=1", "GPUSNAP_DEVICE_USER_BIN=/burst"}
+	rc := 0
+	if err := cmd.Run(); err != nil {
+		rc = 1
+		fmt.Printf("%s bpf.test: %v\n", marker, err)
+	}
+	fmt.Printf("%s exit %d\n", marker, rc)
+	_ = os.Stdout.Sync()
+	unix.Sync()
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}
+
+// marker starts the lines the guest's init writes itself.
+const marker = "gpusnap-matrix:"
+
+// printTable writes the table of logs to w; ok is false where a guest's
+// tests did not all pass.
+func printTable(w io.Writer, logs []string) (ok bool, err error) {
+	ok = true
+	fmt.Fprintln(w, "| kernel | capture iterators | lsm | fentry | tracepoint | tests |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, name := range logs {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return false, err
+		}
+		r := parseLog(string(data))
+		if !r.passed() {
+			ok = false
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.kernel, cell(r.iterators), cell(r.hooks["lsm"]),
+			cell(r.hooks["fentry"]), cell(r.hooks["tracepoint"]), r.verdict())
+	}
+	return ok, nil
+}
+
+func cell(s string) string {
+	if s == "" {
+		return "not run"
+	}
+	return strings.ReplaceAll(s, "|", `\|`)
+}

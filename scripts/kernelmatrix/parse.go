@@ -1,0 +1,77 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+)
+
+// result is what one guest's console log says.
+type result struct {
+	kernel    string
+	iterators string            // which capture programs loaded, or why none did
+	hooks     map[string]string // per watch hook: what it caught, or why it was refused
+	failed    []string          // tests that failed or skipped (in a matrix guest a skip is a failure)
+	exit      string            // the test binary's exit, "" where the guest never said
+}
+
+var (
+	matrixLine = regexp.MustCompile(`^\s+\S+_test\.go:\d+: matrix: (.*)$`)
+	caughtLine = regexp.MustCompile(`^(lsm|fentry|tracepoint) caught (\d+/\d+) short-lived device users`)
+	refusedHk  = regexp.MustCompile(`^(lsm|fentry|tracepoint) refused: (.*)$`)
+	outcome    = regexp.MustCompile(`^\s*--- (FAIL|SKIP): (\S+)`)
+	// cilium/ebpf's words for a kfunc the kernel lacks, shortened for a cell.
+	noKfunc = regexp.MustCompile(`program \S+: fixing up kfuncs: kfunc "(\w+)": not supported`)
+)
+
+// parseLog reads the lines the tests log for the matrix ("matrix: ..."),
+// the tests' outcomes and the init's own marker lines.
+func parseLog(log string) result {
+	r := result{kernel: "unknown", hooks: map[string]string{}}
+	for _, line := range strings.Split(strings.ReplaceAll(log, "\r", ""), "\n") {
+		// The console may put terminal escapes before a line of the init's.
+		if i := strings.Index(line, marker+" "); i >= 0 {
+			rest := line[i+len(marker)+1:]
+			if k, ok := strings.CutPrefix(rest, "kernel "); ok {
+				r.kernel = k
+			}
+			if e, ok := strings.CutPrefix(rest, "exit "); ok {
+				r.exit = e
+			}
+			continue
+		}
+		if m := outcome.FindStringSubmatch(line); m != nil {
+			r.failed = append(r.failed, m[2]+" ("+strings.ToLower(m[1])+")")
+			continue
+		}
+		m := matrixLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		text := m[1]
+		switch {
+		case strings.HasPrefix(text, "capture iterators: "):
+			r.iterators = noKfunc.ReplaceAllString(strings.TrimPrefix(text, "capture iterators: "), "no kfunc $1")
+		case caughtLine.MatchString(text):
+			c := caughtLine.FindStringSubmatch(text)
+			r.hooks[c[1]] = "loads; caught " + c[2] + " users"
+		case refusedHk.MatchString(text):
+			c := refusedHk.FindStringSubmatch(text)
+			r.hooks[c[1]] = "refused: " + c[2]
+		}
+	}
+	return r
+}
+
+func (r result) passed() bool { return r.exit == "0" && len(r.failed) == 0 }
+
+func (r result) verdict() string {
+	switch {
+	case r.exit == "":
+		return "did not finish"
+	case r.passed():
+		return "all pass"
+	case len(r.failed) == 0:
+		return "exit " + r.exit
+	}
+	return "failed: " + strings.Join(r.failed, ", ")
+}
