@@ -83,6 +83,7 @@ var rules = []func(*comparison) []Finding{
 	xidErrors,
 	forgedKernelMessages,
 	outOfAllocation,
+	egressConnections,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every

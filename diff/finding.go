@@ -107,6 +107,9 @@ type ProcessRef struct {
 	ContainerID string   `json:"container_id"`
 	PodUID      string   `json:"pod_uid,omitempty"`
 	SlurmJobID  string   `json:"slurm_job_id,omitempty"`
+	// Sockets are the process's internet sockets, where the capture read
+	// them (it used a GPU).
+	Sockets []snapshot.Socket `json:"sockets"`
 }
 
 // Key is the process identity PID@STARTTIME.

@@ -23,6 +23,7 @@ func processRef(p *snapshot.Process) *ProcessRef {
 		ContainerID: p.ContainerID,
 		PodUID:      p.PodUID,
 		SlurmJobID:  p.SlurmJobID,
+		Sockets:     p.Sockets,
 	}
 }
 

@@ -144,6 +144,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, nvErr
 	}
 	s.NVML = nv
+	cfg.corroborate(r, s) // once NVML has named the GPU users
 	<-klDone
 	kernelLog.BootID = s.Host.BootID
 	s.KernelLog = &kernelLog

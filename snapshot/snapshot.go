@@ -140,6 +140,14 @@ type Process struct {
 	// so diffs and evidence bundles hold the kernel's words and not only our parse.
 	Raw *Raw `json:"raw,omitempty"`
 
+	// Sockets are the internet sockets of a process that uses a GPU (NVML
+	// lists it, or it holds or maps an NVIDIA device), joined by inode to its
+	// network namespace's tables: at most SocketsPerProcess, the rest
+	// counted in SocketsDropped. UnixSockets counts its unix sockets.
+	Sockets        []Socket `json:"sockets,omitempty"`
+	SocketsDropped int      `json:"sockets_dropped,omitempty"`
+	UnixSockets    int      `json:"unix_sockets,omitempty"`
+
 	// Unreadable names which of the files that show device use, "maps" and
 	// "fd", could not be read (refused, or another error): what the
 	// process maps or holds is unknown.
