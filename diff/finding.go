@@ -110,6 +110,11 @@ type ProcessRef struct {
 	// Sockets are the process's internet sockets, where the capture read
 	// them (it used a GPU).
 	Sockets []snapshot.Socket `json:"sockets"`
+	// ExeSHA256, HashStatus and Package say what binary the process ran
+	// and who installed it, where the capture read them.
+	ExeSHA256  string            `json:"exe_sha256,omitempty"`
+	HashStatus string            `json:"hash_status,omitempty"`
+	Package    *snapshot.Package `json:"package,omitempty"`
 }
 
 // Key is the process identity PID@STARTTIME.

@@ -24,6 +24,9 @@ func processRef(p *snapshot.Process) *ProcessRef {
 		PodUID:      p.PodUID,
 		SlurmJobID:  p.SlurmJobID,
 		Sockets:     p.Sockets,
+		ExeSHA256:   p.ExeSHA256,
+		HashStatus:  p.HashStatus,
+		Package:     p.Package,
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/provenance"
 )
 
 // Limits of what a capture reads to corroborate a GPU user: a tenant
@@ -54,14 +56,31 @@ func gpuUsers(s *Snapshot) []*Process {
 }
 
 // corroborate reads, for every process that uses a GPU and for no other,
-// the evidence triage weighs beside its device use: its sockets. Its cost
-// is bounded by the GPU users, not by the host.
-func (cfg *scanConfig) corroborate(r *reader, s *Snapshot) {
+// the evidence triage weighs beside its device use: its sockets, and its
+// binary's hash and package. Its cost is bounded by the GPU users, not by
+// the host.
+func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
 	users := gpuUsers(s)
 	if len(users) == 0 {
 		return
 	}
 	cfg.readSockets(r, s, users)
+	dir := opts.DpkgDir
+	if dir == "" && cfg.live {
+		dir = provenance.DefaultDir
+	}
+	var dpkg *provenance.DB
+	if dir != "" {
+		var err error
+		if dpkg, err = provenance.Open(dir); err != nil {
+			s.Scan.Errors = append(s.Scan.Errors, err.Error())
+		}
+		defer dpkg.Close()
+	}
+	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg)
+	if dpkg != nil {
+		s.Scan.Errors = append(s.Scan.Errors, dpkg.Notes...)
+	}
 }
 
 // sockFds lists the socket inodes of one process's fd table, and its

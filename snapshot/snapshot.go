@@ -102,6 +102,14 @@ type Process struct {
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
 	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
 
+	// ExeSHA256 is the SHA-256 of the file the process runs, read through
+	// /proc/PID/exe (a deleted or memfd binary included), for a process that
+	// uses a GPU on the live procfs; HashStatus says whether it was read
+	// (HashOK, HashTooLarge, HashUnreadable), and Package who installed it.
+	ExeSHA256  string   `json:"exe_sha256,omitempty"`
+	HashStatus string   `json:"hash_status,omitempty"`
+	Package    *Package `json:"package,omitempty"`
+
 	UID  int    `json:"uid"`  // real uid, from status Uid:
 	EUID int    `json:"euid"` // effective uid
 	User string `json:"user,omitempty"`
