@@ -45,6 +45,7 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	}
 	c.attachInheritance(findings)
 	c.applyAllow(findings)
+	c.attachTriage(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}

@@ -13,6 +13,13 @@ func processRef(p *snapshot.Process) *ProcessRef {
 	return &ProcessRef{
 		PID:         p.PID,
 		StartTime:   p.StartTime,
+		PPID:        p.PPID,
+		State:       p.State,
+		Started:     p.Started,
+		SystemdUnit: p.SystemdUnit,
+		Wchan:       p.Wchan,
+		Ancestry:    p.Ancestry,
+		Reparented:  p.Reparented,
 		Comm:        p.Comm,
 		Exe:         p.Exe,
 		ExeDeleted:  p.ExeDeleted,

@@ -56,8 +56,8 @@ func gpuUsers(s *Snapshot) []*Process {
 }
 
 // corroborate reads, for every process that uses a GPU and for no other,
-// the evidence triage weighs beside its device use: its sockets, and its
-// binary's hash and package. Its cost is bounded by the GPU users, not by
+// the evidence triage weighs beside its device use: its sockets, its
+// lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
 // the host.
 func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
 	users := gpuUsers(s)
@@ -65,6 +65,7 @@ func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
 		return
 	}
 	cfg.readSockets(r, s, users)
+	cfg.readLineage(r, s, users)
 	dir := opts.DpkgDir
 	if dir == "" && cfg.live {
 		dir = provenance.DefaultDir

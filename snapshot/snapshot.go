@@ -156,6 +156,16 @@ type Process struct {
 	SocketsDropped int      `json:"sockets_dropped,omitempty"`
 	UnixSockets    int      `json:"unix_sockets,omitempty"`
 
+	// Ancestry, Reparented and Wchan place a process that uses a GPU (as
+	// Sockets): its parents up to PID 1 (at most MaxAncestry, nearest
+	// first), whether it lost the parent that started it (it is in a
+	// session whose leader is neither it nor shared by its parent: orphaned
+	// and adopted by init or a subreaper), and, in D state, the kernel
+	// function it waits in (a D process ignores kill -9).
+	Ancestry   []Ancestor `json:"ancestry,omitempty"`
+	Reparented bool       `json:"reparented,omitempty"`
+	Wchan      string     `json:"wchan,omitempty"`
+
 	// Unreadable names which of the files that show device use, "maps" and
 	// "fd", could not be read (refused, or another error): what the
 	// process maps or holds is unknown.
