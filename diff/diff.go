@@ -114,6 +114,9 @@ type comparison struct {
 
 	// partial: some part of the host was not compared (see notCompared).
 	partial bool
+
+	// toUnaccounted caches unaccountedAtTO.
+	toUnaccounted map[string]*uint64
 }
 
 // notCompared notes a part of the host the diff could not compare: the
