@@ -100,9 +100,14 @@ func classify(in triageInput) Triage {
 		return Triage{Class: ClassTenant, Why: []string{why},
 			Next: fmt.Sprintf("the tenant's own: let its job end, or kill -9 %d if the job has ended", p.PID)}
 	}
-	if owner := ownerText(p); owner != "" && in.tenant != "" {
+	switch owner := ownerText(p); {
+	case owner != "" && in.tenant != "":
 		return Triage{Class: ClassAnotherTenant, Why: []string{"its cgroup names " + owner + ", not tenant " + in.tenant},
 			Next: "ask the owner of " + owner + " to confirm it; no page"}
+	case owner != "" && reparented == "":
+		// No tenant asked about (gpusnap ps): the job's own is a tenant's.
+		return Triage{Class: ClassTenant, Why: []string{"its cgroup names " + owner},
+			Next: owner + "'s own: let it end, or ask its owner"}
 	}
 	why := []string{"no masquerade evidence, no packaging problem, no egress to a mining pool"}
 	if reparented != "" {
@@ -168,4 +173,12 @@ func compromiseSigns(p *snapshot.Process) []string {
 		}
 	}
 	return signs
+}
+
+// ProcessTriage is the verdict on a live process that uses a GPU, outside
+// any diff (gpusnap ps): classify's, with no tenant and no FROM.
+func ProcessTriage(p *snapshot.Process) Triage {
+	ref := processRef(p)
+	f := Finding{Kind: KindUnexpectedGPUProcess, Summary: describe(ref) + " uses a GPU", Process: ref}
+	return classify(triageInput{finding: &f, proc: p})
 }

@@ -20,12 +20,8 @@ import (
 func TestLiveDiffTriage(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc", "unshare", "ip")
 	loop := livetest.NewLoop(t)
-	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	const tenant = "live-triage"
-	flags := []string{"--db", db, "--no-nvml"}
-	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", tenant}, flags...)...); code != 0 {
-		t.Fatalf("baseline: exit %d: %s", code, stderr)
-	}
+	flags := liveBaseline(t, tenant)
 	// A job's binary lies where jobs install theirs, not in a staging directory.
 	jobDir, err := os.MkdirTemp("/var/lib", "gpusnap-triage-")
 	if err != nil {

@@ -130,11 +130,11 @@ func TestPsShowsDefunct(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	table, _, _ := strings.Cut(out, "\n\n")
-	if !strings.Contains(table, "\n7777  1000  python3 <defunct>  -") ||
+	if !strings.Contains(table, "\n7777  7770  Z      1000  zombie_context   python3 <defunct>  -") ||
 		!strings.Contains(section(out, "0"), "7777  C     3.0GiB      -    -     -    1000  python3 <defunct>  -") {
 		t.Errorf("zombie 7777 not shown as <defunct>:\n%s", out)
 	}
-	if strings.Contains(table, "7770") {
+	if strings.Contains(table, "\n7770 ") {
 		t.Errorf("its launcher, which uses no GPU, is listed:\n%s", out)
 	}
 	code, out, stderr = runCLI(t, append(args, "--json")...)
