@@ -129,14 +129,23 @@ func (db *DB) Owners(paths []string) map[string]string {
 			db.Notes = append(db.Notes, fmt.Sprintf("dpkg database: .list files past %d MiB were not read", maxBytes>>20))
 			break
 		}
-		data = append(append([]byte{'\n'}, data...), '\n')
 		for _, pr := range probes {
-			if _, done := owners[pr.path]; !done && bytes.Contains(data, []byte(pr.needle)) {
+			if _, done := owners[pr.path]; !done && listsPath(data, pr.needle) {
 				owners[pr.path] = strings.TrimSuffix(name, ".list")
 			}
 		}
 	}
 	return owners
+}
+
+// listsPath reports whether a .list file's text has the line that needle
+// ("\n/usr/bin/x\n") frames, its first and last line included, without
+// copying the text to frame it.
+func listsPath(data []byte, needle string) bool {
+	line := needle[1 : len(needle)-1]
+	return bytes.Contains(data, []byte(needle)) ||
+		(bytes.HasPrefix(data, []byte(needle[1:])) || string(data) == line) ||
+		bytes.HasSuffix(data, []byte(needle[:len(needle)-1]))
 }
 
 // aliases are the names a path may have in a package's file list on a
