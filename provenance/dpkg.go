@@ -111,13 +111,16 @@ func (db *DB) Owners(paths []string) map[string]string {
 	type probe struct{ path, needle string }
 	var probes []probe
 	for _, p := range paths {
+		if neverPackaged(p) {
+			continue
+		}
 		for _, alias := range aliases(p) {
 			probes = append(probes, probe{p, "\n" + alias + "\n"})
 		}
 	}
 	total := 0
 	for _, name := range db.lists {
-		if len(owners) == len(paths) {
+		if len(probes) == 0 || len(owners) == len(paths) {
 			break
 		}
 		data, err := db.read(name)
@@ -136,6 +139,26 @@ func (db *DB) Owners(paths []string) map[string]string {
 		}
 	}
 	return owners
+}
+
+// unpackagedDirs hold no file any Debian package installs: /usr/local is
+// the administrator's (Debian Policy 9.1.2), the others users' and
+// scratch space. An exe there is not packaged without reading the
+// database, which costs tens of milliseconds per capture.
+var unpackagedDirs = []string{"/usr/local/", "/home/", "/root/", "/tmp/", "/var/tmp/", "/dev/shm/", "/run/user/"}
+
+// neverPackaged reports whether path lies where no package installs files,
+// or is no path at all (a memfd's "/memfd:name").
+func neverPackaged(path string) bool {
+	if strings.HasPrefix(path, "/memfd:") || !strings.HasPrefix(path, "/") {
+		return true
+	}
+	for _, d := range unpackagedDirs {
+		if strings.HasPrefix(path, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // listsPath reports whether a .list file's text has the line that needle

@@ -39,6 +39,8 @@ func TestOwnersAndStatus(t *testing.T) {
 		"coreutils.md5sums":                md5hex("ls") + "  bin/ls\n",
 		"broken.list":                      "/usr/bin/broken\n",
 		"broken.md5sums":                   "garbage\n",
+		// A planted list naming a path no package may install is not believed.
+		"local.list": "/usr/local/bin/python3\n/home/alice/bin/solver\n",
 	})
 	// A .list linked out of the database is never read, however it names paths.
 	outside := filepath.Join(t.TempDir(), "planted")
@@ -53,7 +55,8 @@ func TestOwnersAndStatus(t *testing.T) {
 		t.Fatalf("Open: %v %v", db, err)
 	}
 	defer db.Close()
-	owners := db.Owners([]string{"/usr/bin/python3.11", "/usr/bin/ls", "/tmp/python3.11", "/usr/bin/evil", "/usr/bin/broken"})
+	owners := db.Owners([]string{"/usr/bin/python3.11", "/usr/bin/ls", "/tmp/python3.11", "/usr/bin/evil", "/usr/bin/broken",
+		"/usr/local/bin/python3", "/home/alice/bin/solver", "/memfd:x"})
 	want := map[string]string{"/usr/bin/python3.11": "python3.11-minimal:amd64", "/usr/bin/ls": "coreutils", "/usr/bin/broken": "broken"}
 	if len(owners) != len(want) {
 		t.Errorf("owners %v, want %v", owners, want)
