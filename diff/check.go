@@ -66,6 +66,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		}
 	}
 	c.applyAllow(findings)
+	c.attachTriage(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}

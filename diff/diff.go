@@ -54,6 +54,7 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	}
 	c.attachInheritance(findings)
 	c.applyAllow(findings)
+	c.attachTriage(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}
@@ -95,6 +96,7 @@ var rules = []func(*comparison) []Finding{
 	xidErrors,
 	forgedKernelMessages,
 	outOfAllocation,
+	egressConnections,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every
@@ -128,6 +130,9 @@ type comparison struct {
 
 	// partial: some part of the host was not compared (see notCompared).
 	partial bool
+
+	// toUnaccounted caches unaccountedAtTO.
+	toUnaccounted map[string]*uint64
 }
 
 // notCompared notes a part of the host the diff could not compare: the

@@ -98,18 +98,35 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 // (JSON) lists are always written, empty where unknown, so scripts can read
 // them without a default.
 type ProcessRef struct {
-	PID         int      `json:"pid"`
-	StartTime   uint64   `json:"start_time"`
-	Comm        string   `json:"comm"`
-	Exe         string   `json:"exe"`
-	ExeDeleted  bool     `json:"exe_deleted,omitempty"`
-	Cmdline     []string `json:"cmdline,omitempty"`
-	UID         int      `json:"uid"`
-	User        string   `json:"user"`
-	Cgroup      string   `json:"cgroup"`
-	ContainerID string   `json:"container_id"`
-	PodUID      string   `json:"pod_uid,omitempty"`
-	SlurmJobID  string   `json:"slurm_job_id,omitempty"`
+	PID         int       `json:"pid"`
+	StartTime   uint64    `json:"start_time"`
+	PPID        int       `json:"ppid"`
+	State       string    `json:"state"`
+	Started     time.Time `json:"started"`
+	SystemdUnit string    `json:"systemd_unit"`
+	Wchan       string    `json:"wchan"`
+	// Ancestry and Reparented place the process among its parents, where
+	// the capture read them (it used a GPU).
+	Ancestry    []snapshot.Ancestor `json:"ancestry"`
+	Reparented  bool                `json:"reparented"`
+	Comm        string              `json:"comm"`
+	Exe         string              `json:"exe"`
+	ExeDeleted  bool                `json:"exe_deleted,omitempty"`
+	Cmdline     []string            `json:"cmdline,omitempty"`
+	UID         int                 `json:"uid"`
+	User        string              `json:"user"`
+	Cgroup      string              `json:"cgroup"`
+	ContainerID string              `json:"container_id"`
+	PodUID      string              `json:"pod_uid,omitempty"`
+	SlurmJobID  string              `json:"slurm_job_id,omitempty"`
+	// Sockets are the process's internet sockets, where the capture read
+	// them (it used a GPU).
+	Sockets []snapshot.Socket `json:"sockets"`
+	// ExeSHA256, HashStatus and Package say what binary the process ran
+	// and who installed it, where the capture read them.
+	ExeSHA256  string            `json:"exe_sha256,omitempty"`
+	HashStatus string            `json:"hash_status,omitempty"`
+	Package    *snapshot.Package `json:"package,omitempty"`
 }
 
 // Key is the process identity PID@STARTTIME.
@@ -131,6 +148,8 @@ type Finding struct {
 	InheritedFrom string `json:"inherited_from,omitempty"`
 	// Allowed names the --allow entry that downgraded this finding to info.
 	Allowed string `json:"allowed,omitempty"`
+	// Triage is the verdict on the finding's process (classify).
+	Triage *Triage `json:"triage,omitempty"`
 }
 
 // Summary counts findings by severity.

@@ -13,6 +13,13 @@ func processRef(p *snapshot.Process) *ProcessRef {
 	return &ProcessRef{
 		PID:         p.PID,
 		StartTime:   p.StartTime,
+		PPID:        p.PPID,
+		State:       p.State,
+		Started:     p.Started,
+		SystemdUnit: p.SystemdUnit,
+		Wchan:       p.Wchan,
+		Ancestry:    p.Ancestry,
+		Reparented:  p.Reparented,
 		Comm:        p.Comm,
 		Exe:         p.Exe,
 		ExeDeleted:  p.ExeDeleted,
@@ -23,6 +30,10 @@ func processRef(p *snapshot.Process) *ProcessRef {
 		ContainerID: p.ContainerID,
 		PodUID:      p.PodUID,
 		SlurmJobID:  p.SlurmJobID,
+		Sockets:     p.Sockets,
+		ExeSHA256:   p.ExeSHA256,
+		HashStatus:  p.HashStatus,
+		Package:     p.Package,
 	}
 }
 

@@ -3,6 +3,8 @@ package diff
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // zombieGPUMemory: a GPU, or a MIG instance, uses more memory than at FROM,
@@ -73,6 +75,15 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		}
 	}
 	unaccounted := growth - accounted
+	atTO := c.unaccountedAtTO()[pl.uuid]
+	if c.check {
+		// A check's FROM uses nothing: its figure is the host's own, the
+		// one ps and the metrics show.
+		if atTO == nil {
+			return Finding{}, false
+		}
+		unaccounted = int64(*atTO)
+	}
 	if unaccounted <= int64(c.opts.ZombieThreshold) {
 		return Finding{}, false
 	}
@@ -89,6 +100,9 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		evidence = append(evidence, "nvml lists no process at TO")
 	}
 	evidence = append(evidence, lines...)
+	if atTO != nil {
+		evidence = append(evidence, fmt.Sprintf("nvml: %s memory no live process accounts for at TO: %s", pl.label, bytesText(*atTO)))
+	}
 	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
 	evidence = append(evidence, c.keepers(pl)...)
@@ -118,4 +132,19 @@ func signedBytes(n int64) string {
 		return "-" + bytesText(uint64(-n))
 	}
 	return "+" + bytesText(uint64(n))
+}
+
+// unaccountedAtTO is, by GPU or MIG device UUID, the memory no live process
+// accounts for at TO: snapshot.Unaccounted, the figure ps and the metrics show.
+func (c *comparison) unaccountedAtTO() map[string]*uint64 {
+	if c.toUnaccounted == nil {
+		c.toUnaccounted = map[string]*uint64{}
+		for _, g := range snapshot.GPUUsage(c.to) {
+			c.toUnaccounted[g.UUID] = g.Unaccounted
+			for _, m := range g.MIG {
+				c.toUnaccounted[m.UUID] = m.Unaccounted
+			}
+		}
+	}
+	return c.toUnaccounted
 }

@@ -129,7 +129,7 @@ func (s *Set) Observe(r Run) {
 	s.unaccounted.DeletePartialMatch(prometheus.Labels{"command": r.Command})
 	for i := range r.GPUs {
 		g := &r.GPUs[i]
-		if u := g.UnaccountedByLive(); u != nil && g.UUID != "" {
+		if u := g.Unaccounted; u != nil && g.UUID != "" {
 			s.unaccounted.WithLabelValues(r.Command, g.UUID).Set(float64(*u))
 		}
 	}

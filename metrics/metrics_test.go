@@ -31,7 +31,7 @@ func ghostRun() Run {
 		},
 		GPUs: []snapshot.GPUUse{
 			// 1 GiB under a dead PID and 1 GiB no one is listed for: 2 GiB no live process accounts for.
-			{UUID: "GPU-aaaa", Memory: &snapshot.Memory{Used: 3 << 30}, Unaccounted: u64(1 << 30), Processes: []snapshot.GPUProcessUse{
+			{UUID: "GPU-aaaa", Memory: &snapshot.Memory{Used: 3 << 30}, Unaccounted: u64(2 << 30), Processes: []snapshot.GPUProcessUse{
 				{PID: 10, UsedGPUMemory: u64(1 << 30), Join: snapshot.JoinPID},
 				{PID: 11, UsedGPUMemory: u64(1 << 30), Join: snapshot.JoinNone},
 			}},

@@ -280,11 +280,8 @@ func TestNVMLFixtureH200Ghost(t *testing.T) {
 	if len(uses) != 1 || len(uses[0].Processes) != 1 || uses[0].Processes[0].Join != snapshot.JoinNone {
 		t.Fatalf("the dead tenant must be an orphan: %+v", uses)
 	}
-	if u := uses[0].Unaccounted; u == nil || *u != 2796355584-2787115008 {
-		t.Errorf("unaccounted %v, want used minus the listed process's memory", u)
-	}
 	// The ghost's context: all the GPU uses, since no live process is listed.
-	if u := uses[0].UnaccountedByLive(); u == nil || *u != 2796355584 {
-		t.Errorf("unaccounted by live processes %v, want all 2796355584 used", u)
+	if u := uses[0].Unaccounted; u == nil || *u != 2796355584 {
+		t.Errorf("unaccounted %v, want all 2796355584 used", u)
 	}
 }

@@ -36,6 +36,13 @@ type Options struct {
 	// Path chooses how processes are read: PathAuto (BPF iterators where
 	// they load, else /proc), PathBPF (BPF or an error) or PathProc.
 	Path string
+	// HashLimit is the largest executable hashed (--hash-limit); 0 means
+	// DefaultHashLimit.
+	HashLimit int64
+	// DpkgDir is the dpkg database that names the package of each GPU
+	// user's exe; "" means provenance.DefaultDir on the live procfs, and
+	// none for another proc root (its host's database is not this one).
+	DpkgDir string
 }
 
 // userHZ is USER_HZ, the unit of stat's starttime: 100 on every Linux ABI
@@ -155,6 +162,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, nvErr
 	}
 	s.NVML = nv
+	cfg.corroborate(r, s, opts) // once NVML has named the GPU users
 	<-klDone
 	kernelLog.BootID = s.Host.BootID
 	s.KernelLog = &kernelLog

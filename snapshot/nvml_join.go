@@ -19,9 +19,9 @@ type GPUUse struct {
 	Processes []GPUProcessUse `json:"processes,omitempty"`
 	// Unlisted hold or map the GPU's /dev/nvidiaN but are not listed by NVML.
 	Unlisted []DeviceUser `json:"unlisted,omitempty"`
-	// Unaccounted is used memory minus what the listed processes use; nil
-	// when it cannot be told (no memory, a list NVML refused, a process
-	// whose memory is not available).
+	// Unaccounted is the memory no live process accounts for (see
+	// Unaccounted); nil when it cannot be told (no memory, a list NVML
+	// refused, a live process whose memory is not available).
 	Unaccounted *uint64  `json:"unaccounted,omitempty"`
 	MIG         []MIGUse `json:"mig,omitempty"`
 	// AccountingMode is GPU.AccountingMode: where "disabled", a process that
@@ -193,7 +193,7 @@ func (j *joiner) gpu(g *GPU, path string) GPUUse {
 	}
 	u.Processes = j.joined(m.Uses(), g.ProcessUtilization)
 	if known {
-		u.Unaccounted = unaccounted(g.Memory, u.Processes)
+		u.Unaccounted = Unaccounted(g.Memory, u.Processes)
 	}
 	if g.MinorNumber != nil {
 		u.Unlisted = j.unlisted(*g.MinorNumber, u.Processes)
@@ -208,7 +208,7 @@ func (j *joiner) mig(m *MIGDevice, path string) MIGUse {
 	pm.Add("G", m.GraphicsProcesses)
 	u.Processes = j.joined(pm.Uses(), nil)
 	if j.listed(path, "compute_processes", "graphics_processes") {
-		u.Unaccounted = unaccounted(m.Memory, u.Processes)
+		u.Unaccounted = Unaccounted(m.Memory, u.Processes)
 	}
 	return u
 }
@@ -295,31 +295,23 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 	return uses
 }
 
-// UnaccountedByLive is used memory minus what the listed processes that are
-// alive use: Unaccounted plus what NVML lists under a PID no live process
-// has (an orphan, or a defunct one), the memory a ghost keeps. nil when it
-// cannot be told, as Unaccounted.
-func (u *GPUUse) UnaccountedByLive() *uint64 {
-	if u.Unaccounted == nil {
-		return nil
-	}
-	live := make([]GPUProcessUse, 0, len(u.Processes))
-	for _, p := range u.Processes {
-		if p.Join != JoinNone && p.Join != JoinDefunct {
-			live = append(live, p)
-		}
-	}
-	return unaccounted(u.Memory, live)
-}
-
-// unaccounted is used memory minus the listed processes' memory, floored at
-// zero (MPS clients and C+G processes can be counted twice by NVML).
-func unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
+// Unaccounted is the memory of a GPU or MIG device that no live process
+// accounts for: used memory less what NVML lists for the PIDs that are
+// live processes, floored at zero (MPS clients and C+G processes can be
+// counted twice). What NVML lists under a PID no live process has (an
+// orphan, or a defunct one) is the memory a ghost keeps: it is unaccounted.
+// nil when it cannot be told: no memory figure, or a live process whose
+// memory NVML has as not available. gpusnap ps, check and the metrics all
+// take this figure (GPUUse.Unaccounted, MIGUse.Unaccounted).
+func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	if m == nil {
 		return nil
 	}
 	var sum uint64
 	for _, u := range uses {
+		if u.Join == JoinNone || u.Join == JoinDefunct {
+			continue
+		}
 		if u.UsedGPUMemory == nil {
 			return nil
 		}

@@ -24,6 +24,7 @@ type procStat struct {
 	Comm      string
 	State     string // field 3: the kernel's state letter
 	PPID      int    // field 4
+	Session   int    // field 6: the session ID, as the reading procfs's pid namespace numbers it (0 outside it)
 	Flags     uint64 // field 9: PF_* of the task
 	Threads   int    // field 20: threads in the thread group
 	StartTime uint64 // field 22
@@ -64,6 +65,12 @@ func parseStat(data []byte) (procStat, error) {
 				return st, err
 			}
 			st.PPID = int(v)
+		case 6:
+			v, err := statNumber(val, "session", 1<<31)
+			if err != nil {
+				return st, err
+			}
+			st.Session = int(v)
 		case 9:
 			v, err := statNumber(val, "flags", math.MaxUint64)
 			if err != nil {

@@ -116,6 +116,14 @@ type Process struct {
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
 	ExeDeleted bool   `json:"exe_deleted,omitempty"` // the target ended in " (deleted)"
 
+	// ExeSHA256 is the SHA-256 of the file the process runs, read through
+	// /proc/PID/exe (a deleted or memfd binary included), for a process that
+	// uses a GPU on the live procfs; HashStatus says whether it was read
+	// (HashOK, HashTooLarge, HashUnreadable), and Package who installed it.
+	ExeSHA256  string   `json:"exe_sha256,omitempty"`
+	HashStatus string   `json:"hash_status,omitempty"`
+	Package    *Package `json:"package,omitempty"`
+
 	UID  int    `json:"uid"`  // real uid, from status Uid:
 	EUID int    `json:"euid"` // effective uid
 	User string `json:"user,omitempty"`
@@ -153,6 +161,24 @@ type Process struct {
 	// Raw keeps the kernel's own text for processes that use an NVIDIA device,
 	// so diffs and evidence bundles hold the kernel's words and not only our parse.
 	Raw *Raw `json:"raw,omitempty"`
+
+	// Sockets are the internet sockets of a process that uses a GPU (NVML
+	// lists it, or it holds or maps an NVIDIA device), joined by inode to its
+	// network namespace's tables: at most SocketsPerProcess, the rest
+	// counted in SocketsDropped. UnixSockets counts its unix sockets.
+	Sockets        []Socket `json:"sockets,omitempty"`
+	SocketsDropped int      `json:"sockets_dropped,omitempty"`
+	UnixSockets    int      `json:"unix_sockets,omitempty"`
+
+	// Ancestry, Reparented and Wchan place a process that uses a GPU (as
+	// Sockets): its parents up to PID 1 (at most MaxAncestry, nearest
+	// first), whether it lost the parent that started it (it is in a
+	// session whose leader is neither it nor shared by its parent: orphaned
+	// and adopted by init or a subreaper), and, in D state, the kernel
+	// function it waits in (a D process ignores kill -9).
+	Ancestry   []Ancestor `json:"ancestry,omitempty"`
+	Reparented bool       `json:"reparented,omitempty"`
+	Wchan      string     `json:"wchan,omitempty"`
 
 	// Unreadable names which of the files that show device use, "maps" and
 	// "fd", could not be read (refused, or another error): what the

@@ -19,12 +19,8 @@ import (
 func TestLiveDiffGhostInContainer(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc", "unshare", "mount")
 	loop := livetest.NewLoop(t)
-	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	const tenant = "live-ghost"
-	flags := []string{"--db", db, "--no-nvml"}
-	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", tenant}, flags...)...); code != 0 {
-		t.Fatalf("baseline: exit %d: %s", code, stderr)
-	}
+	flags := liveBaseline(t, tenant)
 	sc := livetest.StartGhost(t, loop, livetest.Options{Container: true})
 	ghostKey := (&diff.ProcessRef{PID: sc.Ghost.PID, StartTime: sc.Ghost.StartTime}).Key()
 
@@ -79,6 +75,17 @@ func TestLiveDiffGhostInContainer(t *testing.T) {
 	} else if len(foreign) > 0 {
 		t.Logf("other processes on this host changed meanwhile (exit %d): %s", code, strings.Join(foreign, "; "))
 	}
+}
+
+// liveBaseline takes tenant's baseline of this host, without NVML, in a
+// new store, and returns the flags that name that store.
+func liveBaseline(t *testing.T, tenant string) []string {
+	t.Helper()
+	flags := []string{"--db", filepath.Join(t.TempDir(), "gpusnap.db"), "--no-nvml"}
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", tenant}, flags...)...); code != 0 {
+		t.Fatalf("baseline: exit %d: %s", code, stderr)
+	}
+	return flags
 }
 
 func decodeResult(t *testing.T, stdout, stderr string) diff.Result {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -33,15 +35,21 @@ func psCommand() *cli.Command {
 // psReport is what `gpusnap ps --json` prints: the processes that map or
 // hold an NVIDIA device, with the host facts and scan counts behind them.
 type psReport struct {
-	Host      snapshot.Host      `json:"host"`
-	Scan      snapshot.Scan      `json:"scan"`
-	Processes []snapshot.Process `json:"processes"`
+	Host      snapshot.Host `json:"host"`
+	Scan      snapshot.Scan `json:"scan"`
+	Processes []psProcess   `json:"processes"`
 	// GPUs is NVML's view of each GPU joined with /proc (see docs/nvml.md).
 	GPUs []snapshot.GPUUse `json:"gpus,omitempty"`
 	// NVMLUnavailable says why there is no GPUs section, unless --no-nvml.
 	NVMLUnavailable string `json:"nvml_unavailable,omitempty"`
 	// Pods are the pods the kubelet says were given a GPU (docs/kubernetes.md).
 	Pods []kubelet.Pod `json:"pods,omitempty"`
+}
+
+// psProcess is a process of ps's report with its triage verdict.
+type psProcess struct {
+	snapshot.Process
+	Triage diff.Triage `json:"triage"`
 }
 
 // psOptions: where to ask the kubelet which pod was given which GPU; the
@@ -57,7 +65,7 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []snapshot.Process{}, GPUs: snapshot.GPUUsage(snap)}
+	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []psProcess{}, GPUs: snapshot.GPUUsage(snap)}
 	alloc := podAllocations(ctx, g, o.Pods)
 	if alloc != nil {
 		rep.Pods = alloc.Pods
@@ -75,7 +83,7 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 	}
 	for i := range snap.Processes {
 		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] {
-			rep.Processes = append(rep.Processes, *p)
+			rep.Processes = append(rep.Processes, psProcess{Process: *p, Triage: diff.ProcessTriage(p)})
 		}
 	}
 	if g.JSON {
@@ -88,23 +96,58 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 	if rep.NVMLUnavailable != "" {
 		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
 	}
-	if len(rep.Processes) == 0 {
-		fmt.Fprintln(g.Stderr, "gpusnap: no process maps or holds an NVIDIA device")
+	if line := psLastLine(len(rep.Processes), rep.Scan); line != "" {
+		fmt.Fprintln(g.Stderr, line)
 	}
 	return nil
+}
+
+// psLastLine is what ps says last on stderr: that it found nothing, and
+// what it could not read, so that a run that read nothing never reads as an
+// all-clear; "" when it found processes and read every one.
+func psLastLine(found int, scan snapshot.Scan) string {
+	line := ""
+	if found == 0 {
+		line = "gpusnap: no process that could be read maps or holds an NVIDIA device"
+	}
+	if scan.Unreadable > 0 {
+		line = strings.TrimPrefix(line+"; ", "; ") + fmt.Sprintf("%d of %d processes could not be read (maps or fds): what they use is unknown", scan.Unreadable, scan.ProcessesRead)
+		if found != 0 {
+			line = "gpusnap: " + line
+		}
+	}
+	return line
 }
 
 // printPsTable prints one row per process. Every process-controlled string
 // (comm, exe, paths) is escaped: a hostile name cannot forge rows or drive
 // the terminal.
-func printPsTable(w io.Writer, procs []snapshot.Process) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tUSER\tCOMM\tEXE\tCONTAINER\tHOLDERS\tMAPPINGS")
-	for _, p := range procs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			p.PID, psUser(p), psComm(p), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
+// A suspect's row is followed by a why line naming the evidence.
+func printPsTable(w io.Writer, procs []psProcess) error {
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tPPID\tSTATE\tUSER\tCLASS\tCOMM\tEXE\tCONTAINER\tHOLDERS\tMAPPINGS")
+	for _, pp := range procs {
+		p := pp.Process
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			p.PID, p.PPID, orDash(p.State), psUser(p), pp.Triage.Class, psComm(p), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The why lines go in after the aligning: a line without tabs would
+	// end tabwriter's column block and misalign the rows after it.
+	rows := strings.SplitAfter(table.String(), "\n")
+	var out strings.Builder
+	out.WriteString(rows[0])
+	for i, pp := range procs {
+		out.WriteString(rows[i+1])
+		if c := pp.Triage.Class; c == diff.ClassSuspectedCompromise || c == diff.ClassUnkillable {
+			fmt.Fprintf(&out, "  why: %s; next: %s\n", safetext.Escape(strings.Join(pp.Triage.Why, "; ")), safetext.Escape(pp.Triage.Next))
+		}
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
 // printPsGPUs prints, per GPU: memory used and what no listed process

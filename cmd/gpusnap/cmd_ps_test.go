@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -21,16 +22,18 @@ func TestPsTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "PID ") {
-		t.Fatalf("want a header and 3 rows (4242, 5000, 6000):\n%s", out.String())
+	// 5000 and 6000 are suspects: each row has a why line under it.
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "PID ") || !strings.HasPrefix(lines[3], "  why: masquerade: exe /tmp/.x/miner lies under /tmp;") ||
+		!strings.HasPrefix(lines[5], "  why: masquerade: comm \"srun_task\" disagrees") || !strings.Contains(lines[5], "; next: contain the node") {
+		t.Fatalf("want a header, 3 rows (4242, 5000, 6000) and a why line under each suspect:\n%s", out.String())
 	}
 	for _, tc := range []struct {
 		row  int
 		want []string
 	}{
-		{1, []string{"4242 ", "python3", "/usr/bin/python3.11", "docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
-		{2, []string{"5000 ", "1001(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
-		{3, []string{"6000 ", "slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB"}},
+		{1, []string{"4242 ", " tenant ", "python3", "/usr/bin/python3.11", "docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
+		{2, []string{"5000 ", " suspected_compromise ", "1001(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
+		{4, []string{"6000 ", " suspected_compromise ", "slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB"}},
 	} {
 		for _, w := range tc.want {
 			if !strings.Contains(lines[tc.row], w) {
@@ -70,6 +73,38 @@ func TestPsJSON(t *testing.T) {
 	}
 	if p := rep.Processes[0]; len(p.Holders) != 5 || p.Holders[0].Access != "rw" || p.Mappings[0].Perms != "rw-s" || p.Raw == nil {
 		t.Errorf("4242 in JSON: %+v", p)
+	}
+	var verdicts struct {
+		Processes []struct {
+			PID    int         `json:"pid"`
+			Triage diff.Triage `json:"triage"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &verdicts); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{diff.ClassTenant, diff.ClassSuspectedCompromise, diff.ClassSuspectedCompromise} {
+		if v := verdicts.Processes[i]; v.Triage.Class != want || len(v.Triage.Why) == 0 || v.Triage.Next == "" {
+			t.Errorf("pid %d: triage %+v, want %s with why and next", v.PID, v.Triage, want)
+		}
+	}
+}
+
+// ps never ends on a line that reads as an all-clear when some processes
+// could not be read.
+func TestPsLastLine(t *testing.T) {
+	for _, c := range []struct {
+		found, unreadable int
+		want              string
+	}{
+		{3, 0, ""},
+		{0, 0, "gpusnap: no process that could be read maps or holds an NVIDIA device"},
+		{0, 7, "gpusnap: no process that could be read maps or holds an NVIDIA device; 7 of 90 processes could not be read (maps or fds): what they use is unknown"},
+		{2, 7, "gpusnap: 7 of 90 processes could not be read (maps or fds): what they use is unknown"},
+	} {
+		if got := psLastLine(c.found, snapshot.Scan{ProcessesRead: 90, Unreadable: c.unreadable}); got != c.want {
+			t.Errorf("found %d, unreadable %d: %q, want %q", c.found, c.unreadable, got, c.want)
+		}
 	}
 }
 

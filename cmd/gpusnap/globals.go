@@ -31,6 +31,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
 		&cli.DurationFlag{Name: "nvml-timeout", EnvVars: []string{"GPUSNAP_NVML_TIMEOUT"}, Value: 10 * time.Second, Usage: "give up on a libnvidia-ml that does not answer after `DUR`: the snapshot records \"timed out\" and goes on"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: store.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
+		&cli.StringFlag{Name: "hash-limit", EnvVars: []string{"GPUSNAP_HASH_LIMIT"}, Value: sizeText(snapshot.DefaultHashLimit), Usage: "hash the executable of a GPU-using process only up to `SIZE` (larger: hash_status too_large)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
 }
@@ -47,6 +48,7 @@ type globals struct {
 	LockTimeout time.Duration
 	NVMLTimeout time.Duration
 	KernelLog   string // --kmsg; "" lets capture and diff pick (see snapshot.Options.KernelLog)
+	HashLimit   int64  // --hash-limit, bytes
 	Stdout      io.Writer
 	Stderr      io.Writer
 }
@@ -92,6 +94,14 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	if g.NVMLTimeout <= 0 {
 		return g, usageError(fmt.Errorf("--nvml-timeout %s: want a positive duration (10s)", g.NVMLTimeout))
 	}
+	limit, err := parseSize(lookup(c, "hash-limit", (*cli.Context).String))
+	if err == nil && (limit == 0 || limit > 1<<62) {
+		err = errors.New("want a positive size (512MiB)")
+	}
+	if err != nil {
+		return g, usageError(fmt.Errorf("--hash-limit: %w", err))
+	}
+	g.HashLimit = int64(limit)
 	if g.NoNVML && (g.NVMLFixture != "" || g.RequireNVML) {
 		return g, usageError(errors.New("--no-nvml cannot be combined with --nvml-fixture or --require-nvml"))
 	}
@@ -143,6 +153,7 @@ func (g globals) captureOptions(label, tenant string) snapshot.Options {
 		Label:     label,
 		Tenant:    tenant,
 		NVML:      g.nvmlOptions(),
+		HashLimit: g.HashLimit,
 	}
 }
 

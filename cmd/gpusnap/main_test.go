@@ -166,6 +166,8 @@ func TestFlagErrorsSayWhatWasWrong(t *testing.T) {
 		{[]string{"prune", "--keep-last", "x"}, `usage: --keep-last: "x" is not a whole number`},
 		{[]string{"prune", "--older-than", "3days"}, `usage: --older-than: "3days" is not a duration`},
 		{[]string{"list", "--json=maybe"}, `usage: --json: "maybe" is neither true nor false`},
+		{[]string{"list", "--hash-limit", "lots"}, `usage: --hash-limit: "lots" is not a size`},
+		{[]string{"list", "--hash-limit", "0"}, "usage: --hash-limit: want a positive size"},
 	} {
 		args := append([]string{"--db", db}, c.args...)
 		code, out, errs := gpusnap(t, args...)

@@ -8,7 +8,13 @@
  *               mapping and both fds by fork alone (no exec); the parent writes
  *               "tenant ..." and "ghost ..." to PIDFILE and exits, so the child
  *               is a true ghost that survives its parent.
- * -n NAME renames the ghost (prctl PR_SET_NAME), as a miner calls itself python3.
+ * -n NAME renames the ghost (prctl PR_SET_NAME), as a miner calls itself python3;
+ *    without -g, the tenant itself.
+ * -c PORT listens on 127.0.0.1:PORT, connects to it and accepts (before any fork,
+ *    so a ghost inherits it): an established TCP connection to PORT (a stratum
+ *    port) in the process's network namespace.
+ * -s (with -g): the ghost does not call setsid(): it stays in its job's session,
+ *    as a DataLoader worker does, and is only reparented.
  * -m COUNT maps NODE COUNT more times, 4 KiB read-only each at offset 0 (so the
  *    kernel merges none of them: COUNT more lines in maps), as a hostile
  *    tenant floods a capture with mappings of one device.
@@ -28,9 +34,11 @@
  * so a reader never sees half of it.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +46,7 @@
 #include <sys/mman.h>
 #include <linux/io_uring.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,6 +99,24 @@ static long hostpid(void) {
 		die("readlink host /proc/self");
 	buf[n] = 0;
 	return strtol(buf, NULL, 10);
+}
+
+static void connectself(int port) {
+	struct sockaddr_in a;
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || c < 0)
+		die("socket");
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0)
+		die("bind");
+	if (connect(c, (struct sockaddr *)&a, sizeof a) != 0)
+		die("connect");
+	if (accept(l, NULL, NULL) < 0)
+		die("accept");
 }
 
 static void writepids(const char *file, const char *lines) {
@@ -166,7 +193,7 @@ static void hopper(const char *node, const char *pidfile) {
 }
 
 int main(int argc, char **argv) {
-	int ghost = 0, threads = 0, ring = 0, hops = 0, opt, rw, ro, p[2], i;
+	int ghost = 0, threads = 0, ring = 0, hops = 0, session = 1, port = 0, opt, rw, ro, p[2], i;
 	long more = 0, k;
 	pthread_t tid;
 	const char *name = NULL;
@@ -175,8 +202,10 @@ int main(int argc, char **argv) {
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "gHm:n:p:tu")) != -1) {
+	while ((opt = getopt(argc, argv, "c:gHm:n:p:stu")) != -1) {
 		switch (opt) {
+		case 'c': port = atoi(optarg); break;
+		case 's': session = 0; break;
 		case 'H': hops = 1; break;
 		case 'u': ring = 1; break;
 		case 'g': ghost = 1; break;
@@ -184,11 +213,11 @@ int main(int argc, char **argv) {
 		case 'n': name = optarg; break;
 		case 'p': procfd = atoi(optarg); break;
 		case 't': threads = 1; break;
-		default: fprintf(stderr, "usage: tenant [-g | -t | -u | -H] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		default: fprintf(stderr, "usage: tenant [-g [-s] | -t | -u | -H] [-c PORT] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: tenant [-g | -t | -u | -H] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
+		fprintf(stderr, "usage: tenant [-g [-s] | -t | -u | -H] [-c PORT] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
 		return 2;
 	}
 	if (ring)
@@ -207,8 +236,12 @@ int main(int argc, char **argv) {
 	for (k = 0; k < more; k++)
 		if (mmap(NULL, 4096, PROT_READ, MAP_SHARED, ro, 0) == MAP_FAILED)
 			die("mmap -m");
+	if (port)
+		connectself(port);
 	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
 	if (!ghost) {
+		if (name && prctl(PR_SET_NAME, name, 0, 0, 0) != 0)
+			die("prctl PR_SET_NAME");
 		if (procfd >= 0)
 			close(procfd);
 		writepids(argv[optind + 1], lines);
@@ -228,7 +261,7 @@ int main(int argc, char **argv) {
 		die("fork");
 	case 0:
 		close(p[0]);
-		if (setsid() < 0)
+		if (session && setsid() < 0)
 			die("setsid");
 		if (name && prctl(PR_SET_NAME, name, 0, 0, 0) != 0)
 			die("prctl PR_SET_NAME");

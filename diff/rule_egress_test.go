@@ -1,0 +1,78 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func sockets(ss ...snapshot.Socket) procOpt {
+	return func(pr *snapshot.Process) { pr.Sockets = ss }
+}
+
+func tcp(local, remote, state string) snapshot.Socket {
+	return snapshot.Socket{Proto: "tcp", Local: local, Remote: remote, State: state, Netns: 4026531840}
+}
+
+func TestEgressConnection(t *testing.T) {
+	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
+	old := tcp("10.0.0.5:40000", "10.0.0.9:443", "established")
+	listen := tcp("0.0.0.0:8080", "0.0.0.0:0", "listen")
+	from := snap("from",
+		proc(100, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old, listen)),
+		proc(200, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old)),
+	)
+	pool := tcp("10.0.0.5:40001", "10.1.2.3:3333", "established") // private, still a pool port
+	web := tcp("10.0.0.5:40002", "140.82.1.1:443", "established")
+	udp := snapshot.Socket{Proto: "udp", Local: "10.0.0.5:5000", Remote: "10.0.0.9:53", State: "connected", Netns: 4026531840}
+	to := snap("to",
+		proc(100, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old, listen, pool)),
+		proc(200, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old, web, udp, tcp("10.0.0.5:40003", "1.1.1.1:80", "time_wait"))),
+		proc(300, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old)),                                               // new process: its connection is new
+		proc(400, 1, "kworker/0:1", "/dev/shm/.x/xmrig", gpu, sockets(tcp("10.0.0.5:1", "8.8.8.8:443", "established"))), // masquerade
+	)
+	got := map[int]Finding{}
+	for _, f := range Compare(from, to, Options{}).Findings {
+		if f.Kind == KindEgressConnection {
+			got[f.Process.PID] = f
+		}
+	}
+	want := map[int]struct {
+		sev   Severity
+		lines int
+	}{100: {High, 1}, 200: {Low, 2}, 300: {Low, 1}, 400: {High, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("egress findings for %v, want pids 100, 200, 300, 400", got)
+	}
+	for pid, w := range want {
+		f := got[pid]
+		conns := 0
+		for _, e := range f.Evidence {
+			if strings.Contains(e, " -> ") {
+				conns++
+			}
+		}
+		if f.Severity != w.sev || conns != w.lines {
+			t.Errorf("pid %d: %s with %d connections, want %s with %d: %q", pid, f.Severity, conns, w.sev, w.lines, f.Evidence)
+		}
+		if len(f.Process.Sockets) == 0 {
+			t.Errorf("pid %d: the finding's process carries no sockets", pid)
+		}
+	}
+	if e := got[100].Evidence[0]; e != "tcp 10.0.0.5:40001 -> 10.1.2.3:3333 established (netns 4026531840): a mining-pool port" {
+		t.Errorf("pid 100 evidence %q", e)
+	}
+}
+
+// A GPU user whose sockets could not be read leaves the diff incomplete:
+// no egress finding is not "no egress".
+func TestEgressUnreadIsNotClean(t *testing.T) {
+	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
+	p := proc(100, 1, "python3", "/usr/bin/python3.11", gpu)
+	p.Errors = []string{"sockets: fd: permission denied"}
+	r := Compare(snap("from", p), snap("to", p), Options{})
+	if r.Complete || len(r.Findings) != 0 {
+		t.Errorf("complete %v, findings %+v: want incomplete, none", r.Complete, r.Findings)
+	}
+}

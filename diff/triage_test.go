@@ -1,0 +1,80 @@
+package diff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusnap/gpusnap/provenance"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+func TestClassify(t *testing.T) {
+	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
+	with := func(p snapshot.Process, f func(*snapshot.Process)) snapshot.Process { f(&p); return p }
+	py := func(pid int, opts ...procOpt) snapshot.Process {
+		return proc(pid, 5, "python3", "/usr/bin/python3.11", append([]procOpt{gpu}, opts...)...)
+	}
+	cases := []struct {
+		name  string
+		p     snapshot.Process
+		allow bool
+		class string
+		next  string
+	}{
+		{"masquerade", proc(10, 5, "kworker/0:1", "/dev/shm/.cache/x", gpu), false, ClassSuspectedCompromise, "contain the node"},
+		{"modified system binary", with(py(11), func(p *snapshot.Process) {
+			p.Package = &snapshot.Package{Name: "python3.11-minimal", Status: provenance.Modified}
+		}), false, ClassSuspectedCompromise, "contain the node"},
+		{"unpackaged system binary", with(py(12), func(p *snapshot.Process) { p.Package = &snapshot.Package{Status: provenance.NotPackaged} }),
+			false, ClassSuspectedCompromise, "contain the node"},
+		{"pool connection", py(13, sockets(tcp("10.0.0.1:1", "10.0.0.2:3333", "established"))), false, ClassSuspectedCompromise, "contain the node"},
+		{"D state", with(py(14), func(p *snapshot.Process) { p.State, p.Wchan = "D", "fuse_wait" }), false, ClassUnkillable, "reboot"},
+		{"allowed", py(15), true, ClassExpected, "none"},
+		{"tenant's own", with(py(16), func(p *snapshot.Process) { p.SlurmJobID = "4242" }), false, ClassTenant, "let its job end"},
+		{"tenant's, reparented", with(py(17), func(p *snapshot.Process) { p.SlurmJobID, p.Reparented = "4242", true }),
+			false, ClassLeftoverWorker, "kill -9 17"},
+		{"another job", with(py(18), func(p *snapshot.Process) { p.SlurmJobID = "77" }), false, ClassAnotherTenant, "slurm job 77"},
+		{"unowned, reparented", with(py(19), func(p *snapshot.Process) { p.Reparented = true }), false, ClassLeftoverWorker, "kill -9 19"},
+		{"unpackaged outside a system path", with(py(20), func(p *snapshot.Process) {
+			p.Exe, p.Package = "/opt/conda/bin/python3.11", &snapshot.Package{Status: provenance.NotPackaged}
+		}), false, ClassLeftoverWorker, "kill -9 20"},
+	}
+	for _, c := range cases {
+		to := snap("to", c.p)
+		to.Tenant = "4242"
+		var opts Options
+		if c.allow {
+			al, err := ParseAllow(strings.NewReader("exe=/usr/bin/python3.11\n"), "allow")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Allow = al
+		}
+		r := Compare(snap("from"), to, opts)
+		if len(r.Findings) == 0 {
+			t.Fatalf("%s: no findings", c.name)
+		}
+		for _, f := range r.Findings {
+			if f.Triage == nil || f.Triage.Class != c.class || !strings.Contains(f.Triage.Next, c.next) || len(f.Triage.Why) == 0 {
+				t.Errorf("%s: %s: triage %+v, want %s with next naming %q", c.name, f.Kind, f.Triage, c.class, c.next)
+			}
+		}
+	}
+}
+
+// Memory no process accounts for, and a defunct process, are zombie contexts.
+func TestClassifyZombie(t *testing.T) {
+	z := proc(30, 5, "python3", "", func(p *snapshot.Process) { p.State, p.Threads = "Z", 1 })
+	for _, c := range []struct {
+		f Finding
+		p *snapshot.Process
+	}{
+		{Finding{Kind: KindZombieGPUMemory, Summary: "GPU 0: 60 GiB no live process accounts for"}, nil},
+		{Finding{Kind: KindOrphanGPUProcess, Summary: "NVML lists pid 30", Process: processRef(&z)}, &z},
+	} {
+		got := classify(triageInput{finding: &c.f, proc: c.p})
+		if got.Class != ClassZombieContext || !strings.Contains(got.Next, "reset the GPU") {
+			t.Errorf("%s: %+v, want zombie_context with a reset", c.f.Kind, got)
+		}
+	}
+}
