@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -23,13 +26,15 @@ func checkCommand() *cli.Command {
 			"above --fail-on, 2 error, or a GPU of LIST that could not be read (not known to be clean).\n\n" +
 			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
 			"  gpusnap check --gpus 0-3 --allow /etc/gpusnap/allow\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
-		},
+			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
+			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
+		}, podFlags()...),
 		Action: action(parseCheckOptions, runCheck),
 	}
 }
@@ -40,11 +45,24 @@ type checkOptions struct {
 	diff.CheckOptions
 	FailOn   diff.Severity
 	Textfile string // --textfile: the result as metrics (docs/metrics.md)
+	NPD      bool   // --npd: Node Problem Detector's line and exit status
+	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
+	// nil checks the GPUs of --gpus.
+	Idle *kubelet.Options
 }
 
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile")}
+	o := checkOptions{Textfile: c.String("textfile"), NPD: c.Bool("npd")}
 	var err error
+	if o.NPD && lookup(c, "json", (*cli.Context).Bool) {
+		return o, usageError(errors.New("--npd prints NPD's one line: it cannot be combined with --json"))
+	}
+	if c.Bool("idle") {
+		if c.IsSet("gpus") {
+			return o, usageError(errors.New("--idle picks the GPUs to check: it cannot be combined with --gpus"))
+		}
+		o.Idle = &kubelet.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
+	}
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
 		if err != nil {
@@ -74,19 +92,41 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 // or above --fail-on, else exit 2 when a GPU asked for could not be read.
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
-	err := checkAndReport(ctx, g, o, &run)
+	r, err := checkHost(ctx, g, o, &run)
+	if err == nil {
+		err = reportCheck(g, o, r)
+	} else if o.NPD {
+		// NPD reads stdout only: a check that never ran says why there too.
+		fmt.Fprintln(g.Stdout, npd.Unknown(err))
+	}
 	return writeTextfile(g.Stderr, o.Textfile, run, err)
 }
 
-// checkAndReport checks the host and prints it, filling run with what it saw.
-func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics.Run) error {
+// checkHost captures the host and checks it, filling run with what it saw.
+func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, error) {
 	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if o.Idle != nil {
+		if o.GPUs, err = idleGPUs(ctx, *o.Idle, snap); err != nil {
+			return nil, err
+		}
 	}
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
-	if err := printResult(g, r); err != nil {
+	return r, nil
+}
+
+// reportCheck prints a check's result and returns its exit status.
+func reportCheck(g globals, o checkOptions, r *diff.Result) error {
+	var err error
+	if o.NPD {
+		_, err = fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
+	} else {
+		err = printResult(g, r)
+	}
+	if err != nil {
 		return err
 	}
 	if r.Failed(o.FailOn) {
@@ -96,4 +136,28 @@ func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics
 		return fmt.Errorf("check: not known to be clean: %s", strings.Join(r.Check.Unchecked, "; "))
 	}
 	return nil
+}
+
+// idleGPUs are the GPUs of snap that the kubelet has given no pod, by UUID.
+// Which GPUs those are is not known without NVML or the kubelet: that is an
+// error, never a check of nothing.
+func idleGPUs(ctx context.Context, o kubelet.Options, snap *snapshot.Snapshot) (*snapshot.GPUSet, error) {
+	if why := snap.NVML.Unavailable; why != "" {
+		return nil, fmt.Errorf("--idle: NVML was not read (%s), so the GPUs are not known", why)
+	}
+	// A pod whose UID is not known still names its GPUs: that is all --idle needs.
+	alloc, err := kubelet.Read(ctx, o)
+	if alloc == nil {
+		return nil, fmt.Errorf("--idle: %w", err)
+	}
+	set := &snapshot.GPUSet{}
+	for _, g := range snapshot.GPUUsage(snap) {
+		if g.UUID == "" {
+			return nil, fmt.Errorf("--idle: NVML gave GPU %d no UUID, so its pods are not known", g.Index)
+		}
+		if len(alloc.PodsOf(&g)) == 0 {
+			set.UUIDs = append(set.UUIDs, g.UUID)
+		}
+	}
+	return set, nil
 }
