@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func BenchmarkCheckNPD(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "gpusnap")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		b.Fatalf("go is not on PATH, to build the command: %v", err)
 	}
 	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/gpusnap").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
