@@ -12,6 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
+	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -34,7 +35,7 @@ func checkCommand() *cli.Command {
 			textfileFlag(),
 			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
 			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
-		}, podFlags()...),
+		}, append(podFlags(), ocsfFlags()...)...),
 		Action: action(parseCheckOptions, runCheck),
 	}
 }
@@ -46,6 +47,7 @@ type checkOptions struct {
 	FailOn   diff.Severity
 	Textfile string // --textfile: the result as metrics (docs/metrics.md)
 	NPD      bool   // --npd: Node Problem Detector's line and exit status
+	OCSF     ocsfOutput
 	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
 	// nil checks the GPUs of --gpus.
 	Idle *kubelet.Options
@@ -54,8 +56,11 @@ type checkOptions struct {
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 	o := checkOptions{Textfile: c.String("textfile"), NPD: c.Bool("npd")}
 	var err error
-	if o.NPD && lookup(c, "json", (*cli.Context).Bool) {
-		return o, usageError(errors.New("--npd prints NPD's one line: it cannot be combined with --json"))
+	if o.OCSF, err = parseOCSF(c); err != nil {
+		return o, err
+	}
+	if o.NPD && (o.OCSF.Stdout || lookup(c, "json", (*cli.Context).Bool)) {
+		return o, usageError(errors.New("--npd prints NPD's one line: it cannot be combined with --json or --format ocsf"))
 	}
 	if c.Bool("idle") {
 		if c.IsSet("gpus") {
@@ -92,9 +97,9 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 // or above --fail-on, else exit 2 when a GPU asked for could not be read.
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
-	r, err := checkHost(ctx, g, o, &run)
+	r, host, err := checkHost(ctx, g, o, &run)
 	if err == nil {
-		err = reportCheck(g, o, r)
+		err = reportCheck(g, o, r, host)
 	} else if o.NPD {
 		// NPD reads stdout only: a check that never ran says why there too.
 		fmt.Fprintln(g.Stdout, npd.Unknown(err))
@@ -103,31 +108,41 @@ func runCheck(ctx context.Context, g globals, o checkOptions) error {
 }
 
 // checkHost captures the host and checks it, filling run with what it saw.
-func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, error) {
+// It returns the host's name, as the capture read it.
+func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, string, error) {
 	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if o.Idle != nil {
 		if o.GPUs, err = idleGPUs(ctx, *o.Idle, snap); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
-	return r, nil
+	return r, snap.Host.Hostname, nil
 }
 
 // reportCheck prints a check's result and returns its exit status.
-func reportCheck(g globals, o checkOptions, r *diff.Result) error {
-	var err error
-	if o.NPD {
-		_, err = fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
-	} else {
-		err = printResult(g, r)
-	}
+// A finding not appended to --ocsf-file is a line on stderr beside the
+// verdict, and exit 2 beside a clean one: the result asked for is missing.
+func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
+	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(host, "check")) }
+	err := o.OCSF.print(g, findings, func() error {
+		if o.NPD {
+			_, err := fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
+			return err
+		}
+		return printResult(g, r)
+	})
 	if err != nil {
 		return err
+	}
+	if err := o.OCSF.appendFile(findings); err != nil {
+		if err := diffVerdict(g, r.Failed(o.FailOn), err); err != nil {
+			return err
+		}
 	}
 	if r.Failed(o.FailOn) {
 		return statusError{exitFindings}
