@@ -53,9 +53,19 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 }
 
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
+	snap, err := takeBaseline(ctx, g, o)
 	if err != nil {
 		return err
+	}
+	return printSnapshot(g, snap)
+}
+
+// takeBaseline captures the host and stores it as the tenant's baseline,
+// with the allocation o names or the kubelet's.
+func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.Snapshot, error) {
+	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
+	if err != nil {
+		return nil, err
 	}
 	snap.Allocation = o.Allocation
 	if why := snap.NVML.Unavailable; why != "" {
@@ -68,7 +78,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
 		set, ok, err := pods.GPUsOf(o.Tenant, snap.NVML.Devices)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case ok:
@@ -77,10 +87,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 			fmt.Fprintf(g.Stderr, "gpusnap: the kubelet lists no GPU of pod %s and does not run it (yet): the baseline records no allocation\n", safetext.Escape(o.Tenant))
 		}
 	}
-	if err := storeSnapshot(g, snap); err != nil {
-		return err
-	}
-	return printSnapshot(g, snap)
+	return snap, storeSnapshot(g, snap)
 }
 
 // allocation reads the GPUs the tenant was given: --gpus, else the

@@ -167,6 +167,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			keygenCommand(),
 			watchCommand(),
 			eventsCommand(),
+			nriCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {
