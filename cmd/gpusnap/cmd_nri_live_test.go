@@ -238,6 +238,24 @@ func TestNRIPodLifecycle(t *testing.T) {
 		t.Errorf("pod c's container on the clean GPU 7 refused: %v", err)
 	}
 
+	// A pod given GPU 7 whose process uses GPU 6: outside its allocation,
+	// which its first GPU container recorded (no kubelet here).
+	d := pod("dddddddd-0000-4000-8000-000000000004", "stray")
+	rt.run(d)
+	if err := rt.create(d, gpuContainer(d, 7)); err != nil {
+		t.Fatalf("pod d's container on GPU 7 refused: %v", err)
+	}
+	join := livetest.PodCgroup(t, d.Uid)
+	stray := livetest.StartGhost(t, &livetest.Loop{Node: nodes[0]}, livetest.Options{Exe: filepath.Join(dir, "bin", "stray")}).Ghost
+	join(stray.PID)
+	rt.stop(d)
+	waitUntil(t, "pod d's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), d.Uid+") left GPU state behind") })
+	report, err = os.ReadFile(filepath.Join(ev, "pod-"+d.Uid+".txt"))
+	noErr(t, err)
+	if !strings.Contains(string(report), "out_of_allocation_gpu_use: pid "+strconv.Itoa(stray.PID)) {
+		t.Errorf("pod d's report has no out_of_allocation_gpu_use of %d:\n%s", stray.PID, report)
+	}
+
 	// A restart: the plugin re-syncs; pod c keeps its baseline, pod e
 	// (started while the plugin was down) has none and is said.
 	stop()
