@@ -86,7 +86,6 @@ type Plugin struct {
 }
 
 type podState struct {
-	pod       Pod
 	allocated bool // the baseline records an allocation
 	gpuSeen   bool // a container given GPUs was created
 	diffed    bool
@@ -144,7 +143,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api
 		}
 		// Whether the baseline records an allocation is not known here: a
 		// later GPU container does not record one in its place.
-		p.pods[s.GetId()] = &podState{pod: pod, allocated: true, gpuSeen: true}
+		p.pods[s.GetId()] = &podState{allocated: true, gpuSeen: true}
 	}
 	return nil, nil
 }
@@ -161,7 +160,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
 		return fmt.Errorf("gpusnap: pod %s: no baseline: %w", pod, err)
 	}
 	p.mu.Lock()
-	p.pods[s.GetId()] = &podState{pod: pod, allocated: allocated}
+	p.pods[s.GetId()] = &podState{allocated: allocated}
 	p.mu.Unlock()
 	return nil
 }
@@ -230,7 +229,7 @@ func (p *Plugin) diff(s *api.PodSandbox) {
 	p.mu.Lock()
 	st := p.pods[s.GetId()]
 	if st == nil {
-		st = &podState{pod: pod} // a pod started before the plugin and not synchronized: its diff says what it lacks
+		st = &podState{} // a pod started before the plugin and not synchronized: its diff says what it lacks
 		p.pods[s.GetId()] = st
 	}
 	done := st.diffed
@@ -247,9 +246,6 @@ func (p *Plugin) diff(s *api.PodSandbox) {
 		p.gate.Diff(ctx, pod)
 	}()
 }
-
-// Wait waits for the diffs in flight.
-func (p *Plugin) Wait() { p.wg.Wait() }
 
 // within runs fn under NRI's request timeout, less a margin to answer in:
 // what does not finish by then is refused, never let through by a runtime
