@@ -275,3 +275,43 @@ func TestNRIPodLifecycle(t *testing.T) {
 		t.Errorf("a pod with no baseline was diffed clean")
 	}
 }
+
+// TestNRIRefusesWhatItCannotCheckInTime: with a driver that never answers
+// (a libnvidia-ml whose init hangs) and NRI's default 2 s request timeout,
+// the plugin refuses the pod and the GPU container before the runtime stops
+// waiting, saying why: never a pass by timeout.
+func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
+	lib := livetest.HungNVML(t)
+	dir := t.TempDir()
+	rt := startNRIRuntime(t, dir)
+	adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout)
+	cmd := withLibrary(gpusnapProc("--db", filepath.Join(dir, "gpusnap.db"), "--nvml-timeout", "1h", "--require-nvml", "nri",
+		"--socket", filepath.Join(dir, "nri.sock"), "--evidence-dir", filepath.Join(dir, "evidence")), lib)
+	var stderr livetest.LockedBuffer
+	cmd.Stderr = &stderr
+	noErr(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, "the plugin to register", stderr.String, func() bool { return strings.Contains(stderr.String(), "registered with containerd") })
+
+	p := pod("ffffffff-0000-4000-8000-000000000006", "hung")
+	start := time.Now()
+	err := rt.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p})
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "did not finish within NRI's request timeout") {
+		t.Errorf("RunPodSandbox with a hung driver: %v, want a refusal", err)
+	}
+	if took >= adaptation.DefaultPluginRequestTimeout {
+		t.Errorf("RunPodSandbox answered after %s, past NRI's %s", took, adaptation.DefaultPluginRequestTimeout)
+	}
+	// GPU 9: no other test's fake GPU. The driver that hung once is not
+	// waited for again; --require-nvml makes memory it cannot read a refusal.
+	start = time.Now()
+	err = rt.create(p, gpuContainer(p, 9))
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "NVML") && !strings.Contains(err.Error(), "did not finish") || took >= adaptation.DefaultPluginRequestTimeout {
+		t.Errorf("CreateContainer with a hung driver: %v after %s, want a refusal for NVML within NRI's timeout", err, took)
+	}
+	t.Logf("refused: %v", err)
+}
