@@ -31,7 +31,7 @@ import (
 
 func BenchmarkCapture(b *testing.B) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Path: snapshot.PathProc}
+	opts := snapshot.Options{ProcRoot: "/proc", Path: snapshot.PathProc}
 	procs := 0
 	for b.Loop() {
 		s, err := snapshot.Capture(ctx, opts)
@@ -70,7 +70,7 @@ func BenchmarkCaptureOverFloor(b *testing.B) {
 
 func captureOverFloor(b *testing.B, path string) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", Path: path, NVML: snapshot.NVMLOptions{Disabled: true}}
+	opts := snapshot.Options{ProcRoot: "/proc", Path: path}
 	if _, err := snapshot.Capture(ctx, opts); err != nil {
 		b.Skipf("capture by %s: %v", path, err)
 	}

@@ -79,7 +79,7 @@ func startSleepers(b *testing.B, n int) {
 }
 
 func capturePath(b *testing.B, path string) *snapshot.Snapshot {
-	s, err := snapshot.Capture(context.Background(), snapshot.Options{NVML: snapshot.NVMLOptions{Disabled: true}, Path: path})
+	s, err := snapshot.Capture(context.Background(), snapshot.Options{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func benchStore(b *testing.B) {
 	}
 	_ = os.Remove(path)
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", NVML: snapshot.NVMLOptions{Disabled: true}, Label: snapshot.LabelSnapshot}
+	opts := snapshot.Options{ProcRoot: "/proc", Label: snapshot.LabelSnapshot}
 	put := func(snap *snapshot.Snapshot) store.Usage {
 		st, err := store.Open(path, store.Options{LockTimeout: time.Second})
 		if err != nil {

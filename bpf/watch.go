@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 )
 
 // Hook is how the watch programs see opens and mappings of devices.
@@ -179,11 +181,6 @@ func (m *sharedMaps) replacements() map[string]*ebpf.Map {
 // collection sharing the maps already loaded (one load: relocating against
 // the kernel's BTF once, not once a program), and attaches the hook's.
 func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
-	if hook == HookTracepoint {
-		if err := ensureTracefs(); err != nil {
-			return err
-		}
-	}
 	sub := spec.Copy()
 	sub.Programs = map[string]*ebpf.ProgramSpec{}
 	for _, name := range append(slices.Clone(hookPrograms[hook]), lifePrograms...) {
@@ -197,9 +194,18 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 		return loadError(hookPrograms[hook][0], err)
 	}
 	w.coll = coll
+	if hook == HookTracepoint {
+		return withTracefs(func() error { return w.attachLinks(spec, hook) })
+	}
+	return w.attachLinks(spec, hook)
+}
+
+// attachLinks attaches the loaded programs of a hook.
+func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 	for _, name := range hookPrograms[hook] {
-		prog := coll.Programs[name]
+		prog := w.coll.Programs[name]
 		var l link.Link
+		var err error
 		switch hook {
 		case HookLSM:
 			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
@@ -222,16 +228,36 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 	return nil
 }
 
-// ensureTracefs mounts tracefs where it is not mounted: the syscall
-// tracepoints are found by name there.
-func ensureTracefs() error {
+// withTracefs runs attach where tracefs is mounted: the syscall tracepoints
+// are found by name there. Where the host has not mounted it, attach runs on
+// a thread of its own in a mount namespace of its own, with tracefs mounted
+// there alone: the host's mounts stay as they were, even if watch dies, and
+// the attached perf events do not need the mount once made.
+func withTracefs(attach func() error) error {
 	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
-		return nil
+		return attach()
 	}
-	if err := syscall.Mount("nodev", TracefsDir, "tracefs", 0, ""); err != nil {
-		return fmt.Errorf("tracefs is not mounted at %s and mounting it failed: %w", TracefsDir, err)
-	}
-	return nil
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, in its own mount namespace, ends with
+		// this goroutine and runs nothing else.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- fmt.Errorf("tracefs is not mounted at %s, and a mount namespace to mount it in was refused: %w", TracefsDir, err)
+			return
+		}
+		// Private first: a mount under a shared / would reach the host's namespace.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- fmt.Errorf("tracefs: making a private mount namespace: %w", err)
+			return
+		}
+		if err := unix.Mount("nodev", TracefsDir, "tracefs", 0, ""); err != nil {
+			errc <- fmt.Errorf("tracefs is not mounted at %s and mounting it failed: %w", TracefsDir, err)
+			return
+		}
+		errc <- attach()
+	}()
+	return <-errc
 }
 
 // loadError names what the kernel refused, in one line.

@@ -1,10 +1,12 @@
 // Package bundle writes and verifies evidence bundles: one tar.gz an incident
 // responder attaches to an incident, holding the two snapshots, the findings,
 // human reports, each involved process's maps diff and the text capture kept
-// of its files (the kernel's bytes, a byte that is not UTF-8 kept as U+FFFD),
-// with a manifest of SHA-256 hashes and an optional ed25519
-// signature. Anyone can check a bundle with `gpusnap verify`, or without
-// gpusnap with `sha256sum -c SHA256SUMS` and openssl. docs/bundle.md has the layout.
+// of its files (the kernel's bytes, byte for byte).
+// The tarball holds one directory, a BagIt bag (RFC 8493), with an in-toto
+// Statement of its payload files, signed in a DSSE envelope when a key is
+// given. Anyone can check a bundle with `gpusnap verify`, or without gpusnap
+// with sha256sum, a BagIt validator and a DSSE verifier. docs/bundle.md has
+// the layout.
 package bundle
 
 import (
@@ -20,6 +22,7 @@ import (
 	"io"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
@@ -30,6 +33,8 @@ import (
 
 // Input is what goes into a bundle.
 type Input struct {
+	// Name is the bag's directory in the tarball; empty: gpusnap-<TO's id>.
+	Name   string
 	Before *snapshot.Snapshot // FROM: usually the tenant's baseline
 	After  *snapshot.Snapshot // TO: usually the post snapshot
 	// Result is the diff of Before and After. Its MapsDiffs (diff.Options.MapsDiff)
@@ -44,19 +49,18 @@ type Input struct {
 	TenantStart, TenantEnd time.Time
 	// Events is what gpusnap watch recorded between the snapshots, or nil:
 	// the time line shows those of the processes the findings name.
-	Events *eventlog.ReadResult
-	// SignKey, when set, signs manifest.json into manifest.sig.
+	Events eventlog.Source
+	// SignKey, when set, signs the statement into a DSSE envelope.
 	SignKey ed25519.PrivateKey
 	// KernelLog is the kernel log between Before and After (the diff's
 	// window): its records go to raw/kmsg as the kernel wrote them. Nil: none.
 	KernelLog *kmsg.Window
+	// Store is the store's log evidence of the two snapshots, or nil.
+	Store *StoreEvidence
 }
 
-// Fixed file names in a bundle.
+// Payload file names, under data/.
 const (
-	FileManifest  = "manifest.json"
-	FileSignature = "manifest.sig"
-	FileSums      = "SHA256SUMS"
 	FileBefore    = "before.json"
 	FileAfter     = "after.json"
 	FileFindings  = "findings.json"
@@ -67,30 +71,81 @@ const (
 	FileKernelLog = "raw/kmsg"
 )
 
-// Write writes the bundle of in to w as a tar.gz and returns its manifest.
-// The same Input always gives the same bytes.
-func Write(w io.Writer, in Input) (*Manifest, error) {
+// Written says what Write wrote: the statement's predicate, the bag's
+// directory and how many payload files it holds.
+type Written struct {
+	Predicate *Predicate
+	Bag       string
+	Files     int
+}
+
+// Write writes the bundle of in to w as a tar.gz. The same Input always
+// gives the same bytes.
+func Write(w io.Writer, in Input) (*Written, error) {
 	if in.Before == nil || in.After == nil || in.Result == nil {
 		return nil, errors.New("bundle: before, after and the diff result are all needed")
+	}
+	name := in.Name
+	if name == "" {
+		name = DefaultName(in.After.ID)
+	}
+	if !ValidName(name) {
+		return nil, fmt.Errorf("bundle: %q cannot name the bundle's directory", name)
 	}
 	files, err := payload(in)
 	if err != nil {
 		return nil, err
 	}
-	m := newManifest(in, files)
-	manifestJSON, err := marshal(m)
+	data := make(map[string][]byte, len(files))
+	for n, b := range files {
+		data[path.Join(DirPayload, n)] = b
+	}
+	pred := newPredicate(in, files[FileFindings])
+	statement, err := statementJSON(data, pred)
 	if err != nil {
 		return nil, err
 	}
-	files[FileManifest] = manifestJSON
-	files[FileSums] = sums(m.Files, manifestJSON)
-	if in.SignKey != nil {
-		files[FileSignature] = ed25519.Sign(in.SignKey, manifestJSON)
+	mtime := archiveTime(in.After)
+	tags := map[string][]byte{
+		FileBagIt:    []byte(bagitTxt),
+		FileBagInfo:  bagInfo(in.Version, mtime.Format("2006-01-02"), in.After.ID, data),
+		FileManifest: manifestText(data),
 	}
-	if err := writeArchive(w, files, archiveTime(in.After)); err != nil {
+	if in.SignKey != nil {
+		if tags[FileEnvelope], err = envelopeJSON(statement, in.SignKey); err != nil {
+			return nil, err
+		}
+	} else {
+		tags[FileStatement] = append(statement, '\n')
+	}
+	tags[FileTagManifest] = manifestText(tags)
+	all := make(map[string][]byte, len(data)+len(tags))
+	for _, m := range []map[string][]byte{data, tags} {
+		for n, b := range m {
+			all[path.Join(name, n)] = b
+		}
+	}
+	if err := writeArchive(w, all, mtime); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Written{Predicate: pred, Bag: name, Files: len(data)}, nil
+}
+
+// DefaultName is the bag directory of a bundle whose TO snapshot is id.
+func DefaultName(id string) string { return "gpusnap-" + id }
+
+// ValidName reports whether name can be the bag's directory: one path
+// element of letters, digits and ._-+@, not starting with a dot.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 200 || name[0] == '.' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-+@", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // payload renders every file the manifest lists, by name.
@@ -150,20 +205,6 @@ func marshal(v any) ([]byte, error) {
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// sums renders SHA256SUMS in sha256sum's own format: every payload file and
-// manifest.json, so `sha256sum -c` checks the manifest too.
-func sums(files []FileHash, manifestJSON []byte) []byte {
-	lines := make([]FileHash, 0, len(files)+1)
-	lines = append(lines, files...)
-	lines = append(lines, FileHash{Name: FileManifest, SHA256: sha256Hex(manifestJSON)})
-	sort.Slice(lines, func(i, j int) bool { return lines[i].Name < lines[j].Name })
-	var b bytes.Buffer
-	for _, f := range lines {
-		fmt.Fprintf(&b, "%s  %s\n", f.SHA256, f.Name)
-	}
-	return b.Bytes()
 }
 
 // archiveTime is every entry's mtime: the end of the TO capture, so the same

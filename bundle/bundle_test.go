@@ -38,31 +38,34 @@ func TestRoundTrip(t *testing.T) {
 		names = append(names, e.Name)
 	}
 	want := []string{
-		"SHA256SUMS", "after.json", "before.json", "findings.json", "manifest.json", "manifest.sig",
-		"maps/", "maps/4243@987654.diff", "maps/666@990000.diff",
-		"raw/", "raw/4243@987654/", "raw/4243@987654/cgroup", "raw/4243@987654/cmdline", "raw/4243@987654/maps", "raw/4243@987654/status",
-		"raw/666@990000/", "raw/666@990000/cgroup", "raw/666@990000/cmdline", "raw/666@990000/maps", "raw/666@990000/status",
-		"report.html", "report.md",
+		"bag-info.txt", "bagit.txt",
+		"data/", "data/after.json", "data/before.json", "data/findings.json",
+		"data/maps/", "data/maps/4243@987654.diff", "data/maps/666@990000.diff",
+		"data/raw/", "data/raw/4243@987654/", "data/raw/4243@987654/cgroup", "data/raw/4243@987654/cmdline", "data/raw/4243@987654/maps", "data/raw/4243@987654/status",
+		"data/raw/666@990000/", "data/raw/666@990000/cgroup", "data/raw/666@990000/cmdline", "data/raw/666@990000/maps", "data/raw/666@990000/status",
+		"data/report.html", "data/report.md",
+		"manifest-sha256.txt", "statement.dsse.json", "tagmanifest-sha256.txt",
 	}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("entries:\n got %q\nwant %q", names, want)
 	}
+	if rep.Bag != "gpusnap-"+in.After.ID {
+		t.Errorf("bag directory %q", rep.Bag)
+	}
 
-	m := rep.Manifest
+	m := rep.Predicate
 	if m.GpusnapVersion != "1.0.0-test" || m.Tenant != "job-4242" || m.UID != 0 ||
 		m.Host != (HostFacts{Hostname: "gpu-node-7", KernelRelease: "6.1.0-28-amd64", BootID: "b00710-1d", DriverVersion: "550.54.15"}) ||
 		m.Before.ID != in.Before.ID || m.After.ID != in.After.ID || !m.After.CaptureStart.Equal(in.After.Host.CaptureStart) ||
-		m.TenantStart == nil || !m.TenantStart.Equal(in.TenantStart) || m.Summary.Total != 4 {
-		t.Errorf("manifest = %+v", m)
-	}
-	if len(m.Files) != len(want)-len([]string{"SHA256SUMS", "manifest.json", "manifest.sig", "maps/", "raw/", "raw/4243@987654/", "raw/666@990000/"}) {
-		t.Errorf("manifest lists %d files", len(m.Files))
+		m.TenantStart == nil || !m.TenantStart.Equal(in.TenantStart) || m.Summary.Total != 4 ||
+		m.FindingsSHA256 != sha256Hex(memberData(t, b, "data/findings.json")) {
+		t.Errorf("predicate = %+v", m)
 	}
 
 	// The snapshots and the result come back as they went in.
 	var before, after snapshot.Snapshot
 	var res diff.Result
-	for name, v := range map[string]any{"before.json": &before, "after.json": &after, "findings.json": &res} {
+	for name, v := range map[string]any{"data/before.json": &before, "data/after.json": &after, "data/findings.json": &res} {
 		if err := json.Unmarshal(memberData(t, b, name), v); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -74,10 +77,15 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("findings did not round-trip: %+v", res)
 	}
 	// raw/ keeps the kernel's bytes, even those JSON cannot carry.
-	if got := memberData(t, b, "raw/666@990000/cmdline"); string(got) != in.After.Processes[2].Raw.Cmdline {
+	if got := memberData(t, b, "data/raw/666@990000/cmdline"); string(got) != in.After.Processes[2].Raw.Cmdline {
 		t.Errorf("raw cmdline = %q", got)
 	}
-	if got := memberData(t, b, "maps/4243@987654.diff"); string(got) != in.Result.MapsDiffs["4243@987654"] {
+	// A raw text that is not UTF-8 keeps its bytes, in raw/ and through after.json.
+	cgroup := in.After.Processes[2].Raw.Cgroup
+	if !strings.Contains(cgroup, "\xff") || string(memberData(t, b, "data/raw/666@990000/cgroup")) != cgroup || after.Processes[2].Raw.Cgroup != cgroup {
+		t.Errorf("raw cgroup not byte for byte: %q, after.json %q", memberData(t, b, "data/raw/666@990000/cgroup"), after.Processes[2].Raw.Cgroup)
+	}
+	if got := memberData(t, b, "data/maps/4243@987654.diff"); string(got) != in.Result.MapsDiffs["4243@987654"] {
 		t.Errorf("maps diff = %q", got)
 	}
 }
@@ -95,11 +103,11 @@ func TestArchiveIsReproducible(t *testing.T) {
 		if b := writeBundle(t, in2); !bytes.Equal(a, b) {
 			t.Errorf("signed=%v: two runs gave different bytes", signed)
 		}
-		// The manifest's own times are UTC, whatever zone the snapshots were read in.
+		// The statement's own times are UTC, whatever zone the snapshots were read in.
 		in3 := testInput()
 		in3.TenantStart = in3.TenantStart.In(time.FixedZone("UTC+5", 5*3600))
-		if man := memberData(t, writeBundle(t, in3), FileManifest); !bytes.Contains(man, []byte(`"tenant_start": "2026-11-29T10:20:00Z"`)) {
-			t.Errorf("signed=%v: manifest times not in UTC:\n%s", signed, man)
+		if st := memberData(t, writeBundle(t, in3), FileStatement); !bytes.Contains(st, []byte(`"tenant_start":"2026-11-29T10:20:00Z"`)) {
+			t.Errorf("signed=%v: statement times not in UTC:\n%s", signed, st)
 		}
 	}
 }
@@ -157,53 +165,35 @@ func TestSha256sumChecksExtractedBundle(t *testing.T) {
 		t.Skip("sha256sum (coreutils) is not installed")
 	}
 	dir := t.TempDir()
-	extract(t, writeBundle(t, testInput()), dir)
-	cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sha256sum -c: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "manifest.json: OK") || !strings.Contains(string(out), "raw/666@990000/cmdline: OK") {
-		t.Errorf("sha256sum -c did not check everything:\n%s", out)
+	in := testInput()
+	extract(t, writeBundle(t, in), dir)
+	bag := filepath.Join(dir, DefaultName(in.After.ID))
+	for _, manifest := range []string{FileManifest, FileTagManifest} {
+		cmd := exec.Command("sha256sum", "--strict", "-c", manifest)
+		cmd.Dir = bag
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sha256sum -c %s: %v\n%s", manifest, err, out)
+		}
+		if !strings.Contains(string(out), "data/raw/666@990000/cmdline: OK") && !strings.Contains(string(out), "statement.intoto.json: OK") {
+			t.Errorf("sha256sum -c %s did not check everything:\n%s", manifest, out)
+		}
 	}
 	// And it fails on an altered file.
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte("edited"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(bag, "data", "report.md"), []byte("edited"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command("sha256sum", "-c", "SHA256SUMS")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "report.md: FAILED") {
+	cmd := exec.Command("sha256sum", "-c", FileManifest)
+	cmd.Dir = bag
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "data/report.md: FAILED") {
 		t.Errorf("sha256sum -c passed an edited report.md: %v\n%s", err, out)
-	}
-}
-
-func TestOpensslChecksSignature(t *testing.T) {
-	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("openssl is not installed")
-	}
-	dir := t.TempDir()
-	if _, err := WriteKeyPair(t.Context(), filepath.Join(dir, "k"), false); err != nil {
-		t.Fatal(err)
-	}
-	key, err := ReadPrivateKey(filepath.Join(dir, "k.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := testInput()
-	in.SignKey = key
-	extract(t, writeBundle(t, in), dir)
-	out, err := exec.Command("openssl", "pkeyutl", "-verify", "-pubin", "-inkey", filepath.Join(dir, "k.pub"), "-rawin",
-		"-in", filepath.Join(dir, "manifest.json"), "-sigfile", filepath.Join(dir, "manifest.sig")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Signature Verified Successfully") {
-		t.Fatalf("openssl could not verify the signature: %v\n%s", err, out)
 	}
 }
 
 func TestReportsEscapeHostileStrings(t *testing.T) {
 	b := writeBundle(t, testInput())
-	md := memberData(t, b, FileReportMD)
-	html := memberData(t, b, FileReportHTM)
+	md := memberData(t, b, "data/"+FileReportMD)
+	html := memberData(t, b, "data/"+FileReportHTM)
 	for name, text := range map[string][]byte{"report.md": md, "report.html": html} {
 		if !utf8.Valid(text) {
 			t.Errorf("%s is not valid UTF-8", name)
@@ -248,7 +238,7 @@ func inCode(line, s string) bool {
 
 func TestReportContents(t *testing.T) {
 	in := testInput()
-	md := string(memberData(t, writeBundle(t, in), FileReportMD))
+	md := string(memberData(t, writeBundle(t, in), "data/"+FileReportMD))
 	for _, want := range []string{
 		"**4 findings: 3 high, 1 medium.**\n\n> Note: NVML was not read at FROM: library not found\n",
 		"### high (3)", "### medium (1)",
@@ -276,7 +266,7 @@ func TestReportContents(t *testing.T) {
 
 	clean := testInput()
 	clean.Result.Findings, clean.Result.MapsDiffs = nil, nil
-	md = string(memberData(t, writeBundle(t, clean), FileReportMD))
+	md = string(memberData(t, writeBundle(t, clean), "data/"+FileReportMD))
 	if !strings.Contains(md, "No findings") || strings.Contains(md, "raw/") {
 		t.Errorf("a clean diff's report:\n%s", md)
 	}

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"crypto/ed25519"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func testInput() Input {
 			Maps:    "7f1000000000-7f1000001000 r--s 00000000 00:06 812 /dev/nvidiactl\n",
 			Status:  "Name:\t" + hostileComm + "\nPid:\t666\n",
 			Cmdline: "python3\x00-c\x00x\n- forged: line\x1b]0;pwned\x07\x00",
-			Cgroup:  "0::/user.slice\n",
+			Cgroup:  "0::/user.slice/x\xff.scope\n", // not UTF-8: kept byte for byte
 		},
 	}
 	before := &snapshot.Snapshot{
@@ -172,10 +173,11 @@ func writeMembers(t *testing.T, ms []tarMember) []byte {
 	return b.Bytes()
 }
 
+// memberData is the bytes of the member name (relative to the bag's directory).
 func memberData(t *testing.T, b []byte, name string) []byte {
 	t.Helper()
 	for _, m := range readMembers(t, b) {
-		if m.hdr.Name == name {
+		if rel(m.hdr.Name) == name {
 			return m.data
 		}
 	}
@@ -190,6 +192,12 @@ func verifyBytes(t *testing.T, b []byte, pub ed25519.PublicKey) *Verification {
 		t.Fatalf("Verify: %v", err)
 	}
 	return rep
+}
+
+// rel is a member's name relative to the bag's directory.
+func rel(name string) string {
+	_, r, _ := strings.Cut(name, "/")
+	return r
 }
 
 // named reports whether a problem names file.

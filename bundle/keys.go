@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -15,10 +14,8 @@ import (
 )
 
 // Keys are PEM files in the standard encodings, the ones openssl writes and
-// reads: PKCS#8 "PRIVATE KEY" and PKIX "PUBLIC KEY". A responder without
-// gpusnap checks a signature with
-//
-//	openssl pkeyutl -verify -pubin -inkey PREFIX.pub -rawin -in manifest.json -sigfile manifest.sig
+// reads: PKCS#8 "PRIVATE KEY" and PKIX "PUBLIC KEY", so a responder without
+// gpusnap loads the public key into any DSSE verifier (docs/bundle.md).
 
 // WriteKeyPair writes a new ed25519 key pair: prefix+".key" (mode 0600) and
 // prefix+".pub" (0644). Neither may exist unless force is set.
@@ -111,6 +108,3 @@ func readPEM(name, typ string) ([]byte, error) {
 	}
 	return block.Bytes, nil
 }
-
-// KeyID names a public key as the manifest does: its standard base64.
-func KeyID(pub ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(pub) }

@@ -360,8 +360,7 @@ func watchEvents(in Input, procs []process) []event {
 		involved[p.Key] = true
 	}
 	var out []event
-	for i := range in.Events.Events {
-		e := &in.Events.Events[i]
+	_ = in.Events.Each(func(e *eventlog.Event) bool {
 		var what string
 		switch {
 		case e.Kind == eventlog.KindWatchStart:
@@ -384,14 +383,15 @@ func watchEvents(in Input, procs []process) []event {
 				what += " " + e.Child.Key()
 			}
 		default:
-			continue
+			return true
 		}
 		if len(out) == maxTimelineEvents {
 			out = append(out, event{At: e.Time, Time: formatTime(e.Time), What: "... more events in the event log (gpusnap events)"})
-			break
+			return false
 		}
 		out = append(out, event{At: e.Time, Time: formatTime(e.Time), What: safetext.Escape(what)})
-	}
+		return true
+	})
 	return out
 }
 

@@ -38,7 +38,8 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		scope.GPUs = opts.GPUs.String()
 		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
 	}
-	findings := gpusInUse(c, gpus)
+	// A hidden process may use any GPU: it fails the check of every set.
+	findings := append(gpusInUse(c, gpus), hiddenProcesses(c)...)
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
 	} else {

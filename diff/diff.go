@@ -32,8 +32,9 @@ type Options struct {
 	KernelLog *kmsg.Window
 	// Events is what gpusnap watch recorded between FROM and TO (the event
 	// log), or nil where no watch ever ran: transient processes, and where a
-	// survivor's device came from.
-	Events *eventlog.ReadResult
+	// survivor's device came from. The rules walk it (eachEvent), several
+	// times: an eventlog.Window reads it from disk at each walk.
+	Events eventlog.Source
 }
 
 // Compare reports what to holds that from did not.
@@ -77,6 +78,7 @@ var rules = []func(*comparison) []Finding{
 	renamedDeviceNodes,
 	unexpectedGPUProcesses,
 	unreadableProcesses,
+	hiddenProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
 	transientGPUProcesses,
@@ -200,6 +202,9 @@ func (c *comparison) noteLimits() {
 		// Counts, not PIDs: as a user other than root, thousands refuse.
 		c.notCompared(fmt.Sprintf("%d of %d processes at TO could not be read in full (maps or fds; root reads all but non-dumpable ones): what they map or hold was not compared; those new or newly unreadable since FROM are %s findings",
 			n, len(c.to.Processes), KindUnreadableProcess))
+	}
+	if u := c.to.Scan.Unsettled; u != "" {
+		c.notCompared("the capture at TO did not settle: " + u)
 	}
 }
 

@@ -28,6 +28,7 @@ const (
 	KindOutOfAllocation       = "out_of_allocation_gpu_use"
 	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
 	KindUnreadableProcess     = "unreadable_process"
+	KindHiddenProcess         = "hidden_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
@@ -162,6 +163,17 @@ type Result struct {
 	// ends. No findings and not complete is not clean: the notes say what
 	// was not compared.
 	Complete bool `json:"complete"`
+	// StoreLog is the store's log after this result was recorded in it:
+	// the head a later gpusnap store verify --checkpoint proves against.
+	// Nil when the result was not recorded.
+	StoreLog *LogHead `json:"store_log,omitempty"`
+}
+
+// LogHead names a state of the store's log (docs/store.md).
+type LogHead struct {
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+	Root   string `json:"root"` // base64 of the RFC 6962 root hash, as checkpoints write it
 }
 
 // count writes "1 mapping" or "3 mappings".

@@ -127,7 +127,7 @@ func (c *comparison) attachEventInheritance(findings []Finding) {
 			continue
 		}
 		if parents == nil {
-			parents, users = forkIndex(c.opts.Events.Events)
+			parents, users = c.forkIndex()
 		}
 		fork, use := eventAncestor(f.Process.Key(), parents, users)
 		if use == nil {

@@ -94,14 +94,13 @@ func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuS
 	tenant := c.from.Tenant
 	end := c.windowEnd()
 	var out []Finding
-	for i := range c.opts.Events.Events {
-		e := &c.opts.Events.Events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		if (e.Kind != eventlog.KindOpen && e.Kind != eventlog.KindMmap) || e.Process == nil || e.Device == nil ||
 			e.Device.Class != snapshot.ClassNVIDIA || e.Device.GPU == nil || gpus.minors[*e.Device.GPU] {
-			continue
+			return
 		}
 		if e.Time.Before(c.from.Host.CaptureStart) || !e.Time.Before(end) {
-			continue
+			return
 		}
 		p := e.Process
 		why := cgroupTenancy(p.SlurmJobID, p.PodUID, p.ContainerID, tenant)
@@ -110,7 +109,7 @@ func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuS
 		}
 		key := fmt.Sprintf("%s/%d", p.Key(), *e.Device.GPU)
 		if why == "" || seen[key] {
-			continue
+			return
 		}
 		seen[key] = true
 		minor := e.Device.GPU
@@ -127,7 +126,7 @@ func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuS
 			GPUUUID:  uuid,
 			Evidence: []string{"allocation of " + tenant + ": " + allocText, "tenant: " + why, eventEvidence(e)},
 		})
-	}
+	})
 	return out
 }
 

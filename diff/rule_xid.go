@@ -134,13 +134,12 @@ func (c *comparison) windowGPUEvents(typ string) []*eventlog.Event {
 		return nil
 	}
 	var out []*eventlog.Event
-	for i := range c.opts.Events.Events {
-		e := &c.opts.Events.Events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		if e.Kind == eventlog.KindGPUEvent && e.GPUEvent == typ &&
 			!e.Time.Before(c.from.Host.CaptureStart) && e.Time.Before(c.windowEnd()) {
 			out = append(out, e)
 		}
-	}
+	})
 	return out
 }
 
@@ -450,10 +449,9 @@ func (c *comparison) noteGPUEvents() {
 		return
 	}
 	saidOff := map[string]bool{}
-	for i := range c.opts.Events.Events {
-		e := &c.opts.Events.Events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		if e.Time.Before(c.from.Host.CaptureStart) || !e.Time.Before(c.windowEnd()) {
-			continue
+			return
 		}
 		switch {
 		case e.Kind == eventlog.KindLost && e.Source == eventlog.SourceNVML:
@@ -464,5 +462,5 @@ func (c *comparison) noteGPUEvents() {
 			saidOff[e.GPUEventsOff] = true
 			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch was not reading them (%s): an Xid or ECC error NVML reported in the window is not known", e.Time.UTC().Format(time.RFC3339), e.GPUEventsOff))
 		}
-	}
+	})
 }

@@ -104,16 +104,13 @@ func (c *comparison) eventProcessStartedAt(pid int, start time.Time) *eventlog.P
 	if c.opts.Events == nil {
 		return nil
 	}
-	for i := range c.opts.Events.Events {
-		e := c.opts.Events.Events[i].Process
-		if e == nil || e.PID != pid {
-			continue
+	var found *eventlog.Process
+	c.eachEvent(func(e *eventlog.Event) {
+		if p := e.Process; found == nil && p != nil && p.PID == pid && closeStarts(snapshot.StartedAt(c.to.Host.BootTime, p.StartTime), start) {
+			found = p
 		}
-		if closeStarts(snapshot.StartedAt(c.to.Host.BootTime, e.StartTime), start) {
-			return e
-		}
-	}
-	return nil
+	})
+	return found
 }
 
 // sameStart reports whether p started at t, as far as two clocks can say.

@@ -27,24 +27,28 @@ func (c *comparison) eventTransients() []Finding {
 		device   string
 		gpu      string
 		events   []*eventlog.Event
+		count    int // events, kept in events or not
 		writable bool
 	}
 	uses := map[string]*use{} // PID@START NUL device
 	var order []string
-	for i := range c.opts.Events.Events {
-		e := &c.opts.Events.Events[i]
+	exits := map[string]*eventlog.Event{}
+	c.eachEvent(func(e *eventlog.Event) {
+		if e.Kind == eventlog.KindExit && e.Process != nil {
+			exits[e.Process.Key()] = e
+		}
 		if !e.UsesDevice() || e.Process == nil || e.Process.StartTime == 0 && e.Kind == eventlog.KindNVML {
-			continue
+			return
 		}
 		if e.Device != nil && e.Device.Class != snapshot.ClassNVIDIA {
-			continue
+			return
 		}
 		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.from.Host.CaptureStart) {
-			continue
+			return
 		}
 		key := e.Process.Key()
 		if p := c.toByKey[key]; p != nil && !p.Defunct() {
-			continue // alive at TO: the snapshot rules say what it holds
+			return // alive at TO: the snapshot rules say what it holds
 		}
 		dev := ""
 		if e.Device != nil {
@@ -62,15 +66,14 @@ func (c *comparison) eventTransients() []Finding {
 			uses[id] = u
 			order = append(order, id)
 		}
-		u.events = append(u.events, e)
-		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
-	}
-	exits := map[string]*eventlog.Event{}
-	for i := range c.opts.Events.Events {
-		if e := &c.opts.Events.Events[i]; e.Kind == eventlog.KindExit && e.Process != nil {
-			exits[e.Process.Key()] = e
+		// The evidence's events are kept, the rest counted: a tenant
+		// decides how many there are.
+		if len(u.events) < maxTransientEvidence {
+			u.events = append(u.events, e)
 		}
-	}
+		u.count++
+		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
+	})
 	var out []Finding
 	for _, id := range order {
 		u := uses[id]
@@ -96,12 +99,11 @@ func (c *comparison) eventTransients() []Finding {
 			Device:   u.device,
 			GPUUUID:  u.gpu,
 		}
-		for i, e := range u.events {
-			if i == maxTransientEvidence {
-				f.Evidence = append(f.Evidence, fmt.Sprintf("and %d more events", len(u.events)-i))
-				break
-			}
+		for _, e := range u.events {
 			f.Evidence = append(f.Evidence, "event: "+eventEvidence(e))
+		}
+		if u.count > len(u.events) {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("and %d more events", u.count-len(u.events)))
 		}
 		if u.writable {
 			f.Evidence = append(f.Evidence, "a writable mapping of the device")
@@ -149,7 +151,10 @@ func (c *comparison) noteCoverage() {
 	if c.opts.Events == nil {
 		return
 	}
-	cov := eventlog.Cover(*c.opts.Events, c.from.Host.CaptureStart, c.to.Host.CaptureStart)
+	cov, err := eventlog.CoverSource(c.opts.Events, c.from.Host.CaptureStart, c.to.Host.CaptureStart)
+	if err != nil {
+		c.notCompared("the event log could not be read again: " + err.Error())
+	}
 	for _, g := range cov.Gaps {
 		c.notCompared("no gpusnap watch recorded from " + g.String() + ": a process that used a GPU then and left is not known")
 	}
@@ -162,11 +167,21 @@ func (c *comparison) noteCoverage() {
 	}
 }
 
+// eachEvent walks the window's events; a walk that fails (the log
+// removed meanwhile) is said, once per walk, and the window is not complete.
+func (c *comparison) eachEvent(fn func(*eventlog.Event)) {
+	if c.opts.Events == nil {
+		return
+	}
+	if err := c.opts.Events.Each(func(e *eventlog.Event) bool { fn(e); return true }); err != nil {
+		c.notCompared("the event log could not be read again: " + err.Error())
+	}
+}
+
 // forkIndex maps each child the event log saw forked by a device user to its parent.
-func forkIndex(events []eventlog.Event) (parents map[string]*eventlog.Event, users map[string]*eventlog.Event) {
+func (c *comparison) forkIndex() (parents map[string]*eventlog.Event, users map[string]*eventlog.Event) {
 	parents, users = map[string]*eventlog.Event{}, map[string]*eventlog.Event{}
-	for i := range events {
-		e := &events[i]
+	c.eachEvent(func(e *eventlog.Event) {
 		switch {
 		case e.Kind == eventlog.KindFork && e.Child != nil && e.Process != nil:
 			parents[e.Child.Key()] = e
@@ -175,7 +190,7 @@ func forkIndex(events []eventlog.Event) (parents map[string]*eventlog.Event, use
 				users[e.Process.Key()] = e
 			}
 		}
-	}
+	})
 	return parents, users
 }
 

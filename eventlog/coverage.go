@@ -13,26 +13,45 @@ type Gap struct {
 }
 
 // Coverage says how completely the log covers the window [from, to): the
-// spans no watch recorded, and the events the kernel dropped.
+// spans no watch recorded, the events the kernel dropped, and the lines of
+// the segments read that are not events as watch wrote them.
 type Coverage struct {
 	Gaps []Gap  `json:"gaps,omitempty"`
 	Lost uint64 `json:"lost,omitempty"`
 	// Modes are the modes the watches of the window ran in.
 	Modes []string `json:"modes,omitempty"`
+	// Damaged and Broken are ReadResult's: lines that are no event, and
+	// records that break their segment's chain; Faults names the first of
+	// them. Either means an event of the window may be lost or changed.
+	Damaged int     `json:"damaged,omitempty"`
+	Broken  int     `json:"broken,omitempty"`
+	Faults  []Fault `json:"faults,omitempty"`
+	// Unchained counts records written before the log had its chain: read
+	// as they are, with nothing to tell whether they were changed.
+	Unchained int `json:"unchained,omitempty"`
 }
 
-// Complete reports whether a watch recorded the whole window and lost nothing.
-func (c Coverage) Complete() bool { return len(c.Gaps) == 0 && c.Lost == 0 }
+// Complete reports whether a watch recorded the whole window, lost
+// nothing, and left every line of it whole and chained as written.
+func (c Coverage) Complete() bool {
+	return len(c.Gaps) == 0 && c.Lost == 0 && c.Damaged == 0 && c.Broken == 0
+}
 
 // Cover reads the coverage of [from, to) from what ReadEvents returned for it.
 func Cover(r ReadResult, from, to time.Time) Coverage {
-	var c Coverage
+	c, _ := CoverSource(&r, from, to)
+	return c
+}
+
+// CoverSource reads the coverage of [from, to) from a window's events,
+// walking them once; the error is the walk's.
+func CoverSource(src Source, from, to time.Time) (Coverage, error) {
+	r := src.Meta()
+	c := Coverage{Damaged: r.Damaged, Broken: r.Broken, Faults: r.Faults, Unchained: r.Unchained}
 	running := false
 	var runStart, last time.Time // the running watch's start, and its last record
 	down := from                 // since when no watch has recorded
-	if from.IsZero() && len(r.Events) > 0 {
-		down = r.Events[0].Time // no window asked: the log's own span
-	}
+	first := true
 	why := "no watch was recording"
 	if b := r.Before; b != nil && b.Kind == KindWatchStart {
 		// Its records before the window are not read: it is taken as alive
@@ -64,14 +83,18 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 			c.Gaps = append(c.Gaps, Gap{From: last, To: until, Why: "the watch stopped reporting (killed without a stop record, or hung)"})
 		}
 	}
-	for _, e := range r.Events {
+	err := src.Each(func(e *Event) bool {
+		if first && from.IsZero() {
+			down = e.Time // no window asked: the log's own span
+		}
+		first = false
 		if e.Kind != KindWatchStart {
 			silent(e.Time) // a new start says itself how the last watch ended
 		}
 		switch e.Kind {
 		case KindWatchStart:
 			if running && e.Time.Equal(runStart) {
-				continue // the same watch, in a new segment
+				return true // the same watch, in a new segment
 			}
 			if running {
 				// The last watch ended without its stop record (killed, or the host went down).
@@ -100,13 +123,14 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 		if running && e.Time.After(last) {
 			last = e.Time
 		}
-	}
+		return true
+	})
 	silent(to)
 	c.Lost += runLost
 	if !running && to.After(down) {
 		c.Gaps = append(c.Gaps, Gap{From: down, To: to, Why: why})
 	}
-	return c
+	return c, err
 }
 
 // String says the coverage in one line.

@@ -11,13 +11,18 @@ import (
 
 // Kinds of event.
 const (
-	KindOpen  = "open"  // a process opened an NVIDIA device
-	KindMmap  = "mmap"  // a process mapped an NVIDIA device
-	KindExec  = "exec"  // a process that used (or goes on to use) a device exec'd
-	KindFork  = "fork"  // a process that used a device forked: the child inherits its descriptors and mappings
-	KindExit  = "exit"  // a process that used a device ended
-	KindUsing = "using" // fallback mode: a rescan found a process holding or mapping a device
-	KindNVML  = "nvml"  // NVML listed a process on a GPU it had not listed before
+	KindOpen = "open" // a process opened an NVIDIA device
+	KindMmap = "mmap" // a process mapped an NVIDIA device
+	KindExec = "exec" // a process that used (or goes on to use) a device exec'd
+	KindFork = "fork" // a process that used a device forked: the child inherits its descriptors and mappings
+	// KindInherit is a use of a device by a device user's child, from its
+	// fork on: Process is the child, Device what its parent opened or
+	// mapped (nil where watch did not see which). A process that keeps
+	// forking and exiting leaves one at every hop.
+	KindInherit = "inherit"
+	KindExit    = "exit"  // a process that used a device ended
+	KindUsing   = "using" // fallback mode: a rescan found a process holding or mapping a device
+	KindNVML    = "nvml"  // NVML listed a process on a GPU it had not listed before
 	// KindGPUEvent is an event NVML delivered for a GPU: a critical Xid, an
 	// ECC error, or the GPU lost (GPUEvent says which).
 	KindGPUEvent = "gpu_event"
@@ -90,6 +95,19 @@ type Event struct {
 	// GPU lost, a failing wait), said again in every heartbeat so that a
 	// later window knows it too; empty while they are read.
 	GPUEventsOff string `json:"gpu_events_off,omitempty"`
+
+	// Count is how many like events this record stands for, where watch
+	// coalesced repeats (the same process, kind, device and access or
+	// protection) into one: Time is the first of them, Last the last.
+	// Absent: the record is one event.
+	Count uint64    `json:"count,omitempty"`
+	Last  time.Time `json:"last,omitzero"`
+
+	// Seq is the record's place in its watch's records, from 1 (its
+	// watch_start); the journal writes it, with the hash that chains the
+	// record into its segment (docs/watch.md). Absent in logs written
+	// before the chain: they read as unchained.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Process is who made an event, as the kernel saw it at the event.
@@ -126,7 +144,7 @@ type Device struct {
 // for writing or a writable mapping.
 func (e *Event) Writable() bool {
 	switch e.Kind {
-	case KindOpen, KindUsing:
+	case KindOpen, KindUsing, KindInherit:
 		return e.Access == "w" || e.Access == "rw" || len(e.Perms) > 1 && e.Perms[1] == 'w'
 	case KindMmap:
 		return len(e.Perms) > 1 && e.Perms[1] == 'w'
@@ -167,5 +185,5 @@ func (e *Event) GPUEventText() string {
 
 // UsesDevice reports whether the event is a use of a device.
 func (e *Event) UsesDevice() bool {
-	return e.Kind == KindOpen || e.Kind == KindMmap || e.Kind == KindUsing || e.Kind == KindNVML
+	return e.Kind == KindOpen || e.Kind == KindMmap || e.Kind == KindUsing || e.Kind == KindNVML || e.Kind == KindInherit
 }

@@ -48,10 +48,16 @@ type Journal struct {
 	seg  *os.File
 	size int64
 	buf  bytes.Buffer
+	// ends are the offsets in buf after each record, and chains the chain
+	// after each: a short write is cut back to the last whole record.
+	ends   []int
+	chains []chain
+	chain  chain
 	// start is the watch_start record of this watch: a segment started for
-	// size begins with it again, so a reader of that segment alone knows
-	// the watch was running (Gaps).
+	// size begins with it again (head), so a reader of that segment alone
+	// knows the watch was running (Gaps).
 	start *Event
+	head  bool
 }
 
 // ErrWatchRunning is returned by OpenJournal when another watch holds the log.
@@ -101,7 +107,7 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// rotate starts a new segment named by t.
+// rotate starts a new segment named by t, with a chain of its own.
 func (j *Journal) rotate(t time.Time) error {
 	if j.seg != nil {
 		if err := j.seg.Close(); err != nil {
@@ -113,45 +119,107 @@ func (j *Journal) rotate(t time.Time) error {
 	if err != nil {
 		return fmt.Errorf("event log: %w", err)
 	}
-	j.seg, j.size = f, 0
+	j.seg, j.size, j.chain.prev = f, 0, [32]byte{}
 	return nil
 }
 
-// Append writes events with one write and syncs them to disk.
-func (j *Journal) Append(events []Event) error {
+// Append writes events, each with its seq and hash, with one write, and
+// syncs them to disk. It returns how many of them are in the log: on a
+// short write (a full disk) the segment is cut back to the last whole
+// record, so that no line is torn and the rest can be appended again, with
+// the same seq and chain, by a later call.
+func (j *Journal) Append(events []Event) (int, error) {
 	if len(events) == 0 {
-		return nil
-	}
-	j.buf.Reset()
-	enc := json.NewEncoder(&j.buf)
-	enc.SetEscapeHTML(false)
-	for i := range events {
-		if err := enc.Encode(&events[i]); err != nil {
-			return fmt.Errorf("event log: encode: %w", err)
-		}
+		return 0, nil
 	}
 	if j.start == nil && events[0].Kind == KindWatchStart {
-		j.start = &events[0]
+		start := events[0]
+		j.start = &start
+	}
+	if err := j.encode(events); err != nil {
+		return 0, err
 	}
 	if j.size > 0 && j.size+int64(j.buf.Len()) > segmentLimit {
 		if err := j.rotate(events[0].Time); err != nil {
-			return err
+			return 0, err
 		}
-		if j.start != nil {
-			head, err := json.Marshal(j.start)
-			if err != nil {
-				return fmt.Errorf("event log: encode: %w", err)
-			}
-			j.buf.Write(append(head, '\n')) // after this batch: same start time, so Gaps reads it as a continuation
+		j.head = j.start != nil // same start time: Gaps reads it as a continuation
+		if err := j.encode(events); err != nil {
+			return 0, err
 		}
 	}
 	n, err := j.seg.Write(j.buf.Bytes())
-	j.size += int64(n)
 	if err == nil {
-		err = j.seg.Sync()
+		j.commit(len(j.ends))
+		if err = j.seg.Sync(); err != nil {
+			err = fmt.Errorf("event log %s: %w", j.seg.Name(), err)
+		}
+		return len(events), err
 	}
-	if err != nil {
-		return fmt.Errorf("event log %s: %w", j.seg.Name(), err)
+	whole, _ := slices.BinarySearch(j.ends, n+1) // the records that end within the n bytes written
+	kept, heads := 0, 0
+	if whole > 0 {
+		kept = j.ends[whole-1]
+	}
+	if j.head {
+		heads = 1
+	}
+	var terr error
+	if n > kept {
+		terr = j.seg.Truncate(j.size + int64(kept))
+	}
+	j.commit(whole)
+	err = fmt.Errorf("event log %s: %w", j.seg.Name(), err)
+	if terr != nil {
+		// The torn line stays: leave it behind in a segment of its own
+		// past, where a reader counts it as damaged.
+		err = fmt.Errorf("%w (and cutting its torn record failed: %v)", err, terr)
+		if rerr := j.rotate(time.Now()); rerr != nil {
+			err = fmt.Errorf("%w; %v", err, rerr)
+		}
+	}
+	return max(whole-heads, 0), err
+}
+
+// commit takes the first k records of buf as written.
+func (j *Journal) commit(k int) {
+	if k == 0 {
+		return
+	}
+	j.size += int64(j.ends[k-1])
+	j.chain = j.chains[k-1]
+	j.head = false
+}
+
+// encode writes into buf the head (if due) and events, sealed from the
+// current chain on.
+func (j *Journal) encode(events []Event) error {
+	j.buf.Reset()
+	j.ends, j.chains = j.ends[:0], j.chains[:0]
+	c := j.chain
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
+	enc.SetEscapeHTML(false)
+	add := func(e Event) error {
+		c.seq++
+		e.Seq = c.seq
+		line.Reset()
+		if err := enc.Encode(&e); err != nil {
+			return fmt.Errorf("event log: encode: %w", err)
+		}
+		c.seal(&j.buf, line.Bytes())
+		j.ends, j.chains = append(j.ends, j.buf.Len()), append(j.chains, c)
+		return nil
+	}
+	if j.head {
+		if err := add(*j.start); err != nil {
+			return err
+		}
+	}
+	for i := range events {
+		if err := add(events[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -218,8 +286,18 @@ type ReadResult struct {
 	// watch was recording when the window began.
 	Before *Event
 	// Damaged counts lines that are not events (a torn last line of a watch
-	// killed mid-write, or a line too long): said on stderr, never hidden.
+	// killed mid-write, a line too long, a segment that cannot be read):
+	// said on stderr, never hidden.
 	Damaged int
+	// Broken counts records that break their segment's chain: removed,
+	// edited, reordered or re-timed (see chain.go).
+	Broken int
+	// Faults name the first damaged lines and broken records, by segment,
+	// line and seq.
+	Faults []Fault
+	// Unchained counts records without seq and hash: written before the
+	// log had its chain, so nothing says whether they were changed.
+	Unchained int
 }
 
 // ErrNoLog is returned by ReadEvents when the store has no event log: watch
@@ -227,74 +305,104 @@ type ReadResult struct {
 var ErrNoLog = errors.New("no event log")
 
 // ReadEvents reads the events of the log in dir with since <= time < until
-// (zero values: unbounded), in the order they were written.
+// (zero values: unbounded), in the order they were written, and holds them
+// all: for a window a tenant's processes may fill, walk it with OpenWindow.
+// Every line of the segments it reads is checked: one that is no event, or
+// that breaks its segment's chain, is counted and named in the result.
 func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
 	var r ReadResult
+	err := walk(dir, since, until, &r, func(e *Event) bool {
+		r.Events = append(r.Events, *e)
+		return true
+	})
+	return r, err
+}
+
+// walk reads the segments of dir that overlap [since, until), checks every
+// line, notes in r what ReadResult says of them (all but Events), and hands
+// fn each event of the window, in the order written, until fn returns false.
+func walk(dir string, since, until time.Time, r *ReadResult, fn func(*Event) bool) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return r, fmt.Errorf("%w at %s (gpusnap watch writes it)", ErrNoLog, dir)
+		return fmt.Errorf("%w at %s (gpusnap watch writes it)", ErrNoLog, dir)
 	}
 	segs, err := segments(dir)
 	if err != nil {
-		return r, err
+		return err
 	}
+	var v verifier
+	known := false
 	for i, seg := range segs {
 		if !until.IsZero() && !seg.start.Before(until) {
 			break
 		}
 		// A segment ends where the next begins: one wholly before since is skipped unread.
 		if i+1 < len(segs) && !since.IsZero() && segs[i+1].start.Before(since) {
+			known = false
 			continue
 		}
-		if err := readSegment(seg.path, since, until, i == len(segs)-1, &r); err != nil {
-			return r, err
+		v.begin(filepath.Base(seg.path), known)
+		known = true
+		more, err := readSegment(seg.path, since, until, i == len(segs)-1, &v, r, fn)
+		if err != nil {
+			v.line = 0
+			v.damaged(r, "the segment cannot be read: "+err.Error())
+		}
+		if !more {
+			break
 		}
 	}
-	return r, nil
+	return nil
 }
 
-func readSegment(path string, since, until time.Time, last bool, r *ReadResult) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// readSegment reads one segment for walk; more is false once fn asked to
+// stop, and the error says why the segment could not be read (whole or to
+// its end).
+func readSegment(path string, since, until time.Time, last bool, v *verifier, r *ReadResult, fn func(*Event) bool) (more bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // pruned while we listed
+			return true, nil // pruned while we listed
 		}
-		return fmt.Errorf("event log: %w", err)
+		return true, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("event log: %s is not a regular file", path)
+		return true, errors.New("not a regular file")
 	}
 	br := bufio.NewReaderSize(f, 256<<10)
 	for {
 		line, err := br.ReadSlice('\n')
+		v.line++
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// Too long to be an event: skip to the next newline.
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}
-			r.Damaged++
+			v.damaged(r, "a line over 256 KiB")
 			if err == nil {
 				continue
 			}
 		}
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 && !last {
-				r.Damaged++ // torn by a watch that died mid-write (in the last segment it may be being written now)
+				v.damaged(r, "a torn last line (a watch that died mid-write)") // in the last segment it may be being written now
 			}
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("event log %s: %w", path, err)
+			return true, err
 		}
 		if len(line) > maxLine {
-			r.Damaged++
+			v.damaged(r, "a line over 64 KiB")
 			continue
 		}
+		line = line[:len(line)-1]
 		var e Event
 		if json.Unmarshal(line, &e) != nil || e.Kind == "" {
-			r.Damaged++
+			v.damaged(r, "not an event")
 			continue
 		}
+		v.check(r, line, &e)
 		if !since.IsZero() && e.Time.Before(since) {
 			if e.Kind == KindWatchStart || e.Kind == KindWatchStop {
 				r.Before = &e
@@ -304,6 +412,8 @@ func readSegment(path string, since, until time.Time, last bool, r *ReadResult) 
 		if !until.IsZero() && !e.Time.Before(until) {
 			continue
 		}
-		r.Events = append(r.Events, e)
+		if !fn(&e) {
+			return false, nil
+		}
 	}
 }

@@ -17,13 +17,13 @@ func TestJournalRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Process{PID: 42, StartTime: 7, Comm: "w"}
-	if err := j.Append([]Event{{Time: at(0), Kind: KindWatchStart, Mode: "tracepoint"}, {Time: at(1), Kind: KindOpen, Process: p}}); err != nil {
+	if _, err := j.Append([]Event{{Time: at(0), Kind: KindWatchStart, Mode: "tracepoint"}, {Time: at(1), Kind: KindOpen, Process: p}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenJournal(dir); !errors.Is(err, ErrWatchRunning) {
 		t.Errorf("a second watch on the same log: %v", err)
 	}
-	if err := j.Append([]Event{{Time: at(2), Kind: KindExit, Process: p}}); err != nil {
+	if _, err := j.Append([]Event{{Time: at(2), Kind: KindExit, Process: p}}); err != nil {
 		t.Fatal(err)
 	}
 	// A reader sees what was synced, while the watch still runs.

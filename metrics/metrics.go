@@ -12,6 +12,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,8 @@ type Run struct {
 	GPUs []snapshot.GPUUse
 	// Unchecked counts what the run could not check (its report's notes).
 	Unchecked int
+	// StoreLog is the store's log after the run was recorded; nil when not.
+	StoreLog *diff.LogHead
 }
 
 // Set is the metric families of one gpusnap process, on their own registry.
@@ -58,6 +61,8 @@ type Set struct {
 	runTime     *prometheus.GaugeVec
 	runVerdict  *prometheus.GaugeVec
 	unchecked   *prometheus.GaugeVec
+	logSize     *prometheus.GaugeVec
+	logRoot     *prometheus.GaugeVec
 	version     string
 }
 
@@ -92,8 +97,16 @@ func New(version string) *Set {
 			Name: "gpusnap_last_run_unchecked",
 			Help: "What the command's last run could not check (NVML unread, refused processes, another boot): the notes of its report.",
 		}, []string{"command"}),
+		logSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_store_log_size",
+			Help: "Leaves of the store's log once the command's last run was recorded in it; no series when it was not.",
+		}, []string{"command", "origin"}),
+		logRoot: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_store_log_root_info",
+			Help: "Always 1: the root hash (base64) of the store's log once the command's last run was recorded in it.",
+		}, []string{"command", "origin", "size", "root"}),
 	}
-	s.reg.MustRegister(s.build, s.findings, s.unaccounted, s.runTime, s.runVerdict, s.unchecked)
+	s.reg.MustRegister(s.build, s.findings, s.unaccounted, s.runTime, s.runVerdict, s.unchecked, s.logSize, s.logRoot)
 	s.version = version
 	return s
 }
@@ -121,6 +134,12 @@ func (s *Set) Observe(r Run) {
 		s.runVerdict.WithLabelValues(r.Command, string(v)).Set(boolValue(v == r.Verdict))
 	}
 	s.unchecked.WithLabelValues(r.Command).Set(float64(r.Unchecked))
+	s.logSize.DeletePartialMatch(prometheus.Labels{"command": r.Command})
+	s.logRoot.DeletePartialMatch(prometheus.Labels{"command": r.Command})
+	if l := r.StoreLog; l != nil {
+		s.logSize.WithLabelValues(r.Command, l.Origin).Set(float64(l.Size))
+		s.logRoot.WithLabelValues(r.Command, l.Origin, strconv.FormatUint(l.Size, 10), l.Root).Set(1)
+	}
 }
 
 // setBuild writes gpusnap_build_info for a command.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -23,7 +24,7 @@ var fixedTime = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 // capture reads a fixture host: a proc root and an NVML fixture.
 func capture(t *testing.T, proc, nvml string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: proc, NVML: snapshot.NVMLOptions{FixturePath: nvml}})
+	s, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: proc, NVML: nvmlread.Options{FixturePath: nvml}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,9 @@ var Version = "dev"
 // Options say where a capture reads from.
 type Options struct {
 	ProcRoot string // a directory laid out like /proc; "" means /proc
-	NVML     NVMLOptions
+	// NVML reads NVML's view beside the /proc walk (cmd passes an
+	// nvmlread.Options); nil reads none, recorded as not read.
+	NVML NVMLReader
 	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
 	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
 	// procfs; another proc root's host has another kernel log, so there "" reads none.
@@ -74,7 +76,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	nvDone := make(chan struct{})
 	go func() {
 		defer close(nvDone)
-		nv, nvErr = ReadNVML(opts.NVML)
+		nv, nvErr = readNVML(opts.NVML)
 	}()
 	defer func() {
 		select {
@@ -114,12 +116,23 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	if err != nil {
 		return nil, err
 	}
+	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
+		return nil, err
+	}
 	s.Processes = make([]Process, 0, len(results))
 	for _, res := range results {
 		switch {
-		case res.vanished:
-			s.Scan.Vanished++
-			s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+		case res.vanished || res.hidden != "":
+			hidden := cfg.hidden(r, res, &s.Scan)
+			if hidden && res.hidden != "" && (len(res.p.Mappings) > 0 || len(res.p.Holders) > 0) {
+				// The BPF path's walk read these in the kernel, beneath
+				// any mount: they are kept, with nothing of the tree.
+				break
+			}
+			if !hidden {
+				s.Scan.Vanished++
+				s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+			}
 			continue
 		case res.refused:
 			s.Scan.Refused++
@@ -179,7 +192,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, sc
 				results, err = cfg.scanBPF(ctx, walk, pids)
 				walk.Close()
 				if err == nil {
-					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How+bpfBlindSpots
 					return results, nil
 				}
 			}
@@ -205,6 +218,15 @@ type result struct {
 	p        Process
 	vanished bool
 	refused  bool
+	// exiting: the process had begun to exit as it was read (PF_EXITING):
+	// it maps and holds nothing any more, and a successor it forked may be
+	// what uses its devices now.
+	exiting bool
+	// hidden says how the process's directory lies on another filesystem
+	// than the proc root's (a mount over /proc/PID): nothing in it was
+	// read. On the /proc path such a process is also vanished; the BPF
+	// path keeps what its walk saw.
+	hidden string
 }
 
 // scanConfig is what every worker of one capture shares.
@@ -213,7 +235,8 @@ type scanConfig struct {
 	rootfd  int // root, open (O_PATH): process directories are opened in it
 	classes DeviceClasses
 	boot    time.Time
-	live    bool // root is procfs: stat of map_files and fd links is the truth
+	live    bool   // root is procfs: stat of map_files and fd links is the truth
+	rootDev uint64 // st_dev of the live procfs: every process directory's
 	// ownPIDs: root is the procfs of this process's pid namespace, whose
 	// PIDs kcmp takes (threads' own fd tables are looked for only then).
 	ownPIDs bool
@@ -274,6 +297,7 @@ type worker struct {
 	// only if it uses an NVIDIA device.
 	mapsBuf, statusBuf, cmdBuf []byte
 	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
+	ring                       []byte // an io_uring's fdinfo
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds, tids                  []int
 	holderRuns                 holderRuns // of the process being read
@@ -330,6 +354,12 @@ func (w *worker) process(pid int) result {
 	}
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
+	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
+		// A tenant's tree in the process's place: none of it is the
+		// process's, which is as good as gone unless probed (hidden).
+		res.vanished = true
+		return res
+	}
 
 	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
@@ -348,6 +378,7 @@ func (w *worker) process(pid int) result {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
+		res.exiting = flags&pfExiting != 0
 		if !w.boot.IsZero() {
 			p.Started = StartedAt(w.boot, st.StartTime)
 		}
@@ -585,33 +616,6 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// ReadProcesses reads the processes pids under the proc root as Capture
-// reads each, and leaves out those that are gone: watch's fallback rescans
-// new processes and those using a device with it, not the whole host.
-func ReadProcesses(ctx context.Context, root string, pids []int) ([]Process, error) {
-	if root == "" {
-		root = "/proc"
-	}
-	var h Host
-	cfg, _, _, err := openScan(root, nil, &h) // what a rescan could not read, the capture before said
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(cfg.rootfd)
-	results, err := cfg.scan(ctx, pids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Process, 0, len(results))
-	for _, res := range results {
-		if !res.vanished {
-			res.p.makeValidUTF8()
-			out = append(out, res.p)
-		}
-	}
-	return out, nil
-}
-
 // openScan opens the proc root and reads what reading its processes needs:
 // the host (h: its boot time dates starts), the device classes, whether it
 // is the live procfs and of this pid namespace. errs say what could not be
@@ -639,6 +643,10 @@ func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig,
 	}
 	cfg = &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live, faults: faults}
 	if live {
+		var st unix.Stat_t
+		if err := unix.Fstat(rootfd, &st); err == nil {
+			cfg.rootDev = st.Dev
+		}
 		cfg.users = &userCache{names: map[int]string{}}
 		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
 			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")

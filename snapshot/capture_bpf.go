@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
 // The BPF capture path (docs/snapshot.md): three BPF iterators walk every
@@ -57,6 +58,12 @@ func bpfUnavailable(root string) string {
 	return ""
 }
 
+// bpfBlindSpots is what the BPF path does not look at, as its capture note
+// says: the file iterator writes device files only, so an io_uring's
+// registered files (which the /proc path reads in the ring's fdinfo) are
+// not seen.
+const bpfBlindSpots = "; io_uring registered files not looked for (the file iterator writes device files only: --capture proc reads them)"
+
 // nsecPerTick converts the kernel's start_boottime to stat's clock ticks.
 const nsecPerTick = uint64(time.Second / userHZ)
 
@@ -87,7 +94,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 			PID:       int(r.Pid),
 			StartTime: r.StartNs / nsecPerTick,
 			PPID:      int(r.Ppid),
-			Comm:      cString(r.Comm[:]),
+			Comm:      safetext.FromC(r.Comm[:]),
 			State:     taskState(r.State, r.ExitState),
 			Threads:   int(r.Threads),
 		}
@@ -287,7 +294,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		if h.Class == ClassNVIDIA {
 			// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 			h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
-			h.Access, _ = accessMode(uint64(r.Flags))
+			h.Access, _ = AccessMode(uint64(r.Flags))
 		}
 		hr := holderRunsOf[r.Pid]
 		if hr == nil {
@@ -348,6 +355,11 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 					p.Comm = st.Comm
 				}
 			}
+			continue
+		}
+		// What /proc shows of the process must be its own: a directory a
+		// mount hides (a tenant's tree in its place) is read no further.
+		if res.hidden = cfg.mountedOver(w.r, name); res.hidden != "" {
 			continue
 		}
 		// A leader that has exited while its threads run has no mm: its

@@ -18,7 +18,7 @@ import (
 // capturePath captures this host's /proc by one path, without NVML.
 func capturePath(t *testing.T, path string) *snapshot.Snapshot {
 	t.Helper()
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{NVML: snapshot.NVMLOptions{Disabled: true}, Path: path})
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: path})
 	if err != nil {
 		if path == snapshot.PathBPF {
 			t.Skipf("the kernel refuses the BPF capture path: %v", err)

@@ -18,7 +18,7 @@ const fixtureRoot = "../fixtures/proc/gpuhost"
 
 func captureFixture(t *testing.T, root string, faults func(string) error) *Snapshot {
 	t.Helper()
-	s, err := capture(context.Background(), Options{ProcRoot: root, NVML: NVMLOptions{Disabled: true}}, faults)
+	s, err := capture(context.Background(), Options{ProcRoot: root}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestCaptureMissingFiles(t *testing.T) {
 }
 
 func TestCaptureBadRoot(t *testing.T) {
-	_, err := Capture(context.Background(), Options{ProcRoot: filepath.Join(t.TempDir(), "nope"), NVML: NVMLOptions{Disabled: true}})
+	_, err := Capture(context.Background(), Options{ProcRoot: filepath.Join(t.TempDir(), "nope")})
 	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("err = %v, want a clear error for a missing proc root", err)
 	}
@@ -295,7 +295,7 @@ func TestCaptureBadRoot(t *testing.T) {
 func TestCaptureCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Capture(ctx, Options{ProcRoot: fixtureRoot, NVML: NVMLOptions{Disabled: true}}); err != context.Canceled {
+	if _, err := Capture(ctx, Options{ProcRoot: fixtureRoot}); err != context.Canceled {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
@@ -338,7 +338,7 @@ func TestCaptureBigMaps(t *testing.T) {
 
 // TestCaptureLiveProc captures this machine's own /proc.
 func TestCaptureLiveProc(t *testing.T) {
-	s, err := Capture(context.Background(), Options{NVML: NVMLOptions{Disabled: true}})
+	s, err := Capture(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

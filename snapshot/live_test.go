@@ -31,7 +31,7 @@ import (
 // captureLive captures this host's /proc, without NVML.
 func captureLive(t *testing.T) *snapshot.Snapshot {
 	t.Helper()
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{NVML: snapshot.NVMLOptions{Disabled: true}})
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
@@ -594,7 +594,7 @@ func TestLiveOtherPIDNamespaceProcfs(t *testing.T) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: mnt, NVML: snapshot.NVMLOptions{Disabled: true}})
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: mnt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func GPUUsage(s *Snapshot) []GPUUse {
 	j := newJoiner(s)
 	out := make([]GPUUse, 0, len(s.NVML.Devices))
 	for i := range s.NVML.Devices {
-		out = append(out, j.gpu(&s.NVML.Devices[i], deviceKey(i)))
+		out = append(out, j.gpu(&s.NVML.Devices[i], DeviceKey(i)))
 	}
 	return out
 }
@@ -185,7 +185,7 @@ func (j *joiner) gpu(g *GPU, path string) GPUUse {
 	m.Add("M", g.MPSProcesses)
 	known := j.listed(path, "compute_processes", "graphics_processes", "mps_processes")
 	for k := range g.MIGDevices {
-		mu := j.mig(&g.MIGDevices[k], migKey(path, k))
+		mu := j.mig(&g.MIGDevices[k], MIGKey(path, k))
 		u.MIG = append(u.MIG, mu)
 		for _, p := range mu.Processes {
 			m.Merge(p)

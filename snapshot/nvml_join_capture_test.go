@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/nvmlread"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // procEntry writes one process into a proc root: pid holds and maps
@@ -83,22 +86,22 @@ func TestGPUUsageOfCapture(t *testing.T) {
 	procEntry(t, root, 4242, "python3", 0) // listed on GPU 0
 	procEntry(t, root, 9999, "ghost", 5)   // holds GPU 5, where 12 GiB are used by nobody listed
 	zombieEntry(t, root, 4244, "trainer")  // listed on GPU 2, exited, not reaped
-	s, err := Capture(context.Background(), Options{ProcRoot: root,
-		NVML: NVMLOptions{FixturePath: filepath.Join("..", "fixtures", "nvml", "h100x8.json")}})
+	s, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: root,
+		NVML: nvmlread.Options{FixturePath: filepath.Join("..", "fixtures", "nvml", "h100x8.json")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := GPUUsage(s)
-	if p := u[0].Processes[0]; p.PID != 4242 || p.Join != JoinPID || p.Process == nil || p.Process.Comm != "python3" {
+	u := snapshot.GPUUsage(s)
+	if p := u[0].Processes[0]; p.PID != 4242 || p.Join != snapshot.JoinPID || p.Process == nil || p.Process.Comm != "python3" {
 		t.Errorf("gpu 0: %+v", p)
 	}
 	if u[0].Unlisted != nil {
 		t.Errorf("gpu 0 unlisted: %+v", u[0].Unlisted)
 	}
-	if p := u[1].Processes[0]; p.PID != 4243 || p.Join != JoinNone {
+	if p := u[1].Processes[0]; p.PID != 4243 || p.Join != snapshot.JoinNone {
 		t.Errorf("gpu 1 (orphan): %+v", p)
 	}
-	if p := u[2].Processes[0]; p.PID != 4244 || p.Join != JoinDefunct || p.Process == nil || p.Process.State != "Z" || p.Process.Threads != 1 ||
+	if p := u[2].Processes[0]; p.PID != 4244 || p.Join != snapshot.JoinDefunct || p.Process == nil || p.Process.State != "Z" || p.Process.Threads != 1 ||
 		!p.Process.Defunct() || p.Process.Comm != "trainer" || p.Process.Exe != "" || p.Process.SlurmJobID != "77" {
 		t.Errorf("gpu 2 (a zombie): %+v, process %+v", p, p.Process)
 	} else if strings.Contains(strings.Join(p.Process.Errors, "\n"), "exe") {

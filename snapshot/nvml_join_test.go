@@ -1,51 +1,68 @@
-package snapshot
+package snapshot_test
 
 import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/nvmlread"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-func holder(minor int) Holder {
-	return Holder{FD: 3, Target: "/dev/nvidia" + string(rune('0'+minor)), Access: "rw", Class: ClassNVIDIA, GPUMinor: &minor}
+const gib = uint64(1) << 30
+
+func ptr[T any](v T) *T { return &v }
+
+// readFixture is NVML's view replayed from the fixture at path.
+func readFixture(t *testing.T, path string) snapshot.NVML {
+	t.Helper()
+	n, err := (nvmlread.Options{FixturePath: path}).ReadNVML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
-func mapping(minor int) Mapping {
-	return Mapping{Perms: "rw-s", Path: "/dev/nvidia" + string(rune('0'+minor)), Class: ClassNVIDIA, GPUMinor: &minor}
+func holder(minor int) snapshot.Holder {
+	return snapshot.Holder{FD: 3, Target: "/dev/nvidia" + string(rune('0'+minor)), Access: "rw", Class: snapshot.ClassNVIDIA, GPUMinor: &minor}
+}
+
+func mapping(minor int) snapshot.Mapping {
+	return snapshot.Mapping{Perms: "rw-s", Path: "/dev/nvidia" + string(rune('0'+minor)), Class: snapshot.ClassNVIDIA, GPUMinor: &minor}
 }
 
 // ctl is /dev/nvidiactl held: a process using an NVIDIA device, no GPU's node.
-var ctl = []Holder{{FD: 4, Target: "/dev/nvidiactl", Access: "rw", Class: ClassNVIDIA}}
+var ctl = []snapshot.Holder{{FD: 4, Target: "/dev/nvidiactl", Access: "rw", Class: snapshot.ClassNVIDIA}}
 
-func joinSnapshot() *Snapshot {
+func joinSnapshot() *snapshot.Snapshot {
 	used := func(v uint64) *uint64 { return &v }
-	return &Snapshot{
-		Processes: []Process{
-			{PID: 100, Comm: "python3", NSpid: []int{100}, Mappings: []Mapping{mapping(0)}, Holders: []Holder{holder(0)}},
-			{PID: 400, Comm: "ghost", Holders: []Holder{holder(0), {FD: 4, Target: "/dev/nvidiactl", Class: ClassNVIDIA}}},
+	return &snapshot.Snapshot{
+		Processes: []snapshot.Process{
+			{PID: 100, Comm: "python3", NSpid: []int{100}, Mappings: []snapshot.Mapping{mapping(0)}, Holders: []snapshot.Holder{holder(0)}},
+			{PID: 400, Comm: "ghost", Holders: []snapshot.Holder{holder(0), {FD: 4, Target: "/dev/nvidiactl", Class: snapshot.ClassNVIDIA}}},
 			{PID: 4300, Comm: "trainer", NSpid: []int{4300, 300}, Holders: ctl},
 			{PID: 4400, Comm: "shell", NSpid: []int{4400, 8}}, // uses no NVIDIA device: never NVML's PID 8
-			{PID: 500, Comm: "miner", Mappings: []Mapping{mapping(1), {Path: "/dev/dri/card0", Class: ClassOther}}},
+			{PID: 500, Comm: "miner", Mappings: []snapshot.Mapping{mapping(1), {Path: "/dev/dri/card0", Class: snapshot.ClassOther}}},
 			{PID: 600, Comm: "a", NSpid: []int{600, 7}, Holders: ctl},
 			{PID: 601, Comm: "b", NSpid: []int{601, 7}, Holders: ctl},
 		},
-		NVML: NVML{Devices: []GPU{
-			{Index: 0, UUID: "GPU-0", MinorNumber: ptr(0), Memory: &Memory{Total: 80 * gib, Used: 20 * gib},
-				ComputeProcesses:   []GPUProcess{{PID: 100, UsedGPUMemory: used(4 * gib)}, {PID: 200, UsedGPUMemory: used(2 * gib)}, {PID: 300, UsedGPUMemory: used(3 * gib)}},
-				GraphicsProcesses:  []GPUProcess{{PID: 100, UsedGPUMemory: used(4 * gib)}},
-				ProcessUtilization: []ProcessUtilization{{PID: 100, SMUtil: 88, MemUtil: 9}},
+		NVML: snapshot.NVML{Devices: []snapshot.GPU{
+			{Index: 0, UUID: "GPU-0", MinorNumber: ptr(0), Memory: &snapshot.Memory{Total: 80 * gib, Used: 20 * gib},
+				ComputeProcesses:   []snapshot.GPUProcess{{PID: 100, UsedGPUMemory: used(4 * gib)}, {PID: 200, UsedGPUMemory: used(2 * gib)}, {PID: 300, UsedGPUMemory: used(3 * gib)}},
+				GraphicsProcesses:  []snapshot.GPUProcess{{PID: 100, UsedGPUMemory: used(4 * gib)}},
+				ProcessUtilization: []snapshot.ProcessUtilization{{PID: 100, SMUtil: 88, MemUtil: 9}},
 			},
-			{Index: 1, UUID: "GPU-1", MinorNumber: ptr(1), Memory: &Memory{Total: 80 * gib, Used: gib},
-				ComputeProcesses: []GPUProcess{{PID: 7, UsedGPUMemory: used(gib)}, {PID: 8}},
+			{Index: 1, UUID: "GPU-1", MinorNumber: ptr(1), Memory: &snapshot.Memory{Total: 80 * gib, Used: gib},
+				ComputeProcesses: []snapshot.GPUProcess{{PID: 7, UsedGPUMemory: used(gib)}, {PID: 8}},
 			},
-			{Index: 2, UUID: "GPU-2", MinorNumber: ptr(2), Memory: &Memory{Total: 80 * gib, Used: 5 * gib}},
+			{Index: 2, UUID: "GPU-2", MinorNumber: ptr(2), Memory: &snapshot.Memory{Total: 80 * gib, Used: 5 * gib}},
 		}, Missing: map[string]string{"devices[2].graphics_processes": "no permission"}},
 	}
 }
 
 func TestGPUUsage(t *testing.T) {
 	s := joinSnapshot()
-	u := GPUUsage(s)
+	u := snapshot.GPUUsage(s)
 	if len(u) != 3 {
 		t.Fatalf("%d GPUs", len(u))
 	}
@@ -69,9 +86,9 @@ func TestGPUUsage(t *testing.T) {
 		got = append(got, r)
 	}
 	want := []row{
-		{100, "C+G", 4 * gib, 100, JoinPID},
-		{200, "C", 2 * gib, 0, JoinNone}, // an orphan: no live process
-		{300, "C", 3 * gib, 4300, JoinNSpid},
+		{100, "C+G", 4 * gib, 100, snapshot.JoinPID},
+		{200, "C", 2 * gib, 0, snapshot.JoinNone}, // an orphan: no live process
+		{300, "C", 3 * gib, 4300, snapshot.JoinNSpid},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("gpu 0 processes:\n got %+v\nwant %+v", got, want)
@@ -92,10 +109,10 @@ func TestGPUUsage(t *testing.T) {
 	}
 
 	g = u[1]
-	if p := g.Processes[0]; p.Join != JoinAmbiguous || p.Process != nil {
+	if p := g.Processes[0]; p.Join != snapshot.JoinAmbiguous || p.Process != nil {
 		t.Errorf("pid 7 in two namespaces: %+v", p)
 	}
-	if p := g.Processes[1]; p.PID != 8 || p.Join != JoinNone || p.Process != nil {
+	if p := g.Processes[1]; p.PID != 8 || p.Join != snapshot.JoinNone || p.Process != nil {
 		t.Errorf("pid 8, a namespaced PID of a process on no GPU: %+v", p)
 	}
 	if g.Unaccounted != nil {
@@ -117,12 +134,12 @@ func TestGPUUsage(t *testing.T) {
 // not the container process whose own namespace calls it 300.
 func TestGPUUsageHostView(t *testing.T) {
 	s := joinSnapshot()
-	s.Processes = append(s.Processes, Process{PID: 2, Comm: "kthreadd", KernelThread: true})
-	g := GPUUsage(s)[0]
-	if p := g.Processes[2]; p.PID != 300 || p.Join != JoinNone || p.Process != nil {
+	s.Processes = append(s.Processes, snapshot.Process{PID: 2, Comm: "kthreadd", KernelThread: true})
+	g := snapshot.GPUUsage(s)[0]
+	if p := g.Processes[2]; p.PID != 300 || p.Join != snapshot.JoinNone || p.Process != nil {
 		t.Errorf("pid 300 on a host view: %+v", p)
 	}
-	if p := GPUUsage(s)[1].Processes[0]; p.PID != 7 || p.Join != JoinNone {
+	if p := snapshot.GPUUsage(s)[1].Processes[0]; p.PID != 7 || p.Join != snapshot.JoinNone {
 		t.Errorf("pid 7 on a host view: %+v", p)
 	}
 }
@@ -134,32 +151,32 @@ func TestGPUUsageHostView(t *testing.T) {
 func TestGPUUsageDefunct(t *testing.T) {
 	s := joinSnapshot()
 	s.Processes = append(s.Processes,
-		Process{PID: 200, Comm: "python3", State: "Z", Threads: 1},
-		Process{PID: 300, Comm: "sh", State: "Z", Threads: 1},
-		Process{PID: 7, Comm: "worker", State: "Z", Threads: 4}) // its main thread exited, 3 others run
-	g := GPUUsage(s)
-	if p := g[0].Processes[1]; p.PID != 200 || p.Join != JoinDefunct || p.Process == nil || p.Process.Comm != "python3" {
+		snapshot.Process{PID: 200, Comm: "python3", State: "Z", Threads: 1},
+		snapshot.Process{PID: 300, Comm: "sh", State: "Z", Threads: 1},
+		snapshot.Process{PID: 7, Comm: "worker", State: "Z", Threads: 4}) // its main thread exited, 3 others run
+	g := snapshot.GPUUsage(s)
+	if p := g[0].Processes[1]; p.PID != 200 || p.Join != snapshot.JoinDefunct || p.Process == nil || p.Process.Comm != "python3" {
 		t.Errorf("pid 200, a zombie: %+v", p)
 	}
-	if p := g[0].Processes[2]; p.PID != 300 || p.Join != JoinNSpid || p.Process == nil || p.Process.PID != 4300 {
+	if p := g[0].Processes[2]; p.PID != 300 || p.Join != snapshot.JoinNSpid || p.Process == nil || p.Process.PID != 4300 {
 		t.Errorf("pid 300, a zombie here and a live process's namespaced PID: %+v", p)
 	}
-	if p := g[1].Processes[0]; p.PID != 7 || p.Join != JoinPID || p.Process == nil || p.Process.Comm != "worker" {
+	if p := g[1].Processes[0]; p.PID != 7 || p.Join != snapshot.JoinPID || p.Process == nil || p.Process.Comm != "worker" {
 		t.Errorf("pid 7, a zombie leader whose threads run: %+v", p)
 	}
 	// On the host's /proc a zombie with a PID NVML lists is that PID's orphan.
-	s.Processes = append(s.Processes, Process{PID: 2, Comm: "kthreadd", KernelThread: true})
-	if p := GPUUsage(s)[0].Processes[2]; p.PID != 300 || p.Join != JoinDefunct || p.Process.Comm != "sh" {
+	s.Processes = append(s.Processes, snapshot.Process{PID: 2, Comm: "kthreadd", KernelThread: true})
+	if p := snapshot.GPUUsage(s)[0].Processes[2]; p.PID != 300 || p.Join != snapshot.JoinDefunct || p.Process.Comm != "sh" {
 		t.Errorf("pid 300 on a host view: %+v", p)
 	}
 }
 
 func TestGPUUsageMIG(t *testing.T) {
-	s := &Snapshot{
+	s := &snapshot.Snapshot{
 		NVML:      readFixture(t, filepath.Join("..", "fixtures", "nvml", "a100-mig.json")),
-		Processes: []Process{{PID: 31337, Comm: "train"}, {PID: 31400, Comm: "infer"}},
+		Processes: []snapshot.Process{{PID: 31337, Comm: "train"}, {PID: 31400, Comm: "infer"}},
 	}
-	u := GPUUsage(s)
+	u := snapshot.GPUUsage(s)
 	g := u[0]
 	if len(g.Processes) != 2 || g.Processes[1].PID != 31400 || *g.Processes[1].GPUInstanceID != 5 || g.Processes[1].Process.Comm != "infer" {
 		t.Errorf("gpu 0 processes: %+v", g.Processes)
@@ -170,10 +187,10 @@ func TestGPUUsageMIG(t *testing.T) {
 	if len(g.MIG) != 3 || *g.MIG[0].Unaccounted != 0 || *g.MIG[2].Unaccounted != 3*gib || g.MIG[2].GPUInstanceID != 13 {
 		t.Errorf("MIG: %+v", g.MIG)
 	}
-	if u[1].Processes[0].Join != JoinNone || *u[1].Unaccounted != 0 {
+	if u[1].Processes[0].Join != snapshot.JoinNone || *u[1].Unaccounted != 0 {
 		t.Errorf("gpu 1: %+v", u[1])
 	}
-	if GPUUsage(&Snapshot{NVML: NVML{Unavailable: "library not found"}}) != nil {
+	if snapshot.GPUUsage(&snapshot.Snapshot{NVML: snapshot.NVML{Unavailable: "library not found"}}) != nil {
 		t.Error("usage without NVML")
 	}
 }

@@ -21,8 +21,9 @@ import (
 
 // holders reads the fd directory of the task open as taskfd (a process's
 // directory, or a thread's task/TID) and returns its device holders. err is
-// the error of listing the directory or a refusal of its links; errs are
-// per-fd errors worth recording.
+// the error of listing the directory or a refusal of its links, or that of
+// an io_uring whose registered files could not all be read (ringHolders);
+// errs are per-fd errors worth recording.
 func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string, err error) {
 	dir := taskDir + "/fd"
 	dirfd, err := w.r.openDirAt(taskfd, taskDir, "fd")
@@ -36,6 +37,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 	}
 	slices.Sort(w.fds)
 	var other []Holder
+	var unreadable error // of a ring whose registered files could not all be read
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
 		// On the live procfs, stat first: it is cheaper than readlink (no
@@ -51,10 +53,10 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 				return append(hs, other...), errs, err
 			case vanishedErr(err): // an fd closed since the listing is no news
 				continue
-			case err == nil && !kind.Device:
+			case err == nil && !kind.Device && !kind.Anon:
 				continue
 			}
-			known = err == nil
+			known = err == nil && kind.Device // an anonymous inode: only an io_uring's link is read on
 		}
 		target, err := w.r.readlinkAt(dirfd, dir, name)
 		var unnamedErr error
@@ -67,6 +69,13 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 			unnamedErr = err // said where the fd is kept: a tenant can hold 500,000
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
+			continue
+		case target == ringTarget:
+			rhs, rother, rerrs, rerr := w.ringHolders(taskfd, taskDir, fd)
+			hs, other, errs = append(hs, rhs...), append(other, rother...), append(errs, rerrs...)
+			if rerr != nil {
+				unreadable = rerr
+			}
 			continue
 		case !strings.HasPrefix(target, "/"):
 			continue // socket, pipe, anon_inode
@@ -106,7 +115,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 			}
 		}
 	}
-	return append(hs, other...), errs, nil
+	return append(hs, other...), errs, unreadable
 }
 
 // holderRuns applies the mappings' rule to a process's fds on devices (its
@@ -175,6 +184,7 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []H
 		return nil, []string{"task: " + errText(err) + ": threads' own fd tables not looked for"}, nil
 	}
 	var tables []int // a thread of each table read so far
+	var unread error
 	for _, tid := range w.tids {
 		if tid == base || tid == pid {
 			continue
@@ -212,11 +222,14 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []H
 		for _, e := range terrs {
 			errs = append(errs, threadError(tid, e))
 		}
-		if err != nil && refusedErr(err) {
+		switch {
+		case err != nil && refusedErr(err):
 			return hs, errs, err
+		case err != nil: // a ring's registered files unknown: said once the tables are read
+			unread = fmt.Errorf("task %d: %w", tid, err)
 		}
 	}
-	return hs, errs, nil
+	return hs, errs, unread
 }
 
 // threadError is an error of a thread's own fd table, naming the thread.

@@ -32,7 +32,7 @@ func TestHoldersManyFds(t *testing.T) {
 	}
 	for _, path := range []string{PathProc, PathBPF} {
 		t.Run(path, func(t *testing.T) {
-			s, err := Capture(context.Background(), Options{NVML: NVMLOptions{Disabled: true}, Path: path})
+			s, err := Capture(context.Background(), Options{Path: path})
 			if err != nil || s.Scan.CapturePath != path {
 				t.Skipf("capture by %s: %v", path, err)
 			}

@@ -23,7 +23,7 @@ func parseFdinfoFlags(data []byte) (flags, access string, err error) {
 		if err != nil {
 			return "", "", fmt.Errorf("bad flags %q", text)
 		}
-		access, err = accessMode(v)
+		access, err = AccessMode(v)
 		if err != nil {
 			return text, "", fmt.Errorf("flags %q have no valid access mode", text)
 		}
@@ -32,8 +32,9 @@ func parseFdinfoFlags(data []byte) (flags, access string, err error) {
 	return "", "", fmt.Errorf("no flags line")
 }
 
-// accessMode is r, w or rw from the O_ACCMODE bits of open(2) flags.
-func accessMode(flags uint64) (string, error) {
+// AccessMode is r, w or rw from the O_ACCMODE bits of open(2) flags, as
+// fdinfo and the capture name a holder's access; watch names an open so.
+func AccessMode(flags uint64) (string, error) {
 	switch flags & 3 { // O_ACCMODE
 	case 0:
 		return "r", nil

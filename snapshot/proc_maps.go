@@ -189,6 +189,9 @@ type FileKind struct {
 	Char   bool   // character (else block) device, where Device
 	Major  uint32 // the device's own number, where Device
 	Minor  uint32
+	// Anon: the inode has no file type, as an anonymous inode (an
+	// io_uring, an eventfd, an epoll fd) has none.
+	Anon bool
 }
 
 // MapsScanner finds the device mappings and the suspect anonymous executable

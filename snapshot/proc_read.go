@@ -368,6 +368,8 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 			Major:  st.Rdev_major,
 			Minor:  st.Rdev_minor,
 		}, nil
+	case 0:
+		return FileKind{Anon: true}, nil
 	}
 	return FileKind{}, nil
 }

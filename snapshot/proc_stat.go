@@ -15,6 +15,10 @@ import (
 // threads only, so no process can pose as one.
 const pfKthread = 0x00200000
 
+// pfExiting is PF_EXITING: the task has begun to exit (its mappings and
+// fds are going or gone).
+const pfExiting = 0x00000004
+
 // procStat holds the fields of /proc/PID/stat that a snapshot keeps.
 type procStat struct {
 	Comm      string

@@ -70,6 +70,20 @@ type Scan struct {
 	// Unreadable counts the processes whose maps or fds could not be read
 	// (Process.Unreadable): what they map or hold is unknown.
 	Unreadable int `json:"unreadable"`
+	// Hidden are the PIDs the kernel still had whose /proc directory did
+	// not read as the process (a mount over /proc/PID): what they map or
+	// hold was not seen.
+	Hidden []HiddenProcess `json:"hidden_processes,omitempty"`
+	// Relists counts the listings of the proc root after the first: while
+	// processes vanish before they are read, the root is listed again and
+	// the new PIDs read (and the children of a vanished process's parent),
+	// so a process that keeps forking and exiting is seen.
+	Relists int `json:"relists,omitempty"`
+	// Unsettled says why the relisting stopped while processes were still
+	// vanishing unread (a bound was reached): a process that changes its PID
+	// faster than the capture reads may have been missed. "" when the
+	// listing settled.
+	Unsettled string `json:"unsettled,omitempty"`
 }
 
 // Partial reports whether some process's maps or fds could not be read.
@@ -288,6 +302,11 @@ type Holder struct {
 	// without CLONE_FILES: /proc/PID/fd shows the leader's table only); 0
 	// for the process's table.
 	TID int `json:"tid,omitempty"`
+	// RingSlot is set for a file registered with the io_uring open as FD
+	// (IORING_REGISTER_FILES): the slot of the ring's table that holds it.
+	// Such a file has no fd of its own; its Access is the most it can be
+	// (rw), the ring showing none, and its class comes from its path alone.
+	RingSlot *int `json:"ring_slot,omitempty"`
 }
 
 // Writable reports whether the descriptor was opened for writing.

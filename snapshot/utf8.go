@@ -5,8 +5,9 @@ import (
 	"unicode/utf8"
 )
 
-// makeValidUTF8 writes each byte of invalid UTF-8 in the process's text as
-// U+FFFD, byte for byte as encoding/json does when the snapshot is stored.
+// makeValidUTF8 writes each byte of invalid UTF-8 in the process's parsed
+// text as U+FFFD, byte for byte as encoding/json does when the snapshot is
+// stored; its Raw texts are kept as the kernel wrote them.
 // Names and paths are whatever a process chose, and a live capture must equal
 // the same capture read back from the store: otherwise diff would see an
 // unchanged process with a hostile name as a new one.
@@ -38,11 +39,7 @@ func (p *Process) makeValidUTF8() {
 	for i := range p.Holders {
 		fix(&p.Holders[i].Target)
 	}
-	if p.Raw != nil {
-		for _, s := range []*string{&p.Raw.Maps, &p.Raw.Status, &p.Raw.Cmdline, &p.Raw.Cgroup} {
-			fix(s)
-		}
-	}
+	// p.Raw stays the kernel's bytes: its JSON carries them exactly (raw_json.go).
 	fixAll(p.Errors)
 }
 

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -34,5 +35,34 @@ func TestCaptureInvalidUTF8RoundTrips(t *testing.T) {
 	must(t, json.Unmarshal(b, &back))
 	if !reflect.DeepEqual(findPID(t, &back, 400), p) {
 		t.Errorf("capture and its JSON round trip differ:\n%+v\n%+v", p, findPID(t, &back, 400))
+	}
+	// The raw texts are the kernel's bytes, in memory and through JSON.
+	if p.Raw == nil || p.Raw.Cmdline != "./x\xfe\xfe\x00--pool\n\x00" || p.Raw.Maps != "7f0000000000-7f0000200000 rw-s 00000000 00:06 77 /tmp/w/dev/nvidia\xff9\n" {
+		t.Errorf("raw texts not kept byte for byte: %+v", p.Raw)
+	}
+	if !bytes.Contains(b, []byte(`"cmdline":{"base64":"Li94/v4ALS1wb29sCgA="}`)) {
+		t.Errorf("invalid UTF-8 raw text not base64 in JSON:\n%s", b)
+	}
+}
+
+// TestRawTextJSON: valid UTF-8 stays a string; anything else is base64
+// with its marker, and both read back exactly.
+func TestRawTextJSON(t *testing.T) {
+	for _, r := range []Raw{
+		{Maps: "7f00 r--p /usr/lib/x\n", Cmdline: "a\x00b\x00"},
+		{Maps: "\xff\xfe", Status: "Name:\tmi\xc3ner\n", Cgroup: "0::/\n", Cuts: map[string]Cut{"maps": {}}},
+		{Maps: ""},
+	} {
+		b, err := json.Marshal(&r)
+		must(t, err)
+		var back Raw
+		must(t, json.Unmarshal(b, &back))
+		if !reflect.DeepEqual(back, r) {
+			t.Errorf("%+v -> %s -> %+v", r, b, back)
+		}
+	}
+	var r Raw
+	if err := json.Unmarshal([]byte(`{"maps":{"base64":"%%%"}}`), &r); err == nil {
+		t.Error("bad base64 accepted")
 	}
 }

@@ -18,7 +18,8 @@ import (
 var ErrProtected = errors.New("is the latest baseline of its tenant")
 
 // Remove deletes the snapshot named by a full id or unique prefix and the
-// process records no other snapshot shares, and returns its full id. A
+// process records no other snapshot shares, appends a remove leaf to the
+// log, and returns its full id. A
 // tenant's latest baseline is kept unless force is set: the next diff needs it.
 func (s *Store) Remove(idOrPrefix string, force bool) (string, error) {
 	var id string
@@ -40,7 +41,18 @@ func (s *Store) Remove(idOrPrefix string, force bool) (string, error) {
 				return fmt.Errorf("snapshot %s %w %q (use --force to remove it anyway)", id, ErrProtected, m.Tenant)
 			}
 		}
+		log, err := s.openLog(tx)
+		if err != nil {
+			return err
+		}
+		digest, err := s.storedDigest(tx, id, nil)
+		if err != nil {
+			return err
+		}
 		if err := s.delete(tx, m); err != nil {
+			return err
+		}
+		if err := log.append(Leaf{Op: OpRemove, Snapshots: []LeafSnapshot{{ID: id, Digest: digest}}}); err != nil {
 			return err
 		}
 		return s.sweep(tx)
@@ -61,8 +73,8 @@ type Prune struct {
 	DryRun    bool          // report what would go, remove nothing
 }
 
-// Prune removes what p selects and returns the snapshots removed (or that
-// would be, with DryRun), newest first.
+// Prune removes what p selects, in one prune leaf of the log, and returns
+// the snapshots removed (or that would be, with DryRun), newest first.
 func (s *Store) Prune(p Prune) ([]Meta, error) {
 	if p.KeepLast < 0 || p.OlderThan < 0 {
 		return nil, errors.New("prune: --keep-last and --older-than cannot be negative")
@@ -107,10 +119,23 @@ func (s *Store) Prune(p Prune) ([]Meta, error) {
 		if p.DryRun || len(victims) == 0 {
 			return nil
 		}
+		log, err := s.openLog(tx)
+		if err != nil {
+			return err
+		}
+		leaf := Leaf{Op: OpPrune}
 		for _, m := range victims {
+			digest, err := s.storedDigest(tx, m.ID, nil)
+			if err != nil {
+				return err
+			}
+			leaf.Snapshots = append(leaf.Snapshots, LeafSnapshot{ID: m.ID, Digest: digest})
 			if err := s.delete(tx, m); err != nil {
 				return err
 			}
+		}
+		if err := log.append(leaf); err != nil {
+			return err
 		}
 		return s.sweep(tx)
 	}

@@ -21,8 +21,9 @@ import (
 // sequence numbers): bbolt's default half-full split wastes half of each page.
 const fillSequential = 0.95
 
-// Put stores a snapshot under its ID. A process whose JSON is identical to
-// one already stored is referenced, not stored again.
+// Put stores a snapshot under its ID and appends a put leaf to the store's
+// log. A process whose JSON is identical to one already stored is
+// referenced, not stored again.
 func (s *Store) Put(snap *snapshot.Snapshot) error {
 	procs, err := s.EncodeProcesses(snap)
 	if err != nil {
@@ -75,11 +76,16 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
 	}
-	hb = compress(nil, hb)
 	mb, err := json.Marshal(metaOf(snap))
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
 	}
+	sums := make([][sha256.Size]byte, len(procs))
+	for i := range procs {
+		sums[i] = procs[i].sum
+	}
+	put := Leaf{Op: OpPut, Snapshots: []LeafSnapshot{{ID: snap.ID, Digest: SnapshotDigest(mb, hb, sums, snap.Processes == nil)}}}
+	hb = compress(nil, hb)
 	id := []byte(snap.ID)
 
 	return s.update(func(tx *bolt.Tx) error {
@@ -90,6 +96,12 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 		meta, snaps, refs, procsB, hashes, baselines := b[0], b[1], b[2], b[3], b[4], b[5]
 		if meta.Get(id) != nil {
 			return fmt.Errorf("%w: %s", ErrExists, snap.ID)
+		}
+		// Opened before anything is written: a log that begins here adopts
+		// what was stored before, not this snapshot.
+		log, err := s.openLog(tx)
+		if err != nil {
+			return err
 		}
 		for _, bk := range []*bolt.Bucket{meta, snaps, refs, procsB} {
 			bk.FillPercent = fillSequential
@@ -133,9 +145,11 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 			return err
 		}
 		if snap.Label == snapshot.LabelBaseline && snap.Tenant != "" {
-			return baselines.Put(baselineKey(snap.Tenant, snap.ID), nil)
+			if err := baselines.Put(baselineKey(snap.Tenant, snap.ID), nil); err != nil {
+				return err
+			}
 		}
-		return nil
+		return log.append(put)
 	})
 }
 

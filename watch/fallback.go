@@ -3,16 +3,14 @@ package watch
 import (
 	"context"
 	"fmt"
-	"github.com/gpusnap/gpusnap/eventlog"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -41,7 +39,7 @@ type tracked struct {
 }
 
 type fallbackSource struct {
-	procRoot string
+	proc     *snapshot.ProcRoot
 	interval time.Duration
 	ids      *identities
 
@@ -52,12 +50,10 @@ type fallbackSource struct {
 	using map[string]*tracked // by PID@START
 	seen  map[int]bool        // every PID of the last listing; nil before the first
 	sweep int
-	// connector says why the proc connector is not running, or "".
-	connector string
 }
 
-func newFallbackSource(procRoot string, interval time.Duration) *fallbackSource {
-	return &fallbackSource{procRoot: procRoot, interval: interval, ids: newIdentities(procRoot),
+func newFallbackSource(proc *snapshot.ProcRoot, interval time.Duration) *fallbackSource {
+	return &fallbackSource{proc: proc, interval: interval, ids: newIdentities(proc),
 		named: map[int]bool{}, exits: map[int]time.Time{}, young: map[int]int{}, using: map[string]*tracked{}}
 }
 
@@ -107,9 +103,9 @@ func (f *fallbackSource) note(ev netlink.ProcEvent) {
 // rescan reads the processes to look at now and emits what changed: a
 // process newly using a device, and the end of one that did.
 func (f *fallbackSource) rescan(ctx context.Context, emit func(...eventlog.Event)) error {
-	pids, err := listPIDs(f.procRoot)
+	pids, err := f.proc.PIDs()
 	if err != nil {
-		return err
+		return fmt.Errorf("proc root: %w", err)
 	}
 	now := time.Now()
 	f.mu.Lock()
@@ -155,7 +151,7 @@ func (f *fallbackSource) rescan(ctx context.Context, emit func(...eventlog.Event
 		}
 	}
 	slices.Sort(list)
-	procs, err := snapshot.ReadProcesses(ctx, f.procRoot, list)
+	procs, err := f.proc.Processes(ctx, list)
 	if err != nil {
 		return err
 	}
@@ -230,24 +226,4 @@ func usesOf(sp *snapshot.Process, p *eventlog.Process, at time.Time) []eventlog.
 			Device: &eventlog.Device{Path: m.Path, Number: m.DeviceNumber.String(), Type: m.DeviceType, Class: m.Class, GPU: m.GPUMinor}})
 	}
 	return out
-}
-
-// listPIDs lists the process directories of the proc root.
-func listPIDs(root string) ([]int, error) {
-	d, err := os.Open(root)
-	if err != nil {
-		return nil, fmt.Errorf("proc root: %w", err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("proc root: %w", err)
-	}
-	pids := make([]int, 0, len(names))
-	for _, n := range names {
-		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }

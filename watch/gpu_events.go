@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/eventlog"
-	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/nvmlread"
 )
 
 const (
@@ -25,8 +25,8 @@ const (
 // openGPUEvents registers NVML's GPU events (critical Xids and ECC errors,
 // as NVIDIA's device plugin watches them) and says, as watch_start's blind
 // spots, which GPUs' events are not watched and why.
-func openGPUEvents(opts snapshot.NVMLOptions) (*snapshot.GPUEvents, []string) {
-	ev, err := snapshot.OpenGPUEvents(opts)
+func openGPUEvents(opts nvmlread.Options) (*nvmlread.GPUEvents, []string) {
+	ev, err := nvmlread.OpenGPUEvents(opts)
 	if err != nil {
 		return nil, []string{"Xid and ECC events from NVML (" + err.Error() + ")"}
 	}
@@ -41,13 +41,13 @@ func openGPUEvents(opts snapshot.NVMLOptions) (*snapshot.GPUEvents, []string) {
 // NVML says a GPU is lost (after which its answers cannot be trusted: the
 // event says that the watching ends). A failing wait is retried, and said
 // once as a lost record of source nvml: what happened meanwhile is not known.
-func recordGPUEvents(ctx context.Context, ev *snapshot.GPUEvents, r *recorder) {
+func recordGPUEvents(ctx context.Context, ev *nvmlread.GPUEvents, r *recorder) {
 	defer ev.Close()
 	failing := ""
 	for ctx.Err() == nil {
 		e, err := ev.Next(gpuEventWait)
 		switch {
-		case errors.Is(err, snapshot.ErrNoGPUEvent):
+		case errors.Is(err, nvmlread.ErrNoGPUEvent):
 			failing = ""
 			r.setGPUEventsOff("")
 		case err != nil:

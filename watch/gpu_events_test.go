@@ -11,16 +11,17 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
-	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/nvmlread"
 )
 
 // eventServer is a DGX A100 whose event set answers the waits in order,
 // then times out; GPU 7 supports no Xid or ECC event (as a GPU without
 // them would answer).
-func eventServer(t *testing.T, waits ...func(srv *dgxa100.Server) (nvml.EventData, nvml.Return)) (*dgxa100.Server, *mock.EventSet) {
+func eventServer(t *testing.T, waits ...func(srv *server.Server) (nvml.EventData, nvml.Return)) (*server.Server, *mock.EventSet) {
 	t.Helper()
 	srv := dgxa100.New()
 	set := &mock.EventSet{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}
@@ -39,7 +40,7 @@ func eventServer(t *testing.T, waits ...func(srv *dgxa100.Server) (nvml.EventDat
 	}
 	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
 	for i, d := range srv.Devices {
-		dev := d.(*dgxa100.Device)
+		dev := d.(*server.Device)
 		livetest.ServeGPU(dev)
 		supported := uint64(nvml.EventTypeAll)
 		if i == 7 {
@@ -62,7 +63,7 @@ func runWatchWith(t *testing.T, lib nvml.Interface) (db string, start eventlog.E
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(ctx, Options{DB: db, ProcRoot: t.TempDir(), Mode: ModeFallback, Log: log, Interval: time.Hour,
-			NVML:    snapshot.NVMLOptions{Lib: lib, Timeout: 5 * time.Second},
+			NVML:    nvmlread.Options{Lib: lib, Timeout: 5 * time.Second},
 			Started: func(e eventlog.Event) { started <- e }})
 		done <- err
 	}()
@@ -102,18 +103,18 @@ func TestWatchRecordsGPUEvents(t *testing.T) {
 	none := uint32(1<<32 - 1)
 	gi, ci := uint32(1), uint32(0)
 	srv, set := eventServer(t,
-		func(srv *dgxa100.Server) (nvml.EventData, nvml.Return) {
+		func(srv *server.Server) (nvml.EventData, nvml.Return) {
 			return nvml.EventData{Device: srv.Devices[0], EventType: nvml.EventTypeXidCriticalError, EventData: 79, GpuInstanceId: none, ComputeInstanceId: none}, nvml.SUCCESS
 		},
-		func(*dgxa100.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_TIMEOUT },
-		func(srv *dgxa100.Server) (nvml.EventData, nvml.Return) {
+		func(*server.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_TIMEOUT },
+		func(srv *server.Server) (nvml.EventData, nvml.Return) {
 			return nvml.EventData{Device: srv.Devices[1], EventType: nvml.EventTypeDoubleBitEccError, GpuInstanceId: gi, ComputeInstanceId: ci}, nvml.SUCCESS
 		},
-		func(*dgxa100.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_UNKNOWN },
-		func(*dgxa100.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST },
+		func(*server.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_UNKNOWN },
+		func(*server.Server) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST },
 	)
 	db, start, log, stop := runWatchWith(t, srv)
-	uuid := func(i int) string { return srv.Devices[i].(*dgxa100.Device).UUID }
+	uuid := func(i int) string { return srv.Devices[i].(*server.Device).UUID }
 	if blind := strings.Join(start.Blind, "\n"); !strings.Contains(blind, "NVML events of "+uuid(7)+" (supports neither Xid nor ECC events)") ||
 		strings.Contains(blind, uuid(0)) {
 		t.Errorf("watch_start blind spots: %q", start.Blind)
@@ -181,12 +182,12 @@ func TestWatchStopsWithNVMLHung(t *testing.T) {
 // loaded) watch_start says they are not watched.
 func TestWatchSaysGPUEventsUnwatched(t *testing.T) {
 	for _, tc := range []struct {
-		opts snapshot.NVMLOptions
+		opts nvmlread.Options
 		want string
 	}{
-		{snapshot.NVMLOptions{Disabled: true}, "Xid and ECC events from NVML (disabled by --no-nvml)"},
-		{snapshot.NVMLOptions{FixturePath: "../fixtures/nvml/h100x8.json"}, "Xid and ECC events from NVML (an NVML fixture is read, not the driver: it has no events)"},
-		{snapshot.NVMLOptions{Lib: nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))}, "Xid and ECC events from NVML (nvml: library not found)"},
+		{nvmlread.Options{Disabled: true}, "Xid and ECC events from NVML (disabled by --no-nvml)"},
+		{nvmlread.Options{FixturePath: "../fixtures/nvml/h100x8.json"}, "Xid and ECC events from NVML (an NVML fixture is read, not the driver: it has no events)"},
+		{nvmlread.Options{Lib: nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))}, "Xid and ECC events from NVML (nvml: library not found)"},
 	} {
 		_, blind := openGPUEvents(tc.opts)
 		if len(blind) != 1 || blind[0] != tc.want {

@@ -1,23 +1,17 @@
 package watch
 
 import (
-	"github.com/gpusnap/gpusnap/eventlog"
 	"io/fs"
-	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
-
-// userHZ is the unit of /proc/PID/stat's start time: 100 on every Linux ABI.
-const userHZ = 100
-
-// ticks turns a kernel start_boottime in nanoseconds into stat's clock ticks.
-func ticks(ns uint64) uint64 { return ns / (1e9 / userHZ) }
 
 // cgroupRoot is where the cgroup v2 hierarchy is mounted, or "" where none is.
 func cgroupRoot() string {
@@ -90,16 +84,62 @@ func (c *cgroupPaths) walk() {
 // device is kept (by PID@START) until its exit, so its fork and exit carry
 // the same identity.
 type identities struct {
-	procRoot string
-	cgroups  *cgroupPaths
-	known    map[string]*eventlog.Process
+	proc    *snapshot.ProcRoot
+	cgroups *cgroupPaths
+	known   map[string]*eventlog.Process
+	// uses are the devices each kept process opened or mapped (or
+	// inherited), as its children inherit them at a fork.
+	uses map[string][]deviceUse
 }
 
-// maxKnown bounds what identities keeps: a tenant can fork at will.
-const maxKnown = 1 << 16
+// deviceUse is a device a process used, and how.
+type deviceUse struct {
+	dev           *eventlog.Device
+	access, perms string
+}
 
-func newIdentities(procRoot string) *identities {
-	return &identities{procRoot: procRoot, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}}
+// maxKnown bounds what identities keeps: a tenant can fork at will;
+// maxUses bounds the uses kept per process (past it, further devices or
+// modes of it are in the log, not passed on to its children's records).
+const (
+	maxKnown = 1 << 16
+	maxUses  = 8
+)
+
+func newIdentities(proc *snapshot.ProcRoot) *identities {
+	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, uses: map[string][]deviceUse{}}
+}
+
+// used records that the process of key used a device as ev says.
+func (ids *identities) used(key string, ev *eventlog.Event) {
+	us := ids.uses[key]
+	for _, u := range us {
+		if u.dev.Path == ev.Device.Path && u.dev.Number == ev.Device.Number && u.access == ev.Access && u.perms == ev.Perms {
+			return
+		}
+	}
+	if len(us) < maxUses {
+		ids.uses[key] = append(us, deviceUse{dev: ev.Device, access: ev.Access, perms: ev.Perms})
+	}
+}
+
+// inherit passes the parent's uses on to its child, and returns the
+// child's inherit records: one per use, or one naming no device where the
+// parent's uses are not known (made before watch kept it).
+func (ids *identities) inherit(parent, child *eventlog.Process, at time.Time, source string) []eventlog.Event {
+	us := ids.uses[parent.Key()]
+	ids.uses[child.Key()] = slices.Clone(us)
+	note := "inherited at its fork from " + parent.Key()
+	if len(us) == 0 {
+		return []eventlog.Event{{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
+			Note: note + ", a device user whose devices this watch did not see it take"}}
+	}
+	out := make([]eventlog.Event, 0, len(us))
+	for _, u := range us {
+		out = append(out, eventlog.Event{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
+			Device: u.dev, Access: u.access, Perms: u.perms, Note: note})
+	}
+	return out
 }
 
 // lookup returns the kept identity of pid@start, if any.
@@ -110,11 +150,15 @@ func (ids *identities) lookup(pid int, start uint64) *eventlog.Process {
 func (ids *identities) keep(p *eventlog.Process) {
 	if len(ids.known) >= maxKnown {
 		clear(ids.known)
+		clear(ids.uses)
 	}
 	ids.known[p.Key()] = p
 }
 
-func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) }
+func (ids *identities) forget(p *eventlog.Process) {
+	delete(ids.known, p.Key())
+	delete(ids.uses, p.Key())
+}
 
 // fill completes what the kernel reported of a process: its exe (the
 // kernel's walk of it, or /proc's where that was cut short: /proc also says
@@ -122,7 +166,7 @@ func (ids *identities) forget(p *eventlog.Process) { delete(ids.known, p.Key()) 
 // Slurm job that path names.
 func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	p.Exe = kernelExe
-	if exe, deleted, ok := ids.exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
+	if exe, deleted, ok := ids.proc.Exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
 		p.Exe, p.ExeDeleted = exe, deleted
 	}
 	if p.Cgroup == "" && p.CgroupID != 0 {
@@ -131,38 +175,4 @@ func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	if p.Cgroup != "" {
 		p.ContainerID, _, p.PodUID, p.SlurmJobID = snapshot.CgroupOwner(p.Cgroup)
 	}
-}
-
-// exe reads /proc/PID/exe, and trusts it only while the PID still has the
-// start time the event gave.
-func (ids *identities) exe(pid int, start uint64) (exe string, deleted, ok bool) {
-	dir := ids.procRoot + "/" + strconv.Itoa(pid)
-	exe, err := os.Readlink(dir + "/exe")
-	if err != nil {
-		return "", false, false
-	}
-	if st, err := statStart(dir + "/stat"); err != nil || st != start {
-		return "", false, false
-	}
-	exe, deleted = strings.CutSuffix(exe, " (deleted)")
-	return exe, deleted, true
-}
-
-// statStart reads field 22, the start time, of a /proc/PID/stat file.
-func statStart(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	// comm may hold spaces and parentheses: the fields start after the last ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, syscall.EINVAL
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, syscall.EINVAL
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }

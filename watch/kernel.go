@@ -2,13 +2,13 @@ package watch
 
 import (
 	"errors"
-	"github.com/gpusnap/gpusnap/eventlog"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -32,8 +32,8 @@ var blindSpots = map[bpf.Hook][]string{
 		"uses of a device through a descriptor or mapping inherited or received before the watch started"},
 }
 
-func newKernelSource(w *bpf.Watch, procRoot string, classes snapshot.DeviceClasses) *kernelSource {
-	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(procRoot), classes: classes, bootBase: bootBase()}
+func newKernelSource(w *bpf.Watch, proc *snapshot.ProcRoot) *kernelSource {
+	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(proc), classes: proc.Classes(), bootBase: bootBase()}
 }
 
 // bootBase is the wall-clock time at which CLOCK_BOOTTIME was zero.
@@ -62,7 +62,7 @@ func (k *kernelSource) run(emit func(...eventlog.Event)) error {
 
 func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	at := k.bootBase.Add(time.Duration(e.TimeNS))
-	start := ticks(e.StartNS)
+	start := snapshot.TicksOf(e.StartNS)
 	switch e.Kind {
 	case bpf.KindExec:
 		// The kernel reports the exec of a device user only: its
@@ -85,10 +85,12 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 			ev.FD = &fd
 		}
 		if e.Kind == bpf.KindOpen {
-			ev.Kind, ev.Access = eventlog.KindOpen, accessMode(e.Flags)
+			ev.Kind = eventlog.KindOpen
+			ev.Access, _ = snapshot.AccessMode(uint64(e.Flags))
 		} else {
 			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
 		}
+		k.ids.used(p.Key(), &ev)
 		if exec != nil {
 			emit(*exec, ev)
 		} else {
@@ -97,9 +99,12 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	case bpf.KindFork:
 		p, _ := k.process(e, start)
 		child := clone(p)
-		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), ticks(e.ChildStartNS), p.PID, 0
+		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), snapshot.TicksOf(e.ChildStartNS), p.PID, 0
 		k.ids.keep(child)
-		emit(eventlog.Event{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)})
+		// The child is a device user from its fork on: a process that
+		// forks and exits at every turn is one at each of its PIDs.
+		emit(append([]eventlog.Event{{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)}},
+			k.ids.inherit(p, child, at, k.source)...)...)
 	case bpf.KindExit:
 		p, _ := k.process(e, start)
 		k.ids.forget(p)
@@ -145,17 +150,6 @@ func (k *kernelSource) device(e *bpf.Event) *eventlog.Device {
 func clone(p *eventlog.Process) *eventlog.Process {
 	c := *p
 	return &c
-}
-
-// accessMode is the access an open's flags asked for, as fdinfo names it.
-func accessMode(flags uint32) string {
-	switch flags & unix.O_ACCMODE {
-	case unix.O_WRONLY:
-		return "w"
-	case unix.O_RDWR:
-		return "rw"
-	}
-	return "r"
 }
 
 // mmapPerms writes a mapping's protection and sharing as maps prints them.

@@ -12,6 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // running is a watch started by a test.
@@ -290,5 +291,38 @@ func TestLiveAutoFallsBackSayingWhy(t *testing.T) {
 	}
 	if !strings.Contains(w.start.Note, "BPF does not load here") || !strings.Contains(w.start.Note, "lsm") {
 		t.Errorf("start record: %+v", w.start)
+	}
+}
+
+// TestLiveBPFForkedChildIsADeviceUser: a tenant opens the node read-write
+// and read-only, maps it shared, forks and exits; its child uses the device
+// only through what it inherited. The log names the child, by its own
+// PID@START, as a user of the device (inherit records, one per way the
+// parent used it), so a process that hops PIDs by forking leaves a trail.
+func TestLiveBPFForkedChildIsADeviceUser(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeBPF})
+	sc := livetest.StartGhost(t, loop, livetest.Options{})
+	time.Sleep(300 * time.Millisecond)
+	w.stop(t)
+	got := map[string]bool{}
+	for _, e := range readAll(t, db).Events {
+		if e.Kind != eventlog.KindInherit || e.Process.PID != sc.Ghost.PID {
+			continue
+		}
+		if e.Process.StartTime != sc.Ghost.StartTime || e.Device == nil || e.Device.Path != loop.Node || !e.UsesDevice() {
+			t.Errorf("inherit record: %+v device %+v", e.Process, e.Device)
+			continue
+		}
+		if parent := snapshot.ProcessKey(sc.Tenant.PID, sc.Tenant.StartTime); !strings.Contains(e.Note, parent) {
+			t.Errorf("inherit record does not name the parent %s: %q", parent, e.Note)
+		}
+		got[e.Access+e.Perms] = true
+	}
+	for _, want := range []string{"rw", "r", "rw-s"} {
+		if !got[want] {
+			t.Errorf("the child %d has no inherit record of %q (has %v)", sc.Ghost.PID, want, got)
+		}
 	}
 }

@@ -2,10 +2,11 @@ package watch
 
 import (
 	"context"
-	"github.com/gpusnap/gpusnap/eventlog"
 	"strconv"
 	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -13,16 +14,16 @@ import (
 // process NVML lists on a GPU it did not list before is an event, whatever
 // the kernel hooks saw of it.
 type nvmlPoll struct {
-	opts     snapshot.NVMLOptions
-	procRoot string
-	ids      *identities
-	listed   map[string]bool // GPU UUID NUL PID, at the last poll
+	opts   nvmlread.Options
+	proc   *snapshot.ProcRoot
+	ids    *identities
+	listed map[string]bool // GPU UUID NUL PID, at the last poll
 	// off says why polling stopped (NVML unavailable), for the watch_start record.
 	off string
 }
 
-func newNVMLPoll(opts snapshot.NVMLOptions, procRoot string) *nvmlPoll {
-	return &nvmlPoll{opts: opts, procRoot: procRoot, ids: newIdentities(procRoot), listed: map[string]bool{}}
+func newNVMLPoll(opts nvmlread.Options, proc *snapshot.ProcRoot) *nvmlPoll {
+	return &nvmlPoll{opts: opts, proc: proc, ids: newIdentities(proc), listed: map[string]bool{}}
 }
 
 // poll reads NVML once. NVML unavailable (no driver here) stops the polling
@@ -31,7 +32,7 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 	if n.off != "" {
 		return nil
 	}
-	nv, err := snapshot.ReadNVML(n.opts)
+	nv, err := n.opts.ReadNVML()
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 	if len(fresh) == 0 {
 		return nil
 	}
-	procs, err := snapshot.ReadProcesses(ctx, n.procRoot, fresh)
+	procs, err := n.proc.Processes(ctx, fresh)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -45,7 +45,7 @@ const (
 type Options struct {
 	DB       string // the store file; the log is eventlog.JournalDir(DB)
 	ProcRoot string // "" is /proc
-	NVML     snapshot.NVMLOptions
+	NVML     nvmlread.Options
 	Interval time.Duration // NVML polls and fallback rescans
 	Mode     string
 	Hooks    []bpf.Hook     // the BPF hooks to try, best first (nil: all)
@@ -85,15 +85,17 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer j.Close()
 	_ = j.Prune(time.Now().Add(-opts.Retain))
 
-	classes := snapshot.DeviceClasses{}
-	if data, err := os.ReadFile(opts.ProcRoot + "/devices"); err == nil {
-		classes = snapshot.ParseDevices(data)
-	} else {
-		fmt.Fprintf(opts.Log, "gpusnap watch: %v (only major 195 counts as NVIDIA)\n", err)
+	proc, err := snapshot.OpenProcRoot(opts.ProcRoot)
+	if err != nil {
+		return Stats{}, err
 	}
-	majors := append([]uint32{195}, slices.Sorted(maps.Keys(classes.NVIDIAMajors))...)
+	defer proc.Close()
+	for _, e := range proc.Errs {
+		fmt.Fprintf(opts.Log, "gpusnap watch: %s\n", e)
+	}
+	majors := append([]uint32{195}, slices.Sorted(maps.Keys(proc.Classes().NVIDIAMajors))...)
 
-	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log}
+	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log, repeats: newRepeats()}
 	start := eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStart}
 	var kw *bpf.Watch
 	if opts.Mode != ModeFallback {
@@ -109,7 +111,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	var ks *kernelSource
 	if kw != nil {
 		defer kw.Close()
-		ks = newKernelSource(kw, opts.ProcRoot, classes)
+		ks = newKernelSource(kw, proc)
 		start.Mode, start.Blind = string(kw.Hook), blindSpots[kw.Hook]
 		if len(kw.Refused) > 0 {
 			start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
@@ -118,13 +120,13 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 			start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
 		}
 	} else {
-		fb = newFallbackSource(opts.ProcRoot, opts.Interval)
+		fb = newFallbackSource(proc, opts.Interval)
 		start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
 		if err := fb.listen(ctx, r.lostNote); err != nil {
 			start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
 		}
 	}
-	nv := newNVMLPoll(opts.NVML, opts.ProcRoot)
+	nv := newNVMLPoll(opts.NVML, proc)
 	if err := nv.poll(ctx, r.emit); err != nil {
 		return Stats{}, err
 	}
@@ -177,6 +179,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	alive := time.NewTicker(eventlog.AliveEvery)
 	defer alive.Stop()
 	var runErr error
+	lastRepeats := time.Now()
 loop:
 	for {
 		select {
@@ -188,6 +191,10 @@ loop:
 		case <-flush.C:
 			if kw != nil {
 				r.noteLost(kw)
+			}
+			if time.Since(lastRepeats) >= repeatEvery {
+				r.flushRepeats()
+				lastRepeats = time.Now()
 			}
 			if err := r.flush(); err != nil {
 				fmt.Fprintf(opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
@@ -225,6 +232,7 @@ loop:
 	case <-time.After(gpuEventWait):
 		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
+	r.flushRepeats()
 	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost, GPUEventsOff: r.gpuEventsOffNow()})
 	if err := r.flush(); err != nil {
 		return r.stats, err
@@ -246,6 +254,7 @@ type recorder struct {
 	log     io.Writer
 
 	mu      sync.Mutex
+	repeats *repeats
 	pending []eventlog.Event
 	timed   []bool // pending[i] came from the kernel: its latency is measured
 	stats   Stats
@@ -275,6 +284,19 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range events {
+		if r.repeats.take(&e) {
+			continue
+		}
+		if e.Kind == eventlog.KindExit && e.Process != nil {
+			r.queue(false, r.repeats.end(e.Process.Key()))
+		}
+		r.queue(timed, []eventlog.Event{e})
+	}
+}
+
+// queue adds events to the next flush; past maxPending they are counted as lost.
+func (r *recorder) queue(timed bool, events []eventlog.Event) {
+	for _, e := range events {
 		if len(r.pending) >= maxPending {
 			r.dropped++
 			continue
@@ -282,6 +304,14 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 		r.pending = append(r.pending, e)
 		r.timed = append(r.timed, timed)
 	}
+}
+
+// flushRepeats queues the records of the repeats counted since the last
+// call (see repeats.go).
+func (r *recorder) flushRepeats() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue(false, r.repeats.due())
 }
 
 // lostNote records that a source dropped events it could not count.
@@ -318,15 +348,20 @@ func (r *recorder) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := r.j.Append(batch); err != nil {
+	n, err := r.j.Append(batch)
+	if err != nil {
+		// What did not reach the log is kept, in order, for the next flush.
 		r.mu.Lock()
-		r.pending, r.timed = append(batch, r.pending...), append(timed, r.timed...)
+		r.pending, r.timed = append(batch[n:], r.pending...), append(timed[n:], r.timed...)
 		r.mu.Unlock()
-		return err
+		batch, timed = batch[:n], timed[:n]
 	}
 	done := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(batch) == 0 {
+		return err
+	}
 	r.stats.Flushes++
 	for i := range batch {
 		r.stats.Events[batch[i].Kind]++
@@ -339,5 +374,5 @@ func (r *recorder) flush() error {
 		}
 	}
 	r.metrics.Flushed(done)
-	return nil
+	return err
 }

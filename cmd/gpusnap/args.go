@@ -25,7 +25,9 @@ func permuteArgs(app *cli.App, args []string) []string {
 	out = append(out, rest[0])
 	rest = rest[1:]
 	for cmd != nil {
-		flags, rest = splitFlags(cmd.Flags, rest, false)
+		// A command with subcommands takes its own flags before the
+		// subcommand's name only: those after it are the subcommand's.
+		flags, rest = splitFlags(cmd.Flags, rest, len(cmd.Subcommands) > 0)
 		out = append(out, flags...)
 		var sub *cli.Command
 		if len(rest) > 0 && rest[0] != "--" {

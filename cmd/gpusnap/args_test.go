@@ -17,6 +17,9 @@ func TestPermuteArgs(t *testing.T) {
 		{"gpusnap verify - --pub K", "gpusnap verify --pub K -"},
 		{"gpusnap verify F -- --pub K", "gpusnap verify F -- --pub K"},
 		{"gpusnap keygen -o P --force", "gpusnap keygen -o P --force"},
+		// A subcommand's flags stay its own, with their values.
+		{"gpusnap store checkpoint --sign-key K --db D", "gpusnap store checkpoint --sign-key K --db D"},
+		{"gpusnap store verify --pub K --checkpoint C", "gpusnap store verify --pub K --checkpoint C"},
 		{"gpusnap nosuch A --x", "gpusnap nosuch A --x"},
 		{"gpusnap", "gpusnap"},
 	} {

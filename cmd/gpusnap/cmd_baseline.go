@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 func baselineCommand() *cli.Command {
@@ -53,19 +59,23 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 }
 
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, err := takeBaseline(ctx, g, o)
+	snap, head, err := takeBaseline(ctx, g, o)
 	if err != nil {
 		return err
 	}
-	return printSnapshot(g, snap)
+	if !g.JSON {
+		return printSnapshot(g, snap)
+	}
+	return writeSnapshotWithLog(g.Stdout, snap, head)
 }
 
 // takeBaseline captures the host and stores it as the tenant's baseline,
-// with the allocation o names or the kubelet's.
-func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.Snapshot, error) {
+// with the allocation o names or the kubelet's, and returns it with the
+// head of the store's log after it.
+func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.Snapshot, store.TreeHead, error) {
 	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
 	if err != nil {
-		return nil, err
+		return nil, store.TreeHead{}, err
 	}
 	snap.Allocation = o.Allocation
 	if why := snap.NVML.Unavailable; why != "" {
@@ -78,7 +88,7 @@ func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.
 	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
 		set, ok, err := pods.GPUsOf(o.Tenant, snap.NVML.Devices)
 		if err != nil {
-			return nil, err
+			return nil, store.TreeHead{}, err
 		}
 		switch {
 		case ok:
@@ -87,7 +97,47 @@ func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.
 			fmt.Fprintf(g.Stderr, "gpusnap: the kubelet lists no GPU of pod %s and does not run it (yet): the baseline records no allocation\n", safetext.Escape(o.Tenant))
 		}
 	}
-	return snap, storeSnapshot(g, snap)
+	head, err := storeSnapshot(g, snap)
+	return snap, head, err
+}
+
+// writeSnapshotWithLog writes snap's JSON as snapshot --json does, with one
+// more top-level field, store_log: the head of the store's log after the
+// snapshot's leaf, which leaves the node with the prolog's output.
+func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead) error {
+	hold := &holdTail{w: w, n: len("}\n")}
+	if err := writeSnapshotJSON(hold, snap, nil); err != nil {
+		return err
+	}
+	if string(hold.tail) != "}\n" {
+		return fmt.Errorf("snapshot JSON ends in %q, not an object", hold.tail)
+	}
+	logJSON, err := json.MarshalIndent(diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, ",\n  \"store_log\": %s\n}\n", logJSON)
+	return err
+}
+
+// holdTail passes writes through to w but the last n bytes, kept in tail.
+type holdTail struct {
+	w    io.Writer
+	n    int
+	tail []byte
+}
+
+func (h *holdTail) Write(p []byte) (int, error) {
+	buf := append(h.tail, p...)
+	if len(buf) <= h.n {
+		h.tail = buf
+		return len(p), nil
+	}
+	if _, err := h.w.Write(buf[:len(buf)-h.n]); err != nil {
+		return 0, err
+	}
+	h.tail = bytes.Clone(buf[len(buf)-h.n:])
+	return len(p), nil
 }
 
 // allocation reads the GPUs the tenant was given: --gpus, else the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 func bundleCommand() *cli.Command {
@@ -46,7 +48,7 @@ func bundleCommand() *cli.Command {
 // and diff with --bundle).
 func bundleFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "sign-key", Usage: "sign the manifest with the ed25519 private `KEY` (from gpusnap keygen)"},
+		&cli.StringFlag{Name: "sign-key", Usage: "sign the statement (a DSSE envelope) and the store's checkpoint with the ed25519 private `KEY` (from gpusnap keygen)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace an existing bundle file (never a symbolic link)"},
 		&cli.StringFlag{Name: "tenant-start", Usage: "when the tenant's job started (RFC 3339 `TIME`), for the report's time line"},
 		&cli.StringFlag{Name: "tenant-end", Usage: "when the tenant's job ended (RFC 3339 `TIME`), for the report's time line"},
@@ -104,7 +106,7 @@ func (b diffBundle) write(ctx context.Context, g globals, failOn diff.Severity, 
 		opts.MapsDiff = true
 		r = diff.Compare(from, to, opts)
 	}
-	w, err := writeBundle(ctx, b.path, b.opts, from, to, r, opts)
+	w, err := writeBundle(ctx, g, b.path, b.opts, from, to, r, opts)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(ctx, o.Output, o.Write, from, to, r, o.Compare)
+	w, err := writeBundle(ctx, g, o.Output, o.Write, from, to, r, o.Compare)
 	if err != nil {
 		return err
 	}
@@ -245,12 +247,16 @@ func tenantPair(ctx context.Context, g globals, tenant string) (from, to *snapsh
 type written struct {
 	File    string       `json:"file"`
 	SHA256  string       `json:"sha256"`
+	Bag     string       `json:"bag"` // the tarball's one directory
 	From    string       `json:"from"`
 	To      string       `json:"to"`
 	Tenant  string       `json:"tenant,omitempty"`
 	Files   int          `json:"files"`
 	Summary diff.Summary `json:"summary"`
 	Signer  string       `json:"signer,omitempty"` // the signing key, base64
+	// StoreProved: the bundle carries the store log's checkpoint and the
+	// inclusion of its stored snapshots.
+	StoreProved bool `json:"store_proved"`
 }
 
 func (w written) String() string {
@@ -265,12 +271,17 @@ func (w written) String() string {
 // writeBundle writes the bundle of a diff to path.
 // window carries what the bundle shows of the time between the snapshots:
 // the kernel log and the watch's events.
-func writeBundle(ctx context.Context, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
+func writeBundle(ctx context.Context, g globals, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
 	in := bundle.Input{
 		Before: from, After: to, Result: res, KernelLog: window.KernelLog, Events: window.Events,
 		Version: snapshot.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,
+	}
+	var err error
+	if in.Store, err = storeEvidence(g, o.signKey, from.ID, to.ID); err != nil {
+		// The bundle goes out without the log's proofs, and says so.
+		warn(g, fmt.Errorf("bundle: the store's log is not in the bundle: %w", err))
 	}
 	m, err := bundle.WriteFile(ctx, path, in, o.force)
 	if err != nil {
@@ -280,9 +291,10 @@ func writeBundle(ctx context.Context, path string, o bundleOpts, from, to *snaps
 	if err != nil {
 		return written{}, fmt.Errorf("bundle: %w", err)
 	}
-	w := written{File: path, SHA256: sum, From: from.ID, To: to.ID, Tenant: m.Tenant, Files: len(m.Files), Summary: res.Summary}
-	if m.Signer != nil {
-		w.Signer = m.Signer.PublicKey
+	p := m.Predicate
+	w := written{File: path, SHA256: sum, Bag: m.Bag, From: from.ID, To: to.ID, Tenant: p.Tenant, Files: m.Files, Summary: res.Summary, StoreProved: p.Store != nil}
+	if p.Signer != nil {
+		w.Signer = p.Signer.PublicKey
 	}
 	return w, nil
 }
@@ -298,4 +310,43 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// storeEvidence proves the bundle's snapshots in the store's log: the log's
+// checkpoint (signed with key, when given) and each stored snapshot's
+// inclusion at it; a snapshot not stored (a TO captured for the bundle) is
+// named as such.
+func storeEvidence(g globals, key ed25519.PrivateKey, ids ...string) (*bundle.StoreEvidence, error) {
+	ev := &bundle.StoreEvidence{}
+	var head store.TreeHead
+	err := readStore(g, func(st *store.Store) error {
+		var err error
+		if head, err = st.Head(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			p, err := st.Inclusion(id)
+			switch {
+			case err != nil && !store.IsNotInLog(err):
+				return err
+			case err != nil:
+				ev.NotStored = append(ev.NotStored, id)
+			default:
+				ev.Inclusion = append(ev.Inclusion, p...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(ev.Inclusion) > 0 {
+		head = ev.Inclusion[0].Head // the proofs' head: a write since Head is not in them
+	}
+	note, err := checkpointText(head, key)
+	if err != nil {
+		return nil, err
+	}
+	ev.Checkpoint = string(note)
+	return ev, nil
 }

@@ -53,7 +53,13 @@ func storeWith(t *testing.T, post bool) (db string, snaps []*snapshot.Snapshot) 
 	return db, snaps
 }
 
-func verifiedManifest(t *testing.T, file string) *bundle.Manifest {
+func verifiedManifest(t *testing.T, file string) *bundle.Predicate {
+	t.Helper()
+	return verifiedBundle(t, file).Predicate
+}
+
+// verifiedBundle verifies file, which must be intact.
+func verifiedBundle(t *testing.T, file string) *bundle.Verification {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -64,13 +70,13 @@ func verifiedManifest(t *testing.T, file string) *bundle.Manifest {
 	if err != nil || !rep.Intact() {
 		t.Fatalf("bundle %s: %v %+v", file, err, rep)
 	}
-	return rep.Manifest
+	return rep
 }
 
 func TestBundleFromTo(t *testing.T) {
 	db, snaps := storeWith(t, true)
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "b.tar.gz")
+	a := filepath.Join(dir, "a.tar.gz")
 	code, out, errOut := gpusnap(t, "bundle", "20261129-10", "20261129-12", "-o", a, "--db", db)
 	if code != 0 || !strings.HasPrefix(out, "wrote "+a+": "+snaps[1].ID+" to "+snaps[2].ID+", findings: ") || !strings.Contains(out, ", unsigned, sha256 ") {
 		t.Fatalf("bundle: %d %q %q", code, out, errOut)
@@ -83,11 +89,18 @@ func TestBundleFromTo(t *testing.T) {
 		t.Errorf("manifest names gpusnap version %q, want this build's %q", m.GpusnapVersion, snapshot.Version)
 	}
 	// The ghost's finding, its maps diff and the kernel's text are all in.
-	files := map[string]bool{}
-	for _, f := range m.Files {
-		files[f.Name] = true
+	// Both snapshots are proved in the store's log at the checkpoint it carries.
+	if rep := verifiedBundle(t, a); !rep.StoreProved || len(rep.Predicate.Store.Inclusion) != 2 {
+		t.Errorf("store evidence: %+v", rep.Predicate.Store)
 	}
-	for _, want := range []string{"maps/4243@987654.diff", "raw/4243@987654/maps", "raw/4243@987654/cmdline", "report.html"} {
+	if code, out, _ := gpusnap(t, "verify", a); code != 0 || !strings.Contains(out, "store log: 2 stored snapshots proved") {
+		t.Errorf("verify: %d %s", code, out)
+	}
+	files := map[string]bool{}
+	for _, e := range verifiedBundle(t, a).Entries {
+		files[e.Name] = true
+	}
+	for _, want := range []string{"data/maps/4243@987654.diff", "data/raw/4243@987654/maps", "data/raw/4243@987654/cmdline", "data/report.html"} {
 		if !files[want] {
 			t.Errorf("bundle lacks %s: %v", want, files)
 		}
@@ -95,7 +108,9 @@ func TestBundleFromTo(t *testing.T) {
 	if fi, _ := os.Stat(a); fi.Mode().Perm() != 0o600 {
 		t.Errorf("bundle mode %v", fi.Mode())
 	}
-	// The same two snapshots give the same bytes.
+	// The same two snapshots give the same bytes (in a file of the same
+	// name: the bag's directory is named after it).
+	b := filepath.Join(t.TempDir(), "a.tar.gz")
 	if code, _, errOut := gpusnap(t, "--db", db, "bundle", snaps[1].ID, snaps[2].ID, "-o", b); code != 0 {
 		t.Fatal(errOut)
 	}
@@ -279,7 +294,7 @@ func TestDiffBundle(t *testing.T) {
 	}
 }
 
-// memberOf reads one file of a bundle on disk.
+// memberOf reads one payload file (its name under data/) of a bundle on disk.
 func memberOf(t *testing.T, bundleFile, name string) []byte {
 	t.Helper()
 	f, err := os.Open(bundleFile)
@@ -297,7 +312,7 @@ func memberOf(t *testing.T, bundleFile, name string) []byte {
 		if err != nil {
 			t.Fatalf("%s: no %s: %v", bundleFile, name, err)
 		}
-		if h.Name == name {
+		if _, rest, _ := strings.Cut(h.Name, "/"); rest == "data/"+name {
 			b, _ := io.ReadAll(tr)
 			return b
 		}

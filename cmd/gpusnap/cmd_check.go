@@ -21,7 +21,7 @@ func checkCommand() *cli.Command {
 		Name:  "check",
 		Usage: "gate before GPUs are handed out: exit 1 when one is in use or holds memory no process accounts for",
 		UsageText: "gpusnap check [--gpus LIST] [--allow FILE] [--zombie-threshold SIZE] [--json]\n\n" +
-			"Captures the host now (nothing is stored, no baseline is needed) and reports every process that\n" +
+			"Captures the host now (the capture is not stored, no baseline is needed; the result is a leaf of the store's log) and reports every process that\n" +
 			"holds, maps or is listed on a GPU of LIST (default: every GPU and NVIDIA device) as gpu_in_use, and\n" +
 			"GPU memory no live process accounts for as zombie_gpu_memory. Exit status: 0 clean, 1 findings at or\n" +
 			"above --fail-on, 2 error, or a GPU of LIST that could not be read (not known to be clean).\n\n" +
@@ -121,6 +121,10 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 	}
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
+	if err := recordResult(g, "check", r, run); err != nil {
+		// The gate's verdict stands without the log: said, not fatal.
+		warn(g, err)
+	}
 	return r, snap.Host.Hostname, nil
 }
 

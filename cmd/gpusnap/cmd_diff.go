@@ -117,11 +117,12 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 		return err
 	}
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
+	logErr := recordResult(g, "diff", r, run, from.ID, to.ID)
 	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(to.Host.Hostname, "diff")) }
 	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), storeErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.Failed(o.FailOn), storeErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,
@@ -161,11 +162,12 @@ func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Optio
 	})
 }
 
-// windowEvents reads what gpusnap watch recorded between FROM and TO, or
-// nil where no watch ever ran with this store. A log that cannot be read is
-// a line on stderr: the diff goes on without it, and says so.
-func windowEvents(g globals, from, to *snapshot.Snapshot) *eventlog.ReadResult {
-	res, err := eventlog.ReadEvents(eventlog.JournalDir(g.DB), from.Host.CaptureStart, to.Host.CaptureStart)
+// windowEvents opens what gpusnap watch recorded between FROM and TO, to
+// be walked from disk by the rules (never all held), or nil where no watch
+// ever ran with this store. A log that cannot be read is a line on stderr:
+// the diff goes on without it, and says so.
+func windowEvents(g globals, from, to *snapshot.Snapshot) eventlog.Source {
+	w, err := eventlog.OpenWindow(eventlog.JournalDir(g.DB), from.Host.CaptureStart, to.Host.CaptureStart)
 	switch {
 	case errors.Is(err, eventlog.ErrNoLog):
 		return nil
@@ -173,10 +175,10 @@ func windowEvents(g globals, from, to *snapshot.Snapshot) *eventlog.ReadResult {
 		fmt.Fprintf(g.Stderr, "gpusnap: the event log cannot be read, so processes that came and went between the snapshots are not known: %v\n", err)
 		return nil
 	}
-	if res.Damaged > 0 {
-		fmt.Fprintf(g.Stderr, "gpusnap: %d lines of the event log are not events (damaged, or torn by a watch that died mid-write)\n", res.Damaged)
+	if m := w.Meta(); m.Damaged > 0 {
+		fmt.Fprintf(g.Stderr, "gpusnap: %d lines of the event log are not events (damaged, or torn by a watch that died mid-write)\n", m.Damaged)
 	}
-	return &res
+	return w
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the

@@ -421,7 +421,7 @@ func TestLiveDiffHungNVMLTimesOut(t *testing.T) {
 	}
 	t.Logf("diff with a hung NVML and --nvml-timeout 1s took %s", time.Since(start))
 	// --require-nvml makes it an error.
-	code, stdout, stderr = runProc(t, withLibrary(gpusnapProc(append([]string{"snapshot", "--require-nvml"}, flags...)...), lib))
+	code, _, stderr = runProc(t, withLibrary(gpusnapProc(append([]string{"snapshot", "--require-nvml"}, flags...)...), lib))
 	if code != exitError || !strings.Contains(stderr, "timed out") {
 		t.Errorf("snapshot --require-nvml with a hung NVML: exit %d, stderr %q", code, stderr)
 	}

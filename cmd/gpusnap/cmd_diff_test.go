@@ -336,7 +336,7 @@ func TestDiffRenamedDeviceNode(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	post, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: filepath.Join(scenarioDir(name), "after", "proc"),
-		Label: snapshot.LabelPost, Tenant: name, NVML: snapshot.NVMLOptions{Disabled: true}})
+		Label: snapshot.LabelPost, Tenant: name})
 	if err != nil {
 		t.Fatal(err)
 	}

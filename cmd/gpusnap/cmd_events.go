@@ -72,6 +72,12 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	if res.Damaged > 0 {
 		fmt.Fprintf(g.Stderr, "gpusnap events: %d lines of the event log are not events (torn by a watch that died mid-write, or damaged)\n", res.Damaged)
 	}
+	if res.Broken > 0 {
+		fmt.Fprintf(g.Stderr, "gpusnap events: %d records break their segment's hash chain (removed, edited, reordered or re-timed)\n", res.Broken)
+	}
+	for _, f := range res.Faults {
+		fmt.Fprintf(g.Stderr, "gpusnap events: %s\n", f)
+	}
 	cov := eventlog.Cover(res, from, orNow(to, now))
 	for _, gap := range cov.Gaps {
 		fmt.Fprintf(g.Stderr, "gpusnap events: no watch recorded from %s\n", gap)

@@ -112,7 +112,7 @@ func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUS
 	if gpus == nil {
 		o.Pods = n.o.Pods
 	}
-	snap, err := takeBaseline(ctx, n.quiet(io.Discard), o)
+	snap, _, err := takeBaseline(ctx, n.quiet(io.Discard), o)
 	if err != nil {
 		return false, err
 	}

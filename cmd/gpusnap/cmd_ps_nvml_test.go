@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -106,7 +107,7 @@ func TestPsListsNVMLProcesses(t *testing.T) {
 // Without libnvidia-ml, ps still prints its table and says on stderr why
 // there is no per-GPU section; --no-nvml says nothing (TestPsTable).
 func TestPsWithoutNVMLLibrary(t *testing.T) {
-	if n, _ := snapshot.ReadNVML(snapshot.NVMLOptions{}); n.Unavailable != "library not found" {
+	if n, _ := (nvmlread.Options{}).ReadNVML(); n.Unavailable != "library not found" {
 		t.Skipf("libnvidia-ml is loadable here (NVML unavailable: %q): this test is for hosts without it", n.Unavailable)
 	}
 	code, out, stderr := runCLI(t, "ps", "--proc-root", psFixture)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -50,13 +51,13 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 	}
 	sayCapturePath(g, snap)
 	if path := o.ExportNVMLFixture; path != "" {
-		if err := snapshot.ExportNVMLFixture(ctx, path, snap.NVML); err != nil {
+		if err := nvmlread.ExportFixture(ctx, path, snap.NVML); err != nil {
 			return err
 		}
 	}
 	var encoded [][]byte // the processes' JSON, as stored: printed from it
 	if !o.NoStore {
-		if encoded, err = storeEncoded(g, snap); err != nil {
+		if encoded, _, err = storeEncoded(g, snap); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -107,7 +108,7 @@ func TestSnapshotNVMLFixtureInconsistent(t *testing.T) {
 // On a host without libnvidia-ml (this project's machines), a snapshot says
 // why NVML is missing and exits 0; --require-nvml makes it exit 2.
 func TestSnapshotWithoutNVMLLibrary(t *testing.T) {
-	if n, _ := snapshot.ReadNVML(snapshot.NVMLOptions{}); n.Unavailable != "library not found" {
+	if n, _ := (nvmlread.Options{}).ReadNVML(); n.Unavailable != "library not found" {
 		t.Skipf("libnvidia-ml is loadable here (NVML unavailable: %q): this test is for hosts without it", n.Unavailable)
 	}
 	s := snapshotJSON(t)

@@ -15,10 +15,12 @@ func storeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "store",
 		Usage: "look after the snapshot store",
-		UsageText: "gpusnap store check [--json]\n\nExamples:\n  gpusnap store check\n" +
-			"  gpusnap store check --db /var/lib/gpusnap/gpusnap.db --json | jq .problems",
+		UsageText: "gpusnap store check|checkpoint|verify\n\nExamples:\n  gpusnap store check\n" +
+			"  gpusnap store check --db /var/lib/gpusnap/gpusnap.db --json | jq .problems\n" +
+			"  gpusnap store checkpoint --sign-key /etc/gpusnap/bundle.key > cp-$(date +%s)\n" +
+			"  gpusnap store verify --checkpoint cp-1767225600 --pub bundle.pub",
 		Action: func(*cli.Context) error {
-			return usageError(errors.New("store needs a command: gpusnap store check"))
+			return usageError(errors.New("store needs a command: gpusnap store check, checkpoint or verify"))
 		},
 		Subcommands: []*cli.Command{{
 			Name:  "check",
@@ -27,7 +29,7 @@ func storeCommand() *cli.Command {
 				"loads and that the process records and indexes agree. Exit 0 when sound, 2 when damaged.\n\n" +
 				"Examples:\n  gpusnap store check --db /var/lib/gpusnap/gpusnap.db",
 			Action: action(parseStoreCheck, runStoreCheck),
-		}},
+		}, storeCheckpointCommand(), storeVerifyCommand()},
 	}
 }
 

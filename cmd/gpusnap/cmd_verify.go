@@ -20,11 +20,14 @@ func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "verify",
 		Usage: "check an evidence bundle: every hash, the signature, and what it holds",
-		UsageText: "gpusnap verify FILE [--pub KEY]\n\n" +
-			"Lists the bundle's files and checks each against manifest.json, manifest.json against\n" +
-			"SHA256SUMS, and manifest.sig. With --pub the signature must be that key's.\n" +
-			"Exit status: 0 intact, 1 something altered, added or removed (named), 2 not readable.\n" +
-			"FILE - reads standard input.\n\nExample:\n  gpusnap verify incident-4242.tar.gz --pub bundle.pub",
+		UsageText: "gpusnap verify FILE|DIR [--pub KEY]\n\n" +
+			"Checks a bundle tarball, or the directory it was extracted to: the BagIt bag (every payload file\n" +
+			"against manifest-sha256.txt, every tag file against tagmanifest-sha256.txt, Payload-Oxum), the DSSE\n" +
+			"envelope's signature, the in-toto statement's subjects and findings digest, and the store log's\n" +
+			"inclusion proofs. With --pub the signature must be that key's.\n" +
+			"Exit status: 0 intact, 1 something altered, added or removed (named), 2 not readable, or a layout\n" +
+			"this gpusnap does not know. FILE - reads standard input.\n\n" +
+			"Examples:\n  gpusnap verify incident-4242.tar.gz --pub bundle.pub\n  tar xzf incident-4242.tar.gz && gpusnap verify incident-4242",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pub", Usage: "the public `KEY` file (from gpusnap keygen) the bundle must be signed with"},
 		},
@@ -54,16 +57,7 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 			return err
 		}
 	}
-	var r io.Reader = os.Stdin
-	if name != "-" {
-		f, err := safefile.Open(name) // a FIFO or a device would block or never end
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	rep, err := bundle.Verify(r, trusted)
+	rep, err := verifyBundle(name, trusted)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -85,6 +79,23 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 	return nil
 }
 
+// verifyBundle verifies the tarball name, standard input for -, or the
+// extracted bundle when name is a directory (not followed through a link).
+func verifyBundle(name string, trusted ed25519.PublicKey) (*bundle.Verification, error) {
+	if name == "-" {
+		return bundle.Verify(os.Stdin, trusted)
+	}
+	if fi, err := os.Lstat(name); err == nil && fi.IsDir() {
+		return bundle.VerifyDir(name, trusted)
+	}
+	f, err := safefile.Open(name) // a FIFO or a device would block or never end
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return bundle.Verify(f, trusted)
+}
+
 // printVerify lists the bundle and then says what is wrong, if anything.
 // Names come from the archive, which anyone could have built: escape them.
 func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
@@ -97,7 +108,7 @@ func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
 		files++
 		fmt.Fprintf(w, "%-10s %10d  %s\n", e.Status, e.Size, safetext.Escape(e.Name))
 	}
-	if m := rep.Manifest; m != nil {
+	if m := rep.Predicate; m != nil {
 		tenant := "(none)"
 		if m.Tenant != "" {
 			tenant = safetext.Escape(m.Tenant)
@@ -113,9 +124,16 @@ func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
 	case s.Trusted:
 		fmt.Fprintf(w, "signature: valid, by the given key %s\n", safetext.Escape(s.PublicKey))
 	case s.Valid:
-		fmt.Fprintf(w, "signature: valid, by key %s (the key the manifest names: pass --pub to check who signed it)\n", safetext.Escape(s.PublicKey))
+		fmt.Fprintf(w, "signature: valid, by key %s (the key the statement names: pass --pub to check who signed it)\n", safetext.Escape(s.PublicKey))
 	default:
 		fmt.Fprintln(w, "signature: INVALID")
+	}
+	if rep.StoreProved {
+		fmt.Fprintf(w, "store log: %d stored snapshots proved in the log at its checkpoint, each the snapshot its leaf recorded\n", len(rep.Predicate.Store.Inclusion))
+	} else if m := rep.Predicate; m != nil && m.Store == nil {
+		fmt.Fprintf(w, "store log: none in the bundle\n")
+	} else if rep.StoreNote != "" {
+		fmt.Fprintf(w, "store log: %s\n", safetext.Escape(rep.StoreNote))
 	}
 	if rep.Intact() {
 		fmt.Fprintf(w, "%s: intact (%d files)\n", safetext.Escape(name), files)

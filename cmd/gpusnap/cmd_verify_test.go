@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -97,7 +98,7 @@ func TestKeygenAndVerify(t *testing.T) {
 
 	file := smallBundle(t, dir, prefix+".key")
 	code, out, errOut = gpusnap(t, "verify", file, "--pub", prefix+".pub")
-	if code != 0 || !strings.Contains(out, "signature: valid, by the given key") || !strings.Contains(out, "b.tar.gz: intact (8 files)") ||
+	if code != 0 || !strings.Contains(out, "signature: valid, by the given key") || !strings.Contains(out, "b.tar.gz: intact (10 files)") ||
 		!strings.Contains(out, "ok  ") || !strings.Contains(out, "report.html") {
 		t.Errorf("verify: %d\n%s%s", code, out, errOut)
 	}
@@ -106,7 +107,7 @@ func TestKeygenAndVerify(t *testing.T) {
 		t.Errorf("verify without --pub: %d\n%s", code, out)
 	}
 	code, out, _ = gpusnap(t, "verify", file, "--pub", filepath.Join(dir, "other.pub"))
-	if code != 1 || !strings.Contains(out, "WRONG KEY: manifest.sig: signed by key") || !strings.Contains(out, "NOT INTACT") {
+	if code != 1 || !strings.Contains(out, "WRONG KEY: statement.dsse.json: signed by key") || !strings.Contains(out, "NOT INTACT") {
 		t.Errorf("verify with the wrong key: %d\n%s", code, out)
 	}
 
@@ -116,18 +117,18 @@ func TestKeygenAndVerify(t *testing.T) {
 		Intact bool   `json:"intact"`
 		bundle.Verification
 	}
-	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.Intact || rep.Manifest.Tenant != "job-1" || len(rep.Entries) != 8 {
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.Intact || rep.Predicate.Tenant != "job-1" || len(rep.Entries) != 11 {
 		t.Errorf("verify --json: %d %v\n%s", code, err, out)
 	}
 
 	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) {
-		if h.Name == "report.md" {
+		if strings.HasSuffix(h.Name, "/data/report.md") {
 			data[10] ^= 1
 		}
 		return data, true
 	})
 	code, out, _ = gpusnap(t, "verify", file)
-	if code != 1 || !strings.Contains(out, "ALTERED: report.md: SHA-256") {
+	if code != 1 || !strings.Contains(out, "ALTERED: data/report.md: SHA-256") {
 		t.Errorf("verify of an altered report.md: %d\n%s", code, out)
 	}
 }
@@ -135,21 +136,23 @@ func TestKeygenAndVerify(t *testing.T) {
 func TestVerifyExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	file := smallBundle(t, dir, "")
-	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) { return data, h.Name != "manifest.json" })
+	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) {
+		return data, !strings.HasSuffix(h.Name, "/manifest-sha256.txt")
+	})
 	code, out, _ := gpusnap(t, "verify", file)
-	if code != 1 || !strings.Contains(out, "REMOVED: manifest.json: manifest.json missing") || !strings.Contains(out, "unchecked") {
+	if code != 1 || !strings.Contains(out, "REMOVED: manifest-sha256.txt: manifest-sha256.txt missing") || !strings.Contains(out, "ADDED: data/report.md") {
 		t.Errorf("missing manifest: %d\n%s", code, out)
 	}
 
 	file = smallBundle(t, dir, "")
 	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) {
-		if h.Name == "report.html" {
-			h.Name = "report\x1b[2J.html"
+		if strings.HasSuffix(h.Name, "/data/report.html") {
+			h.Name = strings.TrimSuffix(h.Name, "report.html") + "report\x1b[2J.html"
 		}
 		return data, true
 	})
 	code, out, _ = gpusnap(t, "verify", file)
-	if code != 1 || strings.Contains(out, "\x1b") || !strings.Contains(out, `ADDED: report\x1b[2J.html`) || !strings.Contains(out, "REMOVED: report.html") {
+	if code != 1 || strings.Contains(out, "\x1b") || !strings.Contains(out, `ADDED: data/report\x1b[2J.html`) || !strings.Contains(out, "REMOVED: data/report.html") {
 		t.Errorf("renamed member: %d\n%s", code, out)
 	}
 
@@ -162,6 +165,39 @@ func TestVerifyExitStatus(t *testing.T) {
 	}
 	if _, _, errOut := gpusnap(t, "verify", notGzip); !strings.Contains(errOut, "cannot read bundle: not a gzip file") {
 		t.Errorf("not gzip: %q", errOut)
+	}
+
+	// A tarball of files at its top (an older bundle's layout) is named as
+	// a layout not known, exit 2, not as a bag missing its manifest.
+	file = smallBundle(t, t.TempDir(), "")
+	rewrite(t, file, func(h *tar.Header, data []byte) ([]byte, bool) {
+		_, rest, _ := strings.Cut(h.Name, "/")
+		h.Name = rest
+		return data, rest != ""
+	})
+	if code, _, errOut := gpusnap(t, "verify", file); code != 2 || !strings.Contains(errOut, "not a gpusnap bundle of a layout this gpusnap knows") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("a flat tarball: %d %q", code, errOut)
+	}
+}
+
+// TestVerifyExtractedDirectory: verify takes the directory a bundle was
+// extracted to (by tar itself), and names a file planted in it.
+func TestVerifyExtractedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := smallBundle(t, dir, "")
+	out, err := exec.Command("tar", "-xzf", file, "-C", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	bag := filepath.Join(dir, "b")
+	if code, out, errOut := gpusnap(t, "verify", bag); code != 0 || !strings.Contains(out, "intact (10 files)") {
+		t.Fatalf("verify of the extracted bag: %d %s %s", code, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(bag, "data", "planted"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := gpusnap(t, "verify", bag); code != 1 || !strings.Contains(out, "ADDED: data/planted") {
+		t.Errorf("verify of a bag with a planted file: %d %s", code, out)
 	}
 }
 

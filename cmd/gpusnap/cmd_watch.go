@@ -57,11 +57,11 @@ func parseWatch(c *cli.Context) (watchOptions, error) {
 
 // runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
 func runWatch(ctx context.Context, g globals, o watchOptions) error {
-	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.captureOptions("", "").NVML,
+	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.nvmlOptions(),
 		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
 		set := metrics.New(buildVersion())
-		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork,
+		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork, eventlog.KindInherit,
 			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindLost)
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
@@ -69,8 +69,7 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", set.Handler())
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		srv := metrics.Serve(ln, mux)
 		defer srv.Close()
 		fmt.Fprintf(g.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
 	}

@@ -75,7 +75,7 @@ func TestRunFunctions(t *testing.T) {
 		t.Errorf("runShow: %v\n%s", err, out)
 	}
 
-	g, out, _ = testGlobals(t, db, scenario, "after")
+	g, _, _ = testGlobals(t, db, scenario, "after")
 	bundleFile := filepath.Join(dir, "b.tar.gz")
 	if err := runBundle(ctx, g, bundleOptions{Tenant: tenant, Output: bundleFile, Compare: diff.Options{MapsDiff: true}}); err != nil {
 		t.Fatalf("runBundle: %v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -141,13 +142,13 @@ func (g globals) captureOptions(label, tenant string) snapshot.Options {
 		Path:      g.Capture,
 		Label:     label,
 		Tenant:    tenant,
-		NVML: snapshot.NVMLOptions{
-			Disabled:    g.NoNVML,
-			FixturePath: g.NVMLFixture,
-			Require:     g.RequireNVML,
-			Timeout:     g.NVMLTimeout,
-		},
+		NVML:      g.nvmlOptions(),
 	}
+}
+
+// nvmlOptions say where NVML's view comes from, as the global flags say.
+func (g globals) nvmlOptions() nvmlread.Options {
+	return nvmlread.Options{Disabled: g.NoNVML, FixturePath: g.NVMLFixture, Require: g.RequireNVML, Timeout: g.NVMLTimeout}
 }
 
 // captureHost captures the host as the global flags say. A capture that

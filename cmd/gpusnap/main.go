@@ -21,11 +21,6 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// version is set at build time with -ldflags "-X main.version=..."; left
-// unset, buildVersion names the module version or commit the binary was built
-// from, so a snapshot taken as evidence says which gpusnap took it.
-var version = ""
-
 // Exit statuses, as diff(1) has them.
 const (
 	exitClean    = 0 // ran, found nothing at or above --fail-on
@@ -97,42 +92,10 @@ type statusError struct{ code int }
 
 func (e statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// buildVersion is the version recorded in snapshots and printed by --version.
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return "dev+" + rev
-}
-
 func newApp(stdout, stderr io.Writer) *cli.App {
 	version := buildVersion()
 	snapshot.Version = version
+	cli.VersionPrinter = printVersion
 	app := &cli.App{
 		Name:    "gpusnap",
 		Usage:   "snapshot and diff a shared NVIDIA GPU host, to find what a tenant left behind",
@@ -167,6 +130,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			keygenCommand(),
 			watchCommand(),
 			eventsCommand(),
+			completionCommand(),
+			manCommand(),
 			nriCommand(),
 		},
 	}
@@ -179,7 +144,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // takesArgs are the commands that take arguments (snapshot ids, a file). Every
 // other command refuses them: a mistyped `gpusnap baseline --tenant job 42`
 // must fail, not store a baseline of tenant "job".
-var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle": true, "verify": true}
+var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle": true, "verify": true, "completion": true, "man": true}
 
 // withGlobalFlags lets the global flags stand after the subcommand too, as
 // operators type them (`gpusnap diff --tenant T --db X`), and makes a

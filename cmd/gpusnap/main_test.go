@@ -6,12 +6,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
 // gpusnap runs the CLI in-process with exactly the arguments given and
@@ -25,7 +30,7 @@ func gpusnap(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestStoreWithoutCommandIsUsageError(t *testing.T) {
 	code, _, stderr := gpusnap(t, "store", "--db", t.TempDir()+"/s.db")
-	if code != exitError || stderr != "gpusnap: usage: store needs a command: gpusnap store check\n" {
+	if code != exitError || stderr != "gpusnap: usage: store needs a command: gpusnap store check, checkpoint or verify\n" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
@@ -38,15 +43,46 @@ func TestUnknownCommandIsUsageError(t *testing.T) {
 }
 
 func TestVersionOverride(t *testing.T) {
-	defer func(v string) { version = v }(version)
-	version = "1.2.3"
+	defer func(v, c, d string) { version, commit, buildDate = v, c, d }(version, commit, buildDate)
+	version, commit, buildDate = "1.2.3", "0123456789abcdef", "2026-12-01T10:00:00Z"
 	code, stdout, _ := gpusnap(t, "--version")
-	if code != 0 || stdout != "gpusnap version 1.2.3\n" {
-		t.Fatalf("exit %d, stdout %q", code, stdout)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	want := []string{"gpusnap version 1.2.3", "commit:       0123456789abcdef", "built:        2026-12-01T10:00:00Z",
+		"go:           " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	if code != 0 || len(lines) != 5 || !slices.Equal(lines[:4], want) || !strings.HasPrefix(lines[4], "libnvidia-ml: ") {
+		t.Fatalf("exit %d, stdout %q, want %q and a libnvidia-ml line", code, stdout, want)
 	}
-	version = ""
+	version, commit = "", ""
 	if v := buildVersion(); v == "" {
 		t.Fatal("buildVersion is empty without -X main.version")
+	}
+	if c := buildCommit(); c == "" {
+		t.Fatal("buildCommit is empty without -X main.commit")
+	}
+}
+
+// TestVersionNVML: --version says whether libnvidia-ml is found, by loading
+// it only: a library whose nvmlInit never returns is found, and --version
+// still exits at once.
+func TestVersionNVML(t *testing.T) {
+	dir := livetest.HungNVML(t)
+	cmd := gpusnapProc("--version")
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+dir)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	hung.Stop()
+	out := stdout.Bytes()
+	if err != nil || !strings.Contains(string(out), "\nlibnvidia-ml: found\n") {
+		t.Fatalf("--version with %s/libnvidia-ml.so.1: %v\n%s", dir, err, out)
+	}
+	out, err = gpusnapProc("--version").Output()
+	if err != nil || !regexp.MustCompile(`\nlibnvidia-ml: (found|not found \(.*libnvidia-ml\.so\.1.*\))\n$`).Match(out) {
+		t.Fatalf("--version: %v\n%s", err, out)
 	}
 }
 

@@ -7,31 +7,36 @@ import (
 	"github.com/gpusnap/gpusnap/store"
 )
 
-// storeSnapshot puts a capture into --db. Commands open the store after
-// capturing, so its lock is held for the write alone and not for the /proc walk.
-func storeSnapshot(g globals, snap *snapshot.Snapshot) error {
-	_, err := storeEncoded(g, snap)
-	return err
+// storeSnapshot puts a capture into --db and returns the head of the
+// store's log after its leaf. Commands open the store after capturing, so
+// its lock is held for the write alone and not for the /proc walk.
+func storeSnapshot(g globals, snap *snapshot.Snapshot) (store.TreeHead, error) {
+	_, head, err := storeEncoded(g, snap)
+	return head, err
 }
 
-// storeEncoded is storeSnapshot that returns the processes' JSON it stored.
-func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, error) {
+// storeEncoded is storeSnapshot that also returns the processes' JSON it stored.
+func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, store.TreeHead, error) {
+	var head store.TreeHead
 	st, err := openStore(g, false)
 	if err != nil {
-		return nil, err
+		return nil, head, err
 	}
 	procs, err := st.EncodeProcesses(snap)
 	if err == nil {
 		err = st.PutEncoded(snap, procs)
 	}
+	if err == nil {
+		head, err = st.Head()
+	}
 	if err != nil {
 		_ = st.Close()
-		return nil, err
+		return nil, head, err
 	}
 	if err := st.Close(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", g.DB, err)
+		return nil, head, fmt.Errorf("store %s: %w", g.DB, err)
 	}
-	return procs, nil
+	return procs, head, nil
 }
 
 // readStore opens --db read-only, runs read, and closes it before returning:

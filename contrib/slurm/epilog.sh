@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpusnap Slurm epilog (slurm.conf: Epilog=/etc/slurm/gpusnap-epilog.sh).
+# gpusnap Slurm epilog (slurm.conf: Epilog=/usr/share/gpusnap/slurm/epilog.sh).
 #
 # slurmd runs it as root on the node after the job's processes were killed. It
 # calls no Slurm command: a non-zero exit is the whole answer, and Slurm then
@@ -7,28 +7,15 @@
 # --tenant): a process left mapping or holding a GPU, memory no process
 # accounts for, a GPU the job used outside its allocation. When something is
 # found it writes an evidence bundle to GPUSNAP_EVIDENCE_DIR, logs one line to
-# syslog (tag gpusnap) with the bundle's path, and exits 1. A diff that could
-# not run (no baseline, unreadable store) is not a clean node either: exit 1,
-# with the report's path.
+# syslog (tag gpusnap), the diff's verdict line with the bundle's path, and
+# exits 1. A diff that could not run (no baseline, unreadable store) is not a
+# clean node either: exit 1, with the report's path.
 #
-# Settings: as the prolog's (/etc/default/gpusnap or gpusnap.conf beside it).
+# Settings: as the prolog's (settings.sh).
 set -u
-GPUSNAP=/usr/bin/gpusnap
-GPUSNAP_EVIDENCE_DIR=/var/lib/gpusnap/evidence
-GPUSNAP_ALLOW=
-GPUSNAP_SYSLOG_SOCKET=
-for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
-	if [ -r "$conf" ]; then
-		. "$conf"
-		break
-	fi
-done
-[ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
-
-say() {
-	echo "gpusnap: $*" >&2
-	logger -t gpusnap -p daemon.err ${GPUSNAP_SYSLOG_SOCKET:+-u "$GPUSNAP_SYSLOG_SOCKET"} -- "$*" 2>/dev/null || true
-}
+settings="${0%/*}/settings.sh"
+[ -r "$settings" ] || settings=/usr/share/gpusnap/slurm/settings.sh
+. "$settings" || { echo "gpusnap: cannot read $settings" >&2; exit 1; }
 
 job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run this as the Slurm Epilog}
 nvml=
@@ -45,7 +32,7 @@ case $? in
 	exit 0
 	;;
 1)
-	say "epilog: job $job left GPU state behind: $(head -n 1 "$name.txt"); evidence $name.tar.gz, report $name.txt"
+	say "epilog: job $job left GPU state behind: $(verdict "$name.txt"); evidence $name.tar.gz, report $name.txt"
 	exit 1
 	;;
 *)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpusnap Slurm prolog (slurm.conf: Prolog=/etc/slurm/gpusnap-prolog.sh).
+# gpusnap Slurm prolog (slurm.conf: Prolog=/usr/share/gpusnap/slurm/prolog.sh).
 #
 # slurmd runs it as root on the node before the job starts, with SLURM_JOB_ID
 # and, for a job given GPUs, SLURM_JOB_GPUS in its environment. It calls no
@@ -10,27 +10,13 @@
 # GPUs, for the epilog's diff. The reason goes to syslog (tag gpusnap) with the
 # path of the full report.
 #
-# Settings, in /etc/default/gpusnap or gpusnap.conf beside this script (shell
-# assignments): GPUSNAP (the binary), GPUSNAP_DB (the store), GPUSNAP_EVIDENCE_DIR
-# (reports and bundles), GPUSNAP_ALLOW (an allow list: nvidia-persistenced,
-# DCGM), GPUSNAP_SYSLOG_SOCKET (logger's socket, when not /dev/log).
+# The syslog line carries check's verdict line. Settings (GPUSNAP,
+# GPUSNAP_DB, GPUSNAP_EVIDENCE_DIR, GPUSNAP_ALLOW, GPUSNAP_SYSLOG_SOCKET): the
+# environment, else /etc/default/gpusnap, else defaults (settings.sh).
 set -u
-GPUSNAP=/usr/bin/gpusnap
-GPUSNAP_EVIDENCE_DIR=/var/lib/gpusnap/evidence
-GPUSNAP_ALLOW=
-GPUSNAP_SYSLOG_SOCKET=
-for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
-	if [ -r "$conf" ]; then
-		. "$conf"
-		break
-	fi
-done
-[ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
-
-say() { # one line for the operator: syslog, and stderr for slurmd's debug log
-	echo "gpusnap: $*" >&2
-	logger -t gpusnap -p daemon.err ${GPUSNAP_SYSLOG_SOCKET:+-u "$GPUSNAP_SYSLOG_SOCKET"} -- "$*" 2>/dev/null || true
-}
+settings="${0%/*}/settings.sh"
+[ -r "$settings" ] || settings=/usr/share/gpusnap/slurm/settings.sh
+. "$settings" || { echo "gpusnap: cannot read $settings" >&2; exit 1; }
 
 job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run this as the Slurm Prolog}
 # Where the NVIDIA driver is loaded, a GPU's memory must be read: an NVML that
@@ -49,7 +35,7 @@ if [ -n "${SLURM_JOB_GPUS:-}" ]; then
 	if [ "$rc" -ne 0 ]; then
 		what="GPUs $SLURM_JOB_GPUS in use"
 		[ "$rc" -ne 1 ] && what="GPUs $SLURM_JOB_GPUS not known to be clean (gpusnap check exit $rc)"
-		say "prolog: job $job: $what: $(head -n 1 "$report"); node refused, report $report"
+		say "prolog: job $job: $what: $(verdict "$report"); node refused, report $report"
 		exit 1
 	fi
 	rm -f "$report"

@@ -91,7 +91,8 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	if c.cgroups != nil && !strings.Contains(report, fmt.Sprintf("pid %d (tenant, %s, user root, slurm job %s)", ghost, c.tenant, b)) {
 		t.Errorf("the ghost's findings do not name job %s from its cgroup:\n%s", b, report)
 	}
-	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind", bundle)
+	// The syslog line is the diff's verdict, not a warning it printed on stderr.
+	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind: gpusnap diff: ", " high, ", "; tenant "+b+"; from ", bundle)
 	t.Logf("job b: node %s, bundle %s; %s", reason, bundle, firstLine(report))
 
 	// c: the ghost still maps GPU 0. The operator returns the node to
@@ -107,7 +108,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.dir, "c.ran")); err == nil {
 		t.Errorf("job c ran on the node its prolog refused\n%s", c.logs())
 	}
-	c.syslog.expect(t, "prolog: job "+cj+": GPUs 0 in use")
+	c.syslog.expect(t, "prolog: job "+cj+": GPUs 0 in use: gpusnap check: ", " high, ", "; GPUs 0; at ")
 	t.Logf("job c: %s (restarts %s, reason %s), did not run; node %s", c.jobField(cj, "JobState"), c.jobField(cj, "Restarts"), c.jobField(cj, "Reason"), reason)
 	c.slurm("scancel", cj)
 	kill(t, ghost)
@@ -156,13 +157,21 @@ func startCluster(t *testing.T) *cluster {
 	bin, err := os.ReadFile(livetest.TenantBinary(t))
 	must(t, err)
 	must(t, os.WriteFile(c.tenant, bin, 0o755))
-	c.gpusnap = filepath.Join(dir, "gpusnap")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") // go test runs with its own toolchain
-	}
-	if out, err := exec.Command(gobin, "build", "-o", c.gpusnap, "../../cmd/gpusnap").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	scripts := ""
+	if installed() {
+		// The package's binary and scripts, as .ci/run installs them.
+		c.gpusnap, scripts = "/usr/bin/gpusnap", "/usr/share/gpusnap/slurm"
+	} else {
+		wd, err := os.Getwd()
+		must(t, err)
+		c.gpusnap, scripts = filepath.Join(dir, "gpusnap"), wd
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
+		}
+		if out, err := exec.Command(gobin, "build", "-o", c.gpusnap, "../../cmd/gpusnap").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and nvidia1.
 	for i := 0; i < 2; i++ {
@@ -171,16 +180,16 @@ func startCluster(t *testing.T) *cluster {
 		must(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
 	}
 	c.syslog = newSyslogSink(t, filepath.Join(dir, "log.sock"))
-	for _, s := range []string{"prolog.sh", "epilog.sh"} {
-		data, err := os.ReadFile(s)
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(dir, "etc", s), data, 0o755))
-	}
 	allow := filepath.Join(dir, "etc", "allow")
 	must(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, not this cluster's\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "etc", "gpusnap.conf"), []byte(fmt.Sprintf(
-		"GPUSNAP=%s\nGPUSNAP_DB=%s\nGPUSNAP_EVIDENCE_DIR=%s\nGPUSNAP_SYSLOG_SOCKET=%s\nGPUSNAP_ALLOW=%s\n",
-		c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow)), 0o644))
+	// Slurm runs a wrapper that exports the settings, as a site's own
+	// wrapper does: they win over /etc/default/gpusnap, which an installed
+	// package has (its GPUSNAP_DB is the host's store, not this test's).
+	for _, s := range []string{"prolog.sh", "epilog.sh"} {
+		must(t, os.WriteFile(filepath.Join(dir, "etc", s), []byte(fmt.Sprintf(
+			"#!/bin/sh\nexport GPUSNAP=%s GPUSNAP_DB=%s GPUSNAP_EVIDENCE_DIR=%s GPUSNAP_SYSLOG_SOCKET=%s GPUSNAP_ALLOW=%s\nexec %s\n",
+			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, filepath.Join(scripts, s))), 0o755))
+	}
 
 	// task/cgroup (cgroup v1) puts each job in a memory cgroup
 	// /slurm_<node>/uid_0/job_N/...; proctrack/linuxproc kills by ancestry, so a
@@ -503,6 +512,11 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// installed says whether the test runs the package's installed binary and
+// scripts (GPUSNAP_TEST_INSTALLED=1, as .ci/run sets after installing the
+// .deb) rather than a build of this tree and its contrib scripts.
+func installed() bool { return os.Getenv("GPUSNAP_TEST_INSTALLED") == "1" }
 
 func must(t *testing.T, err error) {
 	t.Helper()

@@ -46,6 +46,9 @@ func StartDaemon(t testing.TB, bin string, args ...string) *Daemon {
 	return d
 }
 
+// PID is the daemon's process id.
+func (d *Daemon) PID() int { return d.cmd.Process.Pid }
+
 // Exited reports whether the daemon has exited.
 func (d *Daemon) Exited() bool {
 	select {

@@ -39,8 +39,12 @@ import (
 const waitLimit = 20 * time.Second
 
 // Require skips the test unless it runs as root with the named tools on PATH.
+// `go test -short` skips every live test: the fast local lane; CI runs them all.
 func Require(t testing.TB, tools ...string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("live test: skipped by -short (CI runs it)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("live /proc test: needs root (run the tests as root, as .ci/run does)")
 	}

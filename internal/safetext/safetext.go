@@ -74,3 +74,16 @@ func Join(args []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// FromC is a NUL-terminated C char array (as cgo and BPF records carry
+// them) as a Go string: the bytes before the first NUL, or all of them.
+func FromC(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

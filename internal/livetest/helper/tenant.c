@@ -15,6 +15,13 @@
  * -t (without -g): after writing PIDFILE, start three threads that sleep and
  *    end the main thread (pthread_exit): the leader is a zombie while the
  *    threads keep the mapping and both fds, and /proc/PID shows none of them.
+ * -u: instead, open NODE read-write, register the fd with an io_uring
+ *    (IORING_REGISTER_FILES), close it, write PIDFILE and sleep: /proc/PID/fd
+ *    shows only anon_inode:[io_uring], whose fdinfo lists the file.
+ * -H: instead, become a child subreaper in a process group of its own, write
+ *    PIDFILE and reap; its child maps 64 KiB of NODE MAP_SHARED read-write,
+ *    closes the fd, then forks and exits every 50-500 us: one process maps
+ *    NODE at every instant, under a new PID each time. Kill the group.
  * -p FD names an fd open on the host's /proc: inside a pid namespace it turns
  * the process's own PID into the host PID (readlink of "self" answers in the
  * namespace of the proc mount). PIDFILE is written to PIDFILE.tmp and renamed,
@@ -29,7 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/io_uring.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int procfd = -1;
@@ -95,8 +106,67 @@ static void writepids(const char *file, const char *lines) {
 		die(file);
 }
 
+/* registered holds node only as a file registered with an io_uring (-u). */
+static void registered(const char *node, const char *pidfile) {
+	struct io_uring_params params;
+	char lines[128];
+	int ring, fd;
+	memset(&params, 0, sizeof params);
+	ring = syscall(__NR_io_uring_setup, 4, &params);
+	if (ring < 0)
+		die("io_uring_setup");
+	fd = open(node, O_RDWR);
+	if (fd < 0)
+		die(node);
+	if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES, &fd, 1) < 0)
+		die("io_uring_register");
+	close(fd);
+	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
+	writepids(pidfile, lines);
+	for (;;)
+		pause();
+}
+
+/* hop maps node, closes the fd, then forks and exits every 50-500 us (-H). */
+static void hop(const char *node) {
+	struct timespec ts = {0, 0};
+	int fd = open(node, O_RDWR);
+	if (fd < 0)
+		die(node);
+	if (mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED)
+		die("mmap");
+	close(fd);
+	srand(getpid());
+	for (;;) {
+		ts.tv_nsec = (50 + rand() % 451) * 1000L;
+		nanosleep(&ts, NULL);
+		pid_t c = fork();
+		if (c > 0)
+			_exit(0);
+		/* c < 0: out of PIDs for a moment; stay and try again */
+	}
+}
+
+/* hopper is the subreaper of a hop chain (-H). */
+static void hopper(const char *node, const char *pidfile) {
+	char lines[128];
+	if (setpgid(0, 0) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		die("subreaper");
+	switch (fork()) {
+	case -1:
+		die("fork");
+	case 0:
+		hop(node);
+	}
+	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
+	writepids(pidfile, lines);
+	for (;;)
+		if (wait(NULL) < 0 && errno == ECHILD)
+			pause();
+}
+
 int main(int argc, char **argv) {
-	int ghost = 0, threads = 0, opt, rw, ro, p[2], i;
+	int ghost = 0, threads = 0, ring = 0, hops = 0, opt, rw, ro, p[2], i;
 	long more = 0, k;
 	pthread_t tid;
 	const char *name = NULL;
@@ -105,20 +175,26 @@ int main(int argc, char **argv) {
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "gm:n:p:t")) != -1) {
+	while ((opt = getopt(argc, argv, "gHm:n:p:tu")) != -1) {
 		switch (opt) {
+		case 'H': hops = 1; break;
+		case 'u': ring = 1; break;
 		case 'g': ghost = 1; break;
 		case 'm': more = atol(optarg); break;
 		case 'n': name = optarg; break;
 		case 'p': procfd = atoi(optarg); break;
 		case 't': threads = 1; break;
-		default: fprintf(stderr, "usage: tenant [-g | -t] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
+		default: fprintf(stderr, "usage: tenant [-g | -t | -u | -H] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n"); return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: tenant [-g | -t] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
+		fprintf(stderr, "usage: tenant [-g | -t | -u | -H] [-m COUNT] [-n NAME] [-p PROCFD] NODE PIDFILE\n");
 		return 2;
 	}
+	if (ring)
+		registered(argv[optind], argv[optind + 1]);
+	if (hops)
+		hopper(argv[optind], argv[optind + 1]);
 	rw = open(argv[optind], O_RDWR);
 	if (rw < 0)
 		die(argv[optind]);

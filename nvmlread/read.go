@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"fmt"
@@ -6,6 +6,9 @@ import (
 	"sort"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // nvmlCodes name the NVML return codes gpusnap records: the fixture format
@@ -77,8 +80,8 @@ const (
 
 // readNVML reads NVML's view through lib: the real library, a fixture or a
 // mock. It initializes lib itself and makes no other call when Init fails.
-func readNVML(lib nvml.Interface) NVML {
-	var n NVML
+func readNVML(lib nvml.Interface) snapshot.NVML {
+	var n snapshot.NVML
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		n.Unavailable = nvmlReason(ret)
 		return n
@@ -92,7 +95,7 @@ func readNVML(lib nvml.Interface) NVML {
 type nvmlReader struct {
 	lib  nvml.Interface
 	ext  nvml.ExtendedInterface
-	n    *NVML
+	n    *snapshot.NVML
 	syms map[string]bool
 }
 
@@ -143,7 +146,7 @@ func (r *nvmlReader) read() {
 	if !r.ok("devices", ret) {
 		return
 	}
-	r.n.Devices = make([]GPU, 0, count)
+	r.n.Devices = make([]snapshot.GPU, 0, count)
 	for i := 0; i < count; i++ {
 		r.n.Devices = append(r.n.Devices, r.gpu(i))
 	}
@@ -190,9 +193,9 @@ func (d *deviceReader) supported(field string, syms ...string) bool {
 	return false
 }
 
-func (r *nvmlReader) gpu(i int) GPU {
-	g := GPU{Index: i}
-	d := &deviceReader{nvmlReader: r, path: deviceKey(i)}
+func (r *nvmlReader) gpu(i int) snapshot.GPU {
+	g := snapshot.GPU{Index: i}
+	d := &deviceReader{nvmlReader: r, path: snapshot.DeviceKey(i)}
 	dev, ret := r.lib.DeviceGetHandleByIndex(i)
 	if !d.ok("", ret) {
 		return g
@@ -217,9 +220,9 @@ func (r *nvmlReader) gpu(i int) GPU {
 		},
 		func() {
 			if v, ret := dev.GetPciInfo(); d.ok("pci_bus_id", ret) {
-				g.PCIBusID = cString(v.BusId[:])
+				g.PCIBusID = safetext.FromC(v.BusId[:])
 				if g.PCIBusID == "" {
-					g.PCIBusID = cString(v.BusIdLegacy[:])
+					g.PCIBusID = safetext.FromC(v.BusIdLegacy[:])
 				}
 			}
 		},
@@ -257,12 +260,12 @@ func (r *nvmlReader) gpu(i int) GPU {
 
 // memory reads the v2 call where the driver has it (it splits out the
 // memory the driver reserves), else v1, where Reserved stays nil.
-func (d *deviceReader) memory() *Memory {
+func (d *deviceReader) memory() *snapshot.Memory {
 	reservedWhy := nvml.ERROR_FUNCTION_NOT_FOUND
 	if d.has(symMemoryV2) {
 		m, ret := d.dev.GetMemoryInfo_v2()
 		if ret == nvml.SUCCESS {
-			return &Memory{Total: m.Total, Reserved: &m.Reserved, Used: m.Used, Free: m.Free}
+			return &snapshot.Memory{Total: m.Total, Reserved: &m.Reserved, Used: m.Used, Free: m.Free}
 		}
 		if ret == nvml.ERROR_GPU_IS_LOST {
 			d.ok("memory", ret)
@@ -275,20 +278,20 @@ func (d *deviceReader) memory() *Memory {
 		return nil
 	}
 	d.ok("memory.reserved", reservedWhy)
-	return &Memory{Total: m.Total, Used: m.Used, Free: m.Free}
+	return &snapshot.Memory{Total: m.Total, Used: m.Used, Free: m.Free}
 }
 
 // processes converts a process list. instanceIDs says whether missing
 // GPU/compute instance ids are worth recording: with MIG off NVML never has them.
-func (d *deviceReader) processes(field string, instanceIDs bool, get func() ([]nvml.ProcessInfo, nvml.Return)) []GPUProcess {
+func (d *deviceReader) processes(field string, instanceIDs bool, get func() ([]nvml.ProcessInfo, nvml.Return)) []snapshot.GPUProcess {
 	list, ret := get()
 	if !d.ok(field, ret) || len(list) == 0 {
 		return nil
 	}
-	out := make([]GPUProcess, len(list))
+	out := make([]snapshot.GPUProcess, len(list))
 	for k, p := range list {
 		path := fmt.Sprintf("%s.%s[%d]", d.path, field, k)
-		gp := GPUProcess{PID: int(p.Pid)}
+		gp := snapshot.GPUProcess{PID: int(p.Pid)}
 		if p.UsedGpuMemory == math.MaxUint64 {
 			d.missing(path+".used_gpu_memory", reasonNotAvailable)
 		} else {
@@ -313,7 +316,7 @@ func (d *deviceReader) instanceID(path string, id uint32, record bool) *uint32 {
 
 // utilization keeps the latest sample of each process, sorted by PID: NVML's
 // buffer holds several per process, and the latest is what nvidia-smi shows.
-func (d *deviceReader) utilization() []ProcessUtilization {
+func (d *deviceReader) utilization() []snapshot.ProcessUtilization {
 	if !d.supported("process_utilization", symUtilization) {
 		return nil
 	}
@@ -330,9 +333,9 @@ func (d *deviceReader) utilization() []ProcessUtilization {
 			latest[s.Pid] = s
 		}
 	}
-	out := make([]ProcessUtilization, 0, len(latest))
+	out := make([]snapshot.ProcessUtilization, 0, len(latest))
 	for _, s := range latest {
-		out = append(out, ProcessUtilization{
+		out = append(out, snapshot.ProcessUtilization{
 			PID: int(s.Pid), SMUtil: s.SmUtil, MemUtil: s.MemUtil,
 			EncUtil: s.EncUtil, DecUtil: s.DecUtil, Timestamp: s.TimeStamp,
 		})
@@ -348,23 +351,23 @@ const maxAccounting = 4096
 // accounting reads the accounting mode and, where it is on, the driver's
 // record of every process in its buffer, running or exited. A PID whose
 // record cannot be read is recorded as missing; the others are kept.
-func (d *deviceReader) accounting() (string, []AccountingStats) {
+func (d *deviceReader) accounting() (string, []snapshot.AccountingStats) {
 	mode, ret := d.dev.GetAccountingMode()
 	if !d.ok("accounting_mode", ret) {
 		return "", nil
 	}
 	if mode != nvml.FEATURE_ENABLED {
-		return AccountingDisabled, nil
+		return snapshot.AccountingDisabled, nil
 	}
 	pids, ret := d.dev.GetAccountingPids()
 	if !d.ok("accounting", ret) {
-		return AccountingEnabled, nil
+		return snapshot.AccountingEnabled, nil
 	}
 	if len(pids) > maxAccounting {
 		d.missing(d.path+".accounting", fmt.Sprintf("%d records past the first %d not read", len(pids)-maxAccounting, maxAccounting))
 		pids = pids[:maxAccounting]
 	}
-	var out []AccountingStats
+	var out []snapshot.AccountingStats
 	for _, pid := range pids {
 		st, ret := d.dev.GetAccountingStats(uint32(pid))
 		if ret != nvml.SUCCESS {
@@ -374,7 +377,7 @@ func (d *deviceReader) accounting() (string, []AccountingStats) {
 			}
 			continue
 		}
-		a := AccountingStats{PID: pid, Time: st.Time, StartTime: st.StartTime, IsRunning: st.IsRunning != 0}
+		a := snapshot.AccountingStats{PID: pid, Time: st.Time, StartTime: st.StartTime, IsRunning: st.IsRunning != 0}
 		if st.GpuUtilization != math.MaxUint32 {
 			a.GPUUtilization = &st.GpuUtilization
 		}
@@ -387,12 +390,12 @@ func (d *deviceReader) accounting() (string, []AccountingStats) {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
-	return AccountingEnabled, out
+	return snapshot.AccountingEnabled, out
 }
 
 // migDevices reads the MIG devices of a GPU in MIG mode. Empty slots answer
 // NOT_FOUND; any other failure ends the walk and is recorded on mig_devices.
-func (d *deviceReader) migDevices() []MIGDevice {
+func (d *deviceReader) migDevices() []snapshot.MIGDevice {
 	if !d.supported("mig_devices", symMaxMIG, symMIGHandle) {
 		return nil
 	}
@@ -400,7 +403,7 @@ func (d *deviceReader) migDevices() []MIGDevice {
 	if !d.ok("mig_devices", ret) {
 		return nil
 	}
-	var out []MIGDevice
+	var out []snapshot.MIGDevice
 	for slot := 0; slot < slots; slot++ {
 		h, ret := d.dev.GetMigDeviceHandleByIndex(slot)
 		if ret == nvml.ERROR_NOT_FOUND {
@@ -409,7 +412,7 @@ func (d *deviceReader) migDevices() []MIGDevice {
 		if !d.ok("mig_devices", ret) {
 			break
 		}
-		m := &deviceReader{nvmlReader: d.nvmlReader, dev: h, path: migKey(d.path, len(out))}
+		m := &deviceReader{nvmlReader: d.nvmlReader, dev: h, path: snapshot.MIGKey(d.path, len(out))}
 		out = append(out, m.migDevice())
 		if m.lost {
 			d.lost = true // a MIG device is lost with its GPU
@@ -419,8 +422,8 @@ func (d *deviceReader) migDevices() []MIGDevice {
 	return out
 }
 
-func (m *deviceReader) migDevice() MIGDevice {
-	var md MIGDevice
+func (m *deviceReader) migDevice() snapshot.MIGDevice {
+	var md snapshot.MIGDevice
 	m.run([]func(){
 		func() {
 			if !m.supported("gpu_instance_id", symGPUInstanceID) {
@@ -450,21 +453,4 @@ func (m *deviceReader) migDevice() MIGDevice {
 		},
 	})
 	return md
-}
-
-// deviceKey and migKey are the paths of a GPU and a MIG device in Missing
-// and in a fixture's errors.
-func deviceKey(i int) string             { return fmt.Sprintf("devices[%d]", i) }
-func migKey(device string, j int) string { return fmt.Sprintf("%s.mig_devices[%d]", device, j) }
-
-// cString is a NUL-terminated C char array as a Go string.
-func cString(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
-	}
-	return string(out)
 }

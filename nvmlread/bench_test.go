@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"testing"
@@ -8,6 +8,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // h100Host is a DGX H100 mock running 100 processes spread over its 8 GPUs.
@@ -39,13 +41,13 @@ func BenchmarkReadNVML8x100(b *testing.B) {
 
 // BenchmarkGPUUsage8x100 is the join of that NVML state with 1,000 processes.
 func BenchmarkGPUUsage8x100(b *testing.B) {
-	snap := &Snapshot{NVML: readNVML(h100Host())}
+	snap := &snapshot.Snapshot{NVML: readNVML(h100Host())}
 	for pid := 1; pid <= 1000; pid++ {
-		snap.Processes = append(snap.Processes, Process{PID: 9500 + pid, NSpid: []int{9500 + pid}})
+		snap.Processes = append(snap.Processes, snapshot.Process{PID: 9500 + pid, NSpid: []int{9500 + pid}})
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if u := GPUUsage(snap); len(u) != 8 {
+		if u := snapshot.GPUUsage(snap); len(u) != 8 {
 			b.Fatal(len(u))
 		}
 	}

@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"errors"
@@ -15,6 +15,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 const gib = uint64(1) << 30
@@ -30,11 +32,11 @@ func TestReadNVMLDGXH100(t *testing.T) {
 		livetest.ServeGPU(d.(*server.Device), v1Process(uint32(1000+i), uint64(i+1)*gib))
 	}
 	livetest.ServeGPU(s.Devices[7].(*server.Device)) // an idle GPU
-	n, err := ReadNVML(NVMLOptions{Lib: s})
+	n, err := (Options{Lib: s}).ReadNVML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Source != NVMLSourceLibrary || n.Unavailable != "" || n.DriverVersion != "550.54.15" || n.NVMLVersion != "12.550.54.15" || n.CUDADriverVersion != 12040 {
+	if n.Source != snapshot.NVMLSourceLibrary || n.Unavailable != "" || n.DriverVersion != "550.54.15" || n.NVMLVersion != "12.550.54.15" || n.CUDADriverVersion != 12040 {
 		t.Fatalf("header: %+v", n)
 	}
 	if len(n.Devices) != 8 || n.Missing != nil {
@@ -48,11 +50,11 @@ func TestReadNVMLDGXH100(t *testing.T) {
 	if g.Memory == nil || g.Memory.Reserved == nil || *g.Memory.Reserved != 512<<20 || g.Memory.Used != 3*gib || g.Memory.Total != d.MemoryInfo.Total {
 		t.Errorf("gpu 2 memory: %+v", g.Memory)
 	}
-	wantProc := []GPUProcess{{PID: 1002, UsedGPUMemory: ptr(3 * gib)}}
+	wantProc := []snapshot.GPUProcess{{PID: 1002, UsedGPUMemory: ptr(3 * gib)}}
 	if !reflect.DeepEqual(g.ComputeProcesses, wantProc) {
 		t.Errorf("gpu 2 processes: %+v", g.ComputeProcesses)
 	}
-	wantUtil := []ProcessUtilization{{PID: 1002, SMUtil: 90, MemUtil: 30, Timestamp: 2}}
+	wantUtil := []snapshot.ProcessUtilization{{PID: 1002, SMUtil: 90, MemUtil: 30, Timestamp: 2}}
 	if !reflect.DeepEqual(g.ProcessUtilization, wantUtil) {
 		t.Errorf("gpu 2 utilization: %+v", g.ProcessUtilization)
 	}
@@ -265,11 +267,11 @@ func TestReadNVMLInitFails(t *testing.T) {
 		nvml.Return(12345):                 "nvml error 12345",
 	} {
 		lib := &mock.Interface{InitFunc: func() nvml.Return { return ret }}
-		n, err := ReadNVML(NVMLOptions{Lib: lib})
+		n, err := (Options{Lib: lib}).ReadNVML()
 		if err != nil || n.Unavailable != reason || n.Devices != nil {
 			t.Errorf("%d: unavailable %q err %v, want %q", ret, n.Unavailable, err, reason)
 		}
-		_, err = ReadNVML(NVMLOptions{Lib: lib, Require: true})
+		_, err = Options{Lib: lib, Require: true}.ReadNVML()
 		if err == nil || !strings.Contains(err.Error(), reason) {
 			t.Errorf("%d with Require: %v", ret, err)
 		}
@@ -280,18 +282,18 @@ func TestReadNVMLInitFails(t *testing.T) {
 // else is called (a call would kill this test binary).
 func TestReadNVMLRealLibraryMissing(t *testing.T) {
 	lib := nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))
-	n, err := ReadNVML(NVMLOptions{Lib: lib})
-	if err != nil || n.Unavailable != "library not found" || n.Source != NVMLSourceLibrary {
+	n, err := (Options{Lib: lib}).ReadNVML()
+	if err != nil || n.Unavailable != "library not found" || n.Source != snapshot.NVMLSourceLibrary {
 		t.Errorf("unavailable %q source %q err %v", n.Unavailable, n.Source, err)
 	}
-	if _, err := ReadNVML(NVMLOptions{Lib: lib, Require: true}); err == nil || !strings.Contains(err.Error(), "library not found (--require-nvml)") {
+	if _, err := (Options{Lib: lib, Require: true}).ReadNVML(); err == nil || !strings.Contains(err.Error(), "library not found (--require-nvml)") {
 		t.Errorf("require: %v", err)
 	}
 }
 
 func TestReadNVMLDisabled(t *testing.T) {
-	n, err := ReadNVML(NVMLOptions{Disabled: true})
-	if err != nil || n.Source != NVMLSourceDisabled || n.Unavailable == "" {
+	n, err := (Options{Disabled: true}).ReadNVML()
+	if err != nil || n.Source != snapshot.NVMLSourceDisabled || n.Unavailable == "" {
 		t.Errorf("%+v %v", n, err)
 	}
 }

@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"errors"
@@ -118,7 +118,7 @@ func TestOpenGPUEvents(t *testing.T) {
 		close(shut)
 		return nvml.SUCCESS
 	}
-	if _, err := OpenGPUEvents(NVMLOptions{Lib: lib, Timeout: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "timed out after 50ms") {
+	if _, err := OpenGPUEvents(Options{Lib: lib, Timeout: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "timed out after 50ms") {
 		t.Fatalf("err %v", err)
 	}
 	close(answer)
@@ -127,7 +127,7 @@ func TestOpenGPUEvents(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the late registration was not closed")
 	}
-	for _, opts := range []NVMLOptions{{Disabled: true}, {FixturePath: "x.json"}} {
+	for _, opts := range []Options{{Disabled: true}, {FixturePath: "x.json"}} {
 		if e, err := OpenGPUEvents(opts); e != nil || err == nil {
 			t.Errorf("%+v: %v, %v", opts, e, err)
 		}

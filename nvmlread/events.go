@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpusnap/gpusnap/eventlog"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // GPUEvent is one event NVML delivered for a GPU: a critical Xid or an ECC
@@ -47,7 +49,7 @@ type GPUEvents struct {
 // libnvidia-ml), bounded by opts.Timeout (0: as long as it takes): a driver
 // that does not answer is left behind, its registration closed when it
 // returns. NVML turned off, or replayed from a fixture, has no events.
-func OpenGPUEvents(opts NVMLOptions) (*GPUEvents, error) {
+func OpenGPUEvents(opts Options) (*GPUEvents, error) {
 	switch {
 	case opts.Disabled:
 		return nil, errors.New("disabled by --no-nvml")
@@ -107,7 +109,7 @@ func WatchGPUEvents(lib nvml.Interface) (*GPUEvents, error) {
 		return nil, fmt.Errorf("nvml devices: %s", nvmlReason(ret))
 	}
 	for i := range count {
-		name := deviceKey(i)
+		name := snapshot.DeviceKey(i)
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			e.Unwatched[name] = nvmlReason(ret)

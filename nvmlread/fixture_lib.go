@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // fixtureLib serves a fixture through nvml.Interface, so readNVML has one
@@ -72,7 +74,7 @@ func (l *fixtureLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	g := &l.f.Devices[i]
-	path := deviceKey(i)
+	path := snapshot.DeviceKey(i)
 	if ret := l.fail(path); ret != nvml.SUCCESS {
 		return nil, ret
 	}
@@ -86,8 +88,8 @@ type fixtureDev struct {
 	lib               *fixtureLib
 	path              string
 	uuid              string
-	mem               *Memory
-	compute, graphics []GPUProcess
+	mem               *snapshot.Memory
+	compute, graphics []snapshot.GPUProcess
 }
 
 func (d *fixtureDev) answer(field string, reported bool) nvml.Return {
@@ -125,7 +127,7 @@ func (d *fixtureDev) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Ret
 
 // processes gives NVML's markers for what the fixture leaves out: used memory
 // all ones, instance ids 0xFFFFFFFF. An absent list is an empty one.
-func (d *fixtureDev) processes(field string, list []GPUProcess) ([]nvml.ProcessInfo, nvml.Return) {
+func (d *fixtureDev) processes(field string, list []snapshot.GPUProcess) ([]nvml.ProcessInfo, nvml.Return) {
 	if ret := d.lib.fail(d.path + "." + field); ret != nvml.SUCCESS {
 		return nil, ret
 	}
@@ -149,7 +151,7 @@ func (d *fixtureDev) processes(field string, list []GPUProcess) ([]nvml.ProcessI
 // fixtureGPU is a physical GPU of a fixture.
 type fixtureGPU struct {
 	fixtureDev
-	g *GPU
+	g *snapshot.GPU
 }
 
 func (d *fixtureGPU) GetName() (string, nvml.Return) {
@@ -203,7 +205,7 @@ func (d *fixtureGPU) GetAccountingMode() (nvml.EnableState, nvml.Return) {
 	if ret := d.answer("accounting_mode", d.g.AccountingMode != ""); ret != nvml.SUCCESS {
 		return nvml.FEATURE_DISABLED, ret
 	}
-	if d.g.AccountingMode == AccountingEnabled {
+	if d.g.AccountingMode == snapshot.AccountingEnabled {
 		return nvml.FEATURE_ENABLED, nvml.SUCCESS
 	}
 	return nvml.FEATURE_DISABLED, nvml.SUCCESS
@@ -278,14 +280,14 @@ func (d *fixtureGPU) GetMigDeviceHandleByIndex(slot int) (nvml.Device, nvml.Retu
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	m := &d.g.MIGDevices[slot]
-	return &fixtureMIG{fixtureDev: fixtureDev{lib: d.lib, path: migKey(d.path, slot), uuid: m.UUID, mem: m.Memory,
+	return &fixtureMIG{fixtureDev: fixtureDev{lib: d.lib, path: snapshot.MIGKey(d.path, slot), uuid: m.UUID, mem: m.Memory,
 		compute: m.ComputeProcesses, graphics: m.GraphicsProcesses}, m: m}, nvml.SUCCESS
 }
 
 // fixtureMIG is a MIG device of a fixture GPU.
 type fixtureMIG struct {
 	fixtureDev
-	m *MIGDevice
+	m *snapshot.MIGDevice
 }
 
 func (d *fixtureMIG) GetGpuInstanceId() (int, nvml.Return) {

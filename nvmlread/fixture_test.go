@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"bytes"
@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-func readFixture(t *testing.T, path string) NVML {
+func readFixture(t *testing.T, path string) snapshot.NVML {
 	t.Helper()
-	n, err := ReadNVML(NVMLOptions{FixturePath: path})
+	n, err := (Options{FixturePath: path}).ReadNVML()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestNVMLFixtureRoundTrip(t *testing.T) {
 			}
 			first := readFixture(t, path)
 			out := filepath.Join(dir, "out.json")
-			if err := ExportNVMLFixture(t.Context(), out, first); err != nil {
+			if err := ExportFixture(t.Context(), out, first); err != nil {
 				t.Fatal(err)
 			}
 			second := readFixture(t, out)
@@ -217,7 +219,7 @@ func TestNVMLFixtureMalformed(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeFile(t, dir, strings.ReplaceAll(c.name, " ", "_")+".json", c.text)
-			_, err := ReadNVML(NVMLOptions{FixturePath: path})
+			_, err := (Options{FixturePath: path}).ReadNVML()
 			if err == nil {
 				t.Fatalf("no error, want %q", c.want)
 			}
@@ -227,7 +229,7 @@ func TestNVMLFixtureMalformed(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ReadNVML(NVMLOptions{FixturePath: filepath.Join(dir, "absent.json")}); err == nil || !strings.Contains(err.Error(), "absent.json") {
+	if _, err := (Options{FixturePath: filepath.Join(dir, "absent.json")}).ReadNVML(); err == nil || !strings.Contains(err.Error(), "absent.json") {
 		t.Errorf("absent fixture: %v", err)
 	}
 }
@@ -241,7 +243,7 @@ func TestExportNVMLFixtureRefusesExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{target, link} {
-		if err := ExportNVMLFixture(t.Context(), path, n); err == nil || !strings.Contains(err.Error(), "already exists") {
+		if err := ExportFixture(t.Context(), path, n); err == nil || !strings.Contains(err.Error(), "already exists") {
 			t.Errorf("export over %s: %v", path, err)
 		}
 	}
@@ -249,14 +251,14 @@ func TestExportNVMLFixtureRefusesExisting(t *testing.T) {
 		t.Errorf("target overwritten: %q", b)
 	}
 	out := filepath.Join(dir, "new.json")
-	if err := ExportNVMLFixture(t.Context(), out, n); err != nil {
+	if err := ExportFixture(t.Context(), out, n); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
 	var buf bytes.Buffer
-	if err := WriteNVMLFixture(&buf, NVML{Unavailable: "library not found"}); err == nil {
+	if err := WriteFixture(&buf, snapshot.NVML{Unavailable: "library not found"}); err == nil {
 		t.Error("exported an unread NVML")
 	}
 }
@@ -274,8 +276,8 @@ func TestNVMLFixtureH200Ghost(t *testing.T) {
 	if g.Name != "NVIDIA H200" || g.Memory == nil || g.Memory.Reserved == nil || len(g.ComputeProcesses) != 1 || g.ComputeProcesses[0].PID != 470 {
 		t.Fatalf("gpu %+v", g)
 	}
-	uses := GPUUsage(&Snapshot{NVML: n})
-	if len(uses) != 1 || len(uses[0].Processes) != 1 || uses[0].Processes[0].Join != JoinNone {
+	uses := snapshot.GPUUsage(&snapshot.Snapshot{NVML: n})
+	if len(uses) != 1 || len(uses[0].Processes) != 1 || uses[0].Processes[0].Join != snapshot.JoinNone {
 		t.Fatalf("the dead tenant must be an orphan: %+v", uses)
 	}
 	if u := uses[0].Unaccounted; u == nil || *u != 2796355584-2787115008 {

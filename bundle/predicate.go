@@ -2,21 +2,17 @@ package bundle
 
 import (
 	"crypto/ed25519"
-	"sort"
+	"encoding/base64"
 	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
-// Format names the bundle layout; verify refuses a manifest of another.
-const Format = "gpusnap-bundle/1"
-
-// Manifest is manifest.json: what the bundle is about and the SHA-256 of every
-// file in it except itself, its signature and SHA256SUMS (which holds the
-// manifest's own hash, and is checked byte for byte against the manifest).
-type Manifest struct {
-	Format         string       `json:"format"`
+// Predicate is the statement's predicate: what the bundle is about. The
+// payload files' hashes are the statement's subjects.
+type Predicate struct {
 	GpusnapVersion string       `json:"gpusnap_version"`
 	UID            int          `json:"uid"` // the uid that ran gpusnap
 	Tenant         string       `json:"tenant,omitempty"`
@@ -26,9 +22,24 @@ type Manifest struct {
 	TenantStart    *time.Time   `json:"tenant_start,omitempty"`
 	TenantEnd      *time.Time   `json:"tenant_end,omitempty"`
 	Summary        diff.Summary `json:"summary"`
-	// Signer is the public key whose signature is manifest.sig; nil when unsigned.
-	Signer *Signer    `json:"signer,omitempty"`
-	Files  []FileHash `json:"files"`
+	// FindingsSHA256 is the SHA-256 of data/findings.json.
+	FindingsSHA256 string `json:"findings_sha256"`
+	// Signer is the key whose signature the envelope carries; nil when unsigned.
+	Signer *Signer `json:"signer,omitempty"`
+	// Store is the store's log as the bundle was written: its checkpoint and
+	// the inclusion of the two snapshots; nil when the store was not read.
+	Store *StoreEvidence `json:"store,omitempty"`
+}
+
+// StoreEvidence places the bundle's snapshots in the store's log.
+type StoreEvidence struct {
+	// Checkpoint is the log's head as a C2SP checkpoint, signed with the
+	// bundle's key when it is signed (its body alone when not).
+	Checkpoint string                 `json:"checkpoint"`
+	Inclusion  []store.InclusionProof `json:"inclusion"`
+	// NotStored names a snapshot of the two that the store does not hold
+	// (TO captured for the bundle and not stored).
+	NotStored []string `json:"not_stored,omitempty"`
 }
 
 // HostFacts place the TO snapshot on a machine.
@@ -50,22 +61,15 @@ type SnapshotRef struct {
 	CaptureEnd   time.Time `json:"capture_end"`
 }
 
-// Signer says who signed the manifest.
+// Signer says who signed the statement.
 type Signer struct {
 	Algorithm string `json:"algorithm"`  // ed25519
+	KeyID     string `json:"keyid"`      // the envelope signature's keyid (KeyID)
 	PublicKey string `json:"public_key"` // standard base64 of the 32-byte key
 }
 
-// FileHash is one file of the bundle.
-type FileHash struct {
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
-
-func newManifest(in Input, files map[string][]byte) *Manifest {
-	m := &Manifest{
-		Format:         Format,
+func newPredicate(in Input, findings []byte) *Predicate {
+	m := &Predicate{
 		GpusnapVersion: in.Version,
 		UID:            in.UID,
 		Tenant:         in.Result.Tenant,
@@ -75,23 +79,21 @@ func newManifest(in Input, files map[string][]byte) *Manifest {
 			BootID:        in.After.Host.BootID,
 			DriverVersion: in.After.NVML.DriverVersion,
 		},
-		Before:      snapshotRef(in.Before),
-		After:       snapshotRef(in.After),
-		TenantStart: optionalTime(in.TenantStart),
-		TenantEnd:   optionalTime(in.TenantEnd),
-		Summary:     in.Result.Summary,
-		Files:       make([]FileHash, 0, len(files)),
+		Before:         snapshotRef(in.Before),
+		After:          snapshotRef(in.After),
+		TenantStart:    optionalTime(in.TenantStart),
+		TenantEnd:      optionalTime(in.TenantEnd),
+		Summary:        in.Result.Summary,
+		FindingsSHA256: sha256Hex(findings),
+		Store:          in.Store,
 	}
 	if m.Tenant == "" {
 		m.Tenant = in.After.Tenant
 	}
 	if in.SignKey != nil {
-		m.Signer = &Signer{Algorithm: "ed25519", PublicKey: KeyID(in.SignKey.Public().(ed25519.PublicKey))}
+		pub := in.SignKey.Public().(ed25519.PublicKey)
+		m.Signer = &Signer{Algorithm: "ed25519", KeyID: KeyID(pub), PublicKey: base64.StdEncoding.EncodeToString(pub)}
 	}
-	for name, b := range files {
-		m.Files = append(m.Files, FileHash{Name: name, Size: int64(len(b)), SHA256: sha256Hex(b)})
-	}
-	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
 	return m
 }
 

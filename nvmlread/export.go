@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"os"
 
 	"github.com/gpusnap/gpusnap/internal/safefile"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// WriteNVMLFixture writes n in the NVML fixture format, so a state read on a
+// WriteFixture writes n in the NVML fixture format, so a state read on a
 // host with GPUs replays on one without: reading the fixture back gives n
 // again (Source aside). Values NVML failed to give become the fixture's
 // errors; values it marked not available are left out, as NVML reports them.
-func WriteNVMLFixture(w io.Writer, n NVML) error {
+func WriteFixture(w io.Writer, n snapshot.NVML) error {
 	if err := exportable(n); err != nil {
 		return err
 	}
@@ -25,7 +27,7 @@ func WriteNVMLFixture(w io.Writer, n NVML) error {
 		Devices:           n.Devices,
 	}
 	if f.Devices == nil {
-		f.Devices = []GPU{}
+		f.Devices = []snapshot.GPU{}
 	}
 	for path, reason := range n.Missing {
 		if name, ok := nvmlCodeByReason(reason); ok && errorPathRE().MatchString(path) {
@@ -40,16 +42,16 @@ func WriteNVMLFixture(w io.Writer, n NVML) error {
 	return enc.Encode(f)
 }
 
-func exportable(n NVML) error {
+func exportable(n snapshot.NVML) error {
 	if n.Unavailable != "" {
 		return fmt.Errorf("NVML was not read (%s): no state to export", n.Unavailable)
 	}
 	return nil
 }
 
-// ExportNVMLFixture writes n as a fixture to a new file at path, mode 0600.
+// ExportFixture writes n as a fixture to a new file at path, mode 0600.
 // It never replaces an existing file nor follows a symlink planted at path.
-func ExportNVMLFixture(ctx context.Context, path string, n NVML) (err error) {
+func ExportFixture(ctx context.Context, path string, n snapshot.NVML) (err error) {
 	if err := exportable(n); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err) // before a file is created
 	}
@@ -58,7 +60,7 @@ func ExportNVMLFixture(ctx context.Context, path string, n NVML) (err error) {
 	}
 	// Written whole or not at all, never through a symbolic link: a
 	// half-written fixture would fail later, far from its cause.
-	if err := safefile.Create(ctx, path, 0o600, false, func(w io.Writer) error { return WriteNVMLFixture(w, n) }); err != nil {
+	if err := safefile.Create(ctx, path, 0o600, false, func(w io.Writer) error { return WriteFixture(w, n) }); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"math"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // accountingGPU is a GPU with accounting on whose buffer holds stats by PID;
@@ -39,14 +41,14 @@ func TestReadNVMLAccounting(t *testing.T) {
 	// Accounting off: no PID list may be asked for (a nil Func panics).
 	n := readNVML(mockLib(nil, on, off, unsupported))
 
-	want := []AccountingStats{
+	want := []snapshot.AccountingStats{
 		{PID: 4242, GPUUtilization: ptr(uint32(97)), MemoryUtilization: ptr(uint32(41)), MaxMemoryUsage: ptr(20 * gib), Time: 90_000, StartTime: 1_764_500_000_000_000},
 		{PID: 4343, GPUUtilization: ptr(uint32(3)), Time: 1_000, StartTime: 1_764_500_100_000_000, IsRunning: true},
 	}
-	if g := n.Devices[0]; g.AccountingMode != AccountingEnabled || !reflect.DeepEqual(g.Accounting, want) {
+	if g := n.Devices[0]; g.AccountingMode != snapshot.AccountingEnabled || !reflect.DeepEqual(g.Accounting, want) {
 		t.Errorf("accounting on: %q %+v", g.AccountingMode, g.Accounting)
 	}
-	if g := n.Devices[1]; g.AccountingMode != AccountingDisabled || g.Accounting != nil {
+	if g := n.Devices[1]; g.AccountingMode != snapshot.AccountingDisabled || g.Accounting != nil {
 		t.Errorf("accounting off: %q %+v", g.AccountingMode, g.Accounting)
 	}
 	if g := n.Devices[2]; g.AccountingMode != "" || g.Accounting != nil {
@@ -60,17 +62,17 @@ func TestReadNVMLAccounting(t *testing.T) {
 
 	// The fixture format carries it all, and replays it.
 	exported := exportAndReload(t, n)
-	if !reflect.DeepEqual(exported.Devices[0].Accounting, want) || exported.Devices[1].AccountingMode != AccountingDisabled ||
+	if !reflect.DeepEqual(exported.Devices[0].Accounting, want) || exported.Devices[1].AccountingMode != snapshot.AccountingDisabled ||
 		exported.Missing["devices[0].accounting[pid 5000]"] != "not found" || exported.Missing["devices[2].accounting_mode"] != "not supported" {
 		t.Errorf("fixture round trip: %+v missing %v", exported.Devices, exported.Missing)
 	}
 }
 
 // exportAndReload writes n as a fixture and reads it back.
-func exportAndReload(t *testing.T, n NVML) NVML {
+func exportAndReload(t *testing.T, n snapshot.NVML) snapshot.NVML {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "nvml.json")
-	if err := ExportNVMLFixture(t.Context(), path, n); err != nil {
+	if err := ExportFixture(t.Context(), path, n); err != nil {
 		t.Fatal(err)
 	}
 	return readFixture(t, path)

@@ -1,4 +1,4 @@
-package snapshot
+package nvmlread
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 	"github.com/gpusnap/gpusnap/internal/safefile"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // nvmlFixture is the NVML fixture of docs/spec.md (Fixtures): NVML's values with NVML's field
@@ -27,7 +29,7 @@ type nvmlFixture struct {
 	DriverVersion     string            `json:"driver_version,omitempty"`
 	NVMLVersion       string            `json:"nvml_version,omitempty"`
 	CUDADriverVersion int               `json:"cuda_driver_version,omitempty"`
-	Devices           []GPU             `json:"devices"`
+	Devices           []snapshot.GPU    `json:"devices"`
 	Errors            map[string]string `json:"errors,omitempty"`
 }
 
@@ -220,7 +222,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 		if raw, _ := devices[i].(map[string]any); raw != nil && raw["index"] != nil && g.Index != i {
 			return fmt.Errorf("devices[%d].index: %d, want %d (devices are listed in index order)", i, g.Index, i)
 		}
-		path := deviceKey(i)
+		path := snapshot.DeviceKey(i)
 		// A minor number names /dev/nvidiaN and a UUID names the GPU in every
 		// join: a negative or shared one would pin processes on the wrong GPU.
 		if g.MinorNumber != nil {
@@ -241,7 +243,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 		if len(g.MIGDevices) > 0 && (g.MIGMode == nil || *g.MIGMode != nvml.DEVICE_MIG_ENABLE) {
 			return fmt.Errorf("%s.mig_devices: listed, but mig_mode is not 1 (enabled)", path)
 		}
-		lists := map[string][]GPUProcess{"compute_processes": g.ComputeProcesses, "graphics_processes": g.GraphicsProcesses, "mps_processes": g.MPSProcesses}
+		lists := map[string][]snapshot.GPUProcess{"compute_processes": g.ComputeProcesses, "graphics_processes": g.GraphicsProcesses, "mps_processes": g.MPSProcesses}
 		for j, m := range g.MIGDevices {
 			lists[fmt.Sprintf("mig_devices[%d].compute_processes", j)] = m.ComputeProcesses
 			lists[fmt.Sprintf("mig_devices[%d].graphics_processes", j)] = m.GraphicsProcesses
@@ -258,7 +260,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 				seen[p.PID] = k
 			}
 		}
-		mems := map[string]*Memory{path + ".memory": g.Memory}
+		mems := map[string]*snapshot.Memory{path + ".memory": g.Memory}
 		for j, m := range g.MIGDevices {
 			mems[fmt.Sprintf("%s.mig_devices[%d].memory", path, j)] = m.Memory
 		}
@@ -268,12 +270,12 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 			}
 		}
 		switch g.AccountingMode {
-		case "", AccountingEnabled, AccountingDisabled:
+		case "", snapshot.AccountingEnabled, snapshot.AccountingDisabled:
 		default:
-			return fmt.Errorf("%s.accounting_mode: %q, want %q or %q", path, g.AccountingMode, AccountingEnabled, AccountingDisabled)
+			return fmt.Errorf("%s.accounting_mode: %q, want %q or %q", path, g.AccountingMode, snapshot.AccountingEnabled, snapshot.AccountingDisabled)
 		}
-		if len(g.Accounting) > 0 && g.AccountingMode != AccountingEnabled {
-			return fmt.Errorf("%s.accounting: listed, but accounting_mode is not %q", path, AccountingEnabled)
+		if len(g.Accounting) > 0 && g.AccountingMode != snapshot.AccountingEnabled {
+			return fmt.Errorf("%s.accounting: listed, but accounting_mode is not %q", path, snapshot.AccountingEnabled)
 		}
 		seenPID := map[int]bool{}
 		for k, a := range g.Accounting {

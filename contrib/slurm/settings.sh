@@ -1,0 +1,44 @@
+# gpusnap Slurm scripts' settings and syslog line, sourced by prolog.sh and
+# epilog.sh (they find it beside themselves, else in /usr/share/gpusnap/slurm).
+#
+# Each setting comes from the environment (slurmd's, or a wrapper's export),
+# else from the first readable of gpusnap.conf beside the scripts and
+# /etc/default/gpusnap (shell assignments), else from its default below:
+#   GPUSNAP                the binary (default: gpusnap on PATH)
+#   GPUSNAP_DB             the store (default: gpusnap's own, /var/lib/gpusnap/gpusnap.db as root)
+#   GPUSNAP_EVIDENCE_DIR   reports and bundles (default /var/lib/gpusnap/evidence)
+#   GPUSNAP_ALLOW          an allow list of expected workloads (default: none)
+#   GPUSNAP_SYSLOG_SOCKET  logger's socket (default: /dev/log)
+gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET"
+for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
+	[ -r "$conf" ] || continue
+	for var in $gpusnap_settings; do
+		eval "isset=\${$var+set}"
+		[ -n "$isset" ] && continue
+		# Read in a subshell: the file sets only what the environment left unset.
+		val=$(. "$conf" >/dev/null 2>&1; eval "printf '%s' \"\${$var-}\"; [ -n \"\${$var+set}\" ] && printf x")
+		case $val in
+		*x) eval "$var=\${val%x}" ;;
+		esac
+	done
+	break
+done
+: "${GPUSNAP:=$(command -v gpusnap)}"
+: "${GPUSNAP:=gpusnap}"
+: "${GPUSNAP_EVIDENCE_DIR:=/var/lib/gpusnap/evidence}"
+: "${GPUSNAP_ALLOW:=}"
+: "${GPUSNAP_SYSLOG_SOCKET:=}"
+[ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+
+# say logs one line for the operator: syslog (tag gpusnap), and stderr for slurmd's debug log.
+say() {
+	echo "gpusnap: $*" >&2
+	logger -t gpusnap -p daemon.err ${GPUSNAP_SYSLOG_SOCKET:+-u "$GPUSNAP_SYSLOG_SOCKET"} -- "$*" 2>/dev/null || true
+}
+
+# verdict is the command's own verdict line in a report (gpusnap diff: 2
+# high, ... / gpusnap check: ...), whatever it printed on stderr beside it;
+# a report without one (the command failed) gives its last line.
+verdict() {
+	grep -m 1 -E '^gpusnap (diff|check): ' "$1" || tail -n 1 "$1"
+}

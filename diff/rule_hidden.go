@@ -1,0 +1,44 @@
+package diff
+
+import (
+	"fmt"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// hiddenProcesses: at TO a PID the kernel still had (pidfd_open or kill 0
+// succeeded) whose /proc directory did not read as that process, a mount
+// over /proc/PID: what it maps or holds was not seen, and only a process
+// with something to hide does that. High. One hidden at FROM too (the same
+// PID, and start time where both ends know it) was not compared either
+// way: a note, as for a process unreadable at both ends.
+func hiddenProcesses(c *comparison) []Finding {
+	var out []Finding
+	for _, h := range c.to.Scan.Hidden {
+		if before := hiddenAt(c.from, h); before != nil {
+			c.notCompared(fmt.Sprintf("pid %d was hidden from /proc at both ends (%s): what it maps or holds was not compared", h.PID, h.Why))
+			continue
+		}
+		ref := &ProcessRef{PID: h.PID, StartTime: h.StartTime, Comm: h.Comm}
+		out = append(out, Finding{
+			Kind:     KindHiddenProcess,
+			Severity: High,
+			Summary:  fmt.Sprintf("pid %d is hidden from /proc: %s; what it maps or holds is unknown", h.PID, h.Why),
+			Process:  ref,
+			Evidence: []string{h.Why},
+		})
+	}
+	return out
+}
+
+// hiddenAt is the record of s's hidden PIDs that names the same process as
+// h, or nil.
+func hiddenAt(s *snapshot.Snapshot, h snapshot.HiddenProcess) *snapshot.HiddenProcess {
+	for i := range s.Scan.Hidden {
+		b := &s.Scan.Hidden[i]
+		if b.PID == h.PID && (b.StartTime == 0 || h.StartTime == 0 || b.StartTime == h.StartTime) {
+			return b
+		}
+	}
+	return nil
+}

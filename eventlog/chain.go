@@ -1,0 +1,168 @@
+package eventlog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The log's integrity (docs/watch.md): every record watch writes carries
+// seq, its watch's count of records (1 for its watch_start, going on across
+// that watch's segments), and, as the line's last field, hash: the hex
+// SHA-256 of the previous record's hash in the same segment (32 zero bytes
+// for a segment's first record) followed by the record's line without its
+// hash field. A record removed, edited, reordered or re-timed breaks the
+// chain where it was, and the reader names it. The chain is no signature:
+// whoever may write the log may also rewrite it from the edit on, but no
+// record can be changed alone.
+
+// hashField opens the hash, the last field of a chained line.
+const hashField = `,"hash":"`
+
+// hashTail is the length of the hash field and the closing brace that
+// follows it on a chained line: `,"hash":"<64 hex>"}`.
+const hashTail = len(hashField) + 2*sha256.Size + 2
+
+// chain is the writer's state of a segment's chain.
+type chain struct {
+	prev [sha256.Size]byte // the hash of the segment's last record; zero at its start
+	seq  uint64            // the seq of the watch's last record
+}
+
+// seal appends line, one record's JSON without its hash field and ending in
+// "}\n", to buf with the hash that chains it, and advances c.
+func (c *chain) seal(buf *bytes.Buffer, line []byte) {
+	body := line[:len(line)-2] // without "}\n"
+	h := sha256.New()
+	h.Write(c.prev[:])
+	h.Write(body)
+	h.Write([]byte{'}'})
+	h.Sum(c.prev[:0])
+	buf.Write(body)
+	buf.WriteString(hashField)
+	var hexed [2 * sha256.Size]byte
+	hex.Encode(hexed[:], c.prev[:])
+	buf.Write(hexed[:])
+	buf.WriteString(`"}` + "\n")
+}
+
+// Fault is a line of the log that a reader cannot take as written by watch:
+// not an event (torn, damaged, unreadable), or one that breaks its
+// segment's chain (a record removed, edited, reordered or re-timed).
+type Fault struct {
+	Segment string    `json:"segment"` // the segment's file name
+	Line    int       `json:"line"`    // from 1; 0: the segment as a whole
+	Seq     uint64    `json:"seq,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+	Why     string    `json:"why"`
+}
+
+// String says the fault in one line.
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s line %d", f.Segment, f.Line)
+	if f.Seq > 0 {
+		s += fmt.Sprintf(" (seq %d)", f.Seq)
+	}
+	return s + ": " + f.Why
+}
+
+// maxFaults bounds the faults a read names; the rest are counted.
+const maxFaults = 64
+
+// verifier checks the chains of the segments one read goes through.
+type verifier struct {
+	seg     string
+	line    int
+	prev    [sha256.Size]byte
+	chained bool   // the segment has held a chained record
+	resync  bool   // the line before was no event: the next record's hash has no base
+	lastSeq uint64 // the last record's seq, carried into the next segment; 0: unknown
+}
+
+// begin starts a segment; known says the segment before it was read, so
+// that the seq of this one's first record can be checked against it.
+func (v *verifier) begin(seg string, known bool) {
+	v.seg, v.line, v.prev, v.chained, v.resync = seg, 0, [sha256.Size]byte{}, false, false
+	if !known {
+		v.lastSeq = 0
+	}
+}
+
+// damaged notes that the current line is no event.
+func (v *verifier) damaged(r *ReadResult, why string) {
+	r.Damaged++
+	r.addFault(Fault{Segment: v.seg, Line: v.line, Why: why})
+	v.resync = true
+}
+
+// check verifies the record e read from line (without its newline) against
+// the chain, and notes in r where it breaks.
+func (v *verifier) check(r *ReadResult, line []byte, e *Event) {
+	stated, body, ok := splitHash(line)
+	if !ok && e.Seq == 0 {
+		r.Unchained++
+		if v.chained {
+			v.broken(r, e, "a record without seq or hash inside a chained segment (inserted, or its chain stripped)")
+		}
+		return
+	}
+	var why []string
+	if !ok {
+		why = append(why, "its hash is missing or malformed (edited)")
+	} else {
+		h := sha256.New()
+		h.Write(v.prev[:])
+		h.Write(body)
+		h.Write([]byte{'}'})
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		if !v.resync && sum != stated {
+			what := "the record was edited or re-timed, or one before it removed or moved"
+			if !v.chained && v.line > 1 {
+				what = "the record was edited, or chained records before it removed"
+			}
+			why = append(why, "hash does not chain: "+what)
+		}
+		v.prev = stated // one edit is one fault: the next record chains to what this one says
+	}
+	switch {
+	case e.Seq == 0:
+		why = append(why, "no seq")
+	case v.lastSeq != 0 && e.Seq != 1 && e.Seq != v.lastSeq+1 && !v.resync:
+		why = append(why, fmt.Sprintf("seq %d follows %d: records removed or reordered", e.Seq, v.lastSeq))
+	}
+	v.chained, v.resync = true, false
+	if e.Seq != 0 {
+		v.lastSeq = e.Seq
+	}
+	if len(why) > 0 {
+		v.broken(r, e, strings.Join(why, "; "))
+	}
+}
+
+func (v *verifier) broken(r *ReadResult, e *Event, why string) {
+	r.Broken++
+	r.addFault(Fault{Segment: v.seg, Line: v.line, Seq: e.Seq, Time: e.Time, Why: why})
+}
+
+// splitHash takes the hash field off a chained line: the hash it states and
+// the line without it, up to (not including) its closing brace.
+func splitHash(line []byte) (stated [sha256.Size]byte, body []byte, ok bool) {
+	n := len(line) - hashTail
+	if n < 1 || !bytes.HasPrefix(line[n:], []byte(hashField)) || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return stated, nil, false
+	}
+	if _, err := hex.Decode(stated[:], line[n+len(hashField):len(line)-2]); err != nil {
+		return stated, nil, false
+	}
+	return stated, line[:n], true
+}
+
+func (r *ReadResult) addFault(f Fault) {
+	if len(r.Faults) < maxFaults {
+		r.Faults = append(r.Faults, f)
+	}
+}

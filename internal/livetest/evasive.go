@@ -1,0 +1,83 @@
+package livetest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// HoldRegistered starts a process that opens path read-write, registers the
+// fd with an io_uring (IORING_REGISTER_FILES), closes it and sleeps: its fd
+// directory shows only the ring, whose fdinfo lists the file. Cleanup kills
+// it by PID.
+func HoldRegistered(t testing.TB, path string) Proc {
+	t.Helper()
+	procs, exited := runTenant(t, exec.Command(buildTenant(t), "-u", path), "tenant")
+	p := procs["tenant"]
+	killOnCleanup(t, p, exited)
+	return p
+}
+
+// Hop starts a child subreaper whose descendant maps path MAP_SHARED
+// read-write, closes the fd, and then forks and exits every 50-500 us: at
+// every instant one process maps path, never under one PID for long. It
+// returns the subreaper, the hoppers' parent once each one's own parent has
+// exited. Cleanup kills the subreaper's process group (the subreaper and
+// every hopper, which never leave it) by its PID.
+func Hop(t testing.TB, path string) Proc {
+	t.Helper()
+	procs, exited := runTenant(t, exec.Command(buildTenant(t), "-H", path), "tenant")
+	p := procs["tenant"]
+	t.Cleanup(func() {
+		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+		}
+		<-exited
+		// A hopper forked as the signal came is killed by it too (a fork
+		// that races a group signal is restarted): none may outlive the test.
+		if err := waitFor(fmt.Sprintf("process group %d to empty", p.PID), func() bool {
+			return errors.Is(syscall.Kill(-p.PID, 0), syscall.ESRCH)
+		}); err != nil {
+			t.Errorf("livetest: %v", err)
+		}
+	})
+	return p
+}
+
+// HideProc mounts over /proc/PID, as root can, so that the directory does
+// not read as the process: an empty directory (bind-mounted), or with
+// fake set a tmpfs holding the files of fake, a made-up process. Cleanup
+// unmounts it (lazily: a reader may hold it open), if the kernel has not
+// already: call it after starting the process, so that it runs before the
+// process is killed.
+func HideProc(t testing.TB, pid int, fake map[string]string) {
+	t.Helper()
+	Require(t)
+	target := "/proc/" + strconv.Itoa(pid)
+	var err error
+	if fake == nil {
+		err = syscall.Mount(t.TempDir(), target, "", syscall.MS_BIND, "")
+	} else {
+		err = syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k,mode=0555")
+	}
+	if err != nil {
+		t.Skipf("livetest: mount over %s: %v", target, err)
+	}
+	t.Cleanup(func() {
+		// Once the process is reaped its directory goes, and the kernel
+		// detaches what was mounted on it: ENOENT is that.
+		if err := syscall.Unmount(target, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("livetest: unmount %s: %v", target, err)
+		}
+	})
+	for name, text := range fake {
+		if err := os.WriteFile(filepath.Join(target, name), []byte(text), 0o444); err != nil {
+			t.Fatalf("livetest: %v", err)
+		}
+	}
+}

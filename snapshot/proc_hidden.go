@@ -1,0 +1,129 @@
+package snapshot
+
+import (
+	"errors"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// HiddenProcess is a PID the kernel still has whose /proc directory does not
+// read as that process: a mount over /proc/PID (an empty directory, or a
+// tree of made-up files) hides what the process maps and holds. Only the
+// procfs of the capture's own pid namespace is probed: another namespace's
+// PIDs, and a fixture tree's, name no process pidfd_open could ask about.
+type HiddenProcess struct {
+	PID int `json:"pid"`
+	// StartTime and Comm are the kernel's, where the BPF path's task walk
+	// saw the process; zero and empty where /proc alone was read.
+	StartTime uint64 `json:"start_time,omitempty"`
+	Comm      string `json:"comm,omitempty"`
+	// Why is what /proc showed instead, and how the kernel vouched for the PID.
+	Why string `json:"why"`
+}
+
+// hiddenProbe decides whether pid, which the listing of the proc root
+// showed but whose directory read as no process (shown says how: a stat
+// that was not there, another filesystem), is still a process of the
+// kernel's. It re-probes: pidfd_open pins the PID, stat is read again in a
+// fresh lookup, and a signal 0 through the pidfd then tells a process that
+// exited meanwhile (its directory gone because it was reaped) from one that
+// is still there. A PID that now reads as a process (reused, or the listing
+// raced an exit) is not hidden: the capture's next listing reads it.
+func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string, hidden bool) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	how := "pidfd_open succeeds"
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return "", false // exited and reaped: vanished, as it looked
+		}
+		// No pidfd_open (before Linux 5.3, or seccomp): kill 0 asks the same.
+		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			return "", false
+		}
+		pidfd, how = -1, "kill(pid, 0) is not ESRCH (pidfd_open: "+errText(err)+")"
+	} else {
+		defer unix.Close(pidfd)
+	}
+	name := strconv.Itoa(pid)
+	if cfg.readsAsProcess(r, name) {
+		return "", false
+	}
+	if pidfd >= 0 {
+		if errors.Is(unix.PidfdSendSignal(pidfd, 0, nil, 0), unix.ESRCH) {
+			return "", false // it exited after pidfd_open: its directory went with it
+		}
+	} else if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		return "", false
+	}
+	return cfg.root + "/" + name + " " + shown + ", yet " + how + ": the kernel still has the process", true
+}
+
+// readsAsProcess reports whether root/name is a directory of the proc
+// root's own filesystem whose stat parses: a process as /proc shows one.
+func (cfg *scanConfig) readsAsProcess(r *reader, name string) bool {
+	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return false
+	}
+	defer r.close(fd, true)
+	if cfg.otherFS(fd) != "" {
+		return false
+	}
+	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 1024))
+	if err != nil {
+		return false
+	}
+	_, err = parseStat(data)
+	return err == nil
+}
+
+// otherFS says how the directory open as fd lies on another filesystem
+// than the proc root (something mounted over /proc/PID), or "" when it lies
+// on the root's own, as every process directory of a procfs does. Only on
+// the live procfs: a tree's directories may lie anywhere.
+func (cfg *scanConfig) otherFS(fd int) string {
+	if !cfg.live {
+		return ""
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev == cfg.rootDev {
+		return ""
+	}
+	return "is a mount of another filesystem (device " + strconv.FormatUint(uint64(unix.Major(st.Dev)), 10) + ":" +
+		strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10) + ") over the process's directory"
+}
+
+// hidden records res, a listed PID whose directory read as no process, in
+// scan.Hidden where the kernel still has the process, and reports whether
+// it did. On another pid namespace's procfs nothing can be probed: a
+// mount over a directory there is said in scan.Errors.
+func (cfg *scanConfig) hidden(r *reader, res result, scan *Scan) bool {
+	shown := res.hidden
+	if shown == "" {
+		shown = "reads as no process (no stat in it)"
+	}
+	if !cfg.ownPIDs {
+		if res.hidden != "" {
+			scan.Errors = append(scan.Errors, pidDir(cfg.root, res.p.PID)+" "+shown+": not read, and not probed (a PID of another pid namespace)")
+		}
+		return false
+	}
+	why, ok := cfg.hiddenProbe(r, res.p.PID, shown)
+	if !ok {
+		return false
+	}
+	scan.Hidden = append(scan.Hidden, HiddenProcess{PID: res.p.PID, StartTime: res.p.StartTime, Comm: res.p.Comm, Why: why})
+	return true
+}
+
+// mountedOver says how root/name lies on another filesystem than the proc
+// root (otherFS), or "" when it does, or cannot be opened (the process is gone).
+func (cfg *scanConfig) mountedOver(r *reader, name string) string {
+	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return ""
+	}
+	defer r.close(fd, true)
+	return cfg.otherFS(fd)
+}
