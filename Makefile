@@ -34,18 +34,16 @@ GOBUILD := $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)'
 DEB := $(DIST)/gpusnap_$(VERSION)_$(ARCH).deb
 OCI := $(DIST)/gpusnap-$(VERSION)-$(ARCH).oci.tar
 
-.PHONY: all gpusnap deb image check clean version
+.PHONY: all deb image check clean version FORCE
 all: gpusnap
 
 version:
 	@echo $(VERSION)
 
-# Always handed to go build: its cache knows what changed.
-gpusnap:
-	$(GOBUILD) -o $@ ./cmd/gpusnap
-
-$(BUILD)/gpusnap: gpusnap
-	mkdir -p $(BUILD) && cp gpusnap $@
+# Always handed to go build: its cache knows what changed. deb and image
+# build their own copy in BUILD, so that builds in two trees never share one.
+gpusnap $(BUILD)/gpusnap: FORCE
+	mkdir -p $(@D) && $(GOBUILD) -o $@ ./cmd/gpusnap
 
 check:
 	$(GO) vet ./...

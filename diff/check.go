@@ -3,7 +3,9 @@ package diff
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -14,6 +16,14 @@ type CheckOptions struct {
 	GPUs            *snapshot.GPUSet
 	ZombieThreshold uint64 // bytes; --zombie-threshold
 	Allow           *AllowList
+	// Events is what gpusnap watch recorded from Since to the capture, and
+	// ExpectWatch and LogProblems are as a diff's Options have them: a
+	// process alive now that the log shows open a GPU checked, and that
+	// the capture sees hold none, is hidden_device_use.
+	Events      eventlog.Source
+	Since       time.Time
+	ExpectWatch bool
+	LogProblems []eventlog.Problem
 }
 
 // CheckScope is what a check looked at, and what it could not see.
@@ -30,8 +40,12 @@ type CheckScope struct {
 // is gpu_in_use unless the allow list has it; memory on a GPU checked that
 // no live process accounts for, above the threshold, is zombie_gpu_memory.
 func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
-	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow})
+	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow,
+		Events: opts.Events, ExpectWatch: opts.ExpectWatch, LogProblems: opts.LogProblems})
 	c.check = true
+	if !opts.Since.IsZero() {
+		c.since = opts.Since
+	}
 	gpus, scope := allGPUs, &CheckScope{GPUs: "all"}
 	if opts.GPUs != nil {
 		gpus = resolveGPUs(*opts.GPUs, c.toNVML)
@@ -40,6 +54,8 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	}
 	// A hidden process may use any GPU: it fails the check of every set.
 	findings := append(gpusInUse(c, gpus), hiddenProcesses(c)...)
+	findings = append(findings, c.hiddenUses(gpus)...)
+	findings = append(findings, windowNotCovered(c)...)
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
 	} else {

@@ -35,6 +35,14 @@ type Options struct {
 	// survivor's device came from. The rules walk it (eachEvent), several
 	// times: an eventlog.Window reads it from disk at each walk.
 	Events eventlog.Source
+	// ExpectWatch says a watch is configured to record every window
+	// (--expect-watch): a window its log does not cover whole is then a
+	// window_not_covered finding even where no watch record precedes FROM.
+	ExpectWatch bool
+	// LogProblems are what reading the window's event log found beside its
+	// records: no log, a log that cannot be read, a flush that never
+	// reached TO (eventlog.WaitReached).
+	LogProblems []eventlog.Problem
 }
 
 // Compare reports what to holds that from did not.
@@ -82,6 +90,8 @@ var rules = []func(*comparison) []Finding{
 	orphanGPUProcesses,
 	zombieGPUMemory,
 	transientGPUProcesses,
+	hiddenDeviceUses,
+	windowNotCovered,
 	xidErrors,
 	forgedKernelMessages,
 	outOfAllocation,
@@ -108,6 +118,10 @@ type comparison struct {
 	deviceUsers []processChange
 
 	notes []string
+
+	// since is where the window of the event log begins: FROM's capture
+	// start, or a check's --window before its capture.
+	since time.Time
 
 	// check is set by Check: FROM is a host with nothing allowed, not a capture.
 	check bool
@@ -153,6 +167,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 		toUnread:  make(map[int]bool, len(to.Scan.RefusedPIDs)),
 		fromNVML:  indexNVML(&from.NVML, from.Processes),
 		toNVML:    indexNVML(&to.NVML, to.Processes),
+		since:     from.Host.CaptureStart,
 	}
 	for i := range from.Processes {
 		p := &from.Processes[i]
@@ -186,7 +201,6 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 	c.noteLimits()
 	c.noteKernelLog()
 	c.noteGPUEvents()
-	c.noteCoverage()
 	return c
 }
 

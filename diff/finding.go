@@ -28,6 +28,8 @@ const (
 	KindOutOfAllocation       = "out_of_allocation_gpu_use"
 	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
 	KindUnreadableProcess     = "unreadable_process"
+	KindHiddenDeviceUse       = "hidden_device_use"
+	KindWindowNotCovered      = "window_not_covered"
 	KindHiddenProcess         = "hidden_process"
 )
 

@@ -48,6 +48,16 @@ var xidCatalog = map[int]struct {
 // maxXidEvidence bounds the records quoted in one finding; the rest are counted.
 const maxXidEvidence = 64
 
+// maxXidProcesses bounds the findings of one Xid number on one device: the
+// first processes blamed each have one, and the records blaming any other
+// are one more finding, with counts, its first and last time and its first
+// maxXidOverflowEvidence records (a tenant can raise Xids by the hundred
+// thousand, each under a new PID).
+const (
+	maxXidProcesses        = 8
+	maxXidOverflowEvidence = 8
+)
+
 // nvmlXidTolerance is how far apart in time an Xid NVML delivered and the
 // kernel log's record of the same Xid on the same GPU may be and still be
 // one error: the record's time is the boot time (whole seconds) plus its
@@ -61,6 +71,9 @@ type xidGroup struct {
 	records []*kmsg.Record
 	times   []time.Time // the records' times, sorted (kernelXid)
 	nvml    []*eventlog.Event
+	// others counts, in the group of the records past maxXidProcesses
+	// processes, the processes they blame; 0 in a group of one PID.
+	others int
 }
 
 // nvmlXidGroup is NVML's events of one Xid number on one GPU that no
@@ -80,7 +93,9 @@ type nvmlXidGroup struct {
 // another boot, unread) is a finding of its own.
 func xidErrors(c *comparison) []Finding {
 	var groups []*xidGroup
-	index := map[string]*xidGroup{}
+	index := map[string]*xidGroup{}    // by device and PID
+	perDevice := map[string]int{}      // groups of one PID, by Xid number and device
+	overflow := map[string]*xidGroup{} // the rest, by Xid number and device
 	if w := c.opts.KernelLog; w != nil {
 		for i := range w.Records {
 			r := &w.Records[i]
@@ -91,13 +106,24 @@ func xidErrors(c *comparison) []Finding {
 			if !ok {
 				continue
 			}
-			key := fmt.Sprintf("%v/%d/%s/%d", x.Switch, x.Number, normalPCI(x.PCI), x.PID)
+			device := fmt.Sprintf("%v/%d/%s", x.Switch, x.Number, normalPCI(x.PCI))
+			key := device + "/" + strconv.Itoa(x.PID)
 			g := index[key]
-			if g == nil {
+			switch {
+			case g != nil:
+			case perDevice[device] < maxXidProcesses:
+				perDevice[device]++
 				g = &xidGroup{xid: x}
-				index[key] = g
 				groups = append(groups, g)
+			default:
+				if g = overflow[device]; g == nil {
+					g = &xidGroup{xid: x}
+					overflow[device] = g
+					groups = append(groups, g)
+				}
+				g.others++
 			}
+			index[key] = g
 			g.records = append(g.records, r)
 		}
 	}
@@ -210,13 +236,20 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 		}
 		what = fmt.Sprintf("Xid %d (%s) on %s", x.Number, name, device)
 	}
-	f.Evidence = append(f.Evidence, xidRecordEvidence(g.records)...)
+	quoted := maxXidEvidence
+	if g.others > 0 {
+		quoted = maxXidOverflowEvidence
+	}
+	f.Evidence = append(f.Evidence, xidRecordEvidence(g.records, quoted)...)
 	f.Evidence = append(f.Evidence, nvmlXidEvidence(g.nvml, "NVML delivered the same Xid to gpusnap watch")...)
 	if !x.Switch && f.GPUUUID == "" {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("no GPU with PCI bus id %s in NVML's view at TO or FROM", x.PCI))
 	}
 	blame := ""
-	if x.PID > 0 {
+	switch {
+	case g.others > 0:
+		blame = fmt.Sprintf(", blamed on %d more processes, past the first %d with findings of their own", g.others, maxXidProcesses)
+	case x.PID > 0:
 		f.Process, blame = c.xidProcess(x, at, &f.Evidence)
 	}
 	when := "at an unknown time"
@@ -224,7 +257,12 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 		when = "at " + at.UTC().Format(time.RFC3339)
 	}
 	f.Summary = fmt.Sprintf("%s %s%s", what, when, blame)
-	if n := len(g.records); n > 1 {
+	n := len(g.records)
+	last := c.recordTime(g.records[n-1])
+	switch {
+	case g.others > 0 && last != nil:
+		f.Summary += fmt.Sprintf(" (%d records, the last at %s)", n, last.UTC().Format(time.RFC3339))
+	case n > 1:
 		f.Summary += fmt.Sprintf(" (%d records)", n)
 	}
 	return f
@@ -309,11 +347,11 @@ func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (
 	return ref, fmt.Sprintf(", blamed on pid %d (%s, gone at TO)", x.PID, cmp.Or(x.Name, "name not given"))
 }
 
-// xidRecordEvidence quotes the records, up to maxXidEvidence of them.
-func xidRecordEvidence(records []*kmsg.Record) []string {
-	out := make([]string, 0, min(len(records), maxXidEvidence)+1)
+// xidRecordEvidence quotes the records, up to n of them.
+func xidRecordEvidence(records []*kmsg.Record, n int) []string {
+	out := make([]string, 0, min(len(records), n)+1)
 	for i, r := range records {
-		if i == maxXidEvidence {
+		if i == n {
 			out = append(out, fmt.Sprintf("... %d more records", len(records)-i))
 			break
 		}

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +228,35 @@ func TestGPUEventsOffBeforeTheWindow(t *testing.T) {
 	opts.KernelLog = &kmsg.Window{}
 	if r := Compare(from, to, opts); strings.Contains(strings.Join(r.Notes, "\n"), "was not reading them") {
 		t.Errorf("heartbeats with NVML's events read: notes %q", r.Notes)
+	}
+}
+
+// TestXidManyProcessesCapped: 30 records of Xid 13 on one GPU, each blaming
+// another PID: the first maxXidProcesses PIDs have a finding each, the rest
+// are one finding with no process that counts them and says when they ran.
+func TestXidManyProcessesCapped(t *testing.T) {
+	from, to := xidHosts()
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("4,%d,%d,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=%d, name=w, Graphics Exception", 10+i, 600000000+i*1000000, 5000+i))
+	}
+	r := Compare(from, to, Options{KernelLog: window(t, lines...)})
+	var perPID, rest int
+	for _, f := range r.Findings {
+		switch {
+		case f.Kind != KindXidError:
+			t.Errorf("%s: %s", f.Kind, f.Summary)
+		case f.Process != nil:
+			perPID++
+		default:
+			rest++
+			if !strings.Contains(f.Summary, "blamed on 22 more processes") || !strings.Contains(f.Summary, "(22 records, the last at 2026-11-29T19:10:29Z)") ||
+				len(f.Evidence) != maxXidOverflowEvidence+1 || !strings.Contains(f.Evidence[0], "pid=5008") {
+				t.Errorf("the rest: %s %q", f.Summary, f.Evidence)
+			}
+		}
+	}
+	if perPID != maxXidProcesses || rest != 1 {
+		t.Errorf("%d findings of one PID and %d of the rest, want %d and 1", perPID, rest, maxXidProcesses)
 	}
 }

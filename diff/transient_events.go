@@ -14,47 +14,38 @@ import (
 // can open a device as often as it likes.
 const maxTransientEvidence = 32
 
-// eventTransients are the transient processes the event log shows (gpusnap
-// watch): opening or mapping an NVIDIA device (or listed by NVML) between
-// FROM and TO, and gone at TO. One finding per process and device; high with
-// masquerade evidence or a writable mapping, else medium.
-func (c *comparison) eventTransients() []Finding {
-	if c.opts.Events == nil {
-		return nil
-	}
-	type use struct {
-		proc     *eventlog.Process
-		device   string
-		gpu      string
-		events   []*eventlog.Event
-		count    int // events, kept in events or not
-		writable bool
-	}
-	uses := map[string]*use{} // PID@START NUL device
-	var order []string
-	exits := map[string]*eventlog.Event{}
+// eventUse is one process's uses of one NVIDIA device (or of a GPU NVML
+// listed it on) in the window, as the event log recorded them.
+type eventUse struct {
+	proc     *eventlog.Process
+	device   string
+	gpu      string
+	events   []*eventlog.Event // the first maxTransientEvidence
+	count    int               // events, kept in events or not
+	writable bool
+}
+
+// windowUses groups the event log's uses of NVIDIA devices in the window
+// (the window's start to TO's capture end) by process and device, of the
+// events keep accepts, in the order of their first event.
+func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
+	uses := map[string]*eventUse{} // PID@START NUL device NUL GPU
+	var order []*eventUse
 	c.eachEvent(func(e *eventlog.Event) {
-		if e.Kind == eventlog.KindExit && e.Process != nil {
-			exits[e.Process.Key()] = e
-		}
 		if !e.UsesDevice() || e.Process == nil || e.Process.StartTime == 0 && e.Kind == eventlog.KindNVML {
 			return
 		}
 		if e.Device != nil && e.Device.Class != snapshot.ClassNVIDIA {
 			return
 		}
-		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.from.Host.CaptureStart) {
+		if !e.Time.Before(c.windowEnd()) || e.Time.Before(c.since) || !keep(e) {
 			return
-		}
-		key := e.Process.Key()
-		if p := c.toByKey[key]; p != nil && !p.Defunct() {
-			return // alive at TO: the snapshot rules say what it holds
 		}
 		dev := ""
 		if e.Device != nil {
 			dev = e.Device.Path
 		}
-		id := key + "\x00" + dev + "\x00" + e.GPUUUID
+		id := e.Process.Key() + "\x00" + dev + "\x00" + e.GPUUUID
 		u := uses[id]
 		if u == nil {
 			// The GPU: NVML's, or the one the device node names.
@@ -62,9 +53,9 @@ func (c *comparison) eventTransients() []Finding {
 			if gpu == "" && e.Device != nil {
 				gpu = c.gpuUUID(e.Device.GPU)
 			}
-			u = &use{proc: e.Process, device: dev, gpu: gpu}
+			u = &eventUse{proc: e.Process, device: dev, gpu: gpu}
 			uses[id] = u
-			order = append(order, id)
+			order = append(order, u)
 		}
 		// The evidence's events are kept, the rest counted: a tenant
 		// decides how many there are.
@@ -74,13 +65,48 @@ func (c *comparison) eventTransients() []Finding {
 		u.count++
 		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
 	})
+	return order
+}
+
+// evidence quotes the uses' events (the first maxTransientEvidence, then a
+// count) and the process's masquerade evidence.
+func (u *eventUse) evidence() []string {
+	var out []string
+	for _, e := range u.events {
+		out = append(out, "event: "+eventEvidence(e))
+	}
+	if u.count > len(u.events) {
+		out = append(out, fmt.Sprintf("and %d more events", u.count-len(u.events)))
+	}
+	if u.writable {
+		out = append(out, "a writable mapping of the device")
+	}
+	return append(out, eventMasquerade(u.proc)...)
+}
+
+// eventTransients are the transient processes the event log shows (gpusnap
+// watch): opening or mapping an NVIDIA device (or listed by NVML) between
+// FROM and TO, and gone at TO. One finding per process and device; high with
+// masquerade evidence or a writable mapping, else medium.
+func (c *comparison) eventTransients() []Finding {
+	if c.opts.Events == nil {
+		return nil
+	}
+	exits := map[string]*eventlog.Event{}
+	uses := c.windowUses(func(e *eventlog.Event) bool {
+		p := c.toByKey[e.Process.Key()]
+		return p == nil || p.Defunct() // alive at TO: the snapshot rules, and hiddenDeviceUses, say what it holds
+	})
+	c.eachEvent(func(e *eventlog.Event) {
+		if e.Kind == eventlog.KindExit && e.Process != nil {
+			exits[e.Process.Key()] = e
+		}
+	})
 	var out []Finding
-	for _, id := range order {
-		u := uses[id]
+	for _, u := range uses {
 		ref := eventProcessRef(u.proc)
-		signs := eventMasquerade(u.proc)
 		sev := Medium
-		if len(signs) > 0 || u.writable {
+		if len(eventMasquerade(u.proc)) > 0 || u.writable {
 			sev = High
 		}
 		what := "used " + cmp.Or(u.device, "a GPU")
@@ -91,25 +117,15 @@ func (c *comparison) eventTransients() []Finding {
 		if x := exits[u.proc.Key()]; x != nil {
 			ended = "ended at " + x.Time.UTC().Format("15:04:05.000") + " UTC"
 		}
-		f := Finding{
+		out = append(out, Finding{
 			Kind:     KindTransientGPUProcess,
 			Severity: sev,
 			Summary:  fmt.Sprintf("%s %s between the snapshots and %s", describe(ref), what, ended),
 			Process:  ref,
 			Device:   u.device,
 			GPUUUID:  u.gpu,
-		}
-		for _, e := range u.events {
-			f.Evidence = append(f.Evidence, "event: "+eventEvidence(e))
-		}
-		if u.count > len(u.events) {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("and %d more events", u.count-len(u.events)))
-		}
-		if u.writable {
-			f.Evidence = append(f.Evidence, "a writable mapping of the device")
-		}
-		f.Evidence = append(f.Evidence, signs...)
-		out = append(out, f)
+			Evidence: u.evidence(),
+		})
 	}
 	return out
 }
@@ -143,28 +159,6 @@ func eventEvidence(e *eventlog.Event) string {
 		parts = append(parts, e.GPUUUID)
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
-}
-
-// noteCoverage says where the event log does not cover the window: a
-// transient process then may have gone unseen.
-func (c *comparison) noteCoverage() {
-	if c.opts.Events == nil {
-		return
-	}
-	cov, err := eventlog.CoverSource(c.opts.Events, c.from.Host.CaptureStart, c.to.Host.CaptureStart)
-	if err != nil {
-		c.notCompared("the event log could not be read again: " + err.Error())
-	}
-	for _, g := range cov.Gaps {
-		c.notCompared("no gpusnap watch recorded from " + g.String() + ": a process that used a GPU then and left is not known")
-	}
-	if cov.Lost > 0 {
-		c.notCompared(fmt.Sprintf("the kernel dropped %d watch events in the window: transient processes may be missing", cov.Lost))
-	}
-	if slices.Contains(cov.Modes, eventlog.ModeFallback) {
-		// A rescan every --interval sees a process only while it holds or maps a device then.
-		c.notCompared("gpusnap watch ran in its fallback mode in the window (a /proc rescan each interval, no kernel hooks): a process that used a GPU for less than an interval may not be known")
-	}
 }
 
 // eachEvent walks the window's events; a walk that fails (the log

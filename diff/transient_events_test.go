@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ func eventsOf(events ...eventlog.Event) *eventlog.ReadResult {
 	for at := eventlog.AliveEvery; at <= time.Hour; at += eventlog.AliveEvery {
 		events = append(events, eventlog.Event{Time: t0.Add(at), Kind: eventlog.KindAlive, Mode: "tracepoint"})
 	}
+	slices.SortStableFunc(events, func(a, b eventlog.Event) int { return a.Time.Compare(b.Time) }) // as the log holds them
 	return &eventlog.ReadResult{Before: &start, Events: events}
 }
 
@@ -78,7 +80,7 @@ func TestTransientCoverageNoted(t *testing.T) {
 	r := compareWindow(Options{Events: events}, snap("from"), snap("to"))
 	notes := strings.Join(r.Notes, "\n")
 	if !strings.Contains(notes, "no gpusnap watch recorded from") || !strings.Contains(notes, "dropped 7 watch events") ||
-		!strings.Contains(notes, "fallback mode in the window") {
+		!strings.Contains(notes, "ran in its fallback mode") {
 		t.Errorf("notes: %q", r.Notes)
 	}
 	// A kernel-hooked watch that ran all along leaves nothing to say.

@@ -119,3 +119,32 @@ func TestTransientWindowStreamed(t *testing.T) {
 		t.Errorf("walking the window grew the heap by %.1f MiB (limit 24)", float64(stream)/(1<<20))
 	}
 }
+
+// TestDamagedLogNotCovered: lines of the window's segments that are not
+// events, or records that break the chain, make a window a watch recorded
+// not covered, naming where: the window's record may have lost or changed an
+// event.
+func TestDamagedLogNotCovered(t *testing.T) {
+	from := snap("from", proc(1, 10, "init", "/sbin/init"))
+	to := snap("to", proc(1, 10, "init", "/sbin/init"))
+	for _, r := range []*eventlog.ReadResult{
+		{Damaged: 1, Faults: []eventlog.Fault{{Segment: "s.jsonl", Line: 3, Why: "not an event"}}},
+		{Broken: 2, Faults: []eventlog.Fault{{Segment: "s.jsonl", Line: 4, Seq: 9, Why: "hash does not chain"}}},
+	} {
+		events := eventsOf()
+		events.Damaged, events.Broken, events.Faults = r.Damaged, r.Broken, r.Faults
+		res := compareWindow(Options{Events: events}, from, to)
+		var evidence []string
+		for _, f := range res.Findings {
+			if f.Kind == KindWindowNotCovered {
+				evidence = append(evidence, f.Evidence...)
+			}
+		}
+		if !strings.Contains(strings.Join(evidence, "\n"), "s.jsonl line") {
+			t.Errorf("damaged %d, broken %d: window_not_covered evidence %q", r.Damaged, r.Broken, evidence)
+		}
+	}
+	if res := compareWindow(Options{Events: eventsOf()}, from, to); len(res.Findings) != 0 || len(res.Notes) != 0 {
+		t.Errorf("an intact window: findings %+v, notes %q", res.Findings, res.Notes)
+	}
+}

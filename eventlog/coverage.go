@@ -29,6 +29,12 @@ type Coverage struct {
 	// Unchained counts records written before the log had its chain: read
 	// as they are, with nothing to tell whether they were changed.
 	Unchained int `json:"unchained,omitempty"`
+	// Blind are the blind spots of the window's watches that may hide an
+	// open or a mapping (see Problems).
+	Blind []string `json:"blind,omitempty"`
+	// Other are problems the reader found beside the log's records (a
+	// flush that never reached TO); Problems lists them last.
+	Other []Problem `json:"other,omitempty"`
 }
 
 // Complete reports whether a watch recorded the whole window, lost
@@ -73,6 +79,7 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 	}
 	if running {
 		addMode(r.Before.Mode)
+		c.addBlind(r.Before.Blind)
 	}
 	// runLost is the running watch's count of dropped events: each lost
 	// record carries the count since its watch started (an over-count for a
@@ -107,6 +114,7 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 			}
 			running, runStart = true, e.Time
 			addMode(e.Mode)
+			c.addBlind(e.Blind)
 		case KindWatchStop:
 			running, down, why = false, e.Time, "the watch was stopped"
 			c.Lost += max(runLost, e.Lost)

@@ -177,6 +177,7 @@ func (j *Journal) Append(events []Event) (int, error) {
 		if rerr := j.rotate(time.Now()); rerr != nil {
 			err = fmt.Errorf("%w; %v", err, rerr)
 		}
+		j.head = j.start != nil
 	}
 	return max(whole-heads, 0), err
 }

@@ -10,14 +10,18 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -148,11 +152,24 @@ func (s *Set) setBuild(command string) {
 }
 
 // WriteTextfile writes every family to path for node_exporter's textfile
-// collector: into a temporary file beside it, made readable by all (the
-// collector runs as its own user), then renamed over it, so the collector
-// never reads half a file.
-func (s *Set) WriteTextfile(path string) error {
-	if err := prometheus.WriteToTextfile(path, s.reg); err != nil {
+// collector, through safefile.Create: into a temporary file beside it, made
+// readable by all (the collector runs as its own user), then renamed over
+// it, so the collector never reads half a file; never through a symbolic
+// link (the file's own or, as root, another user's directory), as every
+// file gpusnap writes.
+func (s *Set) WriteTextfile(ctx context.Context, path string) error {
+	fams, err := s.reg.Gather()
+	if err == nil {
+		err = safefile.Create(ctx, path, 0o644, true, func(w io.Writer) error {
+			for _, mf := range fams {
+				if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("textfile %s: %w", path, err)
 	}
 	return nil

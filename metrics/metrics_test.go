@@ -98,7 +98,7 @@ func TestWriteTextfile(t *testing.T) {
 	path := filepath.Join(dir, "gpusnap.prom")
 	s := New("v1.2.3")
 	s.Observe(ghostRun())
-	if err := s.WriteTextfile(path); err != nil {
+	if err := s.WriteTextfile(t.Context(), path); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -120,7 +120,7 @@ func TestWriteTextfile(t *testing.T) {
 	livetest.PromtoolCheck(t, data)
 
 	// A directory that is not there: an error naming the file, and nothing written.
-	if err := s.WriteTextfile(filepath.Join(dir, "missing", "gpusnap.prom")); err == nil || !strings.Contains(err.Error(), "missing/gpusnap.prom") {
+	if err := s.WriteTextfile(t.Context(), filepath.Join(dir, "missing", "gpusnap.prom")); err == nil || !strings.Contains(err.Error(), "missing/gpusnap.prom") {
 		t.Errorf("write into a missing directory: %v", err)
 	}
 }

@@ -28,11 +28,11 @@ const (
 func openGPUEvents(opts nvmlread.Options) (*nvmlread.GPUEvents, []string) {
 	ev, err := nvmlread.OpenGPUEvents(opts)
 	if err != nil {
-		return nil, []string{"Xid and ECC events from NVML (" + err.Error() + ")"}
+		return nil, []string{eventlog.BlindNVMLXid + " (" + err.Error() + ")"}
 	}
 	var blind []string
 	for _, gpu := range slices.Sorted(maps.Keys(ev.Unwatched)) {
-		blind = append(blind, fmt.Sprintf("NVML events of %s (%s)", gpu, ev.Unwatched[gpu]))
+		blind = append(blind, fmt.Sprintf("%s%s (%s)", eventlog.BlindNVMLEvents, gpu, ev.Unwatched[gpu]))
 	}
 	return ev, blind
 }

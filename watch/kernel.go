@@ -24,12 +24,12 @@ type kernelSource struct {
 
 // blindSpots says what each hook cannot see.
 var blindSpots = map[bpf.Hook][]string{
-	bpf.HookLSM: {"uses of a device through a descriptor or mapping inherited or received before the watch started"},
-	bpf.HookFentry: {"uses of a device through a descriptor or mapping inherited or received before the watch started",
-		"the size of mappings (security_mmap_file has none)"},
+	bpf.HookLSM: {eventlog.BlindBeforeStart},
+	bpf.HookFentry: {eventlog.BlindBeforeStart,
+		eventlog.BlindMappingSize},
 	bpf.HookTracepoint: {"opens through io_uring, and by the kernel on a process's behalf",
 		"32-bit (compat) system calls",
-		"uses of a device through a descriptor or mapping inherited or received before the watch started"},
+		eventlog.BlindBeforeStart},
 }
 
 func newKernelSource(w *bpf.Watch, proc *snapshot.ProcRoot) *kernelSource {

@@ -37,8 +37,10 @@ const (
 	DefaultRetain   = 30 * 24 * time.Hour
 	flushEvery      = 200 * time.Millisecond
 	// maxPending bounds the events kept while the log cannot be written
-	// (a full disk): past it they are counted as lost, and said.
-	maxPending = 1 << 20
+	// (a full disk): past it they are counted as lost, and said. An event
+	// with its process and device is 640-800 bytes of heap (measured): about
+	// 100 MiB at the most.
+	maxPending = 1 << 17
 )
 
 // Options say what to watch and where to record it.
@@ -97,41 +99,19 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 
 	r := &recorder{j: j, metrics: opts.Metrics, stats: Stats{Events: map[string]int{}}, log: opts.Log, repeats: newRepeats()}
 	start := eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStart}
-	var kw *bpf.Watch
-	if opts.Mode != ModeFallback {
-		kw, err = bpf.Open(majors, opts.Hooks)
-		if err != nil && opts.Mode == ModeBPF {
-			return Stats{}, err
-		}
-		if err != nil {
-			start.Note = "BPF does not load here: " + err.Error()
-		}
+	kw, ks, fb, err := openSource(ctx, opts, proc, majors, r, &start)
+	if err != nil {
+		return Stats{}, err
 	}
-	var fb *fallbackSource
-	var ks *kernelSource
 	if kw != nil {
 		defer kw.Close()
-		ks = newKernelSource(kw, proc)
-		start.Mode, start.Blind = string(kw.Hook), blindSpots[kw.Hook]
-		if len(kw.Refused) > 0 {
-			start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
-		}
-		for _, tp := range kw.Unattached {
-			start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
-		}
-	} else {
-		fb = newFallbackSource(proc, opts.Interval)
-		start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
-		if err := fb.listen(ctx, r.lostNote); err != nil {
-			start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
-		}
 	}
 	nv := newNVMLPoll(opts.NVML, proc)
 	if err := nv.poll(ctx, r.emit); err != nil {
 		return Stats{}, err
 	}
 	if nv.off != "" {
-		start.Blind = append(start.Blind, "GPU processes NVML lists ("+nv.off+")")
+		start.Blind = append(start.Blind, eventlog.BlindNVMLProcesses+" ("+nv.off+")")
 	}
 	gpuEvents, blind := openGPUEvents(opts.NVML)
 	start.Blind = append(start.Blind, blind...)
@@ -143,13 +123,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		}
 		return r.stats, err
 	}
-	fmt.Fprintf(opts.Log, "gpusnap watch: recording into %s in %s mode\n", j.Dir(), start.Mode)
-	if start.Note != "" {
-		fmt.Fprintf(opts.Log, "gpusnap watch: %s\n", start.Note)
-	}
-	for _, b := range start.Blind {
-		fmt.Fprintf(opts.Log, "gpusnap watch: cannot see %s\n", b)
-	}
+	announce(opts.Log, j.Dir(), start)
 	opts.Metrics.SetMode(start.Mode)
 	if opts.Started != nil {
 		opts.Started(start)
@@ -159,17 +133,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	if ks != nil {
 		go func() { kernelDone <- ks.run(r.emitTimed) }()
 	}
-	gpuCtx, stopGPU := context.WithCancel(ctx)
-	defer stopGPU()
-	gpuDone := make(chan struct{})
-	if gpuEvents != nil {
-		go func() {
-			defer close(gpuDone)
-			recordGPUEvents(gpuCtx, gpuEvents, r)
-		}()
-	} else {
-		close(gpuDone)
-	}
+	stopGPU := startGPUEvents(ctx, gpuEvents, r) // stopped below: every path from here reaches it
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
 	tick := time.NewTicker(opts.Interval)
@@ -178,6 +142,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer prune.Stop()
 	alive := time.NewTicker(eventlog.AliveEvery)
 	defer alive.Stop()
+	asked := j.WatchFlushRequests() // a diff waiting for the log to reach its TO
 	var runErr error
 	lastRepeats := time.Now()
 loop:
@@ -191,6 +156,9 @@ loop:
 		case <-flush.C:
 			if kw != nil {
 				r.noteLost(kw)
+			}
+			if asked.Asked() {
+				r.heartbeat(start.Mode)
 			}
 			if time.Since(lastRepeats) >= repeatEvery {
 				r.flushRepeats()
@@ -211,25 +179,13 @@ loop:
 		case <-prune.C:
 			_ = j.Prune(time.Now().Add(-opts.Retain))
 		case <-alive.C:
-			r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: start.Mode, GPUEventsOff: r.gpuEventsOffNow()})
+			r.heartbeat(start.Mode)
 		}
 	}
-	if kw != nil && runErr == nil {
-		// Detach, then read what the ring buffer still holds.
-		if err := kw.Stop(); err == nil {
-			runErr = <-kernelDone
-		}
-		r.noteLost(kw)
+	if runErr == nil {
+		runErr = drain(kw, fb, kernelDone, r)
 	}
-	if fb != nil && runErr == nil {
-		// One last rescan: the ends of device users since the last one.
-		_ = fb.rescan(context.Background(), r.emit)
-	}
-	// The GPU events of the wait under way, unless NVML does not answer.
-	stopGPU()
-	select {
-	case <-gpuDone:
-	case <-time.After(gpuEventWait):
+	if !stopGPU() {
 		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
 	r.flushRepeats()
@@ -238,6 +194,88 @@ loop:
 		return r.stats, err
 	}
 	return r.stats, runErr
+}
+
+// openSource opens the kernel's hooks (unless the fallback is asked for),
+// or else the fallback, and writes into start the mode and what it cannot
+// see. The error is BPF's where only BPF will do.
+func openSource(ctx context.Context, opts Options, proc *snapshot.ProcRoot, majors []uint32, r *recorder, start *eventlog.Event) (*bpf.Watch, *kernelSource, *fallbackSource, error) {
+	if opts.Mode != ModeFallback {
+		kw, err := bpf.Open(majors, opts.Hooks)
+		if err != nil && opts.Mode == ModeBPF {
+			return nil, nil, nil, err
+		}
+		if err == nil {
+			start.Mode, start.Blind = string(kw.Hook), blindSpots[kw.Hook]
+			if len(kw.Refused) > 0 {
+				start.Note = "better hooks refused: " + strings.Join(kw.Refused, "; ")
+			}
+			for _, tp := range kw.Unattached {
+				start.Blind = append(start.Blind, "the "+tp+" system call (no such tracepoint on this kernel)")
+			}
+			return kw, newKernelSource(kw, proc), nil, nil
+		}
+		start.Note = "BPF does not load here: " + err.Error()
+	}
+	fb := newFallbackSource(proc, opts.Interval)
+	start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
+	if err := fb.listen(ctx, r.lostNote); err != nil {
+		start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
+	}
+	return nil, nil, fb, nil
+}
+
+// announce says on the watch's log how it records, and what it cannot see.
+func announce(log io.Writer, dir string, start eventlog.Event) {
+	fmt.Fprintf(log, "gpusnap watch: recording into %s in %s mode\n", dir, start.Mode)
+	if start.Note != "" {
+		fmt.Fprintf(log, "gpusnap watch: %s\n", start.Note)
+	}
+	for _, b := range start.Blind {
+		fmt.Fprintf(log, "gpusnap watch: cannot see %s\n", b)
+	}
+}
+
+// startGPUEvents records NVML's GPU events (where gpuEvents is not nil)
+// until the returned stop is called; stop reports whether the wait under
+// way returned within gpuEventWait (a hung driver's does not).
+func startGPUEvents(ctx context.Context, gpuEvents *nvmlread.GPUEvents, r *recorder) (stop func() bool) {
+	gpuCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	if gpuEvents != nil {
+		go func() {
+			defer close(done)
+			recordGPUEvents(gpuCtx, gpuEvents, r)
+		}()
+	} else {
+		close(done)
+	}
+	return func() bool {
+		cancel()
+		select {
+		case <-done:
+			return true
+		case <-time.After(gpuEventWait):
+			return false
+		}
+	}
+}
+
+// drain stops the source at the watch's end: the kernel's hooks detached
+// and what their ring buffer still holds read, or one last rescan (the ends
+// of device users since the one before).
+func drain(kw *bpf.Watch, fb *fallbackSource, kernelDone <-chan error, r *recorder) error {
+	var err error
+	if kw != nil {
+		if kw.Stop() == nil {
+			err = <-kernelDone
+		}
+		r.noteLost(kw)
+	}
+	if fb != nil {
+		_ = fb.rescan(context.Background(), r.emit)
+	}
+	return err
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -304,6 +342,12 @@ func (r *recorder) queue(timed bool, events []eventlog.Event) {
 		r.pending = append(r.pending, e)
 		r.timed = append(r.timed, timed)
 	}
+}
+
+// heartbeat records that the watch runs: every AliveEvery, and when a
+// reader asks for a record (eventlog.RequestFlush).
+func (r *recorder) heartbeat(mode string) {
+	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: mode, GPUEventsOff: r.gpuEventsOffNow()})
 }
 
 // flushRepeats queues the records of the repeats counted since the last

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
@@ -33,6 +35,8 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
+			expectWatchFlag(),
+			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered)"},
 			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
 			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
 		}, append(podFlags(), ocsfFlags()...)...),
@@ -45,17 +49,26 @@ func checkCommand() *cli.Command {
 type checkOptions struct {
 	diff.CheckOptions
 	FailOn   diff.Severity
-	Textfile string // --textfile: the result as metrics (docs/metrics.md)
-	NPD      bool   // --npd: Node Problem Detector's line and exit status
+	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
+	Window   time.Duration // --window: the event log judged ends at the capture and is this long
+	NPD      bool          // --npd: Node Problem Detector's line and exit status
 	OCSF     ocsfOutput
 	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
 	// nil checks the GPUs of --gpus.
 	Idle *kubelet.Options
 }
 
+// defaultCheckWindow is --window's default: a hidden use older than this is
+// the diff's of its tenant to find, whose window is the tenant's job.
+const defaultCheckWindow = time.Hour
+
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile"), NPD: c.Bool("npd")}
+	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window"), NPD: c.Bool("npd")}
+	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
+	if o.Window <= 0 {
+		return o, usageError(fmt.Errorf("--window %s: want a positive duration (1h, 30m)", o.Window))
+	}
 	if o.OCSF, err = parseOCSF(c); err != nil {
 		return o, err
 	}
@@ -104,7 +117,23 @@ func runCheck(ctx context.Context, g globals, o checkOptions) error {
 		// NPD reads stdout only: a check that never ran says why there too.
 		fmt.Fprintln(g.Stdout, npd.Unknown(err))
 	}
-	return writeTextfile(g.Stderr, o.Textfile, run, err)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
+}
+
+// checkSince is where check's window of the event log begins: --window
+// before the capture, but not before the first watch started since boot.
+// What came before that watch no watch could see (docs/threat-model.md:
+// descriptors older than the watch), and a window reaching back over it
+// would fail every check for --window after each boot. A host whose watch
+// has not started since boot keeps the whole window, and its gap.
+func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.Time {
+	since := snap.Host.CaptureStart.Add(-window)
+	if boot := snap.Host.BootTime; !boot.IsZero() && since.Before(boot) {
+		if t, ok := eventlog.FirstWatchStart(eventlog.JournalDir(g.DB), boot); ok && t.After(since) && t.Before(snap.Host.CaptureStart) {
+			since = t
+		}
+	}
+	return since
 }
 
 // checkHost captures the host and checks it, filling run with what it saw.
@@ -119,6 +148,8 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 			return nil, "", err
 		}
 	}
+	o.Since = checkSince(g, snap, o.Window)
+	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
 	if err := recordResult(g, "check", r, run); err != nil {

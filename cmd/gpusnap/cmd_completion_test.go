@@ -42,7 +42,8 @@ func TestCompletionBash(t *testing.T) {
 		{"gpusnap di", "diff"},
 		{"gpusnap --db /x/gpusnap.db sn", "snapshot"},
 		{"gpusnap diff --fai", "--fail-on"},
-		{"gpusnap store ch", "check"},
+		{"gpusnap store ch", "check checkpoint"},
+		{"gpusnap store v", "verify"},
 		{"gpusnap --db store sn", "snapshot"}, // "store" is --db's value, not the command
 		{"gpusnap completion --no-n", "--no-nvml"},
 		{"gpusnap diff --allow ", ""}, // a flag's value: bash's default, file names

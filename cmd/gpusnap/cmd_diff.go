@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
-	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/ocsf"
@@ -38,6 +37,7 @@ func diffCommand() *cli.Command {
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
 			textfileFlag(),
+			expectWatchFlag(),
 		}, append(diffBundleFlags(), ocsfFlags()...)...),
 		Action: action(parseDiff, runDiff),
 	}
@@ -89,6 +89,7 @@ func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 		}
 	}
 	opts.MapsDiff = c.Bool("maps-diff")
+	opts.ExpectWatch = c.Bool("expect-watch")
 	return opts, nil
 }
 
@@ -96,7 +97,7 @@ func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 func runDiff(ctx context.Context, g globals, o diffOptions) error {
 	run := metrics.Run{Command: "diff"}
 	err := diffAndReport(ctx, g, o, &run)
-	return writeTextfile(g.Stderr, o.Textfile, run, err)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
 // diffAndReport runs the diff and prints it, filling run with what it saw.
@@ -151,7 +152,7 @@ func diffVerdict(g globals, found bool, failures ...error) error {
 // asks for it (diff.CompareWithHistory).
 func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
 	opts.KernelLog = kmsg.ReadWindow(g.KernelLog, from.KernelLog, to.KernelLog)
-	opts.Events = windowEvents(g, from, to)
+	opts.Events, opts.LogProblems = windowEvents(g, from.Host.CaptureStart, to)
 	return diff.CompareWithHistory(from, to, opts, func() ([]*snapshot.Snapshot, error) {
 		st, err := openStore(g, true)
 		if err != nil {
@@ -160,25 +161,6 @@ func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Optio
 		defer st.Close()
 		return st.History(from, to, diff.HistoryLimit)
 	})
-}
-
-// windowEvents opens what gpusnap watch recorded between FROM and TO, to
-// be walked from disk by the rules (never all held), or nil where no watch
-// ever ran with this store. A log that cannot be read is a line on stderr:
-// the diff goes on without it, and says so.
-func windowEvents(g globals, from, to *snapshot.Snapshot) eventlog.Source {
-	w, err := eventlog.OpenWindow(eventlog.JournalDir(g.DB), from.Host.CaptureStart, to.Host.CaptureStart)
-	switch {
-	case errors.Is(err, eventlog.ErrNoLog):
-		return nil
-	case err != nil:
-		fmt.Fprintf(g.Stderr, "gpusnap: the event log cannot be read, so processes that came and went between the snapshots are not known: %v\n", err)
-		return nil
-	}
-	if m := w.Meta(); m.Damaged > 0 {
-		fmt.Fprintf(g.Stderr, "gpusnap: %d lines of the event log are not events (damaged, or torn by a watch that died mid-write)\n", m.Damaged)
-	}
-	return w
 }
 
 // diffTenant captures the host, then, in one hold of the store, finds the

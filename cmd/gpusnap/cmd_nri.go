@@ -120,7 +120,8 @@ func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUS
 }
 
 func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {
-	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow}, FailOn: diff.Medium}
+	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
+		FailOn: diff.Medium, Window: defaultCheckWindow}
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	r, host, err := checkHost(ctx, g, o, &metrics.Run{})

@@ -34,15 +34,8 @@ func TestLiveWatchTransientTenant(t *testing.T) {
 		t.Fatalf("baseline: %s", errs)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr livetest.LockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append([]string{"gpusnap", "watch", "--listen", "127.0.0.1:0", "--mode", "bpf"}, g...), io.Discard, &stderr)
-	}()
-	addr := waitFor(t, &stderr, done, regexp.MustCompile(`metrics at http://(\S+)/metrics`))
-	waitFor(t, &stderr, done, regexp.MustCompile(`recording into .* in (\S+) mode`))
+	w := startWatch(t, append(g, "--listen", "127.0.0.1:0")...)
+	addr := waitFor(t, &w.stderr, w.done, regexp.MustCompile(`metrics at http://(\S+)/metrics`))
 
 	n := 1000
 	if testing.Short() {
@@ -103,15 +96,49 @@ func TestLiveWatchTransientTenant(t *testing.T) {
 	}
 	livetest.PromtoolCheck(t, metrics)
 
-	cancel()
+	if code := w.stop(t); code != 0 || !strings.Contains(w.stderr.String(), "stopped:") {
+		t.Errorf("watch stopped with exit %d: %s", code, w.stderr.String())
+	}
+}
+
+// liveWatch is gpusnap watch run in-process in its BPF mode until stopped.
+type liveWatch struct {
+	cancel  context.CancelFunc
+	done    chan int
+	stderr  livetest.LockedBuffer
+	stopped *int // the exit status, once stopped
+}
+
+// startWatch starts gpusnap watch --mode bpf with args and waits until it
+// records; Cleanup stops it.
+func startWatch(t *testing.T, args ...string) *liveWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &liveWatch{cancel: cancel, done: make(chan int, 1)}
+	go func() {
+		w.done <- run(ctx, append([]string{"gpusnap", "watch", "--mode", "bpf"}, args...), io.Discard, &w.stderr)
+	}()
+	t.Cleanup(func() { w.stop(t) })
+	waitFor(t, &w.stderr, w.done, regexp.MustCompile(`recording into .* in (\S+) mode`))
+	return w
+}
+
+// stop stops the watch (SIGTERM, as the context) and returns its exit
+// status, the same on every call.
+func (w *liveWatch) stop(t *testing.T) int {
+	t.Helper()
+	if w.stopped != nil {
+		return *w.stopped
+	}
+	w.cancel()
 	select {
-	case code := <-done:
-		if code != 0 || !strings.Contains(stderr.String(), "stopped:") {
-			t.Errorf("watch stopped with exit %d: %s", code, stderr.String())
-		}
+	case code := <-w.done:
+		w.stopped = &code
+		return code
 	case <-time.After(30 * time.Second):
 		t.Fatal("watch did not stop")
 	}
+	return -1
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -19,7 +20,7 @@ func textfileFlag() cli.Flag {
 // node whose gpusnap could not say. A failed write never hides the verdict:
 // beside findings or an error it is one more line on stderr; beside a clean
 // run it is the error (exit 2), since the result asked for was not written.
-func writeTextfile(stderr io.Writer, path string, run metrics.Run, err error) error {
+func writeTextfile(ctx context.Context, stderr io.Writer, path string, run metrics.Run, err error) error {
 	if path == "" {
 		return err
 	}
@@ -27,7 +28,7 @@ func writeTextfile(stderr io.Writer, path string, run metrics.Run, err error) er
 	run.Verdict = verdictOf(err)
 	set := metrics.New(buildVersion())
 	set.Observe(run)
-	werr := set.WriteTextfile(path)
+	werr := set.WriteTextfile(ctx, path)
 	if werr == nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
 )
 
 // readTextfile parses a textfile as node_exporter's collector does.
@@ -157,5 +160,55 @@ func TestCheckTextfile(t *testing.T) {
 	code, _, _ = runCLI(t, "check", "--gpus", "9", "--proc-root", psFixture, "--nvml-fixture", nvmlFixture("h100x8.json"), "--textfile", prom)
 	if v, ok := series(readTextfile(t, prom), "gpusnap_last_run_verdict", map[string]string{"command": "check", "verdict": "error"}); code != exitError || !ok || v != 1 {
 		t.Errorf("check --gpus 9: exit %d, verdict error = %v (present %v)", code, v, ok)
+	}
+}
+
+// TestTextfileRefusesForeignDirectoryLink: as root, --textfile into a
+// directory that is a symbolic link another user made (user nobody, with
+// ln -s in a sticky directory anyone can write, pointing at a directory
+// only root can write) is refused, as --bundle refuses it: nothing is
+// written in the target, and a clean diff then exits 2, since the result
+// asked for was not written.
+func TestTextfileRefusesForeignDirectoryLink(t *testing.T) {
+	livetest.Require(t, "setpriv")
+	const name = "clean-persistenced-unchanged"
+	dir, err := os.MkdirTemp("", "gpusnap-textfile-") // t.TempDir's parent is root's alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target, shared := filepath.Join(dir, "root-only"), filepath.Join(dir, "shared")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(shared, "textfile")
+	ln := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ln", "-s", target, link)
+	if out, err := ln.CombinedOutput(); err != nil {
+		t.Fatalf("ln -s as nobody: %v: %s", err, out)
+	}
+	db := filepath.Join(dir, "gpusnap.db")
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "job-3"}, sideArgs(db, name, "before")...)...); code != exitClean {
+		t.Fatalf("baseline: exit %d: %s", code, stderr)
+	}
+	diffArgs := append([]string{"diff", "--tenant", "job-3"}, sideArgs(db, name, "after")...)
+	code, _, stderr := gpusnap(t, append(diffArgs, "--textfile", filepath.Join(link, "gpusnap.prom"))...)
+	if code != exitError || !strings.Contains(stderr, "refusing to write through") {
+		t.Errorf("--textfile through nobody's link: exit %d (want 2), stderr %q", code, stderr)
+	}
+	code, _, stderr = gpusnap(t, append(diffArgs, "--bundle", filepath.Join(link, "b.tar.gz"), "--bundle-always")...)
+	if code != exitError || !strings.Contains(stderr, "refusing to write through") {
+		t.Errorf("--bundle through nobody's link: exit %d (want 2), stderr %q", code, stderr)
+	}
+	if left, _ := os.ReadDir(target); len(left) != 0 {
+		t.Errorf("written through nobody's link into a root-only directory: %v", left)
 	}
 }

@@ -9,7 +9,8 @@
 #   GPUSNAP_EVIDENCE_DIR   reports and bundles (default /var/lib/gpusnap/evidence)
 #   GPUSNAP_ALLOW          an allow list of expected workloads (default: none)
 #   GPUSNAP_SYSLOG_SOCKET  logger's socket (default: /dev/log)
-gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET"
+#   GPUSNAP_EXPECT_WATCH   1 where gpusnap watch records: a window its log misses fails (default: empty)
+gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET GPUSNAP_EXPECT_WATCH"
 for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
 	[ -r "$conf" ] || continue
 	for var in $gpusnap_settings; do
@@ -29,6 +30,7 @@ done
 : "${GPUSNAP_ALLOW:=}"
 : "${GPUSNAP_SYSLOG_SOCKET:=}"
 [ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
+[ -n "${GPUSNAP_EXPECT_WATCH:-}" ] && export GPUSNAP_EXPECT_WATCH
 
 # say logs one line for the operator: syslog (tag gpusnap), and stderr for slurmd's debug log.
 say() {
