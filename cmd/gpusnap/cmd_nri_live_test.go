@@ -81,8 +81,12 @@ func gpuContainer(p *adaptation.PodSandbox, n int) *adaptation.Container {
 		Linux: &adaptation.LinuxContainer{Devices: []*adaptation.LinuxDevice{{Path: fmt.Sprintf("/dev/nvidia%d", n), Type: "c", Major: 195, Minor: int64(n)}}}}
 }
 
+// run, create and stop hold off plugin syncs as containerd does around each
+// request: a request made while a plugin registers waits for it, and so
+// reaches it.
 func (r *nriRuntime) run(p *adaptation.PodSandbox) {
 	r.t.Helper()
+	defer r.rt.BlockPluginSync().Unblock()
 	if err := r.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p}); err != nil {
 		r.t.Fatalf("RunPodSandbox %s: %v", p.Uid, err)
 	}
@@ -92,12 +96,14 @@ func (r *nriRuntime) run(p *adaptation.PodSandbox) {
 }
 
 func (r *nriRuntime) create(p *adaptation.PodSandbox, c *adaptation.Container) error {
+	defer r.rt.BlockPluginSync().Unblock()
 	_, err := r.rt.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{Pod: p, Container: c})
 	return err
 }
 
 func (r *nriRuntime) stop(p *adaptation.PodSandbox) {
 	r.t.Helper()
+	defer r.rt.BlockPluginSync().Unblock()
 	if err := r.rt.StopPodSandbox(context.Background(), &adaptation.StopPodSandboxRequest{Pod: p}); err != nil {
 		r.t.Fatalf("StopPodSandbox %s: %v", p.Uid, err)
 	}
