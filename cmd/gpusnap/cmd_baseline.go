@@ -59,9 +59,23 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 }
 
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
+	snap, head, err := takeBaseline(ctx, g, o)
 	if err != nil {
 		return err
+	}
+	if !g.JSON {
+		return printSnapshot(g, snap)
+	}
+	return writeSnapshotWithLog(g.Stdout, snap, head)
+}
+
+// takeBaseline captures the host and stores it as the tenant's baseline,
+// with the allocation o names or the kubelet's, and returns it with the
+// head of the store's log after it.
+func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.Snapshot, store.TreeHead, error) {
+	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
+	if err != nil {
+		return nil, store.TreeHead{}, err
 	}
 	snap.Allocation = o.Allocation
 	if why := snap.NVML.Unavailable; why != "" {
@@ -74,7 +88,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
 		set, ok, err := pods.GPUsOf(o.Tenant, snap.NVML.Devices)
 		if err != nil {
-			return err
+			return nil, store.TreeHead{}, err
 		}
 		switch {
 		case ok:
@@ -84,13 +98,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 		}
 	}
 	head, err := storeSnapshot(g, snap)
-	if err != nil {
-		return err
-	}
-	if !g.JSON {
-		return printSnapshot(g, snap)
-	}
-	return writeSnapshotWithLog(g.Stdout, snap, head)
+	return snap, head, err
 }
 
 // writeSnapshotWithLog writes snap's JSON as snapshot --json does, with one

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/npd"
+	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -25,7 +29,7 @@ func checkCommand() *cli.Command {
 			"above --fail-on, 2 error, or a GPU of LIST that could not be read (not known to be clean).\n\n" +
 			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
 			"  gpusnap check --gpus 0-3 --allow /etc/gpusnap/allow\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
 			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
@@ -33,7 +37,9 @@ func checkCommand() *cli.Command {
 			textfileFlag(),
 			expectWatchFlag(),
 			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered)"},
-		},
+			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
+			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
+		}, append(podFlags(), ocsfFlags()...)...),
 		Action: action(parseCheckOptions, runCheck),
 	}
 }
@@ -45,6 +51,11 @@ type checkOptions struct {
 	FailOn   diff.Severity
 	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
 	Window   time.Duration // --window: the event log judged ends at the capture and is this long
+	NPD      bool          // --npd: Node Problem Detector's line and exit status
+	OCSF     ocsfOutput
+	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
+	// nil checks the GPUs of --gpus.
+	Idle *kubelet.Options
 }
 
 // defaultCheckWindow is --window's default: a hidden use older than this is
@@ -52,11 +63,23 @@ type checkOptions struct {
 const defaultCheckWindow = time.Hour
 
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window")}
+	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window"), NPD: c.Bool("npd")}
 	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
 	if o.Window <= 0 {
 		return o, usageError(fmt.Errorf("--window %s: want a positive duration (1h, 30m)", o.Window))
+	}
+	if o.OCSF, err = parseOCSF(c); err != nil {
+		return o, err
+	}
+	if o.NPD && (o.OCSF.Stdout || lookup(c, "json", (*cli.Context).Bool)) {
+		return o, usageError(errors.New("--npd prints NPD's one line: it cannot be combined with --json or --format ocsf"))
+	}
+	if c.Bool("idle") {
+		if c.IsSet("gpus") {
+			return o, usageError(errors.New("--idle picks the GPUs to check: it cannot be combined with --gpus"))
+		}
+		o.Idle = &kubelet.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
 	}
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
@@ -87,7 +110,13 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 // or above --fail-on, else exit 2 when a GPU asked for could not be read.
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
-	err := checkAndReport(ctx, g, o, &run)
+	r, host, err := checkHost(ctx, g, o, &run)
+	if err == nil {
+		err = reportCheck(g, o, r, host)
+	} else if o.NPD {
+		// NPD reads stdout only: a check that never ran says why there too.
+		fmt.Fprintln(g.Stdout, npd.Unknown(err))
+	}
 	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
@@ -107,11 +136,17 @@ func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.T
 	return since
 }
 
-// checkAndReport checks the host and prints it, filling run with what it saw.
-func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics.Run) error {
+// checkHost captures the host and checks it, filling run with what it saw.
+// It returns the host's name, as the capture read it.
+func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, string, error) {
 	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
-		return err
+		return nil, "", err
+	}
+	if o.Idle != nil {
+		if o.GPUs, err = idleGPUs(ctx, *o.Idle, snap); err != nil {
+			return nil, "", err
+		}
 	}
 	o.Since = checkSince(g, snap, o.Window)
 	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
@@ -121,8 +156,28 @@ func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics
 		// The gate's verdict stands without the log: said, not fatal.
 		warn(g, err)
 	}
-	if err := printResult(g, r); err != nil {
+	return r, snap.Host.Hostname, nil
+}
+
+// reportCheck prints a check's result and returns its exit status.
+// A finding not appended to --ocsf-file is a line on stderr beside the
+// verdict, and exit 2 beside a clean one: the result asked for is missing.
+func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
+	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(host, "check")) }
+	err := o.OCSF.print(g, findings, func() error {
+		if o.NPD {
+			_, err := fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
+			return err
+		}
+		return printResult(g, r)
+	})
+	if err != nil {
 		return err
+	}
+	if err := o.OCSF.appendFile(findings); err != nil {
+		if err := diffVerdict(g, r.Failed(o.FailOn), err); err != nil {
+			return err
+		}
 	}
 	if r.Failed(o.FailOn) {
 		return statusError{exitFindings}
@@ -131,4 +186,28 @@ func checkAndReport(ctx context.Context, g globals, o checkOptions, run *metrics
 		return fmt.Errorf("check: not known to be clean: %s", strings.Join(r.Check.Unchecked, "; "))
 	}
 	return nil
+}
+
+// idleGPUs are the GPUs of snap that the kubelet has given no pod, by UUID.
+// Which GPUs those are is not known without NVML or the kubelet: that is an
+// error, never a check of nothing.
+func idleGPUs(ctx context.Context, o kubelet.Options, snap *snapshot.Snapshot) (*snapshot.GPUSet, error) {
+	if why := snap.NVML.Unavailable; why != "" {
+		return nil, fmt.Errorf("--idle: NVML was not read (%s), so the GPUs are not known", why)
+	}
+	// A pod whose UID is not known still names its GPUs: that is all --idle needs.
+	alloc, err := kubelet.Read(ctx, o)
+	if alloc == nil {
+		return nil, fmt.Errorf("--idle: %w", err)
+	}
+	set := &snapshot.GPUSet{}
+	for _, g := range snapshot.GPUUsage(snap) {
+		if g.UUID == "" {
+			return nil, fmt.Errorf("--idle: NVML gave GPU %d no UUID, so its pods are not known", g.Index)
+		}
+		if len(alloc.PodsOf(&g)) == 0 {
+			set.UUIDs = append(set.UUIDs, g.UUID)
+		}
+	}
+	return set, nil
 }

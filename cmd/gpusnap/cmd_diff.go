@@ -14,6 +14,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -37,7 +38,7 @@ func diffCommand() *cli.Command {
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
 			textfileFlag(),
 			expectWatchFlag(),
-		}, diffBundleFlags()...),
+		}, append(diffBundleFlags(), ocsfFlags()...)...),
 		Action: action(parseDiff, runDiff),
 	}
 }
@@ -51,6 +52,7 @@ type diffOptions struct {
 	Compare      diff.Options
 	Bundle       diffBundle
 	Textfile     string // --textfile: the result as metrics (docs/metrics.md)
+	OCSF         ocsfOutput
 }
 
 func parseDiff(c *cli.Context) (diffOptions, error) {
@@ -66,6 +68,9 @@ func parseDiff(c *cli.Context) (diffOptions, error) {
 		return o, usageError(fmt.Errorf("--fail-on: %w", err))
 	}
 	if o.Compare, err = parseCompare(c); err != nil {
+		return o, err
+	}
+	if o.OCSF, err = parseOCSF(c); err != nil {
 		return o, err
 	}
 	o.Bundle, err = parseDiffBundle(c)
@@ -114,10 +119,11 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 	}
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
 	logErr := recordResult(g, "diff", r, run, from.ID, to.ID)
-	if err := printResult(g, r); err != nil {
+	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(to.Host.Hostname, "diff")) }
+	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), storeErr, logErr, o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.Failed(o.FailOn), storeErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -23,10 +25,10 @@ func eventsCommand() *cli.Command {
 			"--tenant T lists the events of T's window: from its newest baseline to the post snapshot after it\n" +
 			"(or now). Spans no watch recorded, and events the kernel dropped, are said on stderr.\n\n" +
 			"Examples:\n  gpusnap events --since 1h\n  gpusnap events --tenant \"$SLURM_JOB_ID\" --json | jq '.[] | select(.kind==\"mmap\")'",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the events between tenant `T`'s newest baseline and its post snapshot (or now)"},
 			&cli.StringFlag{Name: "since", Usage: "only events at or after `TIME` (RFC 3339 or YYYY-MM-DD) or within the last DUR (1h)"},
-		},
+		}, ocsfFlags()...),
 		Action: action(parseEvents, runEvents),
 	}
 }
@@ -35,11 +37,15 @@ func eventsCommand() *cli.Command {
 type eventsOptions struct {
 	Tenant string
 	Since  time.Time // zero: from the log's start
+	OCSF   ocsfOutput
 }
 
 func parseEvents(c *cli.Context) (eventsOptions, error) {
 	o := eventsOptions{Tenant: c.String("tenant")}
 	var err error
+	if o.OCSF, err = parseOCSF(c); err != nil {
+		return o, err
+	}
 	if s := c.String("since"); s != "" {
 		o.Since, err = parseSince(s, time.Now())
 	}
@@ -78,6 +84,16 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	}
 	if cov.Lost > 0 {
 		fmt.Fprintf(g.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
+	}
+	findings := func() []ocsf.Finding {
+		host, _ := os.Hostname() // the store's host: watch records this host's events
+		return ocsf.FromEvents(res.Events, ocsfSource(host, "events"), eventLine)
+	}
+	if err := o.OCSF.appendFile(findings); err != nil {
+		return err
+	}
+	if o.OCSF.Stdout {
+		return ocsf.Write(g.Stdout, findings())
 	}
 	if g.JSON {
 		events := res.Events

@@ -132,6 +132,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			eventsCommand(),
 			completionCommand(),
 			manCommand(),
+			nriCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

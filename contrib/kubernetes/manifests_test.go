@@ -83,18 +83,33 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	if !spec.HostPID {
 		t.Error("hostPID is off: NVML's PIDs are the host's")
 	}
-	if len(spec.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	if len(spec.Containers) != 2 || spec.Containers[0].Name != "gpusnap" || spec.Containers[1].Name != "nri" {
+		t.Fatalf("containers %d, want gpusnap (watch) and nri", len(spec.Containers))
 	}
 	c := spec.Containers[0]
 	if len(c.Args) < 2 || c.Args[0] != "watch" || c.Args[1] != "--listen=:9402" {
 		t.Errorf("args %q, want watch --listen=:9402 ...", c.Args)
 	}
+	want := map[string]bool{"/proc": true, "/sys/kernel/btf": true, "/sys/fs/cgroup": true, "/dev": true,
+		"/var/lib/kubelet/pod-resources": true, "/var/log/pods": true, "/var/lib/gpusnap": false}
+	checkContainer(t, spec, c, []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "NET_ADMIN", "SYSLOG"}, want)
+	n := spec.Containers[1]
+	if !slices.Contains(n.Args, "--socket=/var/run/nri/nri.sock") || n.Args[0] != "nri" || !slices.Contains(n.Args, "--require-nvml") {
+		t.Errorf("nri args %q, want nri --socket=/var/run/nri/nri.sock --require-nvml ...", n.Args)
+	}
+	want["/var/run/nri"] = false
+	checkContainer(t, spec, n, []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "SYSLOG"}, want)
 	ann := ds.Spec.Template.Annotations
 	port, _ := strconv.Atoi(ann["prometheus.io/port"])
 	if ann["prometheus.io/scrape"] != "true" || len(c.Ports) != 1 || int(c.Ports[0].ContainerPort) != port {
 		t.Errorf("scrape annotations %v do not name the container's port %v", ann, c.Ports)
 	}
+}
+
+// checkContainer holds a container to least privilege: unprivileged, every
+// capability dropped but allowed, limits set, and every host path of want
+// mounted, read-only as want says.
+func checkContainer(t *testing.T, spec corev1.PodSpec, c corev1.Container, allowed []corev1.Capability, want map[string]bool) {
 	sc := c.SecurityContext
 	if sc == nil || sc.Capabilities == nil || sc.Privileged == nil || *sc.Privileged ||
 		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
@@ -103,10 +118,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("capabilities dropped %v, want ALL", sc.Capabilities.Drop)
 	}
-	allowed := []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "NET_ADMIN", "SYSLOG"}
 	for _, cp := range sc.Capabilities.Add {
 		if !slices.Contains(allowed, cp) {
-			t.Errorf("capability %s added: more than watch needs", cp)
+			t.Errorf("%s: capability %s added: more than it needs", c.Name, cp)
 		}
 	}
 	if c.Resources.Limits.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() {
@@ -119,8 +133,6 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 			hostPaths[v.Name] = v.HostPath.Path
 		}
 	}
-	want := map[string]bool{"/proc": true, "/sys/kernel/btf": true, "/sys/fs/cgroup": true, "/dev": true,
-		"/var/lib/kubelet/pod-resources": true, "/var/log/pods": true, "/var/lib/gpusnap": false}
 	mounted := map[string]bool{}
 	for _, m := range c.VolumeMounts {
 		path, ok := hostPaths[m.Name]
@@ -131,15 +143,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		readOnly, expected := want[path]
 		switch {
 		case !expected:
-			t.Errorf("host path %s mounted: not one watch needs", path)
+			t.Errorf("%s: host path %s mounted: not one it needs", c.Name, path)
 		case m.ReadOnly != readOnly:
-			t.Errorf("host path %s: read-only %v, want %v", path, m.ReadOnly, readOnly)
+			t.Errorf("%s: host path %s: read-only %v, want %v", c.Name, path, m.ReadOnly, readOnly)
 		}
 		mounted[path] = true
 	}
 	for path := range want {
 		if !mounted[path] {
-			t.Errorf("host path %s not mounted", path)
+			t.Errorf("%s: host path %s not mounted", c.Name, path)
 		}
 	}
 }

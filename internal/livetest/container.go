@@ -113,32 +113,39 @@ func nsInit(unshare int) (Proc, error) {
 // processes in it are killed: cleanups run last registered first).
 func newCgroup(t testing.TB) *Container {
 	t.Helper()
-	mnt, root, err := cgroupMount()
-	if err != nil {
-		t.Skipf("live /proc test: no cgroup hierarchy to place a container in: %v", err)
-	}
 	var id [32]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on Linux
 	name := "docker-" + hex.EncodeToString(id[:]) + ".scope"
-	c := &Container{
-		ID:         hex.EncodeToString(id[:]),
-		CgroupDir:  filepath.Join(mnt, name),
-		CgroupPath: filepath.Join(root, name),
+	c := &Container{ID: hex.EncodeToString(id[:])}
+	c.CgroupDir, c.CgroupPath = makeCgroup(t, name)
+	return c
+}
+
+// makeCgroup makes a cgroup named name at the top of the hierarchy
+// cgroupMount finds, returning its directory and the path /proc/PID/cgroup
+// shows, and removes it on cleanup (after the processes in it are killed:
+// cleanups run last registered first).
+func makeCgroup(t testing.TB, name string) (dir, path string) {
+	t.Helper()
+	mnt, root, err := cgroupMount()
+	if err != nil {
+		t.Skipf("live /proc test: no cgroup hierarchy to place a process in: %v", err)
 	}
-	if err := os.Mkdir(c.CgroupDir, 0o755); err != nil {
+	dir, path = filepath.Join(mnt, name), filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Skipf("live /proc test: cannot create a cgroup here: %v", err)
 	}
 	t.Cleanup(func() {
 		// A cgroup stays busy for a moment after its last process dies.
-		err := waitFor("cgroup "+c.CgroupDir+" to empty", func() bool {
-			err := syscall.Rmdir(c.CgroupDir)
+		err := waitFor("cgroup "+dir+" to empty", func() bool {
+			err := syscall.Rmdir(dir)
 			return err == nil || errors.Is(err, syscall.ENOENT)
 		})
 		if err != nil {
 			t.Errorf("livetest: %v", err)
 		}
 	})
-	return c
+	return dir, path
 }
 
 // cgroupMount finds where to make a cgroup: the cgroup2 mount if there is one

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/safefile"
+	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/npd"
+	"github.com/gpusnap/gpusnap/nri"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+func nriCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "nri",
+		Usage: "NRI plugin for containerd and CRI-O: baseline each pod, refuse a GPU container whose GPUs are not clean, diff each pod at its end",
+		UsageText: "gpusnap nri [--socket PATH] [--evidence-dir DIR] [--allow FILE] [--sign-key KEY] [--textfile FILE]\n\n" +
+			"Runs until SIGTERM, connected to the runtime's NRI socket, the pod UID as the tenant:\n" +
+			"RunPodSandbox stores the pod's baseline (its GPUs from the kubelet's pod-resources API when it lists\n" +
+			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES) checks them and\n" +
+			"refuses the container with the check's reason unless clean; StopPodSandbox (or RemovePodSandbox, when\n" +
+			"the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir and one syslog line.\n" +
+			"docs/kubernetes.md tells the whole story.\n\n" +
+			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow   # in the DaemonSet, beside watch\n" +
+			"  gpusnap nri --socket /run/nri/nri.sock --sign-key /etc/gpusnap/bundle.key",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "socket", Value: "/var/run/nri/nri.sock", Usage: "the runtime's NRI `SOCKET`"},
+			&cli.StringFlag{Name: "evidence-dir", Value: "/var/lib/gpusnap/evidence", Usage: "where each pod's report and bundle go (`DIR`, made 0700)"},
+			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
+			&cli.StringFlag{Name: "sign-key", Usage: "sign each bundle with the ed25519 private `KEY`"},
+			&cli.StringFlag{Name: "syslog-socket", Usage: "send each verdict line to the syslog `SOCKET` (default /dev/log where it exists)"},
+			textfileFlag(),
+		}, podFlags()...),
+		Action: action(parseNRI, runNRI),
+	}
+}
+
+// nriOptions are nri's flags.
+type nriOptions struct {
+	Socket, Evidence, SignKey, Syslog, Textfile string
+	Allow                                       *diff.AllowList
+	Pods                                        *kubelet.Options
+}
+
+func parseNRI(c *cli.Context) (nriOptions, error) {
+	o := nriOptions{Socket: c.String("socket"), Evidence: c.String("evidence-dir"), SignKey: c.String("sign-key"),
+		Syslog: c.String("syslog-socket"), Textfile: c.String("textfile"), Pods: parsePodFlags(c)}
+	if o.Socket == "" || o.Evidence == "" {
+		return o, usageError(errors.New("--socket and --evidence-dir need a path"))
+	}
+	var err error
+	if path := c.String("allow"); path != "" {
+		o.Allow, err = diff.LoadAllow(path)
+	}
+	return o, err
+}
+
+func runNRI(ctx context.Context, g globals, o nriOptions) error {
+	if err := os.MkdirAll(o.Evidence, 0o700); err != nil {
+		return fmt.Errorf("--evidence-dir: %w", err)
+	}
+	gate := &nriGate{g: g, o: o, checks: map[string]int{}}
+	if o.Syslog == "" {
+		if _, err := os.Stat("/dev/log"); err == nil {
+			o.Syslog = "/dev/log"
+		}
+	}
+	if o.Syslog != "" {
+		w, err := syslog.Dial("unixgram", o.Syslog, syslog.LOG_ERR|syslog.LOG_DAEMON, "gpusnap")
+		if err != nil {
+			return fmt.Errorf("--syslog-socket: %w", err)
+		}
+		defer w.Close()
+		gate.syslog = w
+	}
+	return nri.New(gate, g.Stderr).Run(ctx, o.Socket)
+}
+
+// nriGate does the plugin's work by the commands' own code paths: baseline
+// (takeBaseline), check (checkHost, reportCheck) and diff --tenant (runDiff).
+type nriGate struct {
+	g      globals
+	o      nriOptions
+	syslog *syslog.Writer
+	mu     sync.Mutex
+	checks map[string]int // reports written per pod UID
+}
+
+// quiet is the globals with stdout to w: the plugin's own stdout is no report.
+func (n *nriGate) quiet(w io.Writer) globals {
+	g := n.g
+	g.Stdout, g.JSON = w, false
+	return g
+}
+
+func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (bool, error) {
+	o := baselineOptions{Tenant: pod.UID, Allocation: gpus}
+	if gpus == nil {
+		o.Pods = n.o.Pods
+	}
+	snap, _, err := takeBaseline(ctx, n.quiet(io.Discard), o)
+	if err != nil {
+		return false, err
+	}
+	return snap.Allocation != nil, nil
+}
+
+func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {
+	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
+		FailOn: diff.Medium, Window: defaultCheckWindow}
+	var report bytes.Buffer
+	g := n.quiet(&report)
+	r, host, err := checkHost(ctx, g, o, &metrics.Run{})
+	if err != nil {
+		return err
+	}
+	if reportCheck(g, o, r, host) == nil {
+		return nil
+	}
+	n.mu.Lock()
+	n.checks[pod.UID]++
+	name := filepath.Join(n.o.Evidence, fmt.Sprintf("pod-%s.check-%d.txt", pod.UID, n.checks[pod.UID]))
+	n.mu.Unlock()
+	line := npd.Line(r, o.FailOn)
+	if err := safefile.Create(ctx, name, 0o600, true, func(w io.Writer) error { _, err := w.Write(report.Bytes()); return err }); err != nil {
+		return fmt.Errorf("%s (its report not written: %v)", line, err)
+	}
+	return fmt.Errorf("%s; report %s", line, name)
+}
+
+// Diff runs diff --tenant POD_UID as the Slurm epilog does: the bundle when
+// something is found, the report kept beside it unless clean, one line to
+// syslog and stderr.
+func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
+	base := filepath.Join(n.o.Evidence, "pod-"+pod.UID)
+	o := diffOptions{Tenant: pod.UID, FailOn: diff.Medium, Textfile: n.o.Textfile,
+		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
+		Bundle:  diffBundle{path: base + ".tar.gz", signKey: n.o.SignKey, force: true}}
+	var report, notes bytes.Buffer // the report first, its first line the verdict; what stderr said after it
+	g := n.quiet(&report)
+	g.Stderr = &notes
+	code := exitCode(runDiff(ctx, g, o), &notes)
+	report.Write(notes.Bytes())
+	if code == exitClean {
+		n.say(false, "pod %s: clean", pod)
+		return
+	}
+	werr := safefile.Create(ctx, base+".txt", 0o600, true, func(w io.Writer) error { _, err := w.Write(report.Bytes()); return err })
+	where := "report " + base + ".txt"
+	if werr != nil {
+		where = "report not written: " + werr.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(report.String()), "\n")
+	if code == exitFindings {
+		n.say(true, "pod %s left GPU state behind: %s; evidence %s.tar.gz, %s", pod, lines[0], base, where)
+		return
+	}
+	n.say(true, "pod %s: node not checked: %s; %s", pod, lines[len(lines)-1], where)
+}
+
+func (n *nriGate) HasBaseline(uid string) (bool, error) {
+	st, err := openStore(n.g, true)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	_, err = st.LatestBaseline(uid)
+	if errors.Is(err, store.ErrNoBaseline) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// say writes a verdict line on stderr and, when alarm, to syslog.
+func (n *nriGate) say(alarm bool, format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	warn(n.g, errors.New("nri: "+line))
+	if alarm && n.syslog != nil {
+		_ = n.syslog.Err(line)
+	}
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
+)
+
+// nriRuntime is NRI's runtime side as containerd embeds it, on a socket of
+// the test's, with the pods the "runtime" runs for Synchronize.
+type nriRuntime struct {
+	t    *testing.T
+	rt   *adaptation.Adaptation
+	mu   sync.Mutex
+	pods []*adaptation.PodSandbox
+}
+
+func startNRIRuntime(t *testing.T, dir string) *nriRuntime {
+	r := &nriRuntime{t: t}
+	sync := func(ctx context.Context, cb adaptation.SyncCB) error {
+		r.mu.Lock()
+		pods := slices.Clone(r.pods)
+		r.mu.Unlock()
+		_, err := cb(ctx, pods, nil)
+		return err
+	}
+	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
+	for _, d := range []string{"plugins", "conf"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// containerd's plugin_request_timeout: a capture of a loaded host under
+	// the race detector takes more than NRI's default 2 s.
+	adaptation.SetPluginRequestTimeout(10 * time.Second)
+	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout) })
+	rt, err := adaptation.New("containerd", "v1.7-test", sync, update, adaptation.WithSocketPath(filepath.Join(dir, "nri.sock")),
+		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Stop)
+	r.rt = rt
+	return r
+}
+
+// noErr fails the test at once on err.
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pod(uid, name string) *adaptation.PodSandbox {
+	return &adaptation.PodSandbox{Id: "sandbox-" + uid[:8], Uid: uid, Name: name, Namespace: "ml"}
+}
+
+// gpuContainer is a container given GPU minor n as the NVIDIA device plugin gives it: its device node.
+func gpuContainer(p *adaptation.PodSandbox, n int) *adaptation.Container {
+	return &adaptation.Container{Id: fmt.Sprintf("ctr-%s-%d", p.Id, n), PodSandboxId: p.Id, Name: "worker",
+		Linux: &adaptation.LinuxContainer{Devices: []*adaptation.LinuxDevice{{Path: fmt.Sprintf("/dev/nvidia%d", n), Type: "c", Major: 195, Minor: int64(n)}}}}
+}
+
+// run, create and stop hold off plugin syncs as containerd does around each
+// request: a request made while a plugin registers waits for it, and so
+// reaches it.
+func (r *nriRuntime) run(p *adaptation.PodSandbox) {
+	r.t.Helper()
+	defer r.rt.BlockPluginSync().Unblock()
+	if err := r.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p}); err != nil {
+		r.t.Fatalf("RunPodSandbox %s: %v", p.Uid, err)
+	}
+	r.mu.Lock()
+	r.pods = append(r.pods, p)
+	r.mu.Unlock()
+}
+
+func (r *nriRuntime) create(p *adaptation.PodSandbox, c *adaptation.Container) error {
+	defer r.rt.BlockPluginSync().Unblock()
+	_, err := r.rt.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{Pod: p, Container: c})
+	return err
+}
+
+func (r *nriRuntime) stop(p *adaptation.PodSandbox) {
+	r.t.Helper()
+	defer r.rt.BlockPluginSync().Unblock()
+	if err := r.rt.StopPodSandbox(context.Background(), &adaptation.StopPodSandboxRequest{Pod: p}); err != nil {
+		r.t.Fatalf("StopPodSandbox %s: %v", p.Uid, err)
+	}
+}
+
+// syslogSink is a unixgram socket that keeps what is sent to it.
+func syslogSink(t *testing.T, path string) *livetest.LockedBuffer {
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var got livetest.LockedBuffer
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			got.Write(append(buf[:n:n], '\n'))
+		}
+	}()
+	return &got
+}
+
+// waitUntil polls cond for up to a minute.
+func waitUntil(t *testing.T, what string, out func() string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("waited a minute for %s:\n%s", what, out())
+}
+
+// TestNRIPodLifecycle drives gpusnap nri through NRI's own runtime side over
+// its socket, on two fake GPUs (loop devices named nvidia6 and nvidia7): a
+// clean pod; a pod that leaves a setsid child mapping its GPU (the diff is
+// high, the bundle verifies, syslog has the line); the next pod's container
+// on that GPU refused with the check's reason, on the other GPU let through;
+// a restart that re-syncs, where a pod with no baseline is said and its
+// diff is no clean one.
+func TestNRIPodLifecycle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NRI live test: needs root (loop devices, mknod)")
+	}
+	// Outside /tmp: other packages' live tests leave ghosts of their own on
+	// nvidia0 nodes under /tmp; the allow list takes those out of verdicts.
+	dir, err := os.MkdirTemp("/run", "gpusnap-nri-")
+	if err != nil {
+		t.Skipf("NRI live test: no directory under /run: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	noErr(t, os.Mkdir(filepath.Join(dir, "dev"), 0o755))
+	// GPUs 6 and 7: other tests' fake GPUs are nvidia0 and nvidia1.
+	var nodes []string
+	for i := 6; i <= 7; i++ {
+		l := livetest.NewLoop(t)
+		node := filepath.Join(dir, "dev", fmt.Sprintf("nvidia%d", i))
+		noErr(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
+		nodes = append(nodes, node)
+	}
+	allow := filepath.Join(dir, "allow")
+	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
+	db, ev, sock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock")
+	logs := syslogSink(t, filepath.Join(dir, "log.sock"))
+	rt := startNRIRuntime(t, dir)
+
+	var stderr livetest.LockedBuffer
+	startPlugin := func() func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"gpusnap", "--no-nvml", "--db", db, "nri", "--socket", sock, "--evidence-dir", ev,
+				"--allow", allow, "--syslog-socket", filepath.Join(dir, "log.sock")}, io.Discard, &stderr)
+		}()
+		stop := func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("gpusnap nri: exit %d: %s", code, stderr.String())
+			}
+		}
+		t.Cleanup(func() {
+			if ctx.Err() == nil {
+				stop()
+			}
+		})
+		return stop
+	}
+	registered := func(n int) func() bool {
+		return func() bool { return strings.Count(stderr.String(), "registered with containerd") >= n }
+	}
+	stop := startPlugin()
+	waitUntil(t, "the plugin to register", stderr.String, registered(1))
+
+	// A clean pod.
+	a := pod("aaaaaaaa-0000-4000-8000-000000000001", "clean")
+	rt.run(a)
+	if err := rt.create(a, gpuContainer(a, 6)); err != nil {
+		t.Fatalf("clean pod's container refused: %v\n%s", err, stderr.String())
+	}
+	rt.stop(a)
+	waitUntil(t, "the clean pod's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), a.Uid+"): clean") })
+
+	// A pod whose worker leaves a setsid child mapping GPU 0.
+	b := pod("bbbbbbbb-0000-4000-8000-000000000002", "leaky")
+	rt.run(b)
+	if err := rt.create(b, gpuContainer(b, 6)); err != nil {
+		t.Fatalf("pod b's container refused: %v\n%s", err, stderr.String())
+	}
+	ghost := livetest.StartGhost(t, &livetest.Loop{Node: nodes[0]}, livetest.Options{Exe: filepath.Join(dir, "bin", "worker")}).Ghost
+	rt.stop(b)
+	waitUntil(t, "the leaky pod's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), b.Uid+") left GPU state behind") })
+	report, err := os.ReadFile(filepath.Join(ev, "pod-"+b.Uid+".txt"))
+	noErr(t, err)
+	if first := strings.SplitN(string(report), "\n", 2)[0]; !strings.Contains(string(report), "leftover_device_mapping: pid "+strconv.Itoa(ghost.PID)) ||
+		!strings.HasPrefix(first, "gpusnap diff: ") || strings.Contains(first, " 0 high") {
+		t.Errorf("pod b's report:\n%s", report)
+	}
+	if code, out, errs := gpusnap(t, "verify", filepath.Join(ev, "pod-"+b.Uid+".tar.gz")); code != 0 {
+		t.Errorf("verify pod b's bundle: exit %d: %s %s", code, out, errs)
+	}
+	waitUntil(t, "the syslog line", logs.String, func() bool { return strings.Contains(logs.String(), b.Uid+") left GPU state behind") })
+
+	// The next pod: GPU 6 is refused with the check's reason, GPU 7 is not.
+	c := pod("cccccccc-0000-4000-8000-000000000003", "next")
+	rt.run(c)
+	err = rt.create(c, gpuContainer(c, 6))
+	if want := fmt.Sprintf("gpu_in_use of nvidia6 by %d", ghost.PID); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("pod c's container on GPU 6: %v, want a refusal naming %q", err, want)
+	}
+	if _, serr := os.Stat(filepath.Join(ev, "pod-"+c.Uid+".check-1.txt")); serr != nil {
+		t.Errorf("the refusal's report: %v", serr)
+	}
+	if err := rt.create(c, gpuContainer(c, 7)); err != nil {
+		t.Errorf("pod c's container on the clean GPU 7 refused: %v", err)
+	}
+
+	// A pod given GPU 7 whose process uses GPU 6: outside its allocation,
+	// which its first GPU container recorded (no kubelet here).
+	d := pod("dddddddd-0000-4000-8000-000000000004", "stray")
+	rt.run(d)
+	if err := rt.create(d, gpuContainer(d, 7)); err != nil {
+		t.Fatalf("pod d's container on GPU 7 refused: %v", err)
+	}
+	join := livetest.PodCgroup(t, d.Uid)
+	stray := livetest.StartGhost(t, &livetest.Loop{Node: nodes[0]}, livetest.Options{Exe: filepath.Join(dir, "bin", "stray")}).Ghost
+	join(stray.PID)
+	rt.stop(d)
+	waitUntil(t, "pod d's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), d.Uid+") left GPU state behind") })
+	report, err = os.ReadFile(filepath.Join(ev, "pod-"+d.Uid+".txt"))
+	noErr(t, err)
+	if !strings.Contains(string(report), "out_of_allocation_gpu_use: pid "+strconv.Itoa(stray.PID)) {
+		t.Errorf("pod d's report has no out_of_allocation_gpu_use of %d:\n%s", stray.PID, report)
+	}
+
+	// A restart: the plugin re-syncs; pod c keeps its baseline, pod e
+	// (started while the plugin was down) has none and is said.
+	stop()
+	e := pod("eeeeeeee-0000-4000-8000-000000000005", "unseen")
+	rt.mu.Lock()
+	rt.pods = append(rt.pods, e)
+	rt.mu.Unlock()
+	startPlugin()
+	waitUntil(t, "the plugin to register again", stderr.String, registered(2))
+	waitUntil(t, "the re-sync", stderr.String, func() bool { return strings.Contains(stderr.String(), e.Uid+"): running with no baseline") })
+	if strings.Contains(stderr.String(), c.Uid+"): running with no baseline") {
+		t.Errorf("re-sync: pod c's baseline not found:\n%s", stderr.String())
+	}
+	rt.stop(e)
+	waitUntil(t, "pod e's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), e.Uid+"): node not checked") })
+	if strings.Contains(stderr.String(), e.Uid+"): clean") {
+		t.Errorf("a pod with no baseline was diffed clean")
+	}
+}
+
+// TestNRIRefusesWhatItCannotCheckInTime: with a driver that never answers
+// (a libnvidia-ml whose init hangs) and NRI's default 2 s request timeout,
+// the plugin refuses the pod and the GPU container before the runtime stops
+// waiting, saying why: never a pass by timeout.
+func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
+	lib := livetest.HungNVML(t)
+	dir := t.TempDir()
+	rt := startNRIRuntime(t, dir)
+	adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout)
+	cmd := withLibrary(gpusnapProc("--db", filepath.Join(dir, "gpusnap.db"), "--nvml-timeout", "1h", "--require-nvml", "nri",
+		"--socket", filepath.Join(dir, "nri.sock"), "--evidence-dir", filepath.Join(dir, "evidence")), lib)
+	var stderr livetest.LockedBuffer
+	cmd.Stderr = &stderr
+	noErr(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, "the plugin to register", stderr.String, func() bool { return strings.Contains(stderr.String(), "registered with containerd") })
+
+	p := pod("ffffffff-0000-4000-8000-000000000006", "hung")
+	start := time.Now()
+	err := rt.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p})
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "did not finish within NRI's request timeout") {
+		t.Errorf("RunPodSandbox with a hung driver: %v, want a refusal", err)
+	}
+	if took >= adaptation.DefaultPluginRequestTimeout {
+		t.Errorf("RunPodSandbox answered after %s, past NRI's %s", took, adaptation.DefaultPluginRequestTimeout)
+	}
+	// GPU 9: no other test's fake GPU. The driver that hung once is not
+	// waited for again; --require-nvml makes memory it cannot read a refusal.
+	start = time.Now()
+	err = rt.create(p, gpuContainer(p, 9))
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "NVML") && !strings.Contains(err.Error(), "did not finish") || took >= adaptation.DefaultPluginRequestTimeout {
+		t.Errorf("CreateContainer with a hung driver: %v after %s, want a refusal for NVML within NRI's timeout", err, took)
+	}
+	t.Logf("refused: %v", err)
+}

@@ -1,0 +1,286 @@
+// Package nri is gpusnap's NRI plugin (github.com/containerd/nri), the
+// per-pod lifecycle on containerd and CRI-O: a baseline at RunPodSandbox with
+// the pod UID as the tenant, a check of a GPU container's GPUs at
+// CreateContainer that refuses the container when they are not clean, and a
+// diff at StopPodSandbox (or RemovePodSandbox, when the stop was missed). The
+// work itself is the CLI's baseline, check and diff, behind Gate.
+package nri
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// Gate does the work: the same baseline, check and diff as gpusnap baseline,
+// check and diff --tenant.
+type Gate interface {
+	// Baseline stores the pod's baseline, with gpus as its allocation, or
+	// (gpus nil) the kubelet's when it lists the pod; it says whether an
+	// allocation was recorded.
+	Baseline(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) (allocated bool, err error)
+	// Check checks gpus (nil: every GPU); a non-nil error is the one-line
+	// reason the GPUs are not known to be clean.
+	Check(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) error
+	// Diff diffs the host against the pod's baseline and reports it.
+	Diff(ctx context.Context, pod Pod)
+	// HasBaseline says whether the store holds a baseline of the pod.
+	HasBaseline(uid string) (bool, error)
+}
+
+// Pod is a pod as the plugin names it. The runtime hands over what the pod's
+// owner wrote: UID is checked to be a UID (it names the tenant and the
+// evidence files), the names are bounded and escaped, for messages only.
+type Pod struct {
+	UID, Namespace, Name string
+}
+
+func (p Pod) String() string { return p.Namespace + "/" + p.Name + " (" + p.UID + ")" }
+
+// maxName bounds a pod's namespace and name in messages: Kubernetes allows 253.
+const maxName = 253
+
+func podOf(s *api.PodSandbox) (Pod, error) {
+	p := Pod{UID: s.GetUid(), Namespace: bounded(s.GetNamespace()), Name: bounded(s.GetName())}
+	if !validUID(p.UID) {
+		return p, fmt.Errorf("gpusnap: pod %s/%s: UID %q is not a pod UID", p.Namespace, p.Name, bounded(p.UID))
+	}
+	return p, nil
+}
+
+func bounded(s string) string {
+	if len(s) > maxName {
+		s = s[:maxName] + "..."
+	}
+	return safetext.Escape(s)
+}
+
+// validUID accepts what the API server assigns: a UUID, lower-case hex and
+// dashes; anything else could steer an evidence file's name.
+func validUID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef-") == ""
+}
+
+// Plugin is the NRI plugin. Its zero value is not usable: use New.
+type Plugin struct {
+	gate   Gate
+	log    io.Writer
+	margin time.Duration // answered this long before NRI's request timeout
+
+	mu   sync.Mutex
+	pods map[string]*podState // by sandbox id
+	wg   sync.WaitGroup       // diffs in flight
+	stub stub.Stub
+}
+
+type podState struct {
+	allocated bool // the baseline records an allocation
+	gpuSeen   bool // a container given GPUs was created
+	diffed    bool
+}
+
+// New makes the plugin, logging what it does and every refusal to log.
+func New(gate Gate, log io.Writer) *Plugin {
+	return &Plugin{gate: gate, log: log, margin: 250 * time.Millisecond, pods: map[string]*podState{}}
+}
+
+// Run connects to the runtime's NRI socket and serves until ctx is done or
+// the runtime closes the connection, then waits for the diffs in flight. The
+// failure policy asks the runtime to fail a request the plugin did not
+// answer in time (a refusal, not a pass), and to keep the plugin.
+func (p *Plugin) Run(ctx context.Context, socket string) error {
+	s, err := stub.New(p, stub.WithPluginName("gpusnap"), stub.WithPluginIdx("10"), stub.WithSocketPath(socket),
+		stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true, KeepConnected: true}))
+	if err != nil {
+		return fmt.Errorf("nri: %w", err)
+	}
+	p.stub = s
+	err = s.Run(ctx)
+	p.wg.Wait()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("nri %s: %w", socket, err)
+	}
+	return nil
+}
+
+// Configure subscribes to the pod and container events the plugin acts on.
+func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	p.logf("registered with %s %s", bounded(runtime), bounded(version))
+	var m api.EventMask
+	m.Set(api.Event_RUN_POD_SANDBOX, api.Event_STOP_POD_SANDBOX, api.Event_REMOVE_POD_SANDBOX, api.Event_CREATE_CONTAINER)
+	return m, nil
+}
+
+// Synchronize takes in the pods already running (a plugin restart): each
+// keeps its baseline; one without is said, and its diff will say so too.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range pods {
+		pod, err := podOf(s)
+		if err != nil {
+			p.logf("%v: not tracked", err)
+			continue
+		}
+		ok, err := p.gate.HasBaseline(pod.UID)
+		switch {
+		case err != nil:
+			p.logf("pod %s: its baseline cannot be read: %v", pod, err)
+		case !ok:
+			p.logf("pod %s: running with no baseline: its diff will not be clean, it will say so", pod)
+		}
+		// Whether the baseline records an allocation is not known here: a
+		// later GPU container does not record one in its place.
+		p.pods[s.GetId()] = &podState{allocated: true, gpuSeen: true}
+	}
+	return nil, nil
+}
+
+// RunPodSandbox stores the pod's baseline. A pod whose baseline cannot be
+// taken is refused: its end could not be diffed.
+func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
+	pod, err := podOf(s)
+	if err != nil {
+		return err
+	}
+	allocated, err := within(ctx, p, func(ctx context.Context) (bool, error) { return p.gate.Baseline(ctx, pod, nil) })
+	if err != nil {
+		return fmt.Errorf("gpusnap: pod %s: no baseline: %w", pod, err)
+	}
+	p.mu.Lock()
+	p.pods[s.GetId()] = &podState{allocated: allocated}
+	p.mu.Unlock()
+	return nil
+}
+
+// CreateContainer checks the GPUs a container is given and refuses it, with
+// the check's reason, unless they are clean. The pod's first GPU container
+// records the allocation where the kubelet gave none, in a new baseline taken
+// once its GPUs are known clean.
+func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	gpus, given := containerGPUs(c)
+	if !given {
+		return nil, nil, nil
+	}
+	pod, err := podOf(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.mu.Lock()
+	st := p.pods[s.GetId()]
+	first := st != nil && !st.gpuSeen && !st.allocated
+	if st != nil {
+		st.gpuSeen = true
+	}
+	p.mu.Unlock()
+	_, err = within(ctx, p, func(ctx context.Context) (bool, error) {
+		if err := p.gate.Check(ctx, pod, gpus); err != nil {
+			return false, err
+		}
+		if first && gpus != nil {
+			return p.gate.Baseline(ctx, pod, gpus)
+		}
+		return false, nil
+	})
+	if err != nil {
+		p.logf("refused container %s of pod %s: %v", bounded(c.GetName()), pod, err)
+		return nil, nil, fmt.Errorf("gpusnap: GPUs %s not clean: %w", gpuText(gpus), err)
+	}
+	return nil, nil, nil
+}
+
+// StopPodSandbox diffs the pod. The diff runs beside the runtime, which does
+// not wait for it: what the pod left behind stays to be seen.
+func (p *Plugin) StopPodSandbox(_ context.Context, s *api.PodSandbox) error {
+	p.diff(s)
+	return nil
+}
+
+// RemovePodSandbox diffs a pod whose stop was not seen, and forgets it.
+func (p *Plugin) RemovePodSandbox(_ context.Context, s *api.PodSandbox) error {
+	p.diff(s)
+	p.mu.Lock()
+	delete(p.pods, s.GetId())
+	p.mu.Unlock()
+	return nil
+}
+
+// diffTimeout bounds one diff: a capture, the store, a bundle.
+const diffTimeout = 5 * time.Minute
+
+func (p *Plugin) diff(s *api.PodSandbox) {
+	pod, err := podOf(s)
+	if err != nil {
+		p.logf("%v: not diffed", err)
+		return
+	}
+	p.mu.Lock()
+	st := p.pods[s.GetId()]
+	if st == nil {
+		st = &podState{} // a pod started before the plugin and not synchronized: its diff says what it lacks
+		p.pods[s.GetId()] = st
+	}
+	done := st.diffed
+	st.diffed = true
+	p.mu.Unlock()
+	if done {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), diffTimeout)
+		defer cancel()
+		p.gate.Diff(ctx, pod)
+	}()
+}
+
+// within runs fn under NRI's request timeout, less a margin to answer in:
+// what does not finish by then is refused, never let through by a runtime
+// that stopped waiting.
+func within(ctx context.Context, p *Plugin, fn func(context.Context) (bool, error)) (bool, error) {
+	timeout := stub.DefaultRequestTimeout
+	if p.stub != nil {
+		timeout = p.stub.RequestTimeout()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout-p.margin)
+	defer cancel()
+	type result struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		ok, err := fn(ctx)
+		ch <- result{ok, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.ok, r.err
+	case <-ctx.Done():
+		return false, fmt.Errorf("did not finish within NRI's request timeout (%s)", timeout)
+	}
+}
+
+func (p *Plugin) logf(format string, args ...any) {
+	fmt.Fprintf(p.log, "gpusnap nri: %s\n", safetext.Line(fmt.Sprintf(format, args...)))
+}
+
+func gpuText(gpus *snapshot.GPUSet) string {
+	if gpus == nil {
+		return "all"
+	}
+	return gpus.String()
+}
