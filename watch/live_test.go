@@ -123,6 +123,7 @@ func byPID(events []eventlog.Event) map[int][]eventlog.Event {
 // mapping and exit, its identity, exe and cgroup, and nothing lost.
 func TestLiveBPFCatchesShortWorkers(t *testing.T) {
 	loop := livetest.NewLoop(t)
+	livetest.ShareQuietHost(t)
 	bin := livetest.BuildBurst(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	w := startWatch(t, db, Options{Mode: ModeBPF})

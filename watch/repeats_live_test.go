@@ -33,6 +33,7 @@ kill $sp; echo $n`
 // stays bounded.
 func TestLiveOpenFloodCoalesced(t *testing.T) {
 	livetest.Require(t, "setpriv", "bash")
+	livetest.OwnNoisyHost(t)
 	loop := livetest.NewLoop(t)
 	// The test's own node, and the directories to it, for user nobody.
 	for _, p := range []string{filepath.Dir(filepath.Dir(filepath.Dir(loop.Node))), filepath.Dir(filepath.Dir(loop.Node)), filepath.Dir(loop.Node)} {

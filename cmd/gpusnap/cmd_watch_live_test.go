@@ -26,6 +26,7 @@ import (
 // stops the watch with exit 0 and its metrics said what it did.
 func TestLiveWatchTransientTenant(t *testing.T) {
 	livetest.Require(t)
+	livetest.ShareQuietHost(t)
 	loop := livetest.NewLoop(t)
 	bin := livetest.BuildBurst(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")

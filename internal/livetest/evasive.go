@@ -31,6 +31,7 @@ func HoldRegistered(t testing.TB, path string) Proc {
 // every hopper, which never leave it) by its PID.
 func Hop(t testing.TB, path string) Proc {
 	t.Helper()
+	OwnNoisyHost(t)
 	procs, exited := runTenant(t, exec.Command(buildTenant(t), "-H", path), "tenant")
 	p := procs["tenant"]
 	t.Cleanup(func() {

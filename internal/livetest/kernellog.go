@@ -20,17 +20,34 @@ func ShareKernelLog(t testing.TB) { lockKernelLog(t, syscall.LOCK_SH) }
 // live diff of another package is running and keeps them out until it ends.
 func OwnKernelLog(t testing.TB) { lockKernelLog(t, syscall.LOCK_EX) }
 
-func lockKernelLog(t testing.TB, how int) {
+func lockKernelLog(t testing.TB, how int) { lockHost(t, kernelLogLock, how) }
+
+// deviceNoiseLock is one file for every package's tests: a watch records
+// every process on the host that uses an NVIDIA-named node.
+const deviceNoiseLock = "/tmp/gpusnap-test-device-noise.lock"
+
+// ShareQuietHost is for a test whose watch must lose no event: it runs
+// beside other such tests, never beside one that floods the host with
+// device users (a PID hopper's forks, an open flood), whose events would
+// fill its watch's ring buffer.
+func ShareQuietHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_SH) }
+
+// OwnNoisyHost is for a test that floods the host with device users: it
+// waits until no quiet test runs and keeps them out until it ends.
+func OwnNoisyHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_EX) }
+
+// lockHost holds the flock how on path until the test ends.
+func lockHost(t testing.TB, path string, how int) {
 	t.Helper()
-	f, err := os.OpenFile(kernelLogLock, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		t.Fatalf("kernel-log test lock: %v", err)
+		t.Fatalf("test lock %s: %v", path, err)
 	}
 	// Blocking: the longest holder is a whole Slurm run, bounded by its own
 	// time limits and by go test's -timeout.
 	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
-		t.Fatalf("kernel-log test lock: %v", err)
+		t.Fatalf("test lock %s: %v", path, err)
 	}
 	t.Cleanup(func() { f.Close() })
 }
