@@ -131,6 +131,12 @@ func writeFinding(b *bufio.Writer, f *Finding) {
 	if f.Allowed != "" {
 		fmt.Fprintf(b, "    allowed by %s\n", safetext.Escape(f.Allowed))
 	}
+	if t := f.Triage; t != nil {
+		fmt.Fprintf(b, "    triage: %s; next: %s\n", t.Class, safetext.Escape(t.Next))
+		for _, why := range t.Why {
+			fmt.Fprintf(b, "      why: %s\n", safetext.Escape(why))
+		}
+	}
 	for i, e := range f.Evidence {
 		if i == textEvidenceLines {
 			fmt.Fprintf(b, "      ... %d more evidence lines (--json has them all)\n", len(f.Evidence)-i)

@@ -200,3 +200,21 @@ func TestMapsDiffOfASurvivorWithoutTextAtFrom(t *testing.T) {
 		t.Errorf("maps diff:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestTextReportShowsTriage: the text report carries each finding's
+// triage, as --json does: the class, the next step and the evidence that
+// decided it, escaped like everything a process controls.
+func TestTextReportShowsTriage(t *testing.T) {
+	r := &Result{Findings: []Finding{{Kind: KindLeftoverDeviceMapping, Severity: High, Summary: "s",
+		Process: &ProcessRef{PID: 9, StartTime: 1, Comm: "python3"},
+		Triage:  &Triage{Class: ClassLeftoverWorker, Why: []string{"reparented to PID 1\x1b[2J"}, Next: "kill -9 9"}}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "triage: leftover_worker; next: kill -9 9\n") || !strings.Contains(out, "why: reparented to PID 1") ||
+		strings.Contains(out, "\x1b") {
+		t.Errorf("text report:\n%s", out)
+	}
+}
