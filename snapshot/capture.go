@@ -328,28 +328,10 @@ func newWorker(cfg *scanConfig) *worker {
 }
 
 // process reads one process. Files are read in the order that lets it stop
-// early: stat first (no stat, no process), maps and fds last.
+// early: stat first (no stat, no process), maps and fds last. The identity
+// step reads who the process is, the devices step what it maps and holds.
 func (w *worker) process(pid int) result {
 	res := result{p: Process{PID: pid}}
-	p := &res.p
-	// note records a failed read; it reports whether the process is gone.
-	note := func(what string, err error) bool {
-		if vanishedErr(err) && w.gone() {
-			res.vanished = true
-			return true
-		}
-		if refusedErr(err) {
-			res.refused = true
-		}
-		// A file that is not there is not one that could not be read: a
-		// fixture tree leaves out what a process does not have.
-		if (what == "maps" || what == "fd") && !errors.Is(err, syscall.ENOENT) {
-			p.Unreadable = append(p.Unreadable, what)
-		}
-		p.Errors = append(p.Errors, what+": "+errText(err))
-		return false
-	}
-
 	w.dir = pidDir(w.root, pid)
 	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
@@ -357,7 +339,7 @@ func (w *worker) process(pid int) result {
 			res.vanished = true
 			return res
 		}
-		note("dir", err)
+		w.note(&res, "dir", err)
 		return res
 	}
 	defer w.r.close(dirfd, true)
@@ -368,7 +350,56 @@ func (w *worker) process(pid int) result {
 		res.vanished = true
 		return res
 	}
+	id, done := w.identity(&res)
+	if id.threadfd >= 0 {
+		defer w.r.close(id.threadfd, true)
+	}
+	if !done {
+		w.devices(&res, id)
+	}
+	return res
+}
 
+// note records a failed read of the process being read; it reports whether
+// the process is gone.
+func (w *worker) note(res *result, what string, err error) bool {
+	if vanishedErr(err) && w.gone() {
+		res.vanished = true
+		return true
+	}
+	if refusedErr(err) {
+		res.refused = true
+	}
+	// A file that is not there is not one that could not be read: a
+	// fixture tree leaves out what a process does not have.
+	if (what == "maps" || what == "fd") && !errors.Is(err, syscall.ENOENT) {
+		res.p.Unreadable = append(res.p.Unreadable, what)
+	}
+	res.p.Errors = append(res.p.Errors, what+": "+errText(err))
+	return false
+}
+
+// identity is what the identity step hands the devices step: where the
+// leader's files are, and the raw text kept for a process that uses an
+// NVIDIA device.
+type identity struct {
+	leaderfd  int
+	leaderDir string
+	// threadfd is a zombie leader's live thread's task directory, open
+	// (O_PATH) until the process is done; -1 when none was opened.
+	threadfd        int
+	status          []byte
+	cmdline, cgroup string
+	cmdlineCut      *Cut
+}
+
+// identity reads who the process is (stat, cmdline, exe, status, pid
+// namespace, cgroup) from w.dirfd. done says nothing more is to be read: the
+// process is gone, has no stat, or is a kernel thread.
+func (w *worker) identity(res *result) (id identity, done bool) {
+	p := &res.p
+	dirfd := w.dirfd
+	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1}
 	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
@@ -376,10 +407,10 @@ func (w *worker) process(pid int) result {
 		// stat is gone has exited between the listing and now.
 		if vanishedErr(err) {
 			res.vanished = true
-			return res
+			return id, true
 		}
-		note("stat", err)
-		return res
+		w.note(res, "stat", err)
+		return id, true
 	}
 	var flags uint64
 	if st, err := parseStat(data); err != nil {
@@ -398,17 +429,16 @@ func (w *worker) process(pid int) result {
 	if flags&pfKthread != 0 {
 		p.KernelThread = true
 		p.User = w.users.name(0)
-		return res
+		return id, true
 	}
 
 	// A leader that has exited while its other threads run is a zombie
 	// whose /proc/PID shows no command line, exe, maps or fds: they are read
 	// through a live thread (task/TID). Its status stays the leader's: a
 	// thread's NSpid would name the thread.
-	leaderfd, leaderDir := dirfd, w.dir
 	if p.State == "Z" && p.Threads > 1 {
-		if tid, tfd, ok := w.liveThread(pid); ok {
-			defer w.r.close(tfd, true)
+		if tid, tfd, ok := w.liveThread(p.PID); ok {
+			id.threadfd = tfd
 			p.LiveThread = tid
 			w.dirfd, w.dir, dirfd = tfd, w.dir+"/task/"+strconv.Itoa(tid), tfd
 		}
@@ -416,13 +446,11 @@ func (w *worker) process(pid int) result {
 
 	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, CmdlineLimit, true)
 	w.cmdBuf = cmdline
-	if err != nil {
-		if note("cmdline", err) {
-			return res
-		}
+	if err != nil && w.note(res, "cmdline", err) {
+		return id, true
 	}
-	cmdText := string(cmdline)
-	p.Cmdline, p.CmdlineCut = parseCmdline(cmdText), cut
+	id.cmdline, id.cmdlineCut = string(cmdline), cut
+	p.Cmdline, p.CmdlineCut = parseCmdline(id.cmdline), cut
 
 	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
@@ -431,16 +459,16 @@ func (w *worker) process(pid int) result {
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
 	case noExe && w.gone():
 		res.vanished = true
-		return res
+		return id, true
 	case !noExe: // ENOENT is a zombie's: no exe to have
-		note("exe", err)
+		w.note(res, "exe", err)
 	}
 
-	status, err := w.r.readTaskFileAt(leaderfd, leaderDir, "status", w.statusBuf)
-	w.statusBuf = status
+	status, err := w.r.readTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
+	w.statusBuf, id.status = status, status
 	if err != nil {
-		if note("status", err) {
-			return res
+		if w.note(res, "status", err) {
+			return id, true
 		}
 	} else if st, err := parseStatus(status); err != nil {
 		p.Errors = append(p.Errors, "status: "+err.Error())
@@ -449,42 +477,53 @@ func (w *worker) process(pid int) result {
 		p.User = w.users.name(st.UID)
 	}
 
-	// NSpid counts pid namespaces from the one procfs was mounted in: a
-	// process with one entry lives in that namespace, as most do, and the
-	// link need not be read again for it.
-	switch {
-	case w.live && len(p.NSpid) == 1 && w.rootNS != "":
-		p.PIDNamespace = w.rootNS
-	default:
-		ns, err := w.r.readlinkAt(dirfd, w.dir, "ns/pid")
-		if err != nil {
-			if note("ns/pid", err) {
-				return res
-			}
-			break
-		}
-		p.PIDNamespace = ns
-		if w.live && len(p.NSpid) == 1 {
-			w.rootNS = ns
-		}
+	if w.pidNamespace(res, dirfd) {
+		return id, true
 	}
 
 	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
-	if err != nil {
-		if note("cgroup", err) {
-			return res
-		}
+	if err != nil && w.note(res, "cgroup", err) {
+		return id, true
 	}
-	rawCgroup := string(cg)
+	id.cgroup = string(cg)
 	var a attribution
-	p.Cgroups, a = parseCgroup(rawCgroup)
+	p.Cgroups, a = parseCgroup(id.cgroup)
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+	return id, false
+}
 
+// pidNamespace records the process's pid namespace, read from dirfd; it
+// reports whether the process is gone.
+func (w *worker) pidNamespace(res *result, dirfd int) (gone bool) {
+	p := &res.p
+	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// process with one entry lives in that namespace, as most do, and the
+	// link need not be read again for it.
+	if w.live && len(p.NSpid) == 1 && w.rootNS != "" {
+		p.PIDNamespace = w.rootNS
+		return false
+	}
+	ns, err := w.r.readlinkAt(dirfd, w.dir, "ns/pid")
+	if err != nil {
+		return w.note(res, "ns/pid", err)
+	}
+	p.PIDNamespace = ns
+	if w.live && len(p.NSpid) == 1 {
+		w.rootNS = ns
+	}
+	return false
+}
+
+// devices reads what the process maps and holds (maps, then its fds and,
+// for a process of gpusnap's own, its threads'), and keeps the raw text of
+// one that uses an NVIDIA device.
+func (w *worker) devices(res *result, id identity) {
+	p := &res.p
 	mr, maps, mapsCut, err := w.readMaps()
-	if err != nil && note("maps", err) {
-		return res
+	if err != nil && w.note(res, "maps", err) {
+		return
 	}
 	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 	p.Errors = append(p.Errors, mr.Errors...)
@@ -493,18 +532,18 @@ func (w *worker) process(pid int) result {
 	hs, errs, err := w.holders(w.dirfd, w.dir)
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
-	gone := err != nil && note("fd", err)
+	gone := err != nil && w.note(res, "fd", err)
 	if !gone && w.ownPIDs && p.Threads > 1 {
-		hs, errs, err := w.threadHolders(leaderfd, leaderDir, pid, p.LiveThread)
+		hs, errs, err := w.threadHolders(id.leaderfd, id.leaderDir, p.PID, p.LiveThread)
 		if len(hs) > 0 {
 			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
 		}
 		p.Errors = append(p.Errors, errs...)
-		gone = err != nil && note("fd", err)
+		gone = err != nil && w.note(res, "fd", err)
 	}
 	p.HolderRuns = w.holderRuns.runs.result()
 	if gone {
-		return res
+		return
 	}
 
 	if p.UsesNVIDIA() {
@@ -512,9 +551,8 @@ func (w *worker) process(pid int) result {
 		if mr.AnonRun != nil {
 			p.MappingRuns = append(p.MappingRuns, *mr.AnonRun)
 		}
-		p.Raw = newRaw(maps, mapsCut, status, cmdText, cut, rawCgroup)
+		p.Raw = newRaw(maps, mapsCut, id.status, id.cmdline, id.cmdlineCut, id.cgroup)
 	}
-	return res
 }
 
 // liveThread finds a thread of process pid other than its exited leader that

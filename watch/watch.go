@@ -134,54 +134,8 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		go func() { kernelDone <- ks.run(r.emitTimed) }()
 	}
 	stopGPU := startGPUEvents(ctx, gpuEvents, r) // stopped below: every path from here reaches it
-	flush := time.NewTicker(flushEvery)
-	defer flush.Stop()
-	tick := time.NewTicker(opts.Interval)
-	defer tick.Stop()
-	prune := time.NewTicker(time.Hour)
-	defer prune.Stop()
-	alive := time.NewTicker(eventlog.AliveEvery)
-	defer alive.Stop()
-	asked := j.WatchFlushRequests() // a diff waiting for the log to reach its TO
-	var runErr error
-	lastRepeats := time.Now()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case err := <-kernelDone:
-			runErr = fmt.Errorf("reading the kernel's events: %w", err)
-			break loop
-		case <-flush.C:
-			if kw != nil {
-				r.noteLost(kw)
-			}
-			if asked.Asked() {
-				r.heartbeat(start.Mode)
-			}
-			if time.Since(lastRepeats) >= repeatEvery {
-				r.flushRepeats()
-				lastRepeats = time.Now()
-			}
-			if err := r.flush(); err != nil {
-				fmt.Fprintf(opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
-			}
-		case <-tick.C:
-			if fb != nil {
-				if err := fb.rescan(ctx, r.emit); err != nil && ctx.Err() == nil {
-					fmt.Fprintf(opts.Log, "gpusnap watch: rescan: %v\n", err)
-				}
-			}
-			if err := nv.poll(ctx, r.emit); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(opts.Log, "gpusnap watch: NVML: %v\n", err)
-			}
-		case <-prune.C:
-			_ = j.Prune(time.Now().Add(-opts.Retain))
-		case <-alive.C:
-			r.heartbeat(start.Mode)
-		}
-	}
+	el := &eventLoop{opts: opts, j: j, r: r, kw: kw, fb: fb, nv: nv, mode: start.Mode}
+	runErr := el.serve(ctx, kernelDone)
 	if runErr == nil {
 		runErr = drain(kw, fb, kernelDone, r)
 	}
@@ -194,6 +148,68 @@ loop:
 		return r.stats, err
 	}
 	return r.stats, runErr
+}
+
+// eventLoop is what the event loop of a watch serves: the journal it
+// writes, the recorder, and the sources it polls (kw and fb may be nil).
+type eventLoop struct {
+	opts Options
+	j    *eventlog.Journal
+	r    *recorder
+	kw   *bpf.Watch
+	fb   *fallbackSource
+	nv   *nvmlPoll
+	mode string
+}
+
+// serve flushes, rescans, polls NVML, prunes and beats until ctx is done
+// (nil) or the kernel's events fail (that error).
+func (l *eventLoop) serve(ctx context.Context, kernelDone <-chan error) error {
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
+	tick := time.NewTicker(l.opts.Interval)
+	defer tick.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	alive := time.NewTicker(eventlog.AliveEvery)
+	defer alive.Stop()
+	asked := l.j.WatchFlushRequests() // a diff waiting for the log to reach its TO
+	lastRepeats := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-kernelDone:
+			return fmt.Errorf("reading the kernel's events: %w", err)
+		case <-flush.C:
+			if l.kw != nil {
+				l.r.noteLost(l.kw)
+			}
+			if asked.Asked() {
+				l.r.heartbeat(l.mode)
+			}
+			if time.Since(lastRepeats) >= repeatEvery {
+				l.r.flushRepeats()
+				lastRepeats = time.Now()
+			}
+			if err := l.r.flush(); err != nil {
+				fmt.Fprintf(l.opts.Log, "gpusnap watch: %v (kept in memory, retried)\n", err)
+			}
+		case <-tick.C:
+			if l.fb != nil {
+				if err := l.fb.rescan(ctx, l.r.emit); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(l.opts.Log, "gpusnap watch: rescan: %v\n", err)
+				}
+			}
+			if err := l.nv.poll(ctx, l.r.emit); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(l.opts.Log, "gpusnap watch: NVML: %v\n", err)
+			}
+		case <-prune.C:
+			_ = l.j.Prune(time.Now().Add(-l.opts.Retain))
+		case <-alive.C:
+			l.r.heartbeat(l.mode)
+		}
+	}
 }
 
 // openSource opens the kernel's hooks (unless the fallback is asked for),

@@ -157,14 +157,34 @@ func startCluster(t *testing.T) *cluster {
 	bin, err := os.ReadFile(livetest.TenantBinary(t))
 	must(t, err)
 	must(t, os.WriteFile(c.tenant, bin, 0o755))
-	scripts := ""
+	scripts := c.gpusnapBinary()
+	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and nvidia1.
+	for i := 0; i < 2; i++ {
+		l := livetest.NewLoop(t)
+		node := filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i))
+		must(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
+	}
+	c.syslog = newSyslogSink(t, filepath.Join(dir, "log.sock"))
+	c.writeHooks(scripts)
+	conf := c.writeConfig(c.taskPlugin())
+	c.env = append(os.Environ(), "SLURM_CONF="+conf)
+	c.startDaemons(conf)
+	c.waitNode("idle")
+	return c
+}
+
+// gpusnapBinary sets the gpusnap the hooks run, and returns the directory of
+// the prolog and epilog scripts: the installed package's where there is
+// one, else a fresh build and this directory's.
+func (c *cluster) gpusnapBinary() (scripts string) {
+	t := c.t
 	if installed() {
 		// The package's binary and scripts, as .ci/run installs them.
 		c.gpusnap, scripts = "/usr/bin/gpusnap", "/usr/share/gpusnap/slurm"
 	} else {
 		wd, err := os.Getwd()
 		must(t, err)
-		c.gpusnap, scripts = filepath.Join(dir, "gpusnap"), wd
+		c.gpusnap, scripts = filepath.Join(c.dir, "gpusnap"), wd
 		gobin, err := exec.LookPath("go")
 		if err != nil {
 			gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
@@ -173,13 +193,13 @@ func startCluster(t *testing.T) *cluster {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
-	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and nvidia1.
-	for i := 0; i < 2; i++ {
-		l := livetest.NewLoop(t)
-		node := filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i))
-		must(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
-	}
-	c.syslog = newSyslogSink(t, filepath.Join(dir, "log.sock"))
+	return scripts
+}
+
+// writeHooks writes the allow list and the prolog and epilog wrappers that
+// run the scripts of dir scripts with this cluster's settings.
+func (c *cluster) writeHooks(scripts string) {
+	t, dir := c.t, c.dir
 	allow := filepath.Join(dir, "etc", "allow")
 	must(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, not this cluster's\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
 	// Slurm runs a wrapper that exports the settings, as a site's own
@@ -190,7 +210,12 @@ func startCluster(t *testing.T) *cluster {
 			"#!/bin/sh\nexport GPUSNAP=%s GPUSNAP_DB=%s GPUSNAP_EVIDENCE_DIR=%s GPUSNAP_SYSLOG_SOCKET=%s GPUSNAP_ALLOW=%s\nexec %s\n",
 			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, filepath.Join(scripts, s))), 0o755))
 	}
+}
 
+// taskPlugin returns the TaskPlugin the cluster runs, and for task/cgroup
+// writes cgroup.conf and has Cleanup remove the cgroups Slurm makes.
+func (c *cluster) taskPlugin() string {
+	t := c.t
 	// task/cgroup (cgroup v1) puts each job in a memory cgroup
 	// /slurm_<node>/uid_0/job_N/...; proctrack/linuxproc kills by ancestry, so a
 	// setsid child escapes it, as it does on clusters that run it. Without a v1
@@ -205,12 +230,19 @@ func startCluster(t *testing.T) *cluster {
 			}
 			c.cgroups = append(c.cgroups, d)
 		}
-		must(t, os.WriteFile(filepath.Join(dir, "etc", "cgroup.conf"), []byte(
+		must(t, os.WriteFile(filepath.Join(c.dir, "etc", "cgroup.conf"), []byte(
 			"CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainRAMSpace=yes\nConstrainDevices=no\n"), 0o644))
 		t.Cleanup(c.removeCgroups)
 	} else {
 		t.Logf("Slurm test: no cgroup v1 memory controller here (%v): Slurm runs without cgroups, and job d is not checked", err)
 	}
+	return task
+}
+
+// writeConfig writes slurm.conf, for one node of two GPUs running
+// TaskPlugin task, and gres.conf, and returns the path of slurm.conf.
+func (c *cluster) writeConfig(task string) string {
+	t, dir := c.t, c.dir
 	host, err := os.Hostname()
 	must(t, err)
 	host, _, _ = strings.Cut(host, ".")
@@ -250,8 +282,13 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=10 State=UP
 `, host, freePort(t), freePort(t), dir, task, nodeName, runtime.NumCPU())), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "etc", "gres.conf"), []byte(fmt.Sprintf(
 		"NodeName=%s Name=gpu File=%s/dev/nvidia[0-1]\n", nodeName, dir)), 0o644))
-	c.env = append(os.Environ(), "SLURM_CONF="+conf)
+	return conf
+}
 
+// startDaemons makes a munge key and starts munged, slurmctld and slurmd
+// on configuration conf.
+func (c *cluster) startDaemons(conf string) {
+	t, dir := c.t, c.dir
 	key := make([]byte, 1024)
 	f, err := os.Open("/dev/urandom")
 	must(t, err)
@@ -265,8 +302,6 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=10 State=UP
 	c.waitFile(m + "/sock")
 	c.daemon("slurmctld", "-D", "-i", "-f", conf)
 	c.daemon("slurmd", "-D", "-N", nodeName, "-f", conf)
-	c.waitNode("idle")
-	return c
 }
 
 // daemon starts a daemon in the foreground of its own process; Cleanup kills
