@@ -525,6 +525,12 @@ func (w *worker) devices(res *result, id identity) {
 	if err != nil && w.note(res, "maps", err) {
 		return
 	}
+	// A user process always maps its executable: empty maps mean its memory
+	// was torn down between the stat read and now, as an exiting process's
+	// is, so what it mapped was not seen (the settle step looks again).
+	if err == nil && len(maps) == 0 {
+		res.exiting = true
+	}
 	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 	p.Errors = append(p.Errors, mr.Errors...)
 
