@@ -26,7 +26,8 @@ import (
 // (its name as /proc shows it), and the raw text of NVIDIA users' files. A
 // process whose mappings the kernel did not walk (more device mappings than
 // one walk writes, or its mmap lock held), or whose records it had no memory
-// to render, is read wholly the /proc path's way.
+// to render, or that holds an io_uring (whose registered files only the
+// ring's fdinfo lists), is read wholly the /proc path's way.
 
 // Capture paths, as Scan.Path records them.
 const (
@@ -57,12 +58,6 @@ func bpfUnavailable(root string) string {
 	}
 	return ""
 }
-
-// bpfBlindSpots is what the BPF path does not look at, as its capture note
-// says: the file iterator writes device files only, so an io_uring's
-// registered files (which the /proc path reads in the ring's fdinfo) are
-// not seen.
-const bpfBlindSpots = "; io_uring registered files not looked for (the file iterator writes device files only: --capture proc reads them)"
 
 // nsecPerTick converts the kernel's start_boottime to stat's clock ticks.
 const nsecPerTick = uint64(time.Second / userHZ)
@@ -247,8 +242,10 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	holderRunsOf := map[uint32]*holderRuns{} // the /proc path's rule of what fds may cost
 	baseTable := map[uint32]uint64{}
 	err = walk.EachFile(func(r *bpf.FileRecord, path []byte) {
-		if r.RecFlags&bpf.RecordNoScratch != 0 {
-			unwalked[r.Pid] = true // its fds, or some, were not rendered
+		if r.RecFlags&(bpf.RecordNoScratch|bpf.RecordRing) != 0 {
+			// Its fds, or some, were not rendered; or it holds an io_uring,
+			// whose registered files only the ring's fdinfo lists.
+			unwalked[r.Pid] = true
 			return
 		}
 		var p *Process
