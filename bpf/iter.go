@@ -38,6 +38,9 @@ const (
 	// RecordExeProc: a TaskRecord without its exe, which the kernel's
 	// program could not take: read /proc/PID/exe.
 	RecordExeProc = uint32(iterRecFlagREC_EXE_PROC)
+	// RecordRing: a FileRecord of an io_uring instance, not a device, with no
+	// path: the files it has registered are listed in its fdinfo only.
+	RecordRing = uint32(iterRecFlagREC_RING)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.

@@ -47,6 +47,7 @@ const (
 	iterRecFlagREC_CMDLINE    iterRecFlag = 64
 	iterRecFlagREC_NO_SCRATCH iterRecFlag = 128
 	iterRecFlagREC_EXE_PROC   iterRecFlag = 256
+	iterRecFlagREC_RING       iterRecFlag = 512
 )
 
 type iterScratch struct {

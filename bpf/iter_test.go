@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,4 +226,50 @@ func TestWalkVariants(t *testing.T) {
 	}
 	w.Close()
 	t.Logf("matrix: capture iterators: load %s", strings.TrimPrefix(w.How, "iterators loaded for this capture, "))
+}
+
+// The file iterator marks an io_uring instance (REC_RING, no path): a ring
+// this process sets up is written as such, under its fd, and the device
+// files this process holds are not.
+func TestFilesMarkRing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("BPF iterators need root")
+	}
+	var params [120]byte // struct io_uring_params: zeros ask for the defaults
+	ring, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+	if errno != 0 {
+		t.Skipf("io_uring_setup: %v", errno)
+	}
+	defer unix.Close(int(ring))
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	w, err := OpenWalk()
+	if err != nil {
+		t.Skipf("the kernel refuses the capture iterators: %v", err)
+	}
+	defer w.Close()
+	self := uint32(os.Getpid())
+	var rings, zeros []uint32
+	if err := w.EachFile(func(r *FileRecord, path []byte) {
+		if r.Pid != self {
+			return
+		}
+		switch {
+		case r.RecFlags&RecordRing != 0:
+			if len(path) != 0 {
+				t.Errorf("ring fd %d: path %q, want none", r.Fd, path)
+			}
+			rings = append(rings, r.Fd)
+		case string(path) == "/dev/zero":
+			zeros = append(zeros, r.Fd)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rings) != 1 || rings[0] != uint32(ring) || !slices.Contains(zeros, uint32(zero.Fd())) {
+		t.Fatalf("ring records %v, want [%d]; /dev/zero fds %v, want %d among them", rings, ring, zeros, zero.Fd())
+	}
 }

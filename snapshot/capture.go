@@ -200,7 +200,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, sc
 				results, err = cfg.scanBPF(ctx, walk, pids)
 				walk.Close()
 				if err == nil {
-					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How+bpfBlindSpots
+					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
 					return results, nil
 				}
 			}

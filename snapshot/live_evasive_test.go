@@ -65,9 +65,10 @@ func TestLiveHopper(t *testing.T) {
 }
 
 // TestLiveRegisteredFile: the node opened read-write, registered with an
-// io_uring and closed: /proc/PID/fd shows only the ring. The capture reads
-// the ring's fdinfo and keeps the registered file as a holder (slot 0, taken
-// as read-write), and says it took it so.
+// io_uring and closed: /proc/PID/fd shows only the ring. Either capture path
+// reads the ring's fdinfo (the BPF path's file iterator marks the process
+// that holds a ring) and keeps the registered file as a holder (slot 0,
+// taken as read-write), and says it took it so.
 func TestLiveRegisteredFile(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc")
 	loop := livetest.NewLoop(t)
@@ -81,22 +82,25 @@ func TestLiveRegisteredFile(t *testing.T) {
 			t.Fatalf("the tenant still has fd %s on %s: the test needs the ring to hold it alone", fd.Name(), target)
 		}
 	}
-	snap := capturePath(t, snapshot.PathProc)
-	q := mustFind(t, snap, p, "io_uring tenant")
-	var got []snapshot.Holder
-	for _, h := range q.Holders {
-		if h.Target == loop.Node {
-			got = append(got, h)
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		snap := capturePath(t, path)
+		q := mustFind(t, snap, p, "io_uring tenant")
+		var got []snapshot.Holder
+		for _, h := range q.Holders {
+			if h.Target == loop.Node {
+				got = append(got, h)
+			}
 		}
-	}
-	if len(got) != 1 || got[0].RingSlot == nil || *got[0].RingSlot != 0 || got[0].Class != snapshot.ClassNVIDIA || got[0].Access != "rw" {
-		t.Fatalf("holders of %s: %+v, want one NVIDIA holder in ring slot 0, access rw; errors %q", loop.Node, got, q.Errors)
-	}
-	if !q.UsesNVIDIA() || !strings.Contains(strings.Join(q.Errors, "\n"), "taken as open read-write") {
-		t.Errorf("the capture does not say the registered file's access was taken as rw: errors %q", q.Errors)
-	}
-	if len(q.Unreadable) > 0 {
-		t.Errorf("the ring was read, yet the process is unreadable: %q %q", q.Unreadable, q.Errors)
+		if len(got) != 1 || got[0].RingSlot == nil || *got[0].RingSlot != 0 || got[0].Class != snapshot.ClassNVIDIA || got[0].Access != "rw" {
+			t.Errorf("%s: holders of %s: %+v, want one NVIDIA holder in ring slot 0, access rw; errors %q", path, loop.Node, got, q.Errors)
+			continue
+		}
+		if !q.UsesNVIDIA() || !strings.Contains(strings.Join(q.Errors, "\n"), "taken as open read-write") {
+			t.Errorf("%s: the capture does not say the registered file's access was taken as rw: errors %q", path, q.Errors)
+		}
+		if len(q.Unreadable) > 0 {
+			t.Errorf("%s: the ring was read, yet the process is unreadable: %q %q", path, q.Unreadable, q.Errors)
+		}
 	}
 }
 

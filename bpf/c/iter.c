@@ -11,7 +11,9 @@
 //   iter/task       (gpusnap_vmas) one vma_rec per mapping of a device node
 //                   or a DMA-buf, and per anonymous executable mapping of
 //                   64 MiB or more, each process's walked in one call.
-//   iter/task_file  one file_rec per open file that is a device node.
+//   iter/task_file  one file_rec per open file that is a device node, and
+//                   one (REC_RING, no path) per io_uring, whose registered
+//                   files user space reads in the ring's fdinfo.
 //
 // Where a kernel refuses a program, user space loads its fallback:
 // gpusnap_tasks_proc_exe leaves the exe to /proc, gpusnap_vma (iter/task_vma)
@@ -31,6 +33,7 @@ enum iter_limit {
 };
 
 #define DMA_BUF_MAGIC 0x444d4142 // the superblock magic of DMA-buf files
+#define ANON_INODE_FS_MAGIC 0x09041934 // the superblock magic of anonymous inodes
 
 #define VM_READ 0x1
 #define VM_WRITE 0x2
@@ -50,6 +53,7 @@ enum rec_flag {
 	REC_CMDLINE = 64,   // task_rec: cmd_len bytes are the whole command line
 	REC_NO_SCRATCH = 128, // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
 	REC_EXE_PROC = 256,   // task_rec: the exe was not taken here: read /proc/PID/exe
+	REC_RING = 512,       // file_rec: an io_uring instance, no device: its registered files are in its fdinfo
 };
 
 // Kinds of a vma_rec.
@@ -475,6 +479,25 @@ int gpusnap_vma(struct bpf_iter__task_vma *ctx)
 	return 0;
 }
 
+// is_ring says whether file is an io_uring instance: an anonymous inode
+// whose dentry is named "[io_uring]", as its fd's link shows it. The name is
+// the kernel's (anon_inode_getfile's), not a tenant's; the files a ring has
+// registered have no fd of their own, so only the ring's fdinfo lists them.
+static __always_inline int is_ring(struct file *file)
+{
+	static const char ring_name[] = "[io_uring]";
+	char name[sizeof(ring_name)] = {};
+	struct dentry *d = file->f_path.dentry;
+	if (file->f_inode->i_sb->s_magic != ANON_INODE_FS_MAGIC || !d || d->d_name.len != sizeof(ring_name) - 1)
+		return 0;
+	if (bpf_probe_read_kernel(name, sizeof(name) - 1, d->d_name.name) != 0)
+		return 0;
+	for (u32 i = 0; i < sizeof(ring_name) - 1; i++)
+		if (name[i] != ring_name[i])
+			return 0;
+	return 1;
+}
+
 SEC("iter/task_file")
 int gpusnap_files(struct bpf_iter__task_file *ctx)
 {
@@ -491,8 +514,13 @@ int gpusnap_files(struct bpf_iter__task_file *ctx)
 	u32 own = task->pid != task->tgid && task->group_leader->files ? REC_OWN_TABLE : 0;
 	struct inode *inode = file->f_inode;
 	u32 mode = inode->i_mode;
-	if (!is_device(mode))
+	if (!is_device(mode)) {
+		if (is_ring(file)) {
+			struct file_rec m = {.pid = task->tgid, .tid = task->pid, .fd = ctx->fd, .rec_flags = REC_RING | own};
+			bpf_seq_write(seq, &m, sizeof(m));
+		}
 		return 0;
+	}
 	struct scratch *s = get_scratch();
 	if (!s) {
 		struct file_rec m = {.pid = task->tgid, .tid = task->pid, .fd = ctx->fd, .rec_flags = REC_NO_SCRATCH | own};

@@ -17,9 +17,21 @@ import (
 
 func TestLiveDiffAndCheckEvasive(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc", "mount")
+	// A node held only as an io_uring's registered file: each capture path
+	// must find it.
+	registered := func(t *testing.T, node string) func(diff.Finding, bool) bool {
+		p := livetest.HoldRegistered(t, node)
+		return func(f diff.Finding, check bool) bool {
+			kind := diff.KindLeftoverDeviceHolder
+			if check {
+				kind = diff.KindGPUInUse
+			}
+			return f.Kind == kind && f.Device == node && f.Process.PID == p.PID && f.Severity == diff.High
+		}
+	}
 	cases := []struct {
 		name    string
-		capture string // --capture: the BPF path's iterators write no io_uring's files
+		capture string // --capture: auto takes the BPF path where the kernel allows it
 		// start starts the tenant on node; it returns whether a finding is
 		// the tenant's (of diff, or with check set, of check).
 		start func(t *testing.T, node string) func(f diff.Finding, check bool) bool
@@ -34,16 +46,8 @@ func TestLiveDiffAndCheckEvasive(t *testing.T) {
 				return f.Kind == kind && f.Device == node && f.Severity == diff.High
 			}
 		}},
-		{"io_uring", "proc", func(t *testing.T, node string) func(diff.Finding, bool) bool {
-			p := livetest.HoldRegistered(t, node)
-			return func(f diff.Finding, check bool) bool {
-				kind := diff.KindLeftoverDeviceHolder
-				if check {
-					kind = diff.KindGPUInUse
-				}
-				return f.Kind == kind && f.Device == node && f.Process.PID == p.PID && f.Severity == diff.High
-			}
-		}},
+		{"io_uring", "proc", registered},
+		{"io_uring auto", "auto", registered},
 		{"mount over /proc/PID", "auto", func(t *testing.T, node string) func(diff.Finding, bool) bool {
 			p := livetest.Hold(t, node)
 			livetest.HideProc(t, p.PID, nil)
