@@ -54,6 +54,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	}
 	// A hidden process may use any GPU: it fails the check of every set.
 	findings := append(gpusInUse(c, gpus), hiddenProcesses(c)...)
+	findings = append(findings, unsettledCapture(c)...)
 	findings = append(findings, c.hiddenUses(gpus)...)
 	findings = append(findings, windowNotCovered(c)...)
 	if c.toNVML.unavailable != "" {

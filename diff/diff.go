@@ -87,6 +87,7 @@ var rules = []func(*comparison) []Finding{
 	renamedDeviceNodes,
 	unexpectedGPUProcesses,
 	unreadableProcesses,
+	unsettledCapture,
 	hiddenProcesses,
 	orphanGPUProcesses,
 	zombieGPUMemory,
@@ -221,9 +222,6 @@ func (c *comparison) noteLimits() {
 		// Counts, not PIDs: as a user other than root, thousands refuse.
 		c.notCompared(fmt.Sprintf("%d of %d processes at TO could not be read in full (maps or fds; root reads all but non-dumpable ones): what they map or hold was not compared; those new or newly unreadable since FROM are %s findings",
 			n, len(c.to.Processes), KindUnreadableProcess))
-	}
-	if u := c.to.Scan.Unsettled; u != "" {
-		c.notCompared("the capture at TO did not settle: " + u)
 	}
 }
 

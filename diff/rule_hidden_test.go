@@ -42,14 +42,18 @@ func TestHiddenProcess(t *testing.T) {
 }
 
 // A capture that stopped at its bound while processes still vanished unread
-// is not complete: no findings is not clean.
-func TestUnsettledCaptureNotComplete(t *testing.T) {
+// is not complete, and a tenant can cause it: it is a medium finding of the
+// diff and of a check, so neither exits 0.
+func TestUnsettledCaptureFails(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
 	to := snap("to", bash)
 	to.Scan.Unsettled = "3 processes of the last of 9 listings vanished before they were read"
 	r := compare(snap("from", bash), to)
-	expect(t, r)
-	if r.Complete || !strings.Contains(strings.Join(r.Notes, "\n"), "did not settle") {
-		t.Errorf("unsettled TO: complete %v, notes %q", r.Complete, r.Notes)
+	if r.Complete || !r.Failed(Medium) || len(r.Findings) != 1 || r.Findings[0].Kind != KindUnreadableProcess ||
+		!strings.Contains(r.Findings[0].Summary, "did not settle") {
+		t.Errorf("unsettled TO: complete %v, findings %+v", r.Complete, r.Findings)
+	}
+	if c := Check(to, CheckOptions{}); !c.Failed(Medium) {
+		t.Errorf("check of an unsettled capture: findings %+v", c.Findings)
 	}
 }

@@ -49,6 +49,25 @@ func unreadableProcesses(c *comparison) []Finding {
 	return out
 }
 
+// unsettledCapture: a capture that stopped at its bound while processes
+// kept vanishing before they were read (a process that forks and exits
+// faster than it is read) may not have seen one that maps or holds a GPU.
+// A tenant can cause it, so it is a finding, medium, not a note; check
+// raises it too, whatever GPUs it is asked about.
+func unsettledCapture(c *comparison) []Finding {
+	u := c.to.Scan.Unsettled
+	if u == "" {
+		return nil
+	}
+	c.partial = true
+	return []Finding{{
+		Kind:     KindUnreadableProcess,
+		Severity: Medium,
+		Summary:  "the capture at TO did not settle, so a process that keeps changing its PID may not have been read: " + u,
+		Evidence: []string{fmt.Sprintf("%d listings of /proc at TO", c.to.Scan.Relists+1)},
+	}}
+}
+
 // unreadableIn reports whether p's maps or fds could not be read in s.
 // Snapshots stored before gpusnap recorded that name the processes that
 // refused any read instead.

@@ -416,6 +416,13 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	if st, err := parseStat(data); err != nil {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
+		if w.live && st.PID != p.PID {
+			// Another process's directory bound over this one's: nothing in
+			// it is this process's, which is as good as gone unless probed.
+			res.hidden = boundOver(st.PID)
+			res.vanished = true
+			return id, true
+		}
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
 		res.exiting = flags&pfExiting != 0
 		if !w.boot.IsZero() {

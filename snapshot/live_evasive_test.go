@@ -7,6 +7,7 @@ package snapshot_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,6 +162,39 @@ func TestLiveHiddenProcess(t *testing.T) {
 		for _, h := range snap.Scan.Hidden {
 			if h.PID == pid {
 				t.Errorf("pid %d exited, yet hidden: %s", pid, h.Why)
+			}
+		}
+	}
+}
+
+// TestLiveProcBoundOver: root binds another live process's /proc directory
+// over a ghost's. The same procfs, a real process's files: its stat names
+// the other PID, so the ghost's directory does not read as the ghost, and a
+// PID the kernel still has is hidden_process on both paths.
+func TestLiveProcBoundOver(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc", "sleep")
+	loop := livetest.NewLoop(t)
+	pid := livetest.Hold(t, loop.Node).PID
+	decoy := exec.Command("sleep", "300")
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decoy.Process.Kill(); _ = decoy.Wait() })
+	livetest.HideProcBehind(t, pid, decoy.Process.Pid)
+	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+		snap := capturePath(t, path)
+		var why string
+		for _, h := range snap.Scan.Hidden {
+			if h.PID == pid {
+				why = h.Why
+			}
+		}
+		if !strings.Contains(why, "pidfd_open") {
+			t.Errorf("%s: pid %d behind pid %d's directory is not hidden (why %q)", path, pid, decoy.Process.Pid, why)
+		}
+		for _, q := range snap.Processes {
+			if q.PID == pid && q.Comm == "sleep" {
+				t.Errorf("%s: pid %d read as the decoy: %+v", path, pid, q)
 			}
 		}
 	}

@@ -60,7 +60,8 @@ func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string
 }
 
 // readsAsProcess reports whether root/name is a directory of the proc
-// root's own filesystem whose stat parses: a process as /proc shows one.
+// root's own filesystem whose stat parses and names PID name: a process as
+// /proc shows one (a bind mount of another process's directory names that one).
 func (cfg *scanConfig) readsAsProcess(r *reader, name string) bool {
 	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
@@ -74,8 +75,8 @@ func (cfg *scanConfig) readsAsProcess(r *reader, name string) bool {
 	if err != nil {
 		return false
 	}
-	_, err = parseStat(data)
-	return err == nil
+	st, err := parseStat(data)
+	return err == nil && strconv.Itoa(st.PID) == name
 }
 
 // otherFS says how the directory open as fd lies on another filesystem
@@ -117,13 +118,33 @@ func (cfg *scanConfig) hidden(r *reader, res result, scan *Scan) bool {
 	return true
 }
 
-// mountedOver says how root/name lies on another filesystem than the proc
-// root (otherFS), or "" when it does, or cannot be opened (the process is gone).
+// mountedOver says how root/name is not the process's own directory: it
+// lies on another filesystem than the proc root (otherFS), or on the live
+// procfs its stat names another PID; "" when it is the process's, or cannot
+// be opened (the process is gone).
 func (cfg *scanConfig) mountedOver(r *reader, name string) string {
 	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		return ""
 	}
 	defer r.close(fd, true)
-	return cfg.otherFS(fd)
+	if why := cfg.otherFS(fd); why != "" || !cfg.live {
+		return why
+	}
+	// The same procfs can be bound there too: another process's directory,
+	// whose stat names that process.
+	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
+	if err != nil {
+		return ""
+	}
+	if st, err := parseStat(data); err == nil && strconv.Itoa(st.PID) != name {
+		return boundOver(st.PID)
+	}
+	return ""
+}
+
+// boundOver says that a process's directory reads as process other's: a
+// directory of the same procfs bound over it.
+func boundOver(other int) string {
+	return "reads as process " + strconv.Itoa(other) + " (a directory bound over the process's)"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // /proc/PID/stat is one line: "pid (comm) state ppid pgrp ... starttime ...".
@@ -21,6 +22,7 @@ const pfExiting = 0x00000004
 
 // procStat holds the fields of /proc/PID/stat that a snapshot keeps.
 type procStat struct {
+	PID       int // field 1: the task's PID, as the reading procfs's pid namespace numbers it
 	Comm      string
 	State     string // field 3: the kernel's state letter
 	PPID      int    // field 4
@@ -38,6 +40,9 @@ func parseStat(data []byte) (procStat, error) {
 		return st, fmt.Errorf("no (comm) in %q", truncate(data, 64))
 	}
 	st.Comm = string(data[open+1 : end])
+	if pid, err := strconv.Atoi(string(bytes.TrimSpace(data[:open]))); err == nil {
+		st.PID = pid
+	}
 	rest := bytes.TrimRight(data[end+1:], "\n")
 	// Fields 3.. follow, space-separated; walk to 22 without splitting.
 	field := 2

@@ -58,15 +58,35 @@ func Hop(t testing.TB, path string) Proc {
 // process is killed.
 func HideProc(t testing.TB, pid int, fake map[string]string) {
 	t.Helper()
+	target := mountOverProc(t, pid, func(target string) error {
+		if fake == nil {
+			return syscall.Mount(t.TempDir(), target, "", syscall.MS_BIND, "")
+		}
+		return syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k,mode=0555")
+	})
+	for name, text := range fake {
+		if err := os.WriteFile(filepath.Join(target, name), []byte(text), 0o444); err != nil {
+			t.Fatalf("livetest: %v", err)
+		}
+	}
+}
+
+// HideProcBehind bind-mounts /proc/other over /proc/pid (root): the same
+// procfs, a real process's files, none of them pid's. Cleanup unmounts it.
+func HideProcBehind(t testing.TB, pid, other int) {
+	t.Helper()
+	mountOverProc(t, pid, func(target string) error {
+		return syscall.Mount("/proc/"+strconv.Itoa(other), target, "", syscall.MS_BIND, "")
+	})
+}
+
+// mountOverProc mounts something over /proc/pid with mount and unmounts it
+// at Cleanup; it returns /proc/pid.
+func mountOverProc(t testing.TB, pid int, mount func(target string) error) string {
+	t.Helper()
 	Require(t)
 	target := "/proc/" + strconv.Itoa(pid)
-	var err error
-	if fake == nil {
-		err = syscall.Mount(t.TempDir(), target, "", syscall.MS_BIND, "")
-	} else {
-		err = syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k,mode=0555")
-	}
-	if err != nil {
+	if err := mount(target); err != nil {
 		t.Skipf("livetest: mount over %s: %v", target, err)
 	}
 	t.Cleanup(func() {
@@ -76,9 +96,5 @@ func HideProc(t testing.TB, pid int, fake map[string]string) {
 			t.Errorf("livetest: unmount %s: %v", target, err)
 		}
 	})
-	for name, text := range fake {
-		if err := os.WriteFile(filepath.Join(target, name), []byte(text), 0o444); err != nil {
-			t.Fatalf("livetest: %v", err)
-		}
-	}
+	return target
 }
