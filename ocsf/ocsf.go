@@ -257,7 +257,7 @@ func process(p *diff.ProcessRef) *Process {
 	}
 	return &Process{
 		PID: p.PID, UID: p.Key(), Name: p.Comm, CmdLine: strings.Join(p.Cmdline, " "),
-		File: exeFile(p.Exe, ""),
+		File: exeFile(p.Exe, p.ExeSHA256),
 		User: &User{Name: p.User, UID: strconv.Itoa(p.UID)},
 	}
 }

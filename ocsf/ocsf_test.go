@@ -246,3 +246,27 @@ func TestAppendRefusesAndCutsBack(t *testing.T) {
 		t.Errorf("a failed append left %d bytes, not the %d before it", len(after), len(before))
 	}
 }
+
+// A finding's process carries its executable's SHA-256 where the capture
+// hashed it: the evidence's file has it as an OCSF fingerprint, and the line
+// still validates against class 2004.
+func TestFindingCarriesExeHash(t *testing.T) {
+	snap := capture(t, gpuhost, h100x8)
+	r := diff.Check(snap, diff.CheckOptions{ZombieThreshold: diff.DefaultZombieThreshold})
+	const sha = "41e89962581eb54c08903910a273dd18039f207c5d8d1bd51a243f40d97a0abb"
+	hashed := 0
+	for i := range r.Findings {
+		if p := r.Findings[i].Process; p != nil && p.Exe != "" {
+			p.ExeSHA256 = sha
+			hashed++
+		}
+	}
+	if hashed == 0 {
+		t.Fatal("no finding with an executable on gpuhost")
+	}
+	out := render(t, FromResult(r, Source{Host: snap.Host.Hostname, Version: "1.2.3", Command: "check"}))
+	validateLines(t, out)
+	if n := bytes.Count(out, []byte(`{"algorithm_id":3,"algorithm":"SHA-256","value":"`+sha+`"}`)); n != hashed {
+		t.Errorf("%d SHA-256 fingerprints for %d hashed processes:\n%s", n, hashed, out)
+	}
+}
