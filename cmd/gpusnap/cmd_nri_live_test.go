@@ -303,9 +303,13 @@ func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
 	waitUntil(t, "the plugin to register", stderr.String, func() bool { return strings.Contains(stderr.String(), "registered with containerd") })
 
 	p := pod("ffffffff-0000-4000-8000-000000000006", "hung")
+	// As containerd does (and run does): a request made while the plugin
+	// still synchronizes waits for it, and so reaches it.
+	block := rt.rt.BlockPluginSync()
 	start := time.Now()
 	err := rt.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p})
 	took := time.Since(start)
+	block.Unblock()
 	if err == nil || !strings.Contains(err.Error(), "did not finish within NRI's request timeout") {
 		t.Errorf("RunPodSandbox with a hung driver: %v, want a refusal", err)
 	}
