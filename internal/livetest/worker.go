@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -18,8 +19,12 @@ type WorkerOptions struct {
 	// Netns runs the worker in a network namespace of its own (unshare -n,
 	// loopback brought up), where its listener and connection live.
 	Netns bool
-	// Fork has the worker's parent fork it without setsid and exit: the
-	// worker is reparented while still in its job's session.
+	// Fork has the worker's parent lead a session of its own (as a job step
+	// does: slurmstepd, sshd and container runtimes each start one), fork the
+	// worker without setsid and exit: the worker is reparented while still
+	// in its job's session. Without the parent's session, where the test
+	// runs in session 0 beside init, nothing in /proc tells the worker from
+	// init's own child.
 	Fork bool
 	// Exe is the path the helper is copied to and run from (/dev/shm/.x/...).
 	Exe string
@@ -60,7 +65,11 @@ func StartWorker(t testing.TB, node string, opts WorkerOptions) Worker {
 	if opts.Fork {
 		roles, worker = append(roles, "ghost"), "ghost"
 	}
-	procs, exited := runTenant(t, exec.Command(args[0], args[1:]...), roles...)
+	cmd := exec.Command(args[0], args[1:]...)
+	if opts.Fork {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
+	procs, exited := runTenant(t, cmd, roles...)
 	w := Worker{Proc: procs[worker]}
 	if opts.Fork {
 		w.Parent = procs["tenant"]
