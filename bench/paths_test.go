@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -153,8 +154,8 @@ func BenchmarkHeavyProcess(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = os.WriteFile(maxMapCount, old, 0o644) })
 
-	cmd := exec.Command(os.Args[0], "-test.run=TestHeavyHelper")
-	cmd.Env = append(os.Environ(), "GPUSNAP_HEAVY_HELPER=1")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), heavyProcessEnv+"=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -176,43 +177,54 @@ func BenchmarkHeavyProcess(b *testing.B) {
 	}
 }
 
-// TestHeavyHelper is the heavy process of BenchmarkHeavyProcess, run as a
-// child of the benchmark; as a test it does nothing.
-func TestHeavyHelper(t *testing.T) {
-	if os.Getenv("GPUSNAP_HEAVY_HELPER") != "1" {
-		return
+// heavyProcessEnv, set to 1, makes the test binary the heavy process of
+// BenchmarkHeavyProcess (TestMain).
+const heavyProcessEnv = "GPUSNAP_HEAVY_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(heavyProcessEnv) == "1" {
+		if err := heavyProcess(); err != nil {
+			fmt.Fprintln(os.Stderr, "heavy process:", err)
+			os.Exit(1)
+		}
 	}
+	os.Exit(m.Run())
+}
+
+// heavyProcess maps one file 100,000 times and holds 20,000 fds, says
+// "ready" on stdout and sleeps until killed.
+func heavyProcess() error {
 	f, err := os.CreateTemp("", "heavy")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	os.Remove(f.Name())
 	if err := f.Truncate(1 << 20); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	// The first page of one file, again and again: neighbouring mappings'
 	// offsets do not follow each other, so the kernel cannot merge them.
 	for i := range 100000 {
 		if _, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ, syscall.MAP_SHARED); err != nil {
-			t.Fatalf("mapping %d: %v", i, err)
+			return fmt.Errorf("mapping %d: %v", i, err)
 		}
 	}
 	// 20,000 fds, or as many as the hard limit leaves (20,000 here, where
 	// raising it is refused: the benchmark reports the count).
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	want := min(20000, int(lim.Max)-16)
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for i := range want {
 		if _, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0); err != nil {
-			t.Fatalf("fd %d: %v", i, err)
+			return fmt.Errorf("fd %d: %v", i, err)
 		}
 	}
 	os.Stdout.WriteString("ready\n")
-	time.Sleep(time.Hour)
+	select {}
 }

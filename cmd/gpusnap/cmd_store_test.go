@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,29 +18,13 @@ import (
 	"github.com/gpusnap/gpusnap/store"
 )
 
-// TestGpusnapProcess is not a test: gpusnapProc re-executes the test binary
-// into it, so the fault tests run gpusnap as real separate processes (a
-// second read-write bbolt open blocks even inside one process).
-func TestGpusnapProcess(t *testing.T) {
-	if os.Getenv("GPUSNAP_TEST_PROCESS") != "1" {
-		return
-	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	// SIGTERM and SIGINT cancel the command, as main has them.
-	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(ctx, append([]string{"gpusnap"}, args...), os.Stdout, os.Stderr))
-}
-
+// gpusnapProc runs gpusnap as a real separate process: the test binary,
+// which TestMain turns into gpusnap (a second read-write bbolt open blocks
+// even inside one process, so the fault tests need processes of their own).
 func gpusnapProc(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestGpusnapProcess$", "--"}, args...)...)
+	cmd := exec.Command(os.Args[0], args...)
 	// A -race binary sleeps a second at exit unless told not to.
-	cmd.Env = append(os.Environ(), "GPUSNAP_TEST_PROCESS=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+	cmd.Env = append(os.Environ(), gpusnapProcessEnv+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	return cmd
 }
 

@@ -5,11 +5,13 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -18,6 +20,19 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
 )
+
+// gpusnapProcessEnv, set to 1, makes the test binary gpusnap itself, its
+// arguments gpusnap's (gpusnapProc).
+const gpusnapProcessEnv = "GPUSNAP_TEST_PROCESS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(gpusnapProcessEnv) == "1" {
+		// SIGTERM and SIGINT cancel the command, as main has them.
+		ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		os.Exit(run(ctx, append([]string{"gpusnap"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // gpusnap runs the CLI in-process with exactly the arguments given and
 // returns its exit status and output.
