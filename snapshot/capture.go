@@ -324,6 +324,9 @@ func newWorker(cfg *scanConfig) *worker {
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
 	w.maps.Classes = cfg.classes
+	if cfg.live {
+		w.maps.Known = w.knownKind
+	}
 	return w
 }
 
@@ -624,6 +627,13 @@ func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, 
 		w.kinds[id] = k
 		return k, true
 	}
+}
+
+// knownKind is what stat of map_files said of a file this worker has
+// stat'ed before (mapFilesStat's cache).
+func (w *worker) knownKind(major, minor uint32, inode uint64) (FileKind, bool) {
+	k, ok := w.kinds[fileID{major, minor, inode}]
+	return k, ok
 }
 
 // isProcfs reports whether root is a mounted procfs.
