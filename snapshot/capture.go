@@ -296,6 +296,9 @@ type worker struct {
 	kinds map[fileID]FileKind
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
+	// cgroups keeps each distinct cgroup text parsed, so that the many
+	// processes of one cgroup set are parsed once (see cgroupOf).
+	cgroups map[string]*cgroupSet
 	// dir is the directory of the process being read, open as dirfd
 	// (O_PATH): its files are opened relative to it.
 	dir   string
@@ -321,6 +324,7 @@ func newWorker(cfg *scanConfig) *worker {
 		scanConfig: cfg,
 		r:          newReader(cfg.faults, cfg.live, !cfg.live),
 		kinds:      map[fileID]FileKind{},
+		cgroups:    map[string]*cgroupSet{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
 	w.maps.Classes = cfg.classes
@@ -496,11 +500,9 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	if err != nil && w.note(res, "cgroup", err) {
 		return id, true
 	}
-	id.cgroup = string(cg)
-	var a attribution
-	p.Cgroups, a = parseCgroup(id.cgroup)
-	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
-		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+	set := w.cgroupOf(cg)
+	id.cgroup = set.text
+	p.setCgroups(set)
 	return id, false
 }
 
