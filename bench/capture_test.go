@@ -26,15 +26,16 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/gpusnap/gpusnap/bench/floor"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 func BenchmarkCapture(b *testing.B) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", Path: snapshot.PathProc}
+	opts := capture.Options{ProcRoot: "/proc", Path: capture.PathProc}
 	procs := 0
 	for b.Loop() {
-		s, err := snapshot.Capture(ctx, opts)
+		s, err := capture.Capture(ctx, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,15 +64,15 @@ func BenchmarkRawFloor(b *testing.B) {
 // over the CPUs and the one-threaded floor does not: the cost to the host.
 // The target is x-floor <= 1.0 (README, Speed and size).
 func BenchmarkCaptureOverFloor(b *testing.B) {
-	for _, path := range []string{snapshot.PathProc, snapshot.PathBPF} {
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
 		b.Run(path, func(b *testing.B) { captureOverFloor(b, path) })
 	}
 }
 
 func captureOverFloor(b *testing.B, path string) {
 	ctx := context.Background()
-	opts := snapshot.Options{ProcRoot: "/proc", Path: path}
-	if _, err := snapshot.Capture(ctx, opts); err != nil {
+	opts := capture.Options{ProcRoot: "/proc", Path: path}
+	if _, err := capture.Capture(ctx, opts); err != nil {
 		b.Skipf("capture by %s: %v", path, err)
 	}
 	w := floor.NewWalker()
@@ -79,7 +80,7 @@ func captureOverFloor(b *testing.B, path string) {
 	var c floor.Counts
 	for b.Loop() {
 		t0, cpu0 := time.Now(), processCPU(b)
-		if _, err := snapshot.Capture(ctx, opts); err != nil {
+		if _, err := capture.Capture(ctx, opts); err != nil {
 			b.Fatal(err)
 		}
 		t1, cpu1 := time.Now(), processCPU(b)
@@ -153,7 +154,7 @@ func bigMaps(b *testing.B) string {
 // a byte check dismisses every line whose path has no "/dev/" before it is
 // parsed.
 func BenchmarkMapsScanner(b *testing.B) {
-	benchScanner(b, snapshot.MapsScanner{})
+	benchScanner(b, capture.MapsScanner{})
 }
 
 // BenchmarkMapsScannerRoot is the scanner as it runs as root on the live
@@ -162,7 +163,7 @@ func BenchmarkMapsScanner(b *testing.B) {
 // answers from memory, so this is the parsing alone; the stat system calls
 // come on top (BenchmarkMapsScannerRootStat).
 func BenchmarkMapsScannerRoot(b *testing.B) {
-	benchScanner(b, snapshot.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, capture.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		return bigMapsKind(inode), true
 	}})
 }
@@ -180,7 +181,7 @@ func BenchmarkMapsScannerRootStat(b *testing.B) {
 		b.Fatal(err)
 	}
 	var st unix.Stat_t
-	benchScanner(b, snapshot.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, capture.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		if err := unix.Fstatat(dirfd, "f", &st, 0); err != nil {
 			return snapshot.FileKind{}, false
 		}
@@ -197,7 +198,7 @@ func bigMapsKind(inode uint64) snapshot.FileKind {
 	return snapshot.FileKind{}
 }
 
-func benchScanner(b *testing.B, sc snapshot.MapsScanner) {
+func benchScanner(b *testing.B, sc capture.MapsScanner) {
 	path := filepath.Join(bigMaps(b), "1", "maps")
 	buf := make([]byte, 0, 8<<20)
 	found := 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/bench/floor"
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -79,7 +80,7 @@ func startSleepers(b *testing.B, n int) {
 }
 
 func capturePath(b *testing.B, path string) *snapshot.Snapshot {
-	s, err := snapshot.Capture(context.Background(), snapshot.Options{Path: path})
+	s, err := capture.Capture(context.Background(), capture.Options{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,19 +104,19 @@ func BenchmarkPaths(b *testing.B) {
 func comparePaths(b *testing.B, withFloor bool) {
 	w := floor.NewWalker()
 	var fl, proc, bp, load cost
-	capturePath(b, snapshot.PathBPF) // load and pin
+	capturePath(b, capture.PathBPF) // load and pin
 	procs := 0
 	for b.Loop() {
 		if withFloor {
 			fl.time(func() { walk(b, w) })
 		}
-		proc.time(func() { procs = capturePath(b, snapshot.PathProc).Scan.ProcessesRead })
-		bp.time(func() { capturePath(b, snapshot.PathBPF) })
+		proc.time(func() { procs = capturePath(b, capture.PathProc).Scan.ProcessesRead })
+		bp.time(func() { capturePath(b, capture.PathBPF) })
 	}
 	// One capture that loads the iterators, as the first after boot does.
 	old := bpf.PinRoot
 	bpf.PinRoot = "/nonexistent/gpusnap"
-	load.time(func() { capturePath(b, snapshot.PathBPF) })
+	load.time(func() { capturePath(b, capture.PathBPF) })
 	bpf.PinRoot = old
 
 	n := float64(b.N)
@@ -167,7 +168,7 @@ func BenchmarkHeavyProcess(b *testing.B) {
 		b.Fatalf("heavy helper: %q, %v", ready[:n], err)
 	}
 	comparePaths(b, false)
-	heavy := capturePath(b, snapshot.PathBPF)
+	heavy := capturePath(b, capture.PathBPF)
 	for _, p := range heavy.Processes {
 		if p.PID == cmd.Process.Pid {
 			b.ReportMetric(float64(len(p.Holders)), "heavy-fds")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -47,7 +48,7 @@ func benchStore(b *testing.B) {
 		path = filepath.Join(b.TempDir(), "gpusnap.db")
 	}
 	_ = os.Remove(path)
-	sb := &storeBench{b: b, path: path, opts: snapshot.Options{ProcRoot: "/proc", Label: snapshot.LabelSnapshot}}
+	sb := &storeBench{b: b, path: path, opts: capture.Options{ProcRoot: "/proc", Label: snapshot.LabelSnapshot}}
 	sb.empty = sb.put(&snapshot.Snapshot{ID: "0-empty", Label: "empty"}) // the store's own pages, before any real snapshot
 	sb.fill()
 	sb.replay()
@@ -66,7 +67,7 @@ const realCaptures = 10
 type storeBench struct {
 	b    *testing.B
 	path string
-	opts snapshot.Options
+	opts capture.Options
 
 	captures                   []*snapshot.Snapshot // the real captures of the fill
 	empty, first, prev         store.Usage          // before any real snapshot, after the first, after the last
@@ -101,9 +102,9 @@ func (sb *storeBench) put(snap *snapshot.Snapshot) store.Usage {
 
 // captureAndStore captures the host and stores it, timing each half, and
 // reports the store's usage after it.
-func (sb *storeBench) captureAndStore() (snap *snapshot.Snapshot, capture, storing time.Duration, u store.Usage) {
+func (sb *storeBench) captureAndStore() (snap *snapshot.Snapshot, capturing, storing time.Duration, u store.Usage) {
 	start := time.Now()
-	snap, err := snapshot.Capture(context.Background(), sb.opts)
+	snap, err := capture.Capture(context.Background(), sb.opts)
 	if err != nil {
 		sb.b.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package nvmlread reads NVML's view of the GPUs into snapshot.NVML, from
 // libnvidia-ml (cgo, go-nvml), go-nvml's mocks or an NVML fixture, and
-// writes fixtures back. The capture takes it as a snapshot.NVMLReader, so the
+// writes fixtures back. The capture takes it as a capture.NVMLReader, so the
 // packages that need only the snapshot types link no cgo.
 package nvmlread
 
@@ -14,7 +14,7 @@ import (
 )
 
 // Options choose where NVML's view comes from; they are the
-// snapshot.NVMLReader that cmd hands the capture.
+// capture.NVMLReader that cmd hands the capture.
 type Options struct {
 	Disabled    bool   // --no-nvml
 	FixturePath string // --nvml-fixture: replay a JSON fixture instead of libnvidia-ml

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/nvmlread"
@@ -22,9 +23,9 @@ import (
 var fixedTime = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // capture reads a fixture host: a proc root and an NVML fixture.
-func capture(t *testing.T, proc, nvml string) *snapshot.Snapshot {
+func captureOf(t *testing.T, proc, nvml string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: proc, NVML: nvmlread.Options{FixturePath: nvml}})
+	s, err := capture.Capture(context.Background(), capture.Options{ProcRoot: proc, NVML: nvmlread.Options{FixturePath: nvml}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ const (
 // pods, containers, zombie memory) and of a diff of a container's ghost is
 // a valid Detection Finding, with its process, device and GPU.
 func TestFindingsValidateAgainstSchema(t *testing.T) {
-	snap := capture(t, gpuhost, h100x8)
+	snap := captureOf(t, gpuhost, h100x8)
 	r := diff.Check(snap, diff.CheckOptions{ZombieThreshold: diff.DefaultZombieThreshold})
 	if len(r.Findings) < 5 {
 		t.Fatalf("check found %d findings on gpuhost", len(r.Findings))
@@ -82,7 +83,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 		t.Errorf("a tenant's control or bidi bytes went out raw")
 	}
 
-	from, to := capture(t, ghost+"before/proc", ghost+"before/nvml.json"), capture(t, ghost+"after/proc", ghost+"after/nvml.json")
+	from, to := captureOf(t, ghost+"before/proc", ghost+"before/nvml.json"), captureOf(t, ghost+"after/proc", ghost+"after/nvml.json")
 	d := diff.Compare(from, to, diff.Options{ZombieThreshold: diff.DefaultZombieThreshold})
 	if len(d.Findings) == 0 {
 		t.Fatal("the ghost scenario found nothing")
@@ -94,7 +95,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 // every run; another host or process gives another.
 func TestFindingUIDStable(t *testing.T) {
 	uids := func(host string) map[string]string {
-		r := diff.Check(capture(t, gpuhost, h100x8), diff.CheckOptions{ZombieThreshold: diff.DefaultZombieThreshold})
+		r := diff.Check(captureOf(t, gpuhost, h100x8), diff.CheckOptions{ZombieThreshold: diff.DefaultZombieThreshold})
 		out := map[string]string{}
 		for _, f := range FromResult(r, Source{Host: host, Version: "v", Command: "check"}) {
 			out[f.Message] = f.FindingInfo.UID
@@ -251,7 +252,7 @@ func TestAppendRefusesAndCutsBack(t *testing.T) {
 // hashed it: the evidence's file has it as an OCSF fingerprint, and the line
 // still validates against class 2004.
 func TestFindingCarriesExeHash(t *testing.T) {
-	snap := capture(t, gpuhost, h100x8)
+	snap := captureOf(t, gpuhost, h100x8)
 	r := diff.Check(snap, diff.CheckOptions{ZombieThreshold: diff.DefaultZombieThreshold})
 	const sha = "41e89962581eb54c08903910a273dd18039f207c5d8d1bd51a243f40d97a0abb"
 	hashed := 0

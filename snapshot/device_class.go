@@ -2,9 +2,9 @@ package snapshot
 
 import "strconv"
 
-// nvidiaMajor is the fixed major of /dev/nvidia0..N, nvidiactl (195:255) and
+// NVIDIAMajor is the fixed major of /dev/nvidia0..N, nvidiactl (195:255) and
 // nvidia-modeset (195:254).
-const nvidiaMajor = 195
+const NVIDIAMajor = 195
 
 // nvidiactlMinor is 195:255, /dev/nvidiactl, the one minor of major 195 that
 // names no GPU. docs/spec.md (Device rule) has every minor below it name GPU
@@ -26,7 +26,7 @@ type DeviceClasses struct {
 // whether a device is NVIDIA's (docs/spec.md, Device rule): capture records its
 // answer in each mapping and holder, and every later stage reads that.
 func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string, *int) {
-	byNumber := known && kind.Char && (kind.Major == nvidiaMajor || dc.NVIDIAMajors[kind.Major] != "")
+	byNumber := known && kind.Char && (kind.Major == NVIDIAMajor || dc.NVIDIAMajors[kind.Major] != "")
 	dir, base := splitPath(path)
 	// By name: nvidia* in a dev directory (a container's /dev, /srv/x/dev) or
 	// anywhere in the /dev tree (/dev/nvidia-caps/nvidia-cap1).
@@ -36,7 +36,7 @@ func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string
 		return ClassOther, nil
 	}
 	// The device number is the truth where known: a renamed 195:N node is GPU N.
-	if known && kind.Char && kind.Major == nvidiaMajor {
+	if known && kind.Char && kind.Major == NVIDIAMajor {
 		if kind.Minor < nvidiactlMinor {
 			n := int(kind.Minor)
 			return ClassNVIDIA, &n
@@ -51,11 +51,11 @@ func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string
 	return ClassNVIDIA, nil
 }
 
-// devicePathRule is the path rule of docs/spec.md (Device rule) for a path
+// DevicePathRule is the path rule of docs/spec.md (Device rule) for a path
 // whose file type cannot be read: a node of the /dev tree or in any directory named dev, except
 // /dev/shm, /dev/mqueue, /dev/hugepages and below, and the "/dev/zero
 // (deleted)" name the kernel gives a shared anonymous mapping of /dev/zero.
-func devicePathRule(path []byte, deleted, shared bool) bool {
+func DevicePathRule(path []byte, deleted, shared bool) bool {
 	p := string(path) // no allocation: used only for comparisons
 	if len(p) > 5 && p[:5] == "/dev/" {
 		second, _, _ := cutSlash(p[5:])
@@ -93,8 +93,8 @@ func lastElem(dir string) string {
 	return base
 }
 
-// deviceNumber renders a device's own number and type for the snapshot.
-func deviceNumber(k FileKind) (number DeviceNumber, typ string) {
+// DeviceNumber renders a device's own number and type for the snapshot.
+func (k FileKind) DeviceNumber() (number DeviceNumber, typ string) {
 	typ = "block"
 	if k.Char {
 		typ = "char"

@@ -5,7 +5,8 @@ import "testing"
 // TestClassify is the device rule of docs/spec.md, case by case: the one
 // classifier every stage trusts.
 func TestClassify(t *testing.T) {
-	dc := ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n508 nvidia-uvm\n"))
+	// As the capture parses /proc/devices with 508 nvidia-uvm in it.
+	dc := DeviceClasses{NVIDIAMajors: map[uint32]string{508: "nvidia-uvm"}}
 	for _, tc := range []struct {
 		path  string
 		kind  FileKind

@@ -78,14 +78,15 @@ func minorRange(item string) (lo, hi int, err error) {
 }
 
 func minor(s string) (int, error) {
-	if !isDigits(s) || len(s) > 3 {
+	// Base 10 takes no sign, prefix or underscore: digits alone.
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || len(s) > 3 {
 		return 0, fmt.Errorf("not a number")
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n > maxGPUMinor {
+	if n > maxGPUMinor {
 		return 0, fmt.Errorf("not a GPU minor number")
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // validUUID accepts what NVML prints in a UUID: letters, digits, '-' and, in

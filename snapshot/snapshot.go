@@ -6,7 +6,6 @@ package snapshot
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -219,43 +218,6 @@ type Cut struct {
 	// Partial: the text went on past maxFileSize (64 MiB), where reading
 	// stopped; Length and SHA256 are of its first 64 MiB.
 	Partial bool `json:"partial,omitempty"`
-}
-
-// newRaw keeps the raw text of a process, each file cut to TextLimit;
-// cmdline comes cut already (cmdCut names the whole of it), and so does maps
-// where mapsCut is set.
-func newRaw(maps []byte, mapsCut *Cut, status []byte, cmdline string, cmdCut *Cut, cgroup string) *Raw {
-	raw := &Raw{Cmdline: cmdline}
-	add := func(name string, c *Cut) {
-		if c == nil {
-			return
-		}
-		if raw.Cuts == nil {
-			raw.Cuts = map[string]Cut{}
-		}
-		raw.Cuts[name] = *c
-	}
-	add("cmdline", cmdCut)
-	var c *Cut
-	raw.Maps, c = cutText(maps)
-	if mapsCut != nil {
-		c = mapsCut
-	}
-	add("maps", c)
-	raw.Status, c = cutText(status)
-	add("status", c)
-	raw.Cgroup, c = cutText([]byte(cgroup))
-	add("cgroup", c)
-	return raw
-}
-
-// cutText keeps the first TextLimit bytes of text, and names a longer one.
-func cutText(text []byte) (string, *Cut) {
-	if len(text) <= TextLimit {
-		return string(text), nil
-	}
-	sum := sha256.Sum256(text)
-	return string(text[:TextLimit]), &Cut{Length: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}
 }
 
 // MappingsPerDevice is how many maps lines of one device a snapshot keeps one

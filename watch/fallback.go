@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -39,7 +40,7 @@ type tracked struct {
 }
 
 type fallbackSource struct {
-	proc     *snapshot.ProcRoot
+	proc     *capture.ProcRoot
 	interval time.Duration
 	ids      *identities
 
@@ -52,7 +53,7 @@ type fallbackSource struct {
 	sweep int
 }
 
-func newFallbackSource(proc *snapshot.ProcRoot, interval time.Duration) *fallbackSource {
+func newFallbackSource(proc *capture.ProcRoot, interval time.Duration) *fallbackSource {
 	return &fallbackSource{proc: proc, interval: interval, ids: newIdentities(proc),
 		named: map[int]bool{}, exits: map[int]time.Time{}, young: map[int]int{}, using: map[string]*tracked{}}
 }

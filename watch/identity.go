@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // cgroupRoot is where the cgroup v2 hierarchy is mounted, or "" where none is.
@@ -84,7 +84,7 @@ func (c *cgroupPaths) walk() {
 // device is kept (by PID@START) until its exit, so its fork and exit carry
 // the same identity.
 type identities struct {
-	proc    *snapshot.ProcRoot
+	proc    *capture.ProcRoot
 	cgroups *cgroupPaths
 	known   map[string]*eventlog.Process
 	// uses are the devices each kept process opened or mapped (or
@@ -106,7 +106,7 @@ const (
 	maxUses  = 8
 )
 
-func newIdentities(proc *snapshot.ProcRoot) *identities {
+func newIdentities(proc *capture.ProcRoot) *identities {
 	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, uses: map[string][]deviceUse{}}
 }
 
@@ -173,6 +173,6 @@ func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 		p.Cgroup = ids.cgroups.path(p.CgroupID)
 	}
 	if p.Cgroup != "" {
-		p.ContainerID, _, p.PodUID, p.SlurmJobID = snapshot.CgroupOwner(p.Cgroup)
+		p.ContainerID, _, p.PodUID, p.SlurmJobID = capture.CgroupOwner(p.Cgroup)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -39,7 +40,7 @@ func unattachedBlind(tp string) string {
 	return "the " + strings.TrimPrefix(tp, "sys_exit_") + " system call (no " + tp + " tracepoint on this kernel)"
 }
 
-func newKernelSource(w *bpf.Watch, proc *snapshot.ProcRoot) *kernelSource {
+func newKernelSource(w *bpf.Watch, proc *capture.ProcRoot) *kernelSource {
 	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(proc), classes: proc.Classes(), bootBase: bootBase()}
 }
 
@@ -69,7 +70,7 @@ func (k *kernelSource) run(emit func(...eventlog.Event)) error {
 
 func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	at := k.bootBase.Add(time.Duration(e.TimeNS))
-	start := snapshot.TicksOf(e.StartNS)
+	start := capture.TicksOf(e.StartNS)
 	switch e.Kind {
 	case bpf.KindExec:
 		// The kernel reports the exec of a device user only: its
@@ -93,7 +94,7 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		}
 		if e.Kind == bpf.KindOpen {
 			ev.Kind = eventlog.KindOpen
-			ev.Access, _ = snapshot.AccessMode(uint64(e.Flags))
+			ev.Access, _ = capture.AccessMode(uint64(e.Flags))
 		} else {
 			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
 		}
@@ -106,7 +107,7 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	case bpf.KindFork:
 		p, _ := k.process(e, start)
 		child := clone(p)
-		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), snapshot.TicksOf(e.ChildStartNS), p.PID, 0
+		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), capture.TicksOf(e.ChildStartNS), p.PID, 0
 		k.ids.keep(child)
 		// The child is a device user from its fork on: a process that
 		// forks and exits at every turn is one at each of its PIDs.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -15,14 +16,14 @@ import (
 // the kernel hooks saw of it.
 type nvmlPoll struct {
 	opts   nvmlread.Options
-	proc   *snapshot.ProcRoot
+	proc   *capture.ProcRoot
 	ids    *identities
 	listed map[string]bool // GPU UUID NUL PID, at the last poll
 	// off says why polling stopped (NVML unavailable), for the watch_start record.
 	off string
 }
 
-func newNVMLPoll(opts nvmlread.Options, proc *snapshot.ProcRoot) *nvmlPoll {
+func newNVMLPoll(opts nvmlread.Options, proc *capture.ProcRoot) *nvmlPoll {
 	return &nvmlPoll{opts: opts, proc: proc, ids: newIdentities(proc), listed: map[string]bool{}}
 }
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/nvmlread"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // statLine is a /proc/PID/stat line with start time start (field 22).
@@ -66,7 +66,7 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 // and start time through the capture's reader: a stat that links out of the
 // tree, a FIFO or /dev/zero is not read; an honest one is.
 func TestIdentityReadsBeneathTheTree(t *testing.T) {
-	proc, err := snapshot.OpenProcRoot(hostileTree(t))
+	proc, err := capture.OpenProcRoot(hostileTree(t))
 	if err != nil {
 		t.Fatal(err)
 	}

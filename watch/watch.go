@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/nvmlread"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Modes of Options.Mode.
@@ -87,7 +87,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	defer j.Close()
 	_ = j.Prune(time.Now().Add(-opts.Retain))
 
-	proc, err := snapshot.OpenProcRoot(opts.ProcRoot)
+	proc, err := capture.OpenProcRoot(opts.ProcRoot)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -215,7 +215,7 @@ func (l *eventLoop) serve(ctx context.Context, kernelDone <-chan error) error {
 // openSource opens the kernel's hooks (unless the fallback is asked for),
 // or else the fallback, and writes into start the mode and what it cannot
 // see. The error is BPF's where only BPF will do.
-func openSource(ctx context.Context, opts Options, proc *snapshot.ProcRoot, majors []uint32, r *recorder, start *eventlog.Event) (*bpf.Watch, *kernelSource, *fallbackSource, error) {
+func openSource(ctx context.Context, opts Options, proc *capture.ProcRoot, majors []uint32, r *recorder, start *eventlog.Event) (*bpf.Watch, *kernelSource, *fallbackSource, error) {
 	if opts.Mode != ModeFallback {
 		kw, err := bpf.Open(majors, opts.Hooks)
 		if err != nil && opts.Mode == ModeBPF {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
@@ -79,7 +80,7 @@ func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.
 	}
 	snap.Allocation = o.Allocation
 	if why := snap.NVML.Unavailable; why != "" {
-		if sign := snapshot.NVIDIADriverSign(snap.Host.ProcRoot); sign != "" {
+		if sign := capture.NVIDIADriverSign(snap.Host.ProcRoot); sign != "" {
 			fmt.Fprintf(g.Stderr, "gpusnap: NVML was not read (%s) though %s shows an NVIDIA driver: GPU memory will not be compared against this baseline (--require-nvml makes this an error)\n",
 				safetext.Escape(why), safetext.Escape(sign))
 		}

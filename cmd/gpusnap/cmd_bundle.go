@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
@@ -274,7 +275,7 @@ func (w written) String() string {
 func writeBundle(ctx context.Context, g globals, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
 	in := bundle.Input{
 		Before: from, After: to, Result: res, KernelLog: window.KernelLog, Events: window.Events,
-		Version: snapshot.Version, UID: os.Getuid(),
+		Version: capture.Version, UID: os.Getuid(),
 		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
 		SignKey: o.signKey,
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -85,8 +86,8 @@ func TestBundleFromTo(t *testing.T) {
 	if m.Before.ID != snaps[1].ID || m.After.ID != snaps[2].ID || m.Tenant != "job-7" || m.UID != os.Getuid() || m.Summary.Worst != "high" {
 		t.Errorf("manifest: %+v", m)
 	}
-	if m.GpusnapVersion == "" || m.GpusnapVersion != snapshot.Version {
-		t.Errorf("manifest names gpusnap version %q, want this build's %q", m.GpusnapVersion, snapshot.Version)
+	if m.GpusnapVersion == "" || m.GpusnapVersion != capture.Version {
+		t.Errorf("manifest names gpusnap version %q, want this build's %q", m.GpusnapVersion, capture.Version)
 	}
 	// The ghost's finding, its maps diff and the kernel's text are all in.
 	// Both snapshots are proved in the store's log at the checkpoint it carries.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kubelet"
@@ -139,7 +140,7 @@ func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.T
 // checkHost captures the host and checks it, filling run with what it saw.
 // It returns the host's name, as the capture read it.
 func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, string, error) {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
+	snap, err := capture.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
 	if err != nil {
 		return nil, "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -335,7 +336,7 @@ func TestDiffRenamedDeviceNode(t *testing.T) {
 	if base == "" {
 		t.Fatal(stderr)
 	}
-	post, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: filepath.Join(scenarioDir(name), "after", "proc"),
+	post, err := capture.Capture(context.Background(), capture.Options{ProcRoot: filepath.Join(scenarioDir(name), "after", "proc"),
 		Label: snapshot.LabelPost, Tenant: name})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -130,7 +131,7 @@ func between(s, start, end string) string {
 // what one indenting json.Encoder prints (show --json re-indents the stored
 // JSON the same way), for no process, one, and chunks full and partial.
 func TestWriteSnapshotJSONAsEncoder(t *testing.T) {
-	base, err := snapshot.Capture(context.Background(), snapshot.Options{ProcRoot: tinyProcRoot(t)})
+	base, err := capture.Capture(context.Background(), capture.Options{ProcRoot: tinyProcRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -31,7 +32,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
 		&cli.DurationFlag{Name: "nvml-timeout", EnvVars: []string{"GPUSNAP_NVML_TIMEOUT"}, Value: 10 * time.Second, Usage: "give up on a libnvidia-ml that does not answer after `DUR`: the snapshot records \"timed out\" and goes on"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: store.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
-		&cli.StringFlag{Name: "hash-limit", EnvVars: []string{"GPUSNAP_HASH_LIMIT"}, Value: sizeText(snapshot.DefaultHashLimit), Usage: "hash the executable of a GPU-using process only up to `SIZE` (larger: hash_status too_large)"},
+		&cli.StringFlag{Name: "hash-limit", EnvVars: []string{"GPUSNAP_HASH_LIMIT"}, Value: sizeText(capture.DefaultHashLimit), Usage: "hash the executable of a GPU-using process only up to `SIZE` (larger: hash_status too_large)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
 }
@@ -40,14 +41,14 @@ func globalFlags() []cli.Flag {
 type globals struct {
 	DB          string
 	ProcRoot    string
-	Capture     string // snapshot.Options.Path
+	Capture     string // capture.Options.Path
 	NVMLFixture string
 	NoNVML      bool
 	RequireNVML bool
 	JSON        bool
 	LockTimeout time.Duration
 	NVMLTimeout time.Duration
-	KernelLog   string // --kmsg; "" lets capture and diff pick (see snapshot.Options.KernelLog)
+	KernelLog   string // --kmsg; "" lets capture and diff pick (see capture.Options.KernelLog)
 	HashLimit   int64  // --hash-limit, bytes
 	Stdout      io.Writer
 	Stderr      io.Writer
@@ -82,8 +83,8 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	}
 	switch g.Capture {
 	case "auto":
-		g.Capture = snapshot.PathAuto
-	case snapshot.PathBPF, snapshot.PathProc:
+		g.Capture = capture.PathAuto
+	case capture.PathBPF, capture.PathProc:
 	default:
 		return g, usageError(fmt.Errorf("--capture %q: want auto, bpf or proc", g.Capture))
 	}
@@ -144,9 +145,9 @@ func defaultDB(euid int) (string, error) {
 	return filepath.Join(state, "gpusnap", "gpusnap.db"), nil
 }
 
-// captureOptions turns the global flags into what snapshot.Capture needs.
-func (g globals) captureOptions(label, tenant string) snapshot.Options {
-	return snapshot.Options{
+// captureOptions turns the global flags into what capture.Capture needs.
+func (g globals) captureOptions(label, tenant string) capture.Options {
+	return capture.Options{
 		ProcRoot:  g.ProcRoot,
 		KernelLog: g.KernelLog,
 		Path:      g.Capture,
@@ -166,7 +167,7 @@ func (g globals) nvmlOptions() nvmlread.Options {
 // could not read some processes' maps or fds says so in one line of counts
 // on stderr (the snapshot names them): what they map or hold is unknown.
 func captureHost(ctx context.Context, g globals, label, tenant string) (*snapshot.Snapshot, error) {
-	snap, err := snapshot.Capture(ctx, g.captureOptions(label, tenant))
+	snap, err := capture.Capture(ctx, g.captureOptions(label, tenant))
 	if err != nil || !snap.Scan.Partial() {
 		return snap, err
 	}

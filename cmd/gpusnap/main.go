@@ -16,9 +16,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/lazyregexp"
 	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Exit statuses, as diff(1) has them.
@@ -94,7 +94,7 @@ func (e statusError) Error() string { return fmt.Sprintf("exit status %d", e.cod
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	version := buildVersion()
-	snapshot.Version = version
+	capture.Version = version
 	cli.VersionPrinter = printVersion
 	app := &cli.App{
 		Name:    "gpusnap",

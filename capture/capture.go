@@ -1,0 +1,787 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/kmsg"
+)
+
+// Version is gpusnap's version, recorded in every snapshot; the CLI sets it.
+var Version = "dev"
+
+// Options say where a capture reads from.
+type Options struct {
+	ProcRoot string // a directory laid out like /proc; "" means /proc
+	// NVML reads NVML's view beside the /proc walk (cmd passes an
+	// nvmlread.Options); nil reads none, recorded as not read.
+	NVML NVMLReader
+	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
+	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
+	// procfs; another proc root's host has another kernel log, so there "" reads none.
+	KernelLog string
+	Label     string
+	Tenant    string
+	// Path chooses how processes are read: PathAuto (BPF iterators where
+	// they load, else /proc), PathBPF (BPF or an error) or PathProc.
+	Path string
+	// HashLimit is the largest executable hashed (--hash-limit); 0 means
+	// DefaultHashLimit.
+	HashLimit int64
+	// DpkgDir is the dpkg database that names the package of each GPU
+	// user's exe; "" means provenance.DefaultDir on the live procfs, and
+	// none for another proc root (its host's database is not this one).
+	DpkgDir string
+}
+
+// Capture reads the host now: every process under the proc root, and NVML.
+// An unreadable proc root is an error; a process that vanishes or refuses a
+// read is recorded in Scan and the capture goes on.
+func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
+	return capture(ctx, opts, nil)
+}
+
+// capture is Capture with a fault hook for tests (see reader.faults).
+func capture(ctx context.Context, opts Options, faults func(string) error) (*Snapshot, error) {
+	start := time.Now()
+	root := opts.ProcRoot
+	if root == "" {
+		root = "/proc"
+	}
+	s := &Snapshot{ID: NewID(start), Label: opts.Label, Tenant: opts.Tenant}
+	s.Host.CaptureStart = start
+	s.Host.GpusnapVersion = Version
+	s.Host.ProcRoot = root
+
+	// NVML answers at the driver's pace (its init alone can take longer
+	// than the /proc walk on a GPU host): it is read beside /proc, and
+	// waited for on every return, up to its own timeout, or until the
+	// capture is cancelled (SIGTERM): a hung driver must not outlive it.
+	var nv NVML
+	var nvErr error
+	nvDone := make(chan struct{})
+	go func() {
+		defer close(nvDone)
+		nv, nvErr = readNVML(opts.NVML)
+	}()
+	defer func() {
+		select {
+		case <-nvDone:
+		case <-ctx.Done():
+		}
+	}()
+	// The kernel log is read beside /proc too: one read(2) per record.
+	var kernelLog kmsg.Position
+	klDone := make(chan struct{})
+	go func() {
+		defer close(klDone)
+		kernelLog = readKernelLog(opts.KernelLog, root)
+	}()
+	defer func() { <-klDone }()
+
+	cfg, r, errs, err := openScan(root, faults, &s.Host)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(cfg.rootfd)
+	s.Scan.Errors = append(s.Scan.Errors, errs...)
+	pids, err := r.listPIDs(cfg.rootfd)
+	if err != nil {
+		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	if len(r.badNames) > 0 {
+		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("proc root: %s: ignored entries that are no PID (a leading zero, 0, or %d and above): %q", root, pidMax, r.badNames))
+	}
+	if len(pids) == 0 {
+		// gpusnap itself is a process: a root without one is a mistyped
+		// path, and a baseline of nothing would hide everything a diff finds.
+		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
+	}
+	slices.Sort(pids)
+	results, err := cfg.scanPath(ctx, opts.Path, pids, &s.Scan)
+	if err != nil {
+		return nil, err
+	}
+	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
+		return nil, err
+	}
+	s.Processes = make([]Process, 0, len(results))
+	for _, res := range results {
+		switch {
+		case res.vanished || res.hidden != "":
+			hidden := cfg.hidden(r, res, &s.Scan)
+			if hidden && res.hidden != "" && (len(res.p.Mappings) > 0 || len(res.p.Holders) > 0) {
+				// The BPF path's walk read these in the kernel, beneath
+				// any mount: they are kept, with nothing of the tree.
+				break
+			}
+			if !hidden {
+				s.Scan.Vanished++
+				s.Scan.VanishedPIDs = append(s.Scan.VanishedPIDs, res.p.PID)
+			}
+			continue
+		case res.refused:
+			s.Scan.Refused++
+			s.Scan.RefusedPIDs = append(s.Scan.RefusedPIDs, res.p.PID)
+		}
+		if len(res.p.Unreadable) > 0 {
+			s.Scan.Unreadable++
+		}
+		makeValidUTF8(&res.p)
+		s.Processes = append(s.Processes, res.p)
+	}
+	s.Scan.ProcessesRead = len(s.Processes)
+
+	select {
+	case <-nvDone:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if nvErr != nil {
+		return nil, nvErr
+	}
+	s.NVML = nv
+	cfg.corroborate(r, s, opts) // once NVML has named the GPU users
+	<-klDone
+	kernelLog.BootID = s.Host.BootID
+	s.KernelLog = &kernelLog
+	s.Host.CaptureEnd = time.Now()
+	return s, nil
+}
+
+// readKernelLog reads where the kernel log at path stands; see Options.KernelLog.
+func readKernelLog(path, root string) kmsg.Position {
+	if path == "" {
+		if !isProcfs(root) {
+			return kmsg.Position{Unavailable: "not read: the proc root " + root + " is not this host's procfs, whose kernel log /dev/kmsg is (give --kmsg FILE)"}
+		}
+		path = kmsg.DefaultPath
+	}
+	return kmsg.ReadPosition(path)
+}
+
+// scanPath reads the processes by the path asked for, and records in scan
+// the path taken and how, or why BPF was not taken where it was wanted.
+func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, scan *Scan) ([]result, error) {
+	switch path {
+	case PathAuto, PathBPF:
+		if path == PathAuto && cfg.root != "/proc" {
+			break // a tree laid out like /proc: nothing to choose
+		}
+		why := bpfUnavailable(cfg.root)
+		if why == "" && cfg.faults != nil {
+			why = "a test's fault hook reads /proc"
+		}
+		if why == "" {
+			walk, err := openWalk()
+			if err == nil {
+				var results []result
+				results, err = cfg.scanBPF(ctx, walk, pids)
+				walk.Close()
+				if err == nil {
+					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+					return results, nil
+				}
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			why = err.Error()
+		}
+		if path == PathBPF {
+			return nil, fmt.Errorf("BPF capture: %s", why)
+		}
+		scan.CaptureNote = "BPF capture not taken: " + why
+	case PathProc:
+	default:
+		return nil, fmt.Errorf("capture path %q: want bpf or proc", path)
+	}
+	scan.CapturePath = PathProc
+	return cfg.scan(ctx, pids)
+}
+
+// result is one process as a worker left it.
+type result struct {
+	p        Process
+	vanished bool
+	refused  bool
+	// exiting: the process had begun to exit as it was read (PF_EXITING):
+	// it maps and holds nothing any more, and a successor it forked may be
+	// what uses its devices now.
+	exiting bool
+	// hidden says how the process's directory lies on another filesystem
+	// than the proc root's (a mount over /proc/PID): nothing in it was
+	// read. On the /proc path such a process is also vanished; the BPF
+	// path keeps what its walk saw.
+	hidden string
+}
+
+// scanConfig is what every worker of one capture shares.
+type scanConfig struct {
+	root    string
+	rootfd  int // root, open (O_PATH): process directories are opened in it
+	classes DeviceClasses
+	boot    time.Time
+	live    bool   // root is procfs: stat of map_files and fd links is the truth
+	rootDev uint64 // st_dev of the live procfs: every process directory's
+	// ownPIDs: root is the procfs of this process's pid namespace, whose
+	// PIDs kcmp takes (threads' own fd tables are looked for only then).
+	ownPIDs bool
+	faults  func(string) error
+	users   *userCache // nil unless live: no names for another machine's uids
+	// rootNS is the proc root's pid namespace (its ns/pid link), where it
+	// is the capture's own; "" where not known.
+	rootNS string
+}
+
+// scan reads the processes with one worker per CPU: the kernel's work of
+// generating maps and fd links dominates, and runs in parallel.
+func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
+	results := make([]result, len(pids))
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	workers := min(runtime.NumCPU(), len(pids))
+	for range workers {
+		wg.Go(func() {
+			w := newWorker(cfg)
+			for ctx.Err() == nil {
+				// Hand out PIDs in small batches: one lock per batch, not per process.
+				mu.Lock()
+				lo := next
+				next = min(next+8, len(pids))
+				mu.Unlock()
+				if lo >= len(pids) {
+					return
+				}
+				for i := lo; i < min(lo+8, len(pids)); i++ {
+					results[i] = w.process(pids[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// worker reads processes one at a time with reused buffers.
+type worker struct {
+	*scanConfig
+	r    *reader
+	maps MapsScanner
+	// kinds caches stat of map_files by the maps dev field and inode: every
+	// process maps the same libraries, and one stat per file (not per line
+	// per process) keeps "stat decides" affordable.
+	kinds map[fileID]FileKind
+	// rootNS is the pid namespace procfs was mounted in, once seen.
+	rootNS string
+	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
+	// and status gives every process's uids (credentials).
+	noPidfdInfo bool
+	// cgroups keeps each distinct cgroup text parsed, so that the many
+	// processes of one cgroup set are parsed once (see cgroupOf).
+	cgroups map[string]*cgroupSet
+	// dir is the directory of the process being read, open as dirfd
+	// (O_PATH): its files are opened relative to it.
+	dir   string
+	dirfd int
+
+	// Buffers kept until the process is done: its raw text is copied out
+	// only if it uses an NVIDIA device.
+	mapsBuf, statusBuf, cmdBuf []byte
+	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
+	ring                       []byte // an io_uring's fdinfo
+	small                      []byte // stat, cgroup, fdinfo: parsed at once
+	fds, tids                  []int
+	holderRuns                 holderRuns // of the process being read
+}
+
+type fileID struct {
+	major, minor uint32
+	inode        uint64
+}
+
+func newWorker(cfg *scanConfig) *worker {
+	w := &worker{
+		scanConfig: cfg,
+		r:          newReader(cfg.faults, cfg.live, !cfg.live),
+		kinds:      map[fileID]FileKind{},
+		rootNS:     cfg.rootNS,
+		cgroups:    map[string]*cgroupSet{},
+		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
+	}
+	w.maps.Classes = cfg.classes
+	if cfg.live {
+		w.maps.Known = w.knownKind
+	}
+	return w
+}
+
+// process reads one process. Files are read in the order that lets it stop
+// early: stat first (no stat, no process), maps and fds last. The identity
+// step reads who the process is, the devices step what it maps and holds,
+// and then who it runs as.
+func (w *worker) process(pid int) result {
+	res := result{p: Process{PID: pid}}
+	w.dir = pidDir(w.root, pid)
+	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		if vanishedErr(err) {
+			res.vanished = true
+			return res
+		}
+		w.note(&res, "dir", err)
+		return res
+	}
+	defer w.r.close(dirfd, true)
+	w.dirfd = dirfd
+	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
+		// A tenant's tree in the process's place: none of it is the
+		// process's, which is as good as gone unless probed (hidden).
+		res.vanished = true
+		return res
+	}
+	id, done := w.identity(&res)
+	if id.threadfd >= 0 {
+		defer w.r.close(id.threadfd, true)
+	}
+	if !done {
+		w.devices(&res, id)
+	}
+	return res
+}
+
+// note records a failed read of the process being read; it reports whether
+// the process is gone.
+func (w *worker) note(res *result, what string, err error) bool {
+	if vanishedErr(err) && w.gone() {
+		res.vanished = true
+		return true
+	}
+	if refusedErr(err) {
+		res.refused = true
+	}
+	// A file that is not there is not one that could not be read: a
+	// fixture tree leaves out what a process does not have.
+	if (what == "maps" || what == "fd") && !errors.Is(err, syscall.ENOENT) {
+		res.p.Unreadable = append(res.p.Unreadable, what)
+	}
+	res.p.Errors = append(res.p.Errors, what+": "+errText(err))
+	return false
+}
+
+// identity is what the identity step hands the devices step: where the
+// leader's files are, and the raw text kept for a process that uses an
+// NVIDIA device.
+type identity struct {
+	leaderfd  int
+	leaderDir string
+	// threadfd is a zombie leader's live thread's task directory, open
+	// (O_PATH) until the process is done; -1 when none was opened.
+	threadfd        int
+	status          []byte
+	cmdline, cgroup string
+	cmdlineCut      *Cut
+}
+
+// identity reads who the process is (stat, cmdline, exe, cgroup) from
+// w.dirfd; who it runs as is read once its fds are (credentials). done says nothing more is to be read: the
+// process is gone, has no stat, or is a kernel thread.
+func (w *worker) identity(res *result) (id identity, done bool) {
+	p := &res.p
+	dirfd := w.dirfd
+	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1}
+	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
+	w.small = data
+	if err != nil {
+		// Without stat there is no identity (no start time): a process whose
+		// stat is gone has exited between the listing and now.
+		if vanishedErr(err) {
+			res.vanished = true
+			return id, true
+		}
+		w.note(res, "stat", err)
+		return id, true
+	}
+	var flags uint64
+	if st, err := parseStat(data); err != nil {
+		p.Errors = append(p.Errors, "stat: "+err.Error())
+	} else {
+		if w.live && st.PID != p.PID {
+			// Another process's directory bound over this one's: nothing in
+			// it is this process's, which is as good as gone unless probed.
+			res.hidden = boundOver(st.PID)
+			res.vanished = true
+			return id, true
+		}
+		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
+		res.exiting = flags&pfExiting != 0
+		if !w.boot.IsZero() {
+			p.Started = StartedAt(w.boot, st.StartTime)
+		}
+	}
+
+	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
+	// command line and no exe, and maps, holds and belongs to nothing worth a
+	// read: it runs as root in the root cgroup. Nothing more is read for it.
+	if flags&pfKthread != 0 {
+		p.KernelThread = true
+		p.User = w.users.name(0)
+		return id, true
+	}
+
+	// A leader that has exited while its other threads run is a zombie
+	// whose /proc/PID shows no command line, exe, maps or fds: they are read
+	// through a live thread (task/TID). Its status stays the leader's: a
+	// thread's NSpid would name the thread.
+	if p.State == "Z" && p.Threads > 1 {
+		if tid, tfd, ok := w.liveThread(p.PID); ok {
+			id.threadfd = tfd
+			p.LiveThread = tid
+			w.dirfd, w.dir, dirfd = tfd, w.dir+"/task/"+strconv.Itoa(tid), tfd
+		}
+	}
+
+	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, CmdlineLimit, true)
+	w.cmdBuf = cmdline
+	if err != nil && w.note(res, "cmdline", err) {
+		return id, true
+	}
+	id.cmdline, id.cmdlineCut = string(cmdline), cut
+	p.Cmdline, p.CmdlineCut = parseCmdline(id.cmdline), cut
+
+	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
+	noExe := errors.Is(err, syscall.ENOENT)
+	switch {
+	case err == nil:
+		p.Exe, p.ExeDeleted = cutDeletedString(exe)
+	case noExe && w.gone():
+		res.vanished = true
+		return id, true
+	case !noExe: // ENOENT is a zombie's: no exe to have
+		w.note(res, "exe", err)
+	}
+
+	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
+	w.small = cg
+	if err != nil && w.note(res, "cgroup", err) {
+		return id, true
+	}
+	set := w.cgroupOf(cg)
+	id.cgroup = set.text
+	p.setCgroups(set)
+	return id, false
+}
+
+// credentials reads who the process runs as: its uids, NSpid and pid
+// namespace, and, for a process that uses an NVIDIA device, its status text.
+// status is the costliest file the kernel renders for a process: where
+// pidfdCreds can, the uids come from the kernel's pidfd, and only the
+// ns/pid link is read, to place the process in the proc root's pid
+// namespace (NSpid is then the PID alone). It reports whether the process
+// is gone.
+func (w *worker) credentials(res *result, id *identity) (gone bool) {
+	p := &res.p
+	ns := ""
+	if uid, euid, ok := w.pidfdCreds(p); ok {
+		// The link is read after the pidfd was opened, through the
+		// directory open since before: that it reads proves the PID was
+		// still this process's when the pidfd took it (a PID is reused
+		// only once its process is reaped, and its directory then reads
+		// nothing).
+		link, err := w.r.readlinkAt(w.dirfd, w.dir, "ns/pid")
+		switch {
+		case err == nil && link == w.rootNS:
+			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, link
+			p.User = w.users.name(uid)
+			return false
+		case err == nil:
+			ns = link // another pid namespace: its NSpid is in status
+		case vanishedErr(err) && w.gone():
+			res.vanished = true
+			return true
+		}
+		// Refused (no ptrace access without root): status says it all.
+	}
+	status, err := w.r.readTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
+	w.statusBuf, id.status = status, status
+	if err != nil {
+		if w.note(res, "status", err) {
+			return true
+		}
+	} else if st, err := parseStatus(status); err != nil {
+		p.Errors = append(p.Errors, "status: "+err.Error())
+	} else {
+		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
+		p.User = w.users.name(st.UID)
+	}
+	return w.pidNamespace(res, ns)
+}
+
+// pidfdCreds reads the real and effective uid of process p from a pidfd of
+// its PID (PIDFD_GET_INFO, Linux 6.13): the uids status gives, without
+// rendering the rest of status. Only on the procfs of gpusnap's own pid
+// namespace (pidfd_open takes its PIDs), and not for a leader read through
+// a live thread, nor for a process that uses an NVIDIA device: status is
+// read for those (the latter's text is kept). ok is false where status is
+// to be read.
+func (w *worker) pidfdCreds(p *Process) (uid, euid int, ok bool) {
+	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 || p.UsesNVIDIA() {
+		return 0, 0, false
+	}
+	info, err := w.r.pidfdInfo(p.PID)
+	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTTY) || errors.Is(err, syscall.EINVAL) {
+		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO: not asked again
+	}
+	if err != nil || info.Mask&unix.PIDFD_INFO_CREDS == 0 {
+		return 0, 0, false
+	}
+	return int(info.Ruid), int(info.Euid), true
+}
+
+// pidNamespace records the process's pid namespace: ns where the caller
+// read it already, else read from the process's directory; it reports
+// whether the process is gone.
+func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
+	p := &res.p
+	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// process with one entry lives in that namespace, as most do, and the
+	// link need not be read again for it.
+	if ns == "" && w.live && len(p.NSpid) == 1 && w.rootNS != "" {
+		p.PIDNamespace = w.rootNS
+		return false
+	}
+	if ns == "" {
+		var err error
+		if ns, err = w.r.readlinkAt(w.dirfd, w.dir, "ns/pid"); err != nil {
+			return w.note(res, "ns/pid", err)
+		}
+	}
+	p.PIDNamespace = ns
+	if w.live && len(p.NSpid) == 1 {
+		w.rootNS = ns
+	}
+	return false
+}
+
+// devices reads what the process maps and holds (maps, then its fds and,
+// for a process of gpusnap's own, its threads'), then its credentials, and
+// keeps the raw text of one that uses an NVIDIA device.
+func (w *worker) devices(res *result, id identity) {
+	p := &res.p
+	mr, maps, mapsCut, err := w.readMaps()
+	if err != nil && w.note(res, "maps", err) {
+		return
+	}
+	// A user process always maps its executable: empty maps mean its memory
+	// was torn down between the stat read and now, as an exiting process's
+	// is, so what it mapped was not seen (the settle step looks again).
+	if err == nil && len(maps) == 0 {
+		res.exiting = true
+	}
+	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
+	p.Errors = append(p.Errors, mr.Errors...)
+
+	w.holderRuns.runs.reset()
+	hs, errs, err := w.holders(w.dirfd, w.dir)
+	p.Holders = hs
+	p.Errors = append(p.Errors, errs...)
+	gone := err != nil && w.note(res, "fd", err)
+	if !gone && w.ownPIDs && p.Threads > 1 {
+		hs, errs, err := w.threadHolders(id.leaderfd, id.leaderDir, p.PID, p.LiveThread)
+		if len(hs) > 0 {
+			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
+		}
+		p.Errors = append(p.Errors, errs...)
+		gone = err != nil && w.note(res, "fd", err)
+	}
+	p.HolderRuns = w.holderRuns.runs.result()
+	if gone || w.credentials(res, &id) {
+		return
+	}
+
+	if p.UsesNVIDIA() {
+		p.SuspectAnon = mr.SuspectAnon
+		if mr.AnonRun != nil {
+			p.MappingRuns = append(p.MappingRuns, *mr.AnonRun)
+		}
+		p.Raw = newRaw(maps, mapsCut, id.status, id.cmdline, id.cmdlineCut, id.cgroup)
+	}
+}
+
+// liveThread finds a thread of process pid other than its exited leader that
+// still runs, and opens its task directory (O_PATH) relative to the
+// process's. ok is false when every thread is gone or the kernel refuses.
+func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
+	taskfd, err := w.r.openDirAt(w.dirfd, w.dir, "task")
+	if err != nil {
+		return 0, -1, false
+	}
+	defer w.r.close(taskfd, true)
+	tids, err := w.r.listInts(taskfd, nil, 1, pidMax-1)
+	if err != nil {
+		return 0, -1, false
+	}
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		name := strconv.Itoa(tid)
+		data, err := w.r.readTaskFileAt(taskfd, w.dir+"/task", name+"/stat", w.small)
+		w.small = data
+		if err != nil {
+			continue
+		}
+		if st, err := parseStat(data); err != nil || st.State == "Z" || st.State == "X" {
+			continue
+		}
+		fd, err := w.r.openat(taskfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		if err == nil {
+			return tid, fd, true
+		}
+	}
+	return 0, -1, false
+}
+
+// mapFilesStat returns the stat function of the maps scanner for one
+// process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
+// After a refusal it stops asking for the rest of the process: the kernel
+// refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
+func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, bool) {
+	refused := false
+	return func(rangeText []byte, major, minor uint32, inode uint64) (FileKind, bool) {
+		id := fileID{major, minor, inode}
+		if k, ok := w.kinds[id]; ok {
+			return k, true
+		}
+		if refused {
+			return FileKind{}, false
+		}
+		k, err := w.r.statAt(w.dirfd, w.dir, "map_files/"+string(rangeText))
+		if err != nil {
+			refused = refusedErr(err)
+			return FileKind{}, false
+		}
+		w.kinds[id] = k
+		return k, true
+	}
+}
+
+// knownKind is what stat of map_files said of a file this worker has
+// stat'ed before (mapFilesStat's cache).
+func (w *worker) knownKind(major, minor uint32, inode uint64) (FileKind, bool) {
+	k, ok := w.kinds[fileID{major, minor, inode}]
+	return k, ok
+}
+
+// isProcfs reports whether root is a mounted procfs.
+func isProcfs(root string) bool {
+	const procSuperMagic = 0x9fa0
+	var fs syscall.Statfs_t
+	return syscall.Statfs(root, &fs) == nil && fs.Type == procSuperMagic
+}
+
+// gone reports whether the process being read has exited: its directory,
+// open since before its first read, has lost its files (a new process with
+// the same PID would have a new directory).
+func (w *worker) gone() bool {
+	var st unix.Stat_t
+	err := unix.Fstatat(w.dirfd, "stat", &st, unix.AT_SYMLINK_NOFOLLOW)
+	return vanishedErr(err)
+}
+
+// userCache maps uids to user names, looked up once per capture. A nil
+// cache names no uid.
+type userCache struct {
+	mu    sync.Mutex
+	names map[int]string
+}
+
+func (c *userCache) name(uid int) string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.names[uid]; ok {
+		return n
+	}
+	n := ""
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		n = u.Username
+	}
+	c.names[uid] = n
+	return n
+}
+
+// errText is the errno text of err without the path os would add.
+func errText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// openScan opens the proc root and reads what reading its processes needs:
+// the host (h: its boot time dates starts), the device classes, whether it
+// is the live procfs and of this pid namespace. errs say what could not be
+// read. The caller closes cfg.rootfd.
+//
+// stat of map_files and fd links means something only on the kernel's own
+// procfs: in a fixture or a copied tree the links name paths of another
+// machine, so there the path rule alone decides. Its uids are that
+// machine's too: this host's user database would name them wrongly, so
+// users are named on the live procfs only. And a tree is a stranger's:
+// every file in it is read beneath it, never through a link (see reader).
+func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig, r *reader, errs []string, err error) {
+	live := isProcfs(root)
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
+	}
+	r = newReader(faults, false, !live)
+	errs = readHost(r, rootfd, root, h)
+	classes := DeviceClasses{}
+	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
+		classes = ParseDevices(data)
+	} else {
+		errs = append(errs, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
+	}
+	cfg = &scanConfig{root: root, rootfd: rootfd, classes: classes, boot: h.BootTime, live: live, faults: faults}
+	if live {
+		var st unix.Stat_t
+		if err := unix.Fstat(rootfd, &st); err == nil {
+			cfg.rootDev = st.Dev
+		}
+		cfg.users = &userCache{names: map[int]string{}}
+		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
+			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
+		} else if ns, err := r.readlinkAt(rootfd, root, "self/ns/pid"); err == nil {
+			cfg.rootNS = ns
+		}
+	}
+	return cfg, r, errs, nil
+}
+
+// ownPIDNamespace reports whether the procfs open as rootfd is that of this
+// process's pid namespace: its "self" names this process's PID.
+func ownPIDNamespace(rootfd int) bool {
+	buf := make([]byte, 16)
+	n, err := unix.Readlinkat(rootfd, "self", buf)
+	return err == nil && string(buf[:n]) == strconv.Itoa(os.Getpid())
+}

@@ -1,0 +1,265 @@
+package capture
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/provenance"
+)
+
+// Limits of what a capture reads to corroborate a GPU user: a tenant
+// controls its sockets, fds and network namespaces.
+const (
+	// SocketsPerProcess is how many sockets of one process a snapshot keeps.
+	SocketsPerProcess = 256
+	// netnsPerCapture is how many network namespaces' tables one capture reads.
+	netnsPerCapture = 64
+	// socketFdsPerProcess is how many fds of one process are looked at for
+	// sockets: the readlink of each costs a microsecond, and a tenant can
+	// hold a million.
+	socketFdsPerProcess = 1 << 16
+)
+
+// netTables are the tables of a network namespace that name internet sockets.
+var netTables = []string{"tcp", "tcp6", "udp", "udp6"}
+
+// gpuUsers returns the processes of s that use a GPU: NVML lists them (by
+// host PID or NSpid, as GPUUsage joins them), or they hold or map an NVIDIA
+// device. A defunct process runs nothing and holds nothing: it is left out.
+func gpuUsers(s *Snapshot) []*Process {
+	seen := map[*Process]bool{}
+	var out []*Process
+	add := func(p *Process) {
+		if p != nil && !seen[p] && !p.Defunct() {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, g := range GPUUsage(s) {
+		for _, u := range g.Processes {
+			add(u.Process)
+		}
+	}
+	for i := range s.Processes {
+		if s.Processes[i].UsesNVIDIA() {
+			add(&s.Processes[i])
+		}
+	}
+	return out
+}
+
+// corroborate reads, for every process that uses a GPU and for no other,
+// the evidence triage weighs beside its device use: its sockets, its
+// lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
+// the host.
+func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
+	users := gpuUsers(s)
+	if len(users) == 0 {
+		return
+	}
+	cfg.readSockets(r, s, users)
+	cfg.readLineage(r, s, users)
+	dir := opts.DpkgDir
+	if dir == "" && cfg.live {
+		dir = provenance.DefaultDir
+	}
+	var dpkg *provenance.DB
+	if dir != "" {
+		var err error
+		if dpkg, err = provenance.Open(dir); err != nil {
+			s.Scan.Errors = append(s.Scan.Errors, err.Error())
+		}
+		defer dpkg.Close()
+	}
+	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg)
+	if dpkg != nil {
+		s.Scan.Errors = append(s.Scan.Errors, dpkg.Notes...)
+	}
+}
+
+// sockFds lists the socket inodes of one process's fd table, and its
+// network namespace's inode.
+type sockFds struct {
+	p      *Process
+	inodes map[uint64]bool
+	netns  uint64
+}
+
+// readSockets joins each user's socket fds to its network namespace's
+// tables, each namespace read once (keyed by its inode, as osquery does),
+// and only for the inodes its GPU users hold.
+func (cfg *scanConfig) readSockets(r *reader, s *Snapshot, users []*Process) {
+	byNS := map[uint64][]*sockFds{}
+	var order []uint64
+	for _, p := range users {
+		sf, err := cfg.socketFds(r, p)
+		if errors.Is(err, syscall.ENOENT) {
+			// Gone since it was read, or a fixture tree that leaves out
+			// what the process does not have (as for maps and fds).
+			continue
+		}
+		if err != nil {
+			p.Errors = append(p.Errors, "sockets: "+err.Error())
+			continue
+		}
+		if len(sf.inodes) == 0 {
+			continue
+		}
+		if byNS[sf.netns] == nil {
+			order = append(order, sf.netns)
+		}
+		byNS[sf.netns] = append(byNS[sf.netns], sf)
+	}
+	if len(order) > netnsPerCapture {
+		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("sockets: GPU users live in %d network namespaces; the sockets of those past the first %d were not read", len(order), netnsPerCapture))
+		for _, ns := range order[netnsPerCapture:] {
+			for _, sf := range byNS[ns] {
+				sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: network namespace %d not read (more than %d in this capture)", ns, netnsPerCapture))
+			}
+		}
+		order = order[:netnsPerCapture]
+	}
+	for _, ns := range order {
+		cfg.joinNamespace(r, ns, byNS[ns])
+	}
+}
+
+// joinNamespace reads one network namespace's tables through the first of
+// its members whose /proc/PID/net can be read, and gives each member its
+// sockets.
+func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) {
+	want := map[uint64]bool{}
+	for _, sf := range members {
+		for ino := range sf.inodes {
+			want[ino] = true
+		}
+	}
+	var found []Socket
+	var unixSocks map[uint64]bool
+	var lastErr error
+	read := false
+	for _, sf := range members {
+		dir := strconv.Itoa(sf.p.PID) + "/net/"
+		var socks []Socket
+		var err error
+		for _, table := range netTables {
+			var data []byte
+			data, err = r.readFileAt(cfg.rootfd, cfg.root, dir+table, nil)
+			if err != nil {
+				break
+			}
+			socks, _ = parseNetTable(data, table, ns, want, socks)
+		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if data, err := r.readFileAt(cfg.rootfd, cfg.root, dir+"unix", nil); err == nil {
+			unixSocks = unixInodes(data, want)
+		}
+		found, read = socks, true
+		break
+	}
+	if !read {
+		for _, sf := range members {
+			sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: network namespace %d: %s", ns, errText(lastErr)))
+		}
+		return
+	}
+	byInode := make(map[uint64]Socket, len(found))
+	for _, so := range found {
+		byInode[so.Inode] = so
+	}
+	for _, sf := range members {
+		p := sf.p
+		for ino := range sf.inodes {
+			so, ok := byInode[ino]
+			switch {
+			case unixSocks[ino]:
+				p.UnixSockets++
+			case !ok: // netlink, packet, a socket of another namespace passed over
+			case len(p.Sockets) < SocketsPerProcess:
+				p.Sockets = append(p.Sockets, so)
+			default:
+				p.SocketsDropped++
+			}
+		}
+		sortSockets(p.Sockets)
+	}
+}
+
+// socketFds reads the socket inodes of p's fd table (its live thread's,
+// where the leader has exited) and the inode of its network namespace.
+func (cfg *scanConfig) socketFds(r *reader, p *Process) (*sockFds, error) {
+	dir := strconv.Itoa(p.PID)
+	if p.LiveThread != 0 {
+		dir += "/task/" + strconv.Itoa(p.LiveThread)
+	}
+	taskfd, err := r.openat(cfg.rootfd, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(taskfd, true)
+	path := cfg.root + "/" + dir
+	nsLink, err := r.readlinkAt(taskfd, path, "ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("ns/net: %w", err)
+	}
+	netns, ok := nsInode(nsLink, "net")
+	if !ok {
+		return nil, fmt.Errorf("ns/net: %q is no net:[INODE]", truncate([]byte(nsLink), 64))
+	}
+	fdfd, err := r.openDirAt(taskfd, path, "fd")
+	if err != nil {
+		return nil, fmt.Errorf("fd: %w", err)
+	}
+	defer r.close(fdfd, true)
+	fds, err := r.listInts(fdfd, nil, 0, 1<<31-1)
+	if err != nil {
+		return nil, fmt.Errorf("fd: %s", errText(err))
+	}
+	sf := &sockFds{p: p, inodes: map[uint64]bool{}, netns: netns}
+	if len(fds) > socketFdsPerProcess {
+		p.Errors = append(p.Errors, fmt.Sprintf("sockets: %d fds; those past the first %d were not looked at", len(fds), socketFdsPerProcess))
+		fds = fds[:socketFdsPerProcess]
+	}
+	for _, fd := range fds {
+		target, err := r.readlinkAt(fdfd, path+"/fd", strconv.Itoa(fd))
+		if err != nil {
+			if refusedErr(err) {
+				return nil, fmt.Errorf("fd: %s", errText(err))
+			}
+			continue // closed since the listing
+		}
+		if ino, ok := nsInode(target, "socket"); ok {
+			sf.inodes[ino] = true
+		}
+	}
+	return sf, nil
+}
+
+// nsInode reads the inode of a link target "KIND:[INODE]" (socket:[123],
+// net:[4026531840]).
+func nsInode(target, kind string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(target, kind+":[")
+	if !ok || !strings.HasSuffix(rest, "]") {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(rest[:len(rest)-1], 10, 64)
+	return v, err == nil
+}
+
+// sortSockets orders sockets by protocol and addresses, so that a
+// snapshot reads the same however the fd table was walked.
+func sortSockets(socks []Socket) {
+	slices.SortFunc(socks, func(a, b Socket) int {
+		return cmp.Or(cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
+	})
+}

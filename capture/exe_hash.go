@@ -1,0 +1,131 @@
+package capture
+
+import (
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/provenance"
+)
+
+// DefaultHashLimit is --hash-limit's default: no GPU job's executable is
+// larger, and a tenant's 100 GiB sparse file must not cost a capture minutes.
+const DefaultHashLimit = 512 << 20
+
+// exeKey names one executable file within a capture: the same file, not
+// changed since, is hashed once however many processes run it.
+type exeKey struct {
+	dev, ino    uint64
+	size, mtime int64
+}
+
+type exeDigest struct {
+	sha256, md5, status, err string
+}
+
+// exeHasher hashes executables through /proc/PID/exe, which opens the very
+// file the process runs: a deleted binary or a memfd included.
+type exeHasher struct {
+	limit int64
+	cache map[exeKey]exeDigest
+	buf   []byte
+}
+
+// hash hashes the exe of the task directory dir (PID or PID/task/TID) under
+// the live proc root rootfd.
+func (h *exeHasher) hash(rootfd int, dir string) exeDigest {
+	fd, err := unix.Openat(rootfd, dir+"/exe", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+	}
+	key := exeKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+	if d, ok := h.cache[key]; ok {
+		return d
+	}
+	d := h.read(fd, st)
+	h.cache[key] = d
+	return d
+}
+
+// read hashes the open file fd of stat st, whole or not at all.
+func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return exeDigest{status: HashUnreadable, err: "exe: not a regular file"}
+	case st.Size > h.limit:
+		return exeDigest{status: HashTooLarge, err: fmt.Sprintf("exe: %d bytes, more than the hash limit of %d", st.Size, h.limit)}
+	case st.Size == 0:
+		return exeDigest{status: HashUnreadable, err: "exe: empty"}
+	}
+	if h.buf == nil {
+		h.buf = make([]byte, 1<<20)
+	}
+	s, m := sha256.New(), md5.New()
+	var n int64
+	for n <= st.Size {
+		k, err := unix.Read(fd, h.buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+		}
+		if k == 0 {
+			break
+		}
+		s.Write(h.buf[:k])
+		m.Write(h.buf[:k])
+		n += int64(k)
+	}
+	if n != st.Size {
+		// Truncated or grown while read: a hash of part of a file is no
+		// one's hash.
+		return exeDigest{status: HashUnreadable, err: fmt.Sprintf("exe: read %d bytes of %d", n, st.Size)}
+	}
+	return exeDigest{sha256: hex.EncodeToString(s.Sum(nil)), md5: hex.EncodeToString(m.Sum(nil)), status: HashOK}
+}
+
+// readBinaries hashes each user's exe and names the package that owns its
+// path, on the live procfs only: a tree's exe links name another machine's
+// files. dpkg is nil where the host has no dpkg database.
+func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provenance.DB) {
+	if !cfg.live {
+		return
+	}
+	h := &exeHasher{limit: limit, cache: map[exeKey]exeDigest{}}
+	var paths []string
+	md5s := map[*Process]string{}
+	for _, p := range users {
+		if p.Exe == "" {
+			continue // a refused or absent exe: nothing to hash or look up
+		}
+		dir := strconv.Itoa(p.PID)
+		if p.LiveThread != 0 {
+			dir += "/task/" + strconv.Itoa(p.LiveThread)
+		}
+		d := h.hash(cfg.rootfd, dir)
+		p.ExeSHA256, p.HashStatus, md5s[p] = d.sha256, d.status, d.md5
+		if d.err != "" {
+			p.Errors = append(p.Errors, d.err)
+		}
+		paths = append(paths, p.Exe)
+	}
+	owners := dpkg.Owners(paths)
+	for p, sum := range md5s {
+		status, why := dpkg.Status(owners[p.Exe], p.Exe, sum)
+		p.Package = &Package{Name: owners[p.Exe], Status: status}
+		if why != "" && status == provenance.Unknown && dpkg != nil {
+			p.Errors = append(p.Errors, "package: "+why)
+		}
+	}
+}

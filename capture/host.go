@@ -1,0 +1,55 @@
+package capture
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"time"
+)
+
+// readHost fills the host facts from the proc root, open as rootfd: btime
+// from <root>/stat, hostname, kernel release and boot id from
+// <root>/sys/kernel. A fixture root without them gets each recorded as
+// unreadable, never the facts of the machine running the tests. They are
+// read by the capture's own reader (not procfs's), which in a tree reads
+// only regular files beneath it.
+func readHost(r *reader, rootfd int, root string, h *Host) (errs []string) {
+	if data, err := r.readFileAt(rootfd, root, "stat", nil); err != nil {
+		errs = append(errs, "boot time: "+root+"/stat: "+errText(err))
+	} else if btime, err := parseBtime(data); err != nil {
+		errs = append(errs, "boot time: "+root+"/stat: "+err.Error())
+	} else {
+		h.BootTime = time.Unix(btime, 0).UTC()
+	}
+	for _, f := range []struct {
+		name, path string
+		dst        *string
+	}{
+		{"hostname", "sys/kernel/hostname", &h.Hostname},
+		{"kernel release", "sys/kernel/osrelease", &h.KernelRelease},
+		{"boot id", "sys/kernel/random/boot_id", &h.BootID},
+	} {
+		data, err := r.readFileAt(rootfd, root, f.path, nil)
+		if err != nil {
+			errs = append(errs, f.name+": "+root+"/"+f.path+": "+errText(err))
+			continue
+		}
+		*f.dst = strings.TrimSpace(string(data))
+	}
+	return errs
+}
+
+// parseBtime finds the "btime SECONDS" line of /proc/stat (proc(5)): the
+// boot time, in seconds since the epoch.
+func parseBtime(data []byte) (int64, error) {
+	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			n, ok := parseDec(bytes.TrimSpace(v))
+			if !ok || n > 1<<40 {
+				return 0, errors.New("bad btime line")
+			}
+			return int64(n), nil
+		}
+	}
+	return 0, errors.New("no btime line")
+}

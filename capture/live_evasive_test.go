@@ -1,0 +1,202 @@
+package capture_test
+
+// Live tests of tenants that use a device where one look at /proc misses
+// it: a process that changes its PID every few hundred microseconds, a file
+// held only as an io_uring's registered file, a mount over /proc/PID.
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// mapsNode reports whether p maps path as an NVIDIA device, read-write shared.
+func mapsNode(p *snapshot.Process, path string) bool {
+	for _, m := range p.Mappings {
+		if m.Path == path && m.Class == snapshot.ClassNVIDIA && m.Perms == "rw-s" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLiveHopper: a process maps the node rw-s, closes the fd, then forks
+// and exits every 50-500 us under a child subreaper. One listing of /proc
+// read in PID order finds each listed hopper gone; the capture lists again
+// and follows the subreaper's children until it reads one, in each of 5
+// captures, or says it did not settle.
+func TestLiveHopper(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	loop := livetest.NewLoop(t)
+	reaper := livetest.Hop(t, loop.Node)
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
+		seen := 0
+		for range 5 {
+			snap := capturePath(t, path)
+			var users []int
+			for i := range snap.Processes {
+				if p := &snap.Processes[i]; mapsNode(p, loop.Node) {
+					users = append(users, p.PID)
+				}
+			}
+			switch {
+			case len(users) > 0:
+				seen++
+			case snap.Scan.Unsettled == "":
+				t.Errorf("%s: no hopper of subreaper %d seen, and the scan says it settled (%d relists, %d vanished)",
+					path, reaper.PID, snap.Scan.Relists, snap.Scan.Vanished)
+			default:
+				t.Logf("%s: unsettled: %s", path, snap.Scan.Unsettled)
+			}
+			t.Logf("%s: hoppers %v, %d relists, %d vanished", path, users, snap.Scan.Relists, snap.Scan.Vanished)
+		}
+		if seen == 0 {
+			t.Errorf("%s: no capture of 5 saw a hopper", path)
+		}
+	}
+}
+
+// TestLiveRegisteredFile: the node opened read-write, registered with an
+// io_uring and closed: /proc/PID/fd shows only the ring. Either capture path
+// reads the ring's fdinfo (the BPF path's file iterator marks the process
+// that holds a ring) and keeps the registered file as a holder (slot 0,
+// taken as read-write), and says it took it so.
+func TestLiveRegisteredFile(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	loop := livetest.NewLoop(t)
+	p := livetest.HoldRegistered(t, loop.Node)
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(p.PID) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if target, _ := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/fd/" + fd.Name()); target == loop.Node {
+			t.Fatalf("the tenant still has fd %s on %s: the test needs the ring to hold it alone", fd.Name(), target)
+		}
+	}
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
+		snap := capturePath(t, path)
+		q := mustFind(t, snap, p, "io_uring tenant")
+		var got []snapshot.Holder
+		for _, h := range q.Holders {
+			if h.Target == loop.Node {
+				got = append(got, h)
+			}
+		}
+		if len(got) != 1 || got[0].RingSlot == nil || *got[0].RingSlot != 0 || got[0].Class != snapshot.ClassNVIDIA || got[0].Access != "rw" {
+			t.Errorf("%s: holders of %s: %+v, want one NVIDIA holder in ring slot 0, access rw; errors %q", path, loop.Node, got, q.Errors)
+			continue
+		}
+		if !q.UsesNVIDIA() || !strings.Contains(strings.Join(q.Errors, "\n"), "taken as open read-write") {
+			t.Errorf("%s: the capture does not say the registered file's access was taken as rw: errors %q", path, q.Errors)
+		}
+		if len(q.Unreadable) > 0 {
+			t.Errorf("%s: the ring was read, yet the process is unreadable: %q %q", path, q.Unreadable, q.Errors)
+		}
+	}
+}
+
+// TestLiveHiddenProcess: an empty directory, then a tmpfs holding a made-up
+// stat and cgroup, mounted over /proc/PID of a process that maps the node.
+// Either capture path records the PID as hidden (the kernel still has it)
+// and reads nothing of the mounted tree as the process (the BPF path keeps
+// the mapping its kernel walk saw); once the process
+// has exited and been reaped, with the mount still there, the PID is no
+// longer hidden.
+func TestLiveHiddenProcess(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc", "mount")
+	loop := livetest.NewLoop(t)
+	fakeStat := "1 (bash) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n"
+	for _, fake := range []map[string]string{nil, {"stat": fakeStat, "cgroup": "0::/system.slice/sshd.service\n"}} {
+		pid := livetest.Hold(t, loop.Node).PID
+		livetest.HideProc(t, pid, fake)
+		for _, path := range []string{capture.PathProc, capture.PathBPF} {
+			snap := capturePath(t, path)
+			var why string
+			for _, h := range snap.Scan.Hidden {
+				if h.PID == pid {
+					why = h.Why
+				}
+			}
+			if why == "" || !strings.Contains(why, "pidfd_open") {
+				t.Errorf("%s, fake files %v: pid %d not hidden (why %q); hidden %+v", path, fake != nil, pid, why, snap.Scan.Hidden)
+			}
+			for _, q := range snap.Processes {
+				if q.PID != pid {
+					continue
+				}
+				// The BPF path keeps what its kernel walk saw (the
+				// mapping); nothing may come of the mounted tree.
+				switch {
+				case path == capture.PathProc:
+					t.Errorf("%s: the mounted tree was read as pid %d: %+v", path, pid, q)
+				case q.Comm == "bash" || strings.Contains(strings.Join(q.Cgroups, "\n"), "sshd") || q.Raw != nil || !mapsNode(&q, loop.Node):
+					t.Errorf("%s: pid %d kept with the mounted tree's text, or without its mapping: %+v", path, pid, q)
+				}
+			}
+			t.Logf("%s: %s", path, why)
+		}
+		// Its /proc/PID no longer says whether it lives: kill it by PID (its
+		// identity was checked before the mount) and wait until the harness,
+		// its parent, has reaped it.
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d not reaped after SIGKILL", pid)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		snap := capturePath(t, capture.PathProc)
+		for _, h := range snap.Scan.Hidden {
+			if h.PID == pid {
+				t.Errorf("pid %d exited, yet hidden: %s", pid, h.Why)
+			}
+		}
+	}
+}
+
+// TestLiveProcBoundOver: root binds another live process's /proc directory
+// over a ghost's. The same procfs, a real process's files: its stat names
+// the other PID, so the ghost's directory does not read as the ghost, and a
+// PID the kernel still has is hidden_process on both paths.
+func TestLiveProcBoundOver(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc", "sleep")
+	loop := livetest.NewLoop(t)
+	pid := livetest.Hold(t, loop.Node).PID
+	decoy := exec.Command("sleep", "300")
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decoy.Process.Kill(); _ = decoy.Wait() })
+	livetest.HideProcBehind(t, pid, decoy.Process.Pid)
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
+		snap := capturePath(t, path)
+		var why string
+		for _, h := range snap.Scan.Hidden {
+			if h.PID == pid {
+				why = h.Why
+			}
+		}
+		if !strings.Contains(why, "pidfd_open") {
+			t.Errorf("%s: pid %d behind pid %d's directory is not hidden (why %q)", path, pid, decoy.Process.Pid, why)
+		}
+		for _, q := range snap.Processes {
+			if q.PID == pid && q.Comm == "sleep" {
+				t.Errorf("%s: pid %d read as the decoy: %+v", path, pid, q)
+			}
+		}
+	}
+}

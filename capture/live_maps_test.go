@@ -1,0 +1,287 @@
+package capture_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// TestLiveLowAddressMapping: a device mapped below 0x10000000 (as a 32-bit
+// process or a MAP_FIXED mapping places it) shows in maps with zero padding,
+// "00200000-00210000", while its map_files entry is "200000-210000". The
+// snapshot must still have the device's own number from stat of map_files.
+func TestLiveLowAddressMapping(t *testing.T) {
+	livetest.Require(t, "losetup")
+	loop := livetest.NewLoop(t)
+	f, err := os.OpenFile(loop.Node, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const size = 64 << 10
+	var addr uintptr
+	for _, a := range []uintptr{0x200000, 0x8000000, 0xf000000} {
+		// The raw call: unix.MmapPtr wants the address as an unsafe.Pointer.
+		p, _, errno := unix.Syscall6(unix.SYS_MMAP, a, size, syscall.PROT_READ|syscall.PROT_WRITE,
+			syscall.MAP_SHARED|unix.MAP_FIXED_NOREPLACE, f.Fd(), 0)
+		if errno == 0 && p == a {
+			addr = a
+			t.Cleanup(func() { _, _, _ = unix.Syscall(unix.SYS_MUNMAP, p, size, 0) })
+			break
+		}
+		if errno == 0 {
+			_, _, _ = unix.Syscall(unix.SYS_MUNMAP, p, size, 0) // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+		} else if err := error(errno); !errors.Is(err, unix.EEXIST) {
+			t.Skipf("live /proc test: mmap of %s refused here: %v", loop.Node, err)
+		}
+	}
+	if addr == 0 {
+		t.Skip("live /proc test: no free low address to map the device at")
+	}
+	want := fmt.Sprintf("%08x-%08x", addr, addr+size)
+
+	snap := captureLive(t)
+	for _, p := range snap.Processes {
+		if p.PID != os.Getpid() {
+			continue
+		}
+		for _, m := range p.Mappings {
+			if m.Address != want {
+				continue
+			}
+			if m.DeviceNumber.String() != loop.DeviceNumber() || m.DeviceType != "block" || m.Path != loop.Node || m.Perms != "rw-s" {
+				t.Errorf("mapping %s: %+v, want %s block %s rw-s", want, m, loop.DeviceNumber(), loop.Node)
+			}
+			return
+		}
+		t.Fatalf("the snapshot of this process lacks the mapping %s of %s: %+v", want, loop.Node, p.Mappings)
+	}
+	t.Fatalf("the snapshot lacks this process %d", os.Getpid())
+}
+
+// TestLiveNodeNames: this process maps one loop device through three more
+// nodes: one outside any dev directory (only stat of map_files can tell it is
+// a device), one with spaces in its name, and one deleted since. Each is a
+// device mapping with the loop device's own number, its path as the kernel
+// wrote it, and the deleted flag where the node is gone.
+func TestLiveNodeNames(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	dir := t.TempDir()
+	nodes := map[string]struct {
+		class   string
+		deleted bool
+	}{
+		filepath.Join(dir, "gpu"):                          {"other", false},
+		filepath.Join(filepath.Dir(loop.Node), "nvidia 1"): {"nvidia", false},
+		filepath.Join(filepath.Dir(loop.Node), "nvidia2"):  {"nvidia", true},
+	}
+	for path, want := range nodes {
+		if err := syscall.Mknod(path, syscall.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+			t.Skipf("live /proc test: mknod refused here: %v", err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			t.Skipf("live /proc test: mmap of %s refused here: %v", path, err)
+		}
+		t.Cleanup(func() { _ = syscall.Munmap(b) })
+		if want.deleted {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	snap := captureLive(t)
+	for _, p := range snap.Processes {
+		if p.PID != os.Getpid() {
+			continue
+		}
+		for path, want := range nodes {
+			found := false
+			for _, m := range p.Mappings {
+				if m.Path != path {
+					continue
+				}
+				found = true
+				if m.Class != want.class || m.Deleted != want.deleted || m.DeviceNumber.String() != loop.DeviceNumber() || m.Perms != "rw-s" {
+					t.Errorf("mapping of %q: %+v, want class %s, deleted %v, device %s", path, m, want.class, want.deleted, loop.DeviceNumber())
+				}
+			}
+			if !found {
+				t.Errorf("the snapshot lacks the mapping of %q: %+v", path, p.Mappings)
+			}
+		}
+		return
+	}
+	t.Fatalf("the snapshot lacks this process %d", os.Getpid())
+}
+
+// TestLiveMappingFlood: a tenant maps a device node named nvidia0 60,000
+// times (under the default vm.max_map_count), another 300 times. By either
+// path a capture keeps MappingsPerDevice of their lines and counts the rest
+// in one run, keeps TextLimit bytes of the maps text and names the whole by
+// length and SHA-256, and allocates a bounded amount doing so: a path that
+// renders, buffers or copies every mapping (the BPF path once allocated
+// 1.1 KB a mapping and 92 MiB of RSS for 100,000) fails here. The BPF path
+// walks the 300 in the kernel and reads the 60,000 from /proc.
+func TestLiveMappingFlood(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	const want = 60000
+	count := want
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && max-1000 < count {
+			count = max - 1000
+		}
+	}
+	if count < want/2 {
+		t.Skipf("live /proc test: vm.max_map_count allows %d mappings, want %d", count+1000, want)
+	}
+	loop := livetest.NewLoop(t)
+	type tenant struct {
+		livetest.Proc
+		count int
+		cut   *snapshot.Cut // of its maps text
+	}
+	var tenants []tenant
+	for _, n := range []int{300, count} {
+		p := livetest.HoldMappings(t, loop.Node, n)
+		maps, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cut *snapshot.Cut
+		if len(maps) > snapshot.TextLimit {
+			sum := sha256.Sum256(maps)
+			cut = &snapshot.Cut{Length: int64(len(maps)), SHA256: hex.EncodeToString(sum[:])}
+		}
+		tenants = append(tenants, tenant{p, n, cut})
+	}
+	usePrivateBPFFS(t)
+
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
+		capturePath(t, path) // the BPF path loads and pins its iterators
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		snap := capturePath(t, path)
+		runtime.ReadMemStats(&after)
+		// 20 MiB: either path allocates about 1 MiB here (the BPF path's
+		// iterators pinned), whatever the count.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 20<<20 {
+			t.Errorf("%s: the capture allocated %d MiB for %d mappings of one device", path, alloc>>20, count)
+		}
+		for _, tn := range tenants {
+			p := findLive(t, snap, tn.PID)
+			lines := len(p.Mappings)
+			for _, r := range p.MappingRuns {
+				lines += r.Lines
+			}
+			// The tenant's own read-write mapping of the node is one more line.
+			if lines != tn.count+1 || len(p.Mappings) != snapshot.MappingsPerDevice+1 || len(p.MappingRuns) != 1 {
+				t.Errorf("%s, %d mappings: %d kept and %d runs for %d lines, want %d kept, one run", path, tn.count, len(p.Mappings), len(p.MappingRuns), lines, snapshot.MappingsPerDevice+1)
+			}
+			var wantMaps int
+			switch {
+			case p.Raw == nil:
+				t.Errorf("%s, %d mappings: no raw text", path, tn.count)
+				continue
+			case tn.cut != nil:
+				wantMaps = snapshot.TextLimit
+			default:
+				wantMaps = len(p.Raw.Maps)
+			}
+			if c, ok := p.Raw.Cuts["maps"]; len(p.Raw.Maps) != wantMaps || ok != (tn.cut != nil) || ok && c != *tn.cut {
+				t.Errorf("%s, %d mappings: raw maps of %d bytes, cut %+v; want %d and %+v", path, tn.count, len(p.Raw.Maps), p.Raw.Cuts, wantMaps, tn.cut)
+			}
+		}
+		t.Logf("%s: %d and %d mappings, capture allocated %.1f MiB", path, tenants[0].count, count, float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
+	}
+}
+
+// usePrivateBPFFS points bpf.PinRoot at a BPF filesystem mounted for the
+// test, where the BPF path pins its iterators as on a host whose systemd
+// mounts /sys/fs/bpf; without one it loads them for every capture.
+func usePrivateBPFFS(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		return
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	old := bpf.PinRoot
+	bpf.PinRoot = dir + "/gpusnap"
+	t.Cleanup(func() { bpf.PinRoot = old })
+}
+
+// findLive is the process pid of snap.
+func findLive(t *testing.T, snap *snapshot.Snapshot, pid int) *snapshot.Process {
+	t.Helper()
+	for i := range snap.Processes {
+		if snap.Processes[i].PID == pid {
+			return &snap.Processes[i]
+		}
+	}
+	t.Fatalf("the %s capture lacks process %d", snap.Scan.CapturePath, pid)
+	return nil
+}
+
+// TestLiveSuspectAnonBounded: this process holds a node named nvidia0 and
+// makes 270 anonymous executable mappings of 64 MiB (address space only,
+// kept apart by unmapped pages so none merge). Both capture paths keep
+// MappingsPerDevice of them and count the rest in one anon_exec run.
+func TestLiveSuspectAnonBounded(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	f, err := os.Open(loop.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const n, size, page = 270, 64 << 20, 4096
+	for range n {
+		// One page more on each side, unmapped again: a gap no merge crosses.
+		addr, _, errno := unix.Syscall6(unix.SYS_MMAP, 0, size+2*page, unix.PROT_READ|unix.PROT_EXEC,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
+		if errno != 0 {
+			t.Skipf("mmap of 64 MiB of address space refused here: %v", errno)
+		}
+		unix.Syscall(unix.SYS_MUNMAP, addr, page, 0)
+		unix.Syscall(unix.SYS_MUNMAP, addr+page+size, page, 0)
+		t.Cleanup(func() { unix.Syscall(unix.SYS_MUNMAP, addr+page, size, 0) })
+	}
+	for _, path := range []string{capture.PathProc, capture.PathBPF} {
+		t.Run(path, func(t *testing.T) {
+			p := findLive(t, capturePath(t, path), os.Getpid())
+			anon := 0
+			for _, m := range p.SuspectAnon {
+				if m.Size == size && m.Perms == "r-xp" {
+					anon++
+				}
+			}
+			i := slices.IndexFunc(p.MappingRuns, func(r snapshot.MappingRun) bool { return r.Class == snapshot.ClassAnonExec })
+			if len(p.SuspectAnon) != snapshot.MappingsPerDevice || i < 0 || p.MappingRuns[i].Lines+anon < n {
+				t.Fatalf("%d suspect anonymous mappings kept (%d of ours), runs %+v; want %d kept and the rest of our %d counted",
+					len(p.SuspectAnon), anon, p.MappingRuns, snapshot.MappingsPerDevice, n)
+			}
+		})
+	}
+}

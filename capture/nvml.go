@@ -1,0 +1,38 @@
+package capture
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// NVMLReader gives a capture NVML's view. Package nvmlread implements it
+// over libnvidia-ml, go-nvml's mocks or a fixture; the capture takes an
+// interface so that what needs only these types links no cgo.
+type NVMLReader interface {
+	ReadNVML() (NVML, error)
+}
+
+// readNVML is r's view; a capture given no reader records NVML as not read,
+// so the diff notes that GPU memory was not compared.
+func readNVML(r NVMLReader) (NVML, error) {
+	if r == nil {
+		return NVML{Source: NVMLSourceDisabled, Unavailable: "not read: the capture was given no NVML reader"}, nil
+	}
+	return r.ReadNVML()
+}
+
+// NVIDIADriverSign names what shows that the NVIDIA driver is loaded on the
+// host whose /proc is procRoot: <procRoot>/driver/nvidia, or, on the live
+// /proc, a /dev/nvidia* node; "" when neither does. A capture without NVML
+// there has no GPU memory to compare, and the operator should hear it then.
+func NVIDIADriverSign(procRoot string) string {
+	if fi, err := os.Stat(filepath.Join(procRoot, "driver", "nvidia")); err == nil && fi.IsDir() {
+		return filepath.Join(procRoot, "driver", "nvidia")
+	}
+	if isProcfs(procRoot) {
+		if nodes, _ := filepath.Glob("/dev/nvidia*"); len(nodes) > 0 {
+			return nodes[0]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,186 @@
+package capture
+
+import (
+	"slices"
+	"strings"
+)
+
+// /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path"; cgroup v2
+// is the single line "0::/path". The paths name who runs the process:
+//
+//	docker (systemd)       /system.slice/docker-<64 hex>.scope
+//	docker (cgroupfs)      /docker/<64 hex>
+//	containerd (k8s)       /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<64 hex>.scope
+//	cri-o (k8s)            .../crio-<64 hex>.scope
+//	kubelet (cgroupfs)     /kubepods/burstable/pod<uid>/<64 hex>, or .../pod<uid>/crio-<64 hex> (cri-o)
+//	kubelet --cgroup-root  /kubelet.slice/kubelet-kubepods.slice/.../kubelet-kubepods-pod<uid>.slice/..., /kubelet/kubepods/pod<uid>/...
+//	Slurm (v1)             /slurm/uid_1000/job_4242/step_0/task_0
+//	Slurm (v2)             /system.slice/slurmstepd.scope/job_4242/step_0/user/task_0 (<node>_slurmstepd.scope with multiple slurmd)
+//	systemd                /system.slice/sshd.service, /user.slice/user-1000.slice/session-3.scope
+
+// attribution is what the cgroup paths of a process reveal.
+type attribution struct {
+	ContainerID, Runtime, PodUID, SlurmJobID, SystemdUnit string
+}
+
+// parseCgroup returns the lines of a cgroup file and what they reveal. The v2
+// line is read first: on a hybrid host it is the one systemd and the
+// container runtimes keep current; v1 lines fill what it lacks.
+func parseCgroup(data string) ([]string, attribution) {
+	lines := strings.Split(strings.TrimRight(data, "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return nil, attribution{}
+	}
+	var a attribution
+	for _, pass := range []bool{true, false} {
+		for _, line := range lines {
+			_, rest, ok1 := strings.Cut(line, ":")
+			_, path, ok2 := strings.Cut(rest, ":")
+			if !ok1 || !ok2 || strings.HasPrefix(line, "0::") != pass {
+				continue
+			}
+			a.fill(path)
+		}
+	}
+	return lines, a
+}
+
+// CgroupOwner returns what one cgroup path says about who runs the processes
+// in it: watch names a process by the path of its cgroup id.
+func CgroupOwner(path string) (containerID, runtime, podUID, slurmJobID string) {
+	var a attribution
+	a.fill(path)
+	return a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID
+}
+
+// scopePrefixes are the systemd scope names of container runtimes.
+var scopePrefixes = []struct{ prefix, runtime string }{
+	{"docker-", "docker"},
+	{"cri-containerd-", "containerd"},
+	{"crio-", "cri-o"},
+	{"libpod-", "podman"},
+}
+
+// fill sets the fields of a still empty from one cgroup path.
+func (a *attribution) fill(path string) {
+	elems := strings.Split(strings.Trim(path, "/"), "/")
+	slurm := false
+	kubepods := false // an element above names the kubepods hierarchy
+	unit := ""
+	for i, e := range elems {
+		// docker-<id>.scope, crio-<id>.scope, and cri-o's cgroupfs form crio-<id>.
+		if id, rt := scopeContainer(e); id != "" {
+			a.setContainer(id, rt)
+		}
+		switch {
+		case strings.HasSuffix(e, ".scope") || strings.HasSuffix(e, ".service"):
+			unit = e // the innermost unit of the path
+			// slurmstepd.scope, or <node>_slurmstepd.scope with multiple slurmd.
+			if strings.HasSuffix(e, "slurmstepd.scope") {
+				slurm = true
+			}
+		case strings.Contains(e, "kubepods") && strings.HasSuffix(e, ".slice"):
+			// kubepods-burstable-pod1a2b_3c4d.slice (or kubelet-kubepods-... under
+			// a kubelet --cgroup-root): systemd cannot have '-' in a name part.
+			if j := strings.LastIndex(e, "-pod"); j >= 0 {
+				a.setPod(strings.ReplaceAll(strings.TrimSuffix(e[j+4:], ".slice"), "_", "-"))
+			}
+		case strings.HasPrefix(e, "pod") && kubepods:
+			a.setPod(e[3:])
+		case e == "slurm" || strings.HasPrefix(e, "slurm_"):
+			slurm = true
+		case slurm && strings.HasPrefix(e, "job_") && isDigits(e[4:]):
+			if a.SlurmJobID == "" {
+				a.SlurmJobID = e[4:]
+			}
+		case isHex64(e) && i > 0:
+			// cgroupfs drivers: /docker/<id>, /kubepods/.../pod<uid>/<id>.
+			rt := ""
+			if elems[i-1] == "docker" {
+				rt = "docker"
+			}
+			a.setContainer(e, rt)
+		}
+		kubepods = kubepods || strings.HasPrefix(e, "kubepods")
+	}
+	if a.SystemdUnit == "" {
+		a.SystemdUnit = unit
+	}
+}
+
+// scopeContainer finds the container id in a runtime's scope name, with or
+// without ".scope" (cri-o's cgroupfs manager names the cgroup crio-<id>).
+func scopeContainer(e string) (id, runtime string) {
+	name := strings.TrimSuffix(e, ".scope")
+	for _, sp := range scopePrefixes {
+		if rest, ok := strings.CutPrefix(name, sp.prefix); ok && isHex64(rest) {
+			return rest, sp.runtime
+		}
+	}
+	return "", ""
+}
+
+func (a *attribution) setContainer(id, runtime string) {
+	if a.ContainerID == "" {
+		a.ContainerID, a.Runtime = id, runtime
+	}
+}
+
+func (a *attribution) setPod(uid string) {
+	if a.PodUID == "" && uid != "" {
+		a.PodUID = uid
+	}
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxCgroupSets bounds the cgroup texts one worker keeps parsed: a tenant
+// can put each of its processes in a cgroup of its own.
+const maxCgroupSets = 4096
+
+// cgroupOf returns the cgroup text data parsed, once per distinct text:
+// most of a host's processes share a few cgroup sets (a service's, a
+// session's, a job's), and parsing each again cost more than reading it.
+// Past maxCgroupSets texts, a new one is parsed and not kept.
+func (w *worker) cgroupOf(data []byte) *cgroupSet {
+	if set, ok := w.cgroups[string(data)]; ok {
+		return set
+	}
+	set := &cgroupSet{text: string(data)}
+	set.lines, set.a = parseCgroup(set.text)
+	if len(w.cgroups) < maxCgroupSets {
+		w.cgroups[set.text] = set
+	}
+	return set
+}
+
+// setCgroups records the cgroup set of the process and what it reveals.
+func (p *Process) setCgroups(set *cgroupSet) {
+	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
+	a := set.a
+	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
+		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+}

@@ -1,0 +1,16 @@
+package capture
+
+import "testing"
+
+func TestParseDevices(t *testing.T) {
+	dc := ParseDevices([]byte("Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n506 nvidia-nvswitch\n507 nvidia-caps\n508 nvidia-uvm\n509 nvidia-caps-imex-channels\n\nBlock devices:\n  7 loop\n510 nvidia-not-a-char\n"))
+	want := map[uint32]string{506: "nvidia-nvswitch", 507: "nvidia-caps", 508: "nvidia-uvm", 509: "nvidia-caps-imex-channels"}
+	if len(dc.NVIDIAMajors) != len(want) {
+		t.Errorf("majors %v, want %v", dc.NVIDIAMajors, want)
+	}
+	for k, v := range want {
+		if dc.NVIDIAMajors[k] != v {
+			t.Errorf("major %d = %q, want %q", k, dc.NVIDIAMajors[k], v)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
+	"golang.org/x/sys/unix"
+)
+
+// /proc/PID/fd/N is a link to what fd N has open: a path for files and device
+// nodes, "socket:[ino]", "pipe:[ino]" or "anon_inode:..." otherwise. stat of
+// the link follows it to the open file itself, so its file type and device
+// number are the truth even when the path names a node in another mount
+// namespace (a container's /dev/nvidia0).
+//
+// procfs FileDescriptorTargets is not used: it drops the fd numbers, and
+// returns "" for a link it could not read, which hides a refusal.
+
+// holders reads the fd directory of the task open as taskfd (a process's
+// directory, or a thread's task/TID) and returns its device holders. err is
+// the error of listing the directory or a refusal of its links, or that of
+// an io_uring whose registered files could not all be read (ringHolders);
+// errs are per-fd errors worth recording.
+func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string, err error) {
+	dir := taskDir + "/fd"
+	dirfd, err := w.r.openDirAt(taskfd, taskDir, "fd")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.r.close(dirfd, true)
+	w.fds, err = w.r.listInts(dirfd, w.fds[:0], 0, 1<<31-1)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(w.fds)
+	var other []Holder
+	var unreadable error // of a ring whose registered files could not all be read
+	for _, fd := range w.fds {
+		name := strconv.Itoa(fd)
+		// readlink first: its text classifies sockets, pipes and anonymous
+		// inodes (eventfds, epolls, io_urings), the most of a host's fds,
+		// as no device. Only a path can be a device node, under any name
+		// (a container's mknod, a bind mount): on the live procfs its stat
+		// decides (fdKind).
+		target, err := w.r.readlinkAt(dirfd, dir, name)
+		var kind FileKind
+		known := false
+		var unnamedErr error
+		switch {
+		case refusedErr(err):
+			// The kernel refuses every fd of a process alike (ptrace access).
+			return append(hs, other...), errs, err
+		case vanishedErr(err): // an fd closed since the listing is no news
+			continue
+		case err != nil && w.live:
+			var fate fdFate
+			if kind, fate, err = w.fdKind(dirfd, dir, name, err); fate == fdRefused {
+				return append(hs, other...), errs, err
+			} else if fate != fdDevice {
+				if fate == fdError {
+					errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
+				}
+				continue
+			}
+			known, unnamedErr = true, err // said where the fd is kept: a tenant can hold 500,000
+		case err != nil:
+			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
+			continue
+		case target == ringTarget:
+			rhs, rother, rerrs, rerr := w.ringHolders(taskfd, taskDir, fd)
+			hs, other, errs = append(hs, rhs...), append(other, rother...), append(errs, rerrs...)
+			if rerr != nil {
+				unreadable = rerr
+			}
+			continue
+		case !strings.HasPrefix(target, "/"):
+			continue // socket, pipe, anon_inode: d_path starts every file's path with '/'
+		case w.live:
+			var fate fdFate
+			switch kind, fate, err = w.fdKind(dirfd, dir, name, nil); fate {
+			case fdRefused:
+				return append(hs, other...), errs, err
+			case fdGone, fdNone:
+				continue
+			}
+			known = fate == fdDevice // else the path rule decides
+		}
+		path, deleted := cutDeletedString(target)
+		if !known && !snapshot.DevicePathRule([]byte(path), deleted, false) {
+			continue
+		}
+		h := Holder{FD: fd, Target: path, Deleted: deleted}
+		if known {
+			h.DeviceNumber, h.DeviceType = kind.DeviceNumber()
+		}
+		h.Class, h.GPUMinor = w.classes.Classify(path, kind, known)
+		if h.Class != ClassNVIDIA {
+			// No fdinfo for other devices: every process holds /dev/null or a
+			// tty, and the diff judges only NVIDIA holders by access mode.
+			if w.holderRuns.kept(&h) {
+				other = append(other, h)
+				if unnamedErr != nil {
+					errs = append(errs, unnamedDeviceFd(fd, unnamedErr))
+				}
+			}
+			continue
+		}
+		info, ierr := w.r.readWholeAt(taskfd, taskDir, "fdinfo/"+name, w.small)
+		w.small = info
+		if ierr == nil {
+			h.Flags, h.Access, ierr = parseFdinfoFlags(info)
+		}
+		if ierr != nil {
+			errs = append(errs, "fdinfo "+strconv.Itoa(fd)+": "+errText(ierr))
+		}
+		if w.holderRuns.kept(&h) {
+			hs = append(hs, h)
+			if unnamedErr != nil {
+				errs = append(errs, unnamedDeviceFd(fd, unnamedErr))
+			}
+		}
+	}
+	return append(hs, other...), errs, unreadable
+}
+
+// fdFate is what stat of an fd link said (fdKind).
+type fdFate int
+
+const (
+	fdDevice  fdFate = iota // a device node: kind holds its number
+	fdNone                  // a file, a directory, a socket: no device
+	fdUnknown               // stat failed otherwise, or an anonymous inode: the path rule decides
+	fdGone                  // closed since the listing
+	fdRefused               // refused: the kernel refuses every fd of a process alike
+	fdError                 // readlink failed (linkErr) on what is no device: worth recording
+)
+
+// fdKind stats fd name in the fd directory open as dirfd, following the
+// link to the open file: its type and device number are the truth even for
+// a node of another mount namespace. linkErr is readlink's error, where the
+// link could not be read (a path past PATH_MAX): a device is then kept by
+// its number alone, and an anonymous inode's error recorded.
+func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (FileKind, fdFate, error) {
+	kind, err := w.r.statAt(dirfd, dir, name)
+	switch {
+	case refusedErr(err):
+		return kind, fdRefused, err
+	case vanishedErr(err):
+		return kind, fdGone, err
+	case err == nil && kind.Device:
+		return kind, fdDevice, linkErr
+	case linkErr != nil && (err != nil || kind.Anon):
+		return kind, fdError, linkErr
+	case linkErr != nil, err == nil && !kind.Anon:
+		return kind, fdNone, nil
+	}
+	return kind, fdUnknown, err
+}
+
+// holderRuns applies the mappings' rule to a process's fds on devices (its
+// own table and its threads' together): per device node (its number and
+// path) the first MappingsPerDevice fds are kept one by one, and past them
+// an fd whose access mode was not yet kept for the node (a writable one
+// among 100,000 read-only); the rest are counted in the node's run. A tenant
+// can hold 500,000 fds in each of 17 tables.
+type holderRuns struct {
+	runs mappingRuns
+	id   []byte
+}
+
+// kept reports whether h is kept one by one, counting it otherwise.
+func (r *holderRuns) kept(h *Holder) bool {
+	r.id = strconv.AppendUint(append(strconv.AppendUint(r.id[:0], uint64(h.DeviceNumber.Major), 10), ':'), uint64(h.DeviceNumber.Minor), 10)
+	if r.runs.counted(r.id, []byte(h.Target), []byte(h.Access), nil, 0) {
+		return false
+	}
+	r.runs.keep(r.id, []byte(h.Target), []byte(h.Access), h.Class, h.GPUMinor)
+	return true
+}
+
+// unnamedDeviceFd is the error of a device fd whose path the kernel could
+// not render (longer than PATH_MAX: a tenant can open a node through a
+// path that deep). It is kept, with no path: its device number still
+// classifies it, and a tenant must not hide a GPU that way.
+func unnamedDeviceFd(fd int, err error) string {
+	return "fd " + strconv.Itoa(fd) + ": " + errText(err) + ": kept by its device number, without a path"
+}
+
+func cutDeletedString(s string) (string, bool) {
+	if strings.HasSuffix(s, " (deleted)") {
+		return s[:len(s)-len(" (deleted)")], true
+	}
+	return s, false
+}
+
+// maxFdTables bounds the fd tables of one process's threads that are read:
+// a tenant can give each of thousands of threads a table of its own.
+const maxFdTables = 16
+
+// errTooManyFdTables: the threads' tables past maxFdTables were not read.
+var errTooManyFdTables = fmt.Errorf("threads with more than %d fd tables of their own: the rest were not read", maxFdTables)
+
+// threadHolders reads the device holders of the threads of process pid that
+// have an fd table of their own (cloned without CLONE_FILES): /proc/PID/fd,
+// like fuser and lsof, shows only the leader's table (or, where the leader
+// has exited, that of the live thread the process was read through, base),
+// and a tenant could hold a GPU there unseen. kcmp(KCMP_FILES) tells one
+// table from another without reading either, so threads sharing the
+// process's table (nearly all) cost one system call each.
+func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []Holder, errs []string, err error) {
+	if base == 0 {
+		base = pid
+	}
+	taskfd, err := w.r.openDirAt(pidfd, procDir, "task")
+	if err == nil {
+		defer w.r.close(taskfd, true)
+		w.tids, err = w.r.listInts(taskfd, w.tids[:0], 1, pidMax-1)
+	}
+	switch {
+	case err != nil && vanishedErr(err):
+		return nil, nil, nil
+	case err != nil:
+		return nil, []string{"task: " + errText(err) + ": threads' own fd tables not looked for"}, nil
+	}
+	var tables []int // a thread of each table read so far
+	var unread error
+	for _, tid := range w.tids {
+		if tid == base || tid == pid {
+			continue
+		}
+		switch same, err := sameFdTable(base, tid); {
+		case errors.Is(err, unix.ENOSYS):
+			return hs, append(errs, "task fd tables: kcmp is not in this kernel (CONFIG_KCMP): a thread's own fd table was not looked for"), nil
+		case err != nil && refusedErr(err):
+			return hs, errs, err
+		case errors.Is(err, unix.ESRCH) && taskGone(taskfd, base):
+			// The thread the process is read by ended since: the rest
+			// cannot be compared with it.
+			return hs, append(errs, "task fd tables: thread "+strconv.Itoa(base)+", by which the process was read, ended: the other threads' own tables were not compared"), nil
+		case err != nil || same:
+			continue // the thread is gone, or shares the process's table
+		}
+		if slices.ContainsFunc(tables, func(t int) bool { same, _ := sameFdTable(t, tid); return same }) {
+			continue
+		}
+		if len(tables) == maxFdTables {
+			return hs, errs, errTooManyFdTables
+		}
+		tables = append(tables, tid)
+		dir := procDir + "/task/" + strconv.Itoa(tid)
+		tfd, err := w.r.openat(taskfd, strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		if err != nil {
+			continue // the thread ended since the listing
+		}
+		ths, terrs, err := w.holders(tfd, dir)
+		w.r.close(tfd, true)
+		for i := range ths {
+			ths[i].TID = tid
+		}
+		hs = append(hs, ths...)
+		for _, e := range terrs {
+			errs = append(errs, threadError(tid, e))
+		}
+		switch {
+		case err != nil && refusedErr(err):
+			return hs, errs, err
+		case err != nil: // a ring's registered files unknown: said once the tables are read
+			unread = fmt.Errorf("task %d: %w", tid, err)
+		}
+	}
+	return hs, errs, unread
+}
+
+// threadError is an error of a thread's own fd table, naming the thread.
+func threadError(tid int, err string) string {
+	if tid == 0 {
+		return err
+	}
+	return "task " + strconv.Itoa(tid) + ": " + err
+}
+
+// taskGone reports whether the task tid's directory is gone from the
+// process's task directory open as taskfd.
+func taskGone(taskfd, tid int) bool {
+	var st unix.Stat_t
+	return errors.Is(unix.Fstatat(taskfd, strconv.Itoa(tid), &st, 0), unix.ENOENT)
+}
+
+// sameFdTable reports whether tasks a and b share one fd table
+// (kcmp KCMP_FILES; CONFIG_KCMP, root or ptrace access to both).
+func sameFdTable(a, b int) (bool, error) {
+	const kcmpFiles = 2
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpFiles, 0, 0, 0)
+	if errno != 0 {
+		return false, errno
+	}
+	return r == 0, nil
+}

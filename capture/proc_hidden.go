@@ -1,0 +1,135 @@
+package capture
+
+import (
+	"errors"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// hiddenProbe decides whether pid, which the listing of the proc root
+// showed but whose directory read as no process (shown says how: a stat
+// that was not there, another filesystem), is still a process of the
+// kernel's. It re-probes: pidfd_open pins the PID, stat is read again in a
+// fresh lookup, and a signal 0 through the pidfd then tells a process that
+// exited meanwhile (its directory gone because it was reaped) from one that
+// is still there. A PID that now reads as a process (reused, or the listing
+// raced an exit) is not hidden: the capture's next listing reads it.
+func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string, hidden bool) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	how := "pidfd_open succeeds"
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return "", false // exited and reaped: vanished, as it looked
+		}
+		// No pidfd_open (before Linux 5.3, or seccomp): kill 0 asks the same.
+		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			return "", false
+		}
+		pidfd, how = -1, "kill(pid, 0) is not ESRCH (pidfd_open: "+errText(err)+")"
+	} else {
+		defer unix.Close(pidfd)
+	}
+	name := strconv.Itoa(pid)
+	if cfg.readsAsProcess(r, name) {
+		return "", false
+	}
+	if pidfd >= 0 {
+		if errors.Is(unix.PidfdSendSignal(pidfd, 0, nil, 0), unix.ESRCH) {
+			return "", false // it exited after pidfd_open: its directory went with it
+		}
+	} else if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		return "", false
+	}
+	return cfg.root + "/" + name + " " + shown + ", yet " + how + ": the kernel still has the process", true
+}
+
+// readsAsProcess reports whether root/name is a directory of the proc
+// root's own filesystem whose stat parses and names PID name: a process as
+// /proc shows one (a bind mount of another process's directory names that one).
+func (cfg *scanConfig) readsAsProcess(r *reader, name string) bool {
+	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return false
+	}
+	defer r.close(fd, true)
+	if cfg.otherFS(fd) != "" {
+		return false
+	}
+	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 1024))
+	if err != nil {
+		return false
+	}
+	st, err := parseStat(data)
+	return err == nil && strconv.Itoa(st.PID) == name
+}
+
+// otherFS says how the directory open as fd lies on another filesystem
+// than the proc root (something mounted over /proc/PID), or "" when it lies
+// on the root's own, as every process directory of a procfs does. Only on
+// the live procfs: a tree's directories may lie anywhere.
+func (cfg *scanConfig) otherFS(fd int) string {
+	if !cfg.live {
+		return ""
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev == cfg.rootDev {
+		return ""
+	}
+	return "is a mount of another filesystem (device " + strconv.FormatUint(uint64(unix.Major(st.Dev)), 10) + ":" +
+		strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10) + ") over the process's directory"
+}
+
+// hidden records res, a listed PID whose directory read as no process, in
+// scan.Hidden where the kernel still has the process, and reports whether
+// it did. On another pid namespace's procfs nothing can be probed: a
+// mount over a directory there is said in scan.Errors.
+func (cfg *scanConfig) hidden(r *reader, res result, scan *Scan) bool {
+	shown := res.hidden
+	if shown == "" {
+		shown = "reads as no process (no stat in it)"
+	}
+	if !cfg.ownPIDs {
+		if res.hidden != "" {
+			scan.Errors = append(scan.Errors, pidDir(cfg.root, res.p.PID)+" "+shown+": not read, and not probed (a PID of another pid namespace)")
+		}
+		return false
+	}
+	why, ok := cfg.hiddenProbe(r, res.p.PID, shown)
+	if !ok {
+		return false
+	}
+	scan.Hidden = append(scan.Hidden, HiddenProcess{PID: res.p.PID, StartTime: res.p.StartTime, Comm: res.p.Comm, Why: why})
+	return true
+}
+
+// mountedOver says how root/name is not the process's own directory: it
+// lies on another filesystem than the proc root (otherFS), or on the live
+// procfs its stat names another PID; "" when it is the process's, or cannot
+// be opened (the process is gone).
+func (cfg *scanConfig) mountedOver(r *reader, name string) string {
+	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return ""
+	}
+	defer r.close(fd, true)
+	if why := cfg.otherFS(fd); why != "" || !cfg.live {
+		return why
+	}
+	// The same procfs can be bound there too: another process's directory,
+	// whose stat names that process.
+	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
+	if err != nil {
+		return ""
+	}
+	if st, err := parseStat(data); err == nil && strconv.Itoa(st.PID) != name {
+		return boundOver(st.PID)
+	}
+	return ""
+}
+
+// boundOver says that a process's directory reads as process other's: a
+// directory of the same procfs bound over it.
+func boundOver(other int) string {
+	return "reads as process " + strconv.Itoa(other) + " (a directory bound over the process's)"
+}

@@ -1,0 +1,486 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// reader does the raw system calls of one capture worker, with buffers reused
+// from process to process. It uses syscall directly rather than os: os.Open
+// registers every file with the runtime poller (an extra epoll_ctl per /proc
+// file) and os.ReadFile allocates a fresh buffer per file, which together cost
+// more than the parsing at this scale.
+type reader struct {
+	// faults, when set (tests only), returns an error to report for a path
+	// instead of touching it: how tests make a read refused even to root.
+	faults func(path string) error
+	// quick: the reader is on the live procfs, where the calls marked quick
+	// below are made with RawSyscall (see sys).
+	quick bool
+	// tree: the root is not the live procfs but a directory tree someone
+	// handed over, whose every file is an adversary's: see openat.
+	tree   bool
+	dirBuf []byte
+	lnkBuf []byte
+	rest   []byte // what readCappedAt reads past what it keeps
+	// badNames keeps the first few directory entries that start with a
+	// digit but are no canonical number in range ("04242", "0", "4194304").
+	badNames []string
+}
+
+// maxFileSize bounds every file a capture reads: a process's maps (a
+// tenant's 100,000 mappings are about 10 MB), and in a tree any file at all,
+// where a sparse terabyte or /dev/zero would otherwise be read to the end.
+const maxFileSize = 64 << 20
+
+// pidMax is the kernel's PID_MAX_LIMIT (4194304): no PID is at or above it.
+const pidMax = 1 << 22
+
+var (
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("larger than 64 MiB (not read)")
+	errTruncated  = errors.New("longer than 64 MiB (read no further)")
+	errSymlink    = errors.New("a symbolic link in a --proc-root tree (not followed)")
+)
+
+// sys makes a system call; quick says procfs answers it from the task's own
+// fields without waiting on anything: opening (O_PATH), listing and closing
+// its directories, opening, reading and closing stat and status, and
+// readlink (which renders a path). Then, on the live procfs
+// (r.quick), it is a RawSyscall: the worker keeps its P, and the runtime's
+// bookkeeping around each of the ~30 calls a process costs (entering and
+// leaving the syscall state, sysmon handing the P to another thread) is
+// skipped. Calls that can wait on the target or on a filesystem stay
+// ordinary system calls: maps and cmdline (their open waits out the target's
+// exec, their read takes its mmap lock), cgroup (its read takes cgroup_mutex,
+// which a stuck cgroup writer, a throttled container runtime, can hold for
+// minutes: a RawSyscall blocked there would pin its P and stall every GC until
+// it returns), fdinfo (its text comes from the file's own show_fdinfo,
+// driver code that may wait on the driver's locks), stat of an fd or a
+// mapped file (it
+// asks the file's own filesystem, NFS included), and everything in a fixture
+// tree, which may sit on any filesystem.
+func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
+	var n uintptr
+	var e syscall.Errno
+	if quick && r.quick {
+		n, _, e = syscall.RawSyscall6(trap, a1, a2, a3, a4, 0, 0)
+	} else {
+		n, _, e = syscall.Syscall6(trap, a1, a2, a3, a4, 0, 0)
+	}
+	if e != 0 {
+		return n, e
+	}
+	return n, nil
+}
+
+// openat opens name in dirfd, retrying on EINTR (quick: see sys). In a
+// tree, name is resolved beneath dirfd without following any symbolic link
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a tree whose 4242/cmdline
+// links to /etc/shadow, or whose 4242 links to /proc/1, is refused, not read;
+// and it is opened O_NONBLOCK, so a FIFO in a file's place does not wait for
+// a writer. On the live procfs the kernel's own links are the truth.
+func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, error) {
+	if r.tree {
+		return r.openBeneath(dirfd, name, flags)
+	}
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return -1, err
+	}
+	// The pointers passed as uintptr are kept alive by hand: only a direct
+	// call of syscall.Syscall keeps them alive by itself.
+	defer runtime.KeepAlive(p)
+	for {
+		fd, err := r.sys(quick, syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags), 0)
+		if err != syscall.EINTR {
+			return int(fd), err
+		}
+	}
+}
+
+func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
+	if flags&unix.O_PATH == 0 {
+		flags |= unix.O_NONBLOCK | unix.O_NOCTTY
+	}
+	how := unix.OpenHow{
+		Flags:   uint64(flags),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for {
+		fd, err := unix.Openat2(dirfd, name, &how)
+		switch err {
+		case nil:
+			return fd, nil
+		case syscall.EINTR, syscall.EAGAIN: // EAGAIN: a rename raced the lookup
+			continue
+		case syscall.ELOOP, syscall.EXDEV:
+			return -1, errSymlink
+		}
+		return -1, err
+	}
+}
+
+// notRegular is the error for a tree's file of mode, which is no regular file.
+func notRegular(mode uint32) error {
+	what := map[uint32]string{unix.S_IFIFO: "a FIFO", unix.S_IFCHR: "a character device", unix.S_IFBLK: "a block device",
+		unix.S_IFDIR: "a directory", unix.S_IFSOCK: "a socket"}[mode&unix.S_IFMT]
+	return fmt.Errorf("is %s, %w (not read)", what, errNotRegular)
+}
+
+// close closes fd (quick: see sys).
+func (r *reader) close(fd int, quick bool) {
+	_, _ = r.sys(quick, syscall.SYS_CLOSE, uintptr(fd), 0, 0, 0)
+}
+
+func newReader(faults func(string) error, quick, tree bool) *reader {
+	return &reader{faults: faults, quick: quick, tree: tree, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
+}
+
+// fault asks the test hook about dir/name (name alone when dir is ""),
+// building the path only when there is a hook.
+func (r *reader) fault(dir, name string) error {
+	if r.faults == nil {
+		return nil
+	}
+	if dir == "" {
+		return r.faults(name)
+	}
+	return r.faults(dir + "/" + name)
+}
+
+// readFileAt reads the whole of name in the directory open as dirfd, whose
+// path is dir, into buf[:0], growing it as needed, until a read returns
+// nothing: maps and other multi-record seq files come a page at a time, so a
+// short read is not their end. A process's files are read relative to its
+// /proc/PID directory: a full path makes the kernel look up and revalidate
+// /proc/PID again for every file.
+func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+	return r.read(dirfd, dir, name, buf, false, false)
+}
+
+// readWholeAt reads a file the kernel renders whole on the first read (the
+// single_open seq files, cgroup among them): a read shorter than the buffer is
+// its end, which saves the empty read that would confirm it.
+func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+	return r.read(dirfd, dir, name, buf, true, false)
+}
+
+// readTaskFileAt reads stat or status: files the kernel renders
+// whole on the first read (single_open seq files) from the task's own
+// fields, taking no lock a tenant can hold and touching no filesystem. A read
+// shorter than the buffer is their end, which saves the empty read that
+// would confirm it, and they are read with raw system calls (see sys).
+// Not cgroup: see sys.
+func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+	return r.read(dirfd, dir, name, buf, true, true)
+}
+
+// read reads name, at most maxFileSize bytes of it: a longer file is an
+// error (its first maxFileSize bytes are returned with it). In a tree only a
+// regular file of at most that size is read at all.
+func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
+	fd, err := r.openRead(dirfd, dir, name, quick)
+	if err != nil {
+		return buf[:0], err
+	}
+	defer r.close(fd, quick)
+	buf, full, err := r.readFd(fd, buf[:0], maxFileSize, shortIsEnd, quick)
+	if err == nil && full {
+		err = errTruncated // a live file (a tree's was checked before): its first 64 MiB are read
+	}
+	return buf, err
+}
+
+// readCappedAt reads name keeping at most limit bytes of it: a longer file
+// is read on, without being kept, to its end or to maxFileSize, and named by
+// its length and SHA-256 in the Cut. cmdline is read so (the kernel copies
+// as much of it as asked: with shortIsEnd, a short read is its end), and,
+// where only its raw text is kept, maps (a tenant's 100,000 mappings are
+// 10 MB of it).
+func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *Cut, error) {
+	fd, err := r.openRead(dirfd, dir, name, false)
+	if err != nil {
+		return buf[:0], nil, err
+	}
+	defer r.close(fd, false)
+	buf, full, err := r.readFd(fd, buf[:0], limit, shortIsEnd, false)
+	if err != nil || !full {
+		return buf, nil, err
+	}
+	h := sha256.New()
+	h.Write(buf)
+	n := int64(len(buf))
+	if cap(r.rest) == 0 {
+		r.rest = make([]byte, 64<<10)
+	}
+	for n < maxFileSize {
+		k, err := syscall.Read(fd, r.rest[:min(int64(len(r.rest)), maxFileSize-n)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, nil, err
+		}
+		if k == 0 {
+			break
+		}
+		h.Write(r.rest[:k])
+		n += int64(k)
+	}
+	if n == int64(len(buf)) {
+		return buf, nil, nil // exactly limit bytes: nothing was cut
+	}
+	return buf, &Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
+}
+
+// openRead opens name to read it. In a tree only a regular file of at most
+// maxFileSize is opened at all.
+func (r *reader) openRead(dirfd int, dir, name string, quick bool) (int, error) {
+	if err := r.fault(dir, name); err != nil {
+		return -1, err
+	}
+	fd, err := r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC, quick)
+	if err != nil || !r.tree {
+		return fd, err
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = notRegular(st.Mode)
+	case st.Size > maxFileSize:
+		err = errTooLarge
+	}
+	if err != nil {
+		r.close(fd, quick)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// readFd appends what fd holds to buf, growing it, until a read returns
+// nothing (or, with shortIsEnd, less than asked) or buf holds limit bytes;
+// full reports the latter.
+func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (_ []byte, full bool, err error) {
+	for {
+		if len(buf) >= limit {
+			return buf, true, nil
+		}
+		if len(buf) == cap(buf) {
+			// Doubling, up to limit: append grows a large slice by a
+			// quarter, and each growth copies (and touches fresh pages for)
+			// all that was read so far.
+			buf = slices.Grow(buf, min(max(len(buf), 4096), limit-len(buf)))
+		}
+		want := min(cap(buf), limit) - len(buf)
+		un, err := r.sys(quick, syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[len(buf):cap(buf)][0])), uintptr(want), 0)
+		n := int(un)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, false, err
+		}
+		if n == 0 {
+			return buf, false, nil
+		}
+		buf = buf[:len(buf)+n]
+		if shortIsEnd && n < want {
+			return buf, false, nil
+		}
+	}
+}
+
+// readlinkAt reads the link name in the directory open as dirfd, whose path
+// is dir.
+func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
+	if err := r.fault(dir, name); err != nil {
+		return "", err
+	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 && r.tree {
+		// The link itself is never followed, but the directories on its
+		// way could be links out of the tree: open them beneath it first.
+		parent, err := r.openat(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
+		if err != nil {
+			return "", err
+		}
+		defer r.close(parent, false)
+		dirfd, name = parent, name[i+1:]
+	}
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return "", err
+	}
+	defer runtime.KeepAlive(p)
+	for {
+		un, err := r.sys(true, unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&r.lnkBuf[0])), uintptr(len(r.lnkBuf)))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		n := int(un)
+		if n < len(r.lnkBuf) {
+			return string(r.lnkBuf[:n]), nil
+		}
+		r.lnkBuf = make([]byte, 2*len(r.lnkBuf))
+	}
+}
+
+// statAt stats name in the directory open as dirfd, whose path is dir,
+// following links (as stat of map_files and fd links must).
+func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
+	if err := r.fault(dir, name); err != nil {
+		return FileKind{}, err
+	}
+	// statx with AT_STATX_DONT_SYNC: a file's type and device number never
+	// change, so cached attributes are the truth, and a mapped file on a dead
+	// NFS or Lustre server does not hang the capture on a round trip to it.
+	var st unix.Statx_t
+	for {
+		err := unix.Statx(dirfd, name, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return FileKind{}, err
+		}
+		break
+	}
+	switch uint32(st.Mode) & syscall.S_IFMT {
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return FileKind{
+			Device: true,
+			Char:   uint32(st.Mode)&syscall.S_IFMT == syscall.S_IFCHR,
+			Major:  st.Rdev_major,
+			Minor:  st.Rdev_minor,
+		}, nil
+	case 0:
+		return FileKind{Anon: true}, nil
+	}
+	return FileKind{}, nil
+}
+
+// pidfdInfo asks the kernel, through a pidfd of pid, for the credentials of
+// that process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
+// nothing: they are quick (see sys).
+func (r *reader) pidfdInfo(pid int) (unix.PidfdInfo, error) {
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
+	fd, err := r.sys(true, unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0, 0)
+	if err != nil {
+		return info, err
+	}
+	defer r.close(int(fd), true)
+	_, err = r.sys(true, unix.SYS_IOCTL, fd, unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
+	return info, err
+}
+
+// listPIDs lists the PIDs in the open proc root dirfd, in directory order.
+func (r *reader) listPIDs(dirfd int) ([]int, error) {
+	fd, err := r.openDirAt(dirfd, "", ".")
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(fd, true)
+	return r.listInts(fd, nil, 1, pidMax-1)
+}
+
+// openDirAt opens directory name (in dirfd, whose path is dir) to list it
+// and to stat and readlink its entries relative to it, which spares the
+// kernel the walk of its path per entry.
+func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
+	if err := r.fault(dir, name); err != nil {
+		return -1, err
+	}
+	return r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
+}
+
+// listInts appends the numeric names of the open directory fd, from lo to
+// hi, to out; other numeric-looking names are counted in badNames. It
+// reads until a getdents returns nothing: even procfs, which otherwise fills
+// each getdents, stops one short when a signal is pending (the Go runtime
+// preempts goroutines with signals), so a result with room to spare is not
+// the end.
+func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
+	for {
+		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)
+		n := int(un)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		out = r.appendDirentInts(r.dirBuf[:n], out, lo, hi)
+	}
+}
+
+// appendDirentInts parses linux_dirent64 records and keeps the names that are
+// canonical decimal numbers from lo to hi, without allocating a string per
+// name. A name with a leading zero ("04242") would be read as another
+// entry's number a second time: it is no number, nor is one out of range.
+func (r *reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
+	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
+	for len(buf) >= nameOff {
+		reclen := int(buf[16]) | int(buf[17])<<8
+		if reclen < nameOff || reclen > len(buf) {
+			break
+		}
+		name := nulTrim(buf[nameOff:reclen])
+		buf = buf[reclen:]
+		if len(name) == 0 || name[0] < '0' || name[0] > '9' {
+			continue // ".", "..", "self", "sys": not meant as numbers
+		}
+		v, ok := parseDec(name)
+		if ok && v >= lo && v <= hi && (name[0] != '0' || len(name) == 1) {
+			out = append(out, int(v))
+			continue
+		}
+		if len(r.badNames) < 8 {
+			r.badNames = append(r.badNames, string(name))
+		}
+	}
+	return out
+}
+
+func nulTrim(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// vanishedErr reports whether err means the process is gone: ENOENT once its
+// directory is gone, ESRCH while the kernel tears it down.
+func vanishedErr(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
+}
+
+// refusedErr reports whether err is the kernel refusing the read: a
+// non-dumpable process, PID 1 in some containers, or no ptrace access.
+func refusedErr(err error) bool {
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+}
+
+// pidDir is root/pid without fmt.
+func pidDir(root string, pid int) string {
+	return root + "/" + strconv.Itoa(pid)
+}

@@ -1,0 +1,101 @@
+package capture
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProcRoot is a proc root held open between captures, for gpusnap watch:
+// what it reads (the device classes, the PID listing, processes, an exe)
+// goes through the capture's own reader, with its rules: in a tree, every
+// file beneath the root, never through a symbolic link, only regular files
+// of bounded size (no FIFO, no /dev/zero); only canonical PIDs ("04242" is
+// none).
+type ProcRoot struct {
+	cfg *scanConfig
+	// Errs say what opening it could not read (its devices file...).
+	Errs []string
+
+	mu  sync.Mutex // r and buf serve one point read at a time
+	r   *reader
+	buf []byte
+}
+
+// OpenProcRoot opens the proc root root ("" is /proc) and reads its host
+// and device classes. Close it when done.
+func OpenProcRoot(root string) (*ProcRoot, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	var h Host
+	cfg, r, errs, err := openScan(root, nil, &h)
+	if err != nil {
+		return nil, err
+	}
+	return &ProcRoot{cfg: cfg, Errs: errs, r: r}, nil
+}
+
+// Close releases the root.
+func (p *ProcRoot) Close() error { return unix.Close(p.cfg.rootfd) }
+
+// Classes are the device classes its devices file gives.
+func (p *ProcRoot) Classes() DeviceClasses { return p.cfg.classes }
+
+// PIDs lists its processes.
+func (p *ProcRoot) PIDs() ([]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r.listPIDs(p.cfg.rootfd)
+}
+
+// Processes reads the processes pids as Capture reads each, and leaves out
+// those that are gone: watch's fallback rescans new processes and those
+// using a device with it, not the whole host.
+func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]Process, error) {
+	results, err := p.cfg.scan(ctx, pids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Process, 0, len(results))
+	for _, res := range results {
+		if !res.vanished {
+			makeValidUTF8(&res.p)
+			out = append(out, res.p)
+		}
+	}
+	return out, nil
+}
+
+// Exe reads the exe of pid, and ok only while pid still has the start time
+// start (stat's field 22): a PID reused since names another program.
+func (p *ProcRoot) Exe(pid int, start uint64) (exe string, deleted, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dir := pidDir(p.cfg.root, pid)
+	dirfd, err := p.r.openat(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return "", false, false
+	}
+	defer p.r.close(dirfd, true)
+	exe, err = p.r.readlinkAt(dirfd, dir, "exe")
+	if err != nil {
+		return "", false, false
+	}
+	p.buf, err = p.r.readTaskFileAt(dirfd, dir, "stat", p.buf)
+	if err != nil {
+		return "", false, false
+	}
+	if st, err := parseStat(p.buf); err != nil || st.StartTime != start {
+		return "", false, false
+	}
+	exe, deleted = strings.CutSuffix(exe, " (deleted)")
+	return exe, deleted, true
+}
+
+// TicksOf turns a kernel start_boottime in nanoseconds into stat's clock
+// ticks, the start time of a process identity.
+func TicksOf(ns uint64) uint64 { return ns / nsecPerTick }

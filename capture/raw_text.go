@@ -1,0 +1,43 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// newRaw keeps the raw text of a process, each file cut to TextLimit;
+// cmdline comes cut already (cmdCut names the whole of it), and so does maps
+// where mapsCut is set.
+func newRaw(maps []byte, mapsCut *Cut, status []byte, cmdline string, cmdCut *Cut, cgroup string) *Raw {
+	raw := &Raw{Cmdline: cmdline}
+	add := func(name string, c *Cut) {
+		if c == nil {
+			return
+		}
+		if raw.Cuts == nil {
+			raw.Cuts = map[string]Cut{}
+		}
+		raw.Cuts[name] = *c
+	}
+	add("cmdline", cmdCut)
+	var c *Cut
+	raw.Maps, c = cutText(maps)
+	if mapsCut != nil {
+		c = mapsCut
+	}
+	add("maps", c)
+	raw.Status, c = cutText(status)
+	add("status", c)
+	raw.Cgroup, c = cutText([]byte(cgroup))
+	add("cgroup", c)
+	return raw
+}
+
+// cutText keeps the first TextLimit bytes of text, and names a longer one.
+func cutText(text []byte) (string, *Cut) {
+	if len(text) <= TextLimit {
+		return string(text), nil
+	}
+	sum := sha256.Sum256(text)
+	return string(text[:TextLimit]), &Cut{Length: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}
+}

@@ -1,0 +1,141 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Bounds of settle: a tenant controls how fast its processes fork and
+// exit, so the chase after them is bounded in listings, in children files
+// read and in processes read, whatever they do.
+const (
+	maxRelists   = 8    // listings of the proc root after the first
+	maxChildren  = 64   // children files (task/TID/children) read
+	maxLateReads = 4096 // processes read after the first pass
+	// childrenLimit is the most of one children file read: the rest of a
+	// subreaper's children are found by the next listing.
+	childrenLimit = 64 << 10
+)
+
+// settle reads the processes that appeared while the first pass ran, on
+// either capture path, for as long as some process read vanished before it
+// could be read in full (it vanished, or was exiting): a process that maps a device, closes the fd, and
+// forks and exits every few hundred microseconds has a new PID at every
+// listing, and one listing read in PID order finds only PIDs already gone.
+// Each round first reads the children of the parents of the processes that
+// vanished (a forking process's successor is its child, or, once it has
+// exited, its subreaper's), then lists the root again and reads every PID
+// new to it, newest first. It stops when a round's processes were all read,
+// or at a bound, which scan.Unsettled then names: the capture may have
+// missed a process, and says so.
+func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []result, scan *Scan) ([]result, error) {
+	if !cfg.live {
+		return results, nil // a tree does not change while it is read
+	}
+	seen := make(map[int]bool, len(results)+len(listed))
+	for _, pid := range listed {
+		seen[pid] = true
+	}
+	for i := range results {
+		seen[results[i].p.PID] = true
+	}
+	w := newWorker(cfg)
+	reads, childFiles := 0, 0
+	read := func(pid int) {
+		seen[pid] = true
+		reads++
+		results = append(results, w.process(pid))
+	}
+	batch := results
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		lost := 0
+		var parents []int
+		for i := range batch {
+			if batch[i].vanished || batch[i].exiting || batch[i].p.Defunct() {
+				lost++
+				if ppid := batch[i].p.PPID; ppid > 0 && !slices.Contains(parents, ppid) {
+					parents = append(parents, ppid)
+				}
+			}
+		}
+		if lost == 0 {
+			break
+		}
+		if scan.Relists == maxRelists || reads >= maxLateReads {
+			scan.Unsettled = fmt.Sprintf("%d processes of the last of %d listings vanished before they were read, and the capture stopped at its bound (%d listings, %d late reads): a process that forks and exits faster than it is read may not have been seen",
+				lost, scan.Relists+1, maxRelists+1, reads)
+			break
+		}
+		start := len(results)
+		for _, ppid := range parents {
+			for _, pid := range w.children(ppid, &childFiles) {
+				if !seen[pid] && reads < maxLateReads {
+					read(pid)
+				}
+			}
+		}
+		pids, err := w.r.listPIDs(cfg.rootfd)
+		if err != nil {
+			return nil, fmt.Errorf("proc root: %s: %s", cfg.root, errText(err))
+		}
+		scan.Relists++
+		// Newest first: of the PIDs a fork chain left, the last is the one alive.
+		slices.SortFunc(pids, func(a, b int) int { return b - a })
+		for _, pid := range pids {
+			if !seen[pid] && reads < maxLateReads {
+				read(pid)
+			}
+		}
+		batch = results[start:]
+	}
+	slices.SortFunc(results, func(a, b result) int { return a.p.PID - b.p.PID })
+	return results, nil
+}
+
+// children lists the children of process pid, from the children file of
+// each of its threads (a child belongs to the thread that forked it, or to
+// the subreaper thread that inherited it), counting the files read in n and
+// reading none past maxChildren. Kernels without CONFIG_PROC_CHILDREN have
+// no such file: the listing alone finds the successor there.
+func (w *worker) children(pid int, n *int) []int {
+	dir := pidDir(w.root, pid)
+	taskfd, err := w.r.openDirAt(w.rootfd, w.root, strconv.Itoa(pid)+"/task")
+	if err != nil {
+		return nil
+	}
+	defer w.r.close(taskfd, true)
+	w.tids, err = w.r.listInts(taskfd, w.tids[:0], 1, pidMax-1)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, tid := range w.tids {
+		if *n >= maxChildren {
+			break
+		}
+		*n++
+		name := strconv.Itoa(tid) + "/children"
+		fd, err := w.r.openRead(taskfd, dir+"/task", name, false)
+		if err != nil {
+			continue
+		}
+		data, _, err := w.r.readFd(fd, w.small[:0], childrenLimit, false, false)
+		w.r.close(fd, false)
+		w.small = data
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil && c > 0 && c < pidMax {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package capture
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// makeValidUTF8 writes each byte of invalid UTF-8 in the process's parsed
+// text as U+FFFD, byte for byte as encoding/json does when the snapshot is
+// stored; its Raw texts are kept as the kernel wrote them.
+// Names and paths are whatever a process chose, and a live capture must equal
+// the same capture read back from the store: otherwise diff would see an
+// unchanged process with a hostile name as a new one.
+func makeValidUTF8(p *Process) {
+	fix := func(s *string) {
+		if !utf8.ValidString(*s) {
+			*s = replaceInvalid(*s)
+		}
+	}
+	fixAll := func(ss []string) {
+		for i := range ss {
+			fix(&ss[i])
+		}
+	}
+	fix(&p.Comm)
+	fixAll(p.Cmdline)
+	fix(&p.Exe)
+	fix(&p.User)
+	fix(&p.PIDNamespace)
+	fixAll(p.Cgroups)
+	for _, s := range []*string{&p.ContainerID, &p.ContainerRuntime, &p.PodUID, &p.SlurmJobID, &p.SystemdUnit} {
+		fix(s)
+	}
+	for _, ms := range [][]Mapping{p.Mappings, p.SuspectAnon} {
+		for i := range ms {
+			fix(&ms[i].Path)
+		}
+	}
+	for i := range p.Holders {
+		fix(&p.Holders[i].Target)
+	}
+	// p.Raw stays the kernel's bytes: its JSON carries them exactly (raw_json.go).
+	fixAll(p.Errors)
+}
+
+// replaceInvalid replaces every byte that does not start valid UTF-8 with
+// U+FFFD. strings.ToValidUTF8 would fold a run of them into one, which JSON
+// does not.
+func replaceInvalid(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}

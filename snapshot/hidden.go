@@ -1,0 +1,16 @@
+package snapshot
+
+// HiddenProcess is a PID the kernel still has whose /proc directory does not
+// read as that process: a mount over /proc/PID (an empty directory, or a
+// tree of made-up files) hides what the process maps and holds. Only the
+// procfs of the capture's own pid namespace is probed: another namespace's
+// PIDs, and a fixture tree's, name no process pidfd_open could ask about.
+type HiddenProcess struct {
+	PID int `json:"pid"`
+	// StartTime and Comm are the kernel's, where the BPF path's task walk
+	// saw the process; zero and empty where /proc alone was read.
+	StartTime uint64 `json:"start_time,omitempty"`
+	Comm      string `json:"comm,omitempty"`
+	// Why is what /proc showed instead, and how the kernel vouched for the PID.
+	Why string `json:"why"`
+}
