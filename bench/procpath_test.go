@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpusnap/gpusnap/bench/floor"
-	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/capture"
 )
 
 // BenchmarkProcPath is the /proc capture against the raw floor on a host of
@@ -28,7 +28,7 @@ func BenchmarkProcPath(b *testing.B) {
 			procs := 0
 			for b.Loop() {
 				fl.time(func() { walk(b, w) })
-				proc.time(func() { procs = capturePath(b, snapshot.PathProc).Scan.ProcessesRead })
+				proc.time(func() { procs = capturePath(b, capture.PathProc).Scan.ProcessesRead })
 			}
 			ms := func(d cost) float64 { return float64(d.cpu) / float64(b.N) / 1e6 }
 			b.ReportMetric(float64(procs), "procs")

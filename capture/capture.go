@@ -483,7 +483,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	}
 	set := w.cgroupOf(cg)
 	id.cgroup = set.text
-	p.setCgroups(set)
+	setCgroups(p, set)
 	return id, false
 }
 

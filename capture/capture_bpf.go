@@ -519,7 +519,7 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	if !ok {
 		return
 	}
-	p.setCgroups(set)
+	setCgroups(p, set)
 	if p.UsesNVIDIA() {
 		s.evidence(w, p, name, taskDir, cmdline, cut, set.text)
 	}

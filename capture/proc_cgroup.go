@@ -177,8 +177,8 @@ func (w *worker) cgroupOf(data []byte) *cgroupSet {
 	return set
 }
 
-// setCgroups records the cgroup set of the process and what it reveals.
-func (p *Process) setCgroups(set *cgroupSet) {
+// setCgroups records the cgroup set of process p and what it reveals.
+func setCgroups(p *Process, set *cgroupSet) {
 	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
 	a := set.a
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =

@@ -79,8 +79,8 @@ func TestCgroupOfParsesOncePerText(t *testing.T) {
 		t.Fatalf("the same text parsed twice, or wrongly: %+v %+v", a, b)
 	}
 	var p, q Process
-	p.setCgroups(a)
-	q.setCgroups(b)
+	setCgroups(&p, a)
+	setCgroups(&q, b)
 	p.Cgroups[0] = "changed"
 	if q.Cgroups[0] == "changed" || a.lines[0] == "changed" {
 		t.Error("two processes share one slice of cgroup lines")

@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -24,7 +25,7 @@ func TestLiveCredentials(t *testing.T) {
 	livetest.Require(t, "setpriv")
 	split := startCmd(t, "setpriv", "--ruid=65534", "--euid=65533", "--clear-groups", "sleep", "600")
 	plain := startCmd(t, "sleep", "600")
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: snapshot.PathProc})
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
 	if err != nil {
 		t.Fatal(err)
 	}
