@@ -240,6 +240,9 @@ type scanConfig struct {
 	ownPIDs bool
 	faults  func(string) error
 	users   *userCache // nil unless live: no names for another machine's uids
+	// rootNS is the proc root's pid namespace (its ns/pid link), where it
+	// is the capture's own; "" where not known.
+	rootNS string
 }
 
 // scan reads the processes with one worker per CPU: the kernel's work of
@@ -286,6 +289,12 @@ type worker struct {
 	kinds map[fileID]FileKind
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
+	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
+	// and status gives every process's uids (credentials).
+	noPidfdInfo bool
+	// cgroups keeps each distinct cgroup text parsed, so that the many
+	// processes of one cgroup set are parsed once (see cgroupOf).
+	cgroups map[string]*cgroupSet
 	// dir is the directory of the process being read, open as dirfd
 	// (O_PATH): its files are opened relative to it.
 	dir   string
@@ -311,15 +320,21 @@ func newWorker(cfg *scanConfig) *worker {
 		scanConfig: cfg,
 		r:          newReader(cfg.faults, cfg.live, !cfg.live),
 		kinds:      map[fileID]FileKind{},
+		rootNS:     cfg.rootNS,
+		cgroups:    map[string]*cgroupSet{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
 	}
 	w.maps.Classes = cfg.classes
+	if cfg.live {
+		w.maps.Known = w.knownKind
+	}
 	return w
 }
 
 // process reads one process. Files are read in the order that lets it stop
 // early: stat first (no stat, no process), maps and fds last. The identity
-// step reads who the process is, the devices step what it maps and holds.
+// step reads who the process is, the devices step what it maps and holds,
+// and then who it runs as.
 func (w *worker) process(pid int) result {
 	res := result{p: Process{PID: pid}}
 	w.dir = pidDir(w.root, pid)
@@ -383,8 +398,8 @@ type identity struct {
 	cmdlineCut      *Cut
 }
 
-// identity reads who the process is (stat, cmdline, exe, status, pid
-// namespace, cgroup) from w.dirfd. done says nothing more is to be read: the
+// identity reads who the process is (stat, cmdline, exe, cgroup) from
+// w.dirfd; who it runs as is read once its fds are (credentials). done says nothing more is to be read: the
 // process is gone, has no stat, or is a kernel thread.
 func (w *worker) identity(res *result) (id identity, done bool) {
 	p := &res.p
@@ -461,11 +476,52 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		w.note(res, "exe", err)
 	}
 
+	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
+	w.small = cg
+	if err != nil && w.note(res, "cgroup", err) {
+		return id, true
+	}
+	set := w.cgroupOf(cg)
+	id.cgroup = set.text
+	setCgroups(p, set)
+	return id, false
+}
+
+// credentials reads who the process runs as: its uids, NSpid and pid
+// namespace, and, for a process that uses an NVIDIA device, its status text.
+// status is the costliest file the kernel renders for a process: where
+// pidfdCreds can, the uids come from the kernel's pidfd, and only the
+// ns/pid link is read, to place the process in the proc root's pid
+// namespace (NSpid is then the PID alone). It reports whether the process
+// is gone.
+func (w *worker) credentials(res *result, id *identity) (gone bool) {
+	p := &res.p
+	ns := ""
+	if uid, euid, ok := w.pidfdCreds(p); ok {
+		// The link is read after the pidfd was opened, through the
+		// directory open since before: that it reads proves the PID was
+		// still this process's when the pidfd took it (a PID is reused
+		// only once its process is reaped, and its directory then reads
+		// nothing).
+		link, err := w.r.readlinkAt(w.dirfd, w.dir, "ns/pid")
+		switch {
+		case err == nil && link == w.rootNS:
+			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, link
+			p.User = w.users.name(uid)
+			return false
+		case err == nil:
+			ns = link // another pid namespace: its NSpid is in status
+		case vanishedErr(err) && w.gone():
+			res.vanished = true
+			return true
+		}
+		// Refused (no ptrace access without root): status says it all.
+	}
 	status, err := w.r.readTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
 	w.statusBuf, id.status = status, status
 	if err != nil {
 		if w.note(res, "status", err) {
-			return id, true
+			return true
 		}
 	} else if st, err := parseStatus(status); err != nil {
 		p.Errors = append(p.Errors, "status: "+err.Error())
@@ -473,38 +529,47 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
 		p.User = w.users.name(st.UID)
 	}
-
-	if w.pidNamespace(res, dirfd) {
-		return id, true
-	}
-
-	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
-	w.small = cg
-	if err != nil && w.note(res, "cgroup", err) {
-		return id, true
-	}
-	id.cgroup = string(cg)
-	var a attribution
-	p.Cgroups, a = parseCgroup(id.cgroup)
-	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
-		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
-	return id, false
+	return w.pidNamespace(res, ns)
 }
 
-// pidNamespace records the process's pid namespace, read from dirfd; it
-// reports whether the process is gone.
-func (w *worker) pidNamespace(res *result, dirfd int) (gone bool) {
+// pidfdCreds reads the real and effective uid of process p from a pidfd of
+// its PID (PIDFD_GET_INFO, Linux 6.13): the uids status gives, without
+// rendering the rest of status. Only on the procfs of gpusnap's own pid
+// namespace (pidfd_open takes its PIDs), and not for a leader read through
+// a live thread, nor for a process that uses an NVIDIA device: status is
+// read for those (the latter's text is kept). ok is false where status is
+// to be read.
+func (w *worker) pidfdCreds(p *Process) (uid, euid int, ok bool) {
+	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 || p.UsesNVIDIA() {
+		return 0, 0, false
+	}
+	info, err := w.r.pidfdInfo(p.PID)
+	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTTY) || errors.Is(err, syscall.EINVAL) {
+		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO: not asked again
+	}
+	if err != nil || info.Mask&unix.PIDFD_INFO_CREDS == 0 {
+		return 0, 0, false
+	}
+	return int(info.Ruid), int(info.Euid), true
+}
+
+// pidNamespace records the process's pid namespace: ns where the caller
+// read it already, else read from the process's directory; it reports
+// whether the process is gone.
+func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
 	p := &res.p
 	// NSpid counts pid namespaces from the one procfs was mounted in: a
 	// process with one entry lives in that namespace, as most do, and the
 	// link need not be read again for it.
-	if w.live && len(p.NSpid) == 1 && w.rootNS != "" {
+	if ns == "" && w.live && len(p.NSpid) == 1 && w.rootNS != "" {
 		p.PIDNamespace = w.rootNS
 		return false
 	}
-	ns, err := w.r.readlinkAt(dirfd, w.dir, "ns/pid")
-	if err != nil {
-		return w.note(res, "ns/pid", err)
+	if ns == "" {
+		var err error
+		if ns, err = w.r.readlinkAt(w.dirfd, w.dir, "ns/pid"); err != nil {
+			return w.note(res, "ns/pid", err)
+		}
 	}
 	p.PIDNamespace = ns
 	if w.live && len(p.NSpid) == 1 {
@@ -514,8 +579,8 @@ func (w *worker) pidNamespace(res *result, dirfd int) (gone bool) {
 }
 
 // devices reads what the process maps and holds (maps, then its fds and,
-// for a process of gpusnap's own, its threads'), and keeps the raw text of
-// one that uses an NVIDIA device.
+// for a process of gpusnap's own, its threads'), then its credentials, and
+// keeps the raw text of one that uses an NVIDIA device.
 func (w *worker) devices(res *result, id identity) {
 	p := &res.p
 	mr, maps, mapsCut, err := w.readMaps()
@@ -545,7 +610,7 @@ func (w *worker) devices(res *result, id identity) {
 		gone = err != nil && w.note(res, "fd", err)
 	}
 	p.HolderRuns = w.holderRuns.runs.result()
-	if gone {
+	if gone || w.credentials(res, &id) {
 		return
 	}
 
@@ -614,6 +679,13 @@ func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, 
 		w.kinds[id] = k
 		return k, true
 	}
+}
+
+// knownKind is what stat of map_files said of a file this worker has
+// stat'ed before (mapFilesStat's cache).
+func (w *worker) knownKind(major, minor uint32, inode uint64) (FileKind, bool) {
+	k, ok := w.kinds[fileID{major, minor, inode}]
+	return k, ok
 }
 
 // isProcfs reports whether root is a mounted procfs.
@@ -699,6 +771,8 @@ func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig,
 		cfg.users = &userCache{names: map[int]string{}}
 		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
 			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
+		} else if ns, err := r.readlinkAt(rootfd, root, "self/ns/pid"); err == nil {
+			cfg.rootNS = ns
 		}
 	}
 	return cfg, r, errs, nil

@@ -519,10 +519,7 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	if !ok {
 		return
 	}
-	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
-	a := set.a
-	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
-		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+	setCgroups(p, set)
 	if p.UsesNVIDIA() {
 		s.evidence(w, p, name, taskDir, cmdline, cut, set.text)
 	}

@@ -1,6 +1,9 @@
 package capture
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path"; cgroup v2
 // is the single line "0::/path". The paths name who runs the process:
@@ -152,4 +155,32 @@ func isHex64(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxCgroupSets bounds the cgroup texts one worker keeps parsed: a tenant
+// can put each of its processes in a cgroup of its own.
+const maxCgroupSets = 4096
+
+// cgroupOf returns the cgroup text data parsed, once per distinct text:
+// most of a host's processes share a few cgroup sets (a service's, a
+// session's, a job's), and parsing each again cost more than reading it.
+// Past maxCgroupSets texts, a new one is parsed and not kept.
+func (w *worker) cgroupOf(data []byte) *cgroupSet {
+	if set, ok := w.cgroups[string(data)]; ok {
+		return set
+	}
+	set := &cgroupSet{text: string(data)}
+	set.lines, set.a = parseCgroup(set.text)
+	if len(w.cgroups) < maxCgroupSets {
+		w.cgroups[set.text] = set
+	}
+	return set
+}
+
+// setCgroups records the cgroup set of process p and what it reveals.
+func setCgroups(p *Process, set *cgroupSet) {
+	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
+	a := set.a
+	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
+		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
 }

@@ -41,33 +41,32 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 	var unreadable error // of a ring whose registered files could not all be read
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
-		// On the live procfs, stat first: it is cheaper than readlink (no
-		// path to render) and most fds (sockets, pipes, files) end there.
+		// readlink first: its text classifies sockets, pipes and anonymous
+		// inodes (eventfds, epolls, io_urings), the most of a host's fds,
+		// as no device. Only a path can be a device node, under any name
+		// (a container's mknod, a bind mount): on the live procfs its stat
+		// decides (fdKind).
+		target, err := w.r.readlinkAt(dirfd, dir, name)
 		var kind FileKind
 		known := false
-		if w.live {
-			var err error
-			kind, err = w.r.statAt(dirfd, dir, name)
-			switch {
-			case refusedErr(err):
-				// The kernel refuses every fd of a process alike (ptrace access).
-				return append(hs, other...), errs, err
-			case vanishedErr(err): // an fd closed since the listing is no news
-				continue
-			case err == nil && !kind.Device && !kind.Anon:
-				continue
-			}
-			known = err == nil && kind.Device // an anonymous inode: only an io_uring's link is read on
-		}
-		target, err := w.r.readlinkAt(dirfd, dir, name)
 		var unnamedErr error
 		switch {
 		case refusedErr(err):
+			// The kernel refuses every fd of a process alike (ptrace access).
 			return append(hs, other...), errs, err
-		case vanishedErr(err):
+		case vanishedErr(err): // an fd closed since the listing is no news
 			continue
-		case err != nil && known:
-			unnamedErr = err // said where the fd is kept: a tenant can hold 500,000
+		case err != nil && w.live:
+			var fate fdFate
+			if kind, fate, err = w.fdKind(dirfd, dir, name, err); fate == fdRefused {
+				return append(hs, other...), errs, err
+			} else if fate != fdDevice {
+				if fate == fdError {
+					errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
+				}
+				continue
+			}
+			known, unnamedErr = true, err // said where the fd is kept: a tenant can hold 500,000
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
 			continue
@@ -79,7 +78,16 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 			}
 			continue
 		case !strings.HasPrefix(target, "/"):
-			continue // socket, pipe, anon_inode
+			continue // socket, pipe, anon_inode: d_path starts every file's path with '/'
+		case w.live:
+			var fate fdFate
+			switch kind, fate, err = w.fdKind(dirfd, dir, name, nil); fate {
+			case fdRefused:
+				return append(hs, other...), errs, err
+			case fdGone, fdNone:
+				continue
+			}
+			known = fate == fdDevice // else the path rule decides
 		}
 		path, deleted := cutDeletedString(target)
 		if !known && !snapshot.DevicePathRule([]byte(path), deleted, false) {
@@ -117,6 +125,40 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		}
 	}
 	return append(hs, other...), errs, unreadable
+}
+
+// fdFate is what stat of an fd link said (fdKind).
+type fdFate int
+
+const (
+	fdDevice  fdFate = iota // a device node: kind holds its number
+	fdNone                  // a file, a directory, a socket: no device
+	fdUnknown               // stat failed otherwise, or an anonymous inode: the path rule decides
+	fdGone                  // closed since the listing
+	fdRefused               // refused: the kernel refuses every fd of a process alike
+	fdError                 // readlink failed (linkErr) on what is no device: worth recording
+)
+
+// fdKind stats fd name in the fd directory open as dirfd, following the
+// link to the open file: its type and device number are the truth even for
+// a node of another mount namespace. linkErr is readlink's error, where the
+// link could not be read (a path past PATH_MAX): a device is then kept by
+// its number alone, and an anonymous inode's error recorded.
+func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (FileKind, fdFate, error) {
+	kind, err := w.r.statAt(dirfd, dir, name)
+	switch {
+	case refusedErr(err):
+		return kind, fdRefused, err
+	case vanishedErr(err):
+		return kind, fdGone, err
+	case err == nil && kind.Device:
+		return kind, fdDevice, linkErr
+	case linkErr != nil && (err != nil || kind.Anon):
+		return kind, fdError, linkErr
+	case linkErr != nil, err == nil && !kind.Anon:
+		return kind, fdNone, nil
+	}
+	return kind, fdUnknown, err
 }
 
 // holderRuns applies the mappings' rule to a process's fds on devices (its

@@ -191,6 +191,10 @@ type MapsScanner struct {
 	// NAME as mapFilesName gives it). ok is false when it could not be read;
 	// the path rule then decides. Nil means no stat at all (only the path rule).
 	Stat func(name []byte, devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
+	// Known, with Stat, answers for a file Stat has already stat'ed (by its
+	// maps dev field and inode) without a name: a line of a file known to
+	// be no device is then dismissed before it is parsed. Nil asks Stat.
+	Known func(devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
 	// Classes decides NVIDIA or other for a device.
 	Classes DeviceClasses
 
@@ -469,7 +473,8 @@ func (s *MapsScanner) Feed(data []byte) {
 		case len(path) > 0 && path[0] == '/':
 			// A library maps as several lines in a row: the same file as the
 			// line before, already found not to be a device.
-			if bytes.Equal(devIno, s.lastFile) {
+			if bytes.Equal(devIno, s.lastFile) || s.knownNoDevice(devIno, path) {
+				s.lastFile = append(s.lastFile[:0], devIno...)
 				continue
 			}
 			// maps writes a path of any length, where readlink and the BPF
@@ -510,6 +515,27 @@ func (s *MapsScanner) Feed(data []byte) {
 			}
 		}
 	}
+}
+
+// knownNoDevice reports whether Known says the file of a maps line (its
+// "dev inode" text and path) is no device: every process maps the same
+// libraries, and such a line needs no parse. A DMA-buf is decided by its
+// name (device).
+func (s *MapsScanner) knownNoDevice(devIno, path []byte) bool {
+	if s.Stat == nil || s.Known == nil || bytes.HasPrefix(path, dmabufPrefix) {
+		return false
+	}
+	dev, ino, ok := cutField(devIno)
+	if !ok {
+		return false
+	}
+	major, minor, ok1 := parseDev(dev)
+	inode, ok2 := parseDec(bytes.TrimRight(ino, " "))
+	if !ok1 || !ok2 {
+		return false
+	}
+	kind, ok := s.Known(major, minor, inode)
+	return ok && !kind.Device
 }
 
 // parseRange parses the address range of a maps line.

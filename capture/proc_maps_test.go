@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -311,5 +312,51 @@ func TestScanMapsShapes(t *testing.T) {
 	}
 	if m[2].Path != long || m[2].Offset != 0x1000 || *m[2].GPUMinor != 3 {
 		t.Errorf("long path mapping: offset %#x, path of %d bytes", m[2].Offset, len(m[2].Path))
+	}
+}
+
+// TestScanMapsKnownSkipsParse: a line of a file Known says is no device is
+// dismissed without Stat (nor a parse), wherever it lies in the maps; a
+// file Known has not seen is stat'ed; a DMA-buf is kept by its name even
+// where Known says its inode is no device; a device Known knows is still
+// classified through Stat.
+func TestScanMapsKnownSkipsParse(t *testing.T) {
+	maps := strings.Join([]string{
+		"1000-2000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // known: no device
+		"2000-3000 rw-s 00000000 00:05 1050 /dev/fb0",          // a renamed 195:5 node, known as a device
+		"3000-4000 r--p 00000000 fd:01 600 /usr/lib/libc.so.6", // known again, after another file
+		"4000-5000 r--p 00000000 fd:01 601 /usr/lib/libm.so.6", // not known: stat'ed
+		"5000-6000 rw-s 00000000 00:0d 1090 /dmabuf:",          // DMA-buf: its name decides
+		"bad line", // not a maps line: still said
+	}, "\n") + "\n"
+	known := map[uint64]FileKind{600: {}, 1050: {Device: true, Char: true, Major: 195, Minor: 5}, 1090: {}}
+	var statted []uint64
+	sc := MapsScanner{
+		Classes: ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n")),
+		Stat: func(_ []byte, _, _ uint32, inode uint64) (FileKind, bool) {
+			statted = append(statted, inode)
+			if k, ok := known[inode]; ok {
+				return k, true
+			}
+			return FileKind{}, true
+		},
+		Known: func(major, minor uint32, inode uint64) (FileKind, bool) {
+			k, ok := known[inode]
+			return k, ok && (major == 0xfd && minor == 1 || major == 0 && (minor == 5 || minor == 0xd))
+		},
+	}
+	res := sc.ScanMaps([]byte(maps))
+	var got []string
+	for _, m := range res.Mappings {
+		got = append(got, m.Path+" "+m.Class+" "+m.DeviceNumber.String())
+	}
+	if want := []string{"/dev/fb0 nvidia 195:5", "/dmabuf: other "}; !slices.Equal(got, want) {
+		t.Errorf("mappings %q, want %q", got, want)
+	}
+	if want := []uint64{1050, 601, 1090}; !slices.Equal(statted, want) {
+		t.Errorf("stat'ed inodes %v, want %v (libc is known)", statted, want)
+	}
+	if len(res.Errors) != 1 {
+		t.Errorf("errors %q, want the bad line's", res.Errors)
 	}
 }

@@ -374,6 +374,20 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 	return FileKind{}, nil
 }
 
+// pidfdInfo asks the kernel, through a pidfd of pid, for the credentials of
+// that process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
+// nothing: they are quick (see sys).
+func (r *reader) pidfdInfo(pid int) (unix.PidfdInfo, error) {
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
+	fd, err := r.sys(true, unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0, 0)
+	if err != nil {
+		return info, err
+	}
+	defer r.close(int(fd), true)
+	_, err = r.sys(true, unix.SYS_IOCTL, fd, unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
+	return info, err
+}
+
 // listPIDs lists the PIDs in the open proc root dirfd, in directory order.
 func (r *reader) listPIDs(dirfd int) ([]int, error) {
 	fd, err := r.openDirAt(dirfd, "", ".")
