@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -154,7 +153,7 @@ func OpenWalkWith(tasks, vmas []string) (*Walk, error) {
 // loadFirst loads the first program of names that the kernel takes, with
 // the walk's maps, and notes in How each one refused before it.
 func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Program, error) {
-	var refused []string
+	var refused refusals
 	for _, name := range names {
 		if spec.Programs[name] == nil {
 			return nil, fmt.Errorf("the capture object has no program %s", name)
@@ -168,7 +167,7 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		coll, err := ebpf.NewCollectionWithOptions(sub, ebpf.CollectionOptions{
 			MapReplacements: map[string]*ebpf.Map{"scratch_map": w.maps.ScratchMap}})
 		if err != nil {
-			refused = append(refused, loadError(name, err).Error())
+			refused = append(refused, loadError(name, err))
 			continue
 		}
 		prog := coll.DetachProgram(name)
@@ -176,11 +175,11 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		w.progs = append(w.progs, prog)
 		w.How += ", " + name
 		if len(refused) > 0 {
-			w.How += " (refused: " + strings.Join(refused, "; ") + ")"
+			w.How += " (refused: " + refused.Error() + ")"
 		}
 		return prog, nil
 	}
-	return nil, errors.New(strings.Join(refused, "; "))
+	return nil, refused
 }
 
 // Close closes the iterators and what was loaded for them.
@@ -202,8 +201,15 @@ func (w *Walk) Close() {
 }
 
 func pinDir() string {
+	return PinRoot + "/capture-" + CaptureBuild()
+}
+
+// CaptureBuild names this build of the capture programs: the first bytes
+// of their object's SHA-256, in hex. A kernel that refused one build may
+// take another.
+func CaptureBuild() string {
 	sum := sha256.Sum256(_IterBytes)
-	return PinRoot + "/capture-" + hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:8])
 }
 
 // openPinned opens the iterators pinned in dir. It trusts only a directory

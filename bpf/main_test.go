@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if node := os.Getenv(deviceUserEnv); node != "" {
 		os.Exit(useDevice(node))
 	}
+	if os.Getenv(openWalkEnv) != "" {
+		os.Exit(openWalkVerdict())
+	}
 	os.Exit(m.Run())
 }
 

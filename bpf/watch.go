@@ -268,15 +268,16 @@ func withTracefs(attach func() error) error {
 	return <-errc
 }
 
-// loadError names what the kernel refused, in one line.
+// loadError names what the kernel refused, in one line, and wraps the
+// kernel's answer still, for Refused to judge.
 func loadError(what string, err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		// The verifier's log is long; its last line says why.
-		return fmt.Errorf("%s: the verifier refused it: %s", what, lastLine(ve.Log))
+		return &refusalError{fmt.Sprintf("%s: the verifier refused it: %s", what, lastLine(ve.Log)), err}
 	}
 	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%s: the kernel refused to load it (operation not permitted: not root, or a policy forbids this program type)", what)
+		return &refusalError{what + ": the kernel refused to load it (operation not permitted: not root, or a policy forbids this program type)", err}
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
