@@ -35,6 +35,8 @@ var bucketTypes = []byte("types")
 // gigabytes.
 func decodeBudget(n int) int { return 32*n + 64<<10 }
 
+var processType = reflect.TypeFor[snapshot.Process]()
+
 // processCodec is the binary codec of today's snapshot.Process.
 type processCodec struct {
 	desc []byte // the descriptor, as stored in bucketTypes
@@ -45,7 +47,7 @@ type processCodec struct {
 // codecOfProcess builds the codec once. A Process with a field the codec has
 // no form for yields an error: every record is then stored as JSON.
 var codecOfProcess = sync.OnceValues(func() (*processCodec, error) {
-	t := reflect.TypeFor[snapshot.Process]()
+	t := processType
 	d, err := describe(t, 0)
 	if err != nil {
 		return nil, err
@@ -121,6 +123,7 @@ func typeID(tx *bolt.Tx, desc []byte) (uint64, error) {
 // record) or its binary payload and the decoder of the type it names. The
 // bytes may alias bbolt's mmap: valid inside the transaction.
 type storedRec struct {
+	seq  uint64
 	sum  [sha256.Size]byte
 	json []byte
 	bin  []byte
@@ -175,6 +178,7 @@ func (rs *records) get(seq uint64) (rec storedRec, missing bool, err error) {
 		return rec, true, nil
 	}
 	rec, err = rs.parse(v)
+	rec.seq = seq
 	return rec, false, err
 }
 
@@ -219,7 +223,7 @@ func (rs *records) plan(id uint64) (decoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record type %d: %w", id, err)
 	}
-	dec, err := compileDecoder(d, reflect.TypeFor[snapshot.Process]())
+	dec, err := compileDecoder(d, processType)
 	if err != nil {
 		return nil, fmt.Errorf("record type %d: %w", id, err)
 	}

@@ -392,7 +392,7 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 		procs := make([][]byte, len(r.procs))
 		err = s.parallel(len(procs), func(i int) (err error) {
 			if procs[i], err = r.procs[i].marshalJSON(); err != nil {
-				return s.damaged("snapshot %s: process %d of its list: %v", id, i, err)
+				return s.damaged("snapshot %s: process record %d: %v", id, r.procs[i].seq, err)
 			}
 			return nil
 		})
@@ -431,7 +431,7 @@ func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
 func (s *Store) decodeProcesses(recs []storedRec, out []snapshot.Process) error {
 	return s.parallel(len(recs), func(i int) error {
 		if err := recs[i].decode(&out[i]); err != nil {
-			return s.damaged("process record: %v", err)
+			return s.damaged("process record %d: %v", recs[i].seq, err)
 		}
 		return nil
 	})
