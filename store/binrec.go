@@ -278,7 +278,13 @@ func (r *reader) byte() (byte, error) {
 	return c, nil
 }
 
+// uvarint and varint take one-byte values, most of a record's lengths and
+// numbers, without a call.
 func (r *reader) uvarint() (uint64, error) {
+	if r.pos < len(r.b) && r.b[r.pos] < 0x80 {
+		r.pos++
+		return uint64(r.b[r.pos-1]), nil
+	}
 	v, n := binary.Uvarint(r.b[r.pos:])
 	if n <= 0 {
 		return 0, errShort
@@ -288,6 +294,11 @@ func (r *reader) uvarint() (uint64, error) {
 }
 
 func (r *reader) varint() (int64, error) {
+	if r.pos < len(r.b) && r.b[r.pos] < 0x80 {
+		u := int64(r.b[r.pos])
+		r.pos++
+		return u>>1 ^ -(u & 1), nil
+	}
 	v, n := binary.Varint(r.b[r.pos:])
 	if n <= 0 {
 		return 0, errShort

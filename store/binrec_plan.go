@@ -318,14 +318,26 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 		return nil, err
 	}
 	size := t.Elem().Size()
+	alloc := func(n int) unsafe.Pointer { return reflect.MakeSlice(t, n, n).UnsafePointer() }
+	// Lists of strings and of ints, most of a process's lists, are made
+	// without reflect: a []string has the layout of any list of a string
+	// kind, and a []int64 of any list of an 8-byte integer kind.
+	switch k := t.Elem().Kind(); {
+	case k == reflect.String:
+		alloc = func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]string, n))) }
+	case (isInt(k) || isUint(k)) && size == 8:
+		alloc = func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]int64, n))) }
+	}
 	return func(r *reader, p unsafe.Pointer) error {
 		n, isNil, err := r.count(d.elem, size)
 		if err != nil || isNil {
 			return err
 		}
-		s := reflect.MakeSlice(t, n, n)
-		reflect.NewAt(t, p).Elem().Set(s)
-		base := s.UnsafePointer()
+		base := alloc(n)
+		if base == nil { // an empty list: not nil, as JSON reads []
+			base = unsafe.Pointer(&zeroElem)
+		}
+		*(*sliceHeader)(p) = sliceHeader{base, n, n}
 		for i := range n {
 			if err := elem(r, unsafe.Add(base, uintptr(i)*size)); err != nil {
 				return err
@@ -334,6 +346,15 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 		return nil
 	}, nil
 }
+
+// sliceHeader is the layout of every Go slice.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
+// zeroElem is where an empty, non-nil list points, as make of none does.
+var zeroElem [0]byte
 
 func mapDecoder(d *desc, t reflect.Type) (decoder, error) {
 	key, err := compileDecoder(d.key, t.Key())

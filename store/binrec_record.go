@@ -64,9 +64,11 @@ func (c *processCodec) encode(p *snapshot.Process) []byte {
 }
 
 // decodeBinary decodes a payload into out, which holds a zero Process; the
-// payload must be used to its last byte.
+// payload must be used to its last byte. out's strings are the payload's
+// bytes, not a copy: the caller keeps the payload unchanged while out lives
+// (inside the transaction, or a copy of the records: records.detach).
 func decodeBinary(dec decoder, payload []byte, out *snapshot.Process) error {
-	r := &reader{b: payload, s: string(payload), budget: decodeBudget(len(payload))}
+	r := &reader{b: payload, s: unsafe.String(unsafe.SliceData(payload), len(payload)), budget: decodeBudget(len(payload))}
 	if err := dec(r, unsafe.Pointer(out)); err != nil {
 		return err
 	}
@@ -165,6 +167,48 @@ type records struct {
 	procs *bolt.Bucket
 	types *bolt.Bucket // nil in a store no binary record was written to
 	plans map[uint64]decoder
+	cur   *bolt.Cursor
+	at    uint64 // the record cur is on; 0 for none
+}
+
+// value is record seq's stored value, nil when there is none. A snapshot
+// lists most of its records in the order they were stored, so the cursor
+// steps to the next key where it can, instead of a seek from the root.
+func (rs *records) value(seq uint64) []byte {
+	var key [8]byte
+	binary.BigEndian.PutUint64(key[:], seq)
+	if rs.cur == nil {
+		rs.cur = rs.procs.Cursor()
+	}
+	if rs.at != 0 && rs.at+1 == seq {
+		if k, v := rs.cur.Next(); bytes.Equal(k, key[:]) {
+			rs.at = seq
+			return v
+		}
+	}
+	k, v := rs.cur.Seek(key[:])
+	if !bytes.Equal(k, key[:]) {
+		rs.at = 0
+		return nil
+	}
+	rs.at = seq
+	return v
+}
+
+// detach copies the binary records out of bbolt's mmap into one buffer, so
+// the processes decoded from them outlive the transaction: one allocation
+// for a snapshot's records, not one for each.
+func detach(recs []storedRec) {
+	size := 0
+	for i := range recs {
+		size += len(recs[i].bin)
+	}
+	buf := make([]byte, 0, size)
+	for i := range recs {
+		at := len(buf)
+		buf = append(buf, recs[i].bin...)
+		recs[i].bin = buf[at:len(buf):len(buf)]
+	}
 }
 
 func newRecords(tx *bolt.Tx, procs *bolt.Bucket) *records {
@@ -173,7 +217,7 @@ func newRecords(tx *bolt.Tx, procs *bolt.Bucket) *records {
 
 // get reads record seq; missing is a record too short to hold its hash.
 func (rs *records) get(seq uint64) (rec storedRec, missing bool, err error) {
-	v := rs.procs.Get(seqKey(seq))
+	v := rs.value(seq)
 	if len(v) < sha256.Size {
 		return rec, true, nil
 	}

@@ -149,3 +149,40 @@ func TestBinaryRecordLiveCapture(t *testing.T) {
 		t.Errorf("stored forms %v: want every record binary", forms)
 	}
 }
+
+// TestGetSharedIsGet: snapshots loaded together, sharing most records, are
+// each what Get loads alone; a shared record found damaged names a
+// snapshot that lists it.
+func TestGetSharedIsGet(t *testing.T) {
+	s, path := openTemp(t)
+	a := fakeSnapshot(time.Now(), snapshot.LabelSnapshot, "", 200)
+	b := fakeSnapshot(time.Now().Add(time.Second), snapshot.LabelSnapshot, "", 200)
+	b.Processes = append(b.Processes[:50], b.Processes[60:]...)
+	b.Processes[0].Comm = "changed"
+	for _, snap := range []*snapshot.Snapshot{a, b} {
+		if err := s.Put(snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetShared(a.ID, b.ID[:len(b.ID)-2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{a.ID, b.ID} {
+		alone, err := s.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], alone) {
+			t.Errorf("GetShared's snapshot %s differs from Get's", id)
+		}
+	}
+	_ = s.Close()
+	craft(t, path, func(tx *bolt.Tx) error {
+		v := bytes.Clone(tx.Bucket(bucketProcs).Get(seqKey(100)))
+		return tx.Bucket(bucketProcs).Put(seqKey(100), v[:len(v)-1])
+	})
+	s = reopen(t, path)
+	_, err = s.GetShared(a.ID, b.ID)
+	wantDamaged(t, err, "snapshot "+a.ID+": process record 100: ", 0)
+}

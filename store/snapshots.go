@@ -332,31 +332,93 @@ func (r *storedRec) mentions(text []byte) bool {
 // load reads snapshot id: its header, then each process record it
 // references that mentions text (all when text is empty) and keep accepts.
 func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
-	r, err := s.record(tx, id)
+	snaps, err := s.loadShared(tx, []string{id}, text)
 	if err != nil {
 		return nil, err
 	}
-	if len(text) > 0 && r.procs != nil {
-		r.procs = slices.DeleteFunc(r.procs, func(p storedRec) bool { return !p.mentions(text) })
-	}
-	snap := new(snapshot.Snapshot)
-	if err := json.Unmarshal(r.header, snap); err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
-	}
-	if r.procs != nil {
-		snap.Processes = make([]snapshot.Process, len(r.procs))
-	}
-	if err := s.decodeProcesses(r.procs, snap.Processes); err != nil {
-		var d *DamagedError
-		if errors.As(err, &d) { // keep the one-line "store FILE is damaged: ..." form
-			return nil, s.damaged("snapshot %s: %s", id, d.Cause)
-		}
-		return nil, err
-	}
+	snap := snaps[0]
 	if keep != nil && snap.Processes != nil {
 		snap.Processes = slices.DeleteFunc(snap.Processes, func(p snapshot.Process) bool { return !keep(&p) })
 	}
 	return snap, nil
+}
+
+// GetShared loads several snapshots, by full id or unique prefix, in one
+// transaction, and decodes a process record they share once: an unchanged
+// host's two snapshots cost about one load, not two. A process found in
+// several of them is one value copied: its copies share their lists and
+// the values they point to, which the caller must not change (diff reads
+// them, and changes nothing).
+func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error) {
+	var snaps []*snapshot.Snapshot
+	err := s.view(func(tx *bolt.Tx) error {
+		ids := make([]string, len(idsOrPrefixes))
+		for i, p := range idsOrPrefixes {
+			var err error
+			if ids[i], err = s.resolve(tx, p); err != nil {
+				return err
+			}
+		}
+		var err error
+		snaps, err = s.loadShared(tx, ids, nil)
+		return err
+	})
+	return snaps, err
+}
+
+// loadShared reads snapshots ids, their process records that mention text
+// (all when text is empty), decoding each distinct record once.
+func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte) ([]*snapshot.Snapshot, error) {
+	snaps := make([]*snapshot.Snapshot, len(ids))
+	lists := make([][]storedRec, len(ids))
+	var unique []storedRec
+	owner := []string{} // the snapshot that first lists each of unique, for damage reports
+	at := map[uint64]int{}
+	for i, id := range ids {
+		r, err := s.record(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(text) > 0 && r.procs != nil {
+			r.procs = slices.DeleteFunc(r.procs, func(p storedRec) bool { return !p.mentions(text) })
+		}
+		snaps[i] = new(snapshot.Snapshot)
+		if err := json.Unmarshal(r.header, snaps[i]); err != nil {
+			return nil, s.damaged("snapshot %s: %v", id, err)
+		}
+		lists[i] = r.procs
+		for _, p := range r.procs {
+			if len(ids) > 1 { // one snapshot lists a record once (record)
+				if _, dup := at[p.seq]; dup {
+					continue
+				}
+				at[p.seq] = len(unique)
+			}
+			unique, owner = append(unique, p), append(owner, id)
+		}
+	}
+	detach(unique)
+	decoded := make([]snapshot.Process, len(unique))
+	if err := s.decodeProcesses(unique, decoded); err != nil {
+		var d *decodeError
+		if errors.As(err, &d) { // the one-line "store FILE is damaged: ..." form
+			return nil, s.damaged("snapshot %s: process record %d: %v", owner[d.at], unique[d.at].seq, d.err)
+		}
+		return nil, err
+	}
+	for i, list := range lists {
+		switch {
+		case list == nil:
+		case len(ids) == 1:
+			snaps[i].Processes = decoded
+		default:
+			snaps[i].Processes = make([]snapshot.Process, len(list))
+			for j, p := range list {
+				snaps[i].Processes[j] = decoded[at[p.seq]]
+			}
+		}
+	}
+	return snaps, nil
 }
 
 // nullProcesses is how the header, stored without its processes, ends its
@@ -426,16 +488,24 @@ func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
 }
 
 // decodeProcesses decodes the process records on every CPU: decoding is
-// nearly all of what loading a snapshot costs. The records are bbolt's
-// mmap, valid while the transaction that read them is open.
+// nearly all of what loading a snapshot costs. A record that does not
+// decode is a decodeError.
 func (s *Store) decodeProcesses(recs []storedRec, out []snapshot.Process) error {
 	return s.parallel(len(recs), func(i int) error {
 		if err := recs[i].decode(&out[i]); err != nil {
-			return s.damaged("process record %d: %v", recs[i].seq, err)
+			return &decodeError{at: i, err: err}
 		}
 		return nil
 	})
 }
+
+// decodeError is record at's failure to decode.
+type decodeError struct {
+	at  int
+	err error
+}
+
+func (e *decodeError) Error() string { return e.err.Error() }
 
 // parallel runs fn for 0..n-1 on every CPU and returns the errors. A fault
 // reading bbolt's mmap in a worker becomes a damage report, as in view.
