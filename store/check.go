@@ -73,7 +73,7 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 			add("snapshot %s is listed but its records are missing", id)
 			return nil
 		}
-		if _, err := s.load(tx, id, nil); err != nil {
+		if _, err := s.load(tx, id, nil, nil); err != nil {
 			var d *DamagedError
 			if errors.As(err, &d) {
 				add("%s", d.Cause) // names the snapshot already
@@ -83,6 +83,7 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 		}
 		return nil
 	})
+	recs := newRecords(tx, procs)
 	_ = procs.ForEach(func(k, v []byte) error {
 		r.Processes++
 		if len(k) != 8 || len(v) < sha256.Size {
@@ -93,10 +94,12 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 		if at := hashes.Get(v[:sha256.Size]); len(at) != 8 || binary.BigEndian.Uint64(at) != seq {
 			add("process record %d is missing from the hash index", seq)
 		}
-		if json, err := decodeRecord(v[sha256.Size:]); err != nil {
-			add("process record %d: %v", seq, err)
-		} else if sha256.Sum256(json) != [sha256.Size]byte(v[:sha256.Size]) {
-			add("process record %d does not match its hash", seq)
+		rec, err := recs.parse(v)
+		if err == nil {
+			_, err = rec.marshalJSON()
+		}
+		if err != nil {
+			add("process record %d does not match its hash: %v", seq, err)
 		}
 		return nil
 	})

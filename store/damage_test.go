@@ -199,7 +199,7 @@ func TestCheckFindsBrokenRecords(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "is damaged: snapshot "+snap.ID+": process record: ") {
+	if _, err := s.Get(snap.ID); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "is damaged: snapshot "+snap.ID+": process record ") {
 		t.Errorf("Get of a snapshot with an undecodable record: %v", err)
 	}
 }

@@ -113,7 +113,7 @@ func TestHeaderCompressionBomb(t *testing.T) {
 	wantDamaged(t, err, "compression bomb", time.Since(start))
 }
 
-// TestCorruptRecordNotReused: a record whose JSON no longer matches its hash
+// TestCorruptRecordNotReused: a record that no longer matches its hash
 // is not reused by the next snapshot of the same processes: the store is
 // damaged, said, and nothing is written.
 func TestCorruptRecordNotReused(t *testing.T) {
@@ -122,7 +122,7 @@ func TestCorruptRecordNotReused(t *testing.T) {
 	craft(t, path, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketProcs)
 		v := bytes.Clone(b.Get(seqKey(2)))
-		v[len(v)-3] ^= 1 // inside the JSON: still its hash in front
+		v[len(v)-3] ^= 1 // inside the record: still its hash in front
 		return b.Put(seqKey(2), v)
 	})
 	s := reopen(t, path)

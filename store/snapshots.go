@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 
@@ -63,12 +64,19 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 	// Hash outside the write transaction, so the lock is held for the
 	// commit only.
 	type encoded struct {
-		sum  [sha256.Size]byte
-		json []byte
+		sum       [sha256.Size]byte
+		json, bin []byte
 	}
 	procs := make([]encoded, len(processJSON))
 	for i, b := range processJSON {
-		procs[i] = encoded{sha256.Sum256(b), b}
+		procs[i] = encoded{sum: sha256.Sum256(b), json: b}
+	}
+	codec, _ := codecOfProcess() // without a codec, every record is JSON
+	if codec != nil {
+		_ = s.parallel(len(procs), func(i int) error {
+			procs[i].bin = codec.encode(&snap.Processes[i])
+			return nil
+		})
 	}
 	header := *snap
 	header.Processes = nil
@@ -106,34 +114,12 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 		for _, bk := range []*bolt.Bucket{meta, snaps, refs, procsB} {
 			bk.FillPercent = fillSequential
 		}
+		w := &recordWriter{s: s, tx: tx, codec: codec, procs: procsB, hashes: hashes}
 		seqs := make([]uint64, len(procs))
 		for i, p := range procs {
-			if v := hashes.Get(p.sum[:]); v != nil {
-				if len(v) != 8 {
-					return s.damaged("process hash index entry of %d bytes", len(v))
-				}
-				seqs[i] = binary.BigEndian.Uint64(v)
-				// Reuse a record only if it still is what its hash says: a
-				// corrupt record reused would be written into every later
-				// snapshot, each then unreadable.
-				if err := s.checkRecord(procsB, seqs[i], p.sum); err != nil {
-					return err
-				}
-				continue
-			}
-			seq, err := procsB.NextSequence()
-			if err != nil {
+			if seqs[i], err = w.put(p.sum, p.json, p.bin); err != nil {
 				return err
 			}
-			stored := encodeRecord(p.json)
-			rec := append(append(make([]byte, 0, sha256.Size+len(stored)), p.sum[:]...), stored...)
-			if err := procsB.Put(seqKey(seq), rec); err != nil {
-				return err
-			}
-			if err := hashes.Put(p.sum[:], seqKey(seq)); err != nil {
-				return err
-			}
-			seqs[i] = seq
 		}
 		if err := refs.Put(id, encodeRefs(seqs, snap.Processes == nil)); err != nil {
 			return err
@@ -153,38 +139,102 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 	})
 }
 
-// checkRecord checks that process record seq holds the JSON whose hash is sum.
-func (s *Store) checkRecord(procs *bolt.Bucket, seq uint64, sum [sha256.Size]byte) error {
-	v := procs.Get(seqKey(seq))
-	if len(v) < sha256.Size {
-		return s.damaged("process record %d, indexed by its hash, is missing", seq)
+// recordWriter stores the process records of one Put.
+type recordWriter struct {
+	s             *Store
+	tx            *bolt.Tx
+	codec         *processCodec // nil: records are stored as JSON
+	procs, hashes *bolt.Bucket
+	recs          *records
+	typ           uint64 // today's record type in the store; 0 until needed
+}
+
+// put stores the process whose JSON hashes to sum, or finds it stored, and
+// returns its record's sequence number.
+func (w *recordWriter) put(sum [sha256.Size]byte, js, bin []byte) (uint64, error) {
+	if w.recs == nil {
+		w.recs = newRecords(w.tx, w.procs)
 	}
-	json, err := decodeRecord(v[sha256.Size:])
+	if w.codec != nil && w.typ == 0 {
+		var err error
+		if w.typ, err = typeID(w.tx, w.codec.desc); err != nil {
+			return 0, err
+		}
+		w.recs.types = w.tx.Bucket(bucketTypes)
+	}
+	if v := w.hashes.Get(sum[:]); v != nil {
+		if len(v) != 8 {
+			return 0, w.s.damaged("process hash index entry of %d bytes", len(v))
+		}
+		seq := binary.BigEndian.Uint64(v)
+		return seq, w.reuse(seq, sum, js, bin)
+	}
+	seq, err := w.procs.NextSequence()
 	if err != nil {
-		return s.damaged("process record %d: %v", seq, err)
+		return 0, err
 	}
-	if !bytes.Equal(v[:sha256.Size], sum[:]) || sha256.Sum256(json) != sum {
-		return s.damaged("process record %d does not match its hash", seq)
+	stored := encodeRecord(js)
+	if w.codec != nil {
+		stored = w.codec.storedForm(bin, js, w.typ)
 	}
-	return nil
+	rec := append(append(make([]byte, 0, sha256.Size+len(stored)), sum[:]...), stored...)
+	if err := w.procs.Put(seqKey(seq), rec); err != nil {
+		return 0, err
+	}
+	return seq, w.hashes.Put(sum[:], seqKey(seq))
+}
+
+// reuse checks that record seq, found by its hash, still is what the hash
+// says: a corrupt record reused would be written into every later snapshot,
+// each then unreadable. A binary record of today's type is checked by its
+// bytes, the encoding being the same for the same process; any other by its
+// JSON. A JSON record (schema 1) is rewritten in binary, its hash and so
+// the log's digests unchanged: the records an unchanged host keeps using
+// are upgraded as it goes.
+func (w *recordWriter) reuse(seq uint64, sum [sha256.Size]byte, js, bin []byte) error {
+	rec, missing, err := w.recs.get(seq)
+	switch {
+	case missing:
+		return w.s.damaged("process record %d, indexed by its hash, is missing", seq)
+	case err == nil && rec.sum != sum:
+		err = errors.New("its hash is not the index's")
+	case err == nil && rec.dec != nil && rec.typ == w.typ && bytes.Equal(rec.bin, bin):
+		return nil
+	case err == nil:
+		_, err = rec.marshalJSON()
+	}
+	if err != nil {
+		return w.s.damaged("process record %d does not match its hash: %v", seq, err)
+	}
+	if rec.dec != nil || w.codec == nil {
+		return nil
+	}
+	stored := w.codec.storedForm(bin, js, w.typ)
+	if stored[0] != formBinary && stored[0] != formBinaryDeflate {
+		return nil
+	}
+	return w.procs.Put(seqKey(seq), append(append(make([]byte, 0, sha256.Size+len(stored)), sum[:]...), stored...))
 }
 
 // Get loads a snapshot by its full id or any unique prefix.
 func (s *Store) Get(idOrPrefix string) (*snapshot.Snapshot, error) {
-	return s.GetSelected(idOrPrefix, nil)
+	return s.GetSelected(idOrPrefix, "", nil)
 }
 
-// GetSelected loads a snapshot with only the processes whose stored JSON keep
-// accepts (all when keep is nil). Decoding JSON is nearly all a load costs:
-// a summary that shows a few processes of a thousand skips the rest.
-func (s *Store) GetSelected(idOrPrefix string, keep func(processJSON []byte) bool) (*snapshot.Snapshot, error) {
+// GetSelected loads a snapshot with only the processes keep accepts (all
+// when keep is nil). Decoding is most of what a load costs: a summary that
+// shows a few processes of a thousand decodes only the records that mention
+// text (when not empty), a string every process keep accepts holds. text
+// must be text JSON writes as itself (letters, digits, '-', '_', '/'): a JSON
+// record and a binary one both hold it verbatim.
+func (s *Store) GetSelected(idOrPrefix, text string, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
 	var snap *snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
 		id, err := s.resolve(tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
-		snap, err = s.load(tx, id, keep)
+		snap, err = s.load(tx, id, []byte(text), keep)
 		return err
 	})
 	return snap, err
@@ -220,12 +270,12 @@ func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	return matches[0], nil
 }
 
-// record is a stored snapshot as its bytes: the header's JSON and the JSON
-// of each process, in order. procs is nil for a snapshot whose process list
-// was nil. The process JSON is bbolt's mmap: valid inside the transaction.
+// record is a stored snapshot as read: the header's JSON and each process
+// record, in order. procs is nil for a snapshot whose process list was nil.
+// The records may alias bbolt's mmap: valid inside the transaction.
 type record struct {
 	header []byte
-	procs  [][]byte
+	procs  []storedRec
 }
 
 func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
@@ -252,54 +302,123 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 	// listed twice is damage: a crafted list of one record a million times
 	// would otherwise cost a million decodes.
 	seen := make(map[uint64]struct{}, len(seqs))
-	r.procs = make([][]byte, len(seqs))
+	recs := newRecords(tx, b[2])
+	r.procs = make([]storedRec, len(seqs))
 	for i, seq := range seqs {
 		if _, dup := seen[seq]; dup {
 			return r, s.damaged("snapshot %s: process record %d is listed twice", id, seq)
 		}
 		seen[seq] = struct{}{}
-		v := b[2].Get(seqKey(seq))
-		if len(v) < sha256.Size {
+		var missing bool
+		r.procs[i], missing, err = recs.get(seq)
+		switch {
+		case missing:
 			return r, s.damaged("snapshot %s: process record %d is missing", id, seq)
-		}
-		if r.procs[i], err = decodeRecord(v[sha256.Size:]); err != nil {
+		case err != nil:
 			return r, s.damaged("snapshot %s: process record %d: %v", id, seq, err)
 		}
 	}
 	return r, nil
 }
 
+// mentions reports whether a record's stored bytes hold text.
+func (r *storedRec) mentions(text []byte) bool {
+	if r.dec == nil {
+		return bytes.Contains(r.json, text)
+	}
+	return bytes.Contains(r.bin, text)
+}
+
 // load reads snapshot id: its header, then each process record it
-// references that keep accepts.
-func (s *Store) load(tx *bolt.Tx, id string, keep func([]byte) bool) (*snapshot.Snapshot, error) {
-	r, err := s.record(tx, id)
+// references that mentions text (all when text is empty) and keep accepts.
+func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
+	snaps, err := s.loadShared(tx, []string{id}, text)
 	if err != nil {
 		return nil, err
 	}
-	if keep != nil && r.procs != nil {
-		kept := make([][]byte, 0, len(r.procs))
-		for _, p := range r.procs {
-			if keep(p) {
-				kept = append(kept, p)
+	snap := snaps[0]
+	if keep != nil && snap.Processes != nil {
+		snap.Processes = slices.DeleteFunc(snap.Processes, func(p snapshot.Process) bool { return !keep(&p) })
+	}
+	return snap, nil
+}
+
+// GetShared loads several snapshots, by full id or unique prefix, in one
+// transaction, and decodes a process record they share once: an unchanged
+// host's two snapshots cost about one load, not two. A process found in
+// several of them is one value copied: its copies share their lists and
+// the values they point to, which the caller must not change (diff reads
+// them, and changes nothing).
+func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error) {
+	var snaps []*snapshot.Snapshot
+	err := s.view(func(tx *bolt.Tx) error {
+		ids := make([]string, len(idsOrPrefixes))
+		for i, p := range idsOrPrefixes {
+			var err error
+			if ids[i], err = s.resolve(tx, p); err != nil {
+				return err
 			}
 		}
-		r.procs = kept
+		var err error
+		snaps, err = s.loadShared(tx, ids, nil)
+		return err
+	})
+	return snaps, err
+}
+
+// loadShared reads snapshots ids, their process records that mention text
+// (all when text is empty), decoding each distinct record once.
+func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte) ([]*snapshot.Snapshot, error) {
+	snaps := make([]*snapshot.Snapshot, len(ids))
+	lists := make([][]storedRec, len(ids))
+	var unique []storedRec
+	owner := []string{} // the snapshot that first lists each of unique, for damage reports
+	at := map[uint64]int{}
+	for i, id := range ids {
+		r, err := s.record(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(text) > 0 && r.procs != nil {
+			r.procs = slices.DeleteFunc(r.procs, func(p storedRec) bool { return !p.mentions(text) })
+		}
+		snaps[i] = new(snapshot.Snapshot)
+		if err := json.Unmarshal(r.header, snaps[i]); err != nil {
+			return nil, s.damaged("snapshot %s: %v", id, err)
+		}
+		lists[i] = r.procs
+		for _, p := range r.procs {
+			if len(ids) > 1 { // one snapshot lists a record once (record)
+				if _, dup := at[p.seq]; dup {
+					continue
+				}
+				at[p.seq] = len(unique)
+			}
+			unique, owner = append(unique, p), append(owner, id)
+		}
 	}
-	snap := new(snapshot.Snapshot)
-	if err := json.Unmarshal(r.header, snap); err != nil {
-		return nil, s.damaged("snapshot %s: %v", id, err)
-	}
-	if r.procs != nil {
-		snap.Processes = make([]snapshot.Process, len(r.procs))
-	}
-	if err := s.decodeProcesses(r.procs, snap.Processes); err != nil {
-		var d *DamagedError
-		if errors.As(err, &d) { // keep the one-line "store FILE is damaged: ..." form
-			return nil, s.damaged("snapshot %s: %s", id, d.Cause)
+	detach(unique)
+	decoded := make([]snapshot.Process, len(unique))
+	if err := s.decodeProcesses(unique, decoded); err != nil {
+		var d *decodeError
+		if errors.As(err, &d) { // the one-line "store FILE is damaged: ..." form
+			return nil, s.damaged("snapshot %s: process record %d: %v", owner[d.at], unique[d.at].seq, d.err)
 		}
 		return nil, err
 	}
-	return snap, nil
+	for i, list := range lists {
+		switch {
+		case list == nil:
+		case len(ids) == 1:
+			snaps[i].Processes = decoded
+		default:
+			snaps[i].Processes = make([]snapshot.Process, len(list))
+			for j, p := range list {
+				snaps[i].Processes[j] = decoded[at[p.seq]]
+			}
+		}
+	}
+	return snaps, nil
 }
 
 // nullProcesses is how the header, stored without its processes, ends its
@@ -311,7 +430,8 @@ var nullProcesses = []byte(`"processes":null`)
 // the Snapshot given to Put. Marshalling what Get returns can differ: invalid
 // UTF-8 is written as \ufffd and read back as U+FFFD, which marshals as
 // itself. show --json prints this, indented, so it prints exactly what
-// snapshot --json printed, and faster, with nothing decoded.
+// snapshot --json printed: a JSON record as stored, a binary one as its
+// process marshals, each checked against the hash of the JSON Put stored.
 func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 	var out []byte
 	err := s.view(func(tx *bolt.Tx) error {
@@ -331,37 +451,61 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 		if at < 0 {
 			return s.damaged("snapshot %s: header has no processes field", id)
 		}
-		size := len(r.header) + len(r.procs)
-		for _, p := range r.procs {
-			size += len(p)
-		}
-		out = make([]byte, 0, size)
-		out = append(out, r.header[:at]...)
-		out = append(out, `"processes":[`...)
-		for i, p := range r.procs {
-			if i > 0 {
-				out = append(out, ',')
+		procs := make([][]byte, len(r.procs))
+		err = s.parallel(len(procs), func(i int) (err error) {
+			if procs[i], err = r.procs[i].marshalJSON(); err != nil {
+				return s.damaged("snapshot %s: process record %d: %v", id, r.procs[i].seq, err)
 			}
-			out = append(out, p...)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		out = append(out, ']')
-		out = append(out, r.header[at+len(nullProcesses):]...)
+		out = spliceProcesses(r.header, at, procs)
 		return nil
 	})
 	return out, err
 }
 
-// decodeProcesses unmarshals the process records on every CPU: decoding
-// JSON is nearly all of what loading a snapshot costs. The records are
-// bbolt's mmap, valid while the transaction that read them is open.
-func (s *Store) decodeProcesses(raw [][]byte, out []snapshot.Process) error {
-	return s.parallel(len(raw), func(i int) error {
-		if err := json.Unmarshal(raw[i], &out[i]); err != nil {
-			return s.damaged("process record: %v", err)
+// spliceProcesses puts the processes' JSON in the header's processes field,
+// which starts at at.
+func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
+	size := len(header) + len(procs)
+	for _, p := range procs {
+		size += len(p)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, header[:at]...)
+	out = append(out, `"processes":[`...)
+	for i, p := range procs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, p...)
+	}
+	out = append(out, ']')
+	return append(out, header[at+len(nullProcesses):]...)
+}
+
+// decodeProcesses decodes the process records on every CPU: decoding is
+// nearly all of what loading a snapshot costs. A record that does not
+// decode is a decodeError.
+func (s *Store) decodeProcesses(recs []storedRec, out []snapshot.Process) error {
+	return s.parallel(len(recs), func(i int) error {
+		if err := recs[i].decode(&out[i]); err != nil {
+			return &decodeError{at: i, err: err}
 		}
 		return nil
 	})
 }
+
+// decodeError is record at's failure to decode.
+type decodeError struct {
+	at  int
+	err error
+}
+
+func (e *decodeError) Error() string { return e.err.Error() }
 
 // parallel runs fn for 0..n-1 on every CPU and returns the errors. A fault
 // reading bbolt's mmap in a worker becomes a damage report, as in view.
@@ -396,7 +540,7 @@ func (s *Store) LatestBaseline(tenant string) (*snapshot.Snapshot, error) {
 		if !ok {
 			return fmt.Errorf("%w for tenant %q in store %s (run gpusnap baseline --tenant first)", ErrNoBaseline, tenant, s.path)
 		}
-		snap, err = s.load(tx, id, nil)
+		snap, err = s.load(tx, id, nil, nil)
 		return err
 	})
 	return snap, err

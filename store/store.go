@@ -1,12 +1,14 @@
 // Package store keeps snapshots in one bbolt file.
 //
-// Layout (schema 1), one top-level bucket each:
+// Layout (schema 2), one top-level bucket each:
 //
 //	info       "schema" -> the schema version, decimal
 //	meta       id -> JSON Meta: list reads only this bucket
 //	snapshots  id -> flate(JSON of the snapshot without its processes)
 //	refs       id -> the snapshot's processes, as sequence numbers of process records
-//	procs      seq (8 bytes, big endian) -> SHA-256 of the process JSON, then that JSON
+//	procs      seq (8 bytes, big endian) -> SHA-256 of the process JSON, then the record:
+//	           that JSON (schema 1's form), or its binary form (binrec.go)
+//	types      type id -> the descriptor of a binary record's fields
 //	hashes     SHA-256 -> seq: a process unchanged since an earlier snapshot is stored once
 //	baselines  tenant NUL id -> nothing: a tenant's latest baseline is one seek away
 //
@@ -31,8 +33,10 @@ import (
 )
 
 // SchemaVersion is the layout this gpusnap writes and reads. A file of a newer
-// schema is refused rather than misread.
-const SchemaVersion = 1
+// schema is refused rather than misread. Schema 2 is schema 1 with binary
+// process records beside its JSON ones: a schema 1 file is read as it is,
+// and its first read-write open marks it schema 2 (upgrade).
+const SchemaVersion = 2
 
 // DefaultLockTimeout is used when Options.LockTimeout is not positive: bbolt's
 // own default is to wait forever, which a Slurm epilog must never do.
@@ -106,9 +110,10 @@ func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
 
 // Store is an open store file.
 type Store struct {
-	db    *bolt.DB
-	path  string
-	fresh bool // an empty bbolt file, not laid out yet
+	db     *bolt.DB
+	path   string
+	fresh  bool // an empty bbolt file, not laid out yet
+	schema int  // the file's schema version, as opened
 }
 
 // Open opens the store at path. Read-write, it creates the file (0600) and
@@ -164,7 +169,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 		opts.LockTimeout = max(opts.LockTimeout-time.Since(start), time.Millisecond)
 	}
 	s, err = open(path, false, opts.LockTimeout)
-	if err == nil && s.fresh {
+	if err == nil {
 		if err = s.layout(); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -243,31 +248,44 @@ func (s *Store) check() error {
 			s.fresh = true
 			return nil
 		}
-		return checkSchema(s.path, info.Get(keySchema))
+		s.schema, err = checkSchema(s.path, info.Get(keySchema))
+		return err
 	})
 }
 
-// layout creates the buckets and schema of a new store.
+// layout creates the buckets and schema of a new store, and upgrades one of
+// an older schema. Upgrading schema 1 only marks the file schema 2 and adds
+// the types bucket: its JSON records stay as they are, read as they always
+// were, their hashes and the log's leaves untouched. The mark makes an older
+// gpusnap refuse the file (newer schema) rather than call its binary
+// records damage. A store of today's schema is left alone.
 func (s *Store) layout() error {
-	return s.update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
+	if !s.fresh && s.schema == SchemaVersion {
+		return nil
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		for _, name := range append(allBuckets, bucketTypes) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
 		return tx.Bucket(bucketInfo).Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
 	})
+	if err == nil {
+		s.fresh, s.schema = false, SchemaVersion
+	}
+	return err
 }
 
-func checkSchema(path string, v []byte) error {
+func checkSchema(path string, v []byte) (int, error) {
 	n, err := strconv.Atoi(string(v))
-	if err != nil {
-		return &DamagedError{Path: path, Cause: fmt.Sprintf("schema version %q is not a number", v)}
+	if err != nil || n < 1 {
+		return 0, &DamagedError{Path: path, Cause: fmt.Sprintf("schema version %q is not a version", v)}
 	}
 	if n > SchemaVersion {
-		return fmt.Errorf("store %s %w (schema %d; this one reads up to %d): use a newer gpusnap", path, ErrNewer, n, SchemaVersion)
+		return 0, fmt.Errorf("store %s %w (schema %d; this one reads up to %d): use a newer gpusnap", path, ErrNewer, n, SchemaVersion)
 	}
-	return nil
+	return n, nil
 }
 
 // Close releases the file and its lock.

@@ -210,14 +210,18 @@ func diffStored(ctx context.Context, g globals, fromID, toID string) (from, to *
 		return nil, nil, err
 	}
 	defer st.Close()
+	if toID != "" {
+		// In one load, so the processes both hold unchanged decode once.
+		snaps, err := st.GetShared(fromID, toID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return snaps[0], snaps[1], nil
+	}
 	if from, err = st.Get(fromID); err != nil {
 		return nil, nil, err
 	}
-	if toID != "" {
-		to, err = st.Get(toID)
-	} else {
-		to, err = captureHost(ctx, g, snapshot.LabelSnapshot, from.Tenant)
-	}
+	to, err = captureHost(ctx, g, snapshot.LabelSnapshot, from.Tenant)
 	return from, to, err
 }
 

@@ -47,7 +47,7 @@ func runShow(_ context.Context, g globals, o showOptions) error {
 		if g.JSON {
 			raw, err = st.GetJSON(o.ID)
 		} else {
-			snap, err = st.GetSelected(o.ID, mayUseNVIDIA)
+			snap, err = st.GetSelected(o.ID, snapshot.ClassNVIDIA, (*snapshot.Process).UsesNVIDIA)
 		}
 		return err
 	})
@@ -59,14 +59,6 @@ func runShow(_ context.Context, g globals, o showOptions) error {
 	}
 	return printSummary(g.Stdout, snap)
 }
-
-// nvidiaClass is how a mapping or holder of an NVIDIA device reads in a
-// process's JSON. It cannot occur inside a JSON string, whose quotes are
-// escaped, so a process without it uses no NVIDIA device.
-var nvidiaClass = []byte(`"class":"` + snapshot.ClassNVIDIA + `"`)
-
-// mayUseNVIDIA picks, before decoding, the processes the summary lists.
-func mayUseNVIDIA(processJSON []byte) bool { return bytes.Contains(processJSON, nvidiaClass) }
 
 // printStoredJSON prints a snapshot's stored JSON exactly as printSnapshot
 // prints the snapshot (json.Encoder with a two-space indent indents the
