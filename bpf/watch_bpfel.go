@@ -84,7 +84,6 @@ const (
 	watchProgTpExitOpenByHandleAt = "tp_exit_open_by_handle_at"
 	watchProgTpExitOpenat         = "tp_exit_openat"
 	watchProgTpExitOpenat2        = "tp_exit_openat2"
-	watchProgTpIa32Enter          = "tp_ia32_enter"
 	watchProgTpIa32Exit           = "tp_ia32_exit"
 	watchProgTpIoUringComplete    = "tp_io_uring_complete"
 	watchVarLost                  = "lost"
@@ -148,7 +147,6 @@ type watchProgramSpecs struct {
 	TpExitOpenByHandleAt *ebpf.ProgramSpec `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.ProgramSpec `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.ProgramSpec `ebpf:"tp_exit_openat2"`
-	TpIa32Enter          *ebpf.ProgramSpec `ebpf:"tp_ia32_enter"`
 	TpIa32Exit           *ebpf.ProgramSpec `ebpf:"tp_ia32_exit"`
 	TpIoUringComplete    *ebpf.ProgramSpec `ebpf:"tp_io_uring_complete"`
 }
@@ -238,7 +236,6 @@ type watchPrograms struct {
 	TpExitOpenByHandleAt *ebpf.Program `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.Program `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.Program `ebpf:"tp_exit_openat2"`
-	TpIa32Enter          *ebpf.Program `ebpf:"tp_ia32_enter"`
 	TpIa32Exit           *ebpf.Program `ebpf:"tp_ia32_exit"`
 	TpIoUringComplete    *ebpf.Program `ebpf:"tp_io_uring_complete"`
 }
@@ -258,7 +255,6 @@ func (p *watchPrograms) Close() error {
 		p.TpExitOpenByHandleAt,
 		p.TpExitOpenat,
 		p.TpExitOpenat2,
-		p.TpIa32Enter,
 		p.TpIa32Exit,
 		p.TpIoUringComplete,
 	)
