@@ -19,6 +19,7 @@ import (
 var hookFloors = map[Hook][]string{
 	HookLSM:        {"floor_lsm_file_open", "floor_lsm_mmap_file"},
 	HookFentry:     {"floor_fentry_file_open", "floor_fentry_mmap_file"},
+	HookKprobe:     {"floor_kprobe_file_open", "floor_kprobe_mmap_file"},
 	HookTracepoint: {"floor_raw_exit", "floor_tp_exit_openat", "floor_tp_enter_mmap"},
 }
 
@@ -170,7 +171,7 @@ func costLine(none float64, results []costResult) string {
 // attached, that each hook must keep in the kernel matrix's guests (one
 // CPU, nothing else running). On a shared host the figures are only logged:
 // its load moves them more than the bounds allow.
-var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookTracepoint: 0.90}
+var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.95, HookTracepoint: 0.90}
 
 // TestHookCost times an open/close loop of a regular file (not a device:
 // what every process on a watched host does) with each hook's watch

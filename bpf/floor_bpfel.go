@@ -18,6 +18,8 @@ import (
 const (
 	floorProgFloorFentryFileOpen = "floor_fentry_file_open"
 	floorProgFloorFentryMmapFile = "floor_fentry_mmap_file"
+	floorProgFloorKprobeFileOpen = "floor_kprobe_file_open"
+	floorProgFloorKprobeMmapFile = "floor_kprobe_mmap_file"
 	floorProgFloorLsmFileOpen    = "floor_lsm_file_open"
 	floorProgFloorLsmMmapFile    = "floor_lsm_mmap_file"
 	floorProgFloorRawExit        = "floor_raw_exit"
@@ -69,6 +71,8 @@ type floorSpecs struct {
 type floorProgramSpecs struct {
 	FloorFentryFileOpen *ebpf.ProgramSpec `ebpf:"floor_fentry_file_open"`
 	FloorFentryMmapFile *ebpf.ProgramSpec `ebpf:"floor_fentry_mmap_file"`
+	FloorKprobeFileOpen *ebpf.ProgramSpec `ebpf:"floor_kprobe_file_open"`
+	FloorKprobeMmapFile *ebpf.ProgramSpec `ebpf:"floor_kprobe_mmap_file"`
 	FloorLsmFileOpen    *ebpf.ProgramSpec `ebpf:"floor_lsm_file_open"`
 	FloorLsmMmapFile    *ebpf.ProgramSpec `ebpf:"floor_lsm_mmap_file"`
 	FloorRawExit        *ebpf.ProgramSpec `ebpf:"floor_raw_exit"`
@@ -126,6 +130,8 @@ type floorVariables struct {
 type floorPrograms struct {
 	FloorFentryFileOpen *ebpf.Program `ebpf:"floor_fentry_file_open"`
 	FloorFentryMmapFile *ebpf.Program `ebpf:"floor_fentry_mmap_file"`
+	FloorKprobeFileOpen *ebpf.Program `ebpf:"floor_kprobe_file_open"`
+	FloorKprobeMmapFile *ebpf.Program `ebpf:"floor_kprobe_mmap_file"`
 	FloorLsmFileOpen    *ebpf.Program `ebpf:"floor_lsm_file_open"`
 	FloorLsmMmapFile    *ebpf.Program `ebpf:"floor_lsm_mmap_file"`
 	FloorRawExit        *ebpf.Program `ebpf:"floor_raw_exit"`
@@ -137,6 +143,8 @@ func (p *floorPrograms) Close() error {
 	return _FloorClose(
 		p.FloorFentryFileOpen,
 		p.FloorFentryMmapFile,
+		p.FloorKprobeFileOpen,
+		p.FloorKprobeMmapFile,
 		p.FloorLsmFileOpen,
 		p.FloorLsmMmapFile,
 		p.FloorRawExit,

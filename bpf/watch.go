@@ -22,16 +22,18 @@ import (
 type Hook string
 
 // The hooks, best first: the security hooks see every open and mapping (io_uring's
-// and the kernel's on a process's behalf included); the syscall tracepoints
-// see only the syscalls they are attached to.
+// and the kernel's on a process's behalf included), and only opens and
+// mappings pay for them; the syscall tracepoints see only the syscalls they
+// are attached to, and send every system call of the host down the slow path.
 const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
+	HookKprobe     Hook = "kprobe"     // kprobes on security_file_open and security_mmap_file
 	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry; io_uring's opens; 32-bit calls
 )
 
 // Hooks lists every hook, best first.
-var Hooks = []Hook{HookLSM, HookFentry, HookTracepoint}
+var Hooks = []Hook{HookLSM, HookFentry, HookKprobe, HookTracepoint}
 
 // Kind is what a kernel event reports.
 type Kind uint32
@@ -93,6 +95,7 @@ type Watch struct {
 var hookPrograms = map[Hook][]string{
 	HookLSM:    {"lsm_file_open", "lsm_mmap_file"},
 	HookFentry: {"fentry_file_open", "fentry_mmap_file"},
+	HookKprobe: {"kprobe_file_open", "kprobe_mmap_file"},
 	HookTracepoint: {"tp_exit_openat", "tp_exit_openat2", "tp_exit_open", "tp_exit_creat",
 		"tp_exit_open_by_handle_at", "tp_enter_mmap", "tp_io_uring_complete", "tp_ia32_exit"},
 }

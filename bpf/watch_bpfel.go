@@ -73,6 +73,8 @@ const (
 	watchMapSeen                  = "seen"
 	watchProgFentryFileOpen       = "fentry_file_open"
 	watchProgFentryMmapFile       = "fentry_mmap_file"
+	watchProgKprobeFileOpen       = "kprobe_file_open"
+	watchProgKprobeMmapFile       = "kprobe_mmap_file"
 	watchProgLsmFileOpen          = "lsm_file_open"
 	watchProgLsmMmapFile          = "lsm_mmap_file"
 	watchProgOnExec               = "on_exec"
@@ -136,6 +138,8 @@ type watchSpecs struct {
 type watchProgramSpecs struct {
 	FentryFileOpen       *ebpf.ProgramSpec `ebpf:"fentry_file_open"`
 	FentryMmapFile       *ebpf.ProgramSpec `ebpf:"fentry_mmap_file"`
+	KprobeFileOpen       *ebpf.ProgramSpec `ebpf:"kprobe_file_open"`
+	KprobeMmapFile       *ebpf.ProgramSpec `ebpf:"kprobe_mmap_file"`
 	LsmFileOpen          *ebpf.ProgramSpec `ebpf:"lsm_file_open"`
 	LsmMmapFile          *ebpf.ProgramSpec `ebpf:"lsm_mmap_file"`
 	OnExec               *ebpf.ProgramSpec `ebpf:"on_exec"`
@@ -225,6 +229,8 @@ type watchVariables struct {
 type watchPrograms struct {
 	FentryFileOpen       *ebpf.Program `ebpf:"fentry_file_open"`
 	FentryMmapFile       *ebpf.Program `ebpf:"fentry_mmap_file"`
+	KprobeFileOpen       *ebpf.Program `ebpf:"kprobe_file_open"`
+	KprobeMmapFile       *ebpf.Program `ebpf:"kprobe_mmap_file"`
 	LsmFileOpen          *ebpf.Program `ebpf:"lsm_file_open"`
 	LsmMmapFile          *ebpf.Program `ebpf:"lsm_mmap_file"`
 	OnExec               *ebpf.Program `ebpf:"on_exec"`
@@ -244,6 +250,8 @@ func (p *watchPrograms) Close() error {
 	return _WatchClose(
 		p.FentryFileOpen,
 		p.FentryMmapFile,
+		p.KprobeFileOpen,
+		p.KprobeMmapFile,
 		p.LsmFileOpen,
 		p.LsmMmapFile,
 		p.OnExec,

@@ -16,6 +16,12 @@ int floor_tp_exit_openat(void *ctx) { return 0; }
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int floor_tp_enter_mmap(void *ctx) { return 0; }
 
+SEC("kprobe/security_file_open")
+int floor_kprobe_file_open(void *ctx) { return 0; }
+
+SEC("kprobe/security_mmap_file")
+int floor_kprobe_mmap_file(void *ctx) { return 0; }
+
 SEC("fentry/security_file_open")
 int BPF_PROG(floor_fentry_file_open) { return 0; }
 

@@ -8,9 +8,9 @@
 // nvidia_majors, or any device node whose name starts with "nvidia" in a
 // directory named "dev" (or one below it, /dev/nvidia-caps/nvidia-cap1).
 //
-// Three ways to see opens and mappings, user space loads the first the kernel
-// accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry on the same
-// security hooks, or the syscall tracepoints (exit of the open family, the
+// Four ways to see opens and mappings, user space loads the first the kernel
+// accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry or kprobes on the
+// same security hooks, or the syscall tracepoints (exit of the open family, the
 // file looked up in the task's fd table; entry of mmap), with io_uring's
 // completions and the raw tracepoints for 32-bit calls. Exec, fork and exit
 // use BTF tracepoints in every mode.
@@ -467,6 +467,22 @@ int BPF_PROG(fentry_file_open, struct file *file)
 
 SEC("fentry/security_mmap_file")
 int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
+{
+	return report_file(file, EV_MMAP, -1, flags, prot, 0);
+}
+
+// kprobes on the same security hooks, where the kernel refuses fentry and
+// LSM programs: only opens and mappings of files pay for them, where a
+// syscall tracepoint sends every system call down the slow path.
+
+SEC("kprobe/security_file_open")
+int BPF_KPROBE(kprobe_file_open, struct file *file)
+{
+	return report_file(file, EV_OPEN, -1, 0, 0, 0);
+}
+
+SEC("kprobe/security_mmap_file")
+int BPF_KPROBE(kprobe_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
 {
 	return report_file(file, EV_MMAP, -1, flags, prot, 0);
 }
