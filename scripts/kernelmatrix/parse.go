@@ -83,10 +83,7 @@ func (r result) verdict() string {
 
 // hook is the cell of a watch hook: what it caught, and what it cost.
 func (r result) hook(name string) string {
-	if r.hooks[name] == "" {
-		return ""
-	}
-	return r.hooks[name] + r.costs[name]
+	return strings.TrimPrefix(r.hooks[name]+r.costs[name], "; ")
 }
 
 // merge adds what another guest of the same kernel said.

@@ -38,6 +38,10 @@ func TestParseLog(t *testing.T) {
 	if r.hook("kprobe") != "loads; caught 1000/1000 users; open/close 0.971x (empty programs 0.990x)" {
 		t.Errorf("kprobe cell %q", r.hook("kprobe"))
 	}
+	// A cost guest's figure stands alone where the tests' guest said nothing of the hook.
+	if c := parseLog("    cost_test.go:191: matrix: lsm open/close: empty programs 0.990x, watch 0.980x (...)\n").hook("lsm"); c != "open/close 0.980x (empty programs 0.990x)" {
+		t.Errorf("a cost alone: %q", c)
+	}
 	if v := r.verdict(); v != "failed: TestEachHookShortUsers/fentry (fail), TestOpenWalkPins (skip)" {
 		t.Errorf("verdict %q", v)
 	}
