@@ -168,10 +168,16 @@ func costLine(none float64, results []costResult) string {
 }
 
 // matrixRatios are the least speeds of an open/close loop, against nothing
-// attached, that each hook must keep in the kernel matrix's guests (one
-// CPU, nothing else running). On a shared host the figures are only logged:
-// its load moves them more than the bounds allow.
-var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.95, HookTracepoint: 0.90}
+// attached, that each hook must keep in the kernel matrix's cost guests
+// (instructions counted, nothing else running). A kprobe's own dispatch
+// costs the kernel about 5% of an open and close on 6.12, before any
+// program runs. On a shared host the figures are only logged: its load
+// moves them more than the bounds allow.
+var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.93, HookTracepoint: 0.90}
+
+// matrixAboveFloor is the most that the watch's programs may cost an open
+// and close of a regular file above empty programs on the same points.
+const matrixAboveFloor = 0.02
 
 // TestHookCost times an open/close loop of a regular file (not a device:
 // what every process on a watched host does) with each hook's watch
@@ -181,7 +187,9 @@ var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe:
 func TestHookCost(t *testing.T) {
 	rounds, loops := 11, 10000
 	if os.Getenv(matrixEnv) != "" {
-		loops = 2000 // an open and close costs ten to fifty times more under emulation
+		// An open and close costs ten to fifty times more under emulation;
+		// counted in instructions, rounds differ by a few tenths of a percent.
+		rounds, loops = 7, 1000
 	}
 	for _, hook := range Hooks {
 		t.Run(string(hook), func(t *testing.T) {
@@ -189,8 +197,15 @@ func TestHookCost(t *testing.T) {
 			variants := []costVariant{floorVariant(t, hookFloors[hook]), watchVariant(t, w)}
 			none, results := measureCost(t, variants, rounds, loops)
 			t.Logf("matrix: %s open/close: %s", hook, costLine(none, results))
-			if least := matrixRatios[hook]; os.Getenv(matrixEnv) != "" && results[1].ratio < least {
-				t.Errorf("%s: an open and close runs at %.3fx with the watch, below %.2fx", hook, results[1].ratio, least)
+			if os.Getenv(matrixEnv) == "" {
+				return
+			}
+			floor, watch := results[0].ratio, results[1].ratio
+			if watch < matrixRatios[hook] {
+				t.Errorf("%s: an open and close runs at %.3fx with the watch, below %.2fx", hook, watch, matrixRatios[hook])
+			}
+			if watch < floor-matrixAboveFloor {
+				t.Errorf("%s: the watch's programs cost an open and close %.3f of its speed above empty programs (%.3fx), more than %.2f", hook, floor-watch, floor, matrixAboveFloor)
 			}
 		})
 	}
