@@ -22,16 +22,18 @@ import (
 type Hook string
 
 // The hooks, best first: the security hooks see every open and mapping (io_uring's
-// and the kernel's on a process's behalf included); the syscall tracepoints
-// see only the syscalls they are attached to.
+// and the kernel's on a process's behalf included), and only opens and
+// mappings pay for them; the syscall tracepoints see only the syscalls they
+// are attached to, and send every system call of the host down the slow path.
 const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
+	HookKprobe     Hook = "kprobe"     // kprobes on security_file_open and security_mmap_file
 	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry; io_uring's opens; 32-bit calls
 )
 
 // Hooks lists every hook, best first.
-var Hooks = []Hook{HookLSM, HookFentry, HookTracepoint}
+var Hooks = []Hook{HookLSM, HookFentry, HookKprobe, HookTracepoint}
 
 // Kind is what a kernel event reports.
 type Kind uint32
@@ -93,8 +95,9 @@ type Watch struct {
 var hookPrograms = map[Hook][]string{
 	HookLSM:    {"lsm_file_open", "lsm_mmap_file"},
 	HookFentry: {"fentry_file_open", "fentry_mmap_file"},
+	HookKprobe: {"kprobe_file_open", "kprobe_mmap_file"},
 	HookTracepoint: {"tp_exit_openat", "tp_exit_openat2", "tp_exit_open", "tp_exit_creat",
-		"tp_exit_open_by_handle_at", "tp_enter_mmap", "tp_io_uring_complete", "tp_ia32_exit", "tp_ia32_enter"},
+		"tp_exit_open_by_handle_at", "tp_enter_mmap", "tp_io_uring_complete", "tp_ia32_exit"},
 }
 
 // lifePrograms report exec, fork and exit in every mode.
@@ -195,6 +198,12 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 		return loadError(hookPrograms[hook][0], err)
 	}
 	w.coll = coll
+	return w.attach(spec, hook)
+}
+
+// attach attaches the loaded programs of a hook; the tracepoints are found
+// in tracefs.
+func (w *Watch) attach(spec *ebpf.CollectionSpec, hook Hook) error {
 	if hook == HookTracepoint {
 		return withTracefs(func() error { return w.attachLinks(spec, hook) })
 	}
@@ -204,29 +213,14 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 // attachLinks attaches the loaded programs of a hook.
 func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 	for _, name := range hookPrograms[hook] {
-		prog := w.coll.Programs[name]
-		var l link.Link
-		var err error
-		switch hook {
-		case HookLSM:
-			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
-		case HookFentry:
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-		case HookTracepoint:
-			section := spec.Programs[name].SectionName
-			if strings.HasPrefix(section, "tp_btf/") {
-				// The raw sys_enter and sys_exit, for 32-bit calls.
-				l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-				break
-			}
-			group, tp, _ := strings.Cut(strings.TrimPrefix(section, "tracepoint/"), "/")
-			l, err = link.Tracepoint(group, tp, prog, nil)
-			if errors.Is(err, os.ErrNotExist) && name != "tp_exit_openat" && name != "tp_enter_mmap" {
-				// open and creat exist on x86_64 only; io_uring_complete
-				// where the kernel has io_uring.
-				w.Unattached = append(w.Unattached, tp)
-				continue
-			}
+		section := spec.Programs[name].SectionName
+		l, err := attachSection(section, w.coll.Programs[name])
+		if errors.Is(err, os.ErrNotExist) && hook == HookTracepoint && name != "tp_exit_openat" && name != "tp_enter_mmap" {
+			// open and creat exist on x86_64 only; io_uring_complete
+			// where the kernel has io_uring.
+			_, tp, _ := strings.Cut(strings.TrimPrefix(section, "tracepoint/"), "/")
+			w.Unattached = append(w.Unattached, tp)
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("attach %s: %w", name, err)
@@ -234,6 +228,24 @@ func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 		w.links = append(w.links, l)
 	}
 	return nil
+}
+
+// attachSection attaches prog where its ELF section names: an LSM hook, a
+// BTF tracing point (fentry, tp_btf), a kprobe or a tracefs tracepoint.
+func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
+	kind, point, _ := strings.Cut(section, "/")
+	switch kind {
+	case "lsm":
+		return link.AttachLSM(link.LSMOptions{Program: prog})
+	case "fentry", "tp_btf":
+		return link.AttachTracing(link.TracingOptions{Program: prog})
+	case "kprobe":
+		return link.Kprobe(point, prog, nil)
+	case "tracepoint":
+		group, tp, _ := strings.Cut(point, "/")
+		return link.Tracepoint(group, tp, prog, nil)
+	}
+	return nil, fmt.Errorf("no way to attach a program of section %s", section)
 }
 
 // withTracefs runs attach where tracefs is mounted: the syscall tracepoints

@@ -73,6 +73,8 @@ const (
 	watchMapSeen                  = "seen"
 	watchProgFentryFileOpen       = "fentry_file_open"
 	watchProgFentryMmapFile       = "fentry_mmap_file"
+	watchProgKprobeFileOpen       = "kprobe_file_open"
+	watchProgKprobeMmapFile       = "kprobe_mmap_file"
 	watchProgLsmFileOpen          = "lsm_file_open"
 	watchProgLsmMmapFile          = "lsm_mmap_file"
 	watchProgOnExec               = "on_exec"
@@ -84,7 +86,6 @@ const (
 	watchProgTpExitOpenByHandleAt = "tp_exit_open_by_handle_at"
 	watchProgTpExitOpenat         = "tp_exit_openat"
 	watchProgTpExitOpenat2        = "tp_exit_openat2"
-	watchProgTpIa32Enter          = "tp_ia32_enter"
 	watchProgTpIa32Exit           = "tp_ia32_exit"
 	watchProgTpIoUringComplete    = "tp_io_uring_complete"
 	watchVarLost                  = "lost"
@@ -137,6 +138,8 @@ type watchSpecs struct {
 type watchProgramSpecs struct {
 	FentryFileOpen       *ebpf.ProgramSpec `ebpf:"fentry_file_open"`
 	FentryMmapFile       *ebpf.ProgramSpec `ebpf:"fentry_mmap_file"`
+	KprobeFileOpen       *ebpf.ProgramSpec `ebpf:"kprobe_file_open"`
+	KprobeMmapFile       *ebpf.ProgramSpec `ebpf:"kprobe_mmap_file"`
 	LsmFileOpen          *ebpf.ProgramSpec `ebpf:"lsm_file_open"`
 	LsmMmapFile          *ebpf.ProgramSpec `ebpf:"lsm_mmap_file"`
 	OnExec               *ebpf.ProgramSpec `ebpf:"on_exec"`
@@ -148,7 +151,6 @@ type watchProgramSpecs struct {
 	TpExitOpenByHandleAt *ebpf.ProgramSpec `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.ProgramSpec `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.ProgramSpec `ebpf:"tp_exit_openat2"`
-	TpIa32Enter          *ebpf.ProgramSpec `ebpf:"tp_ia32_enter"`
 	TpIa32Exit           *ebpf.ProgramSpec `ebpf:"tp_ia32_exit"`
 	TpIoUringComplete    *ebpf.ProgramSpec `ebpf:"tp_io_uring_complete"`
 }
@@ -227,6 +229,8 @@ type watchVariables struct {
 type watchPrograms struct {
 	FentryFileOpen       *ebpf.Program `ebpf:"fentry_file_open"`
 	FentryMmapFile       *ebpf.Program `ebpf:"fentry_mmap_file"`
+	KprobeFileOpen       *ebpf.Program `ebpf:"kprobe_file_open"`
+	KprobeMmapFile       *ebpf.Program `ebpf:"kprobe_mmap_file"`
 	LsmFileOpen          *ebpf.Program `ebpf:"lsm_file_open"`
 	LsmMmapFile          *ebpf.Program `ebpf:"lsm_mmap_file"`
 	OnExec               *ebpf.Program `ebpf:"on_exec"`
@@ -238,7 +242,6 @@ type watchPrograms struct {
 	TpExitOpenByHandleAt *ebpf.Program `ebpf:"tp_exit_open_by_handle_at"`
 	TpExitOpenat         *ebpf.Program `ebpf:"tp_exit_openat"`
 	TpExitOpenat2        *ebpf.Program `ebpf:"tp_exit_openat2"`
-	TpIa32Enter          *ebpf.Program `ebpf:"tp_ia32_enter"`
 	TpIa32Exit           *ebpf.Program `ebpf:"tp_ia32_exit"`
 	TpIoUringComplete    *ebpf.Program `ebpf:"tp_io_uring_complete"`
 }
@@ -247,6 +250,8 @@ func (p *watchPrograms) Close() error {
 	return _WatchClose(
 		p.FentryFileOpen,
 		p.FentryMmapFile,
+		p.KprobeFileOpen,
+		p.KprobeMmapFile,
 		p.LsmFileOpen,
 		p.LsmMmapFile,
 		p.OnExec,
@@ -258,7 +263,6 @@ func (p *watchPrograms) Close() error {
 		p.TpExitOpenByHandleAt,
 		p.TpExitOpenat,
 		p.TpExitOpenat2,
-		p.TpIa32Enter,
 		p.TpIa32Exit,
 		p.TpIoUringComplete,
 	)

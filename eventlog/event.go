@@ -56,6 +56,7 @@ const AliveEvery = 30 * time.Second
 const (
 	SourceLSM           = "lsm"
 	SourceFentry        = "fentry"
+	SourceKprobe        = "kprobe"
 	SourceTracepoint    = "tracepoint"
 	SourceProcConnector = "proc-connector"
 	SourceRescan        = "rescan"

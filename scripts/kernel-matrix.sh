@@ -9,6 +9,7 @@
 #                           6.1 and 6.12 cloud kernels apt knows)
 #   KERNEL_MATRIX_DIR       where packages, initramfs and logs go
 #   KERNEL_MATRIX_RUN       a -test.run pattern: only those tests (default: all)
+#   KERNEL_MATRIX_COST      0: no guests measuring the hooks' cost (default: 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -26,8 +27,13 @@ gcc -O -Wall -static -o "$work/rd/burst" internal/livetest/helper/burst.c
 (cd "$work/rd" && find . | cpio -o -H newc --quiet) | gzip -1 >"$work/initrd.gz"
 
 # Each guest is one emulated CPU: they boot side by side, one host core each.
+# A kernel's tests run in one guest; its hooks' cost (TestHookCost) in a
+# second one, with QEMU's -icount: the guest's clock then counts the
+# instructions it ran, so a ratio of two loops' times is a ratio of the work
+# they did, whatever the load on the host (under TCG alone, the guest's clock
+# runs on while the host has QEMU waiting).
 boot() {
-  local pkg=$1 deb root kernel log start
+  local pkg=$1 kind=$2 deb root kernel log start accel=() filter
   deb=$(ls "$work/debs/${pkg}_"*.deb 2>/dev/null | head -1 || true)
   if [ -z "$deb" ]; then
     (cd "$work/debs" && apt-get download -q "$pkg" >/dev/null 2>&1)
@@ -36,21 +42,32 @@ boot() {
   root="$work/$pkg"
   [ -d "$root/boot" ] || dpkg-deb -x "$deb" "$root"
   kernel=$(ls "$root"/boot/vmlinuz-* | head -1)
-  log="$work/$pkg.log"
+  log="$work/$pkg.$kind.log"
+  if [ "$kind" = cost ]; then
+    accel=(-icount shift=0)
+    filter="gpusnap.run=TestHookCost"
+  else
+    filter="gpusnap.skip=TestHookCost${KERNEL_MATRIX_RUN:+ gpusnap.run=$KERNEL_MATRIX_RUN}"
+  fi
   start=$(date +%s)
   # lsm= puts bpf in the LSM list, which Debian's default leaves out.
-  timeout 900 qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1024 -nographic -no-reboot \
+  timeout 900 qemu-system-x86_64 -accel tcg "${accel[@]}" -cpu max -smp 1 -m 1024 -nographic -no-reboot \
     -kernel "$kernel" -initrd "$work/initrd.gz" \
-    -append "console=ttyS0 panic=-1 quiet lsm=lockdown,capability,landlock,yama,bpf${KERNEL_MATRIX_RUN:+ gpusnap.run=$KERNEL_MATRIX_RUN}" \
+    -append "console=ttyS0 panic=-1 quiet lsm=lockdown,capability,landlock,yama,bpf $filter" \
     </dev/null >"$log" 2>&1 || true
-  echo "kernel-matrix: $pkg ran in $(($(date +%s) - start)) s (log: $log)" >&2
+  echo "kernel-matrix: $pkg ($kind) ran in $(($(date +%s) - start)) s (log: $log)" >&2
 }
 
+# KERNEL_MATRIX_COST=0 leaves out the cost guests.
+kinds="tests"
+[ "${KERNEL_MATRIX_COST:-1}" = 0 ] || kinds="tests cost"
 logs=()
-for pkg in $pkgs; do
-  rm -f "$work/$pkg.log"
-  boot "$pkg" &
-  logs+=("$work/$pkg.log")
+for kind in $kinds; do
+  for pkg in $pkgs; do
+    rm -f "$work/$pkg.$kind.log"
+    boot "$pkg" "$kind" &
+    logs+=("$work/$pkg.$kind.log")
+  done
+  wait
 done
-wait
 "$work/rd/init" table "${logs[@]}"

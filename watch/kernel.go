@@ -28,6 +28,7 @@ type kernelSource struct {
 var blindSpots = map[bpf.Hook][]string{
 	bpf.HookLSM:        {eventlog.BlindBeforeStart},
 	bpf.HookFentry:     {eventlog.BlindBeforeStart, eventlog.BlindMappingSize},
+	bpf.HookKprobe:     {eventlog.BlindBeforeStart, eventlog.BlindMappingSize},
 	bpf.HookTracepoint: {eventlog.BlindKernelOpens, eventlog.BlindFixedSlot, eventlog.BlindBeforeStart},
 }
 

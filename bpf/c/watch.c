@@ -8,9 +8,9 @@
 // nvidia_majors, or any device node whose name starts with "nvidia" in a
 // directory named "dev" (or one below it, /dev/nvidia-caps/nvidia-cap1).
 //
-// Three ways to see opens and mappings, user space loads the first the kernel
-// accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry on the same
-// security hooks, or the syscall tracepoints (exit of the open family, the
+// Four ways to see opens and mappings, user space loads the first the kernel
+// accepts: BPF LSM (lsm/file_open, lsm/mmap_file), fentry or kprobes on the
+// same security hooks, or the syscall tracepoints (exit of the open family, the
 // file looked up in the task's fd table; entry of mmap), with io_uring's
 // completions and the raw tracepoints for 32-bit calls. Exec, fork and exit
 // use BTF tracepoints in every mode.
@@ -292,19 +292,25 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 	return 0;
 }
 
-// fd_file looks fd up in the current task's descriptor table.
+// fd_file looks fd up in the current task's descriptor table. It runs on
+// every open of the host in tracepoint mode, so the walk to the table is
+// direct loads through the task's BTF pointer, not a helper call a field;
+// only the slot itself (an array the verifier has no type for) is read with
+// bpf_probe_read_kernel.
 static __always_inline struct file *fd_file(long fd)
 {
 	if (fd < 0)
 		return 0;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	u32 max = BPF_CORE_READ(fdt, max_fds);
-	if ((u64)fd >= max)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct files_struct *files = task->files;
+	if (!files)
 		return 0;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct fdtable *fdt = files->fdt;
+	if (!fdt || (u64)fd >= fdt->max_fds)
+		return 0;
+	struct file **fds = fdt->fd;
 	struct file *file = 0;
-	bpf_core_read(&file, sizeof(file), &fds[fd]);
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	return file;
 }
 
@@ -375,9 +381,13 @@ int tp_io_uring_complete(struct trace_event_raw_io_uring_complete *ctx)
 }
 
 // 32-bit system calls (an ia32 program, or int 0x80 from a 64-bit one) do
-// not reach the syscalls/ tracepoints; the raw ones see them, by their ia32
-// numbers, while the task is marked TS_COMPAT. Every other system call of
-// the host leaves at the first test.
+// not reach the syscalls/ tracepoints; the raw sys_exit sees them, by their
+// ia32 numbers, while the task is marked TS_COMPAT: opens with the new
+// descriptor, and mappings (their arguments are still in the registers, or
+// in user memory for old_mmap). This program runs at the exit of every
+// system call of the host, so it is one raw tracepoint, not two, and every
+// other call leaves it after one load and compare of the call's number: the
+// task is only read where the number is one of these.
 
 #define TS_COMPAT 0x0002
 
@@ -391,46 +401,22 @@ enum ia32_syscall {
 	IA32_OPENAT2 = 437,
 };
 
-// ia32_nr is the number of the current 32-bit system call, or -1.
-static __always_inline long ia32_nr(struct pt_regs *regs)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	if (!bpf_core_field_exists(task->thread_info.status) || !bpf_core_field_exists(regs->orig_ax))
-		return -1;
-	if (!(BPF_CORE_READ(task, thread_info.status) & TS_COMPAT))
-		return -1;
-	return BPF_CORE_READ(regs, orig_ax);
-}
-
-SEC("tp_btf/sys_exit")
-int BPF_PROG(tp_ia32_exit, struct pt_regs *regs, long ret)
-{
-	long nr = ia32_nr(regs);
-	if (nr != IA32_OPEN && nr != IA32_OPENAT && nr != IA32_CREAT && nr != IA32_OPEN_BY_HANDLE_AT && nr != IA32_OPENAT2)
-		return 0;
-	return report_file(fd_file(ret), EV_OPEN, ret, 0, 0, 0);
-}
-
 // The arguments of ia32 old_mmap, which takes them from user memory.
 struct ia32_mmap_args {
 	u32 addr, len, prot, flags, fd, offset;
 };
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(tp_ia32_enter, struct pt_regs *regs, long id)
+// ia32_mmap reports a 32-bit mapping on its exit.
+static __always_inline int ia32_mmap(struct pt_regs *regs, long nr)
 {
-	long nr = ia32_nr(regs);
 	struct ia32_mmap_args a = {};
 	if (nr == IA32_MMAP2) {
 		// ebx addr, ecx len, edx prot, esi flags, edi fd, ebp pgoff.
-		a.len = BPF_CORE_READ(regs, cx);
-		a.prot = BPF_CORE_READ(regs, dx);
-		a.flags = BPF_CORE_READ(regs, si);
-		a.fd = BPF_CORE_READ(regs, di);
-	} else if (nr == IA32_OLD_MMAP) {
-		if (bpf_probe_read_user(&a, sizeof(a), (void *)BPF_CORE_READ(regs, bx)) < 0)
-			return 0;
-	} else {
+		a.len = regs->cx;
+		a.prot = regs->dx;
+		a.flags = regs->si;
+		a.fd = regs->di;
+	} else if (bpf_probe_read_user(&a, sizeof(a), (void *)regs->bx) < 0) {
 		return 0;
 	}
 	if (a.flags & MAP_ANONYMOUS)
@@ -438,32 +424,80 @@ int BPF_PROG(tp_ia32_enter, struct pt_regs *regs, long id)
 	return report_file(fd_file((s32)a.fd), EV_MMAP, (s32)a.fd, a.flags, a.prot, a.len);
 }
 
+SEC("tp_btf/sys_exit")
+int BPF_PROG(tp_ia32_exit, struct pt_regs *regs, long ret)
+{
+	if (!bpf_core_field_exists(regs->orig_ax))
+		return 0;
+	long nr = regs->orig_ax;
+	int open = nr == IA32_OPEN || nr == IA32_OPENAT || nr == IA32_CREAT || nr == IA32_OPEN_BY_HANDLE_AT || nr == IA32_OPENAT2;
+	if (!open && nr != IA32_MMAP2 && nr != IA32_OLD_MMAP)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!bpf_core_field_exists(task->thread_info.status) || !(task->thread_info.status & TS_COMPAT))
+		return 0;
+	if (!open)
+		return ret < 0 ? 0 : ia32_mmap(regs, nr);
+	return report_file(fd_file(ret), EV_OPEN, ret, 0, 0, 0);
+}
+
 // The security hooks see every open and mapping, io_uring's and the
 // kernel's on a process's behalf included, but no descriptor; mmap_file has
 // no length.
 
+// hook_device is the LSM and fentry programs' first test: their file is a
+// BTF pointer, so its inode's type is two direct loads, where report_file's
+// reads (helper calls, as a kprobe's or a tracepoint's file needs) cost more
+// than the rest of a regular file's open.
+static __always_inline int hook_device(struct file *file)
+{
+	return file && is_device(file->f_inode->i_mode);
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(lsm_file_open, struct file *file)
 {
-	report_file(file, EV_OPEN, -1, 0, 0, 0);
+	if (hook_device(file))
+		report_file(file, EV_OPEN, -1, 0, 0, 0);
 	return 0;
 }
 
 SEC("lsm/mmap_file")
 int BPF_PROG(lsm_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot, unsigned long flags)
 {
-	report_file(file, EV_MMAP, -1, flags, prot, 0);
+	if (hook_device(file))
+		report_file(file, EV_MMAP, -1, flags, prot, 0);
 	return 0;
 }
 
 SEC("fentry/security_file_open")
 int BPF_PROG(fentry_file_open, struct file *file)
 {
-	return report_file(file, EV_OPEN, -1, 0, 0, 0);
+	if (hook_device(file))
+		report_file(file, EV_OPEN, -1, 0, 0, 0);
+	return 0;
 }
 
 SEC("fentry/security_mmap_file")
 int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
+{
+	if (hook_device(file))
+		report_file(file, EV_MMAP, -1, flags, prot, 0);
+	return 0;
+}
+
+// kprobes on the same security hooks, where the kernel refuses fentry and
+// LSM programs: only opens and mappings of files pay for them, where a
+// syscall tracepoint sends every system call down the slow path.
+
+SEC("kprobe/security_file_open")
+int BPF_KPROBE(kprobe_file_open, struct file *file)
+{
+	return report_file(file, EV_OPEN, -1, 0, 0, 0);
+}
+
+SEC("kprobe/security_mmap_file")
+int BPF_KPROBE(kprobe_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
 {
 	return report_file(file, EV_MMAP, -1, flags, prot, 0);
 }

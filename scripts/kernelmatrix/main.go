@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -51,11 +52,15 @@ func guest() {
 	_ = unix.Uname(&u)
 	fmt.Printf("%s kernel %s\n", marker, unix.ByteSliceToString(u.Release[:]))
 	args := []string{"-test.v", "-test.count=1", "-test.timeout=20m"}
-	// gpusnap.run=REGEXP on the kernel command line runs only those tests.
+	// gpusnap.run=REGEXP on the kernel command line runs only those tests,
+	// gpusnap.skip=REGEXP all but those.
 	if cmdline, err := os.ReadFile("/proc/cmdline"); err == nil {
 		for _, f := range strings.Fields(string(cmdline)) {
 			if re, ok := strings.CutPrefix(f, "gpusnap.run="); ok {
 				args = append(args, "-test.run="+re)
+			}
+			if re, ok := strings.CutPrefix(f, "gpusnap.skip="); ok {
+				args = append(args, "-test.skip="+re)
 			}
 		}
 	}
@@ -76,12 +81,14 @@ func guest() {
 // marker starts the lines the guest's init writes itself.
 const marker = "gpusnap-matrix:"
 
-// printTable writes the table of logs to w; ok is false where a guest's
-// tests did not all pass.
+// printTable writes the table of logs to w, one row a kernel (the logs of
+// one kernel's guests merged); ok is false where a guest's tests did not all
+// pass.
 func printTable(w io.Writer, logs []string) (ok bool, err error) {
 	ok = true
-	fmt.Fprintln(w, "| kernel | capture iterators | lsm | fentry | tracepoint | tests |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| kernel | capture iterators | lsm | fentry | kprobe | tracepoint | tests |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	var kernels []*result
 	for _, name := range logs {
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -91,8 +98,16 @@ func printTable(w io.Writer, logs []string) (ok bool, err error) {
 		if !r.passed() {
 			ok = false
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.kernel, cell(r.iterators), cell(r.hooks["lsm"]),
-			cell(r.hooks["fentry"]), cell(r.hooks["tracepoint"]), r.verdict())
+		i := slices.IndexFunc(kernels, func(k *result) bool { return k.kernel == r.kernel })
+		if i < 0 {
+			kernels = append(kernels, &r)
+			continue
+		}
+		kernels[i].merge(r)
+	}
+	for _, r := range kernels {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.kernel, cell(r.iterators), cell(r.hook("lsm")),
+			cell(r.hook("fentry")), cell(r.hook("kprobe")), cell(r.hook("tracepoint")), r.verdict())
 	}
 	return ok, nil
 }

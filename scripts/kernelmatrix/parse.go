@@ -10,14 +10,16 @@ type result struct {
 	kernel    string
 	iterators string            // which capture programs loaded, or why none did
 	hooks     map[string]string // per watch hook: what it caught, or why it was refused
+	costs     map[string]string // per watch hook: an open/close loop's speed with it, against none
 	failed    []string          // tests that failed or skipped (in a matrix guest a skip is a failure)
 	exit      string            // the test binary's exit, "" where the guest never said
 }
 
 var (
 	matrixLine = regexp.MustCompile(`^\s+\S+_test\.go:\d+: matrix: (.*)$`)
-	caughtLine = regexp.MustCompile(`^(lsm|fentry|tracepoint) caught (\d+/\d+) short-lived device users`)
-	refusedHk  = regexp.MustCompile(`^(lsm|fentry|tracepoint) refused: (.*)$`)
+	caughtLine = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) caught (\d+/\d+) short-lived device users`)
+	refusedHk  = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) refused: (.*)$`)
+	costLine   = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) open/close: empty programs ([\d.]+x), watch ([\d.]+x)`)
 	outcome    = regexp.MustCompile(`^\s*--- (FAIL|SKIP): (\S+)`)
 	// cilium/ebpf's words for a kfunc the kernel lacks, shortened for a cell.
 	noKfunc = regexp.MustCompile(`program \S+: fixing up kfuncs: kfunc "(\w+)": not supported`)
@@ -26,7 +28,7 @@ var (
 // parseLog reads the lines the tests log for the matrix ("matrix: ..."),
 // the tests' outcomes and the init's own marker lines.
 func parseLog(log string) result {
-	r := result{kernel: "unknown", hooks: map[string]string{}}
+	r := result{kernel: "unknown", hooks: map[string]string{}, costs: map[string]string{}}
 	for _, line := range strings.Split(strings.ReplaceAll(log, "\r", ""), "\n") {
 		// The console may put terminal escapes before a line of the init's.
 		if i := strings.Index(line, marker+" "); i >= 0 {
@@ -54,6 +56,9 @@ func parseLog(log string) result {
 		case caughtLine.MatchString(text):
 			c := caughtLine.FindStringSubmatch(text)
 			r.hooks[c[1]] = "loads; caught " + c[2] + " users"
+		case costLine.MatchString(text):
+			c := costLine.FindStringSubmatch(text)
+			r.costs[c[1]] = "; open/close " + c[3] + " (empty programs " + c[2] + ")"
 		case refusedHk.MatchString(text):
 			c := refusedHk.FindStringSubmatch(text)
 			r.hooks[c[1]] = "refused: " + c[2]
@@ -74,4 +79,27 @@ func (r result) verdict() string {
 		return "exit " + r.exit
 	}
 	return "failed: " + strings.Join(r.failed, ", ")
+}
+
+// hook is the cell of a watch hook: what it caught, and what it cost.
+func (r result) hook(name string) string {
+	return strings.TrimPrefix(r.hooks[name]+r.costs[name], "; ")
+}
+
+// merge adds what another guest of the same kernel said.
+func (r *result) merge(o result) {
+	if r.iterators == "" {
+		r.iterators = o.iterators
+	}
+	for _, m := range []struct{ to, from map[string]string }{{r.hooks, o.hooks}, {r.costs, o.costs}} {
+		for k, v := range m.from {
+			if m.to[k] == "" {
+				m.to[k] = v
+			}
+		}
+	}
+	r.failed = append(r.failed, o.failed...)
+	if r.exit == "0" || o.exit == "" {
+		r.exit = o.exit
+	}
 }

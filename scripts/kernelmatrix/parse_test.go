@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,6 +19,8 @@ func TestParseLog(t *testing.T) {
 		"--- PASS: TestWalkVariants (0.35s)",
 		"    watch_test.go:111: matrix: lsm caught 1000/1000 short-lived device users (41s; lost 0)",
 		"    watch_test.go:24: matrix: fentry refused: no BPF hook loads (fentry: a|b)",
+		"    watch_test.go:111: matrix: kprobe caught 1000/1000 short-lived device users (45s; lost 0)",
+		"    cost_test.go:191: matrix: kprobe open/close: empty programs 0.990x, watch 0.971x (CPU ns per open+close: none 9000)",
 		"    --- FAIL: TestEachHookShortUsers/fentry (0.10s)",
 		"    --- SKIP: TestOpenWalkPins (0.00s)",
 		"gpusnap-matrix: exit 1",
@@ -28,8 +32,15 @@ func TestParseLog(t *testing.T) {
 	if r.iterators != "load gpusnap_tasks_proc_exe (refused: gpusnap_tasks: no kfunc bpf_rcu_read_lock), gpusnap_vma, gpusnap_files" {
 		t.Errorf("iterators %q", r.iterators)
 	}
-	if r.hooks["lsm"] != "loads; caught 1000/1000 users" || r.hooks["fentry"] != "refused: no BPF hook loads (fentry: a|b)" || r.hooks["tracepoint"] != "" {
+	if r.hook("lsm") != "loads; caught 1000/1000 users" || r.hook("fentry") != "refused: no BPF hook loads (fentry: a|b)" || r.hook("tracepoint") != "" {
 		t.Errorf("hooks %q", r.hooks)
+	}
+	if r.hook("kprobe") != "loads; caught 1000/1000 users; open/close 0.971x (empty programs 0.990x)" {
+		t.Errorf("kprobe cell %q", r.hook("kprobe"))
+	}
+	// A cost guest's figure stands alone where the tests' guest said nothing of the hook.
+	if c := parseLog("    cost_test.go:191: matrix: lsm open/close: empty programs 0.990x, watch 0.980x (...)\n").hook("lsm"); c != "open/close 0.980x (empty programs 0.990x)" {
+		t.Errorf("a cost alone: %q", c)
 	}
 	if v := r.verdict(); v != "failed: TestEachHookShortUsers/fentry (fail), TestOpenWalkPins (skip)" {
 		t.Errorf("verdict %q", v)
@@ -39,5 +50,33 @@ func TestParseLog(t *testing.T) {
 	}
 	if r := parseLog("gpusnap-matrix: kernel 6.12\n"); r.verdict() != "did not finish" || r.passed() {
 		t.Errorf("a guest that never said its exit: %q", r.verdict())
+	}
+}
+
+// A kernel's cost guest adds its cost to the row of its tests' guest, and
+// either guest's failure fails the row.
+func TestPrintTableMergesAKernelsGuests(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, lines ...string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := write("tests.log", "gpusnap-matrix: kernel 6.12",
+		"    watch_test.go:111: matrix: kprobe caught 1000/1000 short-lived device users (45s; lost 0)", "gpusnap-matrix: exit 0")
+	cost := write("cost.log", "gpusnap-matrix: kernel 6.12",
+		"    cost_test.go:191: matrix: kprobe open/close: empty programs 0.990x, watch 0.971x (CPU ns per open+close: none 9000)",
+		"    --- FAIL: TestHookCost/lsm (1.00s)", "gpusnap-matrix: exit 1")
+	var out strings.Builder
+	ok, err := printTable(&out, []string{tests, cost})
+	if err != nil || ok {
+		t.Fatalf("ok %v, err %v: a failed cost guest passed", ok, err)
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := "| 6.12 | not run | not run | not run | loads; caught 1000/1000 users; open/close 0.971x (empty programs 0.990x) | not run | failed: TestHookCost/lsm (fail) |"
+	if len(rows) != 3 || rows[2] != want {
+		t.Errorf("table:\n%s\nwant the row\n%s", out.String(), want)
 	}
 }
