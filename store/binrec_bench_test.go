@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -12,7 +13,7 @@ import (
 // host, as JSON (schema 1) and as binary records (schema 2), one after the
 // other on the same records; CPU per record is the figure.
 func BenchmarkDecodeRecord(b *testing.B) {
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: "proc"})
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: "proc"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -125,7 +126,7 @@ func TestBinaryRecordEveryField(t *testing.T) {
 // it is now, each survive the codec, and a store of them shows byte for
 // byte what the capture's JSON was.
 func TestBinaryRecordLiveCapture(t *testing.T) {
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: "proc"})
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: "proc"})
 	if err != nil {
 		t.Fatal(err)
 	}
