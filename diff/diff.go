@@ -33,7 +33,8 @@ type Options struct {
 	// Events is what gpusnap watch recorded between FROM and TO (the event
 	// log), or nil where no watch ever ran: transient processes, and where a
 	// survivor's device came from. The rules walk it (eachEvent), several
-	// times: an eventlog.Window reads it from disk at each walk.
+	// times: an eventlog.Window holds a small window from its one read, and
+	// reads a large one from disk at each walk.
 	Events eventlog.Source
 	// ExpectWatch says a watch is configured to record every window
 	// (--expect-watch): a window its log does not cover whole is then a

@@ -15,14 +15,19 @@ import (
 const maxTransientEvidence = 32
 
 // eventUse is one process's uses of one NVIDIA device (or of a GPU NVML
-// listed it on) in the window, as the event log recorded them.
+// listed it on) in the window, as the event log recorded them; or a
+// lineage's inherits of one (a device user's descendants, recorded by
+// lineage), proc then the last process of it and first the first.
 type eventUse struct {
-	proc     *eventlog.Process
-	device   string
-	gpu      string
-	events   []*eventlog.Event // the first maxTransientEvidence
-	count    int               // events, kept in events or not
-	writable bool
+	proc        *eventlog.Process
+	first       *eventlog.Process
+	lineage     string
+	device      string
+	gpu         string
+	events      []*eventlog.Event // the first maxTransientEvidence
+	count       uint64            // events, kept in events or not, each record its count
+	writable    bool
+	lineageProc uint64 // the processes of the lineage's records
 }
 
 // windowUses groups the event log's uses of NVIDIA devices in the window
@@ -45,7 +50,11 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 		if e.Device != nil {
 			dev = e.Device.Path
 		}
-		id := e.Process.Key() + "\x00" + dev + "\x00" + e.GPUUUID
+		owner := e.Process.Key()
+		if e.Kind == eventlog.KindInherit && e.Lineage != "" {
+			owner = "lineage " + e.Lineage // a process that hops PIDs is one use, not one per PID
+		}
+		id := owner + "\x00" + dev + "\x00" + e.GPUUUID
 		u := uses[id]
 		if u == nil {
 			// The GPU: NVML's, or the one the device node names.
@@ -62,21 +71,38 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 		if len(u.events) < maxTransientEvidence {
 			u.events = append(u.events, e)
 		}
-		u.count++
-		u.writable = u.writable || e.Kind == eventlog.KindMmap && e.Writable() || e.Kind == eventlog.KindUsing && len(e.Perms) > 1 && e.Perms[1] == 'w'
+		u.count += max(e.Count, 1)
+		if owner != e.Process.Key() {
+			u.noteLineage(e)
+		}
+		u.writable = u.writable || e.Perms != "" && e.Writable() // a writable mapping: made, found, or inherited
 	})
 	return order
 }
 
+// noteLineage takes a lineage's inherit record into u: the use is named by
+// the lineage's last process, and says its first.
+func (u *eventUse) noteLineage(e *eventlog.Event) {
+	if u.first == nil {
+		u.first = cmp.Or(e.First, e.Process)
+	}
+	u.lineage, u.proc = e.Lineage, e.Process
+	u.lineageProc += max(e.Count, 1)
+}
+
 // evidence quotes the uses' events (the first maxTransientEvidence, then a
-// count) and the process's masquerade evidence.
+// count), the lineage it is of, and the process's masquerade evidence.
 func (u *eventUse) evidence() []string {
 	var out []string
+	if u.lineage != "" {
+		out = append(out, fmt.Sprintf("a lineage of %d processes descending from device user %s inherited the device, from %s to %s (one record per second of hops: watch coalesces a lineage's forks)",
+			u.lineageProc, u.lineage, u.first.Key(), u.proc.Key()))
+	}
 	for _, e := range u.events {
 		out = append(out, "event: "+eventEvidence(e))
 	}
-	if u.count > len(u.events) {
-		out = append(out, fmt.Sprintf("and %d more events", u.count-len(u.events)))
+	if n := uint64(len(u.events)); u.count > n {
+		out = append(out, fmt.Sprintf("and %d more events", u.count-n))
 	}
 	if u.writable {
 		out = append(out, "a writable mapping of the device")
@@ -157,6 +183,9 @@ func eventEvidence(e *eventlog.Event) string {
 	}
 	if e.GPUUUID != "" {
 		parts = append(parts, e.GPUUUID)
+	}
+	if e.Count > 1 {
+		parts = append(parts, fmt.Sprintf("(%d like events to %s)", e.Count, e.Last.UTC().Format("15:04:05.000000Z")))
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }

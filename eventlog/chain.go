@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -72,6 +77,23 @@ func (f Fault) String() string {
 // maxFaults bounds the faults a read names; the rest are counted.
 const maxFaults = 64
 
+// Head is where a segment's chain stood when a reader read it: its last
+// chained record, by line (from 1), seq and stated hash (hex). A diff seals
+// the heads of its window's segments into the store's log (docs/store.md):
+// as long as the segment's first Line lines are as written, the record on
+// line Line has this seq and hash; a removed segment, or one rewritten up
+// to there, no longer has it (CheckHead).
+type Head struct {
+	Segment string `json:"segment"`
+	Line    int    `json:"line"`
+	Seq     uint64 `json:"seq"`
+	Hash    string `json:"hash"`
+}
+
+// maxHeads bounds the heads one read keeps: the last segments of a window
+// (64 of at most 64 MiB each); the earlier ones are not sealed.
+const maxHeads = 64
+
 // verifier checks the chains of the segments one read goes through.
 type verifier struct {
 	seg     string
@@ -80,12 +102,13 @@ type verifier struct {
 	chained bool   // the segment has held a chained record
 	resync  bool   // the line before was no event: the next record's hash has no base
 	lastSeq uint64 // the last record's seq, carried into the next segment; 0: unknown
+	head    Head   // the segment's last chained record so far (Line 0: none)
 }
 
 // begin starts a segment; known says the segment before it was read, so
 // that the seq of this one's first record can be checked against it.
 func (v *verifier) begin(seg string, known bool) {
-	v.seg, v.line, v.prev, v.chained, v.resync = seg, 0, [sha256.Size]byte{}, false, false
+	v.seg, v.line, v.prev, v.chained, v.resync, v.head = seg, 0, [sha256.Size]byte{}, false, false, Head{}
 	if !known {
 		v.lastSeq = 0
 	}
@@ -127,6 +150,7 @@ func (v *verifier) check(r *ReadResult, line []byte, e *Event) {
 			why = append(why, "hash does not chain: "+what)
 		}
 		v.prev = stated // one edit is one fault: the next record chains to what this one says
+		v.head = Head{Segment: v.seg, Line: v.line, Seq: e.Seq, Hash: hex.EncodeToString(stated[:])}
 	}
 	switch {
 	case e.Seq == 0:
@@ -160,6 +184,91 @@ func splitHash(line []byte) (stated [sha256.Size]byte, body []byte, ok bool) {
 	}
 	return stated, line[:n], true
 }
+
+// end notes in r where the segment's chain stood at its end.
+func (v *verifier) end(r *ReadResult) {
+	if v.head.Line == 0 {
+		return
+	}
+	if len(r.Heads) == maxHeads {
+		r.Heads = append(r.Heads[:0], r.Heads[1:]...)
+	}
+	r.Heads = append(r.Heads, v.head)
+}
+
+// CheckHeads reports, for each head, whether its segment in the log in dir
+// still holds its first Line lines as written: every one an event and
+// chained, the one on line Line with the head's seq and hash. errs[i] is
+// nil where heads[i] holds, and says what changed where not; a segment
+// that is gone is ErrSegmentGone (wrapped). Each segment is read once,
+// however many heads name it.
+func CheckHeads(dir string, heads []Head) (errs []error) {
+	errs = make([]error, len(heads))
+	bySeg := map[string][]int{}
+	for i, h := range heads {
+		if filepath.Base(h.Segment) != h.Segment || !strings.HasSuffix(h.Segment, segmentSuffix) || h.Line < 1 {
+			errs[i] = fmt.Errorf("%q line %d is no place in an event log", h.Segment, h.Line)
+			continue
+		}
+		bySeg[h.Segment] = append(bySeg[h.Segment], i)
+	}
+	for seg, idx := range bySeg {
+		slices.SortFunc(idx, func(a, b int) int { return heads[a].Line - heads[b].Line })
+		checkSegment(dir, seg, heads, idx, errs)
+	}
+	return errs
+}
+
+// checkSegment checks the heads idx (in line order) of one segment for
+// CheckHeads.
+func checkSegment(dir, seg string, heads []Head, idx []int, errs []error) {
+	path := filepath.Join(dir, seg)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		for _, i := range idx {
+			errs[i] = fmt.Errorf("segment %s: %w", seg, ErrSegmentGone)
+		}
+		return
+	}
+	var v verifier
+	var r ReadResult
+	v.begin(seg, false)
+	next := 0
+	check := func(e *Event) {
+		for next < len(idx) && heads[idx[next]].Line <= v.line {
+			h := heads[idx[next]]
+			switch {
+			case r.Damaged+r.Broken > 0:
+				errs[idx[next]] = fmt.Errorf("segment %s was changed at or before line %d: %s", seg, h.Line, r.Faults[0].String())
+			case e == nil || v.line != h.Line:
+				errs[idx[next]] = fmt.Errorf("segment %s line %d is no longer the record sealed there: truncated or rewritten", seg, h.Line)
+			case e.Seq != h.Seq || v.head.Hash != h.Hash:
+				errs[idx[next]] = fmt.Errorf("segment %s line %d holds seq %d hash %s, sealed as seq %d hash %s: rewritten", seg, h.Line, e.Seq, v.head.Hash, h.Seq, h.Hash)
+			}
+			next++
+		}
+	}
+	_, err := readSegment(path, time.Time{}, time.Time{}, true, &v, &r, func(e *Event) bool {
+		check(e)
+		return next < len(idx)
+	})
+	for ; next < len(idx); next++ {
+		h := heads[idx[next]]
+		why := fmt.Sprintf("holds %d lines: truncated or rewritten", max(v.line-1, 0)) // the last read was its end
+		if err != nil {
+			why = "cannot be read: " + err.Error()
+		}
+		errs[idx[next]] = fmt.Errorf("segment %s, sealed at line %d, %s", seg, h.Line, why)
+	}
+}
+
+// SegmentStart is when the segment named name was started, from its name.
+func SegmentStart(name string) (time.Time, bool) {
+	t, err := time.Parse(segmentTimeLayout, strings.TrimSuffix(name, segmentSuffix))
+	return t, err == nil && strings.HasSuffix(name, segmentSuffix)
+}
+
+// ErrSegmentGone says a sealed segment is no longer in the log.
+var ErrSegmentGone = errors.New("the segment is gone")
 
 func (r *ReadResult) addFault(f Fault) {
 	if len(r.Faults) < maxFaults {

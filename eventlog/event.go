@@ -103,6 +103,14 @@ type Event struct {
 	// Absent: the record is one event.
 	Count uint64    `json:"count,omitempty"`
 	Last  time.Time `json:"last,omitzero"`
+	// Lineage is, on the fork, inherit and exit records of a device user
+	// and its descendants, the PID@START of the device user they descend
+	// from. Watch coalesces those records by lineage, not by process: a
+	// process that hops PIDs by forking and exiting is one lineage, whose
+	// records grow with time, not with its hops. First is then the process
+	// of the first record coalesced, Process that of the last.
+	Lineage string   `json:"lineage,omitempty"`
+	First   *Process `json:"first,omitempty"`
 
 	// Seq is the record's place in its watch's records, from 1 (its
 	// watch_start); the journal writes it, with the hash that chains the

@@ -299,6 +299,9 @@ type ReadResult struct {
 	// Unchained counts records without seq and hash: written before the
 	// log had its chain, so nothing says whether they were changed.
 	Unchained int
+	// Heads are where the chain of each segment read stood at its end (the
+	// last maxHeads of them): what a diff seals into the store's log.
+	Heads []Head
 }
 
 // ErrNoLog is returned by ReadEvents when the store has no event log: watch
@@ -347,6 +350,8 @@ func walk(dir string, since, until time.Time, r *ReadResult, fn func(*Event) boo
 		if err != nil {
 			v.line = 0
 			v.damaged(r, "the segment cannot be read: "+err.Error())
+		} else if more {
+			v.end(r)
 		}
 		if !more {
 			break

@@ -57,6 +57,21 @@ type Leaf struct {
 	// Command and Findings are a result's: "diff" or "check", and the
 	// SHA-256 of its findings' JSON.
 	Command, Findings string
+	// Events are a result's seals of the event log its window read: where
+	// each segment's hash chain stood then, so that a segment removed or
+	// rewritten after the fact no longer matches (VerifyLog reports them
+	// for the caller to check, LogReport.Seals).
+	Events []EventSeal
+}
+
+// EventSeal is where one segment of the event log stood when a result was
+// recorded: its file name, and its line, seq and hash (hex SHA-256) of the
+// last chained record read.
+type EventSeal struct {
+	Segment string
+	Line    int
+	Seq     uint64
+	Hash    string
 }
 
 // LeafSnapshot names one snapshot in a leaf.
@@ -79,6 +94,9 @@ func (l Leaf) Marshal() []byte {
 	}
 	if l.Command != "" {
 		fmt.Fprintf(&b, "command %s\nfindings %s\n", l.Command, l.Findings)
+	}
+	for _, e := range l.Events {
+		fmt.Fprintf(&b, "events %s %d %d %s\n", strconv.QuoteToASCII(e.Segment), e.Line, e.Seq, e.Hash)
 	}
 	return b.Bytes()
 }
@@ -104,6 +122,8 @@ func ParseLeaf(text []byte) (Leaf, error) {
 			l.Command = value
 		case "findings":
 			l.Findings = value
+		case "events":
+			l.Events, err = appendEventSeal(l.Events, value)
 		default:
 			err = fmt.Errorf("unknown line %q", key)
 		}
@@ -131,6 +151,28 @@ func appendLeafSnapshot(out []LeafSnapshot, value string) ([]LeafSnapshot, error
 		digest = ""
 	}
 	return append(out, LeafSnapshot{ID: id, Digest: digest}), nil
+}
+
+// appendEventSeal reads an events line: a quoted segment name, its line,
+// seq and hash.
+func appendEventSeal(out []EventSeal, value string) ([]EventSeal, error) {
+	f := strings.Fields(value)
+	if len(f) != 4 {
+		return out, fmt.Errorf("events line %q", value)
+	}
+	seg, err := strconv.Unquote(f[0])
+	if err != nil {
+		return out, fmt.Errorf("events segment %s: %w", f[0], err)
+	}
+	line, err := strconv.Atoi(f[1])
+	if err != nil {
+		return out, fmt.Errorf("events line number %s: %w", f[1], err)
+	}
+	seq, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return out, fmt.Errorf("events seq %s: %w", f[2], err)
+	}
+	return append(out, EventSeal{Segment: seg, Line: line, Seq: seq, Hash: f[3]}), nil
 }
 
 // LeafHash is the RFC 6962 hash of a leaf's text: SHA-256 of 0x00 || text.
@@ -254,15 +296,16 @@ func (st *logState) head() (TreeHead, error) {
 
 // AppendResult records a diff's or check's result as a leaf and returns the
 // log's new head. snapshots are those it compared (an id with an empty
-// digest: not stored); findings is the SHA-256 (hex) of its findings' JSON.
-func (s *Store) AppendResult(command, findings string, ids ...string) (TreeHead, error) {
+// digest: not stored); findings is the SHA-256 (hex) of its findings' JSON;
+// events seal the event log's segments its window read.
+func (s *Store) AppendResult(command, findings string, events []EventSeal, ids ...string) (TreeHead, error) {
 	var head TreeHead
 	err := s.update(func(tx *bolt.Tx) error {
 		st, err := s.openLog(tx)
 		if err != nil {
 			return err
 		}
-		l := Leaf{Op: OpResult, Command: command, Findings: findings}
+		l := Leaf{Op: OpResult, Command: command, Findings: findings, Events: events}
 		meta := tx.Bucket(bucketMeta)
 		for _, id := range ids {
 			ref := LeafSnapshot{ID: id}

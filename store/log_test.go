@@ -59,7 +59,7 @@ func TestLogVerifiesAfterAppendsAndPrunes(t *testing.T) {
 		if _, err := s.Remove(ids[1], false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AppendResult("diff", strings.Repeat("ab", 32), ids[0], ids[2]); err != nil {
+		if _, err := s.AppendResult("diff", strings.Repeat("ab", 32), nil, ids[0], ids[2]); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Prune(Prune{KeepLast: 30, Now: start}); err != nil {
@@ -316,7 +316,7 @@ func TestCheckpointSignedNote(t *testing.T) {
 func BenchmarkLogAppend(b *testing.B) {
 	s := logOf(b, 10_000)
 	for b.Loop() {
-		if _, err := s.AppendResult("check", strings.Repeat("0", 64)); err != nil {
+		if _, err := s.AppendResult("check", strings.Repeat("0", 64), nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -390,5 +390,45 @@ func TestDigestIsTheLeafs(t *testing.T) {
 	back.Processes[5].Comm = "edited"
 	if d, _ := Digest(&back); d == leaf.Snapshots[0].Digest {
 		t.Error("an edited snapshot has its leaf's digest")
+	}
+}
+
+// TestResultLeafSealsEvents: a result leaf's event log seals are part of
+// its text (and so of the tree), read back exactly, and reported by
+// VerifyLog with the leaf that holds them; a seal line that is not one is
+// refused, as is one not in canonical form.
+func TestResultLeafSealsEvents(t *testing.T) {
+	s, _ := openTemp(t)
+	seals := []EventSeal{
+		{Segment: "20261201T120000.000000000Z.jsonl", Line: 12, Seq: 40, Hash: strings.Repeat("ab", 32)},
+		{Segment: "20261201T130000.000000000Z.jsonl", Line: 3, Seq: 41, Hash: strings.Repeat("cd", 32)},
+	}
+	without, err := s.AppendResult("check", strings.Repeat("0", 64), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := s.AppendResult("check", strings.Repeat("0", 64), seals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := mustVerify(t, s, &with)
+	if len(rep.Problems) > 0 || len(rep.Seals) != 2 || rep.Seals[0].Leaf != without.Size || rep.Seals[1].EventSeal != seals[1] {
+		t.Fatalf("problems %+v, seals %+v", rep.Problems, rep.Seals)
+	}
+	l := Leaf{Index: 1, Op: OpResult, Command: "check", Findings: strings.Repeat("0", 64), Events: seals}
+	back, err := ParseLeaf(l.Marshal())
+	if err != nil || len(back.Events) != 2 || back.Events[0] != seals[0] {
+		t.Fatalf("read back: %+v %v", back, err)
+	}
+	text := string(l.Marshal())
+	for _, bad := range []string{
+		strings.Replace(text, " 12 40 ", " 12 ", 1),
+		strings.Replace(text, " 12 40 ", " x 40 ", 1),
+		strings.Replace(text, `"20261201T120000.000000000Z.jsonl"`, "20261201T120000.000000000Z.jsonl", 1),
+		strings.Replace(text, " 12 40 ", " 012 40 ", 1),
+	} {
+		if _, err := ParseLeaf([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
 	}
 }

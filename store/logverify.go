@@ -29,6 +29,15 @@ type LogReport struct {
 	Problems  []LogProblem `json:"problems"`
 	// Checkpoint is the earlier checkpoint proved against, when one was given.
 	Checkpoint *TreeHead `json:"checkpoint,omitempty"`
+	// Seals are the event log's seals the result leaves recorded, for the
+	// caller to check against the event log (the store does not read it).
+	Seals []LeafSeal `json:"-"`
+}
+
+// LeafSeal is one seal of the event log, and the leaf that recorded it.
+type LeafSeal struct {
+	Leaf uint64
+	EventSeal
 }
 
 // live is a snapshot the log says is stored: the leaf that stored it and
@@ -139,6 +148,9 @@ func (v *logVerifier) readLeaf(k, text []byte) {
 	}
 	for _, ref := range l.Snapshots {
 		v.replay(pos, l.Op, ref)
+	}
+	for _, e := range l.Events {
+		v.rep.Seals = append(v.rep.Seals, LeafSeal{Leaf: pos, EventSeal: e})
 	}
 }
 

@@ -90,6 +90,9 @@ type identities struct {
 	// uses are the devices each kept process opened or mapped (or
 	// inherited), as its children inherit them at a fork.
 	uses map[string][]deviceUse
+	// lineage names, for each kept descendant of a device user, the device
+	// user it descends from (eventlog.Event.Lineage).
+	lineage map[string]string
 }
 
 // deviceUse is a device a process used, and how.
@@ -107,7 +110,8 @@ const (
 )
 
 func newIdentities(proc *capture.ProcRoot) *identities {
-	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, uses: map[string][]deviceUse{}}
+	return &identities{proc: proc, cgroups: newCgroupPaths(), known: map[string]*eventlog.Process{}, uses: map[string][]deviceUse{},
+		lineage: map[string]string{}}
 }
 
 // used records that the process of key used a device as ev says.
@@ -123,23 +127,35 @@ func (ids *identities) used(key string, ev *eventlog.Event) {
 	}
 }
 
-// inherit passes the parent's uses on to its child, and returns the
-// child's inherit records: one per use, or one naming no device where the
-// parent's uses are not known (made before watch kept it).
-func (ids *identities) inherit(parent, child *eventlog.Process, at time.Time, source string) []eventlog.Event {
+// inherit passes the parent's uses and lineage on to its child, and
+// returns the child's inherit records: one per use, or one naming no
+// device where the parent's uses are not known (made before watch kept
+// it). root is the lineage both belong to.
+func (ids *identities) inherit(parent, child *eventlog.Process, at time.Time, source string) (root string, out []eventlog.Event) {
+	root = ids.lineageOf(parent.Key())
 	us := ids.uses[parent.Key()]
 	ids.uses[child.Key()] = slices.Clone(us)
+	ids.lineage[child.Key()] = root
 	note := "inherited at its fork from " + parent.Key()
 	if len(us) == 0 {
-		return []eventlog.Event{{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
+		return root, []eventlog.Event{{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child), Lineage: root,
 			Note: note + ", a device user whose devices this watch did not see it take"}}
 	}
-	out := make([]eventlog.Event, 0, len(us))
+	out = make([]eventlog.Event, 0, len(us))
 	for _, u := range us {
 		out = append(out, eventlog.Event{Time: at, Kind: eventlog.KindInherit, Source: source, Process: clone(child),
-			Device: u.dev, Access: u.access, Perms: u.perms, Note: note})
+			Device: u.dev, Access: u.access, Perms: u.perms, Note: note, Lineage: root})
 	}
-	return out
+	return root, out
+}
+
+// lineageOf is the device user a kept process descends from, or its own
+// key where it descends from none watch kept.
+func (ids *identities) lineageOf(key string) string {
+	if root, ok := ids.lineage[key]; ok {
+		return root
+	}
+	return key
 }
 
 // lookup returns the kept identity of pid@start, if any.
@@ -151,13 +167,20 @@ func (ids *identities) keep(p *eventlog.Process) {
 	if len(ids.known) >= maxKnown {
 		clear(ids.known)
 		clear(ids.uses)
+		clear(ids.lineage)
 	}
 	ids.known[p.Key()] = p
 }
 
-func (ids *identities) forget(p *eventlog.Process) {
-	delete(ids.known, p.Key())
-	delete(ids.uses, p.Key())
+// forget drops an exited process; it returns the lineage it descended
+// in ("" for none: a device user that was no one's child watch kept).
+func (ids *identities) forget(p *eventlog.Process) string {
+	key := p.Key()
+	root := ids.lineage[key]
+	delete(ids.known, key)
+	delete(ids.uses, key)
+	delete(ids.lineage, key)
+	return root
 }
 
 // fill completes what the kernel reported of a process: its exe (the

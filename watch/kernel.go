@@ -111,14 +111,15 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), capture.TicksOf(e.ChildStartNS), p.PID, 0
 		k.ids.keep(child)
 		// The child is a device user from its fork on: a process that
-		// forks and exits at every turn is one at each of its PIDs.
-		emit(append([]eventlog.Event{{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child)}},
-			k.ids.inherit(p, child, at, k.source)...)...)
+		// forks and exits at every turn is one at each of its PIDs, and
+		// all of them one lineage.
+		root, inherits := k.ids.inherit(p, child, at, k.source)
+		emit(append([]eventlog.Event{{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child), Lineage: root}},
+			inherits...)...)
 	case bpf.KindExit:
 		p, _ := k.process(e, start)
-		k.ids.forget(p)
 		code := int(e.Flags)
-		emit(eventlog.Event{Time: at, Kind: eventlog.KindExit, Source: k.source, Process: p, ExitCode: &code})
+		emit(eventlog.Event{Time: at, Kind: eventlog.KindExit, Source: k.source, Process: p, ExitCode: &code, Lineage: k.ids.forget(p)})
 	}
 }
 

@@ -338,11 +338,11 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range events {
+		if e.Kind == eventlog.KindExit && e.Process != nil {
+			r.queue(false, r.repeats.end(e.Process.Key())) // its own runs come before its exit, coalesced or not
+		}
 		if r.repeats.take(&e) {
 			continue
-		}
-		if e.Kind == eventlog.KindExit && e.Process != nil {
-			r.queue(false, r.repeats.end(e.Process.Key()))
 		}
 		r.queue(timed, []eventlog.Event{e})
 	}

@@ -153,7 +153,7 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
-	if err := recordResult(g, "check", r, run); err != nil {
+	if err := recordResult(g, "check", r, run, o.Events); err != nil {
 		// The gate's verdict stands without the log: said, not fatal.
 		warn(g, err)
 	}

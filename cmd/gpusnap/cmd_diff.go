@@ -118,7 +118,7 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 		return err
 	}
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
-	logErr := recordResult(g, "diff", r, run, from.ID, to.ID)
+	logErr := recordResult(g, "diff", r, run, o.Compare.Events, from.ID, to.ID)
 	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(to.Host.Hostname, "diff")) }
 	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
 		return err

@@ -9,15 +9,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/watch"
 )
 
 func storeCheckpointCommand() *cli.Command {
@@ -132,6 +135,7 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 	}); err != nil {
 		return err
 	}
+	checkSeals(g, rep, time.Now())
 	if g.JSON {
 		if err := printJSON(g.Stdout, struct {
 			Path               string `json:"path"`
@@ -148,6 +152,40 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 		return statusError{exitFindings}
 	}
 	return nil
+}
+
+// maxSealProblems bounds the problems the event log's seals add to a
+// verify: one removed segment is named by every result that sealed it.
+const maxSealProblems = 64
+
+// checkSeals checks the event log against the seals the result leaves
+// recorded, and adds to rep a problem for each that no longer holds: a
+// segment rewritten or cut back, or removed. A removed segment started
+// more than watch's default retention before now is taken as pruned by
+// it, not as a problem: retention and a deletion look alike from there on
+// (docs/threat-model.md).
+func checkSeals(g globals, rep *store.LogReport, now time.Time) {
+	if len(rep.Seals) == 0 {
+		return
+	}
+	heads := make([]eventlog.Head, len(rep.Seals))
+	for i, s := range rep.Seals {
+		heads[i] = eventlog.Head{Segment: s.Segment, Line: s.Line, Seq: s.Seq, Hash: s.Hash}
+	}
+	added := 0
+	for i, err := range eventlog.CheckHeads(eventlog.JournalDir(g.DB), heads) {
+		if err == nil || added == maxSealProblems {
+			continue
+		}
+		if errors.Is(err, eventlog.ErrSegmentGone) {
+			if start, ok := eventlog.SegmentStart(heads[i].Segment); ok && start.Before(now.Add(-watch.DefaultRetain)) {
+				continue
+			}
+			err = fmt.Errorf("%w: removed from the event log after this result read it", err)
+		}
+		added++
+		rep.Problems = append(rep.Problems, store.LogProblem{Leaf: int64(rep.Seals[i].Leaf), Detail: "the event log this result read: " + err.Error()})
+	}
 }
 
 func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verified bool) {
@@ -176,11 +214,12 @@ func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verifi
 }
 
 // recordResult appends a result leaf for r (the SHA-256 of its findings'
-// JSON, and the snapshots it compared) to the store's log, and sets the
-// log's new head in r and run: it leaves the host in the JSON and the
-// textfile. A result that could not be recorded is the error, for the
-// caller to say beside the verdict.
-func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, ids ...string) error {
+// JSON, the snapshots it compared, and the seals of the event log's
+// segments its window read) to the store's log, and sets the log's new
+// head in r and run: it leaves the host in the JSON and the textfile. A
+// result that could not be recorded is the error, for the caller to say
+// beside the verdict.
+func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, events eventlog.Source, ids ...string) error {
 	findings, err := json.Marshal(r.Findings)
 	if err != nil {
 		return err
@@ -190,7 +229,13 @@ func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, i
 	if err != nil {
 		return fmt.Errorf("%s result not recorded in the store's log: %w", command, err)
 	}
-	head, err := st.AppendResult(command, hex.EncodeToString(sum[:]), ids...)
+	var seals []store.EventSeal
+	if events != nil {
+		for _, h := range events.Meta().Heads {
+			seals = append(seals, store.EventSeal{Segment: h.Segment, Line: h.Line, Seq: h.Seq, Hash: h.Hash})
+		}
+	}
+	head, err := st.AppendResult(command, hex.EncodeToString(sum[:]), seals, ids...)
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}

@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/gpusnap/gpusnap/eventlog"
 )
 
 // TestStoreCheckpointAndVerify: baselines and a diff leave leaves; a signed
@@ -114,5 +117,67 @@ func TestStoreCheckpointAndVerify(t *testing.T) {
 	code, _, errs = gpusnap(t, append([]string{"store", "verify", "--checkpoint", cpFile, "--pub", other + ".pub"}, g...)...)
 	if code != 2 || !strings.Contains(errs, "checkpoint signature does not verify") {
 		t.Errorf("a checkpoint of another key: %d %s", code, errs)
+	}
+}
+
+// TestStoreVerifyNamesEventLogRewritten: a diff whose window read the event
+// log seals where its segment's chain stood into its result leaf. store
+// verify holds while the log is as it was, and names the result's leaf once
+// a record of the segment is removed after the fact, or the segment is.
+func TestStoreVerifyNamesEventLogRewritten(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	g := storeArgs(t, db)
+	j, err := eventlog.OpenJournal(eventlog.JournalDir(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := j.Append([]eventlog.Event{{Time: start, Kind: eventlog.KindWatchStart, Mode: "tracepoint"}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := gpusnap(t, append([]string{"baseline", "--tenant", "job-1"}, g...)...); code != 0 {
+		t.Fatal(errs)
+	}
+	p := &eventlog.Process{PID: 4242, StartTime: 9, Comm: "miner"}
+	dev := &eventlog.Device{Path: "/dev/nvidia0", Class: "nvidia"}
+	if _, err := j.Append([]eventlog.Event{
+		{Time: time.Now(), Kind: eventlog.KindOpen, Process: p, Device: dev, Access: "rw"},
+		{Time: time.Now(), Kind: eventlog.KindExit, Process: p},
+		{Time: time.Now(), Kind: eventlog.KindWatchStop},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	code, out, errs := gpusnap(t, append([]string{"diff", "--tenant", "job-1", "--json"}, g...)...)
+	if code != exitFindings || !strings.Contains(out, `"transient_gpu_process"`) {
+		t.Fatalf("diff: exit %d, %s %s", code, out, errs)
+	}
+	verify := append([]string{"store", "verify"}, g...)
+	if code, out, errs := gpusnap(t, verify...); code != 0 {
+		t.Fatalf("verify of an untouched log: %d %s %s", code, out, errs)
+	}
+	segs, _ := filepath.Glob(filepath.Join(eventlog.JournalDir(db), "*.jsonl"))
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	data, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	// The miner's open removed: what a tenant with root would hide.
+	if err := os.WriteFile(segs[0], []byte(lines[0]+strings.Join(lines[2:], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = gpusnap(t, verify...)
+	if code != exitFindings || !strings.Contains(out, "leaf 2: the event log this result read: segment ") || !strings.Contains(out, "NOT consistent") {
+		t.Errorf("verify of a log with a record removed: exit %d\n%s", code, out)
+	}
+	if err := os.Remove(segs[0]); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = gpusnap(t, verify...)
+	if code != exitFindings || !strings.Contains(out, "removed from the event log after this result read it") {
+		t.Errorf("verify of a log with its segment removed: exit %d\n%s", code, out)
 	}
 }

@@ -24,10 +24,11 @@
  * -u: instead, open NODE read-write, register the fd with an io_uring
  *    (IORING_REGISTER_FILES), close it, write PIDFILE and sleep: /proc/PID/fd
  *    shows only anon_inode:[io_uring], whose fdinfo lists the file.
- * -H: instead, become a child subreaper in a process group of its own, write
- *    PIDFILE and reap; its child maps 64 KiB of NODE MAP_SHARED read-write,
- *    closes the fd, then forks and exits every 50-500 us: one process maps
- *    NODE at every instant, under a new PID each time. Kill the group.
+ * -H: instead, become a child subreaper in a process group of its own, fork a
+ *    child that maps 64 KiB of NODE MAP_SHARED read-write, closes the fd, then
+ *    forks and exits every 50-500 us: one process maps NODE at every instant,
+ *    under a new PID each time. Once the child has mapped NODE, write PIDFILE
+ *    and reap. Kill the group.
  * -p FD names an fd open on the host's /proc: inside a pid namespace it turns
  * the process's own PID into the host PID (readlink of "self" answers in the
  * namespace of the proc mount). PIDFILE is written to PIDFILE.tmp and renamed,
@@ -154,8 +155,9 @@ static void registered(const char *node, const char *pidfile) {
 		pause();
 }
 
-/* hop maps node, closes the fd, then forks and exits every 50-500 us (-H). */
-static void hop(const char *node) {
+/* hop maps node, closes the fd, says so on ready (a byte, then closed), then
+ * forks and exits every 50-500 us (-H). */
+static void hop(const char *node, int ready) {
 	struct timespec ts = {0, 0};
 	int fd = open(node, O_RDWR);
 	if (fd < 0)
@@ -163,6 +165,9 @@ static void hop(const char *node) {
 	if (mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED)
 		die("mmap");
 	close(fd);
+	if (write(ready, "m", 1) != 1)
+		die("ready");
+	close(ready);
 	srand(getpid());
 	for (;;) {
 		ts.tv_nsec = (50 + rand() % 451) * 1000L;
@@ -174,17 +179,28 @@ static void hop(const char *node) {
 	}
 }
 
-/* hopper is the subreaper of a hop chain (-H). */
+/* hopper is the subreaper of a hop chain (-H). It writes PIDFILE only once
+ * the chain maps the node: a capture started as soon as the file is there
+ * must find a mapping to chase, even on a loaded host where the child runs
+ * late. */
 static void hopper(const char *node, const char *pidfile) {
-	char lines[128];
+	char lines[128], c;
+	int ready[2];
 	if (setpgid(0, 0) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
 		die("subreaper");
+	if (pipe(ready) != 0)
+		die("pipe");
 	switch (fork()) {
 	case -1:
 		die("fork");
 	case 0:
-		hop(node);
+		close(ready[0]);
+		hop(node, ready[1]);
 	}
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1)
+		die("the hop chain did not map the node");
+	close(ready[0]);
 	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
 	writepids(pidfile, lines);
 	for (;;)
