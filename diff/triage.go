@@ -50,7 +50,11 @@ func (c *comparison) attachTriage(findings []Finding) {
 		if f.Process != nil {
 			p, before = c.toByKey[f.Process.Key()], c.fromByKey[f.Process.Key()]
 		}
-		t := classify(triageInput{finding: f, proc: p, before: before, tenant: tenant, member: members})
+		in := triageInput{finding: f, proc: p, before: before, tenant: tenant, member: members, mpsKnown: true}
+		if p != nil {
+			in.mpsClients = c.mpsClients(p)
+		}
+		t := classify(in)
 		f.Triage = &t
 	}
 }
@@ -62,6 +66,10 @@ type triageInput struct {
 	before  *snapshot.Process // the same process at FROM, or nil
 	tenant  string
 	member  map[string]string // the tenant's processes by PID@START, with why
+	// mpsClients are proc's live MPS clients at TO, where it is an MPS
+	// server; mpsKnown says a diff looked for them (gpusnap ps does not).
+	mpsClients []int
+	mpsKnown   bool
 }
 
 // classify is the one function that decides a finding's triage class. The
@@ -92,6 +100,16 @@ func classify(in triageInput) Triage {
 	if f.Allowed != "" {
 		return Triage{Class: ClassExpected, Why: []string{"allowed by " + f.Allowed}, Next: "none: an expected workload"}
 	}
+	t := ownership(in, p)
+	if p.MPSServer() && (in.proc != nil || !in.mpsKnown) {
+		t = mpsServerTriage(t, p, in.mpsClients, in.mpsKnown)
+	}
+	return t
+}
+
+// ownership is the verdict by whose process p is: the tenant's, another
+// tenant's, or a worker that outlived its job.
+func ownership(in triageInput, p *snapshot.Process) Triage {
 	reparented := reparentedWhy(p, in.before)
 	if why, ok := in.member[p.Key()]; ok {
 		if reparented != "" {
