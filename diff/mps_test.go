@@ -105,8 +105,8 @@ func TestMPSServerLeftover(t *testing.T) {
 	}
 }
 
-// The server's credit on the GPU is what used memory leaves after its
-// clients' figures: the zombie's evidence says so, and the gone client's 4
+// A server whose figure counts its clients' allocations too is credited
+// its figure less theirs: the zombie's evidence says so, and the gone client's 4
 // GiB is unaccounted in diff as in ps.
 func TestMPSZombieEvidence(t *testing.T) {
 	to := withGPUs(snap("b", mpsServer(900)), mpsGPU(4*gib+28*mib, 4*gib+28*mib, gp(901, 4*gib)))

@@ -80,7 +80,7 @@ func indexNVML(nv *snapshot.NVML, procs []snapshot.Process) *nvmlIndex {
 		for k := range uses {
 			uses[k].Process, uses[k].Join = ix.pids.Process(uses[k].PID)
 		}
-		credits := snapshot.Credits(p.memory, uses)
+		credits := snapshot.Credits(uses)
 		for k, u := range uses {
 			e := nvmlEntry{pool: p, proc: u, credit: credits[k]}
 			if host := ix.pids.HostPID(u.PID); host != u.PID {

@@ -133,7 +133,7 @@ func creditText(e nvmlEntry) string {
 	if e.credit == nil || e.proc.UsedGPUMemory == nil || *e.credit == *e.proc.UsedGPUMemory {
 		return usedText(e)
 	}
-	return fmt.Sprintf("%s of the %s NVML lists for it (an MPS server: what used memory leaves after the other processes' figures, its clients' allocations being theirs)",
+	return fmt.Sprintf("%s of the %s NVML lists for it (an MPS server whose figure counts its clients' allocations too: those are theirs)",
 		bytesText(*e.credit), bytesText(*e.proc.UsedGPUMemory))
 }
 

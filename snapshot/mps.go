@@ -1,6 +1,10 @@
 package snapshot
 
-import "path"
+import (
+	"path"
+	"slices"
+	"strings"
+)
 
 // MPSServerExe is the executable of CUDA MPS's server. The control daemon
 // (nvidia-cuda-mps-control) starts one under the UID of its first client; it
@@ -19,34 +23,28 @@ func (p *Process) MPSServer() bool {
 }
 
 // Credits are the memory each of uses (one GPU's or MIG device's, merged per
-// PID and joined) accounts for there: NVML's figure for it, except that an
-// MPS server is credited at most with what the pool's used memory leaves
-// once every other use's figure is taken out. A client's allocations are
-// the client's: NVML lists each client with its own figure, so a driver that
-// also counts them under the server credits them once, and a client that
-// left with its memory still held leaves that memory to no live process. A
-// credit is nil where NVML gave no figure; an unknown figure of another use
-// takes nothing from the server's.
-func Credits(m *Memory, uses []GPUProcessUse) []*uint64 {
+// PID and joined) accounts for there: NVML's figure for it, except for an MPS
+// server whose figure is at least its clients' (the uses on the MPS list)
+// together: a driver that counts their allocations under the server too. It
+// is credited its figure less theirs. A client's allocations are the
+// client's: a live client accounts for them once, and one that left with its
+// memory still held leaves that memory to no live process, whatever the
+// server's figure says. A credit is nil where NVML gave no figure; a
+// client's unknown figure takes nothing from the server's.
+func Credits(uses []GPUProcessUse) []*uint64 {
 	out := make([]*uint64, len(uses))
-	var total uint64
+	var clients uint64
 	for _, u := range uses {
-		if u.UsedGPUMemory != nil {
-			total += *u.UsedGPUMemory
+		if u.UsedGPUMemory != nil && slices.Contains(strings.Split(u.Types, "+"), "M") && !u.Process.MPSServer() {
+			clients += *u.UsedGPUMemory
 		}
 	}
 	for i, u := range uses {
 		out[i] = u.UsedGPUMemory
-		if u.UsedGPUMemory == nil || m == nil || !u.Process.MPSServer() {
-			continue
+		if u.UsedGPUMemory != nil && clients > 0 && *u.UsedGPUMemory >= clients && u.Process.MPSServer() {
+			own := *u.UsedGPUMemory - clients
+			out[i] = &own
 		}
-		others := total - *u.UsedGPUMemory
-		left := uint64(0)
-		if m.Used > others {
-			left = m.Used - others
-		}
-		c := min(*u.UsedGPUMemory, left)
-		out[i] = &c
 	}
 	return out
 }

@@ -66,7 +66,7 @@ func TestGPUUsageMPS(t *testing.T) {
 		if len(g.Processes) != 3 || g.Processes[1].Types != "C+M" {
 			t.Fatalf("%s: processes %+v", c.name, g.Processes)
 		}
-		if got := snapshot.Credits(g.Memory, g.Processes)[0]; got == nil || *got != c.serverGets {
+		if got := snapshot.Credits(g.Processes)[0]; got == nil || *got != c.serverGets {
 			t.Errorf("%s: the server is credited %v, want %d", c.name, got, c.serverGets)
 		}
 	}

@@ -309,7 +309,7 @@ func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 		return nil
 	}
 	var sum uint64
-	for i, c := range Credits(m, uses) {
+	for i, c := range Credits(uses) {
 		if j := uses[i].Join; j == JoinNone || j == JoinDefunct {
 			continue
 		}
