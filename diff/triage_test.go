@@ -14,6 +14,9 @@ func TestClassify(t *testing.T) {
 	py := func(pid int, opts ...procOpt) snapshot.Process {
 		return proc(pid, 5, "python3", "/usr/bin/python3.11", append([]procOpt{gpu}, opts...)...)
 	}
+	mps := func(pid int) snapshot.Process {
+		return proc(pid, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", gpu)
+	}
 	cases := []struct {
 		name  string
 		p     snapshot.Process
@@ -38,6 +41,18 @@ func TestClassify(t *testing.T) {
 		{"unpackaged outside a system path", with(py(20), func(p *snapshot.Process) {
 			p.Exe, p.Package = "/opt/conda/bin/python3.11", &snapshot.Package{Status: provenance.NotPackaged}
 		}), false, ClassLeftoverWorker, "kill -9 20"},
+		// CUDA MPS's server in each class it can land in, NVML listing no
+		// client of it: its ownership decides, and next says how to stop it.
+		{"MPS server left alone", mps(21), false, ClassLeftoverWorker, "echo quit | nvidia-cuda-mps-control"},
+		{"MPS server of the tenant's job", with(mps(22), func(p *snapshot.Process) { p.SlurmJobID = "4242" }),
+			false, ClassTenant, "let its job end, or kill -9 22 if the job has ended; it stops with echo quit | nvidia-cuda-mps-control"},
+		{"MPS server of another job", with(mps(23), func(p *snapshot.Process) { p.SlurmJobID = "77" }),
+			false, ClassAnotherTenant, "slurm job 77 to confirm it; no page; it stops with echo quit"},
+		{"MPS server reparented out of its job", with(mps(24), func(p *snapshot.Process) { p.SlurmJobID, p.Reparented = "4242", true }),
+			false, ClassLeftoverWorker, "echo shutdown_server 24 | nvidia-cuda-mps-control"},
+		{"MPS server in D state", with(mps(25), func(p *snapshot.Process) { p.State = "D" }), false, ClassUnkillable, "reboot"},
+		{"MPS server from /tmp", with(mps(26), func(p *snapshot.Process) { p.Exe = "/tmp/nvidia-cuda-mps-server" }),
+			false, ClassSuspectedCompromise, "contain the node"},
 	}
 	for _, c := range cases {
 		to := snap("to", c.p)
@@ -76,5 +91,16 @@ func TestClassifyZombie(t *testing.T) {
 		if got.Class != ClassZombieContext || !strings.Contains(got.Next, "reset the GPU") {
 			t.Errorf("%s: %+v, want zombie_context with a reset", c.f.Kind, got)
 		}
+	}
+}
+
+// Outside a diff (gpusnap ps) nothing says whether an MPS server still has
+// clients: its triage says what it is and stops it only once they are done.
+func TestProcessTriageMPSServer(t *testing.T) {
+	p := proc(900, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0"))
+	got := ProcessTriage(&p)
+	if got.Class != ClassLeftoverWorker || !strings.HasPrefix(got.Next, "once its clients (NVML's MPS list, type M) are done, echo quit | nvidia-cuda-mps-control") ||
+		!strings.Contains(strings.Join(got.Why, "\n"), "CUDA MPS's server") {
+		t.Errorf("ps triage of an MPS server: %+v", got)
 	}
 }
