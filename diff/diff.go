@@ -136,7 +136,7 @@ type comparison struct {
 	toUnaccounted map[string]*uint64
 
 	// mps caches mpsClients; mpsNoted: the MPS servers a note has named.
-	mps      map[*snapshot.Process][]int
+	mps      map[*snapshot.Process][]*snapshot.Process
 	mpsNoted map[*snapshot.Process]bool
 }
 

@@ -9,20 +9,20 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// mpsClients are the PIDs of the live MPS clients a CUDA MPS server at TO
-// serves: the processes NVML lists on the MPS list of a GPU the server is
+// mpsClients are the live MPS clients a CUDA MPS server at TO serves, in PID
+// order: the processes NVML lists on the MPS list of a GPU the server is
 // listed on, holds or maps, other than the server, alive at TO and not an
 // earlier process's entry. nil for a process that is no MPS server
 // (snapshot.Process.MPSServer) or shows a sign of compromise: a renamed
 // miner is not spared. Each answer is kept, so every rule sees the same.
-func (c *comparison) mpsClients(p *snapshot.Process) []int {
+func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
 	if c.mps == nil {
-		c.mps = map[*snapshot.Process][]int{}
+		c.mps = map[*snapshot.Process][]*snapshot.Process{}
 	}
 	if clients, done := c.mps[p]; done {
 		return clients
 	}
-	var clients []int
+	var clients []*snapshot.Process
 	if p.MPSServer() && len(compromiseSigns(p)) == 0 {
 		clients = c.findMPSClients(p)
 	}
@@ -30,7 +30,7 @@ func (c *comparison) mpsClients(p *snapshot.Process) []int {
 	return clients
 }
 
-func (c *comparison) findMPSClients(server *snapshot.Process) []int {
+func (c *comparison) findMPSClients(server *snapshot.Process) []*snapshot.Process {
 	minors := map[int]bool{}
 	for _, u := range deviceUses(server) {
 		if u.nvidia() && u.gpuMinor != nil {
@@ -41,22 +41,21 @@ func (c *comparison) findMPSClients(server *snapshot.Process) []int {
 	for _, e := range c.toNVML.byPID[server.PID] {
 		pools[e.pool] = true
 	}
-	var clients []int
+	var clients []*snapshot.Process
 	for _, pl := range c.toNVML.pools {
 		if !pools[pl] && (pl.minor == nil || !minors[*pl.minor]) {
 			continue
 		}
 		for _, e := range pl.procs {
-			pid := e.proc.PID
-			p := c.toByPID[pid]
-			if pid == server.PID || !slices.Contains(strings.Split(e.proc.Types, "+"), "M") || p == nil || p.Defunct() ||
-				c.staleEntry(pid) != "" || slices.Contains(clients, pid) {
+			p := c.toByPID[e.proc.PID]
+			if p == nil || p == server || p.Defunct() || !slices.Contains(strings.Split(e.proc.Types, "+"), "M") ||
+				c.staleEntry(p.PID) != "" || slices.Contains(clients, p) {
 				continue
 			}
-			clients = append(clients, pid)
+			clients = append(clients, p)
 		}
 	}
-	slices.Sort(clients)
+	slices.SortFunc(clients, func(a, b *snapshot.Process) int { return a.PID - b.PID })
 	return clients
 }
 
@@ -81,11 +80,11 @@ func (c *comparison) sparedMPSServer(p *snapshot.Process) bool {
 	return true
 }
 
-// pidList writes PIDs as "pid 1, 2 and 3".
-func pidList(pids []int) string {
-	s := make([]string, len(pids))
-	for i, p := range pids {
-		s[i] = strconv.Itoa(p)
+// pidList names processes by PID: "pid 1", "pids 1, 2 and 3".
+func pidList(procs []*snapshot.Process) string {
+	s := make([]string, len(procs))
+	for i, p := range procs {
+		s[i] = strconv.Itoa(p.PID)
 	}
 	if len(s) == 1 {
 		return "pid " + s[0]
@@ -100,23 +99,39 @@ func pidList(pids []int) string {
 const mpsQuit = "echo quit | nvidia-cuda-mps-control (or echo shutdown_server %d | nvidia-cuda-mps-control to stop this server alone), with the control daemon's CUDA_MPS_PIPE_DIRECTORY"
 
 // mpsServerTriage says what an MPS server is and how to stop it, on the
-// verdict its ownership gave. clients are its live clients at TO; known is
-// false outside a diff (gpusnap ps), where NVML's MPS list names them.
-func mpsServerTriage(t Triage, p *snapshot.Process, clients []int, known bool) Triage {
+// verdict its own ownership gave. A server with live clients at TO serves
+// them: it is theirs, so it takes their owner's class (the tenant's client
+// first, then another job's), and is left alone while they run.
+func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process, clients []*snapshot.Process) Triage {
 	quit := fmt.Sprintf(mpsQuit, p.PID)
 	t.Why = append([]string{fmt.Sprintf("pid %d is CUDA MPS's server (%s): started by the MPS control daemon for its first client's user, it owns the GPU contexts its clients' work runs in", p.PID, snapshot.MPSServerExe)}, t.Why...)
-	switch {
-	case len(clients) > 0:
-		t.Why = append(t.Why, fmt.Sprintf("it serves %s at TO (%s)", count(len(clients), "live client"), pidList(clients)))
-		t.Next = "leave it while its clients run (killing it fails their work); once they are done, " + quit
-	case !known:
-		t.Next = "once its clients (NVML's MPS list, type M) are done, " + quit
-	case t.Class == ClassLeftoverWorker:
+	if len(clients) == 0 {
 		t.Why = append(t.Why, "NVML lists no live MPS client on its GPUs: it serves no one")
-		t.Next = quit + "; kill -9 " + strconv.Itoa(p.PID) + " only where no control daemon answers"
-	default:
-		t.Why = append(t.Why, "NVML lists no live MPS client on its GPUs")
-		t.Next += "; it stops with " + quit
+		if t.Class == ClassLeftoverWorker {
+			t.Next = quit + "; kill -9 " + strconv.Itoa(p.PID) + " only where no control daemon answers"
+		} else {
+			t.Next += "; it stops with " + quit
+		}
+		return t
+	}
+	t.Why = append(t.Why, fmt.Sprintf("it serves %s at TO (%s)", count(len(clients), "live client"), pidList(clients)))
+	t.Next = "leave it while its clients run (killing it fails their work); once they are done, " + quit
+	for _, cl := range clients {
+		if why, ok := in.member[cl.Key()]; ok {
+			t.Class = ClassTenant
+			t.Why = append(t.Why, fmt.Sprintf("its client %d is the tenant's: %s", cl.PID, why))
+			return t
+		}
+	}
+	for _, cl := range clients {
+		if owner := ownerText(cl); owner != "" {
+			t.Class = ClassAnotherTenant
+			if in.tenant == "" {
+				t.Class = ClassTenant // no tenant asked about (gpusnap ps): the job's own is a tenant's
+			}
+			t.Why = append(t.Why, fmt.Sprintf("its client %d belongs to %s", cl.PID, owner))
+			return t
+		}
 	}
 	return t
 }

@@ -94,13 +94,29 @@ func TestClassifyZombie(t *testing.T) {
 	}
 }
 
-// Outside a diff (gpusnap ps) nothing says whether an MPS server still has
-// clients: its triage says what it is and stops it only once they are done.
-func TestProcessTriageMPSServer(t *testing.T) {
-	p := proc(900, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0"))
-	got := ProcessTriage(&p)
-	if got.Class != ClassLeftoverWorker || !strings.HasPrefix(got.Next, "once its clients (NVML's MPS list, type M) are done, echo quit | nvidia-cuda-mps-control") ||
-		!strings.Contains(strings.Join(got.Why, "\n"), "CUDA MPS's server") {
-		t.Errorf("ps triage of an MPS server: %+v", got)
+// Outside a diff (gpusnap ps) an MPS server's verdict follows its live
+// clients: serving one of slurm job 77's, it is that job's (a tenant's, as
+// ps calls a job's own) and is left alone; with none left, a leftover.
+func TestHostTriageMPSServer(t *testing.T) {
+	server := proc(900, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0"))
+	client := proc(901, 7, "python3", "/usr/bin/python3.11", holder(3, ctl, "rw", ctlNo), func(p *snapshot.Process) { p.SlurmJobID = "77" })
+	listed := gp(901, 4*gib)
+	for _, c := range []struct {
+		name  string
+		host  *snapshot.Snapshot
+		class string
+		next  string
+		why   string
+	}{
+		{"serving", withGPUs(snap("ps", server, client), mpsGPU(0, 28*mib, listed)), ClassTenant,
+			"leave it while its clients run (killing it fails their work); once they are done, echo quit | nvidia-cuda-mps-control", "its client 901 belongs to slurm job 77"},
+		{"alone", withGPUs(snap("ps", server), mpsGPU(0, 28*mib)), ClassLeftoverWorker,
+			"echo quit | nvidia-cuda-mps-control (or echo shutdown_server 900 | nvidia-cuda-mps-control to stop this server alone)", "it serves no one"},
+	} {
+		got := HostTriage(c.host)(&c.host.Processes[0])
+		why := strings.Join(got.Why, "\n")
+		if got.Class != c.class || !strings.HasPrefix(got.Next, c.next) || !strings.Contains(why, "CUDA MPS's server") || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %+v, want %s, next %q, why naming %q", c.name, got, c.class, c.next, c.why)
+		}
 	}
 }
