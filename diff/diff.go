@@ -135,6 +135,10 @@ type comparison struct {
 
 	// toUnaccounted caches unaccountedAtTO.
 	toUnaccounted map[string]*uint64
+
+	// mps caches mpsClients; mpsNoted: the MPS servers a note has named.
+	mps      map[*snapshot.Process][]*snapshot.Process
+	mpsNoted map[*snapshot.Process]bool
 }
 
 // notCompared notes a part of the host the diff could not compare: the

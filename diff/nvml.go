@@ -34,6 +34,10 @@ type nvmlEntry struct {
 	// nvmlPID is the PID as NVML gave it, where it named the process by a
 	// PID of its own pid namespace (NSpid); else 0.
 	nvmlPID int
+	// credit is the memory the entry accounts for on its pool
+	// (snapshot.Credits: an MPS server's clients' allocations are theirs);
+	// nil where NVML gave no figure.
+	credit *uint64
 }
 
 // utilEntry is one utilization sample of a process on a GPU.
@@ -72,8 +76,13 @@ func indexNVML(nv *snapshot.NVML, procs []snapshot.Process) *nvmlIndex {
 		ix.addGPU(&nv.Devices[i])
 	}
 	for _, p := range ix.pools {
-		for _, u := range p.merge.Uses() {
-			e := nvmlEntry{pool: p, proc: u}
+		uses := p.merge.Uses()
+		for k := range uses {
+			uses[k].Process, uses[k].Join = ix.pids.Process(uses[k].PID)
+		}
+		credits := snapshot.Credits(uses)
+		for k, u := range uses {
+			e := nvmlEntry{pool: p, proc: u, credit: credits[k]}
 			if host := ix.pids.HostPID(u.PID); host != u.PID {
 				e.nvmlPID, e.proc.PID = u.PID, host
 			}
@@ -147,11 +156,12 @@ func (ix *nvmlIndex) pool(id string, p *pool) *pool {
 	return p
 }
 
-// memoryOf finds the memory NVML gave a PID on a pool, and whether it listed it there at all.
+// memoryOf finds the memory a PID accounts for on a pool (nvmlEntry.credit),
+// and whether NVML listed it there at all.
 func (ix *nvmlIndex) memoryOf(poolID string, pid int) (mem *uint64, listed bool) {
 	for _, e := range ix.byPID[pid] {
 		if e.pool.id == poolID {
-			return e.proc.UsedGPUMemory, true
+			return e.credit, true
 		}
 	}
 	return nil, false

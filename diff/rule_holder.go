@@ -7,6 +7,9 @@ import "fmt"
 func leftoverHolders(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {
+		if c.sparedMPSServer(ch.proc) {
+			continue
+		}
 		for _, u := range ch.uses {
 			if len(u.holders) == 0 || !u.nvidia() {
 				continue

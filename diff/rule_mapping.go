@@ -7,6 +7,9 @@ import "fmt"
 func leftoverMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {
+		if c.sparedMPSServer(ch.proc) {
+			continue
+		}
 		for _, u := range ch.gainedMappings() {
 			if !u.nvidia() {
 				continue

@@ -17,7 +17,7 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	seen := make(map[*snapshot.Process]bool)
 	check := func(p *snapshot.Process) {
-		if seen[p] {
+		if seen[p] || c.sparedMPSServer(p) {
 			return
 		}
 		seen[p] = true

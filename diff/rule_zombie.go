@@ -59,17 +59,17 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 			lines = append(lines, fmt.Sprintf("%s: no live process, not counted: %s", who, usedText(e)))
 		case c.staleEntry(pid) != "":
 			lines = append(lines, fmt.Sprintf("%s: PID reused since FROM, NVML's entry is the old process's, not counted: %s", who, usedText(e)))
-		case e.proc.UsedGPUMemory == nil:
+		case e.credit == nil:
 			unknown++
 			lines = append(lines, who+": used_gpu_memory not available")
 		default:
-			mem := int64(*e.proc.UsedGPUMemory)
+			mem := int64(*e.credit)
 			prev, listed := c.fromNVML.memoryOf(pl.id, pid)
 			if listed && prev != nil {
-				lines = append(lines, fmt.Sprintf("%s: %s at TO, %s at FROM", who, usedText(e), bytesText(*prev)))
+				lines = append(lines, fmt.Sprintf("%s: %s at TO, %s at FROM", who, creditText(e), bytesText(*prev)))
 				mem -= int64(*prev)
 			} else {
-				lines = append(lines, fmt.Sprintf("%s: %s, new since FROM", who, usedText(e)))
+				lines = append(lines, fmt.Sprintf("%s: %s, new since FROM", who, creditText(e)))
 			}
 			accounted += mem
 		}
@@ -125,6 +125,16 @@ func usedText(e nvmlEntry) string {
 		return "used_gpu_memory not available"
 	}
 	return bytesText(*e.proc.UsedGPUMemory)
+}
+
+// creditText is the memory an entry accounts for, and, for an MPS server
+// credited less than NVML's figure, why.
+func creditText(e nvmlEntry) string {
+	if e.credit == nil || e.proc.UsedGPUMemory == nil || *e.credit == *e.proc.UsedGPUMemory {
+		return usedText(e)
+	}
+	return fmt.Sprintf("%s of the %s NVML lists for it (an MPS server whose figure counts its clients' allocations too: those are theirs)",
+		bytesText(*e.credit), bytesText(*e.proc.UsedGPUMemory))
 }
 
 func signedBytes(n int64) string {

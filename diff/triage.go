@@ -50,7 +50,11 @@ func (c *comparison) attachTriage(findings []Finding) {
 		if f.Process != nil {
 			p, before = c.toByKey[f.Process.Key()], c.fromByKey[f.Process.Key()]
 		}
-		t := classify(triageInput{finding: f, proc: p, before: before, tenant: tenant, member: members})
+		in := triageInput{finding: f, proc: p, before: before, tenant: tenant, member: members}
+		if p != nil {
+			in.mpsClients = c.mpsClients(p)
+		}
+		t := classify(in)
 		f.Triage = &t
 	}
 }
@@ -62,6 +66,8 @@ type triageInput struct {
 	before  *snapshot.Process // the same process at FROM, or nil
 	tenant  string
 	member  map[string]string // the tenant's processes by PID@START, with why
+	// mpsClients are proc's live MPS clients at TO, where it is an MPS server.
+	mpsClients []*snapshot.Process
 }
 
 // classify is the one function that decides a finding's triage class. The
@@ -92,6 +98,16 @@ func classify(in triageInput) Triage {
 	if f.Allowed != "" {
 		return Triage{Class: ClassExpected, Why: []string{"allowed by " + f.Allowed}, Next: "none: an expected workload"}
 	}
+	t := ownership(in, p)
+	if p.MPSServer() && in.proc != nil {
+		t = mpsServerTriage(t, in, p, in.mpsClients)
+	}
+	return t
+}
+
+// ownership is the verdict by whose process p is: the tenant's, another
+// tenant's, or a worker that outlived its job.
+func ownership(in triageInput, p *snapshot.Process) Triage {
 	reparented := reparentedWhy(p, in.before)
 	if why, ok := in.member[p.Key()]; ok {
 		if reparented != "" {
@@ -175,10 +191,15 @@ func compromiseSigns(p *snapshot.Process) []string {
 	return signs
 }
 
-// ProcessTriage is the verdict on a live process that uses a GPU, outside
-// any diff (gpusnap ps): classify's, with no tenant and no FROM.
-func ProcessTriage(p *snapshot.Process) Triage {
-	ref := processRef(p)
-	f := Finding{Kind: KindUnexpectedGPUProcess, Summary: describe(ref) + " uses a GPU", Process: ref}
-	return classify(triageInput{finding: &f, proc: p})
+// HostTriage gives the verdict on each live process of s that uses a GPU,
+// outside any diff (gpusnap ps): classify's, with no tenant and no FROM, and
+// with what only the whole host tells (the live clients an MPS server serves).
+func HostTriage(s *snapshot.Snapshot) func(*snapshot.Process) Triage {
+	c := newComparison(nothingAllowed(s), s, Options{})
+	c.check = true
+	return func(p *snapshot.Process) Triage {
+		ref := processRef(p)
+		f := Finding{Kind: KindUnexpectedGPUProcess, Summary: describe(ref) + " uses a GPU", Process: ref}
+		return classify(triageInput{finding: &f, proc: p, mpsClients: c.mpsClients(p)})
+	}
 }

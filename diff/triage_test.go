@@ -14,6 +14,9 @@ func TestClassify(t *testing.T) {
 	py := func(pid int, opts ...procOpt) snapshot.Process {
 		return proc(pid, 5, "python3", "/usr/bin/python3.11", append([]procOpt{gpu}, opts...)...)
 	}
+	mps := func(pid int) snapshot.Process {
+		return proc(pid, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", gpu)
+	}
 	cases := []struct {
 		name  string
 		p     snapshot.Process
@@ -38,6 +41,18 @@ func TestClassify(t *testing.T) {
 		{"unpackaged outside a system path", with(py(20), func(p *snapshot.Process) {
 			p.Exe, p.Package = "/opt/conda/bin/python3.11", &snapshot.Package{Status: provenance.NotPackaged}
 		}), false, ClassLeftoverWorker, "kill -9 20"},
+		// CUDA MPS's server in each class it can land in, NVML listing no
+		// client of it: its ownership decides, and next says how to stop it.
+		{"MPS server left alone", mps(21), false, ClassLeftoverWorker, "echo quit | nvidia-cuda-mps-control"},
+		{"MPS server of the tenant's job", with(mps(22), func(p *snapshot.Process) { p.SlurmJobID = "4242" }),
+			false, ClassTenant, "let its job end, or kill -9 22 if the job has ended; it stops with echo quit | nvidia-cuda-mps-control"},
+		{"MPS server of another job", with(mps(23), func(p *snapshot.Process) { p.SlurmJobID = "77" }),
+			false, ClassAnotherTenant, "slurm job 77 to confirm it; no page; it stops with echo quit"},
+		{"MPS server reparented out of its job", with(mps(24), func(p *snapshot.Process) { p.SlurmJobID, p.Reparented = "4242", true }),
+			false, ClassLeftoverWorker, "echo shutdown_server 24 | nvidia-cuda-mps-control"},
+		{"MPS server in D state", with(mps(25), func(p *snapshot.Process) { p.State = "D" }), false, ClassUnkillable, "reboot"},
+		{"MPS server from /tmp", with(mps(26), func(p *snapshot.Process) { p.Exe = "/tmp/nvidia-cuda-mps-server" }),
+			false, ClassSuspectedCompromise, "contain the node"},
 	}
 	for _, c := range cases {
 		to := snap("to", c.p)
@@ -75,6 +90,33 @@ func TestClassifyZombie(t *testing.T) {
 		got := classify(triageInput{finding: &c.f, proc: c.p})
 		if got.Class != ClassZombieContext || !strings.Contains(got.Next, "reset the GPU") {
 			t.Errorf("%s: %+v, want zombie_context with a reset", c.f.Kind, got)
+		}
+	}
+}
+
+// Outside a diff (gpusnap ps) an MPS server's verdict follows its live
+// clients: serving one of slurm job 77's, it is that job's (a tenant's, as
+// ps calls a job's own) and is left alone; with none left, a leftover.
+func TestHostTriageMPSServer(t *testing.T) {
+	server := proc(900, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0"))
+	client := proc(901, 7, "python3", "/usr/bin/python3.11", holder(3, ctl, "rw", ctlNo), func(p *snapshot.Process) { p.SlurmJobID = "77" })
+	listed := gp(901, 4*gib)
+	for _, c := range []struct {
+		name  string
+		host  *snapshot.Snapshot
+		class string
+		next  string
+		why   string
+	}{
+		{"serving", withGPUs(snap("ps", server, client), mpsGPU(0, 28*mib, listed)), ClassTenant,
+			"leave it while its clients run (killing it fails their work); once they are done, echo quit | nvidia-cuda-mps-control", "its client 901 belongs to slurm job 77"},
+		{"alone", withGPUs(snap("ps", server), mpsGPU(0, 28*mib)), ClassLeftoverWorker,
+			"echo quit | nvidia-cuda-mps-control (or echo shutdown_server 900 | nvidia-cuda-mps-control to stop this server alone)", "it serves no one"},
+	} {
+		got := HostTriage(c.host)(&c.host.Processes[0])
+		why := strings.Join(got.Why, "\n")
+		if got.Class != c.class || !strings.HasPrefix(got.Next, c.next) || !strings.Contains(why, "CUDA MPS's server") || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %+v, want %s, next %q, why naming %q", c.name, got, c.class, c.next, c.why)
 		}
 	}
 }

@@ -296,26 +296,27 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 }
 
 // Unaccounted is the memory of a GPU or MIG device that no live process
-// accounts for: used memory less what NVML lists for the PIDs that are
-// live processes, floored at zero (MPS clients and C+G processes can be
-// counted twice). What NVML lists under a PID no live process has (an
-// orphan, or a defunct one) is the memory a ghost keeps: it is unaccounted.
-// nil when it cannot be told: no memory figure, or a live process whose
+// accounts for: used memory less the Credits of the PIDs that are live
+// processes, floored at zero (NVML's figures can add up to more than it has
+// in use). What NVML lists under a PID no live process has (an orphan, or a
+// defunct one, an MPS client that left included) is the memory a ghost
+// keeps: it is unaccounted. nil when it cannot be told: no memory figure, or a live process whose
 // memory NVML has as not available. gpusnap ps, check and the metrics all
-// take this figure (GPUUse.Unaccounted, MIGUse.Unaccounted).
+// take this figure (GPUUse.Unaccounted, MIGUse.Unaccounted), and diff
+// credits each process as Credits does.
 func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	if m == nil {
 		return nil
 	}
 	var sum uint64
-	for _, u := range uses {
-		if u.Join == JoinNone || u.Join == JoinDefunct {
+	for i, c := range Credits(uses) {
+		if j := uses[i].Join; j == JoinNone || j == JoinDefunct {
 			continue
 		}
-		if u.UsedGPUMemory == nil {
+		if c == nil {
 			return nil
 		}
-		sum += *u.UsedGPUMemory
+		sum += *c
 	}
 	left := uint64(0)
 	if m.Used > sum {

@@ -81,9 +81,10 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 			listed[p.Process] = true
 		}
 	}
+	triage := diff.HostTriage(snap)
 	for i := range snap.Processes {
 		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] {
-			rep.Processes = append(rep.Processes, psProcess{Process: *p, Triage: diff.ProcessTriage(p)})
+			rep.Processes = append(rep.Processes, psProcess{Process: *p, Triage: triage(p)})
 		}
 	}
 	if g.JSON {

@@ -16,14 +16,30 @@ import (
 // figure per GPU: ps --json's, check's zombie finding (threshold 0) and the
 // textfile metric are the same number, and a GPU where it cannot be told has
 // none of them.
+//
+// The MPS scenarios' TO hosts join it too: a server and its clients, the
+// server alone, and a client gone whose memory the server's figure counts.
 func TestUnaccountedAgrees(t *testing.T) {
 	fixtures, err := filepath.Glob(nvmlFixture("*.json"))
 	if err != nil || len(fixtures) == 0 {
 		t.Fatalf("no NVML fixtures: %v", err)
 	}
+	type host struct{ name, procRoot, fx string }
+	var hosts []host
 	for _, fx := range fixtures {
-		t.Run(filepath.Base(fx), func(t *testing.T) {
-			code, out, stderr := runCLI(t, "ps", "--json", "--proc-root", psFixture, "--nvml-fixture", fx)
+		hosts = append(hosts, host{filepath.Base(fx), psFixture, fx})
+	}
+	mps, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "mps-*", "after"))
+	if err != nil || len(mps) < 3 {
+		t.Fatalf("MPS scenarios: %v (%d found)", err, len(mps))
+	}
+	for _, dir := range mps {
+		hosts = append(hosts, host{filepath.Base(filepath.Dir(dir)), filepath.Join(dir, "proc"), filepath.Join(dir, "nvml.json")})
+	}
+	for _, h := range hosts {
+		procRoot, fx := h.procRoot, h.fx
+		t.Run(h.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "ps", "--json", "--proc-root", procRoot, "--nvml-fixture", fx)
 			if code != 0 {
 				t.Fatalf("ps: exit %d: %s", code, stderr)
 			}
@@ -35,7 +51,7 @@ func TestUnaccountedAgrees(t *testing.T) {
 			}
 			textfile := filepath.Join(t.TempDir(), "gpusnap.prom")
 			_, out, stderr = runCLI(t, "check", "--json", "--zombie-threshold", "0", "--textfile", textfile,
-				"--db", filepath.Join(t.TempDir(), "db"), "--proc-root", psFixture, "--nvml-fixture", fx)
+				"--db", filepath.Join(t.TempDir(), "db"), "--proc-root", procRoot, "--nvml-fixture", fx)
 			var r diff.Result
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatalf("check --json: %v: %s", err, stderr)

@@ -125,9 +125,22 @@ func HoldMappings(t testing.TB, path string, count int) Proc {
 	return hold(t, "-m", strconv.Itoa(count), path)
 }
 
+// HoldAt is Hold run from a copy of the helper at exe (its directory made;
+// Cleanup removes the file): a process named and placed as a daemon's
+// package installs it, an MPS server's nvidia-cuda-mps-server say. Its comm
+// is exe's name cut to 15 bytes, as the kernel gives it at exec.
+func HoldAt(t testing.TB, exe, path string) Proc {
+	t.Helper()
+	return holdBin(t, copyExe(t, buildTenant(t), exe), path)
+}
+
 func hold(t testing.TB, args ...string) Proc {
 	t.Helper()
-	bin := buildTenant(t)
+	return holdBin(t, buildTenant(t), args...)
+}
+
+func holdBin(t testing.TB, bin string, args ...string) Proc {
+	t.Helper()
 	procs, exited := runTenant(t, exec.Command(bin, args...), "tenant")
 	p := procs["tenant"]
 	t.Cleanup(func() {
