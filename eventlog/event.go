@@ -103,6 +103,9 @@ type Event struct {
 	Count uint64    `json:"count,omitempty"`
 	Last  time.Time `json:"last,omitzero"`
 
+	// Util is a util record's samples.
+	Util *Util `json:"util,omitempty"`
+
 	// Seq is the record's place in its watch's records, from 1 (its
 	// watch_start); the journal writes it, with the hash that chains the
 	// record into its segment (docs/watch.md). Absent in logs written

@@ -180,6 +180,9 @@ func eventLine(e *eventlog.Event) string {
 	if e.Child != nil {
 		parts = append(parts, "child "+e.Child.Key())
 	}
+	if e.Util != nil {
+		parts = append(parts, fmt.Sprintf("%s: %d samples, %d processes (gpusnap events --util)", e.Util.GPU, e.Util.Len(), len(e.Util.Procs)))
+	}
 	if e.Kind == eventlog.KindGPUEvent {
 		parts = append(parts, e.GPUEventText())
 	} else if e.GPUUUID != "" {
