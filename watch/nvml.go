@@ -18,8 +18,8 @@ type nvmlPoll struct {
 	sampler *nvmlread.Sampler
 	util    *utilRecords
 	proc    *snapshot.ProcRoot
-	ids    *identities
-	listed map[string]bool // GPU UUID NUL PID, at the last poll
+	ids     *identities
+	listed  map[string]bool // GPU UUID NUL PID, at the last poll
 	// off says why polling stopped (NVML unavailable), for the watch_start record.
 	off string
 }

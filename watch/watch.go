@@ -37,8 +37,8 @@ const (
 	// DefaultUtilInterval is --util-interval's default: NVML's own sample
 	// period is about a second, and a shorter one reads the same figure twice.
 	DefaultUtilInterval = time.Second
-	DefaultRetain   = 30 * 24 * time.Hour
-	flushEvery      = 200 * time.Millisecond
+	DefaultRetain       = 30 * 24 * time.Hour
+	flushEvery          = 200 * time.Millisecond
 	// maxPending bounds the events kept while the log cannot be written
 	// (a full disk): past it they are counted as lost, and said. An event
 	// with its process and device is 640-800 bytes of heap (measured): about
@@ -55,11 +55,11 @@ type Options struct {
 	// UtilInterval is how often NVML is read: its process lists, and the
 	// utilization samples of util records.
 	UtilInterval time.Duration
-	Mode     string
-	Hooks    []bpf.Hook     // the BPF hooks to try, best first (nil: all)
-	Retain   time.Duration  // segments older than this are removed
-	Metrics  *metrics.Watch // nil: none
-	Log      io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
+	Mode         string
+	Hooks        []bpf.Hook     // the BPF hooks to try, best first (nil: all)
+	Retain       time.Duration  // segments older than this are removed
+	Metrics      *metrics.Watch // nil: none
+	Log          io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
 	// Started, when set, is called once the watch records, with its start record.
 	Started func(eventlog.Event)
 }
