@@ -55,20 +55,22 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	c.attachInheritance(findings)
 	c.applyAllow(findings)
 	c.attachTriage(findings)
+	c.attachShapes(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}
 	}
 	r := &Result{
-		From:     from.ID,
-		To:       to.ID,
-		FromTime: from.Host.CaptureStart,
-		ToTime:   to.Host.CaptureStart,
-		Tenant:   cmp.Or(to.Tenant, from.Tenant),
-		Findings: findings,
-		Summary:  summarize(findings),
-		Notes:    c.notes,
-		Complete: !c.partial,
+		Utilization: c.utilizationResult(),
+		From:        from.ID,
+		To:          to.ID,
+		FromTime:    from.Host.CaptureStart,
+		ToTime:      to.Host.CaptureStart,
+		Tenant:      cmp.Or(to.Tenant, from.Tenant),
+		Findings:    findings,
+		Summary:     summarize(findings),
+		Notes:       c.notes,
+		Complete:    !c.partial,
 	}
 	if opts.MapsDiff {
 		r.MapsDiffs = c.mapsDiffs(findings)
@@ -134,6 +136,9 @@ type comparison struct {
 
 	// toUnaccounted caches unaccountedAtTO.
 	toUnaccounted map[string]*uint64
+
+	// util caches utilization: watch's samples in the window, shaped.
+	util *Utilization
 }
 
 // notCompared notes a part of the host the diff could not compare: the
