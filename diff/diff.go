@@ -100,6 +100,7 @@ var rules = []func(*comparison) []Finding{
 	forgedKernelMessages,
 	outOfAllocation,
 	egressConnections,
+	gpuBusyWithoutProcess,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every

@@ -31,6 +31,7 @@ const (
 	KindHiddenDeviceUse       = "hidden_device_use"
 	KindWindowNotCovered      = "window_not_covered"
 	KindHiddenProcess         = "hidden_process"
+	KindGPUBusyWithoutProcess = "gpu_busy_without_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.

@@ -58,8 +58,10 @@ type Shape struct {
 	lastSample   int // the index, in its GPU's series, of the last sample taken
 	busyWithout  int // GPU: the current run of busy samples with no process listed
 	longestAlone int
-	aloneFrom    time.Time
+	aloneFrom    time.Time // the start of the current run (busyWithout), or of the longest
 	aloneTo      time.Time
+	longestFrom  time.Time
+	lastAt       time.Time // the last sample's time
 }
 
 // Text is the shape as triage says it: "compute pattern: flat, σ 1.8 over
@@ -217,8 +219,8 @@ func (c *comparison) utilization() *Utilization {
 			if r.SM[i] >= 0 {
 				g.shape.add(float64(r.SM[i]), float64(r.UsedMiB[i]), g.shape.lastSample == g.index-1)
 				g.shape.lastSample = g.index
-				g.shape.alone(r.SM[i], r.Listed[i], at)
 			}
+			g.shape.alone(r.SM[i], r.Listed[i], at)
 			for k := range r.Procs {
 				sm, mem, ok := r.Procs[k].Value(i)
 				if !ok {
@@ -295,7 +297,9 @@ func (p *SeriesPoint) finish() {
 
 // alone tracks, on a GPU's shape, the longest run of samples at
 // busyAlone or more while NVML listed no process on it.
+// A sample not reported, or whose lists were not read, ends a run.
 func (s *Shape) alone(sm, listed int, at time.Time) {
+	s.lastAt = at
 	if sm < busyAlone || listed != 0 {
 		s.busyWithout = 0
 		return
@@ -305,8 +309,7 @@ func (s *Shape) alone(sm, listed int, at time.Time) {
 	}
 	s.busyWithout++
 	if s.busyWithout > s.longestAlone {
-		s.longestAlone = s.busyWithout
-		s.aloneTo = at
+		s.longestAlone, s.longestFrom, s.aloneTo = s.busyWithout, s.aloneFrom, at
 	}
 }
 
