@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -85,3 +86,74 @@ func (p *UtilProcess) Append(sm, mem int) {
 
 // AppendAbsent adds a sample the process was not in.
 func (p *UtilProcess) AppendAbsent() { p.U += utilAbsent + utilAbsent }
+
+// UtilSeries is one GPU's samples, decoded from its util records: what
+// gpusnap events --util prints.
+type UtilSeries struct {
+	GPU     string       `json:"gpu"`
+	Parent  string       `json:"parent,omitempty"`
+	Samples []UtilSample `json:"samples"`
+	// More counts the process samples the records left out (past
+	// MaxUtilProcesses a sample).
+	More  int      `json:"more,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// UtilSample is one sample of a GPU; -1 is a figure NVML did not report.
+type UtilSample struct {
+	Time      time.Time        `json:"time"`
+	SM        int              `json:"sm"`
+	Mem       int              `json:"mem"`
+	UsedMiB   int64            `json:"used_mib"`
+	Listed    int              `json:"listed"`
+	Processes []UtilProcSample `json:"processes"`
+}
+
+// UtilProcSample is one process in a sample.
+type UtilProcSample struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	SM        int    `json:"sm"`
+	Mem       int    `json:"mem"`
+}
+
+// Series decodes the util records among events into each GPU's samples,
+// in the order the GPUs first appear; gpu, when not "", keeps only that
+// GPU (by UUID) and the MIG instances whose parent it is. A record whose
+// columns disagree in length is read as far as all of them go.
+func Series(events []Event, gpu string) []UtilSeries {
+	var out []UtilSeries
+	at := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		u := e.Util
+		if e.Kind != KindUtil || u == nil || gpu != "" && u.GPU != gpu && u.Parent != gpu {
+			continue
+		}
+		k, ok := at[u.GPU]
+		if !ok {
+			k = len(out)
+			at[u.GPU] = k
+			out = append(out, UtilSeries{GPU: u.GPU, Parent: u.Parent, Samples: []UtilSample{}})
+		}
+		s := &out[k]
+		s.More += u.More
+		for _, n := range u.Notes {
+			if !slices.Contains(s.Notes, n) {
+				s.Notes = append(s.Notes, n)
+			}
+		}
+		n := min(len(u.At), len(u.SM), len(u.Mem), len(u.UsedMiB), len(u.Listed))
+		for j := range n {
+			smp := UtilSample{Time: u.SampleTime(e.Time, j), SM: u.SM[j], Mem: u.Mem[j], UsedMiB: u.UsedMiB[j], Listed: u.Listed[j],
+				Processes: []UtilProcSample{}}
+			for _, p := range u.Procs {
+				if sm, mem, ok := p.Value(j); ok {
+					smp.Processes = append(smp.Processes, UtilProcSample{PID: p.PID, StartTime: p.StartTime, SM: sm, Mem: mem})
+				}
+			}
+			s.Samples = append(s.Samples, smp)
+		}
+	}
+	return out
+}

@@ -109,6 +109,27 @@ func TestWatchReplaysSeriesAndDiffShapesIt(t *testing.T) {
 	if r.Utilization == nil || len(r.Utilization.Series) != 2 {
 		t.Fatalf("utilization: %+v", r.Utilization)
 	}
+
+	// events --util: the table, one line a sample; --json, arrays.
+	code, out, errs = gpusnap(t, "events", "--util", "--gpu", "GPU-busy-alone", "--db", db)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 41 || !strings.HasPrefix(lines[0], "TIME") || !strings.Contains(lines[1], "GPU-busy-alone  100  0     0         0") {
+		t.Errorf("events --util: exit %d, %d lines: %q %s", code, len(lines), lines[:min(3, len(lines))], errs)
+	}
+	code, out, _ = gpusnap(t, "events", "--util", "--json", "--db", db)
+	var got []eventlog.UtilSeries
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 2 {
+		t.Fatalf("events --util --json: exit %d: %.300s", code, out)
+	}
+	for _, s := range got {
+		p := s.Samples[len(s.Samples)-1].Processes
+		if s.GPU == "GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c" && (len(p) != 1 || p[0].PID != 6660 || p[0].SM != 98 || p[0].StartTime == 0) {
+			t.Errorf("GPU 0's last sample: %+v", p)
+		}
+	}
+	if code, _, errs := gpusnap(t, "events", "--gpu", "GPU-busy-alone", "--db", db); code != exitError || !strings.Contains(errs, "--gpu needs --util") {
+		t.Errorf("--gpu alone: exit %d: %s", code, errs)
+	}
 }
 
 // utilSamples counts the samples of gpu in the log of db.
