@@ -165,3 +165,24 @@ func TestFixtureSeriesChecked(t *testing.T) {
 		}
 	}
 }
+
+// fixtures/nvml/series-busy-gpu.json, the demo of a series: a tenant on
+// GPU 1 until 5 s, then GPU 1 pinned at 100% with no process and GPU 0
+// running a flat 98% process.
+func TestSeriesDemoFixture(t *testing.T) {
+	const path = "../fixtures/nvml/series-busy-gpu.json"
+	n, err := NewSampler(Options{FixturePath: path}, time.Now()).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := n.Devices[1]; g.Utilization.GPU != 71 || len(g.ComputeProcesses) != 1 || g.ProcessUtilization[0].PID != 5151 {
+		t.Errorf("at 0, GPU 1: %+v", g)
+	}
+	n, _ = NewSampler(Options{FixturePath: path}, time.Now().Add(-6*time.Second)).Read()
+	if g := n.Devices[1]; g.Utilization.GPU != 100 || g.ComputeProcesses != nil || g.Memory.Used != 0 {
+		t.Errorf("at 6 s, GPU 1: %+v", g)
+	}
+	if g := n.Devices[0]; g.Utilization.GPU != 98 || g.ProcessUtilization[0].SMUtil != 98 {
+		t.Errorf("at 6 s, GPU 0: %+v", g)
+	}
+}
