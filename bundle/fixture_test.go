@@ -79,7 +79,7 @@ func testInput() Input {
 	}
 	ref := func(p snapshot.Process) *diff.ProcessRef {
 		return &diff.ProcessRef{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm, Exe: p.Exe, ExeDeleted: p.ExeDeleted,
-			Cmdline: p.Cmdline, UID: p.UID, User: p.User, ContainerID: p.ContainerID}
+			Cmdline: p.Cmdline, UID: p.UID, User: p.User, ContainerID: p.ContainerID, Started: p.Started}
 	}
 	res := &diff.Result{
 		From: before.ID, To: after.ID, Tenant: "job-4242",

@@ -30,6 +30,7 @@ type report struct {
 	Summary   diff.Summary
 	Groups    []group
 	Timeline  []event
+	Charts    []chart
 	Processes []process
 }
 
@@ -49,6 +50,7 @@ type finding struct {
 	Summary  string
 	Fields   []field
 	Evidence []string
+	process  *diff.ProcessRef // for the charts' marks
 }
 
 type event struct {
@@ -99,6 +101,7 @@ func newReport(in Input) *report {
 	r.Groups = groups(in.Result.Findings)
 	r.Processes = processes(in)
 	r.Timeline = timeline(in, r.Processes)
+	r.Charts = charts(in.Result.Utilization, r.Groups)
 	return r
 }
 
@@ -159,7 +162,7 @@ func groups(fs []diff.Finding) []group {
 }
 
 func findingView(n int, f diff.Finding) finding {
-	v := finding{N: n, Kind: safetext.Escape(f.Kind), Severity: f.Severity.String(), Summary: safetext.Escape(f.Summary)}
+	v := finding{N: n, Kind: safetext.Escape(f.Kind), Severity: f.Severity.String(), Summary: safetext.Escape(f.Summary), process: f.Process}
 	var fields []field
 	if p := f.Process; p != nil {
 		fields = append(fields,

@@ -73,6 +73,38 @@ var reportTemplate = sync.OnceValue(func() *template.Template {
 {{- end}}
 </table>
 
+{{- if .R.Charts}}
+
+<h2>GPU use over the window</h2>
+<p>SM utilization (red, 0-100%) and memory used (blue) in each interval watch sampled; a dashed line marks the start of
+a process a finding names (from the window's start, for one started before).</p>
+{{- range .R.Charts}}
+<figure class="chart" id="chart-{{.ID}}" data-gpu="{{.GPU}}">
+<figcaption><code>{{.GPU}}</code>{{if .Parent}} (on <code>{{.Parent}}</code>){{end}}{{if .Summary}}: {{.Summary}}{{end}}</figcaption>
+<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 720 160" width="720" height="160" role="img" aria-label="utilization of {{.GPU}}">
+<rect x="44" y="12" width="660" height="120" fill="#fafafa" stroke="#bbb"/>
+<line x1="44" y1="24" x2="704" y2="24" stroke="#e0e0e0"/>
+<line x1="44" y1="72" x2="704" y2="72" stroke="#e0e0e0"/>
+<text x="40" y="16" font-size="10" text-anchor="end">100%</text>
+<text x="40" y="28" font-size="10" text-anchor="end">90%</text>
+<text x="40" y="76" font-size="10" text-anchor="end">50%</text>
+<text x="40" y="134" font-size="10" text-anchor="end">0</text>
+<path class="mem" d="{{.Mem}}" fill="none" stroke="#1565c0" stroke-width="1.2"/>
+<path class="sm" d="{{.SM}}" fill="none" stroke="#c62828" stroke-width="1.5"/>
+{{- range .Marks}}
+<a href="#{{.Anchor}}"><line class="mark" x1="{{.X}}" y1="12" x2="{{.X}}" y2="132" stroke="#424242" stroke-dasharray="3 2"/><text x="{{.X}}" y="146" font-size="10" text-anchor="middle">{{.Label}}</text></a>
+{{- end}}
+<text x="44" y="158" font-size="10">{{.From}}</text>
+<text x="704" y="158" font-size="10" text-anchor="end">{{.To}}</text>
+<text x="374" y="158" font-size="10" text-anchor="middle">memory axis top: {{.MemTop}}</text>
+</svg>
+{{- if .Unmarked}}
+<p>{{.Unmarked}} more processes with findings on this GPU are not marked.</p>
+{{- end}}
+</figure>
+{{- end}}
+{{- end}}
+
 <h2>Findings</h2>
 {{- if not .R.Groups}}
 <p id="no-findings">None.</p>

@@ -75,25 +75,53 @@ func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]Process, error)
 func (p *ProcRoot) Exe(pid int, start uint64) (exe string, deleted, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	dir := pidDir(p.cfg.root, pid)
-	dirfd, err := p.r.openat(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
-	if err != nil {
-		return "", false, false
-	}
-	defer p.r.close(dirfd, true)
-	exe, err = p.r.readlinkAt(dirfd, dir, "exe")
-	if err != nil {
-		return "", false, false
-	}
-	p.buf, err = p.r.readTaskFileAt(dirfd, dir, "stat", p.buf)
-	if err != nil {
-		return "", false, false
-	}
-	if st, err := parseStat(p.buf); err != nil || st.StartTime != start {
+	ok = p.inPID(pid, func(dirfd int, dir string) bool {
+		var err error
+		if exe, err = p.r.readlinkAt(dirfd, dir, "exe"); err != nil {
+			return false
+		}
+		st, ok := p.statAt(dirfd, dir)
+		return ok && st.StartTime == start
+	})
+	if !ok {
 		return "", false, false
 	}
 	exe, deleted = strings.CutSuffix(exe, " (deleted)")
 	return exe, deleted, true
+}
+
+// StartTime reads pid's start time (stat's field 22), the second half of
+// its identity; ok is false when pid is gone or its stat cannot be read.
+func (p *ProcRoot) StartTime(pid int) (start uint64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok = p.inPID(pid, func(dirfd int, dir string) bool {
+		st, ok := p.statAt(dirfd, dir)
+		start = st.StartTime
+		return ok
+	})
+	return start, ok
+}
+
+// inPID runs fn on pid's directory, held open; false when it cannot be
+// opened. The caller holds mu.
+func (p *ProcRoot) inPID(pid int, fn func(dirfd int, dir string) bool) bool {
+	dirfd, err := p.r.openat(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	if err != nil {
+		return false
+	}
+	defer p.r.close(dirfd, true)
+	return fn(dirfd, pidDir(p.cfg.root, pid))
+}
+
+// statAt reads and parses the stat of the process whose directory is open.
+func (p *ProcRoot) statAt(dirfd int, dir string) (procStat, bool) {
+	var err error
+	if p.buf, err = p.r.readTaskFileAt(dirfd, dir, "stat", p.buf); err != nil {
+		return procStat{}, false
+	}
+	st, err := parseStat(p.buf)
+	return st, err == nil
 }
 
 // TicksOf turns a kernel start_boottime in nanoseconds into stat's clock

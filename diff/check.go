@@ -19,7 +19,8 @@ type CheckOptions struct {
 	// Events is what gpusnap watch recorded from Since to the capture, and
 	// ExpectWatch and LogProblems are as a diff's Options have them: a
 	// process alive now that the log shows open a GPU checked, and that
-	// the capture sees hold none, is hidden_device_use.
+	// the capture sees hold none, is hidden_device_use; a GPU its last
+	// samples show busy with no process is gpu_busy_without_process.
 	Events      eventlog.Source
 	Since       time.Time
 	ExpectWatch bool
@@ -57,6 +58,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	findings = append(findings, unsettledCapture(c)...)
 	findings = append(findings, c.hiddenUses(gpus)...)
 	findings = append(findings, windowNotCovered(c)...)
+	findings = append(findings, c.busyWithoutProcess(gpus, true)...)
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
 	} else {
@@ -68,18 +70,20 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	}
 	c.applyAllow(findings)
 	c.attachTriage(findings)
+	c.attachShapes(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}
 	}
 	return &Result{
-		To:       to.ID,
-		ToTime:   to.Host.CaptureStart,
-		Tenant:   to.Tenant,
-		Findings: findings,
-		Summary:  summarize(findings),
-		Notes:    c.notes,
-		Check:    scope,
+		Utilization: c.utilizationResult(),
+		To:          to.ID,
+		ToTime:      to.Host.CaptureStart,
+		Tenant:      to.Tenant,
+		Findings:    findings,
+		Summary:     summarize(findings),
+		Notes:       c.notes,
+		Check:       scope,
 	}
 }
 

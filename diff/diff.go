@@ -56,20 +56,22 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	c.attachInheritance(findings)
 	c.applyAllow(findings)
 	c.attachTriage(findings)
+	c.attachShapes(findings)
 	sortFindings(findings)
 	if findings == nil {
 		findings = []Finding{}
 	}
 	r := &Result{
-		From:     from.ID,
-		To:       to.ID,
-		FromTime: from.Host.CaptureStart,
-		ToTime:   to.Host.CaptureStart,
-		Tenant:   cmp.Or(to.Tenant, from.Tenant),
-		Findings: findings,
-		Summary:  summarize(findings),
-		Notes:    c.notes,
-		Complete: !c.partial,
+		Utilization: c.utilizationResult(),
+		From:        from.ID,
+		To:          to.ID,
+		FromTime:    from.Host.CaptureStart,
+		ToTime:      to.Host.CaptureStart,
+		Tenant:      cmp.Or(to.Tenant, from.Tenant),
+		Findings:    findings,
+		Summary:     summarize(findings),
+		Notes:       c.notes,
+		Complete:    !c.partial,
 	}
 	if opts.MapsDiff {
 		r.MapsDiffs = c.mapsDiffs(findings)
@@ -99,6 +101,7 @@ var rules = []func(*comparison) []Finding{
 	forgedKernelMessages,
 	outOfAllocation,
 	egressConnections,
+	gpuBusyWithoutProcess,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every
@@ -139,6 +142,9 @@ type comparison struct {
 	// mps caches mpsClients; mpsNoted: the MPS servers a note has named.
 	mps      map[*snapshot.Process][]*snapshot.Process
 	mpsNoted map[*snapshot.Process]bool
+
+	// util caches utilization: watch's samples in the window, shaped.
+	util *Utilization
 }
 
 // notCompared notes a part of the host the diff could not compare: the

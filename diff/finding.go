@@ -31,6 +31,7 @@ const (
 	KindHiddenDeviceUse       = "hidden_device_use"
 	KindWindowNotCovered      = "window_not_covered"
 	KindHiddenProcess         = "hidden_process"
+	KindGPUBusyWithoutProcess = "gpu_busy_without_process"
 )
 
 // Severity orders findings: info < low < medium < high < critical.
@@ -184,6 +185,10 @@ type Result struct {
 	// ends. No findings and not complete is not clean: the notes say what
 	// was not compared.
 	Complete bool `json:"complete"`
+	// Utilization is what watch's samples show of the window: the shape
+	// of each process's and GPU's use, and each GPU's series for a chart.
+	// Nil where the window holds no samples.
+	Utilization *Utilization `json:"utilization,omitempty"`
 	// StoreLog is the store's log after this result was recorded in it:
 	// the head a later gpusnap store verify --checkpoint proves against.
 	// Nil when the result was not recorded.

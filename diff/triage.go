@@ -31,7 +31,7 @@ type Triage struct {
 
 // kindsWithoutProcess are the kinds about memory or an NVML entry that no
 // live process accounts for: their triage is a zombie context's.
-var kindsWithoutProcess = map[string]bool{KindZombieGPUMemory: true, KindOrphanGPUProcess: true}
+var kindsWithoutProcess = map[string]bool{KindZombieGPUMemory: true, KindOrphanGPUProcess: true, KindGPUBusyWithoutProcess: true}
 
 // attachTriage gives every finding about a process (and every zombie or
 // orphan finding) its verdict, after the allow list has had its say.

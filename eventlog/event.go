@@ -112,6 +112,9 @@ type Event struct {
 	Lineage string   `json:"lineage,omitempty"`
 	First   *Process `json:"first,omitempty"`
 
+	// Util is a util record's samples.
+	Util *Util `json:"util,omitempty"`
+
 	// Seq is the record's place in its watch's records, from 1 (its
 	// watch_start); the journal writes it, with the hash that chains the
 	// record into its segment (docs/watch.md). Absent in logs written

@@ -39,7 +39,7 @@ func TestReadNVMLAccounting(t *testing.T) {
 	unsupported := mockGPU(2)
 	unsupported.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	// Accounting off: no PID list may be asked for (a nil Func panics).
-	n := readNVML(mockLib(nil, on, off, unsupported))
+	n := readNVML(mockLib(nil, on, off, unsupported), nil)
 
 	want := []snapshot.AccountingStats{
 		{PID: 4242, GPUUtilization: ptr(uint32(97)), MemoryUtilization: ptr(uint32(41)), MaxMemoryUsage: ptr(20 * gib), Time: 90_000, StartTime: 1_764_500_000_000_000},

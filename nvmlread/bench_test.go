@@ -33,7 +33,7 @@ func BenchmarkReadNVML8x100(b *testing.B) {
 	s := h100Host()
 	b.ReportAllocs()
 	for b.Loop() {
-		if n := readNVML(s); len(n.Devices) != 8 {
+		if n := readNVML(s, nil); len(n.Devices) != 8 {
 			b.Fatal(len(n.Devices))
 		}
 	}
@@ -41,7 +41,7 @@ func BenchmarkReadNVML8x100(b *testing.B) {
 
 // BenchmarkGPUUsage8x100 is the join of that NVML state with 1,000 processes.
 func BenchmarkGPUUsage8x100(b *testing.B) {
-	snap := &snapshot.Snapshot{NVML: readNVML(h100Host())}
+	snap := &snapshot.Snapshot{NVML: readNVML(h100Host(), nil)}
 	for pid := 1; pid <= 1000; pid++ {
 		snap.Processes = append(snap.Processes, snapshot.Process{PID: 9500 + pid, NSpid: []int{9500 + pid}})
 	}

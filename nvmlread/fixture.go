@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -31,6 +32,15 @@ type nvmlFixture struct {
 	CUDADriverVersion int               `json:"cuda_driver_version,omitempty"`
 	Devices           []snapshot.GPU    `json:"devices"`
 	Errors            map[string]string `json:"errors,omitempty"`
+	// Series is, for watch, the states it samples over time: each entry's
+	// devices replace the state from At seconds after the watch starts.
+	Series []seriesEntry `json:"series,omitempty"`
+}
+
+// seriesEntry is one state of a fixture's series.
+type seriesEntry struct {
+	At      float64        `json:"at"` // seconds after the watch starts
+	Devices []snapshot.GPU `json:"devices"`
 }
 
 // maxFixtureSize bounds an NVML fixture: a real host's state (8 GPUs, a
@@ -49,7 +59,7 @@ func loadNVMLFixture(path string) (*fixtureLib, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvml fixture %s: %w", path, err)
 	}
-	return &fixtureLib{f: f}, nil
+	return &fixtureLib{f: f, devices: f.Devices}, nil
 }
 
 func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
@@ -157,6 +167,14 @@ func checkShape(path string, v any, t reflect.Type) error {
 		if _, ok := v.(bool); !ok {
 			return shapeError(path, "want true or false")
 		}
+	case reflect.Float64:
+		num, ok := v.(json.Number)
+		if !ok {
+			return shapeError(path, "want a number")
+		}
+		if f, err := num.Float64(); err != nil || math.IsInf(f, 0) {
+			return shapeError(path, "want a number, got "+string(num))
+		}
 	case reflect.Int, reflect.Int64, reflect.Uint32, reflect.Uint64:
 		num, ok := v.(json.Number)
 		if !ok {
@@ -208,21 +226,41 @@ func sortedKeys[V any](m map[string]V) []string {
 // errorPathRE matches the fields of the fixture that take an error (what the
 // reader records in Missing).
 var errorPathRE = lazyregexp.New(`^(?:driver_version|nvml_version|cuda_driver_version|devices` +
-	`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
-	`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes))?)$`)
+	`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
+	`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes|utilization))?)$`)
 
 // check verifies what the shape cannot say: devices in index order, minor
 // numbers and UUIDs that name one GPU each, PIDs, percentages, and errors
 // naming real fields and real NVML error codes.
 func (f *nvmlFixture) check(tree map[string]any) error {
 	devices, _ := tree["devices"].([]any)
+	if err := checkDevices("", f.Devices, devices); err != nil {
+		return err
+	}
+	series, _ := tree["series"].([]any)
+	for i, e := range f.Series {
+		if e.At < 0 || i > 0 && e.At < f.Series[i-1].At {
+			return fmt.Errorf("series[%d].at: %v, want seconds after the start, in order", i, e.At)
+		}
+		entry, _ := series[i].(map[string]any)
+		raw, _ := entry["devices"].([]any)
+		if err := checkDevices(fmt.Sprintf("series[%d].", i), e.Devices, raw); err != nil {
+			return err
+		}
+	}
+	return f.checkErrors()
+}
+
+// checkDevices checks one state's devices (raw: as the JSON has them);
+// prefix places them in the fixture.
+func checkDevices(prefix string, devices []snapshot.GPU, raw []any) error {
 	byMinor := map[int]int{}   // minor number -> first device index with it
 	byUUID := map[string]int{} // UUID -> first device index with it
-	for i, g := range f.Devices {
-		if raw, _ := devices[i].(map[string]any); raw != nil && raw["index"] != nil && g.Index != i {
-			return fmt.Errorf("devices[%d].index: %d, want %d (devices are listed in index order)", i, g.Index, i)
+	for i, g := range devices {
+		if obj, _ := raw[i].(map[string]any); obj != nil && obj["index"] != nil && g.Index != i {
+			return fmt.Errorf("%sdevices[%d].index: %d, want %d (devices are listed in index order)", prefix, i, g.Index, i)
 		}
-		path := snapshot.DeviceKey(i)
+		path := prefix + snapshot.DeviceKey(i)
 		// A minor number names /dev/nvidiaN and a UUID names the GPU in every
 		// join: a negative or shared one would pin processes on the wrong GPU.
 		if g.MinorNumber != nil {
@@ -258,6 +296,15 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 					return fmt.Errorf("%s.%s[%d].pid: %d is also [%d]'s (NVML lists a process once)", path, name, k, p.PID, j)
 				}
 				seen[p.PID] = k
+			}
+		}
+		utils := map[string]*snapshot.Utilization{path + ".utilization": g.Utilization}
+		for j, m := range g.MIGDevices {
+			utils[fmt.Sprintf("%s.mig_devices[%d].utilization", path, j)] = m.Utilization
+		}
+		for _, name := range sortedKeys(utils) {
+			if u := utils[name]; u != nil && (u.GPU > 100 || u.Memory > 100) {
+				return fmt.Errorf("%s: gpu %d, memory %d, want percentages (0 to 100)", name, u.GPU, u.Memory)
 			}
 		}
 		mems := map[string]*snapshot.Memory{path + ".memory": g.Memory}
@@ -306,6 +353,12 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkErrors checks that each error names a field that can fail, of a
+// device listed, and a real NVML error code.
+func (f *nvmlFixture) checkErrors() error {
 	for _, key := range sortedKeys(f.Errors) {
 		m := errorPathRE().FindStringSubmatch(key)
 		if m == nil {

@@ -1,10 +1,12 @@
 package nvmlread
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -23,6 +25,24 @@ import (
 type fixtureLib struct {
 	nvml.Interface
 	f *nvmlFixture
+	// devices are the state served: the fixture's devices, or in a replay
+	// the series entry due (replayAt).
+	devices []snapshot.GPU
+	// stamp, in a replay, is the time (microseconds) given the per-process
+	// samples that have none, so that each read finds them new.
+	stamp uint64
+}
+
+// replayAt serves the state a watch started at start samples at now: the
+// last series entry whose offset has passed, else the fixture's devices.
+func (l *fixtureLib) replayAt(now, start time.Time) {
+	at := now.Sub(start).Seconds()
+	for i := range l.f.Series {
+		if l.f.Series[i].At <= at {
+			l.devices = l.f.Series[i].Devices
+		}
+	}
+	l.stamp = uint64(now.UnixMicro())
 }
 
 var (
@@ -67,18 +87,18 @@ func (l *fixtureLib) SystemGetCudaDriverVersion() (int, nvml.Return) {
 	return l.f.CUDADriverVersion, l.answer("cuda_driver_version", l.f.CUDADriverVersion != 0)
 }
 func (l *fixtureLib) DeviceGetCount() (int, nvml.Return) {
-	return len(l.f.Devices), l.fail("devices")
+	return len(l.devices), l.fail("devices")
 }
 func (l *fixtureLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	if i < 0 || i >= len(l.f.Devices) {
+	if i < 0 || i >= len(l.devices) {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
-	g := &l.f.Devices[i]
+	g := &l.devices[i]
 	path := snapshot.DeviceKey(i)
 	if ret := l.fail(path); ret != nvml.SUCCESS {
 		return nil, ret
 	}
-	return &fixtureGPU{fixtureDev: fixtureDev{lib: l, path: path, uuid: g.UUID, mem: g.Memory,
+	return &fixtureGPU{fixtureDev: fixtureDev{lib: l, path: path, uuid: g.UUID, mem: g.Memory, util: g.Utilization,
 		compute: g.ComputeProcesses, graphics: g.GraphicsProcesses}, g: g}, nvml.SUCCESS
 }
 
@@ -89,6 +109,7 @@ type fixtureDev struct {
 	path              string
 	uuid              string
 	mem               *snapshot.Memory
+	util              *snapshot.Utilization
 	compute, graphics []snapshot.GPUProcess
 }
 
@@ -115,6 +136,13 @@ func (d *fixtureDev) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
 		return nvml.Memory_v2{}, ret
 	}
 	return nvml.Memory_v2{Total: d.mem.Total, Reserved: *d.mem.Reserved, Used: d.mem.Used, Free: d.mem.Free}, nvml.SUCCESS
+}
+
+func (d *fixtureDev) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	if ret := d.answer("utilization", d.util != nil); ret != nvml.SUCCESS {
+		return nvml.Utilization{}, ret
+	}
+	return nvml.Utilization{Gpu: d.util.GPU, Memory: d.util.Memory}, nvml.SUCCESS
 }
 
 func (d *fixtureDev) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
@@ -195,7 +223,7 @@ func (d *fixtureGPU) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSam
 	}
 	out := make([]nvml.ProcessUtilizationSample, len(d.g.ProcessUtilization))
 	for k, u := range d.g.ProcessUtilization {
-		out[k] = nvml.ProcessUtilizationSample{Pid: uint32(u.PID), TimeStamp: u.Timestamp,
+		out[k] = nvml.ProcessUtilizationSample{Pid: uint32(u.PID), TimeStamp: cmp.Or(u.Timestamp, d.lib.stamp),
 			SmUtil: u.SMUtil, MemUtil: u.MemUtil, EncUtil: u.EncUtil, DecUtil: u.DecUtil}
 	}
 	return out, nvml.SUCCESS
@@ -280,7 +308,7 @@ func (d *fixtureGPU) GetMigDeviceHandleByIndex(slot int) (nvml.Device, nvml.Retu
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	m := &d.g.MIGDevices[slot]
-	return &fixtureMIG{fixtureDev: fixtureDev{lib: d.lib, path: snapshot.MIGKey(d.path, slot), uuid: m.UUID, mem: m.Memory,
+	return &fixtureMIG{fixtureDev: fixtureDev{lib: d.lib, path: snapshot.MIGKey(d.path, slot), uuid: m.UUID, mem: m.Memory, util: m.Utilization,
 		compute: m.ComputeProcesses, graphics: m.GraphicsProcesses}, m: m}, nvml.SUCCESS
 }
 

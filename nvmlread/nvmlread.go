@@ -25,6 +25,10 @@ type Options struct {
 	// long as it takes. A hung driver's call cannot be interrupted: it is
 	// abandoned, and the view says "timed out".
 	Timeout time.Duration
+
+	// sampling is set by a Sampler: the read also takes the GPUs' own
+	// utilization and every per-process sample since the last read.
+	sampling *sampling
 }
 
 // ReadNVML reads NVML's view as opts say. Without libnvidia-ml (or a driver,
@@ -40,14 +44,17 @@ func (opts Options) ReadNVML() (snapshot.NVML, error) {
 		if err != nil {
 			return snapshot.NVML{}, err
 		}
-		n = readNVML(lib)
+		if opts.sampling != nil {
+			lib.replayAt(time.Now(), opts.sampling.start)
+		}
+		n = readNVML(lib, opts.sampling)
 		n.Source = snapshot.NVMLSourceFixture + opts.FixturePath
 	} else {
 		lib := opts.Lib
 		if lib == nil {
 			lib = nvml.New()
 		}
-		n = readNVMLWithin(opts.Timeout, lib)
+		n = readNVMLWithin(opts.Timeout, lib, opts.sampling)
 		n.Source = snapshot.NVMLSourceLibrary
 	}
 	if opts.Require && n.Unavailable != "" {
@@ -63,9 +70,9 @@ func (opts Options) ReadNVML() (snapshot.NVML, error) {
 var nvmlBusy = make(chan struct{}, 1)
 
 // readNVMLWithin is readNVML that gives up after timeout (0: never).
-func readNVMLWithin(timeout time.Duration, lib nvml.Interface) snapshot.NVML {
+func readNVMLWithin(timeout time.Duration, lib nvml.Interface, sm *sampling) snapshot.NVML {
 	if timeout <= 0 {
-		return readNVML(lib)
+		return readNVML(lib, sm)
 	}
 	select {
 	case nvmlBusy <- struct{}{}:
@@ -75,7 +82,7 @@ func readNVMLWithin(timeout time.Duration, lib nvml.Interface) snapshot.NVML {
 	done := make(chan snapshot.NVML, 1)
 	go func() {
 		defer func() { <-nvmlBusy }()
-		done <- readNVML(lib)
+		done <- readNVML(lib, sm)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()

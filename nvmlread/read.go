@@ -80,23 +80,26 @@ const (
 
 // readNVML reads NVML's view through lib: the real library, a fixture or a
 // mock. It initializes lib itself and makes no other call when Init fails.
-func readNVML(lib nvml.Interface) snapshot.NVML {
+// With sm (a Sampler's read) it also reads each GPU's own utilization and
+// the per-process samples since sm's last read.
+func readNVML(lib nvml.Interface, sm *sampling) snapshot.NVML {
 	var n snapshot.NVML
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		n.Unavailable = nvmlReason(ret)
 		return n
 	}
 	defer lib.Shutdown() //nolint:errcheck // nothing to do if it fails: everything was read
-	r := &nvmlReader{lib: lib, ext: lib.Extensions(), n: &n, syms: map[string]bool{}}
+	r := &nvmlReader{lib: lib, ext: lib.Extensions(), n: &n, syms: map[string]bool{}, sampling: sm}
 	r.read()
 	return n
 }
 
 type nvmlReader struct {
-	lib  nvml.Interface
-	ext  nvml.ExtendedInterface
-	n    *snapshot.NVML
-	syms map[string]bool
+	lib      nvml.Interface
+	ext      nvml.ExtendedInterface
+	n        *snapshot.NVML
+	syms     map[string]bool
+	sampling *sampling // nil: a snapshot's read
 }
 
 // has reports whether the driver exports any of the symbols.
@@ -246,7 +249,8 @@ func (r *nvmlReader) gpu(i int) snapshot.GPU {
 				g.MPSProcesses = d.processes("mps_processes", migOn, dev.GetMPSComputeRunningProcesses)
 			}
 		},
-		func() { g.ProcessUtilization = d.utilization() },
+		func() { g.ProcessUtilization = d.utilization(g.UUID) },
+		func() { g.Utilization = d.rates() },
 		func() { g.AccountingMode, g.Accounting = d.accounting() },
 		func() {
 			if migOn {
@@ -316,16 +320,26 @@ func (d *deviceReader) instanceID(path string, id uint32, record bool) *uint32 {
 
 // utilization keeps the latest sample of each process, sorted by PID: NVML's
 // buffer holds several per process, and the latest is what nvidia-smi shows.
-func (d *deviceReader) utilization() []snapshot.ProcessUtilization {
+// A Sampler's read keeps instead every sample newer than the last it saw of
+// this GPU (NVML's lastSeenTimeStamp chains the reads: none is counted
+// twice, none lost between them), sorted by PID and time.
+func (d *deviceReader) utilization(uuid string) []snapshot.ProcessUtilization {
 	if !d.supported("process_utilization", symUtilization) {
 		return nil
 	}
-	samples, ret := d.dev.GetProcessUtilization(0)
+	var last uint64
+	if d.sampling != nil {
+		last = d.sampling.since[uuid]
+	}
+	samples, ret := d.dev.GetProcessUtilization(last)
 	if ret == nvml.ERROR_NOT_FOUND || (ret == nvml.SUCCESS && len(samples) == 0) {
 		return nil // no process ran in the sampling window
 	}
 	if !d.ok("process_utilization", ret) {
 		return nil
+	}
+	if d.sampling != nil {
+		return d.sampling.newer(uuid, samples)
 	}
 	latest := map[uint32]nvml.ProcessUtilizationSample{}
 	for _, s := range samples {
@@ -335,13 +349,28 @@ func (d *deviceReader) utilization() []snapshot.ProcessUtilization {
 	}
 	out := make([]snapshot.ProcessUtilization, 0, len(latest))
 	for _, s := range latest {
-		out = append(out, snapshot.ProcessUtilization{
-			PID: int(s.Pid), SMUtil: s.SmUtil, MemUtil: s.MemUtil,
-			EncUtil: s.EncUtil, DecUtil: s.DecUtil, Timestamp: s.TimeStamp,
-		})
+		out = append(out, utilizationOf(s))
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].PID < out[b].PID })
 	return out
+}
+
+func utilizationOf(s nvml.ProcessUtilizationSample) snapshot.ProcessUtilization {
+	return snapshot.ProcessUtilization{PID: int(s.Pid), SMUtil: s.SmUtil, MemUtil: s.MemUtil,
+		EncUtil: s.EncUtil, DecUtil: s.DecUtil, Timestamp: s.TimeStamp}
+}
+
+// rates reads the device's own utilization, in a Sampler's read only: a
+// snapshot has no use for one second's figure.
+func (d *deviceReader) rates() *snapshot.Utilization {
+	if d.sampling == nil {
+		return nil
+	}
+	u, ret := d.dev.GetUtilizationRates()
+	if !d.ok("utilization", ret) {
+		return nil
+	}
+	return &snapshot.Utilization{GPU: u.Gpu, Memory: u.Memory}
 }
 
 // maxAccounting bounds the accounting records read per GPU: the driver's
@@ -451,6 +480,7 @@ func (m *deviceReader) migDevice() snapshot.MIGDevice {
 		func() {
 			md.GraphicsProcesses = m.processes("graphics_processes", true, m.dev.GetGraphicsRunningProcesses)
 		},
+		func() { md.Utilization = m.rates() },
 	})
 	return md
 }

@@ -114,7 +114,7 @@ func TestReadNVMLDGXA100MIG(t *testing.T) {
 			GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
 		}, nvml.SUCCESS
 	}
-	n := readNVML(s)
+	n := readNVML(s, nil)
 	g := n.Devices[0]
 	if g.MIGMode == nil || *g.MIGMode != 1 || len(g.MIGDevices) != 2 {
 		t.Fatalf("MIG mode %v, %d MIG devices", g.MIGMode, len(g.MIGDevices))
@@ -196,7 +196,7 @@ func TestReadNVMLGPULostMidRead(t *testing.T) {
 	lost.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, nvml.ERROR_GPU_IS_LOST }
 	// Nothing after the memory may be asked of a lost GPU: these would panic.
 	lost.GetMemoryInfoFunc, lost.GetMigModeFunc, lost.GetComputeRunningProcessesFunc = nil, nil, nil
-	n := readNVML(mockLib(nil, mockGPU(0), lost, mockGPU(2, v1Process(7, gib))))
+	n := readNVML(mockLib(nil, mockGPU(0), lost, mockGPU(2, v1Process(7, gib))), nil)
 	if len(n.Devices) != 3 || n.Devices[2].ComputeProcesses[0].PID != 7 {
 		t.Fatalf("the GPUs after the lost one were not read: %+v", n.Devices)
 	}
@@ -216,7 +216,7 @@ func TestReadNVMLValueFailures(t *testing.T) {
 	g.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 	g.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
 	g.GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
-	n := readNVML(mockLib(nil, g))
+	n := readNVML(mockLib(nil, g), nil)
 	procs := n.Devices[0].ComputeProcesses
 	if len(procs) != 2 || procs[0].UsedGPUMemory != nil || *procs[1].UsedGPUMemory != gib {
 		t.Errorf("processes: %+v", procs)
@@ -239,7 +239,7 @@ func TestReadNVMLOldDriver(t *testing.T) {
 	g.GetMemoryInfo_v2Func, g.GetMigModeFunc, g.GetMPSComputeRunningProcessesFunc = nil, nil, nil
 	lib := mockLib(func(name string) bool { return !old[name] }, g)
 	lib.SystemGetCudaDriverVersionFunc = nil
-	n := readNVML(lib)
+	n := readNVML(lib, nil)
 	m := n.Devices[0].Memory
 	if m == nil || m.Reserved != nil || m.Used != gib || m.Total != 16*gib {
 		t.Errorf("memory: %+v", m)

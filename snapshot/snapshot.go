@@ -352,8 +352,10 @@ type GPU struct {
 	GraphicsProcesses  []GPUProcess         `json:"graphics_processes,omitempty"`
 	MPSProcesses       []GPUProcess         `json:"mps_processes,omitempty"`
 	ProcessUtilization []ProcessUtilization `json:"process_utilization,omitempty"`
-	MIGMode            *int                 `json:"mig_mode,omitempty"` // current mode: 1 enabled, 0 disabled
-	MIGDevices         []MIGDevice          `json:"mig_devices,omitempty"`
+	// Utilization is the GPU's own busy figures (nvmlDeviceGetUtilizationRates).
+	Utilization *Utilization `json:"utilization,omitempty"`
+	MIGMode     *int         `json:"mig_mode,omitempty"` // current mode: 1 enabled, 0 disabled
+	MIGDevices  []MIGDevice  `json:"mig_devices,omitempty"`
 	// AccountingMode is NVML's accounting mode: "enabled" or "disabled"
 	// (nvidia-smi -am 1 turns it on, as root); empty where it was not read.
 	AccountingMode string `json:"accounting_mode,omitempty"`
@@ -401,6 +403,14 @@ type GPUProcess struct {
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 }
 
+// Utilization is the percentage of the last sample period (about a second)
+// in which a kernel ran on the GPU, and in which its memory was read or
+// written (nvmlUtilization_t).
+type Utilization struct {
+	GPU    uint32 `json:"gpu"`
+	Memory uint32 `json:"memory"`
+}
+
 // ProcessUtilization is one per-process utilization sample, in percent.
 type ProcessUtilization struct {
 	PID       int    `json:"pid"`
@@ -419,6 +429,9 @@ type MIGDevice struct {
 	Memory            *Memory      `json:"memory,omitempty"`
 	ComputeProcesses  []GPUProcess `json:"compute_processes,omitempty"`
 	GraphicsProcesses []GPUProcess `json:"graphics_processes,omitempty"`
+	// Utilization is the instance's busy figures, where NVML gives them
+	// (today's drivers answer not supported for a MIG device).
+	Utilization *Utilization `json:"utilization,omitempty"`
 }
 
 // NewID returns a snapshot id that sorts by time: UTC to the microsecond, then

@@ -11,20 +11,23 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// nvmlPoll reads NVML's process lists at each interval, in both modes: a
-// process NVML lists on a GPU it did not list before is an event, whatever
-// the kernel hooks saw of it.
+// nvmlPoll reads NVML at each --util-interval, in both modes: a process
+// NVML lists on a GPU it did not list before is an event, whatever the
+// kernel hooks saw of it, and the utilization of each GPU and of its
+// processes is a sample in a util record.
 type nvmlPoll struct {
-	opts   nvmlread.Options
-	proc   *capture.ProcRoot
-	ids    *identities
-	listed map[string]bool // GPU UUID NUL PID, at the last poll
+	sampler *nvmlread.Sampler
+	util    *utilRecords
+	proc    *capture.ProcRoot
+	ids     *identities
+	listed  map[string]bool // GPU UUID NUL PID, at the last poll
 	// off says why polling stopped (NVML unavailable), for the watch_start record.
 	off string
 }
 
 func newNVMLPoll(opts nvmlread.Options, proc *capture.ProcRoot) *nvmlPoll {
-	return &nvmlPoll{opts: opts, proc: proc, ids: newIdentities(proc), listed: map[string]bool{}}
+	return &nvmlPoll{sampler: nvmlread.NewSampler(opts, time.Now()), util: newUtilRecords(proc.StartTime),
+		proc: proc, ids: newIdentities(proc), listed: map[string]bool{}}
 }
 
 // poll reads NVML once. NVML unavailable (no driver here) stops the polling
@@ -33,7 +36,7 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 	if n.off != "" {
 		return nil
 	}
-	nv, err := n.opts.ReadNVML()
+	nv, err := n.sampler.Read()
 	if err != nil {
 		return err
 	}
@@ -42,6 +45,7 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 		return nil
 	}
 	now := time.Now()
+	n.util.add(now, samplesOf(&nv), emit)
 	listed := map[string]bool{}
 	var fresh []int
 	var uuids []string

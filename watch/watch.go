@@ -34,8 +34,11 @@ const (
 // Defaults of Options.
 const (
 	DefaultInterval = time.Second
-	DefaultRetain   = 30 * 24 * time.Hour
-	flushEvery      = 200 * time.Millisecond
+	// DefaultUtilInterval is --util-interval's default: NVML's own sample
+	// period is about a second, and a shorter one reads the same figure twice.
+	DefaultUtilInterval = time.Second
+	DefaultRetain       = 30 * 24 * time.Hour
+	flushEvery          = 200 * time.Millisecond
 	// maxPending bounds the events kept while the log cannot be written
 	// (a full disk): past it they are counted as lost, and said. An event
 	// with its process and device is 640-800 bytes of heap (measured): about
@@ -48,12 +51,15 @@ type Options struct {
 	DB       string // the store file; the log is eventlog.JournalDir(DB)
 	ProcRoot string // "" is /proc
 	NVML     nvmlread.Options
-	Interval time.Duration // NVML polls and fallback rescans
-	Mode     string
-	Hooks    []bpf.Hook     // the BPF hooks to try, best first (nil: all)
-	Retain   time.Duration  // segments older than this are removed
-	Metrics  *metrics.Watch // nil: none
-	Log      io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
+	Interval time.Duration // fallback rescans
+	// UtilInterval is how often NVML is read: its process lists, and the
+	// utilization samples of util records.
+	UtilInterval time.Duration
+	Mode         string
+	Hooks        []bpf.Hook     // the BPF hooks to try, best first (nil: all)
+	Retain       time.Duration  // segments older than this are removed
+	Metrics      *metrics.Watch // nil: none
+	Log          io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
 	// Started, when set, is called once the watch records, with its start record.
 	Started func(eventlog.Event)
 }
@@ -76,6 +82,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		opts.ProcRoot = "/proc"
 	}
 	opts.Interval = cmpOr(opts.Interval, DefaultInterval)
+	opts.UtilInterval = cmpOr(opts.UtilInterval, DefaultUtilInterval)
 	opts.Retain = cmpOr(opts.Retain, DefaultRetain)
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -143,6 +150,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 		fmt.Fprintf(opts.Log, "gpusnap watch: NVML's wait for GPU events did not return; stopping without it\n")
 	}
 	r.flushRepeats()
+	nv.util.flush(r.emit)
 	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindWatchStop, Mode: start.Mode, Lost: r.stats.Lost, GPUEventsOff: r.gpuEventsOffNow()})
 	if err := r.flush(); err != nil {
 		return r.stats, err
@@ -169,6 +177,8 @@ func (l *eventLoop) serve(ctx context.Context, kernelDone <-chan error) error {
 	defer flush.Stop()
 	tick := time.NewTicker(l.opts.Interval)
 	defer tick.Stop()
+	utilTick := time.NewTicker(l.opts.UtilInterval)
+	defer utilTick.Stop()
 	prune := time.NewTicker(time.Hour)
 	defer prune.Stop()
 	alive := time.NewTicker(eventlog.AliveEvery)
@@ -186,6 +196,7 @@ func (l *eventLoop) serve(ctx context.Context, kernelDone <-chan error) error {
 				l.r.noteLost(l.kw)
 			}
 			if asked.Asked() {
+				l.nv.util.flush(l.r.emit) // the reader waits for samples up to its time too
 				l.r.heartbeat(l.mode)
 			}
 			if time.Since(lastRepeats) >= repeatEvery {
@@ -201,6 +212,7 @@ func (l *eventLoop) serve(ctx context.Context, kernelDone <-chan error) error {
 					fmt.Fprintf(l.opts.Log, "gpusnap watch: rescan: %v\n", err)
 				}
 			}
+		case <-utilTick.C:
 			if err := l.nv.poll(ctx, l.r.emit); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(l.opts.Log, "gpusnap watch: NVML: %v\n", err)
 			}

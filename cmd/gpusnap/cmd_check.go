@@ -37,7 +37,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
 			expectWatchFlag(),
-			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered)"},
+			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered, gpu_busy_without_process)"},
 			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
 			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
 		}, append(podFlags(), ocsfFlags()...)...),

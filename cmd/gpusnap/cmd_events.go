@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -21,13 +24,16 @@ func eventsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "events",
 		Usage: "list what gpusnap watch recorded: opens and mappings of NVIDIA devices, the processes that made them, and NVML's GPU events (Xid, ECC, GPU lost)",
-		UsageText: "gpusnap events [--tenant T] [--since TIME|DUR] [--json]\n\n" +
+		UsageText: "gpusnap events [--tenant T] [--since TIME|DUR] [--util [--gpu UUID]] [--json]\n\n" +
 			"--tenant T lists the events of T's window: from its newest baseline to the post snapshot after it\n" +
-			"(or now). Spans no watch recorded, and events the kernel dropped, are said on stderr.\n\n" +
+			"(or now). Spans no watch recorded, and events the kernel dropped, are said on stderr. --util prints\n" +
+			"watch's utilization samples instead, one line a sample (--json: an array of GPUs, each with its samples).\n\n" +
 			"Examples:\n  gpusnap events --since 1h\n  gpusnap events --tenant \"$SLURM_JOB_ID\" --json | jq '.[] | select(.kind==\"mmap\")'",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the events between tenant `T`'s newest baseline and its post snapshot (or now)"},
 			&cli.StringFlag{Name: "since", Usage: "only events at or after `TIME` (RFC 3339 or YYYY-MM-DD) or within the last DUR (1h)"},
+			&cli.BoolFlag{Name: "util", Usage: "print the GPUs' and processes' utilization samples as a table (--json: arrays)"},
+			&cli.StringFlag{Name: "gpu", Usage: "with --util: only the GPU (or MIG instance) `UUID`, with its MIG instances"},
 		}, ocsfFlags()...),
 		Action: action(parseEvents, runEvents),
 	}
@@ -38,13 +44,21 @@ type eventsOptions struct {
 	Tenant string
 	Since  time.Time // zero: from the log's start
 	OCSF   ocsfOutput
+	Util   bool
+	GPU    string
 }
 
 func parseEvents(c *cli.Context) (eventsOptions, error) {
-	o := eventsOptions{Tenant: c.String("tenant")}
+	o := eventsOptions{Tenant: c.String("tenant"), Util: c.Bool("util"), GPU: c.String("gpu")}
 	var err error
 	if o.OCSF, err = parseOCSF(c); err != nil {
 		return o, err
+	}
+	switch {
+	case o.GPU != "" && !o.Util:
+		return o, usageError(errors.New("--gpu needs --util"))
+	case o.Util && (o.OCSF.Stdout || o.OCSF.File != ""):
+		return o, usageError(errors.New("--util prints samples, which are no OCSF findings: leave out --format ocsf and --ocsf-file"))
 	}
 	if s := c.String("since"); s != "" {
 		o.Since, err = parseSince(s, time.Now())
@@ -85,6 +99,9 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	if cov.Lost > 0 {
 		fmt.Fprintf(g.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
 	}
+	if o.Util {
+		return writeUtil(g, eventlog.Series(res.Events, o.GPU))
+	}
 	findings := func() []ocsf.Finding {
 		host, _ := os.Hostname() // the store's host: watch records this host's events
 		return ocsf.FromEvents(res.Events, ocsfSource(host, "events"), eventLine)
@@ -113,6 +130,43 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 		}
 	}
 	return nil
+}
+
+// writeUtil prints the samples: one line a sample, or with --json the array.
+func writeUtil(g globals, series []eventlog.UtilSeries) error {
+	if g.JSON {
+		if series == nil {
+			series = []eventlog.UtilSeries{}
+		}
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(series)
+	}
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tGPU\tSM%\tMEM%\tUSED MiB\tLISTED\tPROCESSES (PID@START SM%/MEM%)")
+	figure := func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	for _, s := range series {
+		for _, n := range s.Notes {
+			fmt.Fprintf(g.Stderr, "gpusnap events: %s: %s\n", safetext.Escape(s.GPU), safetext.Escape(n))
+		}
+		if s.More > 0 {
+			fmt.Fprintf(g.Stderr, "gpusnap events: %s: %d process samples past the 64 busiest a sample were not recorded\n", safetext.Escape(s.GPU), s.More)
+		}
+		for _, smp := range s.Samples {
+			procs := make([]string, 0, len(smp.Processes))
+			for _, p := range smp.Processes {
+				procs = append(procs, fmt.Sprintf("%d@%d %d/%d", p.PID, p.StartTime, p.SM, p.Mem))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", smp.Time.Local().Format("2006-01-02T15:04:05.000Z07:00"), safetext.Line(s.GPU),
+				figure(int64(smp.SM)), figure(int64(smp.Mem)), figure(smp.UsedMiB), figure(int64(smp.Listed)), strings.Join(procs, ", "))
+		}
+	}
+	return tw.Flush()
 }
 
 func orNow(t, now time.Time) time.Time {
@@ -179,6 +233,9 @@ func eventLine(e *eventlog.Event) string {
 	}
 	if e.Child != nil {
 		parts = append(parts, "child "+e.Child.Key())
+	}
+	if e.Util != nil {
+		parts = append(parts, fmt.Sprintf("%s: %d samples, %d processes (gpusnap events --util)", e.Util.GPU, e.Util.Len(), len(e.Util.Procs)))
 	}
 	if e.Kind == eventlog.KindGPUEvent {
 		parts = append(parts, e.GPUEventText())

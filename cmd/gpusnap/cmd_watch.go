@@ -19,14 +19,15 @@ func watchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "watch",
 		Usage: "record every open and mapping of an NVIDIA device, and the lives of the processes that make them, until stopped",
-		UsageText: "gpusnap watch [--listen ADDR] [--interval DUR] [--mode auto|bpf|fallback] [--retain DUR]\n\n" +
+		UsageText: "gpusnap watch [--listen ADDR] [--interval DUR] [--util-interval DUR] [--mode auto|bpf|fallback] [--retain DUR]\n\n" +
 			"Runs until SIGTERM or SIGINT, then records what it still holds and exits 0. Events go to the store's\n" +
 			"event log (the directory DB.events beside the store file), read by gpusnap events and diff --tenant.\n" +
 			"It says on stderr which mode runs and what that mode cannot see (docs/watch.md).\n\n" +
 			"Examples:\n  gpusnap watch --listen 127.0.0.1:9402\n  systemctl enable --now gpusnap-watch   # contrib/systemd/gpusnap-watch.service",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "serve Prometheus metrics on `ADDR` (host:port) at /metrics"},
-			&cli.DurationFlag{Name: "interval", Value: watch.DefaultInterval, Usage: "poll NVML's process lists (and rescan /proc in the fallback) every `DUR`"},
+			&cli.DurationFlag{Name: "interval", Value: watch.DefaultInterval, Usage: "rescan /proc in the fallback every `DUR`"},
+			&cli.DurationFlag{Name: "util-interval", Value: watch.DefaultUtilInterval, Usage: "read NVML (its process lists and the GPUs' and processes' utilization) every `DUR`"},
 			&cli.StringFlag{Name: "mode", Value: watch.ModeAuto, Usage: "`MODE`: auto (BPF where it loads, else the fallback), bpf (BPF or exit 2), fallback"},
 			&cli.DurationFlag{Name: "retain", Value: watch.DefaultRetain, Usage: "remove event log segments older than `DUR`"},
 		},
@@ -36,21 +37,23 @@ func watchCommand() *cli.Command {
 
 // watchOptions are watch's flags.
 type watchOptions struct {
-	Listen   string
-	Interval time.Duration
-	Mode     string
-	Retain   time.Duration
+	Listen       string
+	Interval     time.Duration
+	UtilInterval time.Duration
+	Mode         string
+	Retain       time.Duration
 }
 
 func parseWatch(c *cli.Context) (watchOptions, error) {
-	o := watchOptions{Listen: c.String("listen"), Interval: c.Duration("interval"), Mode: c.String("mode"), Retain: c.Duration("retain")}
+	o := watchOptions{Listen: c.String("listen"), Interval: c.Duration("interval"), UtilInterval: c.Duration("util-interval"),
+		Mode: c.String("mode"), Retain: c.Duration("retain")}
 	switch o.Mode {
 	case watch.ModeAuto, watch.ModeBPF, watch.ModeFallback:
 	default:
 		return o, usageError(fmt.Errorf("--mode %q: want auto, bpf or fallback", o.Mode))
 	}
-	if o.Interval < 10*time.Millisecond || o.Retain <= 0 {
-		return o, usageError(errors.New("--interval must be at least 10ms and --retain positive"))
+	if o.Interval < 10*time.Millisecond || o.UtilInterval < 10*time.Millisecond || o.Retain <= 0 {
+		return o, usageError(errors.New("--interval and --util-interval must be at least 10ms, and --retain positive"))
 	}
 	return o, nil
 }
@@ -58,11 +61,11 @@ func parseWatch(c *cli.Context) (watchOptions, error) {
 // runWatch records until ctx is done (SIGTERM, SIGINT), then flushes and returns nil.
 func runWatch(ctx context.Context, g globals, o watchOptions) error {
 	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.nvmlOptions(),
-		Interval: o.Interval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
+		Interval: o.Interval, UtilInterval: o.UtilInterval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
 		set := metrics.New(buildVersion())
 		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork, eventlog.KindInherit,
-			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindLost)
+			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindUtil, eventlog.KindLost)
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)

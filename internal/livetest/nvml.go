@@ -39,7 +39,8 @@ func HungNVML(t testing.TB) string {
 
 // ServeGPU fills the calls go-nvml's server mocks leave out (process lists,
 // utilization, memory v2) for one of their devices: procs are its compute
-// processes, and its memory in use is theirs.
+// processes, and its memory in use is theirs; it is 90% busy while it has
+// any, idle without.
 func ServeGPU(d *server.Device, procs ...nvml.ProcessInfo) {
 	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
 		var used uint64
@@ -52,6 +53,12 @@ func ServeGPU(d *server.Device, procs ...nvml.ProcessInfo) {
 	d.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
 	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		if len(procs) == 0 {
+			return nvml.Utilization{}, nvml.SUCCESS
+		}
+		return nvml.Utilization{Gpu: 90, Memory: 30}, nvml.SUCCESS
+	}
 	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 		if len(procs) == 0 {
 			return nil, nvml.ERROR_NOT_FOUND
