@@ -102,8 +102,8 @@ const mpsQuit = "echo quit | nvidia-cuda-mps-control (or echo shutdown_server %d
 // verdict its own ownership gave. A server with live clients at TO serves
 // them: it is theirs, so it takes their owner's class (the tenant's client
 // first, then another job's), and is left alone while they run.
-func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process, clients []*snapshot.Process) Triage {
-	quit := fmt.Sprintf(mpsQuit, p.PID)
+func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
+	clients, quit := in.mpsClients, fmt.Sprintf(mpsQuit, p.PID)
 	t.Why = append([]string{fmt.Sprintf("pid %d is CUDA MPS's server (%s): started by the MPS control daemon for its first client's user, it owns the GPU contexts its clients' work runs in", p.PID, snapshot.MPSServerExe)}, t.Why...)
 	if len(clients) == 0 {
 		t.Why = append(t.Why, "NVML lists no live MPS client on its GPUs: it serves no one")

@@ -100,7 +100,7 @@ func classify(in triageInput) Triage {
 	}
 	t := ownership(in, p)
 	if p.MPSServer() && in.proc != nil {
-		t = mpsServerTriage(t, in, p, in.mpsClients)
+		t = mpsServerTriage(t, in, p)
 	}
 	return t
 }
