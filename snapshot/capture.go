@@ -48,6 +48,11 @@ type Options struct {
 	// ctime) and their paths' dpkg owners (while the database's stamp
 	// holds): an unchanged binary is not read again. "" keeps none.
 	BinaryCache string
+	// UnitRoot is the root that systemd's unit directories (etc/systemd/system,
+	// usr/lib/systemd/system ...) lie under, read for the Restart= and timer
+	// of each GPU user's unit; "" means / on the live procfs, and none for
+	// another proc root.
+	UnitRoot string
 
 	noCorroborate bool // a benchmark's capture without triage's reads
 }

@@ -67,6 +67,11 @@ func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *Snapshot, 
 	}
 	cfg.readSockets(r, s, users)
 	cfg.readLineage(r, s, users)
+	units := opts.UnitRoot
+	if units == "" && cfg.live {
+		units = "/"
+	}
+	readUnits(units, users, &s.Scan)
 	dir := opts.DpkgDir
 	if dir == "" && cfg.live {
 		dir = provenance.DefaultDir
