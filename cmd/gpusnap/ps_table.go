@@ -199,10 +199,11 @@ func psStarted(r psRow) string {
 	return r.Started.Local().Format("Jan02")
 }
 
-// psConnections is the CONN column: the peers it talks to, "-" where its
-// sockets were not read.
+// psConnections is the CONN column: the peers it talks to (ps lists GPU
+// users, whose sockets the capture reads), "-" where they could not be read
+// or were not (a defunct process holds none).
 func psConnections(r psRow) string {
-	if r.Sockets == nil && r.UnixSockets == 0 {
+	if r.Defunct() || slices.ContainsFunc(r.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets:") }) {
 		return "-"
 	}
 	n := 0
