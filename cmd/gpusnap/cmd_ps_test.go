@@ -32,7 +32,7 @@ func TestPsTable(t *testing.T) {
 		row  int
 		want []string
 	}{
-		{1, []string{"4242 ", " tenant ", "python3 /usr/bin/python3.11", "docker:3f2a9c1e…"}},
+		{1, []string{"4242 ", " tenant ", " #0 ", "python3 /usr/bin/python3.11", "docker:3f2a9c1e…"}},
 		{2, []string{"5000 ", " suspected_compromise ", "1001(eu…", `!python3\n\x1b[31mFAKE /tmp/.x/`, "containerd:c0ff…"}},
 		{4, []string{"6000 ", " suspected_compromise ", "slurm:4242", "!srun_task /home/alice/bin/solv"}},
 	} {

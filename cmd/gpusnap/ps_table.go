@@ -51,7 +51,7 @@ var psColumns = []psColumn{
 	{"S", 0, false, func(r psRow) string { return orDash(r.State) }},
 	{"USER", 8, false, func(r psRow) string { return psUser(r.Process) }},
 	{"CLASS", 0, false, func(r psRow) string { return r.Triage.Class }},
-	{"GPU", 7, false, func(r psRow) string { return orDash(strings.Join(r.gpu.gpus, ",")) }},
+	{"GPU", 7, false, psGPUs},
 	{"GPU MEM", 0, false, func(r psRow) string {
 		if r.gpu.mem == nil {
 			return "-"
@@ -185,6 +185,32 @@ func addSize(sum *uint64, n uint64) *uint64 {
 		v += *sum
 	}
 	return &v
+}
+
+// psGPUs is the GPU column: the NVML indexes of the GPUs the process is
+// listed on, holds or maps; where NVML did not place it, "#N" for each
+// /dev/nvidiaN it holds or maps (NVML minor number N).
+func psGPUs(r psRow) string {
+	if len(r.gpu.gpus) > 0 {
+		return strings.Join(r.gpu.gpus, ",")
+	}
+	var minors []int
+	for _, m := range r.Mappings {
+		if m.GPUMinor != nil {
+			minors = append(minors, *m.GPUMinor)
+		}
+	}
+	for _, h := range r.Holders {
+		if h.GPUMinor != nil {
+			minors = append(minors, *h.GPUMinor)
+		}
+	}
+	slices.Sort(minors)
+	var out []string
+	for _, n := range slices.Compact(minors) {
+		out = append(out, "#"+strconv.Itoa(n))
+	}
+	return orDash(strings.Join(out, ","))
 }
 
 // psStarted is the STARTED column: the clock time for a process started
