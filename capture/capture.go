@@ -43,6 +43,18 @@ type Options struct {
 	// user's exe; "" means provenance.DefaultDir on the live procfs, and
 	// none for another proc root (its host's database is not this one).
 	DpkgDir string
+	// BinaryCache is a file that keeps, from one capture to the next, the
+	// GPU users' exe digests (by path, device, inode, size, mtime and
+	// ctime) and their paths' dpkg owners (while the database's stamp
+	// holds): an unchanged binary is not read again. "" keeps none.
+	BinaryCache string
+	// UnitRoot is the root that systemd's unit directories (etc/systemd/system,
+	// usr/lib/systemd/system ...) lie under, read for the Restart= and timer
+	// of each GPU user's unit; "" means / on the live procfs, and none for
+	// another proc root.
+	UnitRoot string
+
+	noCorroborate bool // a benchmark's capture without triage's reads
 }
 
 // Capture reads the host now: every process under the proc root, and NVML.
@@ -152,7 +164,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, nvErr
 	}
 	s.NVML = nv
-	cfg.corroborate(r, s, opts) // once NVML has named the GPU users
+	if !opts.noCorroborate {
+		cfg.corroborate(ctx, r, s, opts) // once NVML has named the GPU users
+	}
 	<-klDone
 	kernelLog.BootID = s.Host.BootID
 	s.KernelLog = &kernelLog

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,13 +60,18 @@ func gpuUsers(s *Snapshot) []*Process {
 // the evidence triage weighs beside its device use: its sockets, its
 // lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
 // the host.
-func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
+func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *Snapshot, opts Options) {
 	users := gpuUsers(s)
 	if len(users) == 0 {
 		return
 	}
 	cfg.readSockets(r, s, users)
 	cfg.readLineage(r, s, users)
+	units := opts.UnitRoot
+	if units == "" && cfg.live {
+		units = "/"
+	}
+	readUnits(units, users, &s.Scan)
 	dir := opts.DpkgDir
 	if dir == "" && cfg.live {
 		dir = provenance.DefaultDir
@@ -78,9 +84,19 @@ func (cfg *scanConfig) corroborate(r *reader, s *Snapshot, opts Options) {
 		}
 		defer dpkg.Close()
 	}
-	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg)
+	var known *binaryCache
+	if cfg.live {
+		var note string
+		if known, note = loadBinaryCache(opts.BinaryCache); note != "" {
+			s.Scan.Errors = append(s.Scan.Errors, note)
+		}
+	}
+	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg, known)
 	if dpkg != nil {
 		s.Scan.Errors = append(s.Scan.Errors, dpkg.Notes...)
+	}
+	if note := known.save(ctx); note != "" {
+		s.Scan.Errors = append(s.Scan.Errors, note)
 	}
 }
 

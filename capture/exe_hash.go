@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"syscall"
 
@@ -20,8 +21,8 @@ const DefaultHashLimit = 512 << 20
 // exeKey names one executable file within a capture: the same file, not
 // changed since, is hashed once however many processes run it.
 type exeKey struct {
-	dev, ino    uint64
-	size, mtime int64
+	dev, ino           uint64
+	size, mtime, ctime int64
 }
 
 type exeDigest struct {
@@ -33,12 +34,14 @@ type exeDigest struct {
 type exeHasher struct {
 	limit int64
 	cache map[exeKey]exeDigest
+	// known holds the digests of earlier captures (Options.BinaryCache).
+	known *binaryCache
 	buf   []byte
 }
 
 // hash hashes the exe of the task directory dir (PID or PID/task/TID) under
-// the live proc root rootfd.
-func (h *exeHasher) hash(rootfd int, dir string) exeDigest {
+// the live proc root rootfd; path is where that exe link points.
+func (h *exeHasher) hash(rootfd int, dir, path string) exeDigest {
 	fd, err := unix.Openat(rootfd, dir+"/exe", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
@@ -48,11 +51,16 @@ func (h *exeHasher) hash(rootfd int, dir string) exeDigest {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
 	}
-	key := exeKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+	key := exeKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 	if d, ok := h.cache[key]; ok {
 		return d
 	}
-	d := h.read(fd, st)
+	known := binaryKey{Path: path, Dev: st.Dev, Ino: st.Ino, Size: st.Size, Mtime: key.mtime, Ctime: key.ctime}
+	d, ok := h.known.digest(known)
+	if !ok {
+		d = h.read(fd, st)
+		h.known.put(known, d)
+	}
 	h.cache[key] = d
 	return d
 }
@@ -97,12 +105,13 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 
 // readBinaries hashes each user's exe and names the package that owns its
 // path, on the live procfs only: a tree's exe links name another machine's
-// files. dpkg is nil where the host has no dpkg database.
-func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provenance.DB) {
+// files. dpkg is nil where the host has no dpkg database; known (nil: none)
+// holds what earlier captures found of the same binaries and paths.
+func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provenance.DB, known *binaryCache) {
 	if !cfg.live {
 		return
 	}
-	h := &exeHasher{limit: limit, cache: map[exeKey]exeDigest{}}
+	h := &exeHasher{limit: limit, cache: map[exeKey]exeDigest{}, known: known}
 	var paths []string
 	md5s := map[*Process]string{}
 	for _, p := range users {
@@ -113,14 +122,21 @@ func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provena
 		if p.LiveThread != 0 {
 			dir += "/task/" + strconv.Itoa(p.LiveThread)
 		}
-		d := h.hash(cfg.rootfd, dir)
+		d := h.hash(cfg.rootfd, dir, p.Exe)
 		p.ExeSHA256, p.HashStatus, md5s[p] = d.sha256, d.status, d.md5
 		if d.err != "" {
 			p.Errors = append(p.Errors, d.err)
 		}
 		paths = append(paths, p.Exe)
 	}
-	owners := dpkg.Owners(paths)
+	owners, missing := known.owners(dpkg.Stamp(), paths)
+	if len(missing) > 0 {
+		found, complete := dpkg.Owners(missing)
+		maps.Copy(owners, found)
+		if complete {
+			known.learnOwners(dpkg.Stamp(), missing, found)
+		}
+	}
 	for p, sum := range md5s {
 		status, why := dpkg.Status(owners[p.Exe], p.Exe, sum)
 		p.Package = &Package{Name: owners[p.Exe], Status: status}

@@ -10,3 +10,10 @@ func UseWalkPrograms(tasks, vmas []string) (restore func()) {
 	openWalk = func() (*bpf.Walk, error) { return bpf.OpenWalkWith(tasks, vmas) }
 	return func() { openWalk = old }
 }
+
+// WithoutTriage is opts for a capture that reads no triage evidence (no
+// sockets, lineage, hashes or packages): the baseline of a benchmark.
+func WithoutTriage(opts Options) Options {
+	opts.noCorroborate = true
+	return opts
+}

@@ -2,11 +2,14 @@ package capture_test
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
@@ -16,7 +19,7 @@ import (
 
 // mapWithPython runs python (the interpreter at that path) mapping node
 // MAP_SHARED read-write until the test ends, and returns its PID.
-func mapWithPython(t *testing.T, python, node string) int {
+func mapWithPython(t testing.TB, python, node string) int {
 	t.Helper()
 	cmd := exec.Command(python, "-c", `import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
@@ -129,4 +132,138 @@ func TestLiveExeHashLimitAndDeleted(t *testing.T) {
 	if p.HashStatus != snapshot.HashTooLarge || p.ExeSHA256 != "" {
 		t.Errorf("exe of %d bytes, limit one less: hash %s %q, want too_large and none", len(data), p.HashStatus, p.ExeSHA256)
 	}
+}
+
+// A capture keeps what it hashed in its binary cache, and the next reuses a
+// binary's digest while its path, inode, size, mtime and ctime hold: the
+// digest planted in the cache is what the second capture reports (it read
+// no byte of the binary). A chmod moves the ctime alone, and the binary is
+// read again.
+func TestLiveBinaryCacheReuse(t *testing.T) {
+	livetest.Require(t)
+	loop := livetest.NewLoop(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "bin", "solver")
+	w := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Exe: exe})
+	cache := filepath.Join(dir, "gpusnap.db.binaries")
+	opts := capture.Options{BinaryCache: cache}
+	captureTenant := func() *snapshot.Process {
+		t.Helper()
+		snap, err := capture.Capture(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range snap.Scan.Errors {
+			if strings.HasPrefix(e, "binary cache") {
+				t.Errorf("scan note: %s", e)
+			}
+		}
+		return mustFind(t, snap, w.Proc, "worker")
+	}
+	want := sha256File(t, exe)
+	if p := captureTenant(); p.HashStatus != snapshot.HashOK || p.ExeSHA256 != want {
+		t.Fatalf("first capture: %s %q, want ok %s", p.HashStatus, p.ExeSHA256, want)
+	}
+	data, err := os.ReadFile(cache)
+	if err != nil {
+		t.Fatalf("the capture kept no binary cache: %v", err)
+	}
+	if !strings.Contains(string(data), want) {
+		t.Fatalf("the cache lacks the worker's digest %s: %s", want, data)
+	}
+	planted := strings.Repeat("ab", 32)
+	if err := os.WriteFile(cache, []byte(strings.ReplaceAll(string(data), want, planted)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p := captureTenant(); p.ExeSHA256 != planted {
+		t.Errorf("an unchanged binary was read again: %q, want the cached %s", p.ExeSHA256, planted)
+	}
+	time.Sleep(20 * time.Millisecond) // past a coarse clock's tick
+	if err := os.Chmod(exe, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if p := captureTenant(); p.ExeSHA256 != want {
+		t.Errorf("after a chmod (a new ctime): %q, want it hashed again: %s", p.ExeSHA256, want)
+	}
+	// A damaged cache is a note and a fresh hash, never a failure.
+	if err := os.WriteFile(cache, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := capture.Capture(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := mustFind(t, snap, w.Proc, "worker"); p.ExeSHA256 != want {
+		t.Errorf("over a damaged cache: %q, want %s", p.ExeSHA256, want)
+	}
+	if !strings.Contains(strings.Join(snap.Scan.Errors, "\n"), "binary cache: "+cache) {
+		t.Errorf("a damaged cache left no note: %q", snap.Scan.Errors)
+	}
+}
+
+// The owner of an exe path found in the dpkg database is kept while the
+// database's stamp holds: a .list edited in place (which dpkg never does)
+// is not read again, and a .list renamed into place (as dpkg installs)
+// makes every path looked up again.
+func TestLiveBinaryCacheOwners(t *testing.T) {
+	livetest.Require(t)
+	real, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Fatalf("/usr/bin/python3: %v (.ci/run installs python3-minimal)", err)
+	}
+	db := t.TempDir()
+	info := filepath.Join(db, "info")
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(info, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(db, "status"), "Package: planted\n")
+	write(filepath.Join(info, "planted.list"), "/.\n"+real+"\n")
+	loop := livetest.NewLoop(t)
+	pid := mapWithPython(t, real, loop.Node)
+	opts := capture.Options{DpkgDir: db, BinaryCache: filepath.Join(t.TempDir(), "cache")}
+	owner := func() string {
+		t.Helper()
+		snap, err := capture.Capture(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range snap.Processes {
+			if p := &snap.Processes[i]; p.PID == pid && p.Package != nil {
+				return p.Package.Name
+			}
+		}
+		t.Fatalf("pid %d has no package", pid)
+		return ""
+	}
+	if got := owner(); got != "planted" {
+		t.Fatalf("owner %q, want planted", got)
+	}
+	write(filepath.Join(info, "planted.list"), "/.\n")
+	if got := owner(); got != "planted" {
+		t.Errorf("a .list edited in place under the same stamp: owner %q, want the cached planted", got)
+	}
+	time.Sleep(20 * time.Millisecond)
+	write(filepath.Join(info, "other.list-new"), "/usr/bin/other\n")
+	if err := os.Rename(filepath.Join(info, "other.list-new"), filepath.Join(info, "other.list")); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(); got != "" {
+		t.Errorf("after an install (a .list renamed in): owner %q, want none (looked up again)", got)
+	}
+}
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

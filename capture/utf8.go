@@ -28,7 +28,7 @@ func makeValidUTF8(p *Process) {
 	fix(&p.User)
 	fix(&p.PIDNamespace)
 	fixAll(p.Cgroups)
-	for _, s := range []*string{&p.ContainerID, &p.ContainerRuntime, &p.PodUID, &p.SlurmJobID, &p.SystemdUnit} {
+	for _, s := range []*string{&p.ContainerID, &p.ContainerRuntime, &p.PodUID, &p.SlurmJobID, &p.SystemdUnit, &p.UnitRestart, &p.UnitTimer} {
 		fix(s)
 	}
 	for _, ms := range [][]Mapping{p.Mappings, p.SuspectAnon} {

@@ -54,6 +54,9 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 		findings = append(findings, rule(c)...)
 	}
 	c.attachInheritance(findings)
+	// Persistence looks behind the other findings' processes, and is
+	// allowed and triaged as they are.
+	findings = append(findings, c.persistence(findings)...)
 	c.applyAllow(findings)
 	c.attachTriage(findings)
 	c.attachShapes(findings)

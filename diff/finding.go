@@ -105,6 +105,8 @@ type ProcessRef struct {
 	State       string    `json:"state"`
 	Started     time.Time `json:"started"`
 	SystemdUnit string    `json:"systemd_unit"`
+	UnitRestart string    `json:"unit_restart"`
+	UnitTimer   string    `json:"unit_timer"`
 	Wchan       string    `json:"wchan"`
 	// Ancestry and Reparented place the process among its parents, where
 	// the capture read them (it used a GPU).

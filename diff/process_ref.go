@@ -17,6 +17,8 @@ func processRef(p *snapshot.Process) *ProcessRef {
 		State:       p.State,
 		Started:     p.Started,
 		SystemdUnit: p.SystemdUnit,
+		UnitRestart: p.UnitRestart,
+		UnitTimer:   p.UnitTimer,
 		Wchan:       p.Wchan,
 		Ancestry:    p.Ancestry,
 		Reparented:  p.Reparented,

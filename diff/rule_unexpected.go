@@ -132,6 +132,10 @@ func masquerade(p *snapshot.Process) []string {
 	return signs
 }
 
+// Masquerade lists the signs that p hides what it is, as the findings and
+// their triage weigh them: ps marks a process by them.
+func Masquerade(p *snapshot.Process) []string { return masquerade(p) }
+
 // kernelThreadName matches the names the kernel gives its own threads, as
 // ps shows them: the per-CPU and per-device workers, and the singletons.
 var kernelThreadName = lazyregexp.New(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Package statuses, as a snapshot's package.status names them.
@@ -35,14 +36,18 @@ const (
 // DB is a dpkg database, read through its info directory only: nothing in it
 // is followed out of that directory (os.Root).
 type DB struct {
-	info  *os.Root
-	lists []string // the .list files, sorted
+	info   *os.Root
+	lists  []string // the .list files, sorted; listed at the first scan
+	listed bool
+	stamp  string
 	// Notes say what of the database could not be read.
 	Notes []string
 }
 
 // Open opens the dpkg database in dir. A dir without an info directory is
 // no dpkg host: Open returns nil and no error, and every status is Unknown.
+// Open reads no file list: a caller whose owners are all known (Stamp)
+// costs the database two stat calls.
 func Open(dir string) (*DB, error) {
 	root, err := os.OpenRoot(dir + "/info")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -51,18 +56,55 @@ func Open(dir string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dpkg database: %w", err)
 	}
-	f, err := root.Open(".")
+	db := &DB{info: root}
+	if info, err := root.Stat("."); err == nil {
+		if status, err := os.Lstat(dir + "/status"); err == nil && status.Mode().IsRegular() {
+			db.stamp = fileStamp(info) + " " + fileStamp(status)
+		}
+	}
+	return db, nil
+}
+
+// fileStamp names a file's version: its inode, size, mtime and ctime. The
+// ctime cannot be set back by anyone, so a file rewritten then touched to
+// its old mtime still gets a new stamp.
+func fileStamp(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+}
+
+// Stamp names the database's version: the info directory's and the status
+// file's inode, size, mtime and ctime. dpkg rewrites status and renames
+// each new .list into place on every install, upgrade and removal, so an
+// owner found under one stamp holds while the stamp does. "" means no
+// stamp could be read: nothing found may be kept.
+func (db *DB) Stamp() string {
+	if db == nil {
+		return ""
+	}
+	return db.stamp
+}
+
+// list reads the info directory's names of .list files, once.
+func (db *DB) list() {
+	if db.listed {
+		return
+	}
+	db.listed = true
+	f, err := db.info.Open(".")
 	if err != nil {
-		root.Close()
-		return nil, fmt.Errorf("dpkg database: %w", err)
+		db.Notes = append(db.Notes, "dpkg database: "+err.Error())
+		return
 	}
 	names, err := f.Readdirnames(-1)
 	f.Close()
 	if err != nil {
-		root.Close()
-		return nil, fmt.Errorf("dpkg database: %w", err)
+		db.Notes = append(db.Notes, "dpkg database: "+err.Error())
+		return
 	}
-	db := &DB{info: root}
 	for _, n := range names {
 		if strings.HasSuffix(n, ".list") {
 			db.lists = append(db.lists, n)
@@ -73,7 +115,6 @@ func Open(dir string) (*DB, error) {
 		db.Notes = append(db.Notes, fmt.Sprintf("dpkg database: %d .list files; those past the first %d were not read", len(db.lists), maxFiles))
 		db.lists = db.lists[:maxFiles]
 	}
-	return db, nil
 }
 
 // Close releases the database's directory.
@@ -102,25 +143,34 @@ func (db *DB) read(name string) ([]byte, error) {
 // Owners finds the package that owns each of paths, as dpkg -S would:
 // "python3.11-minimal" for /usr/bin/python3.11. A path of a merged /usr
 // (/usr/bin/x) is also looked for as the package may list it (/bin/x), and
-// the other way round. Paths no package lists are absent from the result.
-func (db *DB) Owners(paths []string) map[string]string {
-	owners := map[string]string{}
+// the other way round. Paths no package lists are absent from the result;
+// complete is false where some .list could not be read (Notes say which),
+// so that an absent path may yet be some package's.
+func (db *DB) Owners(paths []string) (owners map[string]string, complete bool) {
+	owners = map[string]string{}
 	if db == nil || len(paths) == 0 {
-		return owners
+		return owners, true
 	}
 	type probe struct{ path, needle string }
 	var probes []probe
+	wanted := map[string]bool{}
 	for _, p := range paths {
-		if neverPackaged(p) {
+		if neverPackaged(p) || wanted[p] {
 			continue
 		}
+		wanted[p] = true
 		for _, alias := range aliases(p) {
 			probes = append(probes, probe{p, "\n" + alias + "\n"})
 		}
 	}
+	if len(probes) == 0 {
+		return owners, true
+	}
+	notes := len(db.Notes)
+	db.list()
 	total := 0
 	for _, name := range db.lists {
-		if len(probes) == 0 || len(owners) == len(paths) {
+		if len(owners) == len(wanted) {
 			break
 		}
 		data, err := db.read(name)
@@ -138,7 +188,7 @@ func (db *DB) Owners(paths []string) map[string]string {
 			}
 		}
 	}
-	return owners
+	return owners, len(db.Notes) == notes
 }
 
 // unpackagedDirs hold no file any Debian package installs: /usr/local is

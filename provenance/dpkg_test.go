@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func md5hex(s string) string {
@@ -55,8 +56,11 @@ func TestOwnersAndStatus(t *testing.T) {
 		t.Fatalf("Open: %v %v", db, err)
 	}
 	defer db.Close()
-	owners := db.Owners([]string{"/usr/bin/python3.11", "/usr/bin/ls", "/tmp/python3.11", "/usr/bin/evil", "/usr/bin/broken",
+	owners, complete := db.Owners([]string{"/usr/bin/python3.11", "/usr/bin/ls", "/tmp/python3.11", "/usr/bin/evil", "/usr/bin/broken",
 		"/usr/local/bin/python3", "/home/alice/bin/solver", "/memfd:x"})
+	if complete {
+		t.Errorf("a scan that could not read planted.list says it is complete")
+	}
 	want := map[string]string{"/usr/bin/python3.11": "python3.11-minimal:amd64", "/usr/bin/ls": "coreutils", "/usr/bin/broken": "broken"}
 	if len(owners) != len(want) {
 		t.Errorf("owners %v, want %v", owners, want)
@@ -92,7 +96,65 @@ func TestNoDatabase(t *testing.T) {
 	if got, _ := db.Status("", "/usr/bin/x", md5hex("x")); got != Unknown {
 		t.Errorf("no database: %s, want unknown", got)
 	}
-	if len(db.Owners([]string{"/usr/bin/x"})) != 0 {
-		t.Errorf("no database owns something")
+	if owners, complete := db.Owners([]string{"/usr/bin/x"}); len(owners) != 0 || !complete {
+		t.Errorf("no database owns something: %v %v", owners, complete)
+	}
+	if db.Stamp() != "" {
+		t.Errorf("no database has a stamp")
+	}
+}
+
+// The stamp changes whenever dpkg changes the database (it renames a new
+// .list into place and rewrites status), and with it alone: an owner found
+// under a stamp may be kept while the stamp holds.
+func TestStamp(t *testing.T) {
+	dir := dpkgDir(t, map[string]string{"coreutils.list": "/bin/ls\n"})
+	stamp := func() string {
+		t.Helper()
+		db, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		return db.Stamp()
+	}
+	if s := stamp(); s != "" {
+		t.Errorf("a database without its status file: stamp %q, want none", s)
+	}
+	status := filepath.Join(dir, "status")
+	if err := os.WriteFile(status, []byte("Package: coreutils\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := stamp()
+	if first == "" || stamp() != first {
+		t.Fatalf("stamp %q then %q: want one, the same twice", first, stamp())
+	}
+	// dpkg's install of a package: a new .list renamed into info/.
+	tmp := filepath.Join(dir, "info", "gawk.list-new")
+	if err := os.WriteFile(tmp, []byte("/usr/bin/gawk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "info", "gawk.list")); err != nil {
+		t.Fatal(err)
+	}
+	second := stamp()
+	if second == first {
+		t.Errorf("a .list renamed into the database left the stamp %q", first)
+	}
+	// status rewritten to the same size, then touched back to its old
+	// times: its ctime still moves (past a coarse clock's tick).
+	fi, err := os.Stat(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(status, []byte("Package: coreutilz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(status, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if stamp() == second {
+		t.Errorf("status rewritten and touched back: the stamp did not change")
 	}
 }

@@ -136,6 +136,11 @@ type Process struct {
 	PodUID           string   `json:"pod_uid,omitempty"`
 	SlurmJobID       string   `json:"slurm_job_id,omitempty"`
 	SystemdUnit      string   `json:"systemd_unit,omitempty"`
+	// UnitRestart is the Restart= of SystemdUnit's file (and drop-ins), and
+	// UnitTimer the timer that starts it, for a process that uses a GPU:
+	// what brings it back after a kill.
+	UnitRestart string `json:"unit_restart,omitempty"`
+	UnitTimer   string `json:"unit_timer,omitempty"`
 
 	KernelThread bool `json:"kernel_thread,omitempty"`
 

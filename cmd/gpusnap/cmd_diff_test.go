@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -39,11 +40,16 @@ func TestDiffScenarios(t *testing.T) {
 	if err != nil || len(dirs) < 10 {
 		t.Fatalf("scenarios: %v (%d found)", err, len(dirs))
 	}
+	reached := map[string]bool{} // the triage classes the scenarios declare
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
-			var want struct{ Findings []expectedFinding }
+			var want struct {
+				Findings []expectedFinding
+				// Triage is the class every finding of a PID must carry.
+				Triage map[string]string
+			}
 			data, err := os.ReadFile(exp)
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +112,44 @@ func TestDiffScenarios(t *testing.T) {
 			if r.Tenant != name || r.Summary.Total != len(want.Findings) {
 				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
 			}
+			checkScenarioTriage(t, r, want.Triage)
+			for _, class := range want.Triage {
+				reached[class] = true
+			}
 		})
+	}
+	// Each triage class docs/triage.md describes is reached by one scenario.
+	for _, class := range []string{diff.ClassExpected, diff.ClassTenant, diff.ClassAnotherTenant, diff.ClassLeftoverWorker,
+		diff.ClassZombieContext, diff.ClassUnkillable, diff.ClassSuspectedCompromise} {
+		if !reached[class] {
+			t.Errorf("no scenario's expected.json declares triage class %s", class)
+		}
+	}
+}
+
+// checkScenarioTriage checks that every finding of each PID expected.json's
+// triage names carries that class, and that each such PID has a finding.
+func checkScenarioTriage(t *testing.T, r diff.Result, want map[string]string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, f := range r.Findings {
+		pid := "0"
+		if f.Process != nil {
+			pid = strconv.Itoa(f.Process.PID)
+		}
+		class, ok := want[pid]
+		if !ok {
+			continue
+		}
+		seen[pid] = true
+		if f.Triage == nil || f.Triage.Class != class {
+			t.Errorf("pid %s: %s has triage %+v, want class %s", pid, f.Kind, f.Triage, class)
+		}
+	}
+	for pid := range want {
+		if !seen[pid] {
+			t.Errorf("expected.json's triage names pid %s, which has no finding", pid)
+		}
 	}
 }
 

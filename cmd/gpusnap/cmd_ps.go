@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,13 +20,15 @@ func psCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ps",
 		Usage: "live triage: every process that uses an NVIDIA device now",
-		UsageText: "gpusnap ps [--json]\n\nExamples:\n" +
+		UsageText: "gpusnap ps [--wide] [--json]\n\nExamples:\n" +
 			"  gpusnap ps\n" +
+			"  gpusnap ps --wide   # every column, none cut: holders, mappings, package, SHA-256\n" +
 			"  gpusnap ps --json | jq '.processes[] | {pid, exe, container_id}'\n" +
 			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml\n\n" +
 			"On a Kubernetes node (the kubelet's pod-resources socket is there), each GPU shows the pods given it,\n" +
 			"and a process of another pod that uses it.",
-		Flags:  podFlags(),
+		Flags: append(podFlags(), &cli.BoolFlag{Name: "wide", Aliases: []string{"w"},
+			Usage: "show every column (holders, mappings, package, SHA-256) and cut none; without it the table fits 120 columns, a cut value ending in …"}),
 		Action: action(parsePs, runPs),
 	}
 }
@@ -56,9 +57,12 @@ type psProcess struct {
 // global flags say what else to read.
 type psOptions struct {
 	Pods *kubelet.Options // nil: no Kubernetes node
+	Wide bool             // --wide: every column, none cut
 }
 
-func parsePs(c *cli.Context) (psOptions, error) { return psOptions{Pods: parsePodFlags(c)}, nil }
+func parsePs(c *cli.Context) (psOptions, error) {
+	return psOptions{Pods: parsePodFlags(c), Wide: c.Bool("wide")}, nil
+}
 
 func runPs(ctx context.Context, g globals, o psOptions) error {
 	snap, err := captureHost(ctx, g, snapshot.LabelSnapshot, "")
@@ -90,7 +94,7 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 	if g.JSON {
 		return printJSON(g.Stdout, rep)
 	}
-	if err := printPsTable(g.Stdout, rep.Processes); err != nil {
+	if err := printPsTable(g.Stdout, rep.Processes, rep.GPUs, snap.Host.CaptureStart, o.Wide); err != nil {
 		return err
 	}
 	printPsGPUs(g.Stdout, rep.GPUs, alloc)
@@ -118,37 +122,6 @@ func psLastLine(found int, scan snapshot.Scan) string {
 		}
 	}
 	return line
-}
-
-// printPsTable prints one row per process. Every process-controlled string
-// (comm, exe, paths) is escaped: a hostile name cannot forge rows or drive
-// the terminal.
-// A suspect's row is followed by a why line naming the evidence.
-func printPsTable(w io.Writer, procs []psProcess) error {
-	var table bytes.Buffer
-	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tPPID\tSTATE\tUSER\tCLASS\tCOMM\tEXE\tCONTAINER\tHOLDERS\tMAPPINGS")
-	for _, pp := range procs {
-		p := pp.Process
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			p.PID, p.PPID, orDash(p.State), psUser(p), pp.Triage.Class, psComm(p), psExe(p), psContainer(p), psHolders(p.Holders), psMappings(p))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// The why lines go in after the aligning: a line without tabs would
-	// end tabwriter's column block and misalign the rows after it.
-	rows := strings.SplitAfter(table.String(), "\n")
-	var out strings.Builder
-	out.WriteString(rows[0])
-	for i, pp := range procs {
-		out.WriteString(rows[i+1])
-		if c := pp.Triage.Class; c == diff.ClassSuspectedCompromise || c == diff.ClassUnkillable {
-			fmt.Fprintf(&out, "  why: %s; next: %s\n", safetext.Escape(strings.Join(pp.Triage.Why, "; ")), safetext.Escape(pp.Triage.Next))
-		}
-	}
-	_, err := io.WriteString(w, out.String())
-	return err
 }
 
 // printPsGPUs prints, per GPU: memory used and what no listed process

@@ -130,7 +130,7 @@ func TestPsShowsDefunct(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	table, _, _ := strings.Cut(out, "\n\n")
-	if !strings.Contains(table, "\n7777  7770  Z      1000  zombie_context   python3 <defunct>  -") ||
+	if !strings.Contains(table, "\n7777 7770 Nov29   Z 1000 zombie_context  0   3.0GiB  -   -    session-3.scope  python3 <defunct>") ||
 		!strings.Contains(section(out, "0"), "7777  C     3.0GiB      -    -     -    1000  python3 <defunct>  -") {
 		t.Errorf("zombie 7777 not shown as <defunct>:\n%s", out)
 	}

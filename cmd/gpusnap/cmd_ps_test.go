@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -31,13 +32,40 @@ func TestPsTable(t *testing.T) {
 		row  int
 		want []string
 	}{
-		{1, []string{"4242 ", " tenant ", "python3", "/usr/bin/python3.11", "docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
-		{2, []string{"5000 ", " suspected_compromise ", "1001(euid 0)", `python3\n\x1b[31mFAKE`, "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
-		{4, []string{"6000 ", " suspected_compromise ", "slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB"}},
+		{1, []string{"4242 ", " tenant ", " #0 ", "python3 /usr/bin/python3.11", "docker:3f2a9c1e…"}},
+		{2, []string{"5000 ", " suspected_compromise ", "1001(eu…", `!python3\n\x1b[31mFAKE /tmp/.x/`, "containerd:c0ff…"}},
+		{4, []string{"6000 ", " suspected_compromise ", "slurm:4242", "!srun_task /home/alice/bin/solv"}},
 	} {
 		for _, w := range tc.want {
 			if !strings.Contains(lines[tc.row], w) {
 				t.Errorf("row %d lacks %q:\n%s", tc.row, w, lines[tc.row])
+			}
+		}
+	}
+	// The header and every row fit 120 columns; the why lines are whole.
+	for _, i := range []int{0, 1, 2, 4} {
+		if n := utf8.RuneCountInString(lines[i]); n > 120 {
+			t.Errorf("line %d is %d columns wide:\n%s", i, n, lines[i])
+		}
+	}
+	// --wide: every column, none cut.
+	out.Reset()
+	if code := run(context.Background(), []string{"gpusnap", "ps", "--wide", "--proc-root", psFixture, "--no-nvml"}, &out, &errb); code != 0 {
+		t.Fatalf("--wide: exit %d: %s", code, errb.String())
+	}
+	wide := strings.Split(out.String(), "\n")
+	for _, tc := range []struct {
+		row  int
+		want []string
+	}{
+		{0, []string{"HOLDERS", "MAPPINGS", "PACKAGE", "SHA256"}},
+		{1, []string{"docker:3f2a9c1e3f2a", "3:/dev/nvidiactl(rw)", "7:/dev/nvidia0(r)", "/dev/nvidia0 rw-s 2.0MiB", "/dev/nvidia0 r--s 2.0MiB", "anon-exec rwxp 128.0MiB"}},
+		{2, []string{"1001(euid 0)", "/tmp/.x/miner (deleted)", "containerd:c0ffee00c0ff pod:1a2b3c4d-5e6f-7a8b-9c0d-112233445566", "4:/dev/nvidiactl(w)", "5:/dev/nvidia1 (deleted)(rw)"}},
+		{4, []string{"slurm:4242", "/srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB", "/dev/dri/card0 rw-s 2.0MiB", "/home/alice/bin/solver"}},
+	} {
+		for _, w := range tc.want {
+			if !strings.Contains(wide[tc.row], w) {
+				t.Errorf("--wide row %d lacks %q:\n%s", tc.row, w, wide[tc.row])
 			}
 		}
 	}

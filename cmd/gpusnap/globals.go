@@ -155,6 +155,8 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		Tenant:    tenant,
 		NVML:      g.nvmlOptions(),
 		HashLimit: g.HashLimit,
+		// Beside the store: what one capture hashed, the next reuses.
+		BinaryCache: store.BinaryCachePath(g.DB),
 	}
 }
 

@@ -1,0 +1,126 @@
+package diff
+
+import (
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/gpusnap/gpusnap/provenance"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// KindPersistence: something brings a GPU finding's process back after a
+// kill, or already has: a restarting unit, a timer, cron or atd, the same
+// binary under a new process, a reboot survived.
+const KindPersistence = "persistence"
+
+// gpuKinds are the findings about a live process's use of a GPU: the
+// processes persistence looks behind.
+var gpuKinds = map[string]bool{
+	KindLeftoverDeviceMapping: true, KindLeftoverDeviceHolder: true, KindUnexpectedGPUProcess: true,
+	KindRenamedDeviceNode: true, KindOutOfAllocation: true, KindEgressConnection: true, KindHiddenDeviceUse: true,
+}
+
+// schedulers are the comms and exe names of the daemons that start jobs on
+// a schedule: a GPU user descending from one was started by a crontab or an
+// at job, which starts it again.
+var schedulers = map[string]bool{"cron": true, "crond": true, "anacron": true, "atd": true}
+
+// persistence raises one finding for each process behind a GPU finding
+// (alive at TO) that something starts again: its systemd unit restarts it
+// (Restart= other than no) or a timer starts it, it descends from cron or
+// atd, or its binary (by SHA-256, a packaged and verified one excepted: a
+// distribution's python3 runs every job) used a GPU under an earlier
+// process that is gone, in a snapshot of this boot or of an earlier one
+// (it survived a reboot). Medium; high with the evidence of compromise that
+// makes its triage suspected_compromise.
+func (c *comparison) persistence(findings []Finding) []Finding {
+	var out []Finding
+	seen := map[string]bool{}
+	for _, f := range findings {
+		if f.Process == nil || !gpuKinds[f.Kind] || seen[f.Process.Key()] {
+			continue
+		}
+		seen[f.Process.Key()] = true
+		p := c.toByKey[f.Process.Key()]
+		if p == nil || p.Defunct() {
+			continue
+		}
+		evidence := persistenceEvidence(p)
+		evidence = append(evidence, c.binaryReturns(p)...)
+		if len(evidence) == 0 {
+			continue
+		}
+		sev := Medium
+		if len(compromiseSigns(p)) > 0 {
+			sev = High
+		}
+		ref := processRef(p)
+		out = append(out, Finding{
+			Kind:     KindPersistence,
+			Severity: sev,
+			Summary:  fmt.Sprintf("%s uses a GPU and comes back: %s", describe(ref), evidence[0]),
+			Process:  ref,
+			Evidence: evidence,
+		})
+	}
+	return out
+}
+
+// persistenceEvidence is what the snapshot says restarts p: its unit's
+// Restart=, its timer, a scheduler among its ancestors.
+func persistenceEvidence(p *snapshot.Process) []string {
+	var ev []string
+	if r := p.UnitRestart; r != "" && r != "no" {
+		ev = append(ev, fmt.Sprintf("its unit %s has Restart=%s", p.SystemdUnit, r))
+	}
+	if p.UnitTimer != "" {
+		ev = append(ev, fmt.Sprintf("timer %s starts its unit %s", p.UnitTimer, p.SystemdUnit))
+	}
+	for _, a := range p.Ancestry {
+		if schedulers[a.Comm] || (a.Exe != "" && schedulers[path.Base(a.Exe)]) {
+			ev = append(ev, fmt.Sprintf("descends from %s (pid %d): a crontab or at job started it", a.Comm, a.PID))
+			break
+		}
+	}
+	return ev
+}
+
+// binaryReturns finds p's binary, by SHA-256, under a GPU-using process of
+// FROM or the history that is gone at TO: one line for the first such
+// process of this boot (FROM first, then the history in its order), one
+// for the first of another boot.
+func (c *comparison) binaryReturns(p *snapshot.Process) []string {
+	if p.HashStatus != snapshot.HashOK || p.ExeSHA256 == "" || (p.Package != nil && p.Package.Status == provenance.Verified) {
+		return nil
+	}
+	var sameBoot, otherBoot string
+	snaps := append([]*snapshot.Snapshot{c.from}, c.opts.History...)
+	for _, s := range snaps {
+		for i := range s.Processes {
+			q := &s.Processes[i]
+			// A capture hashes the exe of GPU users alone: a hash is a GPU user.
+			if q.ExeSHA256 != p.ExeSHA256 || q.Key() == p.Key() || c.toByKey[q.Key()] != nil {
+				continue
+			}
+			line := fmt.Sprintf("its binary (sha256 %s) used a GPU as pid %d (%s) in snapshot %s", short(p.ExeSHA256), q.PID, q.Comm, s.ID)
+			switch {
+			case s.Host.BootID != "" && c.to.Host.BootID != "" && s.Host.BootID != c.to.Host.BootID:
+				if otherBoot == "" {
+					otherBoot = line + ", before a reboot (boot " + s.Host.BootID + "): it survived the reboot"
+				}
+			case sameBoot == "":
+				sameBoot = line + ", which has exited"
+			}
+		}
+	}
+	return slices.DeleteFunc([]string{otherBoot, sameBoot}, func(s string) bool { return s == "" })
+}
+
+// short is the first 12 hex digits of a digest, as an evidence line names it.
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}

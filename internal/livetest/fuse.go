@@ -1,0 +1,77 @@
+package livetest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// StuckFUSE mounts a FUSE file system whose daemon never answers: the test
+// holds /dev/fuse open and reads no request from it, so the mount's INIT is
+// never answered and every lookup below the mount waits in the kernel (in D
+// state, as a process on a hung NFS or driver call does). It returns a path
+// below the mount. Cleanup detaches the mount and closes /dev/fuse, which
+// aborts the connection and wakes every waiter.
+func StuckFUSE(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("live /proc test: cannot open /dev/fuse here: %v", err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	if err := unix.Mount("gpusnap-stuck", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		t.Skipf("live /proc test: cannot mount a FUSE file system here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("livetest: umount %s: %v", dir, err)
+		}
+		unix.Close(fd)
+	})
+	return filepath.Join(dir, "weights.bin")
+}
+
+// MapThenStick runs python3 mapping node MAP_SHARED read-write, then
+// opening path (below StuckFUSE's mount), and returns once it sits in D
+// state there: a GPU user that kill -9 does not end at once. Cleanup kills
+// it by PID (a FUSE wait is killable) and reaps it.
+func MapThenStick(t testing.TB, node, path string) Proc {
+	t.Helper()
+	Require(t, "python3")
+	cmd := exec.Command("python3", "-c", `import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+print("ready", flush=True)
+open(sys.argv[2]).read()`, node, path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("livetest: python3: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("livetest: python3 did not map %s: %q %v", node, line, err)
+	}
+	pid := cmd.Process.Pid
+	start, state, err := readStat(pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for err == nil && state != 'D' && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		_, state, err = readStat(pid)
+	}
+	if err != nil || state != 'D' {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+		t.Fatalf("livetest: pid %d did not enter D state reading %s: state %c, wchan %q, %v", pid, path, state, data, err)
+	}
+	return Proc{PID: pid, NSPID: pid, StartTime: start}
+}
