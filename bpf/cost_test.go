@@ -170,14 +170,17 @@ func costLine(none float64, results []costResult) string {
 // matrixRatios are the least speeds of an open/close loop, against nothing
 // attached, that each hook must keep in the kernel matrix's cost guests
 // (instructions counted, nothing else running). A kprobe's own dispatch
-// costs the kernel about 5% of an open and close on 6.12, before any
-// program runs. On a shared host the figures are only logged: its load
-// moves them more than the bounds allow.
-var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.93, HookTracepoint: 0.90}
+// costs the kernel about 5% of an open and close on 6.12 before any program
+// runs; the syscall tracepoints' slow path and raw sys_exit about 10%. On a
+// shared host the figures are only logged: its load moves them more than
+// the bounds allow.
+var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.93, HookTracepoint: 0.85}
 
 // matrixAboveFloor is the most that the watch's programs may cost an open
-// and close of a regular file above empty programs on the same points.
-const matrixAboveFloor = 0.02
+// and close of a regular file above empty programs on the same points: a
+// test of the file's type on the security hooks; in tracepoint mode the
+// fd-table lookup too (three helper reads: 4.1% of an open on 6.1, 3.1% on 6.12).
+var matrixAboveFloor = map[Hook]float64{HookLSM: 0.02, HookFentry: 0.02, HookKprobe: 0.02, HookTracepoint: 0.05}
 
 // TestHookCost times an open/close loop of a regular file (not a device:
 // what every process on a watched host does) with each hook's watch
@@ -204,8 +207,8 @@ func TestHookCost(t *testing.T) {
 			if watch < matrixRatios[hook] {
 				t.Errorf("%s: an open and close runs at %.3fx with the watch, below %.2fx", hook, watch, matrixRatios[hook])
 			}
-			if watch < floor-matrixAboveFloor {
-				t.Errorf("%s: the watch's programs cost an open and close %.3f of its speed above empty programs (%.3fx), more than %.2f", hook, floor-watch, floor, matrixAboveFloor)
+			if watch < floor-matrixAboveFloor[hook] {
+				t.Errorf("%s: the watch's programs cost an open and close %.3f of its speed above empty programs (%.3fx), more than %.2f", hook, floor-watch, floor, matrixAboveFloor[hook])
 			}
 		})
 	}
