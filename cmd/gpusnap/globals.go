@@ -154,6 +154,10 @@ func (g globals) captureOptions(label, tenant string) snapshot.Options {
 		Tenant:    tenant,
 		NVML:      g.nvmlOptions(),
 		HashLimit: g.HashLimit,
+		// Beside the store: the directory a gpusnap of these credentials
+		// owns and has made safe, and one per store.
+		RefusalRecord: g.DB + ".bpf-refusal",
+		Warn:          func(line string) { fmt.Fprintln(g.Stderr, "gpusnap: "+line) },
 	}
 }
 
