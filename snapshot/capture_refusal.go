@@ -22,7 +22,7 @@ import (
 // kernel refused the capture iterators for good (bpf.Refused), auto
 // remembers it in a small file beside the store, and later captures read
 // /proc at once instead of paying for a load the kernel refuses again (the
-// kernel's BTF read and parsed, programs verified: 61-67 ms of CPU here). The
+// kernel's BTF read and parsed, programs verified: 63-72 ms of CPU here). The
 // record holds for one boot, kernel, build of the programs and set of
 // credentials; any of them changed, BPF is tried again.
 
