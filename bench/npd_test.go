@@ -20,14 +20,7 @@ const npdTimeout = 5 * time.Second
 //
 //	sudo go test -run x -bench CheckNPD -benchtime 5x ./bench/
 func BenchmarkCheckNPD(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "gpusnap")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		b.Fatalf("go is not on PATH, to build the command: %v", err)
-	}
-	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/gpusnap").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildGpusnap(b, b.TempDir())
 	if n := 5000 - countProcesses(b); n > 0 {
 		startSleepers(b, n)
 	}
@@ -36,6 +29,19 @@ func BenchmarkCheckNPD(b *testing.B) {
 	for _, path := range []string{"auto", "proc"} {
 		b.Run(path, func(b *testing.B) { checkNPD(b, bin, path, procs) })
 	}
+}
+
+// buildGpusnap builds the command into dir and returns its path.
+func buildGpusnap(b *testing.B, dir string) string {
+	bin := filepath.Join(dir, "gpusnap")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Fatalf("go is not on PATH, to build the command: %v", err)
+	}
+	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/gpusnap").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // checkNPD runs check --npd by one capture path and reports its worst run.

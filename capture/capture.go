@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/kmsg"
 )
 
@@ -39,6 +40,13 @@ type Options struct {
 	// HashLimit is the largest executable hashed (--hash-limit); 0 means
 	// DefaultHashLimit.
 	HashLimit int64
+	// RefusalRecord is the file where auto remembers that the kernel
+	// refused the BPF path for good, so that later captures this boot read
+	// /proc at once (cmd: beside the store); "" remembers nothing.
+	RefusalRecord string
+	// Warn, where not nil, is told in one line what the operator should hear
+	// now and the snapshot only records: a refusal record ignored.
+	Warn func(string)
 	// DpkgDir is the dpkg database that names the package of each GPU
 	// user's exe; "" means provenance.DefaultDir on the live procfs, and
 	// none for another proc root (its host's database is not this one).
@@ -121,7 +129,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
 	slices.Sort(pids)
-	results, err := cfg.scanPath(ctx, opts.Path, pids, &s.Scan)
+	results, err := cfg.scanPath(ctx, opts.Path, newRefusalMemory(opts, &s.Host), pids, &s.Scan)
 	if err != nil {
 		return nil, err
 	}
@@ -187,31 +195,15 @@ func readKernelLog(path, root string) kmsg.Position {
 
 // scanPath reads the processes by the path asked for, and records in scan
 // the path taken and how, or why BPF was not taken where it was wanted.
-func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, scan *Scan) ([]result, error) {
+func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *Scan) ([]result, error) {
 	switch path {
 	case PathAuto, PathBPF:
 		if path == PathAuto && cfg.root != "/proc" {
 			break // a tree laid out like /proc: nothing to choose
 		}
-		why := bpfUnavailable(cfg.root)
-		if why == "" && cfg.faults != nil {
-			why = "a test's fault hook reads /proc"
-		}
-		if why == "" {
-			walk, err := openWalk()
-			if err == nil {
-				var results []result
-				results, err = cfg.scanBPF(ctx, walk, pids)
-				walk.Close()
-				if err == nil {
-					scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
-					return results, nil
-				}
-			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			why = err.Error()
+		results, why, err := cfg.tryBPF(ctx, path, mem, pids, scan)
+		if err != nil || why == "" {
+			return results, err
 		}
 		if path == PathBPF {
 			return nil, fmt.Errorf("BPF capture: %s", why)
@@ -223,6 +215,46 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, pids []int, sc
 	}
 	scan.CapturePath = PathProc
 	return cfg.scan(ctx, pids)
+}
+
+// tryBPF reads the processes by the BPF path, or says why it did not. Auto
+// does not try where mem recalls the kernel's refusal; a lasting refusal
+// (bpf.Refused) is remembered, and a record that BPF then proves wrong is
+// forgotten. Only the load is judged: a walk that fails is tried again.
+func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *Scan) (results []result, why string, err error) {
+	why = bpfUnavailable(cfg.root)
+	if why == "" && cfg.faults != nil {
+		why = "a test's fault hook reads /proc"
+	}
+	if why != "" {
+		return nil, why, nil
+	}
+	known := mem.recall(scan)
+	if known != nil && path == PathAuto {
+		return nil, mem.note(known), nil
+	}
+	walk, err := openWalk()
+	if err != nil {
+		why = err.Error()
+		if bpf.Refused(err) {
+			if err := mem.remember(ctx, why); err != nil {
+				why += " (not remembered: " + err.Error() + ")"
+			}
+		}
+	} else {
+		results, err = cfg.scanBPF(ctx, walk, pids)
+		walk.Close()
+		if err == nil {
+			scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+			mem.forget()
+			return results, "", nil
+		}
+		why = err.Error()
+	}
+	if ctx.Err() != nil {
+		return nil, "", ctx.Err()
+	}
+	return nil, why, nil
 }
 
 // result is one process as a worker left it.
