@@ -168,6 +168,5 @@ func BenchmarkUtilFloor(b *testing.B) {
 		s.Shutdown()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime() - cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
-
