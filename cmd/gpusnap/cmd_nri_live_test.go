@@ -262,18 +262,23 @@ func TestNRIPodLifecycle(t *testing.T) {
 		t.Errorf("pod d's report has no out_of_allocation_gpu_use of %d:\n%s", stray.PID, report)
 	}
 
-	// A restart: the plugin re-syncs; pod c keeps its baseline, pod e
-	// (started while the plugin was down) has none and is said.
 	stop()
+	checkResync(t, rt, func() { startPlugin() }, &stderr, registered(2), c)
+}
+
+// checkResync restarts the stopped plugin: it re-syncs, kept keeps its
+// baseline, and a pod started while the plugin was down has none, is said,
+// and is never diffed clean.
+func checkResync(t *testing.T, rt *nriRuntime, start func(), stderr *livetest.LockedBuffer, registered func() bool, kept *adaptation.PodSandbox) {
 	e := pod("eeeeeeee-0000-4000-8000-000000000005", "unseen")
 	rt.mu.Lock()
 	rt.pods = append(rt.pods, e)
 	rt.mu.Unlock()
-	startPlugin()
-	waitUntil(t, "the plugin to register again", stderr.String, registered(2))
+	start()
+	waitUntil(t, "the plugin to register again", stderr.String, registered)
 	waitUntil(t, "the re-sync", stderr.String, func() bool { return strings.Contains(stderr.String(), e.Uid+"): running with no baseline") })
-	if strings.Contains(stderr.String(), c.Uid+"): running with no baseline") {
-		t.Errorf("re-sync: pod c's baseline not found:\n%s", stderr.String())
+	if strings.Contains(stderr.String(), kept.Uid+"): running with no baseline") {
+		t.Errorf("re-sync: pod %s's baseline not found:\n%s", kept.Uid, stderr.String())
 	}
 	rt.stop(e)
 	waitUntil(t, "pod e's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), e.Uid+"): node not checked") })
