@@ -12,7 +12,7 @@ import (
 // host, as JSON (schema 1) and as binary records (schema 2), one after the
 // other on the same records; CPU per record is the figure.
 func BenchmarkDecodeRecord(b *testing.B) {
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: "proc"})
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: snapshot.PathProc})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func TestBinaryRecordEveryField(t *testing.T) {
 // it is now, each survive the codec, and a store of them shows byte for
 // byte what the capture's JSON was.
 func TestBinaryRecordLiveCapture(t *testing.T) {
-	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: "proc"})
+	snap, err := snapshot.Capture(context.Background(), snapshot.Options{Path: snapshot.PathProc})
 	if err != nil {
 		t.Fatal(err)
 	}
