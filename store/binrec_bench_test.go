@@ -13,7 +13,7 @@ import (
 // host, as JSON (schema 1) and as binary records (schema 2), one after the
 // other on the same records; CPU per record is the figure.
 func BenchmarkDecodeRecord(b *testing.B) {
-	snap, err := capture.Capture(context.Background(), capture.Options{Path: "proc"})
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func TestBinaryRecordEveryField(t *testing.T) {
 // it is now, each survive the codec, and a store of them shows byte for
 // byte what the capture's JSON was.
 func TestBinaryRecordLiveCapture(t *testing.T) {
-	snap, err := capture.Capture(context.Background(), capture.Options{Path: "proc"})
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
 	if err != nil {
 		t.Fatal(err)
 	}

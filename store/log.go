@@ -370,7 +370,7 @@ func (s *Store) storedDigest(tx *bolt.Tx, id string, checked map[uint64]bool) (s
 	sums := make([][sha256.Size]byte, len(seqs))
 	recs := newRecords(tx, b[3])
 	for i, seq := range seqs {
-		v := b[3].Get(seqKey(seq))
+		v := recs.value(seq)
 		if len(v) < sha256.Size {
 			return "", s.damaged("snapshot %s: process record %d is missing", id, seq)
 		}

@@ -300,15 +300,18 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 	}
 	// A snapshot's processes differ (each has its own PID), so a record
 	// listed twice is damage: a crafted list of one record a million times
-	// would otherwise cost a million decodes.
-	seen := make(map[uint64]struct{}, len(seqs))
+	// would otherwise cost a million decodes. (Sorted, not a set: the list
+	// is mostly in order already, and a set of thousands costs more.)
+	sorted := slices.Clone(seqs)
+	slices.Sort(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return r, s.damaged("snapshot %s: process record %d is listed twice", id, sorted[i])
+		}
+	}
 	recs := newRecords(tx, b[2])
 	r.procs = make([]storedRec, len(seqs))
 	for i, seq := range seqs {
-		if _, dup := seen[seq]; dup {
-			return r, s.damaged("snapshot %s: process record %d is listed twice", id, seq)
-		}
-		seen[seq] = struct{}{}
 		var missing bool
 		r.procs[i], missing, err = recs.get(seq)
 		switch {
@@ -409,8 +412,8 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte) ([]*snapshot.
 	for i, list := range lists {
 		switch {
 		case list == nil:
-		case len(ids) == 1:
-			snaps[i].Processes = decoded
+		case i == 0: // the first snapshot's records are the first decoded, in its order
+			snaps[i].Processes = decoded[:len(list):len(list)]
 		default:
 			snaps[i].Processes = make([]snapshot.Process, len(list))
 			for j, p := range list {
