@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/safefile"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Bounds of the binary cache: it names the GPU users' binaries, a handful on
@@ -123,7 +124,7 @@ func (c *binaryCache) adopt(f binaryFile) error {
 		if !isHex(b.SHA256, 64) || !isHex(b.MD5, 32) {
 			return fmt.Errorf("entry %q: malformed digest", b.Path)
 		}
-		c.digests[b.binaryKey] = exeDigest{sha256: b.SHA256, md5: b.MD5, status: HashOK}
+		c.digests[b.binaryKey] = exeDigest{sha256: b.SHA256, md5: b.MD5, status: snapshot.HashOK}
 	}
 	c.file = f
 	return nil
@@ -149,7 +150,7 @@ func (c *binaryCache) digest(key binaryKey) (exeDigest, bool) {
 // put keeps a binary read whole; what was not (too large, unreadable) is
 // read again next time, as the hash limit or the access may have changed.
 func (c *binaryCache) put(key binaryKey, d exeDigest) {
-	if c == nil || d.status != HashOK {
+	if c == nil || d.status != snapshot.HashOK {
 		return
 	}
 	c.digests[key], c.used[key], c.changed = d, true, true

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/kmsg"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Version is gpusnap's version, recorded in every snapshot; the CLI sets it.
@@ -68,18 +69,18 @@ type Options struct {
 // Capture reads the host now: every process under the proc root, and NVML.
 // An unreadable proc root is an error; a process that vanishes or refuses a
 // read is recorded in Scan and the capture goes on.
-func Capture(ctx context.Context, opts Options) (*Snapshot, error) {
+func Capture(ctx context.Context, opts Options) (*snapshot.Snapshot, error) {
 	return capture(ctx, opts, nil)
 }
 
 // capture is Capture with a fault hook for tests (see reader.faults).
-func capture(ctx context.Context, opts Options, faults func(string) error) (*Snapshot, error) {
+func capture(ctx context.Context, opts Options, faults func(string) error) (*snapshot.Snapshot, error) {
 	start := time.Now()
 	root := opts.ProcRoot
 	if root == "" {
 		root = "/proc"
 	}
-	s := &Snapshot{ID: NewID(start), Label: opts.Label, Tenant: opts.Tenant}
+	s := &snapshot.Snapshot{ID: snapshot.NewID(start), Label: opts.Label, Tenant: opts.Tenant}
 	s.Host.CaptureStart = start
 	s.Host.GpusnapVersion = Version
 	s.Host.ProcRoot = root
@@ -88,7 +89,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	// than the /proc walk on a GPU host): it is read beside /proc, and
 	// waited for on every return, up to its own timeout, or until the
 	// capture is cancelled (SIGTERM): a hung driver must not outlive it.
-	var nv NVML
+	var nv snapshot.NVML
 	var nvErr error
 	nvDone := make(chan struct{})
 	go func() {
@@ -136,7 +137,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*Sna
 	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
 		return nil, err
 	}
-	s.Processes = make([]Process, 0, len(results))
+	s.Processes = make([]snapshot.Process, 0, len(results))
 	for _, res := range results {
 		switch {
 		case res.vanished || res.hidden != "":
@@ -195,7 +196,7 @@ func readKernelLog(path, root string) kmsg.Position {
 
 // scanPath reads the processes by the path asked for, and records in scan
 // the path taken and how, or why BPF was not taken where it was wanted.
-func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *Scan) ([]result, error) {
+func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *snapshot.Scan) ([]result, error) {
 	switch path {
 	case PathAuto, PathBPF:
 		if path == PathAuto && cfg.root != "/proc" {
@@ -221,7 +222,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMe
 // does not try where mem recalls the kernel's refusal; a lasting refusal
 // (bpf.Refused) is remembered, and a record that BPF then proves wrong is
 // forgotten. Only the load is judged: a walk that fails is tried again.
-func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *Scan) (results []result, why string, err error) {
+func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *snapshot.Scan) (results []result, why string, err error) {
 	why = bpfUnavailable(cfg.root)
 	if why == "" && cfg.faults != nil {
 		why = "a test's fault hook reads /proc"
@@ -259,7 +260,7 @@ func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemo
 
 // result is one process as a worker left it.
 type result struct {
-	p        Process
+	p        snapshot.Process
 	vanished bool
 	refused  bool
 	// exiting: the process had begun to exit as it was read (PF_EXITING):
@@ -277,7 +278,7 @@ type result struct {
 type scanConfig struct {
 	root    string
 	rootfd  int // root, open (O_PATH): process directories are opened in it
-	classes DeviceClasses
+	classes snapshot.DeviceClasses
 	boot    time.Time
 	live    bool   // root is procfs: stat of map_files and fd links is the truth
 	rootDev uint64 // st_dev of the live procfs: every process directory's
@@ -332,7 +333,7 @@ type worker struct {
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable.
-	kinds map[fileID]FileKind
+	kinds map[fileID]snapshot.FileKind
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
 	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
@@ -365,7 +366,7 @@ func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
 		r:          newReader(cfg.faults, cfg.live, !cfg.live),
-		kinds:      map[fileID]FileKind{},
+		kinds:      map[fileID]snapshot.FileKind{},
 		rootNS:     cfg.rootNS,
 		cgroups:    map[string]*cgroupSet{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
@@ -382,7 +383,7 @@ func newWorker(cfg *scanConfig) *worker {
 // step reads who the process is, the devices step what it maps and holds,
 // and then who it runs as.
 func (w *worker) process(pid int) result {
-	res := result{p: Process{PID: pid}}
+	res := result{p: snapshot.Process{PID: pid}}
 	w.dir = pidDir(w.root, pid)
 	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
@@ -441,7 +442,7 @@ type identity struct {
 	threadfd        int
 	status          []byte
 	cmdline, cgroup string
-	cmdlineCut      *Cut
+	cmdlineCut      *snapshot.Cut
 }
 
 // identity reads who the process is (stat, cmdline, exe, cgroup) from
@@ -477,7 +478,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
 		res.exiting = flags&pfExiting != 0
 		if !w.boot.IsZero() {
-			p.Started = StartedAt(w.boot, st.StartTime)
+			p.Started = snapshot.StartedAt(w.boot, st.StartTime)
 		}
 	}
 
@@ -502,7 +503,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		}
 	}
 
-	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, CmdlineLimit, true)
+	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
 	w.cmdBuf = cmdline
 	if err != nil && w.note(res, "cmdline", err) {
 		return id, true
@@ -585,7 +586,7 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 // a live thread, nor for a process that uses an NVIDIA device: status is
 // read for those (the latter's text is kept). ok is false where status is
 // to be read.
-func (w *worker) pidfdCreds(p *Process) (uid, euid int, ok bool) {
+func (w *worker) pidfdCreds(p *snapshot.Process) (uid, euid int, ok bool) {
 	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 || p.UsesNVIDIA() {
 		return 0, 0, false
 	}
@@ -650,7 +651,7 @@ func (w *worker) devices(res *result, id identity) {
 	if !gone && w.ownPIDs && p.Threads > 1 {
 		hs, errs, err := w.threadHolders(id.leaderfd, id.leaderDir, p.PID, p.LiveThread)
 		if len(hs) > 0 {
-			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h Holder) bool { return h.Class == ClassNVIDIA })
+			p.Holders = nvidiaFirst(append(p.Holders, hs...), func(h snapshot.Holder) bool { return h.Class == snapshot.ClassNVIDIA })
 		}
 		p.Errors = append(p.Errors, errs...)
 		gone = err != nil && w.note(res, "fd", err)
@@ -707,20 +708,20 @@ func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
 // process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
 // After a refusal it stops asking for the rest of the process: the kernel
 // refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
-func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, bool) {
+func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (snapshot.FileKind, bool) {
 	refused := false
-	return func(rangeText []byte, major, minor uint32, inode uint64) (FileKind, bool) {
+	return func(rangeText []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 		id := fileID{major, minor, inode}
 		if k, ok := w.kinds[id]; ok {
 			return k, true
 		}
 		if refused {
-			return FileKind{}, false
+			return snapshot.FileKind{}, false
 		}
 		k, err := w.r.statAt(w.dirfd, w.dir, "map_files/"+string(rangeText))
 		if err != nil {
 			refused = refusedErr(err)
-			return FileKind{}, false
+			return snapshot.FileKind{}, false
 		}
 		w.kinds[id] = k
 		return k, true
@@ -729,7 +730,7 @@ func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (FileKind, 
 
 // knownKind is what stat of map_files said of a file this worker has
 // stat'ed before (mapFilesStat's cache).
-func (w *worker) knownKind(major, minor uint32, inode uint64) (FileKind, bool) {
+func (w *worker) knownKind(major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 	k, ok := w.kinds[fileID{major, minor, inode}]
 	return k, ok
 }
@@ -794,7 +795,7 @@ func errText(err error) string {
 // machine's too: this host's user database would name them wrongly, so
 // users are named on the live procfs only. And a tree is a stranger's:
 // every file in it is read beneath it, never through a link (see reader).
-func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig, r *reader, errs []string, err error) {
+func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *scanConfig, r *reader, errs []string, err error) {
 	live := isProcfs(root)
 	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -802,7 +803,7 @@ func openScan(root string, faults func(string) error, h *Host) (cfg *scanConfig,
 	}
 	r = newReader(faults, false, !live)
 	errs = readHost(r, rootfd, root, h)
-	classes := DeviceClasses{}
+	classes := snapshot.DeviceClasses{}
 	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
 		classes = ParseDevices(data)
 	} else {

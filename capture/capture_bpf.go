@@ -133,7 +133,7 @@ type bpfScan struct {
 	// up once per row, not per mapping (a tenant may have 100,000).
 	last struct {
 		pid, tid uint32
-		p        *Process
+		p        *snapshot.Process
 		rs       *mappingRuns
 	}
 
@@ -153,7 +153,7 @@ type bpfScan struct {
 		valid      bool
 		path       []byte
 		mode, rdev uint32
-		h          Holder
+		h          snapshot.Holder
 	}
 
 	// The fill-in's: cgroup text, read and parsed once per css_set.
@@ -201,7 +201,7 @@ func newBPFScan(cfg *scanConfig, n int) *bpfScan {
 func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 	cfg := s.cfg
 	s.cmdlines = append(s.cmdlines, kernelCmdline{r.RecFlags&bpf.RecordCmdline != 0, r.RecFlags&bpf.RecordExeProc != 0, string(cmd)})
-	p := Process{
+	p := snapshot.Process{
 		PID:       int(r.Pid),
 		StartTime: r.StartNs / nsecPerTick,
 		PPID:      int(r.Ppid),
@@ -210,7 +210,7 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 		Threads:   int(r.Threads),
 	}
 	if !cfg.boot.IsZero() {
-		p.Started = StartedAt(cfg.boot, p.StartTime)
+		p.Started = snapshot.StartedAt(cfg.boot, p.StartTime)
 	}
 	s.index[r.Pid] = len(s.results)
 	s.cgroupKeys = append(s.cgroupKeys, r.CgroupKey)
@@ -244,7 +244,7 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 // false where they are not to be kept: a process started after the task
 // walk (the next capture sees it), or a thread other than the one its
 // records come from.
-func (s *bpfScan) from(pid, tid uint32) (*Process, bool) {
+func (s *bpfScan) from(pid, tid uint32) (*snapshot.Process, bool) {
 	i, ok := s.index[pid]
 	if !ok {
 		return nil, false
@@ -292,7 +292,7 @@ func (s *bpfScan) vma(r *bpf.VMARecord, path []byte) {
 	m := bpfMapping(r, perms)
 	m.Path, m.Deleted = cutDeletedString(string(path))
 	if r.Kind == bpf.VMADMABuf {
-		m.Class = ClassOther
+		m.Class = snapshot.ClassOther
 	} else {
 		if r.RecFlags&bpf.RecordPathError != 0 {
 			p.Errors = append(p.Errors, "maps: "+m.Address+": "+syscall.ENAMETOOLONG.Error())
@@ -320,7 +320,7 @@ func (s *bpfScan) anonExec(r *bpf.VMARecord, path []byte, perms [4]byte) {
 	if len(path) > 0 {
 		m.Path = "[anon:" + string(path) + "]"
 	}
-	m.Class = ClassAnonExec
+	m.Class = snapshot.ClassAnonExec
 	a.keep(m)
 }
 
@@ -332,7 +332,7 @@ func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 		s.unwalked[r.Pid] = true
 		return
 	}
-	var p *Process
+	var p *snapshot.Process
 	tid := 0
 	own := r.RecFlags&bpf.RecordOwnTable != 0
 	if !own {
@@ -379,10 +379,10 @@ func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 
 // holder is the Holder of a file record of path, without its fd and
 // thread: the last record's rendering where it is of the same node.
-func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) Holder {
+func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 	last := &s.lastFile
 	if !last.valid || r.Mode != last.mode || r.Rdev != last.rdev || !bytes.Equal(path, last.path) {
-		h := Holder{}
+		h := snapshot.Holder{}
 		if path != nil {
 			h.Target, h.Deleted = cutDeletedString(string(path))
 		}
@@ -397,7 +397,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) Holder {
 		minor := *h.GPUMinor
 		h.GPUMinor = &minor
 	}
-	if h.Class == ClassNVIDIA {
+	if h.Class == snapshot.ClassNVIDIA {
 		// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 		h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
 		h.Access, _ = AccessMode(uint64(r.Flags))
@@ -410,7 +410,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) Holder {
 // taken (threads may share a table of their own), or a table past the
 // process's maxFdTables (the process is then marked unreadable, as the
 // /proc path marks it).
-func (s *bpfScan) ownTable(r *bpf.FileRecord) *Process {
+func (s *bpfScan) ownTable(r *bpf.FileRecord) *snapshot.Process {
 	i, ok := s.index[r.Pid]
 	if !ok {
 		return nil
@@ -449,11 +449,11 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	if s.unwalked[pid] {
 		return
 	}
-	p.Mappings = nvidiaFirst(p.Mappings, func(m Mapping) bool { return m.Class == ClassNVIDIA })
+	p.Mappings = nvidiaFirst(p.Mappings, func(m snapshot.Mapping) bool { return m.Class == snapshot.ClassNVIDIA })
 	if rs := s.runs[pid]; rs != nil {
 		p.MappingRuns = rs.result()
 	}
-	p.Holders = nvidiaFirst(p.Holders, func(h Holder) bool { return h.Class == ClassNVIDIA })
+	p.Holders = nvidiaFirst(p.Holders, func(h snapshot.Holder) bool { return h.Class == snapshot.ClassNVIDIA })
 	if hr := s.holderRunsOf[pid]; hr != nil {
 		p.HolderRuns = hr.runs.result()
 	}
@@ -499,9 +499,9 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 		}
 	}
 	cmdline := kc.text
-	var cut *Cut
+	var cut *snapshot.Cut
 	if !kc.have {
-		data, c, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, CmdlineLimit, true)
+		data, c, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
 		w.cmdBuf, cmdline, cut = data, string(data), c
 		if err != nil {
 			if vanishedErr(err) {
@@ -553,7 +553,7 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*c
 // evidence adds to an NVIDIA user its suspect anonymous mappings and the
 // raw text of its files: the first TextLimit bytes of maps, the rest hashed
 // as read (the mappings themselves came from the iterator), and its status.
-func (s *bpfScan) evidence(w *worker, p *Process, name, taskDir, cmdline string, cut *Cut, cgroup string) {
+func (s *bpfScan) evidence(w *worker, p *snapshot.Process, name, taskDir, cmdline string, cut *snapshot.Cut, cgroup string) {
 	cfg := s.cfg
 	if a := s.anon[uint32(p.PID)]; a != nil {
 		p.SuspectAnon = a.kept
@@ -561,7 +561,7 @@ func (s *bpfScan) evidence(w *worker, p *Process, name, taskDir, cmdline string,
 			p.MappingRuns = append(p.MappingRuns, *r)
 		}
 	}
-	maps, mapsCut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, TextLimit, false)
+	maps, mapsCut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, snapshot.TextLimit, false)
 	w.mapsBuf = maps
 	if err != nil {
 		p.Errors = append(p.Errors, "maps: "+errText(err))
@@ -618,9 +618,9 @@ func taskState(state, exitState uint32) string {
 
 // kernelDevice is the FileKind of an inode's mode and i_rdev (the kernel's
 // dev_t: major above bit 20).
-func kernelDevice(mode, rdev uint32) FileKind {
+func kernelDevice(mode, rdev uint32) snapshot.FileKind {
 	typ := mode & syscall.S_IFMT
-	return FileKind{
+	return snapshot.FileKind{
 		Device: typ == syscall.S_IFCHR || typ == syscall.S_IFBLK,
 		Char:   typ == syscall.S_IFCHR,
 		Major:  rdev >> 20,
@@ -629,8 +629,8 @@ func kernelDevice(mode, rdev uint32) FileKind {
 }
 
 // bpfMapping is the Mapping of a mapping record, without its path and class.
-func bpfMapping(r *bpf.VMARecord, perms [4]byte) Mapping {
-	return Mapping{
+func bpfMapping(r *bpf.VMARecord, perms [4]byte) snapshot.Mapping {
+	return snapshot.Mapping{
 		Address: mapsRange(r.Start, r.End),
 		Start:   r.Start, End: r.End, Size: r.End - r.Start,
 		Perms:  string(perms[:]),

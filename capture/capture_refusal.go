@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safepath"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // The refusal record (docs/snapshot.md, "A refused BPF path"): where the
@@ -50,7 +51,7 @@ const (
 // memory remembers nothing: auto tries BPF every time.
 type refusalMemory struct {
 	path string
-	host *Host
+	host *snapshot.Host
 	warn func(string)
 	// key is what a record must hold to apply here (Reason and At unset),
 	// made when first wanted: the /proc path pays nothing for it. keyErr
@@ -63,7 +64,7 @@ type refusalMemory struct {
 }
 
 // newRefusalMemory is the memory of opts.RefusalRecord for the host h.
-func newRefusalMemory(opts Options, h *Host) *refusalMemory {
+func newRefusalMemory(opts Options, h *snapshot.Host) *refusalMemory {
 	if opts.RefusalRecord == "" {
 		return nil
 	}
@@ -93,7 +94,7 @@ func (m *refusalMemory) keyed() bool {
 // is ignored, never obeyed: said on Warn and in scan's errors, and BPF is
 // tried as if there were none. One of another boot, kernel, build or
 // caller is stale: BPF is tried, and the record replaced if refused again.
-func (m *refusalMemory) recall(scan *Scan) *refusal {
+func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
 	if m == nil || !m.keyed() {
 		return nil
 	}

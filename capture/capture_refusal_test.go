@@ -11,13 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // testMemory is the memory of a record at path for this host, as a capture
 // of it would make it, and the warnings it gives.
 func testMemory(t *testing.T, path string) (*refusalMemory, *[]string) {
 	t.Helper()
-	var h Host
+	var h snapshot.Host
 	r := newReader(nil, false, false)
 	rootfd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -41,7 +42,7 @@ func testMemory(t *testing.T, path string) (*refusalMemory, *[]string) {
 func TestRefusalRecalledForThisBootOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpusnap.db.bpf-refusal")
 	m, warned := testMemory(t, path)
-	var scan Scan
+	var scan snapshot.Scan
 	if rec := m.recall(&scan); rec != nil {
 		t.Fatalf("no record yet, recalled %+v", rec)
 	}
@@ -129,7 +130,7 @@ func TestRefusalRecordUntrusted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.plant(t)
 			other, warned := testMemory(t, path)
-			var scan Scan
+			var scan snapshot.Scan
 			if rec := other.recall(&scan); rec != nil {
 				t.Fatalf("recalled %+v, want it ignored", rec)
 			}

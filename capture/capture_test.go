@@ -12,11 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 const fixtureRoot = "../fixtures/proc/gpuhost"
 
-func captureFixture(t *testing.T, root string, faults func(string) error) *Snapshot {
+func captureFixture(t *testing.T, root string, faults func(string) error) *snapshot.Snapshot {
 	t.Helper()
 	s, err := capture(context.Background(), Options{ProcRoot: root}, faults)
 	if err != nil {
@@ -25,7 +27,7 @@ func captureFixture(t *testing.T, root string, faults func(string) error) *Snaps
 	return s
 }
 
-func findPID(t *testing.T, s *Snapshot, pid int) *Process {
+func findPID(t *testing.T, s *snapshot.Snapshot, pid int) *snapshot.Process {
 	t.Helper()
 	for i := range s.Processes {
 		if s.Processes[i].PID == pid {
@@ -163,7 +165,7 @@ func TestCaptureFixtureDevices(t *testing.T) {
 	if m := p.Mappings[2]; m.Offset != 0x200000 || m.Dev != "00:05" || m.Inode != 1051 || m.Start != 0x7f1000400000 || m.End != 0x7f1000600000 {
 		t.Errorf("fields of a mapping: %+v", m)
 	}
-	if len(p.SuspectAnon) != 1 || p.SuspectAnon[0].Size != 128<<20 || p.SuspectAnon[0].Class != ClassAnonExec || p.SuspectAnon[0].Perms != "rwxp" {
+	if len(p.SuspectAnon) != 1 || p.SuspectAnon[0].Size != 128<<20 || p.SuspectAnon[0].Class != snapshot.ClassAnonExec || p.SuspectAnon[0].Perms != "rwxp" {
 		t.Errorf("suspect anon mappings: %+v", p.SuspectAnon)
 	}
 	var holders []string
@@ -208,7 +210,7 @@ func TestCaptureFixtureDevices(t *testing.T) {
 	// deleted, is GPU 3 by its name; a DRM node is another device.
 	j := findPID(t, s, 6000)
 	if len(j.Mappings) != 2 || j.Mappings[0].Path != "/srv/ctr 2/rootfs/dev/nvidia3" || !j.Mappings[0].Deleted ||
-		*j.Mappings[0].GPUMinor != 3 || j.Mappings[1].Class != ClassOther || j.Mappings[0].Line() != "7f3000200000-7f3000400000 rw-p 00000000 00:05 4001 /srv/ctr 2/rootfs/dev/nvidia3 (deleted)" {
+		*j.Mappings[0].GPUMinor != 3 || j.Mappings[1].Class != snapshot.ClassOther || j.Mappings[0].Line() != "7f3000200000-7f3000400000 rw-p 00000000 00:05 4001 /srv/ctr 2/rootfs/dev/nvidia3 (deleted)" {
 		t.Errorf("slurm task mappings %+v", j.Mappings)
 	}
 	if j.Raw == nil {
@@ -331,8 +333,8 @@ func TestCaptureBigMaps(t *testing.T) {
 	}
 	// The raw text keeps its first TextLimit bytes and names the whole.
 	sum := sha256.Sum256([]byte(b.String()))
-	if p.Raw == nil || p.Raw.Maps != b.String()[:TextLimit] ||
-		p.Raw.Cuts["maps"] != (Cut{Length: int64(b.Len()), SHA256: hex.EncodeToString(sum[:])}) {
+	if p.Raw == nil || p.Raw.Maps != b.String()[:snapshot.TextLimit] ||
+		p.Raw.Cuts["maps"] != (snapshot.Cut{Length: int64(b.Len()), SHA256: hex.EncodeToString(sum[:])}) {
 		t.Error("raw maps text is not the first 64 KiB of the 50,000-line file, named by its length and SHA-256")
 	}
 }
@@ -349,7 +351,7 @@ func TestCaptureLiveProc(t *testing.T) {
 	if s.Scan.ProcessesRead < 2 || s.Scan.ProcessesRead != len(s.Processes) {
 		t.Errorf("processes read %d, kept %d", s.Scan.ProcessesRead, len(s.Processes))
 	}
-	if !slices.IsSortedFunc(s.Processes, func(a, b Process) int { return a.PID - b.PID }) {
+	if !slices.IsSortedFunc(s.Processes, func(a, b snapshot.Process) int { return a.PID - b.PID }) {
 		t.Error("processes not in PID order")
 	}
 	me := findPID(t, s, os.Getpid())

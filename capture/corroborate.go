@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/provenance"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Limits of what a capture reads to corroborate a GPU user: a tenant
@@ -34,16 +35,16 @@ var netTables = []string{"tcp", "tcp6", "udp", "udp6"}
 // gpuUsers returns the processes of s that use a GPU: NVML lists them (by
 // host PID or NSpid, as GPUUsage joins them), or they hold or map an NVIDIA
 // device. A defunct process runs nothing and holds nothing: it is left out.
-func gpuUsers(s *Snapshot) []*Process {
-	seen := map[*Process]bool{}
-	var out []*Process
-	add := func(p *Process) {
+func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
+	seen := map[*snapshot.Process]bool{}
+	var out []*snapshot.Process
+	add := func(p *snapshot.Process) {
 		if p != nil && !seen[p] && !p.Defunct() {
 			seen[p] = true
 			out = append(out, p)
 		}
 	}
-	for _, g := range GPUUsage(s) {
+	for _, g := range snapshot.GPUUsage(s) {
 		for _, u := range g.Processes {
 			add(u.Process)
 		}
@@ -60,7 +61,7 @@ func gpuUsers(s *Snapshot) []*Process {
 // the evidence triage weighs beside its device use: its sockets, its
 // lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
 // the host.
-func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *Snapshot, opts Options) {
+func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *snapshot.Snapshot, opts Options) {
 	users := gpuUsers(s)
 	if len(users) == 0 {
 		return
@@ -103,7 +104,7 @@ func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *Snapshot, 
 // sockFds lists the socket inodes of one process's fd table, and its
 // network namespace's inode.
 type sockFds struct {
-	p      *Process
+	p      *snapshot.Process
 	inodes map[uint64]bool
 	netns  uint64
 }
@@ -111,7 +112,7 @@ type sockFds struct {
 // readSockets joins each user's socket fds to its network namespace's
 // tables, each namespace read once (keyed by its inode, as osquery does),
 // and only for the inodes its GPU users hold.
-func (cfg *scanConfig) readSockets(r *reader, s *Snapshot, users []*Process) {
+func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byNS := map[uint64][]*sockFds{}
 	var order []uint64
 	for _, p := range users {
@@ -157,13 +158,13 @@ func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) {
 			want[ino] = true
 		}
 	}
-	var found []Socket
+	var found []snapshot.Socket
 	var unixSocks map[uint64]bool
 	var lastErr error
 	read := false
 	for _, sf := range members {
 		dir := strconv.Itoa(sf.p.PID) + "/net/"
-		var socks []Socket
+		var socks []snapshot.Socket
 		var err error
 		for _, table := range netTables {
 			var data []byte
@@ -189,7 +190,7 @@ func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) {
 		}
 		return
 	}
-	byInode := make(map[uint64]Socket, len(found))
+	byInode := make(map[uint64]snapshot.Socket, len(found))
 	for _, so := range found {
 		byInode[so.Inode] = so
 	}
@@ -213,7 +214,7 @@ func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) {
 
 // socketFds reads the socket inodes of p's fd table (its live thread's,
 // where the leader has exited) and the inode of its network namespace.
-func (cfg *scanConfig) socketFds(r *reader, p *Process) (*sockFds, error) {
+func (cfg *scanConfig) socketFds(r *reader, p *snapshot.Process) (*sockFds, error) {
 	dir := strconv.Itoa(p.PID)
 	if p.LiveThread != 0 {
 		dir += "/task/" + strconv.Itoa(p.LiveThread)
@@ -274,8 +275,8 @@ func nsInode(target, kind string) (uint64, bool) {
 
 // sortSockets orders sockets by protocol and addresses, so that a
 // snapshot reads the same however the fd table was walked.
-func sortSockets(socks []Socket) {
-	slices.SortFunc(socks, func(a, b Socket) int {
+func sortSockets(socks []snapshot.Socket) {
+	slices.SortFunc(socks, func(a, b snapshot.Socket) int {
 		return cmp.Or(cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Local, b.Local), cmp.Compare(a.Remote, b.Remote))
 	})
 }

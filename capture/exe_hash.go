@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/provenance"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // DefaultHashLimit is --hash-limit's default: no GPU job's executable is
@@ -44,12 +45,12 @@ type exeHasher struct {
 func (h *exeHasher) hash(rootfd int, dir, path string) exeDigest {
 	fd, err := unix.Openat(rootfd, dir+"/exe", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+		return exeDigest{status: snapshot.HashUnreadable, err: "exe: " + errText(err)}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+		return exeDigest{status: snapshot.HashUnreadable, err: "exe: " + errText(err)}
 	}
 	key := exeKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 	if d, ok := h.cache[key]; ok {
@@ -69,11 +70,11 @@ func (h *exeHasher) hash(rootfd int, dir, path string) exeDigest {
 func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return exeDigest{status: HashUnreadable, err: "exe: not a regular file"}
+		return exeDigest{status: snapshot.HashUnreadable, err: "exe: not a regular file"}
 	case st.Size > h.limit:
-		return exeDigest{status: HashTooLarge, err: fmt.Sprintf("exe: %d bytes, more than the hash limit of %d", st.Size, h.limit)}
+		return exeDigest{status: snapshot.HashTooLarge, err: fmt.Sprintf("exe: %d bytes, more than the hash limit of %d", st.Size, h.limit)}
 	case st.Size == 0:
-		return exeDigest{status: HashUnreadable, err: "exe: empty"}
+		return exeDigest{status: snapshot.HashUnreadable, err: "exe: empty"}
 	}
 	if h.buf == nil {
 		h.buf = make([]byte, 1<<20)
@@ -86,7 +87,7 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 			continue
 		}
 		if err != nil {
-			return exeDigest{status: HashUnreadable, err: "exe: " + errText(err)}
+			return exeDigest{status: snapshot.HashUnreadable, err: "exe: " + errText(err)}
 		}
 		if k == 0 {
 			break
@@ -98,22 +99,22 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 	if n != st.Size {
 		// Truncated or grown while read: a hash of part of a file is no
 		// one's hash.
-		return exeDigest{status: HashUnreadable, err: fmt.Sprintf("exe: read %d bytes of %d", n, st.Size)}
+		return exeDigest{status: snapshot.HashUnreadable, err: fmt.Sprintf("exe: read %d bytes of %d", n, st.Size)}
 	}
-	return exeDigest{sha256: hex.EncodeToString(s.Sum(nil)), md5: hex.EncodeToString(m.Sum(nil)), status: HashOK}
+	return exeDigest{sha256: hex.EncodeToString(s.Sum(nil)), md5: hex.EncodeToString(m.Sum(nil)), status: snapshot.HashOK}
 }
 
 // readBinaries hashes each user's exe and names the package that owns its
 // path, on the live procfs only: a tree's exe links name another machine's
 // files. dpkg is nil where the host has no dpkg database; known (nil: none)
 // holds what earlier captures found of the same binaries and paths.
-func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provenance.DB, known *binaryCache) {
+func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg *provenance.DB, known *binaryCache) {
 	if !cfg.live {
 		return
 	}
 	h := &exeHasher{limit: limit, cache: map[exeKey]exeDigest{}, known: known}
 	var paths []string
-	md5s := map[*Process]string{}
+	md5s := map[*snapshot.Process]string{}
 	for _, p := range users {
 		if p.Exe == "" {
 			continue // a refused or absent exe: nothing to hash or look up
@@ -139,7 +140,7 @@ func (cfg *scanConfig) readBinaries(users []*Process, limit int64, dpkg *provena
 	}
 	for p, sum := range md5s {
 		status, why := dpkg.Status(owners[p.Exe], p.Exe, sum)
-		p.Package = &Package{Name: owners[p.Exe], Status: status}
+		p.Package = &snapshot.Package{Name: owners[p.Exe], Status: status}
 		if why != "" && status == provenance.Unknown && dpkg != nil {
 			p.Errors = append(p.Errors, "package: "+why)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // readHost fills the host facts from the proc root, open as rootfd: btime
@@ -13,7 +15,7 @@ import (
 // unreadable, never the facts of the machine running the tests. They are
 // read by the capture's own reader (not procfs's), which in a tree reads
 // only regular files beneath it.
-func readHost(r *reader, rootfd int, root string, h *Host) (errs []string) {
+func readHost(r *reader, rootfd int, root string, h *snapshot.Host) (errs []string) {
 	if data, err := r.readFileAt(rootfd, root, "stat", nil); err != nil {
 		errs = append(errs, "boot time: "+root+"/stat: "+errText(err))
 	} else if btime, err := parseBtime(data); err != nil {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // tenantTree writes a one-process proc root whose process 90 has the given
@@ -43,17 +45,17 @@ func TestMappingRunsSummarised(t *testing.T) {
 	}
 	b.WriteString("7f0000000000-7f0000001000 rw-s 00000000 00:06 1044 /dev/nvidia1\n")
 	p := findPID(t, captureFixture(t, tenantTree(t, b.Bytes(), []byte("x\x00")), nil), 90)
-	if len(p.Mappings) != MappingsPerDevice+2 {
-		t.Fatalf("%d mappings kept, want %d", len(p.Mappings), MappingsPerDevice+2)
+	if len(p.Mappings) != snapshot.MappingsPerDevice+2 {
+		t.Fatalf("%d mappings kept, want %d", len(p.Mappings), snapshot.MappingsPerDevice+2)
 	}
-	if !slices.ContainsFunc(p.Mappings, func(m Mapping) bool { return m.Path == "/dev/nvidia0" && m.Writable() }) {
+	if !slices.ContainsFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.Path == "/dev/nvidia0" && m.Writable() }) {
 		t.Error("the one writable mapping of nvidia0 past the first 256 lines was not kept")
 	}
-	if !slices.ContainsFunc(p.Mappings, func(m Mapping) bool { return m.Path == "/dev/nvidia1" }) {
+	if !slices.ContainsFunc(p.Mappings, func(m snapshot.Mapping) bool { return m.Path == "/dev/nvidia1" }) {
 		t.Error("nvidia1's mapping was not kept")
 	}
-	want := []MappingRun{{Path: "/dev/nvidia0", Class: ClassNVIDIA, GPUMinor: p.Mappings[0].GPUMinor,
-		Lines: n - MappingsPerDevice - 1, Bytes: (n - MappingsPerDevice - 1) * 0x1000, Perms: []string{"r--s"}}}
+	want := []snapshot.MappingRun{{Path: "/dev/nvidia0", Class: snapshot.ClassNVIDIA, GPUMinor: p.Mappings[0].GPUMinor,
+		Lines: n - snapshot.MappingsPerDevice - 1, Bytes: (n - snapshot.MappingsPerDevice - 1) * 0x1000, Perms: []string{"r--s"}}}
 	if fmt.Sprint(p.MappingRuns) != fmt.Sprint(want) || *p.MappingRuns[0].GPUMinor != 0 {
 		t.Errorf("runs %+v, want %+v", p.MappingRuns, want)
 	}
@@ -70,7 +72,7 @@ func TestMappingRunsManyDevices(t *testing.T) {
 		}
 	}
 	p := findPID(t, captureFixture(t, tenantTree(t, b.Bytes(), []byte("x\x00")), nil), 90)
-	if len(p.Mappings) > 4*MappingsPerDevice+(maxRuns+1)*16 {
+	if len(p.Mappings) > 4*snapshot.MappingsPerDevice+(maxRuns+1)*16 {
 		t.Errorf("%d mappings kept", len(p.Mappings))
 	}
 	lines := len(p.Mappings)
@@ -93,12 +95,12 @@ func TestCmdlineCut(t *testing.T) {
 	sum := sha256.Sum256(cmd.Bytes())
 	maps := []byte("7f0000000000-7f0000001000 rw-s 00000000 00:06 1044 /dev/nvidia1\n")
 	p := findPID(t, captureFixture(t, tenantTree(t, maps, cmd.Bytes()), nil), 90)
-	want := Cut{Length: int64(cmd.Len()), SHA256: hex.EncodeToString(sum[:])}
+	want := snapshot.Cut{Length: int64(cmd.Len()), SHA256: hex.EncodeToString(sum[:])}
 	if p.CmdlineCut == nil || *p.CmdlineCut != want || p.Raw.Cuts["cmdline"] != want {
 		t.Fatalf("cut %+v / %+v, want %+v", p.CmdlineCut, p.Raw.Cuts, want)
 	}
-	if len(strings.Join(p.Cmdline, "\x00")) != CmdlineLimit || len(p.Raw.Cmdline) != CmdlineLimit {
-		t.Errorf("kept %d bytes of arguments and %d of raw text, want %d", len(strings.Join(p.Cmdline, "\x00")), len(p.Raw.Cmdline), CmdlineLimit)
+	if len(strings.Join(p.Cmdline, "\x00")) != snapshot.CmdlineLimit || len(p.Raw.Cmdline) != snapshot.CmdlineLimit {
+		t.Errorf("kept %d bytes of arguments and %d of raw text, want %d", len(strings.Join(p.Cmdline, "\x00")), len(p.Raw.Cmdline), snapshot.CmdlineLimit)
 	}
 }
 
@@ -128,7 +130,7 @@ func TestMapsScannedAsReadKeepsWhatWholeKeeps(t *testing.T) {
 	line := func(i int, path string) string {
 		return fmt.Sprintf("%x-%x rw-s 00000000 00:06 %d %s\n", 0x10000000+2*i*0x1000, 0x10001000+2*i*0x1000, 1043+i%3, path)
 	}
-	for _, size := range []int{TextLimit - 1, TextLimit, TextLimit + 1, 3*TextLimit + TextLimit/2} {
+	for _, size := range []int{snapshot.TextLimit - 1, snapshot.TextLimit, snapshot.TextLimit + 1, 3*snapshot.TextLimit + snapshot.TextLimit/2} {
 		// Lines up to a last one whose path is padded so the text is
 		// exactly size bytes.
 		var text []byte
@@ -143,13 +145,13 @@ func TestMapsScannedAsReadKeepsWhatWholeKeeps(t *testing.T) {
 		p := findPID(t, captureFixture(t, tenantTree(t, text, []byte("x\x00")), nil), 90)
 		wantRaw, wantCut := cutText(text)
 		if p.Raw == nil || p.Raw.Maps != wantRaw {
-			t.Errorf("size %d: raw maps differ from the text's first %d bytes", size, TextLimit)
+			t.Errorf("size %d: raw maps differ from the text's first %d bytes", size, snapshot.TextLimit)
 			continue
 		}
 		if got, ok := p.Raw.Cuts["maps"]; ok != (wantCut != nil) || (ok && got != *wantCut) {
 			t.Errorf("size %d: cut %+v (%v), want %+v", size, got, ok, wantCut)
 		}
-		whole := (&MapsScanner{Classes: DeviceClasses{}}).ScanMaps(text)
+		whole := (&MapsScanner{Classes: snapshot.DeviceClasses{}}).ScanMaps(text)
 		if !reflect.DeepEqual(p.Mappings, whole.Mappings) || !reflect.DeepEqual(p.MappingRuns, whole.Runs) {
 			t.Errorf("size %d: %d mappings and runs %v, the whole text's %d and %v", size, len(p.Mappings), p.MappingRuns, len(whole.Mappings), whole.Runs)
 		}
@@ -168,11 +170,11 @@ func TestSuspectAnonBounded(t *testing.T) {
 		fmt.Fprintf(&b, "%x-%x r-xp 00000000 00:00 0\n", start, start+size)
 	}
 	p := findPID(t, captureFixture(t, tenantTree(t, b.Bytes(), []byte("x\x00")), nil), 90)
-	if len(p.SuspectAnon) != MappingsPerDevice {
-		t.Fatalf("%d suspect anonymous mappings kept, want %d", len(p.SuspectAnon), MappingsPerDevice)
+	if len(p.SuspectAnon) != snapshot.MappingsPerDevice {
+		t.Fatalf("%d suspect anonymous mappings kept, want %d", len(p.SuspectAnon), snapshot.MappingsPerDevice)
 	}
-	want := MappingRun{Class: ClassAnonExec, Lines: n - MappingsPerDevice, Bytes: (n - MappingsPerDevice) * size, Perms: []string{"r-xp"}}
-	if i := slices.IndexFunc(p.MappingRuns, func(r MappingRun) bool { return r.Class == ClassAnonExec }); i < 0 || !reflect.DeepEqual(p.MappingRuns[i], want) {
+	want := snapshot.MappingRun{Class: snapshot.ClassAnonExec, Lines: n - snapshot.MappingsPerDevice, Bytes: (n - snapshot.MappingsPerDevice) * size, Perms: []string{"r-xp"}}
+	if i := slices.IndexFunc(p.MappingRuns, func(r snapshot.MappingRun) bool { return r.Class == snapshot.ClassAnonExec }); i < 0 || !reflect.DeepEqual(p.MappingRuns[i], want) {
 		t.Errorf("runs %+v, want one %+v", p.MappingRuns, want)
 	}
 }

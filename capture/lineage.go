@@ -5,14 +5,16 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // readLineage gives each GPU user its ancestry from the snapshot's own
 // processes, whether it was reparented (from its and its parent's sessions,
 // read again from stat: the BPF path does not carry them), and its wchan
 // when in D state.
-func (cfg *scanConfig) readLineage(r *reader, s *Snapshot, users []*Process) {
-	byPID := make(map[int]*Process, len(s.Processes))
+func (cfg *scanConfig) readLineage(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
+	byPID := make(map[int]*snapshot.Process, len(s.Processes))
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
@@ -37,16 +39,16 @@ func (cfg *scanConfig) readLineage(r *reader, s *Snapshot, users []*Process) {
 
 // ancestry walks p's parents in byPID, nearest first, to PID 1, a parent
 // the snapshot lacks, or MaxAncestry.
-func ancestry(p *Process, byPID map[int]*Process) []Ancestor {
-	var out []Ancestor
+func ancestry(p *snapshot.Process, byPID map[int]*snapshot.Process) []snapshot.Ancestor {
+	var out []snapshot.Ancestor
 	seen := map[int]bool{p.PID: true}
-	for pid := p.PPID; pid > 0 && len(out) < MaxAncestry && !seen[pid]; {
+	for pid := p.PPID; pid > 0 && len(out) < snapshot.MaxAncestry && !seen[pid]; {
 		a := byPID[pid]
 		if a == nil {
 			break
 		}
 		seen[pid] = true
-		out = append(out, Ancestor{PID: a.PID, StartTime: a.StartTime, Comm: a.Comm, Exe: a.Exe})
+		out = append(out, snapshot.Ancestor{PID: a.PID, StartTime: a.StartTime, Comm: a.Comm, Exe: a.Exe})
 		pid = a.PPID
 	}
 	return out

@@ -3,20 +3,22 @@ package capture
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // NVMLReader gives a capture NVML's view. Package nvmlread implements it
 // over libnvidia-ml, go-nvml's mocks or a fixture; the capture takes an
 // interface so that what needs only these types links no cgo.
 type NVMLReader interface {
-	ReadNVML() (NVML, error)
+	ReadNVML() (snapshot.NVML, error)
 }
 
 // readNVML is r's view; a capture given no reader records NVML as not read,
 // so the diff notes that GPU memory was not compared.
-func readNVML(r NVMLReader) (NVML, error) {
+func readNVML(r NVMLReader) (snapshot.NVML, error) {
 	if r == nil {
-		return NVML{Source: NVMLSourceDisabled, Unavailable: "not read: the capture was given no NVML reader"}, nil
+		return snapshot.NVML{Source: snapshot.NVMLSourceDisabled, Unavailable: "not read: the capture was given no NVML reader"}, nil
 	}
 	return r.ReadNVML()
 }

@@ -3,6 +3,8 @@ package capture
 import (
 	"slices"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path"; cgroup v2
@@ -178,7 +180,7 @@ func (w *worker) cgroupOf(data []byte) *cgroupSet {
 }
 
 // setCgroups records the cgroup set of process p and what it reveals.
-func setCgroups(p *Process, set *cgroupSet) {
+func setCgroups(p *snapshot.Process, set *cgroupSet) {
 	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
 	a := set.a
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 func TestParseCgroup(t *testing.T) {
@@ -78,7 +80,7 @@ func TestCgroupOfParsesOncePerText(t *testing.T) {
 	if a != b || a.a.ContainerID != strings.Repeat("ab", 32) || a.a.Runtime != "docker" {
 		t.Fatalf("the same text parsed twice, or wrongly: %+v %+v", a, b)
 	}
-	var p, q Process
+	var p, q snapshot.Process
 	setCgroups(&p, a)
 	setCgroups(&q, b)
 	p.Cgroups[0] = "changed"

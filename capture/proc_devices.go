@@ -24,8 +24,8 @@ import (
 
 // ParseDevices reads the text of /proc/devices and returns the character
 // majors whose driver name starts with "nvidia".
-func ParseDevices(data []byte) DeviceClasses {
-	dc := DeviceClasses{NVIDIAMajors: map[uint32]string{}}
+func ParseDevices(data []byte) snapshot.DeviceClasses {
+	dc := snapshot.DeviceClasses{NVIDIAMajors: map[uint32]string{}}
 	char := false
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		switch {

@@ -25,7 +25,7 @@ import (
 // the error of listing the directory or a refusal of its links, or that of
 // an io_uring whose registered files could not all be read (ringHolders);
 // errs are per-fd errors worth recording.
-func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string, err error) {
+func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs []string, err error) {
 	dir := taskDir + "/fd"
 	dirfd, err := w.r.openDirAt(taskfd, taskDir, "fd")
 	if err != nil {
@@ -37,7 +37,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		return nil, nil, err
 	}
 	slices.Sort(w.fds)
-	var other []Holder
+	var other []snapshot.Holder
 	var unreadable error // of a ring whose registered files could not all be read
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
@@ -47,7 +47,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		// (a container's mknod, a bind mount): on the live procfs its stat
 		// decides (fdKind).
 		target, err := w.r.readlinkAt(dirfd, dir, name)
-		var kind FileKind
+		var kind snapshot.FileKind
 		known := false
 		var unnamedErr error
 		switch {
@@ -93,12 +93,12 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []Holder, errs []string
 		if !known && !snapshot.DevicePathRule([]byte(path), deleted, false) {
 			continue
 		}
-		h := Holder{FD: fd, Target: path, Deleted: deleted}
+		h := snapshot.Holder{FD: fd, Target: path, Deleted: deleted}
 		if known {
 			h.DeviceNumber, h.DeviceType = kind.DeviceNumber()
 		}
 		h.Class, h.GPUMinor = w.classes.Classify(path, kind, known)
-		if h.Class != ClassNVIDIA {
+		if h.Class != snapshot.ClassNVIDIA {
 			// No fdinfo for other devices: every process holds /dev/null or a
 			// tty, and the diff judges only NVIDIA holders by access mode.
 			if w.holderRuns.kept(&h) {
@@ -144,7 +144,7 @@ const (
 // a node of another mount namespace. linkErr is readlink's error, where the
 // link could not be read (a path past PATH_MAX): a device is then kept by
 // its number alone, and an anonymous inode's error recorded.
-func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (FileKind, fdFate, error) {
+func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.FileKind, fdFate, error) {
 	kind, err := w.r.statAt(dirfd, dir, name)
 	switch {
 	case refusedErr(err):
@@ -173,7 +173,7 @@ type holderRuns struct {
 }
 
 // kept reports whether h is kept one by one, counting it otherwise.
-func (r *holderRuns) kept(h *Holder) bool {
+func (r *holderRuns) kept(h *snapshot.Holder) bool {
 	r.id = strconv.AppendUint(append(strconv.AppendUint(r.id[:0], uint64(h.DeviceNumber.Major), 10), ':'), uint64(h.DeviceNumber.Minor), 10)
 	if r.runs.counted(r.id, []byte(h.Target), []byte(h.Access), nil, 0) {
 		return false
@@ -211,7 +211,7 @@ var errTooManyFdTables = fmt.Errorf("threads with more than %d fd tables of thei
 // and a tenant could hold a GPU there unseen. kcmp(KCMP_FILES) tells one
 // table from another without reading either, so threads sharing the
 // process's table (nearly all) cost one system call each.
-func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []Holder, errs []string, err error) {
+func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []snapshot.Holder, errs []string, err error) {
 	if base == 0 {
 		base = pid
 	}

@@ -50,8 +50,8 @@ func TestHoldersManyFds(t *testing.T) {
 					counted += r.Lines
 				}
 			}
-			if kept != MappingsPerDevice || kept+counted < extra {
-				t.Errorf("%d fds on /dev/null kept and %d counted; want %d kept, and %d or more in all", kept, counted, MappingsPerDevice, extra)
+			if kept != snapshot.MappingsPerDevice || kept+counted < extra {
+				t.Errorf("%d fds on /dev/null kept and %d counted; want %d kept, and %d or more in all", kept, counted, snapshot.MappingsPerDevice, extra)
 			}
 		})
 	}
@@ -62,7 +62,7 @@ func TestHoldersManyFds(t *testing.T) {
 func TestHolderRunsKeepNewAccess(t *testing.T) {
 	var r holderRuns
 	minor := 0
-	h := Holder{Target: "/dev/nvidia0", DeviceNumber: snapshot.DeviceNumber{Major: 195, Minor: 0}, Class: ClassNVIDIA, GPUMinor: &minor, Access: "r"}
+	h := snapshot.Holder{Target: "/dev/nvidia0", DeviceNumber: snapshot.DeviceNumber{Major: 195, Minor: 0}, Class: snapshot.ClassNVIDIA, GPUMinor: &minor, Access: "r"}
 	kept := 0
 	for i := range 1000 {
 		h.FD, h.Access = i, "r"
@@ -71,13 +71,13 @@ func TestHolderRunsKeepNewAccess(t *testing.T) {
 		}
 		if r.kept(&h) {
 			kept++
-			if i >= MappingsPerDevice && h.Access != "rw" {
-				t.Errorf("fd %d (%s) kept past the first %d", i, h.Access, MappingsPerDevice)
+			if i >= snapshot.MappingsPerDevice && h.Access != "rw" {
+				t.Errorf("fd %d (%s) kept past the first %d", i, h.Access, snapshot.MappingsPerDevice)
 			}
 		}
 	}
 	runs := r.runs.result()
-	if kept != MappingsPerDevice+1 || len(runs) != 1 || runs[0].Lines != 1000-kept || runs[0].Path != "/dev/nvidia0" {
+	if kept != snapshot.MappingsPerDevice+1 || len(runs) != 1 || runs[0].Lines != 1000-kept || runs[0].Path != "/dev/nvidia0" {
 		t.Errorf("%d kept, runs %+v", kept, runs)
 	}
 }

@@ -105,7 +105,7 @@ var errRingUnread = errors.New("registered files unknown")
 // taken as open read-write, the most it can be, which errs says. err is set
 // where some of the ring's files could not be read: the process's fds are
 // then not known in full.
-func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other []Holder, errs []string, err error) {
+func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other []snapshot.Holder, errs []string, err error) {
 	name := "fdinfo/" + strconv.Itoa(ringfd)
 	what := "fd " + strconv.Itoa(ringfd) + " (io_uring)"
 	var slots int
@@ -145,15 +145,15 @@ func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other 
 			continue
 		}
 		slot := f.slot
-		h := Holder{FD: ringfd, RingSlot: &slot, Target: path, Deleted: deleted}
-		h.Class, h.GPUMinor = w.classes.Classify(path, FileKind{}, false)
-		if h.Class == ClassNVIDIA {
+		h := snapshot.Holder{FD: ringfd, RingSlot: &slot, Target: path, Deleted: deleted}
+		h.Class, h.GPUMinor = w.classes.Classify(path, snapshot.FileKind{}, false)
+		if h.Class == snapshot.ClassNVIDIA {
 			h.Access = "rw"
 		}
 		if !w.holderRuns.kept(&h) {
 			continue
 		}
-		if h.Class == ClassNVIDIA {
+		if h.Class == snapshot.ClassNVIDIA {
 			nvidia++
 			hs = append(hs, h)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,7 +85,7 @@ func (cfg *scanConfig) otherFS(fd int) string {
 // scan.Hidden where the kernel still has the process, and reports whether
 // it did. On another pid namespace's procfs nothing can be probed: a
 // mount over a directory there is said in scan.Errors.
-func (cfg *scanConfig) hidden(r *reader, res result, scan *Scan) bool {
+func (cfg *scanConfig) hidden(r *reader, res result, scan *snapshot.Scan) bool {
 	shown := res.hidden
 	if shown == "" {
 		shown = "reads as no process (no stat in it)"
@@ -99,7 +100,7 @@ func (cfg *scanConfig) hidden(r *reader, res result, scan *Scan) bool {
 	if !ok {
 		return false
 	}
-	scan.Hidden = append(scan.Hidden, HiddenProcess{PID: res.p.PID, StartTime: res.p.StartTime, Comm: res.p.Comm, Why: why})
+	scan.Hidden = append(scan.Hidden, snapshot.HiddenProcess{PID: res.p.PID, StartTime: res.p.StartTime, Comm: res.p.Comm, Why: why})
 	return true
 }
 

@@ -190,19 +190,19 @@ type MapsScanner struct {
 	// Stat stats the file behind a mapping (stat of /proc/PID/map_files/NAME,
 	// NAME as mapFilesName gives it). ok is false when it could not be read;
 	// the path rule then decides. Nil means no stat at all (only the path rule).
-	Stat func(name []byte, devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
+	Stat func(name []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Known, with Stat, answers for a file Stat has already stat'ed (by its
 	// maps dev field and inode) without a name: a line of a file known to
 	// be no device is then dismissed before it is parsed. Nil asks Stat.
-	Known func(devMajor, devMinor uint32, inode uint64) (kind FileKind, ok bool)
+	Known func(devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Classes decides NVIDIA or other for a device.
-	Classes DeviceClasses
+	Classes snapshot.DeviceClasses
 
 	nameBuf []byte // the map_files name of the line being stat'ed
 
 	// The state of a scan, from Begin to End.
 	res      MapsResult
-	other    []Mapping // device mappings of other devices, after NVIDIA's
+	other    []snapshot.Mapping // device mappings of other devices, after NVIDIA's
 	runs     mappingRuns
 	anon     suspectAnon
 	lastFile []byte // "dev inode" of the last file found not to be a device
@@ -212,9 +212,9 @@ type MapsScanner struct {
 
 // Bounds of what one process's maps may cost, whatever a tenant maps.
 const (
-	maxKeptMappings = 4 * MappingsPerDevice // every device together
-	maxRuns         = 64                    // devices with a run of their own; the rest share one
-	maxMapsErrors   = 16                    // malformed lines named one by one
+	maxKeptMappings = 4 * snapshot.MappingsPerDevice // every device together
+	maxRuns         = 64                             // devices with a run of their own; the rest share one
+	maxMapsErrors   = 16                             // malformed lines named one by one
 )
 
 // deviceRun is what ScanMaps has seen of one device (one file: dev and
@@ -224,7 +224,7 @@ type deviceRun struct {
 	path   []byte // as maps writes it, " (deleted)" and all
 	kept   int
 	perms  []string // kept so far, each once
-	run    MappingRun
+	run    snapshot.MappingRun
 }
 
 // mappingRuns is the one rule of what a process's device mappings may
@@ -250,7 +250,7 @@ func (m *mappingRuns) counted(id, path, perms, addr []byte, size uint64) bool {
 		return false
 	}
 	r := m.find(id, path)
-	if r == nil || (r.kept < MappingsPerDevice && m.kept < maxKeptMappings) || !r.sawPerms(perms) {
+	if r == nil || (r.kept < snapshot.MappingsPerDevice && m.kept < maxKeptMappings) || !r.sawPerms(perms) {
 		return false
 	}
 	if addr != nil {
@@ -278,8 +278,8 @@ func (m *mappingRuns) keep(id, path, perms []byte, class string, gpuMinor *int) 
 }
 
 // result is the runs of lines not kept.
-func (m *mappingRuns) result() []MappingRun {
-	var out []MappingRun
+func (m *mappingRuns) result() []snapshot.MappingRun {
+	var out []snapshot.MappingRun
 	for i := range m.runs {
 		if m.runs[i].run.Lines > 0 {
 			out = append(out, m.runs[i].run)
@@ -319,7 +319,7 @@ func (m *mappingRuns) run(id, path []byte) *deviceRun {
 func (r *deviceRun) count(size uint64, perms []byte) { countLine(&r.run, size, perms) }
 
 // countLine counts a line not kept in run r.
-func countLine(r *MappingRun, size uint64, perms []byte) {
+func countLine(r *snapshot.MappingRun, size uint64, perms []byte) {
 	r.Lines++
 	r.Bytes += size
 	for _, p := range r.Perms {
@@ -335,22 +335,22 @@ func countLine(r *MappingRun, size uint64, perms []byte) {
 // counted in a run of class anon_exec (a tenant can make tens of thousands,
 // 64 MiB of address space each).
 type suspectAnon struct {
-	kept []Mapping
-	run  MappingRun
+	kept []snapshot.Mapping
+	run  snapshot.MappingRun
 }
 
 // full reports whether the next mapping is counted, not kept.
-func (a *suspectAnon) full() bool { return len(a.kept) >= MappingsPerDevice }
+func (a *suspectAnon) full() bool { return len(a.kept) >= snapshot.MappingsPerDevice }
 
-func (a *suspectAnon) keep(m Mapping) { a.kept = append(a.kept, m) }
+func (a *suspectAnon) keep(m snapshot.Mapping) { a.kept = append(a.kept, m) }
 
 func (a *suspectAnon) count(size uint64, perms []byte) {
-	a.run.Class = ClassAnonExec
+	a.run.Class = snapshot.ClassAnonExec
 	countLine(&a.run, size, perms)
 }
 
 // counted is the run of the mappings not kept, or nil.
-func (a *suspectAnon) counted() *MappingRun {
+func (a *suspectAnon) counted() *snapshot.MappingRun {
 	if a.run.Lines == 0 {
 		return nil
 	}
@@ -369,11 +369,11 @@ func (r *deviceRun) sawPerms(perms []byte) bool {
 
 // MapsResult is what ScanMaps found in one maps text.
 type MapsResult struct {
-	Mappings    []Mapping    // device mappings, NVIDIA first, then other, each in address order
-	SuspectAnon []Mapping    // anonymous executable mappings of 64 MiB or more, the first MappingsPerDevice
-	AnonRun     *MappingRun  // those past them, counted
-	Runs        []MappingRun // device lines not kept one by one, per device
-	Errors      []string     // malformed lines, by line number (the first few)
+	Mappings    []snapshot.Mapping    // device mappings, NVIDIA first, then other, each in address order
+	SuspectAnon []snapshot.Mapping    // anonymous executable mappings of 64 MiB or more, the first MappingsPerDevice
+	AnonRun     *snapshot.MappingRun  // those past them, counted
+	Runs        []snapshot.MappingRun // device lines not kept one by one, per device
+	Errors      []string              // malformed lines, by line number (the first few)
 }
 
 // ScanMaps scans the text of a maps file. Most lines (libraries, heap, stack)
@@ -467,7 +467,7 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.anon.count(m.End-m.Start, m.Perms[:])
 			default:
 				mp := newMapping(line, &m)
-				mp.Class = ClassAnonExec
+				mp.Class = snapshot.ClassAnonExec
 				s.anon.keep(mp)
 			}
 		case len(path) > 0 && path[0] == '/':
@@ -508,7 +508,7 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.res.Errors = append(s.res.Errors, "maps: "+mp.Address+": "+syscall.ENAMETOOLONG.Error())
 			}
 			s.runs.keep(devIno, path, perms, mp.Class, mp.GPUMinor)
-			if mp.Class == ClassNVIDIA {
+			if mp.Class == snapshot.ClassNVIDIA {
 				s.res.Mappings = append(s.res.Mappings, mp)
 			} else {
 				s.other = append(s.other, mp)
@@ -595,8 +595,8 @@ func pathField(rest []byte) (path, devIno []byte, ok bool) {
 // device decides whether a parsed file-backed line maps a device, and builds
 // its Mapping. Where stat of the mapped file works its file type decides;
 // otherwise the path rule of docs/spec.md (Device rule) does.
-func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
-	var kind FileKind
+func (s *MapsScanner) device(line []byte, m *MapsLine) (snapshot.Mapping, bool) {
+	var kind snapshot.FileKind
 	known := false
 	if s.Stat != nil {
 		s.nameBuf = mapFilesName(s.nameBuf[:0], m.Start, m.End)
@@ -605,14 +605,14 @@ func (s *MapsScanner) device(line []byte, m *MapsLine) (Mapping, bool) {
 	if bytes.HasPrefix(m.Path, dmabufPrefix) {
 		// Its inode has no file type: stat says nothing, the name says DMA-buf.
 		mp := newMapping(line, m)
-		mp.Class = ClassOther
+		mp.Class = snapshot.ClassOther
 		return mp, true
 	}
 	if known && !kind.Device {
-		return Mapping{}, false
+		return snapshot.Mapping{}, false
 	}
 	if !known && !snapshot.DevicePathRule(m.Path, m.Deleted, m.Perms[3] == 's') {
-		return Mapping{}, false
+		return snapshot.Mapping{}, false
 	}
 	mp := newMapping(line, m)
 	if known {
@@ -632,9 +632,9 @@ func mapFilesName(dst []byte, start, end uint64) []byte {
 	return strconv.AppendUint(dst, end, 16)
 }
 
-func newMapping(line []byte, m *MapsLine) Mapping {
+func newMapping(line []byte, m *MapsLine) snapshot.Mapping {
 	rangeText, _, _ := bytes.Cut(line, []byte{' '})
-	return Mapping{
+	return snapshot.Mapping{
 		Address: string(rangeText),
 		Start:   m.Start,
 		End:     m.End,

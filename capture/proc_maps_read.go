@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // mapsWhole is the size up to which a maps file is read whole and then
@@ -13,14 +15,14 @@ import (
 // memory stays bounded, and no buffer is grown, which costs a copy and
 // fresh pages for all read so far (once as much as the kernel's own work of
 // writing the text).
-const mapsWhole = TextLimit
+const mapsWhole = snapshot.TextLimit
 
 // readMaps reads and scans the maps of the process being read. raw is the
 // text to keep for a process that uses an NVIDIA device: all of it (newRaw
 // cuts it), or, for a text scanned as it was read, its first TextLimit bytes
 // with cut naming the whole. errTruncated comes with a result: the scan
 // stopped at maxFileSize.
-func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *Cut, err error) {
+func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *snapshot.Cut, err error) {
 	fd, err := w.r.openRead(w.dirfd, w.dir, "maps", false)
 	if err != nil {
 		return mr, nil, nil, err
@@ -39,7 +41,7 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *Cut, err error) {
 		return w.maps.ScanMaps(buf), buf, nil, nil
 	}
 
-	w.rawMaps = append(w.rawMaps[:0], buf[:TextLimit]...)
+	w.rawMaps = append(w.rawMaps[:0], buf[:snapshot.TextLimit]...)
 	h := sha256.New()
 	h.Write(buf)
 	total := int64(len(buf))
@@ -87,8 +89,8 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *Cut, err error) {
 		}
 	}
 	w.mapsBuf = buf
-	if total <= TextLimit && err == nil {
+	if total <= snapshot.TextLimit && err == nil {
 		return w.maps.End(), w.rawMaps, nil, nil // exactly TextLimit bytes: whole, as cutText keeps it
 	}
-	return w.maps.End(), w.rawMaps, &Cut{Length: total, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: err != nil}, err
+	return w.maps.End(), w.rawMaps, &snapshot.Cut{Length: total, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: err != nil}, err
 }

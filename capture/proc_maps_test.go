@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 func TestParseMapsLine(t *testing.T) {
@@ -90,7 +92,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 		"a000-b000 rw-s 00000000 00:05 1052 /dev/nvidia-modeset", // 195:254: GPU 254 by spec.md's Device rule, which no GPU has
 		"b000-c000 rw-s 00000000 00:0d 1090 /dmabuf:",            // DMA-buf: no file type, an other device
 	}, "\n") + "\n"
-	kinds := map[uint64]FileKind{
+	kinds := map[uint64]snapshot.FileKind{
 		77:   {},
 		500:  {Device: true, Char: true, Major: 195, Minor: 2},
 		1050: {Device: true, Char: true, Major: 195, Minor: 5},
@@ -102,10 +104,10 @@ func TestScanMapsStatDecides(t *testing.T) {
 		1090: {},
 	}
 	stats := 0
-	cache := map[uint64]FileKind{}
+	cache := map[uint64]snapshot.FileKind{}
 	sc := MapsScanner{
 		Classes: ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n508 nvidia-uvm\n\nBlock devices:\n  7 loop\n")),
-		Stat: func(rangeText []byte, major, minor uint32, inode uint64) (FileKind, bool) {
+		Stat: func(rangeText []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 			if k, ok := cache[inode]; ok {
 				return k, true
 			}
@@ -155,23 +157,23 @@ func TestScanMapsPathRule(t *testing.T) {
 		device      bool
 		class       string
 	}{
-		{"/dev/nvidia0", "rw-s", true, ClassNVIDIA},
-		{"/dev/nvidia-caps/nvidia-cap1", "r--s", true, ClassNVIDIA}, // parent nvidia-caps, name nvidia*: not in a dev dir, but under /dev
-		{"/dev/dri/card0", "rw-s", true, ClassOther},
+		{"/dev/nvidia0", "rw-s", true, snapshot.ClassNVIDIA},
+		{"/dev/nvidia-caps/nvidia-cap1", "r--s", true, snapshot.ClassNVIDIA}, // parent nvidia-caps, name nvidia*: not in a dev dir, but under /dev
+		{"/dev/dri/card0", "rw-s", true, snapshot.ClassOther},
 		{"/dev/zero (deleted)", "rw-s", false, ""},
-		{"/dev/zero (deleted)", "rw-p", true, ClassOther},
-		{"/dev/zero", "r--p", true, ClassOther},
+		{"/dev/zero (deleted)", "rw-p", true, snapshot.ClassOther},
+		{"/dev/zero", "r--p", true, snapshot.ClassOther},
 		{"/dev/shm/x", "rw-s", false, ""},
 		{"/dev/shm", "rw-s", false, ""},
 		{"/dev/mqueue/q", "rw-s", false, ""},
 		{"/dev/hugepages/h", "rw-s", false, ""},
 		{"/dev/hugepages/dev/nvidia0", "rw-s", false, ""},
-		{"/srv/x/dev/nvidia0", "rw-s", true, ClassNVIDIA},
+		{"/srv/x/dev/nvidia0", "rw-s", true, snapshot.ClassNVIDIA},
 		{"/home/u/dev/project/lib.so", "r-xp", false, ""},
 		{"/home/u/devices/nvidia0", "r-xp", false, ""},
 		{"/usr/lib/libc.so.6", "r-xp", false, ""},
-		{"/dmabuf:", "rw-s", true, ClassOther}, // DMA-buf: an other device (spec.md, Device rule)
-		{"/dmabuf:cuda-ipc", "r--s", true, ClassOther},
+		{"/dmabuf:", "rw-s", true, snapshot.ClassOther}, // DMA-buf: an other device (spec.md, Device rule)
+		{"/dmabuf:cuda-ipc", "r--s", true, snapshot.ClassOther},
 		{"/dmabuffer", "rw-s", false, ""},
 	} {
 		line := "1000-2000 " + tc.perms + " 00000000 00:05 10 " + tc.path + "\n"
@@ -267,9 +269,9 @@ func FuzzParseMapsLine(f *testing.F) {
 // which would leave a low device mapping without its number.
 func TestScanMapsMapFilesName(t *testing.T) {
 	var names []string
-	sc := MapsScanner{Stat: func(name []byte, _, _ uint32, _ uint64) (FileKind, bool) {
+	sc := MapsScanner{Stat: func(name []byte, _, _ uint32, _ uint64) (snapshot.FileKind, bool) {
 		names = append(names, string(name))
-		return FileKind{Device: true, Major: 7, Minor: 1}, true
+		return snapshot.FileKind{Device: true, Major: 7, Minor: 1}, true
 	}}
 	res := sc.ScanMaps([]byte("00200000-00210000 rw-s 00000000 fe:00 10 /srv/dev/nvidia0\n" +
 		"08048000-08049000 r--s 00001000 fe:00 11 /srv/dev/nvidia1\n" +
@@ -329,18 +331,18 @@ func TestScanMapsKnownSkipsParse(t *testing.T) {
 		"5000-6000 rw-s 00000000 00:0d 1090 /dmabuf:",          // DMA-buf: its name decides
 		"bad line", // not a maps line: still said
 	}, "\n") + "\n"
-	known := map[uint64]FileKind{600: {}, 1050: {Device: true, Char: true, Major: 195, Minor: 5}, 1090: {}}
+	known := map[uint64]snapshot.FileKind{600: {}, 1050: {Device: true, Char: true, Major: 195, Minor: 5}, 1090: {}}
 	var statted []uint64
 	sc := MapsScanner{
 		Classes: ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n")),
-		Stat: func(_ []byte, _, _ uint32, inode uint64) (FileKind, bool) {
+		Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 			statted = append(statted, inode)
 			if k, ok := known[inode]; ok {
 				return k, true
 			}
-			return FileKind{}, true
+			return snapshot.FileKind{}, true
 		},
-		Known: func(major, minor uint32, inode uint64) (FileKind, bool) {
+		Known: func(major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 			k, ok := known[inode]
 			return k, ok && (major == 0xfd && minor == 1 || major == 0 && (minor == 5 || minor == 0xd))
 		},

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"strconv"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // /proc/PID/net/{tcp,tcp6,udp,udp6} list the sockets of the process's
@@ -30,7 +32,7 @@ var tcpStates = [...]string{1: "established", 2: "syn_sent", 3: "syn_recv", 4: "
 // parseNetTable appends to out, for each line of a net/{tcp,udp}[6] table
 // whose inode is in want, that socket. Malformed lines are skipped and
 // counted in bad: the table is the kernel's, but a tree's is anyone's.
-func parseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool, out []Socket) (_ []Socket, bad int) {
+func parseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool, out []snapshot.Socket) (_ []snapshot.Socket, bad int) {
 	udp := proto == "udp" || proto == "udp6"
 	header := true
 	for line := range bytes.Lines(data) {
@@ -67,7 +69,7 @@ func parseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool
 				state = "connected"
 			}
 		}
-		out = append(out, Socket{Proto: proto, Local: local.String(), Remote: remote.String(), State: state, Netns: netns, Inode: inode})
+		out = append(out, snapshot.Socket{Proto: proto, Local: local.String(), Remote: remote.String(), State: state, Netns: netns, Inode: inode})
 	}
 	return out, bad
 }

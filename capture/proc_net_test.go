@@ -2,6 +2,8 @@ package capture
 
 import (
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Lines as this host's kernel writes them (cat /proc/net/tcp6, udp).
@@ -31,7 +33,7 @@ func TestParseNetTable(t *testing.T) {
 	}
 	got, _ = parseNetTable([]byte(netTCP6), "tcp6", 7, want, got)
 	got, _ = parseNetTable([]byte(netUDP), "udp", 7, want, got)
-	exp := []Socket{
+	exp := []snapshot.Socket{
 		{Proto: "tcp", Local: "127.0.0.1:3333", Remote: "0.0.0.0:0", State: "listen", Netns: 7, Inode: 41001},
 		{Proto: "tcp", Local: "127.0.0.1:41668", Remote: "127.0.0.1:3333", State: "established", Netns: 7, Inode: 41002},
 		{Proto: "tcp", Local: "10.0.0.10:22", Remote: "10.0.0.11:57842", State: "established", Netns: 7, Inode: 41003},

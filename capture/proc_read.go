@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -208,7 +209,7 @@ func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 // as much of it as asked: with shortIsEnd, a short read is its end), and,
 // where only its raw text is kept, maps (a tenant's 100,000 mappings are
 // 10 MB of it).
-func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *Cut, error) {
+func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *snapshot.Cut, error) {
 	fd, err := r.openRead(dirfd, dir, name, false)
 	if err != nil {
 		return buf[:0], nil, err
@@ -241,7 +242,7 @@ func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int
 	if n == int64(len(buf)) {
 		return buf, nil, nil // exactly limit bytes: nothing was cut
 	}
-	return buf, &Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
+	return buf, &snapshot.Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
 }
 
 // openRead opens name to read it. In a tree only a regular file of at most
@@ -342,9 +343,9 @@ func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
 
 // statAt stats name in the directory open as dirfd, whose path is dir,
 // following links (as stat of map_files and fd links must).
-func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
+func (r *reader) statAt(dirfd int, dir, name string) (snapshot.FileKind, error) {
 	if err := r.fault(dir, name); err != nil {
-		return FileKind{}, err
+		return snapshot.FileKind{}, err
 	}
 	// statx with AT_STATX_DONT_SYNC: a file's type and device number never
 	// change, so cached attributes are the truth, and a mapped file on a dead
@@ -356,22 +357,22 @@ func (r *reader) statAt(dirfd int, dir, name string) (FileKind, error) {
 			continue
 		}
 		if err != nil {
-			return FileKind{}, err
+			return snapshot.FileKind{}, err
 		}
 		break
 	}
 	switch uint32(st.Mode) & syscall.S_IFMT {
 	case syscall.S_IFCHR, syscall.S_IFBLK:
-		return FileKind{
+		return snapshot.FileKind{
 			Device: true,
 			Char:   uint32(st.Mode)&syscall.S_IFMT == syscall.S_IFCHR,
 			Major:  st.Rdev_major,
 			Minor:  st.Rdev_minor,
 		}, nil
 	case 0:
-		return FileKind{Anon: true}, nil
+		return snapshot.FileKind{Anon: true}, nil
 	}
-	return FileKind{}, nil
+	return snapshot.FileKind{}, nil
 }
 
 // pidfdInfo asks the kernel, through a pidfd of pid, for the credentials of

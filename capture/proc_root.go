@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +32,7 @@ func OpenProcRoot(root string) (*ProcRoot, error) {
 	if root == "" {
 		root = "/proc"
 	}
-	var h Host
+	var h snapshot.Host
 	cfg, r, errs, err := openScan(root, nil, &h)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func OpenProcRoot(root string) (*ProcRoot, error) {
 func (p *ProcRoot) Close() error { return unix.Close(p.cfg.rootfd) }
 
 // Classes are the device classes its devices file gives.
-func (p *ProcRoot) Classes() DeviceClasses { return p.cfg.classes }
+func (p *ProcRoot) Classes() snapshot.DeviceClasses { return p.cfg.classes }
 
 // PIDs lists its processes.
 func (p *ProcRoot) PIDs() ([]int, error) {
@@ -55,12 +56,12 @@ func (p *ProcRoot) PIDs() ([]int, error) {
 // Processes reads the processes pids as Capture reads each, and leaves out
 // those that are gone: watch's fallback rescans new processes and those
 // using a device with it, not the whole host.
-func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]Process, error) {
+func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]snapshot.Process, error) {
 	results, err := p.cfg.scan(ctx, pids)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Process, 0, len(results))
+	out := make([]snapshot.Process, 0, len(results))
 	for _, res := range results {
 		if !res.vanished {
 			makeValidUTF8(&res.p)

@@ -3,6 +3,8 @@ package capture
 import (
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 func TestParseStat(t *testing.T) {
@@ -49,7 +51,7 @@ func TestDefunct(t *testing.T) {
 		{"R", 8, false},
 		{"", 0, false}, // a snapshot from before gpusnap kept the state
 	} {
-		p := Process{State: tc.state, Threads: tc.threads}
+		p := snapshot.Process{State: tc.state, Threads: tc.threads}
 		if p.Defunct() != tc.want {
 			t.Errorf("state %q with %d threads: Defunct() = %v", tc.state, tc.threads, !tc.want)
 		}

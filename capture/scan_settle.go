@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Bounds of settle: a tenant controls how fast its processes fork and
@@ -31,7 +33,7 @@ const (
 // new to it, newest first. It stops when a round's processes were all read,
 // or at a bound, which scan.Unsettled then names: the capture may have
 // missed a process, and says so.
-func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []result, scan *Scan) ([]result, error) {
+func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []result, scan *snapshot.Scan) ([]result, error) {
 	if !cfg.live {
 		return results, nil // a tree does not change while it is read
 	}

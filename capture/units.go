@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // unitDirs are systemd's system unit directories, most binding first, as
@@ -212,7 +214,7 @@ func unitSetting(data []byte, section, key, value string) string {
 // readUnits gives each GPU user that runs under a systemd service its
 // unit's Restart= value and the timer that starts it, from the unit
 // directories under root ("" reads none).
-func readUnits(root string, users []*Process, scan *Scan) {
+func readUnits(root string, users []*snapshot.Process, scan *snapshot.Scan) {
 	if root == "" {
 		return
 	}

@@ -3,6 +3,8 @@ package capture
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // makeValidUTF8 writes each byte of invalid UTF-8 in the process's parsed
@@ -11,7 +13,7 @@ import (
 // Names and paths are whatever a process chose, and a live capture must equal
 // the same capture read back from the store: otherwise diff would see an
 // unchanged process with a hostile name as a new one.
-func makeValidUTF8(p *Process) {
+func makeValidUTF8(p *snapshot.Process) {
 	fix := func(s *string) {
 		if !utf8.ValidString(*s) {
 			*s = replaceInvalid(*s)
@@ -31,7 +33,7 @@ func makeValidUTF8(p *Process) {
 	for _, s := range []*string{&p.ContainerID, &p.ContainerRuntime, &p.PodUID, &p.SlurmJobID, &p.SystemdUnit, &p.UnitRestart, &p.UnitTimer} {
 		fix(s)
 	}
-	for _, ms := range [][]Mapping{p.Mappings, p.SuspectAnon} {
+	for _, ms := range [][]snapshot.Mapping{p.Mappings, p.SuspectAnon} {
 		for i := range ms {
 			fix(&ms[i].Path)
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // A process whose name, command line and device path hold invalid UTF-8 must
@@ -31,7 +33,7 @@ func TestCaptureInvalidUTF8RoundTrips(t *testing.T) {
 	}
 	b, err := json.Marshal(s)
 	must(t, err)
-	var back Snapshot
+	var back snapshot.Snapshot
 	must(t, json.Unmarshal(b, &back))
 	if !reflect.DeepEqual(findPID(t, &back, 400), p) {
 		t.Errorf("capture and its JSON round trip differ:\n%+v\n%+v", p, findPID(t, &back, 400))
@@ -48,20 +50,20 @@ func TestCaptureInvalidUTF8RoundTrips(t *testing.T) {
 // TestRawTextJSON: valid UTF-8 stays a string; anything else is base64
 // with its marker, and both read back exactly.
 func TestRawTextJSON(t *testing.T) {
-	for _, r := range []Raw{
+	for _, r := range []snapshot.Raw{
 		{Maps: "7f00 r--p /usr/lib/x\n", Cmdline: "a\x00b\x00"},
-		{Maps: "\xff\xfe", Status: "Name:\tmi\xc3ner\n", Cgroup: "0::/\n", Cuts: map[string]Cut{"maps": {}}},
+		{Maps: "\xff\xfe", Status: "Name:\tmi\xc3ner\n", Cgroup: "0::/\n", Cuts: map[string]snapshot.Cut{"maps": {}}},
 		{Maps: ""},
 	} {
 		b, err := json.Marshal(&r)
 		must(t, err)
-		var back Raw
+		var back snapshot.Raw
 		must(t, json.Unmarshal(b, &back))
 		if !reflect.DeepEqual(back, r) {
 			t.Errorf("%+v -> %s -> %+v", r, b, back)
 		}
 	}
-	var r Raw
+	var r snapshot.Raw
 	if err := json.Unmarshal([]byte(`{"maps":{"base64":"%%%"}}`), &r); err == nil {
 		t.Error("bad base64 accepted")
 	}
