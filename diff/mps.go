@@ -10,9 +10,13 @@ import (
 )
 
 // mpsClients are the live MPS clients a CUDA MPS server at TO serves, in PID
-// order: the processes NVML lists on the MPS list of a GPU the server is
-// listed on, holds or maps, other than the server, alive at TO and not an
-// earlier process's entry. nil for a process that is no MPS server
+// order: the processes NVML lists on the MPS list of a GPU NVML lists the
+// server on, running as the server's user (a server serves one user's
+// clients), started no earlier than the server (the control daemon starts
+// a server for a client that connects: an older process is no client of
+// it, however NVML lists it), alive at TO, not an earlier process's entry
+// and no MPS server themselves (two processes named so must not vouch for
+// each other). nil for a process that is no MPS server
 // (snapshot.Process.MPSServer) or shows a sign of compromise: a renamed
 // miner is not spared. Each answer is kept, so every rule sees the same.
 func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
@@ -31,25 +35,19 @@ func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
 }
 
 func (c *comparison) findMPSClients(server *snapshot.Process) []*snapshot.Process {
-	minors := map[int]bool{}
-	for _, u := range deviceUses(server) {
-		if u.nvidia() && u.gpuMinor != nil {
-			minors[*u.gpuMinor] = true
-		}
-	}
 	pools := map[*pool]bool{}
 	for _, e := range c.toNVML.byPID[server.PID] {
 		pools[e.pool] = true
 	}
 	var clients []*snapshot.Process
 	for _, pl := range c.toNVML.pools {
-		if !pools[pl] && (pl.minor == nil || !minors[*pl.minor]) {
+		if !pools[pl] {
 			continue
 		}
 		for _, e := range pl.procs {
 			p := c.toByPID[e.proc.PID]
-			if p == nil || p == server || p.Defunct() || !slices.Contains(strings.Split(e.proc.Types, "+"), "M") ||
-				c.staleEntry(p.PID) != "" || slices.Contains(clients, p) {
+			if p == nil || p == server || p.Defunct() || p.MPSServer() || p.UID != server.UID || p.StartTime < server.StartTime ||
+				!slices.Contains(strings.Split(e.proc.Types, "+"), "M") || c.staleEntry(p.PID) != "" || slices.Contains(clients, p) {
 				continue
 			}
 			clients = append(clients, p)

@@ -140,3 +140,44 @@ func TestMPSServerInUseAtCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestMPSServerNotSparedByImpostors: a process named like the MPS server
+// is spared only for clients it could really serve. Two tenant processes so
+// named, each on the MPS list, do not vouch for each other; one that a
+// client of the same user but started before it is listed beside serves
+// no one (the control daemon starts a server for its first client). Each
+// is judged as any process is: a false clean otherwise.
+func TestMPSServerNotSparedByImpostors(t *testing.T) {
+	fake := func(pid int, start uint64) snapshot.Process {
+		return proc(pid, start, "nvidia-cuda-mps", "/home/tenant/bin/nvidia-cuda-mps-server",
+			holder(3, dev0, "rw", dev0No), mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0, dev0No))
+	}
+	from := withGPUs(snap("a"), gpu(0))
+	g := gpu(8*gib, gp(950, 4*gib), gp(951, 4*gib))
+	g.MPSProcesses = []snapshot.GPUProcess{gp(950, 4*gib), gp(951, 4*gib)}
+	r := compare(from, withGPUs(snap("b", fake(950, 700), fake(951, 700)), g))
+	for _, pid := range []int{950, 951} {
+		if !hasFinding(r, KindLeftoverDeviceMapping, pid) {
+			t.Errorf("mutual impostors: no leftover mapping of %d: %v, notes %q", pid, got(r), r.Notes)
+		}
+	}
+
+	other := proc(901, 100, "python3", "/usr/bin/python3.11", holder(3, ctl, "rw", ctlNo), holder(4, dev0, "rw", dev0No))
+	gf := gpu(4*gib, gp(901, 4*gib))
+	gf.MPSProcesses = []snapshot.GPUProcess{gp(901, 4*gib)}
+	gt := gpu(5*gib, gp(901, 4*gib), gp(950, gib))
+	gt.MPSProcesses = []snapshot.GPUProcess{gp(901, 4*gib)}
+	r = compare(withGPUs(snap("a", other), gf), withGPUs(snap("b", other, fake(950, 700)), gt))
+	if !hasFinding(r, KindLeftoverDeviceMapping, 950) {
+		t.Errorf("a borrowed older client: no leftover mapping of 950: %v, notes %q", got(r), r.Notes)
+	}
+}
+
+func hasFinding(r *Result, kind string, pid int) bool {
+	for _, f := range r.Findings {
+		if f.Kind == kind && f.Process != nil && f.Process.PID == pid {
+			return true
+		}
+	}
+	return false
+}

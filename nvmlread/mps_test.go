@@ -23,7 +23,9 @@ func TestReadNVMLMPS(t *testing.T) {
 	const mib = 1 << 20
 	serverProc := snapshot.Process{PID: 3100, StartTime: 62000, Comm: "nvidia-cuda-mps", Exe: "/usr/bin/nvidia-cuda-mps-server", UID: 1000,
 		Holders: []snapshot.Holder{{FD: 3, Target: "/dev/nvidia0", Access: "rw", Class: snapshot.ClassNVIDIA, GPUMinor: ptr(0)}}}
-	client := snapshot.Process{PID: 4300, StartTime: 63000, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1001, SlurmJobID: "77",
+	// A server serves its own user's clients: the control daemon starts it
+	// under the UID of the first.
+	client := snapshot.Process{PID: 4300, StartTime: 63000, Comm: "python3", Exe: "/usr/bin/python3.11", UID: 1000, SlurmJobID: "77",
 		Cgroups: []string{"0::/slurm/uid_1001/job_77/step_0"}}
 	job77 := serverProc
 	job77.SlurmJobID, job77.Cgroups = "77", client.Cgroups
