@@ -78,7 +78,10 @@ func (c *comparison) minorOf(uuid string) *int {
 }
 
 // nodeUsers names the live processes at TO that hold or map /dev/nvidiaN
-// of minor (every NVIDIA device node, where minor is nil: any may be it).
+// of minor (every NVIDIA device node, where minor is nil: any may be it),
+// leaving out a use the process had at FROM already and one the allow list
+// takes: nvidia-persistenced and DCGM hold every GPU's node on every host,
+// and must not silence a GPU busy with no process.
 func (c *comparison) nodeUsers(minor *int) []string {
 	var out []string
 	for _, ch := range c.deviceUsers {
@@ -86,6 +89,10 @@ func (c *comparison) nodeUsers(minor *int) []string {
 			continue
 		}
 		for _, u := range ch.uses {
+			if ch.prior[u.device] != nil || c.opts.Allow != nil &&
+				c.opts.Allow.match(&Finding{Kind: KindGPUBusyWithoutProcess, Process: processRef(ch.proc), Device: u.device}, ch.proc) != nil {
+				continue
+			}
 			if u.nvidia() && u.gpuMinor != nil && (minor == nil || *u.gpuMinor == *minor) {
 				out = append(out, ch.proc.Key()+" ("+ch.proc.Comm+", pid "+strconv.Itoa(ch.proc.PID)+")")
 				break
