@@ -122,10 +122,27 @@ func (ids *identities) used(key string, ev *eventlog.Event) {
 			return
 		}
 	}
+	u := deviceUse{dev: ev.Device, access: ev.Access, perms: ev.Perms}
 	if len(us) < maxUses {
-		ids.uses[key] = append(us, deviceUse{dev: ev.Device, access: ev.Access, perms: ev.Perms})
+		ids.uses[key] = append(us, u)
+		return
+	}
+	// Past the bound a writable mapping still displaces a use that is not
+	// one: it is what makes a lineage's finding high, and a tenant could
+	// otherwise push it out with eight read-only opens.
+	if writableMapping(u.perms) {
+		for i := range us {
+			if !writableMapping(us[i].perms) {
+				us[i] = u
+				return
+			}
+		}
 	}
 }
+
+// writableMapping reports whether perms (a mapping's, as maps prints them)
+// allow writing.
+func writableMapping(perms string) bool { return len(perms) > 1 && perms[1] == 'w' }
 
 // inherit passes the parent's uses and lineage on to its child, and
 // returns the child's inherit records: one per use, or one naming no
