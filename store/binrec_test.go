@@ -105,8 +105,13 @@ func roundTrip(t *testing.T, p *snapshot.Process) {
 	if !reflect.DeepEqual(got, viaJSON) {
 		t.Errorf("binary record decodes to\n%+v\nJSON to\n%+v", got, viaJSON)
 	}
-	if !bytes.Equal(codec.storedForm(codec.encode(p), want, 1)[:1], []byte{formBinary}) {
-		t.Error("Put would store the process as JSON")
+	bin := codec.encode(p)
+	wantForm := byte(formBinary)
+	if len(bin) >= compressFrom {
+		wantForm = formBinaryDeflate
+	}
+	if form := codec.storedForm(bin, want, 1)[0]; form != wantForm {
+		t.Errorf("Put would store a %d-byte binary record in form %d, want %d", len(bin), form, wantForm)
 	}
 }
 
@@ -120,6 +125,10 @@ func TestBinaryRecordEveryField(t *testing.T) {
 	p.Started = time.Now() // the local zone and a monotonic reading, as a capture has
 	roundTrip(t, p)
 	roundTrip(t, &snapshot.Process{})
+	// A record past compressFrom (a long cmdline, as a live host may hold) is
+	// stored deflated, still binary.
+	p.Cmdline = []string{strings.Repeat("--flag=value ", compressFrom/8)}
+	roundTrip(t, p)
 }
 
 // TestBinaryRecordLiveCapture: the processes of a capture of this host, as
