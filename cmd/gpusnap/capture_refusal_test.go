@@ -34,8 +34,13 @@ func traceCapture(t *testing.T, db string, limited bool) tracedCapture {
 	if limited {
 		args = append(args, "setpriv", "--bounding-set=-all,+bpf", "--inh-caps=-all,+bpf", "--")
 	}
-	cmd.Args = append(args, cmd.Args...)
-	cmd.Path, _ = exec.LookPath("strace")
+	// In a mount namespace of its own without the host's BPF filesystem: the
+	// iterators a root capture elsewhere on the host pinned there would be
+	// read by a capture the kernel refuses to load them for.
+	unpinned := []string{"unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", `umount -l /sys/fs/bpf 2>/dev/null; exec "$@"`, "sh"}
+	cmd.Args = append(append(unpinned, args...), cmd.Args...)
+	cmd.Path, _ = exec.LookPath("unshare")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -95,7 +100,7 @@ func editRecord(t *testing.T, record, field, value string) {
 // the refusal of root kept to CAP_BPF is no reason for root itself not to
 // try, nor does it undo the record.
 func TestLiveRefusedCaptureRemembered(t *testing.T) {
-	livetest.Require(t, "strace", "setpriv")
+	livetest.Require(t, "strace", "setpriv", "unshare")
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	record := db + ".bpf-refusal"
 	tried := func(name string, c tracedCapture) {
