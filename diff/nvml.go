@@ -118,21 +118,19 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 			minor:  g.MinorNumber,
 			memory: m.Memory,
 		})
-		p.merge.Add("C", m.ComputeProcesses)
-		p.merge.Add("G", m.GraphicsProcesses)
+		for _, l := range m.ProcessLists() {
+			p.merge.Add(l.Kind, l.Processes)
+		}
 	}
-	for _, list := range []struct {
-		kind  string
-		procs []snapshot.GPUProcess
-	}{{"C", g.ComputeProcesses}, {"G", g.GraphicsProcesses}, {"M", g.MPSProcesses}} {
-		for _, gp := range list.procs {
+	for _, list := range g.ProcessLists() {
+		for _, gp := range list.Processes {
 			p := whole
 			if gi := gp.GPUInstanceID; gi != nil && *gi != noInstance {
 				if mp := ix.poolByID[migPoolID(id, *gi)]; mp != nil {
 					p = mp
 				}
 			}
-			p.merge.Add(list.kind, []snapshot.GPUProcess{gp})
+			p.merge.Add(list.Kind, []snapshot.GPUProcess{gp})
 		}
 	}
 	for _, u := range g.ProcessUtilization {

@@ -281,10 +281,14 @@ func checkDevices(prefix string, devices []snapshot.GPU, raw []any) error {
 		if len(g.MIGDevices) > 0 && (g.MIGMode == nil || *g.MIGMode != nvml.DEVICE_MIG_ENABLE) {
 			return fmt.Errorf("%s.mig_devices: listed, but mig_mode is not 1 (enabled)", path)
 		}
-		lists := map[string][]snapshot.GPUProcess{"compute_processes": g.ComputeProcesses, "graphics_processes": g.GraphicsProcesses, "mps_processes": g.MPSProcesses}
-		for j, m := range g.MIGDevices {
-			lists[fmt.Sprintf("mig_devices[%d].compute_processes", j)] = m.ComputeProcesses
-			lists[fmt.Sprintf("mig_devices[%d].graphics_processes", j)] = m.GraphicsProcesses
+		lists := map[string][]snapshot.GPUProcess{}
+		for _, l := range g.ProcessLists() {
+			lists[l.Field] = l.Processes
+		}
+		for j := range g.MIGDevices {
+			for _, l := range g.MIGDevices[j].ProcessLists() {
+				lists[fmt.Sprintf("mig_devices[%d].%s", j, l.Field)] = l.Processes
+			}
 		}
 		for _, name := range sortedKeys(lists) {
 			seen := map[int]int{}

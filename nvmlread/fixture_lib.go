@@ -99,7 +99,7 @@ func (l *fixtureLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 		return nil, ret
 	}
 	return &fixtureGPU{fixtureDev: fixtureDev{lib: l, path: path, uuid: g.UUID, mem: g.Memory, util: g.Utilization,
-		compute: g.ComputeProcesses, graphics: g.GraphicsProcesses}, g: g}, nvml.SUCCESS
+		compute: g.ComputeProcesses, graphics: g.GraphicsProcesses, mps: g.MPSProcesses}, g: g}, nvml.SUCCESS
 }
 
 // fixtureDev answers the calls a GPU and a MIG device share.
@@ -110,7 +110,7 @@ type fixtureDev struct {
 	uuid              string
 	mem               *snapshot.Memory
 	util              *snapshot.Utilization
-	compute, graphics []snapshot.GPUProcess
+	compute, graphics, mps []snapshot.GPUProcess
 }
 
 func (d *fixtureDev) answer(field string, reported bool) nvml.Return {
@@ -151,6 +151,10 @@ func (d *fixtureDev) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Retu
 
 func (d *fixtureDev) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
 	return d.processes("graphics_processes", d.graphics)
+}
+
+func (d *fixtureDev) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return d.processes("mps_processes", d.mps)
 }
 
 // processes gives NVML's markers for what the fixture leaves out: used memory
@@ -206,10 +210,6 @@ func (d *fixtureGPU) GetMigMode() (int, int, nvml.Return) {
 		return 0, 0, ret
 	}
 	return *d.g.MIGMode, *d.g.MIGMode, nvml.SUCCESS
-}
-
-func (d *fixtureGPU) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
-	return d.processes("mps_processes", d.g.MPSProcesses)
 }
 
 // GetProcessUtilization answers NOT_FOUND when there are no samples, as NVML
@@ -309,7 +309,7 @@ func (d *fixtureGPU) GetMigDeviceHandleByIndex(slot int) (nvml.Device, nvml.Retu
 	}
 	m := &d.g.MIGDevices[slot]
 	return &fixtureMIG{fixtureDev: fixtureDev{lib: d.lib, path: snapshot.MIGKey(d.path, slot), uuid: m.UUID, mem: m.Memory, util: m.Utilization,
-		compute: m.ComputeProcesses, graphics: m.GraphicsProcesses}, m: m}, nvml.SUCCESS
+		compute: m.ComputeProcesses, graphics: m.GraphicsProcesses, mps: m.MPSProcesses}, m: m}, nvml.SUCCESS
 }
 
 // fixtureMIG is a MIG device of a fixture GPU.

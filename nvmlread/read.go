@@ -480,6 +480,13 @@ func (m *deviceReader) migDevice() snapshot.MIGDevice {
 		func() {
 			md.GraphicsProcesses = m.processes("graphics_processes", true, m.dev.GetGraphicsRunningProcesses)
 		},
+		// An MPS client on a MIG instance: the parent GPU lists it only to a
+		// caller NVML deems privileged, the instance's own handle to all.
+		func() {
+			if m.supported("mps_processes", symMPSProcesses, symMPSProcessesV3) {
+				md.MPSProcesses = m.processes("mps_processes", true, m.dev.GetMPSComputeRunningProcesses)
+			}
+		},
 		func() { md.Utilization = m.rates() },
 	})
 	return md

@@ -112,6 +112,9 @@ func TestReadNVMLDGXA100MIG(t *testing.T) {
 			},
 			GetComputeRunningProcessesFunc:  func() ([]nvml.ProcessInfo, nvml.Return) { return in.procs, nvml.SUCCESS },
 			GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+			// Each instance's process is an MPS client too, listed by the
+			// instance's handle.
+			GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return in.procs, nvml.SUCCESS },
 		}, nvml.SUCCESS
 	}
 	n := readNVML(s, nil)
@@ -126,6 +129,9 @@ func TestReadNVMLDGXA100MIG(t *testing.T) {
 		}
 		if len(m.ComputeProcesses) != 1 || m.ComputeProcesses[0].PID != int(in.procs[0].Pid) || *m.ComputeProcesses[0].GPUInstanceID != uint32(in.gi) {
 			t.Errorf("MIG device %d processes: %+v", k, m.ComputeProcesses)
+		}
+		if len(m.MPSProcesses) != 1 || m.MPSProcesses[0].PID != int(in.procs[0].Pid) || *m.MPSProcesses[0].GPUInstanceID != uint32(in.gi) {
+			t.Errorf("MIG device %d MPS clients: %+v", k, m.MPSProcesses)
 		}
 	}
 	if len(g.ComputeProcesses) != 2 || *g.ComputeProcesses[1].GPUInstanceID != uint32(insts[1].gi) {

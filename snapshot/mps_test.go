@@ -71,3 +71,43 @@ func TestGPUUsageMPS(t *testing.T) {
 		}
 	}
 }
+
+// MPS on a MIG instance: NVML lists the server and its clients on the
+// instance's own handle, the parent GPU lists them only to a privileged
+// caller. The instance's MPS list makes its clients C+M there, so a live
+// client accounts for its memory and one that left leaves it unaccounted.
+func TestGPUUsageMPSOnMIG(t *testing.T) {
+	on := int(1)
+	list := func(pid int, mem uint64) snapshot.GPUProcess {
+		return snapshot.GPUProcess{PID: pid, UsedGPUMemory: ptr(mem), GPUInstanceID: ptr(uint32(1)), ComputeInstanceID: ptr(uint32(0))}
+	}
+	gpu := snapshot.GPU{UUID: "GPU-0", MinorNumber: ptr(0), Memory: &snapshot.Memory{Total: 80 * gib, Used: 7 * gib}, MIGMode: &on,
+		MIGDevices: []snapshot.MIGDevice{{GPUInstanceID: 1, UUID: "MIG-1", Memory: &snapshot.Memory{Total: 20 * gib, Used: 7 * gib},
+			ComputeProcesses: []snapshot.GPUProcess{list(900, gib), list(901, 4*gib), list(902, 2*gib)},
+			MPSProcesses:     []snapshot.GPUProcess{list(901, 4*gib), list(902, 2*gib)}}}}
+	server := snapshot.Process{PID: 900, Comm: "nvidia-cuda-mps", Exe: "/usr/bin/nvidia-cuda-mps-server", Holders: ctl}
+	client := snapshot.Process{PID: 901, Comm: "python3", Holders: ctl}
+	for _, c := range []struct {
+		name  string
+		procs []snapshot.Process
+		want  uint64
+	}{
+		{"server and clients", []snapshot.Process{server, client, {PID: 902, Comm: "python3", Holders: ctl}}, 0},
+		{"a client left", []snapshot.Process{server, client}, 2 * gib},
+	} {
+		s := &snapshot.Snapshot{Processes: c.procs, NVML: snapshot.NVML{Devices: []snapshot.GPU{gpu}}}
+		m := snapshot.GPUUsage(s)[0].MIG[0]
+		if m.Unaccounted == nil || *m.Unaccounted != c.want {
+			t.Errorf("%s: MIG unaccounted %v, want %d", c.name, m.Unaccounted, c.want)
+		}
+		if len(m.Processes) != 3 || m.Processes[1].Types != "C+M" {
+			t.Fatalf("%s: MIG processes %+v", c.name, m.Processes)
+		}
+	}
+	// An MPS list the instance could not give leaves its figure unknown.
+	s := &snapshot.Snapshot{Processes: []snapshot.Process{server, client},
+		NVML: snapshot.NVML{Devices: []snapshot.GPU{gpu}, Missing: map[string]string{snapshot.MIGKey(snapshot.DeviceKey(0), 0) + ".mps_processes": "not supported"}}}
+	if m := snapshot.GPUUsage(s)[0].MIG[0]; m.Unaccounted != nil {
+		t.Errorf("MPS list missing: MIG unaccounted %d, want unknown", *m.Unaccounted)
+	}
+}

@@ -180,10 +180,7 @@ func (j *PIDJoin) HostPID(pid int) int {
 func (j *joiner) gpu(g *GPU, path string) GPUUse {
 	u := GPUUse{Index: g.Index, UUID: g.UUID, Name: g.Name, MinorNumber: g.MinorNumber, Memory: g.Memory, AccountingMode: g.AccountingMode}
 	var m ProcessMerge
-	m.Add("C", g.ComputeProcesses)
-	m.Add("G", g.GraphicsProcesses)
-	m.Add("M", g.MPSProcesses)
-	known := j.listed(path, "compute_processes", "graphics_processes", "mps_processes")
+	known := j.addLists(&m, path, g.ProcessLists())
 	for k := range g.MIGDevices {
 		mu := j.mig(&g.MIGDevices[k], MIGKey(path, k))
 		u.MIG = append(u.MIG, mu)
@@ -204,23 +201,25 @@ func (j *joiner) gpu(g *GPU, path string) GPUUse {
 func (j *joiner) mig(m *MIGDevice, path string) MIGUse {
 	u := MIGUse{GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, UUID: m.UUID, Memory: m.Memory}
 	var pm ProcessMerge
-	pm.Add("C", m.ComputeProcesses)
-	pm.Add("G", m.GraphicsProcesses)
+	known := j.addLists(&pm, path, m.ProcessLists())
 	u.Processes = j.joined(pm.Uses(), nil)
-	if j.listed(path, "compute_processes", "graphics_processes") {
+	if known {
 		u.Unaccounted = Unaccounted(m.Memory, u.Processes)
 	}
 	return u
 }
 
-// listed reports whether NVML gave all the lists (an empty list is a list).
-func (j *joiner) listed(path string, fields ...string) bool {
-	for _, f := range fields {
-		if _, failed := j.s.NVML.Missing[path+"."+f]; failed {
-			return false
+// addLists merges the lists into m and reports whether NVML gave all of
+// them (an empty list is a list).
+func (j *joiner) addLists(m *ProcessMerge, path string, lists []ProcessList) bool {
+	all := true
+	for _, l := range lists {
+		m.Add(l.Kind, l.Processes)
+		if _, failed := j.s.NVML.Missing[path+"."+l.Field]; failed {
+			all = false
 		}
 	}
-	return true
+	return all
 }
 
 // ProcessMerge merges NVML's process lists on one GPU, MIG device or memory

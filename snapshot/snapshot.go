@@ -426,6 +426,29 @@ type ProcessUtilization struct {
 	Timestamp uint64 `json:"timestamp,omitempty"` // microseconds, NVML's clock
 }
 
+// ProcessList is one of NVML's process lists of a GPU or MIG device: the
+// kind letter ProcessMerge records, the JSON field (the key of its Missing
+// entry) and the processes.
+type ProcessList struct {
+	Kind, Field string
+	Processes   []GPUProcess
+}
+
+// ProcessLists are the GPU's compute, graphics and MPS lists: every reader
+// of who NVML lists walks these, so a list added is seen by all of them.
+func (g *GPU) ProcessLists() []ProcessList {
+	return processLists(g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses)
+}
+
+// ProcessLists are the MIG device's lists, as GPU.ProcessLists.
+func (m *MIGDevice) ProcessLists() []ProcessList {
+	return processLists(m.ComputeProcesses, m.GraphicsProcesses, m.MPSProcesses)
+}
+
+func processLists(compute, graphics, mps []GPUProcess) []ProcessList {
+	return []ProcessList{{"C", "compute_processes", compute}, {"G", "graphics_processes", graphics}, {"M", "mps_processes", mps}}
+}
+
 // MIGDevice is one MIG instance of a GPU.
 type MIGDevice struct {
 	GPUInstanceID     int          `json:"gpu_instance_id"`
@@ -434,6 +457,7 @@ type MIGDevice struct {
 	Memory            *Memory      `json:"memory,omitempty"`
 	ComputeProcesses  []GPUProcess `json:"compute_processes,omitempty"`
 	GraphicsProcesses []GPUProcess `json:"graphics_processes,omitempty"`
+	MPSProcesses      []GPUProcess `json:"mps_processes,omitempty"`
 	// Utilization is the instance's busy figures, where NVML gives them
 	// (today's drivers answer not supported for a MIG device).
 	Utilization *Utilization `json:"utilization,omitempty"`

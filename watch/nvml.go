@@ -50,12 +50,12 @@ func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error
 	var fresh []int
 	var uuids []string
 	for _, g := range nv.Devices {
-		lists := [][]snapshot.GPUProcess{g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses}
-		for _, m := range g.MIGDevices {
-			lists = append(lists, m.ComputeProcesses)
+		lists := g.ProcessLists()
+		for j := range g.MIGDevices {
+			lists = append(lists, g.MIGDevices[j].ProcessLists()...)
 		}
 		for _, l := range lists {
-			for _, gp := range l {
+			for _, gp := range l.Processes {
 				key := g.UUID + "\x00" + strconv.Itoa(gp.PID)
 				if listed[key] {
 					continue

@@ -41,7 +41,7 @@ func samplesOf(nv *snapshot.NVML) []deviceSample {
 		g := &nv.Devices[i]
 		path := snapshot.DeviceKey(i)
 		s := newSample(cmp.Or(g.UUID, path), "", g.Utilization, g.Memory)
-		s.listed = listedCount(nv, path, g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses)
+		s.listed = listedCount(nv, path, g.ProcessLists())
 		s.takeProcesses(g)
 		var migs []deviceSample
 		for j := range g.MIGDevices {
@@ -49,7 +49,7 @@ func samplesOf(nv *snapshot.NVML) []deviceSample {
 			mpath := snapshot.MIGKey(path, j)
 			ms := newSample(cmp.Or(m.UUID, mpath), s.gpu, m.Utilization, m.Memory)
 			ms.note = migNote
-			ms.listed = listedCount(nv, mpath, m.ComputeProcesses, m.GraphicsProcesses)
+			ms.listed = listedCount(nv, mpath, m.ProcessLists())
 			if s.listed >= 0 && ms.listed >= 0 {
 				s.listed += ms.listed
 			} else {
@@ -85,15 +85,13 @@ func (s *deviceSample) clamp(v uint32) int {
 
 // listedCount counts the processes of lists, or -1 where one could not
 // be read (the reader recorded it as missing under path).
-func listedCount(nv *snapshot.NVML, path string, lists ...[]snapshot.GPUProcess) int {
+func listedCount(nv *snapshot.NVML, path string, lists []snapshot.ProcessList) int {
 	n := 0
-	for _, field := range []string{".compute_processes", ".graphics_processes", ".mps_processes"}[:len(lists)] {
-		if _, failed := nv.Missing[path+field]; failed {
+	for _, l := range lists {
+		if _, failed := nv.Missing[path+"."+l.Field]; failed {
 			return -1
 		}
-	}
-	for _, l := range lists {
-		n += len(l)
+		n += len(l.Processes)
 	}
 	return n
 }
@@ -104,8 +102,8 @@ func listedCount(nv *snapshot.NVML, path string, lists ...[]snapshot.GPUProcess)
 func (s *deviceSample) takeProcesses(g *snapshot.GPU) {
 	type sum struct{ sm, mem, n int }
 	by := map[int]*sum{}
-	for _, l := range [][]snapshot.GPUProcess{g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses} {
-		for _, p := range l {
+	for _, l := range g.ProcessLists() {
+		for _, p := range l.Processes {
 			if by[p.PID] == nil {
 				by[p.PID] = &sum{}
 			}
