@@ -105,11 +105,11 @@ func (l *fixtureLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 // fixtureDev answers the calls a GPU and a MIG device share.
 type fixtureDev struct {
 	nvml.Device
-	lib               *fixtureLib
-	path              string
-	uuid              string
-	mem               *snapshot.Memory
-	util              *snapshot.Utilization
+	lib                    *fixtureLib
+	path                   string
+	uuid                   string
+	mem                    *snapshot.Memory
+	util                   *snapshot.Utilization
 	compute, graphics, mps []snapshot.GPUProcess
 }
 
