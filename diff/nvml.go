@@ -220,9 +220,10 @@ func bytesText(n uint64) string {
 }
 
 // staleEntry says why NVML's entry for pid at TO is an earlier process's, or
-// "" when it may be its own: NVML listed pid at FROM for another
-// process or none, or when the PID changed hands and the new process, read in
-// full, neither maps nor holds an NVIDIA device, which a GPU context keeps open.
+// "" when it may be its own. It is stale when NVML listed pid at FROM for
+// another process or none, or when the PID changed hands and the new process,
+// read in full, neither maps nor holds an NVIDIA device (a GPU context keeps
+// one open).
 func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
 	if now == nil || now.Defunct() {
