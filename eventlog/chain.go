@@ -16,7 +16,7 @@ import (
 
 // The log's integrity (docs/watch.md): each record carries seq, its count in
 // its watch, and last a hash, the hex SHA-256 of the previous record's hash
-// (zeros for a segment's first) and its own line. Removing, editing,
+// (zeros for a segment's first) and its own line less the hash. Removing, editing,
 // reordering or re-timing a record breaks the chain there. The chain is no
 // signature, but no record can be changed alone.
 
