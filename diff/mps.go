@@ -10,10 +10,10 @@ import (
 )
 
 // mpsClients are the live MPS clients, in PID order, of a CUDA MPS server at
-// TO. A client is listed on the server's GPU, runs as its user, started after
-// it and is no MPS server itself, so impostors cannot vouch for each other.
-// It is nil for a non-server or one showing compromise, and cached for every
-// rule.
+// TO. A client is listed on the server's GPU, runs as its user, started no
+// earlier than it and is no MPS server itself, so impostors cannot vouch for
+// each other. It is nil for a non-server or one showing compromise, and
+// cached.
 func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
 	if c.mps == nil {
 		c.mps = map[*snapshot.Process][]*snapshot.Process{}

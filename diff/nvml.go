@@ -221,9 +221,9 @@ func bytesText(n uint64) string {
 
 // staleEntry says why NVML's entry for pid at TO is an earlier process's, or
 // "" when it may be its own. It is stale when NVML listed pid at FROM for
-// another process or none, or when the PID changed hands and the new process,
-// read in full, neither maps nor holds an NVIDIA device, as a GPU context
-// would.
+// another process or none, or when the PID changed hands and the process now
+// there, read in full, has no /dev/nvidia* open or mapped, which a GPU
+// context keeps.
 func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
 	if now == nil || now.Defunct() {

@@ -8,11 +8,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// outOfAllocation reports a process of FROM's tenant that used a GPU outside
-// FROM's Allocation, at TO, in the tenant's History or in the window's event
-// log. Membership comes from its or an ancestor's cgroup (tenantMembers).
-// nvidiactl and nvidia-uvm serve every GPU and name none, so they are out of
-// no allocation.
+// outOfAllocation reports a process of FROM's tenant that holds, maps or is
+// listed on a GPU outside FROM's Allocation, at TO or in the tenant's
+// History, or that the window's event log shows opening or mapping its node.
+// Membership comes from its or an ancestor's cgroup (tenantMembers).
+// nvidiactl and nvidia-uvm serve every GPU, so they count for none.
 func outOfAllocation(c *comparison) []Finding {
 	alloc, tenant := c.from.Allocation, c.from.Tenant
 	if alloc == nil || tenant == "" {
