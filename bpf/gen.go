@@ -1,10 +1,9 @@
-// Package bpf is gpusnap's home for eBPF programs: their C sources (c/), the
-// Go bindings and objects bpf2go generated from them (committed, so building
-// gpusnap needs no clang), and the loaders that attach them.
+// Package bpf holds gpusnap's eBPF programs: their C sources (c/), the Go
+// bindings and objects bpf2go generates from them, and their loaders. The
+// objects are committed, so building gpusnap needs no clang.
 //
-// Regenerate after editing c/ with Debian 12's clang-14 (1:14.0.6-12) and
-// llvm-14, the versions the committed objects were built with (CI rebuilds
-// them and fails on a difference):
+// After editing c/, regenerate with Debian 12's clang-14 and llvm-14
+// (1:14.0.6-12). CI rebuilds the objects with them and fails on a difference:
 //
 //	go generate ./bpf/
 package bpf

@@ -73,11 +73,11 @@ type Walk struct {
 	lastPath           []byte          // the path of the mapping record before
 }
 
-// PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem
-// (systemd mounts one at /sys/fs/bpf): pinned, a later capture reads them as
-// files and spares the kernel's BTF parse and verification of a load, which
-// cost far more than the walk. A directory per build of the programs (named
-// by their hash) keeps a newer gpusnap from reading an older one's records.
+// PinRoot is where OpenWalk pins the iterators on a mounted BPF filesystem. A
+// later capture reads pinned iterators as files and spares the BTF parse and
+// verification of a load, which cost far more than the walk. Each build of
+// the programs pins under its own hash, so a newer gpusnap never reads an
+// older one's records.
 var PinRoot = "/sys/fs/bpf/gpusnap"
 
 // iterNames are the pinned iterators' file names, in Walk's order.
@@ -369,12 +369,11 @@ func (w *Walk) each(r io.Reader, name string, decodeAll func([]byte) (used, need
 	}
 }
 
-// decodeRecords decodes the whole records of type R at the start of buf,
-// in place: the kernel wrote them in this machine's layout (bpf2go's types
-// mirror the C structs), and their sizes and padded tails (paths) keep each
-// one 8-aligned. tail says how many bytes follow a header, and whether its
-// lengths are in bounds. fn must not keep the pointer. It returns the bytes
-// decoded, and need < 0 where a record's lengths are out of bounds.
+// decodeRecords decodes, in place, the whole records of type R at the start
+// of buf, which the kernel wrote 8-aligned in this machine's layout. tail
+// gives the bytes after a header and whether its lengths are in bounds, and
+// fn must not keep the pointer. It returns the bytes used, and need < 0 for a
+// record out of bounds.
 func decodeRecords[R any](buf []byte, tail func(*R) (int, bool), fn func(*R, []byte)) (used, need int) {
 	size := int(unsafe.Sizeof(*new(R)))
 	off := 0

@@ -248,11 +248,11 @@ func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
 	return nil, fmt.Errorf("no way to attach a program of section %s", section)
 }
 
-// withTracefs runs attach where tracefs is mounted: the syscall tracepoints
-// are found by name there. Where the host has not mounted it, attach runs on
-// a thread of its own in a mount namespace of its own, with tracefs mounted
-// there alone: the host's mounts stay as they were, even if watch dies, and
-// the attached perf events do not need the mount once made.
+// withTracefs runs attach where tracefs is mounted, since the syscall
+// tracepoints are found by name there. Where the host has not mounted it,
+// attach runs on its own thread in its own mount namespace with tracefs
+// mounted there alone. The host's mounts stay as they were even if watch
+// dies, and the attached perf events outlive the mount.
 func withTracefs(attach func() error) error {
 	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
 		return attach()

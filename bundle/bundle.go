@@ -1,12 +1,10 @@
-// Package bundle writes and verifies evidence bundles: one tar.gz an incident
-// responder attaches to an incident, holding the two snapshots, the findings,
-// human reports, each involved process's maps diff and the text capture kept
-// of its files (the kernel's bytes, byte for byte).
-// The tarball holds one directory, a BagIt bag (RFC 8493), with an in-toto
-// Statement of its payload files, signed in a DSSE envelope when a key is
-// given. Anyone can check a bundle with `gpusnap verify`, or without gpusnap
-// with sha256sum, a BagIt validator and a DSSE verifier. docs/bundle.md has
-// the layout.
+// Package bundle writes and verifies evidence bundles, one tar.gz per
+// incident of the snapshots, findings, reports, maps diffs and the involved
+// processes' files.
+//
+// The tarball is a BagIt bag (RFC 8493) with an in-toto Statement of its
+// payload, DSSE-signed when a key is given. gpusnap verify checks it, as do
+// sha256sum, a BagIt validator and a DSSE verifier (docs/bundle.md).
 package bundle
 
 import (

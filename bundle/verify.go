@@ -87,11 +87,10 @@ type SignatureStatus struct {
 // name only); every payload file is hashed as it streams past.
 const smallLimit = maxStatement
 
-// A bundle is a stranger's file: its entries, each entry's size and the
-// bytes hashed in all are bounded before the work is done. A tar header
-// claims its size (a sparse entry of a terabyte takes a few bytes), so a
-// claim over a limit is refused before a byte of it is hashed. gpusnap's own
-// bundles are far inside: two snapshots and a few files per process.
+// A bundle is a stranger's file, so its entries, their sizes and the bytes
+// hashed in all are bounded before any work. A tar header only claims its
+// size (a sparse terabyte takes a few bytes), so a claim over a limit is
+// refused before a byte is hashed. gpusnap's own bundles are far inside.
 const (
 	maxEntries   = 100_000
 	maxEntrySize = 1 << 30

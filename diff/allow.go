@@ -14,12 +14,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// AllowList is the expected workloads of --allow FILE: their findings are
-// downgraded to info. Each line of the file is one entry of space-separated
-// FIELD=PATTERN pairs; an entry matches a finding when every pattern does. A
-// pattern is a glob where * matches any run of characters, slashes included,
-// and ? any one character; a value with spaces is written in double quotes.
-// Blank lines and lines starting with # are skipped. docs/diff.md has examples.
+// AllowList is the expected workloads of --allow FILE, whose findings are
+// downgraded to info. Each line is one entry of space-separated FIELD=PATTERN
+// pairs, matching a finding when every pattern does. A pattern is a glob (*
+// any run, slashes included, ? one character), a value with spaces is
+// double-quoted, and blank and # lines are skipped; docs/diff.md has
+// examples.
 type AllowList struct {
 	entries []allowEntry
 }

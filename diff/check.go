@@ -35,11 +35,11 @@ type CheckScope struct {
 	Unchecked []string `json:"unchecked,omitempty"`
 }
 
-// Check is the gate before GPUs are handed out: a comparison of the host now
-// against a host where nothing is allowed, no process on a GPU and no GPU
-// memory used. Every process that holds, maps or is listed on a GPU checked
-// is gpu_in_use unless the allow list has it; memory on a GPU checked that
-// no live process accounts for, above the threshold, is zombie_gpu_memory.
+// Check is the gate before GPUs are handed out. It compares the host now
+// against one where nothing is allowed, with no process and no memory on any
+// GPU. On the GPUs checked, a process that holds, maps or is listed on one is
+// gpu_in_use unless allowed, and memory above the threshold that no live
+// process accounts for is zombie_gpu_memory.
 func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow,
 		Events: opts.Events, ExpectWatch: opts.ExpectWatch, LogProblems: opts.LogProblems})

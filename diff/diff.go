@@ -150,11 +150,9 @@ type comparison struct {
 	util *Utilization
 }
 
-// notCompared notes a part of the host the diff could not compare: the
-// result is then not complete, and no findings is not "clean".
-// windowEnd is where the window's event and accounting records end: TO's
-// capture end, since a process that used a GPU and exited while TO was being
-// captured is in neither snapshot and only these records know it.
+// windowEnd is where the window's event and accounting records end, TO's
+// capture end. A process that used a GPU and exited while TO was captured is
+// in neither snapshot, and only these records know it.
 func (c *comparison) windowEnd() time.Time {
 	if c.to.Host.CaptureEnd.After(c.to.Host.CaptureStart) {
 		return c.to.Host.CaptureEnd
@@ -162,6 +160,8 @@ func (c *comparison) windowEnd() time.Time {
 	return c.to.Host.CaptureStart
 }
 
+// notCompared notes a part of the host the diff could not compare: the
+// result is then not complete, and no findings is not "clean".
 func (c *comparison) notCompared(note string) {
 	c.notes = append(c.notes, note)
 	c.partial = true

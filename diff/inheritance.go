@@ -13,12 +13,11 @@ import (
 // tenant ran.
 const HistoryLimit = 5
 
-// CompareWithHistory diffs from and to; when a finding would name more with
-// the tenant's history (Result.WantsHistory) and from names a tenant, it asks
-// history for the tenant's snapshots taken while it ran (at most HistoryLimit
-// of them) and diffs again with them in opts.History, where they stay: a
-// caller that compares again (a bundle wants every maps diff) compares alike.
-// A clean diff reads none.
+// CompareWithHistory diffs from and to, and diffs again with the tenant's
+// snapshots taken while it ran (at most HistoryLimit, read from history) when
+// a finding would name more with them (Result.WantsHistory) and from names a
+// tenant. They stay in opts.History, so a caller that compares again compares
+// alike. A clean diff reads none.
 func CompareWithHistory(from, to *snapshot.Snapshot, opts *Options, history func() ([]*snapshot.Snapshot, error)) (*Result, error) {
 	r := Compare(from, to, *opts)
 	if !r.WantsHistory() || from.Tenant == "" || history == nil {

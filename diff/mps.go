@@ -9,16 +9,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// mpsClients are the live MPS clients a CUDA MPS server at TO serves, in PID
-// order: the processes NVML lists on the MPS list of a GPU NVML lists the
-// server on, running as the server's user (a server serves one user's
-// clients), started no earlier than the server (the control daemon starts
-// a server for a client that connects: an older process is no client of
-// it, however NVML lists it), alive at TO, not an earlier process's entry
-// and no MPS server themselves (two processes named so must not vouch for
-// each other). nil for a process that is no MPS server
-// (snapshot.Process.MPSServer) or shows a sign of compromise: a renamed
-// miner is not spared. Each answer is kept, so every rule sees the same.
+// mpsClients are the live MPS clients, in PID order, of a CUDA MPS server at
+// TO. A client is listed on the server's GPU, runs as its user, started no
+// earlier than it and is no MPS server itself, so impostors cannot vouch for
+// each other. It is nil for a non-server or one showing compromise, and
+// cached.
 func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
 	if c.mps == nil {
 		c.mps = map[*snapshot.Process][]*snapshot.Process{}
@@ -58,10 +53,10 @@ func (c *comparison) findMPSClients(server *snapshot.Process) []*snapshot.Proces
 }
 
 // sparedMPSServer reports whether p is an MPS server with live clients at TO
-// (mpsClients): it serves them, whoever started it, so it is no leftover of
-// the tenant whose clients left, and its device uses raise nothing. The
-// first time it says so, a note names the server and its clients. A server
-// left with no client is judged as any process is.
+// (mpsClients). Such a server serves them whoever started it, so it is no
+// tenant's leftover and its device uses raise nothing; the first answer adds
+// a note naming it and its clients. A server left with no client is judged as
+// any process is.
 func (c *comparison) sparedMPSServer(p *snapshot.Process) bool {
 	clients := c.mpsClients(p)
 	if len(clients) == 0 {

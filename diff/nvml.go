@@ -217,13 +217,11 @@ func bytesText(n uint64) string {
 	}
 }
 
-// staleEntry says why NVML's entry for pid at TO belongs to an earlier
-// process than the one that has the PID at TO, or "" when it may be its own:
-//   - NVML listed pid at FROM for another process, or for none;
-//   - the PID was another process at FROM, and the one now at it neither maps
-//     nor holds an NVIDIA device though its reads were not refused: a process
-//     with a GPU context keeps /dev/nvidia* open, so the context is the one a
-//     process had between the two snapshots, before the PID was reused.
+// staleEntry says why NVML's entry for pid at TO is an earlier process's, or
+// "" when it may be its own. It is stale when NVML listed pid at FROM for
+// another process or none, or when the PID changed hands and the process now
+// there, read in full, has no /dev/nvidia* open or mapped, which a GPU
+// context keeps.
 func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
 	if now == nil || now.Defunct() {

@@ -8,14 +8,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// outOfAllocation: a process of FROM's tenant used a GPU the scheduler did not
-// give it (FROM's Allocation): it holds or maps that GPU's device node, or
-// NVML lists it there, at TO or in a snapshot of the tenant taken while it
-// ran (Options.History), or the event log shows it opening or mapping that
-// GPU's node in the window (a process that did so and left is in no
-// snapshot). A process is the tenant's when its cgroup, or an ancestor's,
-// names the tenant (tenantMembers, cgroupTenancy). nvidiactl and nvidia-uvm
-// serve every GPU and name none: they are not out of any allocation.
+// outOfAllocation reports a process of FROM's tenant that holds, maps or is
+// listed on a GPU outside FROM's Allocation, at TO or in the tenant's
+// History, or that the window's event log shows opening or mapping its node.
+// Membership comes from its or an ancestor's cgroup (tenantMembers).
+// nvidiactl and nvidia-uvm serve every GPU, so they count for none.
 func outOfAllocation(c *comparison) []Finding {
 	alloc, tenant := c.from.Allocation, c.from.Tenant
 	if alloc == nil || tenant == "" {

@@ -13,11 +13,11 @@ import (
 // a context's teardown.
 const busyAloneRun = 10
 
-// gpuBusyWithoutProcess: watch's samples show a GPU or MIG instance at 50%
-// or more for at least 10 consecutive samples while NVML listed no process
-// on it, and at TO no live process holds or maps its node: a hard-killed
-// workload's context still running, or a use NVML does not list. High.
-// ongoing (check) takes only a run that lasts to the window's last sample.
+// gpuBusyWithoutProcess reports a GPU or MIG instance at 50% or more for 10
+// consecutive samples while NVML listed no process on it and no live process
+// at TO holds or maps its node. High: a hard-killed workload's context still
+// runs, or NVML misses a use. With ongoing (check), only a run lasting to the
+// last sample counts.
 func gpuBusyWithoutProcess(c *comparison) []Finding { return c.busyWithoutProcess(allGPUs, false) }
 
 func (c *comparison) busyWithoutProcess(gpus *gpuSet, ongoing bool) []Finding {
@@ -77,11 +77,10 @@ func (c *comparison) minorOf(uuid string) *int {
 	return nil
 }
 
-// nodeUsers names the live processes at TO that hold or map /dev/nvidiaN
-// of minor (every NVIDIA device node, where minor is nil: any may be it),
-// leaving out a use the process had at FROM already and one the allow list
-// takes: nvidia-persistenced and DCGM hold every GPU's node on every host,
-// and must not silence a GPU busy with no process.
+// nodeUsers names the live processes at TO that hold or map /dev/nvidiaN of
+// minor, or any NVIDIA node where minor is nil. It leaves out uses already
+// there at FROM and those the allow list takes, because nvidia-persistenced
+// and DCGM hold every node and must not silence a GPU busy with no process.
 func (c *comparison) nodeUsers(minor *int) []string {
 	var out []string
 	for _, ch := range c.deviceUsers {

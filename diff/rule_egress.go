@@ -19,12 +19,11 @@ var miningPoolPorts = map[uint16]bool{
 	9332: true, 9999: true, 14433: true, 14444: true, 45560: true, 45700: true,
 }
 
-// egressConnections: a process whose sockets the capture read (it uses a
-// GPU) holds an established TCP connection, or a UDP socket connected to a
-// peer, at TO that it did not hold at FROM. One finding per process, each new
-// connection a line of evidence. High to a mining-pool port or with
-// masquerade evidence, else low; private and loopback peers count too, since
-// a stratum proxy on the job's own network is the usual way out.
+// egressConnections reports a GPU process that holds at TO, and did not at
+// FROM, an established TCP connection or a connected UDP socket. It is high
+// for a mining-pool port or masquerade, else low, with each connection as
+// evidence. Private and loopback peers count, since a stratum proxy on the
+// job's own network is the usual way out.
 func egressConnections(c *comparison) []Finding {
 	var out []Finding
 	for i := range c.to.Processes {

@@ -6,12 +6,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// hiddenProcesses: at TO a PID the kernel still had (pidfd_open or kill 0
-// succeeded) whose /proc directory did not read as that process, a mount
-// over /proc/PID: what it maps or holds was not seen, and only a process
-// with something to hide does that. High. One hidden at FROM too (the same
-// PID, and start time where both ends know it) was not compared either
-// way: a note, as for a process unreadable at both ends.
+// hiddenProcesses reports a PID the kernel still had at TO whose /proc
+// directory did not read as that process, as under a mount over /proc/PID.
+// High: what it holds was not seen, and only a process with something to hide
+// does that. One hidden at FROM too (same PID and start time) is a note.
 func hiddenProcesses(c *comparison) []Finding {
 	var out []Finding
 	for _, h := range c.to.Scan.Hidden {

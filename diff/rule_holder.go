@@ -2,8 +2,9 @@ package diff
 
 import "fmt"
 
-// leftoverHolders: at TO a process holds an NVIDIA device open that it did
-// not hold at FROM. High when a descriptor was opened for writing.
+// leftoverHolders reports a process that at TO holds an NVIDIA device open
+// that it did not hold at FROM. High when a descriptor was opened for
+// writing.
 func leftoverHolders(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {

@@ -2,8 +2,9 @@ package diff
 
 import "fmt"
 
-// leftoverMappings: at TO a process maps an NVIDIA device that it did not map
-// at FROM (a new process, or one that gained it). High when writable.
+// leftoverMappings reports a process that at TO maps an NVIDIA device that it
+// did not map at FROM (a new process, or one that gained it). High when
+// writable.
 func leftoverMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {
@@ -26,9 +27,9 @@ func leftoverMappings(c *comparison) []Finding {
 	return out
 }
 
-// otherDeviceMappings: at TO a process maps a non-NVIDIA device (DRM, loop,
-// /dev/mem, DMA-buf ...) that it did not map at FROM. Low: worth a look, not
-// a GPU leftover by itself.
+// otherDeviceMappings reports a process that at TO maps a non-NVIDIA device
+// (DRM, loop, /dev/mem, DMA-buf ...) that it did not map at FROM. Low: worth
+// a look, not a GPU leftover by itself.
 func otherDeviceMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {

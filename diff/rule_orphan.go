@@ -5,11 +5,11 @@ import (
 	"slices"
 )
 
-// orphanGPUProcesses: NVML lists a PID at TO that no live process has (none,
-// or a defunct one: a zombie has exited and keeps no context), or whose /proc
-// entry is another process than the one NVML listed at FROM (the PID was
-// reused): a GPU context that outlived its process. An orphan NVML already
-// listed at FROM, with no live process then either, predates the tenant.
+// orphanGPUProcesses reports a GPU context that outlived its process. NVML
+// lists a PID at TO that no live process has (a zombie keeps no context), or
+// whose process is another than NVML listed at FROM. An orphan NVML already
+// listed at FROM, with no live process then either, predates the tenant and
+// raises nothing.
 func orphanGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	for _, pl := range c.toNVML.pools {

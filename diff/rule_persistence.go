@@ -26,14 +26,11 @@ var gpuKinds = map[string]bool{
 // at job, which starts it again.
 var schedulers = map[string]bool{"cron": true, "crond": true, "anacron": true, "atd": true}
 
-// persistence raises one finding for each process behind a GPU finding
-// (alive at TO) that something starts again: its systemd unit restarts it
-// (Restart= other than no) or a timer starts it, it descends from cron or
-// atd, or its binary (by SHA-256, a packaged and verified one excepted: a
-// distribution's python3 runs every job) used a GPU under an earlier
-// process that is gone, in a snapshot of this boot or of an earlier one
-// (it survived a reboot). Medium; high with the evidence of compromise that
-// makes its triage suspected_compromise.
+// persistence raises a finding for each live process behind a GPU finding
+// that something starts again. A restarting systemd unit or a timer, descent
+// from cron or atd, or a binary that used a GPU under an earlier process (by
+// SHA-256, verified packaged ones excepted) all count. It is medium, high
+// with the evidence of a suspected_compromise.
 func (c *comparison) persistence(findings []Finding) []Finding {
 	var out []Finding
 	seen := map[string]bool{}

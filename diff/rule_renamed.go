@@ -2,10 +2,10 @@ package diff
 
 import "fmt"
 
-// renamedDeviceNodes: a process maps or holds, and did not at FROM, a device
-// whose number is an NVIDIA major but whose path's last element does not start
-// with "nvidia": a GPU reached through a node made to escape
-// `ls /dev/nvidia*`, `fuser /dev/nvidia*` and grep.
+// renamedDeviceNodes reports a process that maps or holds, and did not at
+// FROM, a device whose number is an NVIDIA major but whose path's last
+// element does not start with "nvidia". That is a GPU reached through a node
+// made to escape `ls /dev/nvidia*`, `fuser /dev/nvidia*` and grep.
 func renamedDeviceNodes(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {

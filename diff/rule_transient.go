@@ -2,15 +2,11 @@ package diff
 
 import "slices"
 
-// transientGPUProcesses: a process that used a GPU between FROM and TO and
-// is gone at TO: the worker that ran for 40 ms, the miner that left before
-// the epilog. Two snapshots are two instants; what ran between them is known
-// from the driver's own records: NVML's accounting records at TO (see
-// accountingTransients), where accounting is on; and from the kernel, as
-// gpusnap watch recorded it in the event log (see eventTransients). A
-// process both name is one finding: the log's events join the accounting
-// finding's evidence, and raise it to high where they show a writable
-// mapping or masquerade.
+// transientGPUProcesses reports a process that used a GPU between FROM and TO
+// and is gone at TO, like a 40 ms worker. Two snapshots miss it, so NVML's
+// accounting records (accountingTransients) and watch's event log
+// (eventTransients) name it. A process both name is one finding, high where
+// the log shows a writable mapping or masquerade.
 func transientGPUProcesses(c *comparison) []Finding {
 	out := c.accountingTransients()
 	byKey := make(map[string][]int, len(out)) // a process may have run on several GPUs

@@ -10,9 +10,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// unexpectedGPUProcesses: a live process uses a GPU at TO (NVML lists it, or it
-// holds or maps an NVIDIA device) and did not at FROM. High when it shows a
-// masquerade (see masquerade).
+// unexpectedGPUProcesses reports a live process that uses a GPU at TO (NVML
+// lists it, or it holds or maps an NVIDIA device) and did not at FROM. High
+// when it shows a masquerade (see masquerade).
 func unexpectedGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	seen := make(map[*snapshot.Process]bool)

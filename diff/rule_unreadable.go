@@ -8,11 +8,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// unreadableProcesses: at TO a process whose maps or fds could not be read
-// (refused to a user who is not root, or to root by a non-dumpable
-// process), that was not there at FROM or was read there in full. What it
-// maps or holds is unknown, and unknown is not clean. A process unreadable
-// at both ends raises nothing: its use could not have been compared either way.
+// unreadableProcesses reports a process at TO whose maps or fds could not be
+// read and that was new or read in full at FROM. What it maps or holds is
+// unknown, and unknown is not clean. One unreadable at both ends raises
+// nothing, since its use could not have been compared either way.
 func unreadableProcesses(c *comparison) []Finding {
 	var out []Finding
 	for i := range c.to.Processes {
@@ -49,11 +48,10 @@ func unreadableProcesses(c *comparison) []Finding {
 	return out
 }
 
-// unsettledCapture: a capture that stopped at its bound while processes
-// kept vanishing before they were read (a process that forks and exits
-// faster than it is read) may not have seen one that maps or holds a GPU.
-// A tenant can cause it, so it is a finding, medium, not a note; check
-// raises it too, whatever GPUs it is asked about.
+// unsettledCapture reports a capture that stopped at its bound while
+// processes kept vanishing before they were read. Medium: it may have missed
+// one that maps or holds a GPU, and a tenant can cause it, so it is a finding
+// and not a note. Check raises it whatever GPUs it is asked about.
 func unsettledCapture(c *comparison) []Finding {
 	u := c.to.Scan.Unsettled
 	if u == "" {

@@ -10,12 +10,11 @@ import (
 // quotes: a tenant that kills the watch again and again makes a gap each time.
 const maxCoverageEvidence = 32
 
-// hiddenDeviceUses: the event log shows a process open or map an NVIDIA
-// device in the window, and at TO the process is alive while the capture
-// sees it hold and map no NVIDIA device: the device is held where /proc
-// cannot show it (an fd parked in a unix socket's queue, an io_uring
-// registered file) or was used and let go. High: gpusnap cannot see what
-// the process keeps. One finding per process and device.
+// hiddenDeviceUses reports a process the event log shows opening or mapping
+// an NVIDIA device in the window that at TO is alive but holds and maps none.
+// High: the device is held where /proc cannot show it (a unix socket's queue,
+// an io_uring file) or was let go. It raises one finding per process and
+// device.
 func hiddenDeviceUses(c *comparison) []Finding {
 	return c.hiddenUses(allGPUs)
 }
@@ -71,12 +70,11 @@ func (c *comparison) windowProblems() []eventlog.Problem {
 	return append(problems, cov.Problems()...)
 }
 
-// windowNotCovered: where a watch was expected to record the window, every
-// reason its log does not cover it (a gap, lost events, damaged lines, a
-// flush that never reached TO, a mode that cannot see some opens) is one
-// window_not_covered finding, medium: a tenant can cause each of them, and
-// a process that used a GPU then and left is not known. Where no watch was
-// expected, each is a note, as a window without a watch is.
+// windowNotCovered reports each reason an expected watch's log does not cover
+// the window (a gap, lost events, damaged lines, an unflushed end, a mode
+// blind to some opens). Medium: a tenant can cause each, and a process that
+// used a GPU then and left is unknown. Where no watch was expected, each is a
+// note.
 func windowNotCovered(c *comparison) []Finding {
 	problems := c.windowProblems()
 	if len(problems) == 0 {

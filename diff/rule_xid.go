@@ -84,13 +84,11 @@ type nvmlXidGroup struct {
 	events []*eventlog.Event
 }
 
-// xidErrors: the kernel logged an NVIDIA Xid (or an NVSwitch SXid) between
-// FROM and TO, or NVML delivered one to gpusnap watch. Only the kernel's own
-// records count (see forgedKernelMessages). One finding per Xid number,
-// device and PID, with every record as evidence; an NVML event of the same
-// Xid on the same GPU within nvmlXidTolerance of a record joins its finding,
-// and one no record matches (the kernel log of the window wrapped, of
-// another boot, unread) is a finding of its own.
+// xidErrors reports an NVIDIA Xid or NVSwitch SXid that the kernel logged
+// between FROM and TO, or that NVML delivered to watch. It raises one finding
+// per Xid, device and PID from the kernel's own records (see
+// forgedKernelMessages). An NVML event matching a record within
+// nvmlXidTolerance joins it, and one matching none is a finding of its own.
 func xidErrors(c *comparison) []Finding {
 	var groups []*xidGroup
 	index := map[string]*xidGroup{}    // by device and PID
@@ -360,7 +358,7 @@ func xidRecordEvidence(records []*kmsg.Record, n int) []string {
 	return out
 }
 
-// forgedKernelMessages: a record in the NVIDIA driver's words that the
+// forgedKernelMessages reports a record in the NVIDIA driver's words that the
 // kernel did not write (facility not kern): user space wrote it to
 // /dev/kmsg, to stage an Xid or to bury a real one. It never counts as an
 // Xid. One finding per distinct text.

@@ -7,12 +7,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// zombieGPUMemory: a GPU, or a MIG instance, uses more memory than at FROM,
-// by more than the threshold, that no live process accounts for. What live
-// processes account for is, over the processes NVML lists at TO that are
-// alive, their memory at TO less what the same process had there at FROM (all
-// of it for a process new since FROM). A context whose process is gone or
-// defunct (a zombie), or that NVML lists under nobody, counts against the GPU.
+// zombieGPUMemory reports a GPU or MIG instance whose memory grew since FROM,
+// by more than the threshold, beyond what live processes account for. Each
+// live process NVML lists at TO accounts for its growth since FROM (all of it
+// when new). A context of a gone or defunct process, or listed under nobody,
+// counts against the GPU.
 func zombieGPUMemory(c *comparison) []Finding {
 	for _, end := range []struct {
 		name string

@@ -29,12 +29,11 @@ func cgroupTenancy(slurmJob, podUID, containerID, tenant string) string {
 	return ""
 }
 
-// tenantMembers finds the processes of tenant in the snapshots given, by
-// PID@START, each with why it belongs: its own cgroup names the tenant, or an
-// ancestor's does. Ancestry is what finds a process that left the job's
-// cgroup (or ran where there is none) but descends from the job's step; it is
-// read in every snapshot given, because a child outlives its parents and is
-// then reparented to init: only a snapshot taken while they lived links them.
+// tenantMembers finds tenant's processes in snaps, by PID@START, each with
+// why it belongs: its own or an ancestor's cgroup names the tenant. Ancestry
+// finds a process that left the job's cgroup but descends from its step. It
+// is read in every snapshot, because an orphan is reparented to init and only
+// a snapshot taken while its parents lived links them.
 func tenantMembers(tenant string, snaps ...*snapshot.Snapshot) map[string]string {
 	why := make(map[string]string)
 	if tenant == "" {

@@ -14,15 +14,11 @@ import (
 	"time"
 )
 
-// The log's integrity (docs/watch.md): every record watch writes carries
-// seq, its watch's count of records (1 for its watch_start, going on across
-// that watch's segments), and, as the line's last field, hash: the hex
-// SHA-256 of the previous record's hash in the same segment (32 zero bytes
-// for a segment's first record) followed by the record's line without its
-// hash field. A record removed, edited, reordered or re-timed breaks the
-// chain where it was, and the reader names it. The chain is no signature:
-// whoever may write the log may also rewrite it from the edit on, but no
-// record can be changed alone.
+// The log's integrity (docs/watch.md): each record carries seq, its count in
+// its watch, and last a hash, the hex SHA-256 of the previous record's hash
+// (zeros for a segment's first) and its own line less the hash. Removing, editing,
+// reordering or re-timing a record breaks the chain there. The chain is no
+// signature, but no record can be changed alone.
 
 // hashField opens the hash, the last field of a chained line.
 const hashField = `,"hash":"`
@@ -78,11 +74,9 @@ func (f Fault) String() string {
 const maxFaults = 64
 
 // Head is where a segment's chain stood when a reader read it: its last
-// chained record, by line (from 1), seq and stated hash (hex). A diff seals
-// the heads of its window's segments into the store's log (docs/store.md):
-// as long as the segment's first Line lines are as written, the record on
-// line Line has this seq and hash; a removed segment, or one rewritten up
-// to there, no longer has it (CheckHead).
+// chained record's line (from 1), seq and hex hash. A diff seals its window's
+// heads into the store's log (docs/store.md), so that a segment removed or
+// rewritten up to Line no longer matches its head (CheckHead).
 type Head struct {
 	Segment string `json:"segment"`
 	Line    int    `json:"line"`
@@ -196,12 +190,11 @@ func (v *verifier) end(r *ReadResult) {
 	r.Heads = append(r.Heads, v.head)
 }
 
-// CheckHeads reports, for each head, whether its segment in the log in dir
-// still holds its first Line lines as written: every one an event and
-// chained, the one on line Line with the head's seq and hash. errs[i] is
-// nil where heads[i] holds, and says what changed where not; a segment
-// that is gone is ErrSegmentGone (wrapped). Each segment is read once,
-// however many heads name it.
+// CheckHeads reports, for each head, whether its segment in dir still holds
+// its first Line lines as written, each a chained event and line Line with
+// the head's seq and hash. errs[i] is nil where heads[i] holds and says what
+// changed where not, wrapping ErrSegmentGone for a segment that is gone. Each
+// segment is read once.
 func CheckHeads(dir string, heads []Head) (errs []error) {
 	errs = make([]error, len(heads))
 	bySeg := map[string][]int{}

@@ -103,12 +103,11 @@ type Event struct {
 	// Absent: the record is one event.
 	Count uint64    `json:"count,omitempty"`
 	Last  time.Time `json:"last,omitzero"`
-	// Lineage is, on the fork, inherit and exit records of a device user
-	// and its descendants, the PID@START of the device user they descend
-	// from. Watch coalesces those records by lineage, not by process: a
-	// process that hops PIDs by forking and exiting is one lineage, whose
-	// records grow with time, not with its hops. First is then the process
-	// of the first record coalesced, Process that of the last.
+	// Lineage is the PID@START of the device user that a fork, inherit or
+	// exit record's process descends from. Watch coalesces those records by
+	// lineage, so a process that hops PIDs by forking and exiting grows the
+	// log with time, not with its hops. First is then the process of the
+	// first record coalesced, Process that of the last.
 	Lineage string   `json:"lineage,omitempty"`
 	First   *Process `json:"first,omitempty"`
 

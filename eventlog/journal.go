@@ -16,13 +16,11 @@ import (
 	"time"
 )
 
-// The event log is a journal beside the store file: a directory DB.events of
-// segment files, one JSON event per line, that only watch appends to. bbolt
-// allows one writer at a time; watch never takes the store's lock, so
-// baseline, diff, list and bundle run while it does, and it never waits on
-// them: nothing it sees is lost to a held store. Readers take no lock either:
-// a line is written whole with one write(2) on an O_APPEND file, and a last
-// line without its newline (a watch killed mid-write) is not read.
+// The event log is a directory DB.events beside the store, of segments of one
+// JSON event a line, appended to by watch alone. Watch never takes the
+// store's lock, so it never waits on other commands. Readers take no lock
+// either, since each line is one O_APPEND write(2) and an unfinished last
+// line is not read.
 
 const (
 	segmentSuffix = ".jsonl"
@@ -123,11 +121,10 @@ func (j *Journal) rotate(t time.Time) error {
 	return nil
 }
 
-// Append writes events, each with its seq and hash, with one write, and
-// syncs them to disk. It returns how many of them are in the log: on a
-// short write (a full disk) the segment is cut back to the last whole
-// record, so that no line is torn and the rest can be appended again, with
-// the same seq and chain, by a later call.
+// Append writes events, each with its seq and hash, in one write and syncs
+// them. It returns how many are in the log. On a short write (a full disk) it
+// cuts the segment back to the last whole record, so no line is torn and a
+// later call appends the rest with the same seq and chain.
 func (j *Journal) Append(events []Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
@@ -309,10 +306,10 @@ type ReadResult struct {
 var ErrNoLog = errors.New("no event log")
 
 // ReadEvents reads the events of the log in dir with since <= time < until
-// (zero values: unbounded), in the order they were written, and holds them
-// all: for a window a tenant's processes may fill, walk it with OpenWindow.
-// Every line of the segments it reads is checked: one that is no event, or
-// that breaks its segment's chain, is counted and named in the result.
+// (zero: unbounded), in the order written, and holds them all, so a window a
+// tenant may fill is walked with OpenWindow instead. Every line read is
+// checked, and one that is no event or breaks its chain is counted and named
+// in the result.
 func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
 	var r ReadResult
 	err := walk(dir, since, until, &r, func(e *Event) bool {

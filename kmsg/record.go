@@ -1,19 +1,13 @@
-// Package kmsg reads the kernel log in the format of /dev/kmsg: where the log
-// stands (its sequence numbers) and the records of a window between two
-// snapshots, parsed by this package's own small parser. It only reads: the
-// device is opened read-only and non-blocking, and nothing is ever written to it.
+// Package kmsg reads the kernel log in /dev/kmsg's format, with its own small
+// parser: where the log stands and the records of a window between two
+// snapshots. It opens the device read-only and non-blocking.
 //
-// The format (the kernel's Documentation/ABI/testing/dev-kmsg): one record is
+// A record (Documentation/ABI/testing/dev-kmsg) is
 //
 //	PRI,SEQ,USEC,FLAGS[,FIELD...];TEXT
-//	 KEY=VALUE
-//	 KEY=VALUE
 //
-// PRI is (facility << 3) | level, SEQ the record's sequence number in this
-// boot, USEC the time in microseconds since boot, FLAGS "-" (or "c", "+" for
-// continuation fragments). TEXT has every byte below 0x20 and above 0x7e,
-// and the backslash, escaped as \xNN. The lines after it, each starting with
-// one space, are the record's dictionary (SUBSYSTEM=, DEVICE=).
+// where TEXT escapes bytes outside 0x20-0x7e, and the backslash, as \xNN.
+// Lines after it starting with a space are its dictionary.
 package kmsg
 
 import (

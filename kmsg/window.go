@@ -22,12 +22,11 @@ type Window struct {
 	Missing []string `json:"missing,omitempty"`
 }
 
-// ReadWindow reads the records that the log at path gained between from and
-// to, two positions recorded by snapshots. Records before the window are
-// skipped by their header alone; reading stops at the window's end. What
-// cannot be read is said in Missing, never left out. The log of /dev/kmsg
-// belongs to the boot now running; a file is taken to be the log of TO's
-// boot. An empty path reads the log TO's position was read from.
+// ReadWindow reads the records that the log at path gained between two
+// snapshots' positions, skipping earlier ones by header and stopping at the
+// window's end. What it cannot read is said in Missing, never left out. A
+// file is taken as TO's boot's log, and an empty path reads the log TO's
+// position came from.
 func ReadWindow(path string, from, to *Position) *Window {
 	if path == "" && to != nil {
 		path = to.Source

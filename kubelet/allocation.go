@@ -57,13 +57,11 @@ func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known
 	return a.Complete, a.Complete
 }
 
-// GPUsOf is the GPUs the pod with this UID was given, as a scheduler's
-// allocation, and whether that is known: the kubelet lists the pod with its
-// GPUs, or lists every GPU pod (Complete) and not this one, which runs here
-// (Running) and was then given none (the empty set: any GPU it uses is
-// outside). A pod that does not run here yet is not known. A device id that is
-// a number is an NVML index (the device plugin's index strategy, not a minor
-// number): gpus, NVML's devices, turn it into the GPU's UUID.
+// GPUsOf is the GPUs the pod with this UID was given, and whether that is
+// known. It is when the kubelet lists the pod's GPUs, or lists every GPU pod
+// (Complete) but not this running one, which then has the empty set. A
+// numeric device id is an NVML index (the plugin's index strategy), which
+// gpus turns into a UUID.
 func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
 	for _, p := range a.Pods {
 		if p.UID == "" || p.UID != podUID {

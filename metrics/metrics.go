@@ -1,12 +1,10 @@
-// Package metrics turns what gpusnap saw into Prometheus metrics: the result
-// of a diff or check run, written atomically as a node_exporter textfile, and
-// the families a long-running watch serves on /metrics. docs/metrics.md lists
-// every family with its labels.
+// Package metrics turns what gpusnap saw into Prometheus metrics: a diff or
+// check result as a node_exporter textfile, and the families a running watch
+// serves on /metrics (docs/metrics.md).
 //
-// No family has a PID, exe, pod, job or tenant label: those are in the
-// findings and bundles. One series per process is the cardinality trap
-// process exporters fell into; here a series is a node, a GPU, a command, a
-// finding kind or an event kind, all bounded.
+// No family has a PID, exe, pod, job or tenant label, since a series per
+// process is the cardinality trap of process exporters. Every label is
+// bounded.
 package metrics
 
 import (

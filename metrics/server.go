@@ -8,13 +8,11 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// The bounds of the metrics server: any local user can connect to it, and
-// watch must not run out of memory (and leave a gap in the window's record)
-// for what clients do. Memory is bounded by MaxConns whatever the number of
-// clients: the connections past it wait in the kernel's accept queue, not in
-// watch; each accepted one is cut once it idles, dawdles over its request
-// or takes too long to be written to. A scrape is a few KiB of request and
-// well under a second of work.
+// The bounds of the metrics server, which any local user can reach: watch
+// must not run out of memory, leaving a gap in the window, for what clients
+// do. Connections past MaxConns wait in the kernel's accept queue, and each
+// accepted one is cut when it idles or dawdles. A scrape is a few KiB and
+// well under a second.
 const (
 	MaxConns          = 32
 	MaxHeaderBytes    = 8 << 10

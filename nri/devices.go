@@ -21,11 +21,10 @@ const (
 )
 
 // containerGPUs is the GPUs a container is given, and whether it is given
-// any: its Linux devices that are NVIDIA GPUs (major 195 below 255, or a
-// node named nvidiaN), and NVIDIA_VISIBLE_DEVICES (a GPU list; "all" is
-// every GPU, returned as nil; "none", "void" and "" are none). A list that
-// cannot be read, or too long a request, is every GPU: checked whole, never
-// taken for none.
+// any, from its NVIDIA GPU devices (major 195 below 255, or named nvidiaN)
+// and NVIDIA_VISIBLE_DEVICES. "all" is every GPU (nil), and "none", "void"
+// and "" are none. A list that cannot be read or is too long is every GPU,
+// checked whole and never taken for none.
 func containerGPUs(c *api.Container) (*snapshot.GPUSet, bool) {
 	var ids []string
 	all := false

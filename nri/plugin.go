@@ -1,9 +1,8 @@
-// Package nri is gpusnap's NRI plugin (github.com/containerd/nri), the
-// per-pod lifecycle on containerd and CRI-O: a baseline at RunPodSandbox with
-// the pod UID as the tenant, a check of a GPU container's GPUs at
-// CreateContainer that refuses the container when they are not clean, and a
-// diff at StopPodSandbox (or RemovePodSandbox, when the stop was missed). The
-// work itself is the CLI's baseline, check and diff, behind Gate.
+// Package nri is gpusnap's NRI plugin, the per-pod lifecycle on containerd
+// and CRI-O. It baselines at RunPodSandbox with the pod UID as tenant,
+// refuses a GPU container at CreateContainer whose GPUs are not clean, and
+// diffs at StopPodSandbox (or RemovePodSandbox when the stop was missed). The
+// work is the CLI's baseline, check and diff, behind Gate.
 package nri
 
 import (

@@ -16,12 +16,10 @@ import (
 // fixtureLib serves a fixture through nvml.Interface, so readNVML has one
 // path for the library, fixtures and mocks.
 //
-// It is built from small types that embed the nvml interfaces (left nil) and
-// implement only the calls readNVML makes, rather than from go-nvml's moq
-// mocks: a moq mock records every call under a lock, which a replay does not
-// need, and here each answer is a plain method a reader of this file can
-// follow. A call readNVML makes that is not served here hits the nil
-// embedded interface and panics in the fixture tests, never in silence.
+// It embeds the nvml interfaces (nil) and implements only the calls readNVML
+// makes, as plain methods instead of go-nvml's locking moq mocks. A call it
+// does not serve hits the nil interface and panics in the fixture tests,
+// never in silence.
 type fixtureLib struct {
 	nvml.Interface
 	f *nvmlFixture

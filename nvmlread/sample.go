@@ -10,13 +10,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Sampler reads NVML at each of watch's intervals: the whole view, as a
-// snapshot's read has it, plus each GPU's own utilization
-// (nvmlDeviceGetUtilizationRates) and the per-process samples NVML took
-// since the last read (nvmlDeviceGetProcessUtilization, chained by its
-// lastSeenTimeStamp). go-nvml's wrapper of the newer
-// nvmlDeviceGetProcessesUtilizationInfo passes the driver no buffer and no
-// timestamp, so it cannot return samples: the older call serves every driver.
+// Sampler reads NVML at each of watch's intervals: a snapshot's whole view,
+// each GPU's utilization, and the per-process samples since the last read
+// (nvmlDeviceGetProcessUtilization, chained by lastSeenTimeStamp). go-nvml's
+// wrapper of the newer nvmlDeviceGetProcessesUtilizationInfo passes the
+// driver no buffer, so it returns no samples, and the older call serves every
+// driver.
 type Sampler struct {
 	opts Options
 }

@@ -34,11 +34,10 @@ func lines(fs []Finding) ([]byte, error) {
 }
 
 // Append appends the findings to the JSON-lines file at path, created 0600
-// when missing, all of them or none: under an exclusive flock (shippers
-// and other gpusnaps see no half batch), in one write, and a write that
-// fails part-way (a full disk) is cut back off, so no torn line is left for
-// a shipper to read. It never writes through a symbolic link, nor to
-// anything but a regular file.
+// when missing, all or none. It writes once under an exclusive flock, and
+// cuts back a write that fails part-way, so shippers never read a half batch
+// or a torn line. It never writes through a symbolic link, nor to anything
+// but a regular file.
 func Append(path string, fs []Finding) (err error) {
 	if len(fs) == 0 {
 		return nil

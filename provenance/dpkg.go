@@ -140,12 +140,11 @@ func (db *DB) read(name string) ([]byte, error) {
 	return db.info.ReadFile(name)
 }
 
-// Owners finds the package that owns each of paths, as dpkg -S would:
-// "python3.11-minimal" for /usr/bin/python3.11. A path of a merged /usr
-// (/usr/bin/x) is also looked for as the package may list it (/bin/x), and
-// the other way round. Paths no package lists are absent from the result;
-// complete is false where some .list could not be read (Notes say which),
-// so that an absent path may yet be some package's.
+// Owners finds the package that owns each of paths, as dpkg -S would, also
+// trying a merged /usr's other spelling (/usr/bin/x as /bin/x and back).
+// Paths no package lists are absent. complete is false where some .list could
+// not be read (Notes say which), since an absent path may then be some
+// package's.
 func (db *DB) Owners(paths []string) (owners map[string]string, complete bool) {
 	owners = map[string]string{}
 	if db == nil || len(paths) == 0 {

@@ -20,11 +20,11 @@ type DeviceClasses struct {
 	NVIDIAMajors map[uint32]string
 }
 
-// Classify returns the class of a device at path (ClassNVIDIA or ClassOther),
-// and the NVML minor number of the GPU it names where it names one. kind is
-// stat's word on the node, where known. It is the one place gpusnap decides
-// whether a device is NVIDIA's (docs/spec.md, Device rule): capture records its
-// answer in each mapping and holder, and every later stage reads that.
+// Classify returns the class of a device at path (ClassNVIDIA or ClassOther)
+// and the NVML minor of the GPU it names, if any. kind is stat's word on the
+// node, where known. It is the one place gpusnap decides whether a device is
+// NVIDIA's (docs/spec.md, Device rule), recorded by capture in each mapping
+// and holder.
 func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string, *int) {
 	byNumber := known && kind.Char && (kind.Major == NVIDIAMajor || dc.NVIDIAMajors[kind.Major] != "")
 	dir, base := splitPath(path)

@@ -1,10 +1,10 @@
 package snapshot
 
 // HiddenProcess is a PID the kernel still has whose /proc directory does not
-// read as that process: a mount over /proc/PID (an empty directory, or a
-// tree of made-up files) hides what the process maps and holds. Only the
-// procfs of the capture's own pid namespace is probed: another namespace's
-// PIDs, and a fixture tree's, name no process pidfd_open could ask about.
+// read as that process, as under a mount over /proc/PID that hides what it
+// maps and holds. Only the capture's own pid namespace's procfs is probed,
+// since another namespace's or a fixture tree's PIDs name no process
+// pidfd_open could ask about.
 type HiddenProcess struct {
 	PID int `json:"pid"`
 	// StartTime and Comm are the kernel's, where the BPF path's task walk

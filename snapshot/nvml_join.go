@@ -223,10 +223,10 @@ func (j *joiner) addLists(m *ProcessMerge, path string, lists []ProcessList) boo
 }
 
 // ProcessMerge merges NVML's process lists on one GPU, MIG device or memory
-// pool into one use per PID, in the order PIDs are first met: a process NVML
-// lists as both compute and graphics, or on a GPU and on its MIG device, holds
-// one allocation, not two, and the larger figure wins. gpusnap ps and diff
-// both merge through it. The zero value is empty and ready.
+// pool into one use per PID, in first-met order, with the larger figure
+// winning. A process listed as compute and graphics, or on a GPU and its MIG
+// device, holds one allocation, not two. gpusnap ps and diff both merge
+// through it, and the zero value is ready.
 type ProcessMerge struct {
 	order []int
 	by    map[int]*GPUProcessUse
@@ -295,14 +295,10 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 }
 
 // Unaccounted is the memory of a GPU or MIG device that no live process
-// accounts for: used memory less the Credits of the PIDs that are live
-// processes, floored at zero (NVML's figures can add up to more than it has
-// in use). What NVML lists under a PID no live process has (an orphan, or a
-// defunct one, an MPS client that left included) is the memory a ghost
-// keeps: it is unaccounted. nil when it cannot be told: no memory figure, or a live process whose
-// memory NVML has as not available. gpusnap ps, check and the metrics all
-// take this figure (GPUUse.Unaccounted, MIGUse.Unaccounted), and diff
-// credits each process as Credits does.
+// accounts for, so a ghost's memory counts. It is used memory less the live
+// PIDs' Credits, floored at zero since NVML's figures can sum past it, and
+// nil without a memory figure or a live process's. ps, check, the metrics and
+// diff all count alike.
 func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	if m == nil {
 		return nil

@@ -174,12 +174,11 @@ type Process struct {
 	SocketsDropped int      `json:"sockets_dropped,omitempty"`
 	UnixSockets    int      `json:"unix_sockets,omitempty"`
 
-	// Ancestry, Reparented and Wchan place a process that uses a GPU (as
-	// Sockets): its parents up to PID 1 (at most MaxAncestry, nearest
-	// first), whether it lost the parent that started it (it is in a
-	// session whose leader is neither it nor shared by its parent: orphaned
-	// and adopted by init or a subreaper), and, in D state, the kernel
-	// function it waits in (a D process ignores kill -9).
+	// Ancestry, Reparented and Wchan place a GPU process (as Sockets): its
+	// parents up to PID 1 (at most MaxAncestry, nearest first), whether init
+	// or a subreaper adopted it after its parent left, judged by its session,
+	// and in D state the kernel function it waits in, since such a process
+	// ignores kill -9.
 	Ancestry   []Ancestor `json:"ancestry,omitempty"`
 	Reparented bool       `json:"reparented,omitempty"`
 	Wchan      string     `json:"wchan,omitempty"`
@@ -205,11 +204,9 @@ type Raw struct {
 }
 
 // TextLimit is the most of any one raw kernel text of a process that a
-// snapshot keeps; CmdlineLimit the most of its command line, which is kept
-// twice for a process using a GPU (parsed, and raw), so that a tenant's
-// process costs at most 64 KiB of new store data however random its
-// arguments. A tenant's 5 MB of arguments, shared by a hundred forked
-// children, must not cost gigabytes per snapshot.
+// snapshot keeps, and CmdlineLimit of its command line, kept parsed and raw
+// for a GPU process. A process then costs at most 64 KiB of new store data,
+// so a tenant's 5 MB of arguments in a hundred forks cannot cost gigabytes.
 const (
 	TextLimit    = 64 << 10
 	CmdlineLimit = 32 << 10
@@ -308,11 +305,11 @@ func (h Holder) Writable() bool { return h.Access == "w" || h.Access == "rw" }
 // Key is the process identity PID@START (ProcessKey): a reused PID is a new process.
 func (p *Process) Key() string { return ProcessKey(p.PID, p.StartTime) }
 
-// Defunct reports whether the process has exited: a zombie (Z) that its
-// parent has not reaped, or a dead task (X). It runs no code and maps and
-// holds nothing, so it keeps no GPU context of its own; NVML may still list
-// its PID while the driver tears the context down. A zombie thread-group
-// leader whose other threads still run (Threads > 1) is alive.
+// Defunct reports whether the process has exited, as an unreaped zombie (Z)
+// or a dead task (X). It runs no code and holds nothing, so it keeps no GPU
+// context of its own, though NVML may list its PID while the driver tears the
+// context down. A zombie leader whose other threads still run (Threads > 1)
+// is alive.
 func (p *Process) Defunct() bool {
 	return p.State == "X" || (p.State == "Z" && p.Threads <= 1)
 }

@@ -15,12 +15,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The fallback, where BPF cannot load: the proc connector tells of every
-// exec, fork and exit on the host (not inside child pid namespaces), and a
-// rescan of /proc at each interval reads the processes that are young (first
-// seen in the last youngTicks intervals, or named by the connector), those
-// known to use a device, and a rotating share of the rest (all of them every
-// sweepTicks intervals). It sees a device only while a process holds or maps it.
+// The fallback, where BPF cannot load, hears every exec, fork and exit on the
+// host (not in child pid namespaces) from the proc connector. Each interval
+// it rescans the young processes (youngTicks), the device users and a
+// rotating share of the rest (all every sweepTicks). It sees a device only
+// while a process holds or maps it.
 
 const (
 	youngTicks = 10

@@ -6,22 +6,17 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 )
 
-// Repeats: a process that opens and closes a device in a loop makes
-// thousands of like events a second (two unprivileged processes wrote
-// 57 MB/s of log). The first open or mapping of a process, kind, device
-// and access or protection is recorded as it comes; the like ones after it
-// are counted, and recorded as one record (count, time of the first, last
-// of the last) at most every repeatEvery, and before the process's exit
-// record and the watch's stop record. An idle interval ends the run: the
-// next like event is a first again.
-//
-// Lineages: a device user's descendants write a fork, an exit and an
-// inherit record per device at every fork, and a process that forks and
-// exits every few hundred microseconds hops thousands of PIDs a second
-// (1.3 GB of log in 12 minutes). Their fork, inherit and exit records are
-// coalesced by lineage (eventlog.Event.Lineage) rather than by process:
-// one record per kind and device a repeatEvery, naming the first and last
-// process of the hops it counts.
+// Repeats: a process that opens and closes a device in a loop makes thousands
+// of like events a second (two unprivileged ones wrote 57 MB/s). The first is
+// recorded as it comes and the like ones after it counted, in one record at
+// most every repeatEvery and before the exit and stop records. An idle
+// interval ends the run.
+
+// Lineages: a device user's descendants write fork, exit and inherit records
+// at every fork, and one that forks and exits every few hundred microseconds
+// hops thousands of PIDs a second (1.3 GB of log in 12 minutes). Those
+// records are coalesced by lineage (eventlog.Event.Lineage), one per kind and
+// device a repeatEvery, naming the first and last process.
 
 const (
 	repeatEvery = time.Second

@@ -1,9 +1,8 @@
 // Package watch records, as they happen, the opens and mappings of NVIDIA
-// devices and the lives of the processes that make them, into the store's
-// event log (package eventlog, docs/watch.md). The kernel tells it through
-// eBPF (package bpf) where BPF loads; elsewhere the proc connector and a
-// rescan of /proc stand in. NVML's process lists are polled in both modes,
-// and its GPU events (Xids, ECC errors, a GPU lost) recorded as they come.
+// devices and the lives of the processes making them, into the store's event
+// log (docs/watch.md). It hears them through eBPF where BPF loads, else the
+// proc connector and /proc rescans. It also polls NVML's process lists and
+// records its GPU events (Xids, ECC errors, a lost GPU).
 package watch
 
 import (

@@ -1,6 +1,6 @@
 // Package layout holds tests of the house's shape: which packages may link
-// what. They run `go list`, so they see what a build links, not what a
-// file names.
+// what, run through `go list` so they see what a build links, and how long
+// a comment may run, read from the source with go/parser.
 package layout
 
 import (

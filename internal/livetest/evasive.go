@@ -24,11 +24,10 @@ func HoldRegistered(t testing.TB, path string) Proc {
 }
 
 // Hop starts a child subreaper whose descendant maps path MAP_SHARED
-// read-write, closes the fd, and then forks and exits every 50-500 us: at
-// every instant one process maps path, never under one PID for long. It
-// returns the subreaper, the hoppers' parent once each one's own parent has
-// exited. Cleanup kills the subreaper's process group (the subreaper and
-// every hopper, which never leave it) by its PID.
+// read-write, closes the fd, then forks and exits every 50-500 us, so at
+// every instant some process maps path, never under one PID for long. It
+// returns the subreaper, which adopts each hopper. Cleanup kills the
+// subreaper's process group, which every hopper stays in, by its PID.
 func Hop(t testing.TB, path string) Proc {
 	t.Helper()
 	OwnNoisyHost(t)
@@ -50,11 +49,10 @@ func Hop(t testing.TB, path string) Proc {
 	return p
 }
 
-// HideProc mounts over /proc/PID, as root can, so that the directory does
-// not read as the process: an empty directory (bind-mounted), or with
-// fake set a tmpfs holding the files of fake, a made-up process. Cleanup
-// unmounts it (lazily: a reader may hold it open), if the kernel has not
-// already: call it after starting the process, so that it runs before the
+// HideProc mounts over /proc/PID, as root can, so the directory does not read
+// as the process: an empty bind mount, or with fake a tmpfs of a made-up
+// process's files. Cleanup unmounts it lazily, since a reader may hold it
+// open. Call it after starting the process, so its cleanup runs before the
 // process is killed.
 func HideProc(t testing.TB, pid int, fake map[string]string) {
 	t.Helper()

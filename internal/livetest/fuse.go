@@ -12,12 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// StuckFUSE mounts a FUSE file system whose daemon never answers: the test
-// holds /dev/fuse open and reads no request from it, so the mount's INIT is
-// never answered and every lookup below the mount waits in the kernel (in D
-// state, as a process on a hung NFS or driver call does). It returns a path
-// below the mount. Cleanup detaches the mount and closes /dev/fuse, which
-// aborts the connection and wakes every waiter.
+// StuckFUSE mounts a FUSE file system whose daemon never answers, so every
+// lookup below it waits in the kernel in D state, as on a hung NFS or driver
+// call. It returns a path below the mount. Cleanup detaches the mount and
+// closes /dev/fuse, which aborts the connection and wakes every waiter.
 func StuckFUSE(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -1,25 +1,8 @@
-// Package livetest sets up real GPU-tenant scenarios on this machine for
-// gpusnap's tests, without a GPU: a loop block device stands in for the GPU,
-// reached through a node named nvidia0; a small C program (built with gcc at
-// test time) opens that node, maps it MAP_SHARED read-write, and forks a ghost
-// that keeps the mapping and the descriptors after its parent exits; a
-// variant runs in its own pid and mount namespace with a private tmpfs /dev,
-// inside a cgroup named like a docker container's scope.
-//
-// Everything needs root. Each helper skips the test with a clear message when
-// not root, when a tool is missing, or when the kernel refuses (losetup, mknod,
-// unshare, cgroup writes), and registers t.Cleanup to undo what it did:
-// processes are killed with SIGKILL by PID (and only while the PID still has
-// the start time it had), loop devices are detached by name, cgroup
-// directories removed. Nothing is cleaned up by name pattern, so tests of
-// other packages may run at the same time.
-//
-// A typical test:
-//
-//	loop := livetest.NewLoop(t)            // /dev/loopN and <tmp>/dev/nvidia0
-//	sc := livetest.StartGhost(t, loop, livetest.Options{Container: true})
-//	snap := capture(t)                     // sc.Ghost.PID maps sc.Path rw-s, holds it rw and r
-//	sc.Ghost.Kill(t)                       // the ghost is gone; Cleanup would do it too
+// Package livetest sets up real GPU-tenant scenarios without a GPU: a loop
+// device behind a node named nvidia0 is the GPU, and a C program maps it and
+// forks a ghost that keeps it. Helpers need root, skip clearly where the host
+// refuses, and undo their work by PID or name, not pattern, so other tests
+// may run beside them.
 package livetest
 
 import (

@@ -19,12 +19,11 @@ type WorkerOptions struct {
 	// Netns runs the worker in a network namespace of its own (unshare -n,
 	// loopback brought up), where its listener and connection live.
 	Netns bool
-	// Fork has the worker's parent lead a session of its own (as a job step
-	// does: slurmstepd, sshd and container runtimes each start one), fork the
-	// worker without setsid and exit: the worker is reparented while still
-	// in its job's session. Without the parent's session, where the test
-	// runs in session 0 beside init, nothing in /proc tells the worker from
-	// init's own child.
+	// Fork has the worker's parent lead a session of its own, as slurmstepd,
+	// sshd and container runtimes do, then fork the worker without setsid and
+	// exit. The worker is reparented inside its job's session. Without that
+	// session, where the test runs in session 0 beside init, nothing in /proc
+	// tells the worker from init's own child.
 	Fork bool
 	// Exe is the path the helper is copied to and run from (/dev/shm/.x/...).
 	Exe string

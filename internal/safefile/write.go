@@ -12,15 +12,11 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safepath"
 )
 
-// Create writes a new file at name through write, safely when run as root
-// in a directory others can write: it never writes through a symbolic link
-// (the file's own, or, as root, a directory's owned by another user), even
-// with force, and never over an existing file without force. The content
-// goes to a temporary file in the same directory, synced, then published
-// whole: linked to name (which fails if name exists) without force, renamed
-// over it with force. A write killed half-way (SIGKILL, a full disk) leaves
-// no truncated file at name, nothing that makes a re-run refuse; once ctx is
-// done (SIGTERM) the write fails at its next chunk and nothing is published.
+// Create writes a new file at name through write, safely for root in a
+// directory others can write. It never writes through a link at name, nor as
+// root through another user's on the way, and replaces a file only with
+// force. The synced content is linked or renamed to name whole, so a killed
+// write leaves no partial file.
 func Create(ctx context.Context, name string, perm os.FileMode, force bool, write func(io.Writer) error) error {
 	if err := CheckTarget(name, force); err != nil {
 		return err
@@ -63,11 +59,10 @@ func Create(ctx context.Context, name string, perm os.FileMode, force bool, writ
 	return nil
 }
 
-// CheckTarget says why Create would refuse to write name, if it would: a
-// symbolic link, an existing file without force, a missing directory, or,
-// as root, a symbolic link on the way owned by another user. Commands call
-// it before the work that comes ahead of the write (a capture that is
-// stored), so that a wrong -o fails before anything was done.
+// CheckTarget says why Create would refuse to write name: a symbolic link, an
+// existing file without force, a missing directory, or as root another user's
+// link on the way. Commands call it before the work ahead of the write, so a
+// wrong -o fails before anything is done.
 func CheckTarget(name string, force bool) error {
 	if uid := os.Geteuid(); uid == 0 {
 		if _, err := safepath.Resolve(filepath.Dir(name), uint32(uid)); err != nil {

@@ -15,11 +15,11 @@ import (
 // maxSymlinks is the kernel's own limit on links followed in one lookup.
 const maxSymlinks = 40
 
-// Resolve returns path with every symbolic link on the way followed, as the
-// kernel would, refusing a link owned by a user other than trusted or root:
-// a directory `out` that user nobody made a link to /etc turns root's
-// `bundle -o out/passwd` into a write in /etc. Parts of the path that do not
-// exist yet are kept as they are.
+// Resolve returns path with every symbolic link followed as the kernel would,
+// refusing a link owned by anyone but trusted or root. Otherwise user
+// nobody's link out -> /etc would turn root's `bundle -o out/passwd` into a
+// write in /etc. Parts of the path that do not exist yet are kept as they
+// are.
 func Resolve(path string, trusted uint32) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

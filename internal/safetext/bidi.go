@@ -6,13 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// JSONWriter wraps w, which receives JSON text, so that every bidirectional
-// control character (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069)
-// is written as its \uXXXX escape. A JSON reader decodes the escape to the
-// same string, so nothing a consumer parses changes; but a terminal, a pager
-// or a SIEM viewer showing the raw text is no longer reordered by a process
-// name that holds U+202E. JSON puts non-ASCII text only inside strings, where
-// the escape is valid.
+// JSONWriter wraps w, which receives JSON, so every bidirectional control
+// character (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) is written
+// as its \uXXXX escape. A JSON reader decodes the same string, but a
+// terminal, pager or SIEM showing the raw text is no longer reordered by a
+// process name holding U+202E. JSON has non-ASCII only in strings, where
+// escapes are valid.
 func JSONWriter(w io.Writer) io.Writer { return &bidiWriter{w: w} }
 
 type bidiWriter struct {

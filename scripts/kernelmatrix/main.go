@@ -1,9 +1,8 @@
-// Command kernelmatrix is both halves of the kernel matrix
-// (scripts/kernel-matrix.sh). As PID 1 of a QEMU guest it is the
-// initramfs's init: it mounts what the BPF tests need, runs /bpf.test and
-// powers off. On the host, `kernelmatrix table LOG...` reads the guests'
-// console logs and prints the Markdown table of what each kernel loaded; it
-// exits 1 where a guest's tests failed, skipped or did not finish.
+// Command kernelmatrix is both halves of scripts/kernel-matrix.sh. As a QEMU
+// guest's PID 1 it mounts what the BPF tests need, runs /bpf.test and powers
+// off. On the host, `kernelmatrix table LOG...` prints the Markdown table of
+// what each guest's kernel loaded, exiting 1 where a guest's tests failed,
+// skipped or did not finish.
 package main
 
 import (

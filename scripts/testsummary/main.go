@@ -1,8 +1,7 @@
-// Command testsummary reads `go test -json` on stdin and prints what plain
-// `go test` would (each package's result line, and the whole output of each
-// test that failed), then a list of every skipped test with its reason. It
-// exits 1 where a test skipped because a tool was not installed: CI installs
-// every tool the tests need, so there such a skip hides a test that never ran.
+// Command testsummary reads `go test -json` on stdin, prints what plain `go
+// test` would, then lists every skipped test with its reason. It exits 1
+// where a test skipped for a missing tool, because CI installs every tool the
+// tests need and such a skip hides a test that never ran.
 package main
 
 import (
