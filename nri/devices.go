@@ -18,17 +18,22 @@ const (
 	maxEnvValue = 4096
 	nvidiaMajor = 195
 	visibleEnv  = "NVIDIA_VISIBLE_DEVICES="
+	// cdiVendor is the vendor of NVIDIA's CDI devices (nvidia.com/gpu=0,
+	// nvidia.com/mig=..., nvidia.com/gpu=all), and cdiAnnotation the prefix of
+	// the annotations that request CDI devices by name.
+	cdiVendor     = "nvidia.com/"
+	cdiAnnotation = "cdi.k8s.io/"
 )
 
 // containerGPUs is the GPUs a container is given, and whether it is given
 // any: its Linux devices that are NVIDIA GPUs (major 195 below 255, or a
-// node named nvidiaN), and NVIDIA_VISIBLE_DEVICES (a GPU list; "all" is
-// every GPU, returned as nil; "none", "void" and "" are none). A list that
-// cannot be read, or too long a request, is every GPU: checked whole, never
-// taken for none.
+// node named nvidiaN), NVIDIA_VISIBLE_DEVICES (a GPU list; "all" is
+// every GPU, returned as nil; "none", "void" and "" are none) and NVIDIA's
+// CDI devices, requested in the container or its cdi.k8s.io/ annotations
+// (cdiGPUs). A list that cannot be read, or too long a request, is every
+// GPU: checked whole, never taken for none.
 func containerGPUs(c *api.Container) (*snapshot.GPUSet, bool) {
-	var ids []string
-	all := false
+	ids, all := cdiGPUs(c)
 	devs := c.GetLinux().GetDevices()
 	if len(devs) > maxDevices {
 		return nil, true
@@ -83,4 +88,40 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// cdiGPUs reads the NVIDIA CDI devices a container requests: a request may
+// name its GPUs only so, the nodes left for the runtime to inject. A device
+// named by UUID (nvidia.com/gpu=GPU-...) is that GPU; one named by NVML
+// index, a MIG index or all is every GPU (an index is not a minor number),
+// as is a request past the bounds.
+func cdiGPUs(c *api.Container) (ids []string, all bool) {
+	var names []string
+	for _, d := range c.GetCDIDevices() {
+		names = append(names, d.GetName())
+	}
+	for k, v := range c.GetAnnotations() {
+		if !strings.HasPrefix(k, cdiAnnotation) {
+			continue
+		}
+		if len(v) > maxEnvValue {
+			return nil, true
+		}
+		names = append(names, strings.Split(v, ",")...)
+	}
+	if len(names) > maxDevices {
+		return nil, true
+	}
+	for _, name := range names {
+		kind, dev, _ := strings.Cut(strings.TrimSpace(name), "=")
+		if !strings.HasPrefix(kind, cdiVendor) {
+			continue
+		}
+		if strings.HasPrefix(dev, "GPU-") || strings.HasPrefix(dev, "MIG-") {
+			ids = append(ids, dev)
+		} else {
+			all = true
+		}
+	}
+	return ids, all
 }
