@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpusnap/gpusnap/internal/safefile"
+	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -39,7 +40,15 @@ type allowField struct {
 // finding's process, or of the finding itself, that its pattern is tried on.
 // A process field never matches a finding that names no process.
 var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
-	"exe":  processField(func(p *snapshot.Process) []string { return []string{p.Exe} }),
+	// exe matches the path /proc/PID/exe names, except where the file run is
+	// not the package's file at that path: a tenant can bind its own binary
+	// over an allowed path in its own mount namespace.
+	"exe": processField(func(p *snapshot.Process) []string {
+		if p.Package != nil && p.Package.Status == provenance.Modified {
+			return nil
+		}
+		return []string{p.Exe}
+	}),
 	"comm": processField(func(p *snapshot.Process) []string { return []string{p.Comm} }),
 	// user matches the user name or the numeric uid.
 	"user": processField(func(p *snapshot.Process) []string { return []string{p.User, strconv.Itoa(p.UID)} }),
