@@ -18,10 +18,11 @@ const (
 	maxEnvValue = 4096
 	nvidiaMajor = 195
 	visibleEnv  = "NVIDIA_VISIBLE_DEVICES="
-	// cdiVendor is the vendor of NVIDIA's CDI devices (nvidia.com/gpu=0,
-	// nvidia.com/mig=..., nvidia.com/gpu=all), and cdiAnnotation the prefix of
-	// the annotations that request CDI devices by name.
-	cdiVendor     = "nvidia.com/"
+	// cdiVendor is the vendor of NVIDIA's CDI devices (nvidia.com/gpu=0 of
+	// nvidia-ctk's spec, k8s.device-plugin.nvidia.com/gpu=GPU-... of the device
+	// plugin's), and cdiAnnotation the prefix of the annotations that request
+	// CDI devices by name.
+	cdiVendor     = "nvidia.com"
 	cdiAnnotation = "cdi.k8s.io/"
 )
 
@@ -90,7 +91,8 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 	return 0, false
 }
 
-// cdiGPUs reads the NVIDIA CDI devices a container requests: a request may
+// cdiGPUs reads the NVIDIA CDI GPUs a container requests (kind VENDOR/gpu or
+// VENDOR/mig..., VENDOR nvidia.com or one of its subdomains): a request may
 // name its GPUs only so, the nodes left for the runtime to inject. A device
 // named by UUID (nvidia.com/gpu=GPU-...) is that GPU; one named by NVML
 // index, a MIG index or all is every GPU (an index is not a minor number),
@@ -114,7 +116,8 @@ func cdiGPUs(c *api.Container) (ids []string, all bool) {
 	}
 	for _, name := range names {
 		kind, dev, _ := strings.Cut(strings.TrimSpace(name), "=")
-		if !strings.HasPrefix(kind, cdiVendor) {
+		vendor, class, _ := strings.Cut(kind, "/")
+		if (vendor != cdiVendor && !strings.HasSuffix(vendor, "."+cdiVendor)) || (class != "gpu" && !strings.HasPrefix(class, "mig")) {
 			continue
 		}
 		if strings.HasPrefix(dev, "GPU-") || strings.HasPrefix(dev, "MIG-") {
