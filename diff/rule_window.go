@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // maxCoverageEvidence bounds the problems one window_not_covered finding
@@ -12,7 +13,7 @@ const maxCoverageEvidence = 32
 
 // hiddenDeviceUses: the event log shows a process open or map an NVIDIA
 // device in the window, and at TO the process is alive while the capture
-// sees it hold and map no NVIDIA device: the device is held where /proc
+// sees it hold and map none of that GPU (seesDevice): the device is held where /proc
 // cannot show it (an fd parked in a unix socket's queue, an io_uring
 // registered file) or was used and let go. High: gpusnap cannot see what
 // the process keeps. One finding per process and device.
@@ -24,7 +25,7 @@ func hiddenDeviceUses(c *comparison) []Finding {
 func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 	uses := c.windowUses(func(e *eventlog.Event) bool {
 		p := c.toByKey[e.Process.Key()]
-		return p != nil && !p.Defunct() && !p.UsesNVIDIA() && e.Kind != eventlog.KindNVML && e.Device != nil &&
+		return p != nil && !p.Defunct() && e.Kind != eventlog.KindNVML && e.Device != nil && !seesDevice(p, e.Device) &&
 			gpus.hasDevice(&deviceUse{class: e.Device.Class, gpuMinor: e.Device.GPU})
 	})
 	var out []Finding
@@ -33,15 +34,32 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 		out = append(out, Finding{
 			Kind:     KindHiddenDeviceUse,
 			Severity: High,
-			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive at TO, but the capture sees it neither hold nor map an NVIDIA device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
+			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive at TO, but the capture sees it neither hold nor map that device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
 				describe(ref), u.device),
 			Process:  ref,
 			Device:   u.device,
 			GPUUUID:  u.gpu,
-			Evidence: append(u.evidence(), "at TO: no holder or mapping of an NVIDIA device in the capture of the process"),
+			Evidence: append(u.evidence(), "at TO: no holder or mapping of that device in the capture of the process"),
 		})
 	}
 	return out
+}
+
+// seesDevice reports whether the capture of p shows it hold or map the
+// device an event names: for a GPU node, any node of that GPU; for a device
+// that names no GPU (nvidiactl, nvidia-uvm), any NVIDIA device. A process
+// in sight on nvidiactl, as every CUDA process is, or on another GPU, can
+// still have parked the GPU node it opened.
+func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
+	if d.GPU == nil {
+		return p.UsesNVIDIA()
+	}
+	for _, u := range deviceUses(p) {
+		if u.nvidia() && u.gpuMinor != nil && *u.gpuMinor == *d.GPU {
+			return true
+		}
+	}
+	return false
 }
 
 // watchExpected reports whether a watch was to record the window: one is
