@@ -127,3 +127,23 @@ func TestAllowExeNotForAModifiedFile(t *testing.T) {
 	r := Check(to, CheckOptions{ZombieThreshold: DefaultZombieThreshold, Allow: a})
 	expect(t, r, "gpu_in_use high 4242 /dev/nvidia1", "gpu_in_use info 900 /dev/nvidia0")
 }
+
+// An allow entry that names a device by path trusts the name only where the
+// device's number agrees with it: a tenant in its own mount namespace binds
+// /dev/nvidia0 over /dev/nvidiactl and opens it.
+func TestAllowDeviceNotForAMisnamedNode(t *testing.T) {
+	honest := proc(900, 50, "trainer", "/opt/trainer", holder(3, ctl, "rw", ctlNo))
+	bound := proc(4242, 60, "trainer", "/opt/trainer", holder(3, ctl, "rw", ctlNo), holder(4, ctl, "rw", "195:0"))
+	to := withGPUs(snap("now", honest, bound), gpuN(0, "GPU-0", 1<<20))
+	// The process that lied about one node's name is not vouched for on
+	// that path at all.
+	expect(t, check(t, to, "", "device=/dev/nvidiactl\n"),
+		"gpu_in_use high 4242 /dev/nvidiactl",
+		"gpu_in_use high 4242 /dev/nvidiactl",
+		"gpu_in_use info 900 /dev/nvidiactl")
+	r := check(t, to, "0", "device=/dev/nvidiactl\n")
+	expect(t, r, "gpu_in_use high 4242 /dev/nvidiactl")
+	if f := first(t, r); f.GPUUUID != "GPU-0" || !strings.Contains(strings.Join(f.Evidence, "\n"), "195:0") {
+		t.Errorf("the misnamed node: %+v", f)
+	}
+}
