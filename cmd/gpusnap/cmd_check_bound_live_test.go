@@ -2,11 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,10 +57,10 @@ func startHolding(t *testing.T, script string) int {
 	}
 	pid := cmd.Process.Pid
 	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	proc := filepath.Join("/proc", strconv.Itoa(pid))
+	proc := fmt.Sprintf("/proc/%d", pid)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		exe, _ := os.Readlink(filepath.Join(proc, "exe"))
 		if _, err := os.Readlink(filepath.Join(proc, "fd", "3")); err == nil && exe == "/usr/bin/sleep" {
