@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gpusnap/gpusnap/internal/safefile"
+	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -39,7 +41,15 @@ type allowField struct {
 // finding's process, or of the finding itself, that its pattern is tried on.
 // A process field never matches a finding that names no process.
 var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
-	"exe":  processField(func(p *snapshot.Process) []string { return []string{p.Exe} }),
+	// exe matches the path /proc/PID/exe names, except where the file run is
+	// not the package's file at that path: a tenant can bind its own binary
+	// over an allowed path in its own mount namespace.
+	"exe": processField(func(p *snapshot.Process) []string {
+		if p.Package != nil && p.Package.Status == provenance.Modified {
+			return nil
+		}
+		return []string{p.Exe}
+	}),
 	"comm": processField(func(p *snapshot.Process) []string { return []string{p.Comm} }),
 	// user matches the user name or the numeric uid.
 	"user": processField(func(p *snapshot.Process) []string { return []string{p.User, strconv.Itoa(p.UID)} }),
@@ -57,8 +67,49 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 	"pod":       processField(func(p *snapshot.Process) []string { return []string{p.PodUID} }),
 	"slurm_job": processField(func(p *snapshot.Process) []string { return []string{p.SlurmJobID} }),
 	"kind":      func(f *Finding, _ *snapshot.Process) []string { return []string{f.Kind} },
-	"device":    func(f *Finding, _ *snapshot.Process) []string { return []string{f.Device} },
-	"gpu":       func(f *Finding, _ *snapshot.Process) []string { return []string{f.GPUUUID} },
+	// device matches the path a finding names, except where the process
+	// has a node there whose number names another device (misnamed).
+	"device": func(f *Finding, p *snapshot.Process) []string {
+		if misnamed(p, f.Device) {
+			return nil
+		}
+		return []string{f.Device}
+	},
+	"gpu": func(f *Finding, _ *snapshot.Process) []string { return []string{f.GPUUUID} },
+}
+
+// misnamed reports whether p holds or maps, at path, an NVIDIA node (major
+// 195) whose number is not the one its name says: nvidiaN is 195:N,
+// nvidia-modeset 195:254, nvidiactl 195:255. In a mount namespace of its
+// own a tenant can bind any node over any name.
+func misnamed(p *snapshot.Process, path string) bool {
+	if p == nil {
+		return false
+	}
+	wrong := func(devType string, devno snapshot.DeviceNumber) bool {
+		if devType != "char" || devno.Major != snapshot.NVIDIAMajor {
+			return false
+		}
+		want := "nvidia" + strconv.Itoa(int(devno.Minor))
+		switch devno.Minor {
+		case 254:
+			want = "nvidia-modeset"
+		case 255:
+			want = "nvidiactl"
+		}
+		return filepath.Base(path) != want
+	}
+	for _, h := range p.Holders {
+		if h.Target == path && wrong(h.DeviceType, h.DeviceNumber) {
+			return true
+		}
+	}
+	for _, m := range p.Mappings {
+		if m.Path == path && wrong(m.DeviceType, m.DeviceNumber) {
+			return true
+		}
+	}
+	return false
 }
 
 func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot.Process) []string {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -103,5 +104,46 @@ func TestAllowParseErrors(t *testing.T) {
 	}
 	if _, err := LoadAllow("/nonexistent/allow"); err == nil || !strings.Contains(err.Error(), "/nonexistent/allow") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// An unprivileged tenant with a user and mount namespace binds its own
+// binary over an allowed path and runs it: /proc/PID/exe, and the comm
+// exec gives it, name the allowed program. The file it runs is not that
+// package's file, and an exe pattern does not vouch for it.
+func TestAllowExeNotForAModifiedFile(t *testing.T) {
+	a, err := ParseAllow(strings.NewReader("exe=/usr/bin/nvidia-persistenced\n"), "allow.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := func(status string) procOpt {
+		return func(p *snapshot.Process) {
+			p.Package = &snapshot.Package{Name: "nvidia-persistenced", Status: status}
+		}
+	}
+	real := proc(900, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced", holder(3, dev0, "rw", dev0No), pkg(provenance.Verified))
+	bound := proc(4242, 60, "nvidia-persiste", "/usr/bin/nvidia-persistenced", holder(3, "/dev/nvidia1", "rw", "195:1"), pkg(provenance.Modified))
+	to := withGPUs(snap("now", real, bound), gpuN(0, "GPU-0", 1<<20), gpuN(1, "GPU-1", 1<<20))
+	r := Check(to, CheckOptions{ZombieThreshold: DefaultZombieThreshold, Allow: a})
+	expect(t, r, "gpu_in_use high 4242 /dev/nvidia1", "gpu_in_use info 900 /dev/nvidia0")
+}
+
+// An allow entry that names a device by path trusts the name only where the
+// device's number agrees with it: a tenant in its own mount namespace binds
+// /dev/nvidia0 over /dev/nvidiactl and opens it.
+func TestAllowDeviceNotForAMisnamedNode(t *testing.T) {
+	honest := proc(900, 50, "trainer", "/opt/trainer", holder(3, ctl, "rw", ctlNo))
+	bound := proc(4242, 60, "trainer", "/opt/trainer", holder(3, ctl, "rw", ctlNo), holder(4, ctl, "rw", "195:0"))
+	to := withGPUs(snap("now", honest, bound), gpuN(0, "GPU-0", 1<<20))
+	// The process that lied about one node's name is not vouched for on
+	// that path at all.
+	expect(t, check(t, to, "", "device=/dev/nvidiactl\n"),
+		"gpu_in_use high 4242 /dev/nvidiactl",
+		"gpu_in_use high 4242 /dev/nvidiactl",
+		"gpu_in_use info 900 /dev/nvidiactl")
+	r := check(t, to, "0", "device=/dev/nvidiactl\n")
+	expect(t, r, "gpu_in_use high 4242 /dev/nvidiactl")
+	if f := first(t, r); f.GPUUUID != "GPU-0" || !strings.Contains(strings.Join(f.Evidence, "\n"), "195:0") {
+		t.Errorf("the misnamed node: %+v", f)
 	}
 }

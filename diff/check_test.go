@@ -108,3 +108,21 @@ func TestCheckFailsClosed(t *testing.T) {
 		t.Errorf("text:\n%s", b.String())
 	}
 }
+
+// A tenant in its own mount namespace can bind /dev/nvidia1 over its
+// /dev/nvidia0 and open it beside the real /dev/nvidia0: two devices behind
+// one path, told apart only by their numbers. Each is its own GPU's use, so
+// neither a check of GPU 1 nor a diff of a process that held GPU 0 at FROM
+// takes the GPU 1 descriptor for GPU 0's.
+func TestOnePathTwoGPUs(t *testing.T) {
+	own := holder(3, "/dev/nvidia0", "rw", "195:0")
+	bound := holder(4, "/dev/nvidia0", "rw", "195:1")
+	tenant := proc(4242, 900, "trainer", "/opt/trainer", own, bound)
+	to := withGPUs(snap("now", tenant), gpuN(0, "GPU-0", 1<<20), gpuN(1, "GPU-1", 1<<20))
+	expect(t, check(t, to, "1", ""), "gpu_in_use high 4242 /dev/nvidia0")
+	if f := first(t, check(t, to, "1", "")); f.GPUUUID != "GPU-1" {
+		t.Errorf("the GPU 1 descriptor is named as %q's", f.GPUUUID)
+	}
+	from := withGPUs(snap("base", proc(4242, 900, "trainer", "/opt/trainer", own)), gpuN(0, "GPU-0", 1<<20), gpuN(1, "GPU-1", 1<<20))
+	expect(t, compare(from, to), "leftover_device_holder high 4242 /dev/nvidia0")
+}

@@ -38,9 +38,9 @@ type deviceUse struct {
 	holders  []snapshot.Holder
 }
 
-// deviceUses groups a process's device mappings and NVIDIA holders by device,
-// in the order they first appear, so a finding is raised once per device and
-// not once per maps line. Holders of other devices raise nothing (almost every
+// deviceUses groups a process's device mappings and NVIDIA holders by device
+// (useKey), in the order they first appear, so a finding is raised once per
+// device and not once per maps line. Holders of other devices raise nothing (almost every
 // process holds /dev/null) and are left out, so most processes have no uses.
 func deviceUses(p *snapshot.Process) []*deviceUse {
 	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) {
@@ -49,17 +49,14 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 	byDev := make(map[string]*deviceUse)
 	var order []*deviceUse
 	get := func(dev string, devno snapshot.DeviceNumber, devType, class string, minor *int) *deviceUse {
-		u := byDev[dev]
+		u := byDev[useKey(dev, minor)]
 		if u == nil {
 			u = &deviceUse{device: dev, devno: devno, devType: devType, class: class, gpuMinor: minor}
-			byDev[dev] = u
+			byDev[u.key()] = u
 			order = append(order, u)
 		}
 		if u.devno.IsZero() {
 			u.devno, u.devType = devno, devType
-		}
-		if u.gpuMinor == nil {
-			u.gpuMinor = minor
 		}
 		if class == snapshot.ClassNVIDIA {
 			u.class = class
@@ -79,6 +76,18 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 	}
 	return order
 }
+
+// useKey names one device of a process: its path and the GPU it names. One
+// path can be two GPUs (a tenant's mount namespace binds /dev/nvidia1 over its
+// /dev/nvidia0), which the device numbers capture classed them by tell apart.
+func useKey(dev string, minor *int) string {
+	if minor == nil {
+		return dev
+	}
+	return dev + "\x00" + strconv.Itoa(*minor)
+}
+
+func (u *deviceUse) key() string { return useKey(u.device, u.gpuMinor) }
 
 func hasNVIDIAHolder(p *snapshot.Process) bool {
 	for _, h := range p.Holders {

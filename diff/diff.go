@@ -213,7 +213,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 			prior := deviceUses(ch.before)
 			ch.prior = make(map[string]*deviceUse, len(prior))
 			for _, u := range prior {
-				ch.prior[u.device] = u
+				ch.prior[u.key()] = u
 			}
 		}
 		c.deviceUsers = append(c.deviceUsers, ch)

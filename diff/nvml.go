@@ -264,7 +264,7 @@ func (c *comparison) keepers(pl *pool) []string {
 			continue
 		}
 		for _, u := range ch.uses {
-			if !u.nvidia() || u.gpuMinor == nil || *u.gpuMinor != *pl.minor || ch.prior[u.device] != nil {
+			if !u.nvidia() || u.gpuMinor == nil || *u.gpuMinor != *pl.minor || ch.prior[u.key()] != nil {
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s is held or mapped by %s (%s, exe %s), which NVML does not list there%s: it may keep the context alive",

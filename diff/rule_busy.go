@@ -88,7 +88,7 @@ func (c *comparison) nodeUsers(minor *int) []string {
 			continue
 		}
 		for _, u := range ch.uses {
-			if ch.prior[u.device] != nil || c.opts.Allow != nil &&
+			if ch.prior[u.key()] != nil || c.opts.Allow != nil &&
 				c.opts.Allow.match(&Finding{Kind: KindGPUBusyWithoutProcess, Process: processRef(ch.proc), Device: u.device}, ch.proc) != nil {
 				continue
 			}

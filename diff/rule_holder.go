@@ -15,7 +15,7 @@ func leftoverHolders(c *comparison) []Finding {
 			if len(u.holders) == 0 || !u.nvidia() {
 				continue
 			}
-			if prior := ch.prior[u.device]; prior != nil && len(prior.holders) > 0 {
+			if prior := ch.prior[u.key()]; prior != nil && len(prior.holders) > 0 {
 				continue
 			}
 			sev, how := Medium, "read-only"

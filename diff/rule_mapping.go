@@ -56,7 +56,7 @@ func (ch *processChange) gainedMappings() []*deviceUse {
 		if len(u.mappings) == 0 {
 			continue
 		}
-		if prior := ch.prior[u.device]; prior != nil && len(prior.mappings) > 0 {
+		if prior := ch.prior[u.key()]; prior != nil && len(prior.mappings) > 0 {
 			continue
 		}
 		out = append(out, u)

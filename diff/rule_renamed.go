@@ -13,7 +13,7 @@ func renamedDeviceNodes(c *comparison) []Finding {
 			if !renamed(u.class, u.devno, u.device) {
 				continue
 			}
-			if prior := ch.prior[u.device]; prior != nil {
+			if prior := ch.prior[u.key()]; prior != nil {
 				continue
 			}
 			evidence := append(mappingEvidence(u.mappings), holderEvidence(u.holders)...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // maxCoverageEvidence bounds the problems one window_not_covered finding
@@ -11,10 +12,10 @@ import (
 const maxCoverageEvidence = 32
 
 // hiddenDeviceUses reports a process the event log shows opening or mapping
-// an NVIDIA device in the window that at TO is alive but holds and maps none.
-// High: the device is held where /proc cannot show it (a unix socket's queue,
-// an io_uring file) or was let go. It raises one finding per process and
-// device.
+// an NVIDIA device in the window that at TO is alive but holds and maps none
+// of that GPU (seesDevice). High: the device is held where /proc cannot show
+// it (a unix socket's queue, an io_uring file) or was let go. It raises one
+// finding per process and device.
 func hiddenDeviceUses(c *comparison) []Finding {
 	return c.hiddenUses(allGPUs)
 }
@@ -23,7 +24,7 @@ func hiddenDeviceUses(c *comparison) []Finding {
 func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 	uses := c.windowUses(func(e *eventlog.Event) bool {
 		p := c.toByKey[e.Process.Key()]
-		return p != nil && !p.Defunct() && !p.UsesNVIDIA() && e.Kind != eventlog.KindNVML && e.Device != nil &&
+		return p != nil && !p.Defunct() && e.Kind != eventlog.KindNVML && e.Device != nil && !seesDevice(p, e.Device) &&
 			gpus.hasDevice(&deviceUse{class: e.Device.Class, gpuMinor: e.Device.GPU})
 	})
 	var out []Finding
@@ -32,15 +33,32 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 		out = append(out, Finding{
 			Kind:     KindHiddenDeviceUse,
 			Severity: High,
-			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive at TO, but the capture sees it neither hold nor map an NVIDIA device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
+			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive at TO, but the capture sees it neither hold nor map that device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
 				describe(ref), u.device),
 			Process:  ref,
 			Device:   u.device,
 			GPUUUID:  u.gpu,
-			Evidence: append(u.evidence(), "at TO: no holder or mapping of an NVIDIA device in the capture of the process"),
+			Evidence: append(u.evidence(), "at TO: no holder or mapping of that device in the capture of the process"),
 		})
 	}
 	return out
+}
+
+// seesDevice reports whether the capture of p shows it hold or map the
+// device an event names: for a GPU node, any node of that GPU; for a device
+// that names no GPU (nvidiactl, nvidia-uvm), any NVIDIA device. A process
+// in sight on nvidiactl, as every CUDA process is, or on another GPU, can
+// still have parked the GPU node it opened.
+func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
+	if d.GPU == nil {
+		return p.UsesNVIDIA()
+	}
+	for _, u := range deviceUses(p) {
+		if u.nvidia() && u.gpuMinor != nil && *u.gpuMinor == *d.GPU {
+			return true
+		}
+	}
+	return false
 }
 
 // watchExpected reports whether a watch was to record the window: one is

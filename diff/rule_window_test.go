@@ -71,6 +71,18 @@ func TestCheckHiddenDeviceUse(t *testing.T) {
 	expect(t, run("", t0), "hidden_device_use high 800 /dev/nvidia0")
 	expect(t, run("1", t0))
 	expect(t, run("0", t0.Add(30*time.Minute)))
+
+	// A CUDA process keeps /dev/nvidiactl open beside its GPU node: the
+	// parker keeps it too, in sight, and parks its /dev/nvidia0 fd. What it
+	// holds in sight names no GPU; its GPU 0 is still hidden.
+	to.Processes[0] = proc(800, 9300, "parker", "/opt/parker", holder(3, ctl, "rw", ctlNo))
+	expect(t, run("0", t0), "hidden_device_use high 800 /dev/nvidia0")
+	// Holding GPU 1 in sight hides nothing of GPU 0 either.
+	to.Processes[0] = proc(800, 9300, "parker", "/opt/parker", holder(3, "/dev/nvidia1", "rw", "195:1"))
+	expect(t, run("0", t0), "hidden_device_use high 800 /dev/nvidia0")
+	// Holding GPU 0 itself in sight, the check sees it in use.
+	to.Processes[0] = proc(800, 9300, "parker", "/opt/parker", holder(3, "/dev/nvidia0", "rw", "195:0"))
+	expect(t, run("0", t0), "gpu_in_use high 800 /dev/nvidia0")
 }
 
 // TestWindowNotCovered: where a watch was expected (its record precedes

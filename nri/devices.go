@@ -18,16 +18,21 @@ const (
 	maxEnvValue = 4096
 	nvidiaMajor = 195
 	visibleEnv  = "NVIDIA_VISIBLE_DEVICES="
+	// cdiVendor is the vendor of NVIDIA's CDI devices (nvidia.com/gpu=0 of
+	// nvidia-ctk's spec, k8s.device-plugin.nvidia.com/gpu=GPU-... of the device
+	// plugin's), and cdiAnnotation the prefix of the annotations that request
+	// CDI devices by name.
+	cdiVendor     = "nvidia.com"
+	cdiAnnotation = "cdi.k8s.io/"
 )
 
 // containerGPUs is the GPUs a container is given, and whether it is given
-// any, from its NVIDIA GPU devices (major 195 below 255, or named nvidiaN)
-// and NVIDIA_VISIBLE_DEVICES. "all" is every GPU (nil), and "none", "void"
-// and "" are none. A list that cannot be read or is too long is every GPU,
-// checked whole and never taken for none.
+// any, from its NVIDIA GPU devices (major 195 below 255, or named nvidiaN),
+// NVIDIA_VISIBLE_DEVICES and NVIDIA's CDI devices (cdiGPUs). "all" is every
+// GPU (nil), and "none", "void" and "" are none. A list that cannot be read
+// or is too long is every GPU, checked whole and never taken for none.
 func containerGPUs(c *api.Container) (*snapshot.GPUSet, bool) {
-	var ids []string
-	all := false
+	ids, all := cdiGPUs(c)
 	devs := c.GetLinux().GetDevices()
 	if len(devs) > maxDevices {
 		return nil, true
@@ -82,4 +87,42 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// cdiGPUs reads the NVIDIA CDI GPUs a container requests (kind VENDOR/gpu or
+// VENDOR/mig..., VENDOR nvidia.com or one of its subdomains): a request may
+// name its GPUs only so, the nodes left for the runtime to inject. A device
+// named by UUID (nvidia.com/gpu=GPU-...) is that GPU; one named by NVML
+// index, a MIG index or all is every GPU (an index is not a minor number),
+// as is a request past the bounds.
+func cdiGPUs(c *api.Container) (ids []string, all bool) {
+	var names []string
+	for _, d := range c.GetCDIDevices() {
+		names = append(names, d.GetName())
+	}
+	for k, v := range c.GetAnnotations() {
+		if !strings.HasPrefix(k, cdiAnnotation) {
+			continue
+		}
+		if len(v) > maxEnvValue {
+			return nil, true
+		}
+		names = append(names, strings.Split(v, ",")...)
+	}
+	if len(names) > maxDevices {
+		return nil, true
+	}
+	for _, name := range names {
+		kind, dev, _ := strings.Cut(strings.TrimSpace(name), "=")
+		vendor, class, _ := strings.Cut(kind, "/")
+		if (vendor != cdiVendor && !strings.HasSuffix(vendor, "."+cdiVendor)) || (class != "gpu" && !strings.HasPrefix(class, "mig")) {
+			continue
+		}
+		if strings.HasPrefix(dev, "GPU-") || strings.HasPrefix(dev, "MIG-") {
+			ids = append(ids, dev)
+		} else {
+			all = true
+		}
+	}
+	return ids, all
 }

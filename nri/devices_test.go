@@ -32,6 +32,17 @@ func TestContainerGPUs(t *testing.T) {
 		"env too long":     {&api.Container{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Repeat("0,", maxEnvValue)}}, true, "all"},
 		"too many devices": {&api.Container{Linux: &api.LinuxContainer{Devices: many}}, true, "all"},
 		"too many env":     {&api.Container{Env: make([]string, maxEnv+1)}, true, "all"},
+		// The runtime injects a CDI device's nodes after CreateContainer:
+		// the request names the GPU, the Linux devices do not yet.
+		"cdi by uuid":      {&api.Container{CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=GPU-8f2c1d3e-0000-4000-8000-000000000001"}}}, true, "GPU-8f2c1d3e-0000-4000-8000-000000000001"},
+		"cdi by index":     {&api.Container{CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=1"}}}, true, "all"},
+		"cdi mig index":    {&api.Container{CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/mig=0:1"}}}, true, "all"},
+		"cdi other vendor": {&api.Container{CDIDevices: []*api.CDIDevice{{Name: "vendor.example/fpga=0"}}}, false, ""},
+		"cdi annotation":   {&api.Container{Annotations: map[string]string{"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}}, true, "all"},
+		"cdi bad uuid":     {&api.Container{CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=GPU-../../etc"}}}, true, "all"},
+		"cdi too many":     {&api.Container{CDIDevices: make([]*api.CDIDevice, maxDevices+1)}, true, "all"},
+		"cdi annotation uuid and node": {&api.Container{Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=GPU-8f2c1d3e-0000-4000-8000-000000000001"},
+			Linux: &api.LinuxContainer{Devices: []*api.LinuxDevice{dev("/dev/nvidia2", 195, 2)}}}, true, "2,GPU-8f2c1d3e-0000-4000-8000-000000000001"},
 	} {
 		set, given := containerGPUs(tc.c)
 		got := gpuText(set)
