@@ -45,10 +45,9 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 }
 
 // seesDevice reports whether the capture of p shows it hold or map the
-// device an event names: for a GPU node, any node of that GPU; for a device
-// that names no GPU (nvidiactl, nvidia-uvm), any NVIDIA device. A process
-// in sight on nvidiactl, as every CUDA process is, or on another GPU, can
-// still have parked the GPU node it opened.
+// device an event names: a node of that GPU, or for a device naming no GPU
+// (nvidiactl, nvidia-uvm) any NVIDIA device. Every CUDA process holds
+// nvidiactl, so that alone cannot vouch for a GPU node it may have parked.
 func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
 	if d.GPU == nil {
 		return p.UsesNVIDIA()

@@ -27,10 +27,10 @@ const (
 )
 
 // containerGPUs is the GPUs a container is given, and whether it is given
-// any, from its NVIDIA GPU devices (major 195 below 255, or named nvidiaN),
-// NVIDIA_VISIBLE_DEVICES and NVIDIA's CDI devices (cdiGPUs). "all" is every
-// GPU (nil), and "none", "void" and "" are none. A list that cannot be read
-// or is too long is every GPU, checked whole and never taken for none.
+// any: its NVIDIA GPU nodes (major 195 below 255, or named nvidiaN),
+// NVIDIA_VISIBLE_DEVICES ("all" is every GPU, nil; "none", "void" and ""
+// none) and NVIDIA's CDI devices. What cannot be read, or is too long, is
+// every GPU, never none.
 func containerGPUs(c *api.Container) (*snapshot.GPUSet, bool) {
 	ids, all := cdiGPUs(c)
 	devs := c.GetLinux().GetDevices()
@@ -89,12 +89,10 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 	return 0, false
 }
 
-// cdiGPUs reads the NVIDIA CDI GPUs a container requests (kind VENDOR/gpu or
-// VENDOR/mig..., VENDOR nvidia.com or one of its subdomains): a request may
-// name its GPUs only so, the nodes left for the runtime to inject. A device
-// named by UUID (nvidia.com/gpu=GPU-...) is that GPU; one named by NVML
-// index, a MIG index or all is every GPU (an index is not a minor number),
-// as is a request past the bounds.
+// cdiGPUs reads the NVIDIA CDI GPUs a container requests (kind gpu or mig
+// of nvidia.com or a subdomain), which name GPUs whose nodes the runtime
+// injects later. A UUID is that GPU; an NVML index, a MIG index, all, or a
+// request past the bounds is every GPU (an index is not a minor number).
 func cdiGPUs(c *api.Container) (ids []string, all bool) {
 	var names []string
 	for _, d := range c.GetCDIDevices() {
