@@ -20,6 +20,7 @@ import (
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/nri"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -91,7 +92,8 @@ func runNRI(ctx context.Context, g globals, o nriOptions) error {
 }
 
 // nriGate does the plugin's work by the commands' own code paths: baseline
-// (takeBaseline), check (checkHost, reportCheck) and diff --tenant (runDiff).
+// (session.Host.Baseline), check (checkHost, reportCheck) and diff --tenant
+// (runDiff).
 type nriGate struct {
 	g      globals
 	o      nriOptions
@@ -108,11 +110,8 @@ func (n *nriGate) quiet(w io.Writer) globals {
 }
 
 func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (bool, error) {
-	o := baselineOptions{Tenant: pod.UID, Allocation: gpus}
-	if gpus == nil {
-		o.Pods = n.o.Pods
-	}
-	snap, _, err := takeBaseline(ctx, n.quiet(io.Discard), o)
+	// The runtime's GPUs, else the kubelet's; the plugin's own environment is not the pod's.
+	snap, _, err := n.quiet(io.Discard).host().Baseline(ctx, pod.UID, session.Allocation{Given: gpus, Pods: n.o.Pods})
 	if err != nil {
 		return false, err
 	}
