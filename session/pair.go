@@ -50,6 +50,21 @@ func (h *Host) Post(ctx context.Context, tenant string) (Pair, error) {
 	return p, nil
 }
 
+// HasBaseline says whether the store holds a baseline of tenant; a store
+// that cannot be read is an error, never a no.
+func (h *Host) HasBaseline(tenant string) (bool, error) {
+	st, err := h.Open(true)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	_, err = st.LatestBaseline(tenant)
+	if errors.Is(err, store.ErrNoBaseline) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Stored loads fromID and toID from the store, read-only. Without toID it
 // captures the host now and does not store it: a reader never takes the
 // store's write lock.

@@ -34,6 +34,23 @@ func TestPostWithoutStoreCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestHasBaseline: no store is an error, not a no; then no until the
+// tenant's baseline is stored, another tenant's not counting.
+func TestHasBaseline(t *testing.T) {
+	f := newFixture(t, filepath.Join(t.TempDir(), "gpusnap.db"), ghost)
+	if ok, err := f.host.HasBaseline("job-1"); ok || err == nil {
+		t.Errorf("no store: %v, %v; want an error", ok, err)
+	}
+	f.baseline(t, "job-other")
+	if ok, err := f.host.HasBaseline("job-1"); ok || err != nil {
+		t.Errorf("another tenant's baseline: %v, %v; want no", ok, err)
+	}
+	f.baseline(t, "job-1")
+	if ok, err := f.host.HasBaseline("job-1"); !ok || err != nil {
+		t.Errorf("the tenant's baseline: %v, %v; want yes", ok, err)
+	}
+}
+
 // TestPostWithoutBaselineStoresNothing: a store without the tenant's
 // baseline is an error, and the capture taken is not stored as a post.
 func TestPostWithoutBaselineStoresNothing(t *testing.T) {

@@ -1,10 +1,7 @@
-// Package session owns a tenant's session on one host: the baseline stored
-// before the tenant runs, with the GPUs it was given (Allocation's
-// precedence), the post snapshot after it ends, the pair a diff or a bundle
-// judges, and the window between them (the kernel log, watch's events, the
-// tenant's history in the store). The capture and the store come in through
-// Host, so the package links no capture and its tests drive it with a real
-// store and a fixture capture.
+// Package session holds a tenant's session on one host: its baseline with
+// the GPUs it was given, the post snapshot after it ends, the pair a diff or
+// a bundle judges, and the window between them. The capture and the store
+// come in through Host, so the package links no capture.
 package session
 
 import (

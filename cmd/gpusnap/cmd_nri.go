@@ -22,7 +22,6 @@ import (
 	"github.com/gpusnap/gpusnap/nri"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func nriCommand() *cli.Command {
@@ -171,18 +170,7 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	n.say(true, "pod %s: node not checked: %s; %s", pod, lines[len(lines)-1], where)
 }
 
-func (n *nriGate) HasBaseline(uid string) (bool, error) {
-	st, err := openStore(n.g, true)
-	if err != nil {
-		return false, err
-	}
-	defer st.Close()
-	_, err = st.LatestBaseline(uid)
-	if errors.Is(err, store.ErrNoBaseline) {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (n *nriGate) HasBaseline(uid string) (bool, error) { return n.g.host().HasBaseline(uid) }
 
 // say writes a verdict line on stderr and, when alarm, to syslog.
 func (n *nriGate) say(alarm bool, format string, args ...any) {
