@@ -12,10 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
-	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -40,10 +38,7 @@ func baselineCommand() *cli.Command {
 // baselineOptions are baseline's flags.
 type baselineOptions struct {
 	Tenant     string
-	Allocation *snapshot.GPUSet // the GPUs the tenant was given; nil when unknown
-	// Pods is where to ask the kubelet for a pod tenant's GPUs, when --gpus
-	// is not given; nil on no Kubernetes node.
-	Pods *kubelet.Options
+	Allocation session.Allocation // where the GPUs the tenant was given come from
 }
 
 func parseBaseline(c *cli.Context) (baselineOptions, error) {
@@ -51,16 +46,20 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 	if o.Tenant == "" {
 		return o, usageError(errors.New("baseline needs --tenant T"))
 	}
-	var err error
-	o.Allocation, err = allocation(c)
 	if !c.IsSet("gpus") {
-		o.Pods = parsePodFlags(c)
+		o.Allocation = session.Allocation{Pods: parsePodFlags(c), Env: os.Getenv}
+		return o, nil
 	}
-	return o, err
+	set, err := snapshot.ParseGPUList(c.String("gpus"))
+	if err != nil {
+		return o, usageError(fmt.Errorf("--gpus: %w", err))
+	}
+	o.Allocation.Given = &set
+	return o, nil
 }
 
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, head, err := takeBaseline(ctx, g, o)
+	snap, head, err := g.host().Baseline(ctx, o.Tenant, o.Allocation)
 	if err != nil {
 		return err
 	}
@@ -68,38 +67,6 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 		return printSnapshot(g, snap)
 	}
 	return writeSnapshotWithLog(g.Stdout, snap, head)
-}
-
-// takeBaseline captures the host and stores it as the tenant's baseline,
-// with the allocation o names or the kubelet's, and returns it with the
-// head of the store's log after it.
-func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.Snapshot, store.TreeHead, error) {
-	snap, err := captureHost(ctx, g, snapshot.LabelBaseline, o.Tenant)
-	if err != nil {
-		return nil, store.TreeHead{}, err
-	}
-	snap.Allocation = o.Allocation
-	if why := snap.NVML.Unavailable; why != "" {
-		if sign := capture.NVIDIADriverSign(snap.Host.ProcRoot); sign != "" {
-			fmt.Fprintf(g.Stderr, "gpusnap: NVML was not read (%s) though %s shows an NVIDIA driver: GPU memory will not be compared against this baseline (--require-nvml makes this an error)\n",
-				safetext.Escape(why), safetext.Escape(sign))
-		}
-	}
-	// A pod the kubelet lists: the GPUs it was given, before the environment's.
-	if pods := podAllocations(ctx, g, o.Pods); pods != nil {
-		set, ok, err := pods.GPUsOf(o.Tenant, snap.NVML.Devices)
-		if err != nil {
-			return nil, store.TreeHead{}, err
-		}
-		switch {
-		case ok:
-			snap.Allocation = set
-		case snap.Allocation == nil:
-			fmt.Fprintf(g.Stderr, "gpusnap: the kubelet lists no GPU of pod %s and does not run it (yet): the baseline records no allocation\n", safetext.Escape(o.Tenant))
-		}
-	}
-	head, err := storeSnapshot(g, snap)
-	return snap, head, err
 }
 
 // writeSnapshotWithLog writes snap's JSON as snapshot --json does, with one
@@ -139,21 +106,4 @@ func (h *holdTail) Write(p []byte) (int, error) {
 	}
 	h.tail = bytes.Clone(buf[len(buf)-h.n:])
 	return len(p), nil
-}
-
-// allocation reads the GPUs the tenant was given: --gpus, else the
-// environment a Slurm prolog is given; nil when neither says.
-func allocation(c *cli.Context) (*snapshot.GPUSet, error) {
-	if c.IsSet("gpus") {
-		set, err := snapshot.ParseGPUList(c.String("gpus"))
-		if err != nil {
-			return nil, usageError(fmt.Errorf("--gpus: %w", err))
-		}
-		return &set, nil
-	}
-	set, _, err := snapshot.AllocationFromEnv(os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("allocation from the environment: %w (give --gpus)", err)
-	}
-	return set, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -152,22 +153,22 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	if err := o.Write.readFiles(o.Output, o.Force, o.SignKey); err != nil {
 		return err
 	}
-	var from, to *snapshot.Snapshot
-	var storeErr error
+	host := g.host()
+	var p session.Pair
 	var err error
 	if o.Tenant != "" {
-		from, to, storeErr, err = tenantPair(ctx, g, o.Tenant)
+		p, err = host.Latest(ctx, o.Tenant)
 	} else {
-		from, to, err = diffStored(ctx, g, o.FromID, o.ToID)
+		p, err = host.Stored(ctx, o.FromID, o.ToID)
 	}
 	if err != nil {
 		return err
 	}
-	r, err := compareWithHistory(g, from, to, &o.Compare)
+	r, err := host.Compare(p, &o.Compare)
 	if err != nil {
 		return err
 	}
-	w, err := writeBundle(ctx, g, o.Output, o.Write, from, to, r, o.Compare)
+	w, err := writeBundle(ctx, g, o.Output, o.Write, p.From, p.To, r, o.Compare)
 	if err != nil {
 		return err
 	}
@@ -176,9 +177,9 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	} else {
 		_, err = fmt.Fprintln(g.Stdout, w)
 	}
-	if err == nil && storeErr != nil {
+	if err == nil && p.StoreErr != nil {
 		// The bundle holds the post snapshot the store could not.
-		err = storeErr
+		err = p.StoreErr
 	}
 	return err
 }
@@ -221,27 +222,6 @@ func bundleTimes(c *cli.Context) (bundleOpts, error) {
 		}
 	}
 	return o, nil
-}
-
-// tenantPair is the tenant's newest baseline and the newest post snapshot
-// taken after it. With no such post snapshot it does what `diff --tenant`
-// does: capture one now and store it (storeErr: it could not be).
-func tenantPair(ctx context.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
-	st, err := openStore(g, true)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	from, err = st.LatestBaseline(tenant)
-	if err == nil {
-		to, err = st.LatestPost(from)
-	}
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || to != nil {
-		return from, to, nil, err
-	}
-	return diffTenant(ctx, g, tenant)
 }
 
 // written describes a bundle just written, for the line or JSON that says so.

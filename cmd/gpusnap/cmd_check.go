@@ -150,7 +150,7 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 		}
 	}
 	o.Since = checkSince(g, snap, o.Window)
-	o.Events, o.LogProblems = windowEvents(g, o.Since, snap)
+	o.Events, o.LogProblems = g.host().Window(o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
 	if err := recordResult(g, "check", r, run, o.Events); err != nil {

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
-	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/ocsf"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func diffCommand() *cli.Command {
@@ -102,18 +99,19 @@ func runDiff(ctx context.Context, g globals, o diffOptions) error {
 
 // diffAndReport runs the diff and prints it, filling run with what it saw.
 func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.Run) error {
-	var from, to *snapshot.Snapshot
-	var storeErr error // the post snapshot not stored: said after the verdict, never in its place
+	host := g.host()
+	var p session.Pair
 	var err error
 	if o.Tenant != "" {
-		from, to, storeErr, err = diffTenant(ctx, g, o.Tenant)
+		p, err = host.Post(ctx, o.Tenant)
 	} else {
-		from, to, err = diffStored(ctx, g, o.FromID, o.ToID)
+		p, err = host.Stored(ctx, o.FromID, o.ToID)
 	}
 	if err != nil {
 		return err
 	}
-	r, err := compareWithHistory(g, from, to, &o.Compare)
+	from, to := p.From, p.To
+	r, err := host.Compare(p, &o.Compare)
 	if err != nil {
 		return err
 	}
@@ -123,7 +121,7 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), storeErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.Failed(o.FailOn), p.StoreErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,
@@ -145,84 +143,6 @@ func diffVerdict(g globals, found bool, failures ...error) error {
 		return statusError{exitError}
 	}
 	return nil
-}
-
-// compareWithHistory diffs from and to, with the kernel log between them,
-// reading the tenant's history from the store, read-only, only when the diff
-// asks for it (diff.CompareWithHistory).
-func compareWithHistory(g globals, from, to *snapshot.Snapshot, opts *diff.Options) (*diff.Result, error) {
-	opts.KernelLog = kmsg.ReadWindow(g.KernelLog, from.KernelLog, to.KernelLog)
-	opts.Events, opts.LogProblems = windowEvents(g, from.Host.CaptureStart, to)
-	return diff.CompareWithHistory(from, to, opts, func() ([]*snapshot.Snapshot, error) {
-		st, err := openStore(g, true)
-		if err != nil {
-			return nil, err
-		}
-		defer st.Close()
-		return st.History(from, to, diff.HistoryLimit)
-	})
-}
-
-// diffTenant captures the host, then, in one hold of the store, finds the
-// tenant's baseline (no baseline: an error, and nothing stored) and stores
-// the capture as its post snapshot. A post snapshot that could not be stored
-// (a full disk) is storeErr: the diff goes on without it.
-func diffTenant(ctx context.Context, g globals, tenant string) (from, to *snapshot.Snapshot, storeErr, err error) {
-	// Without a store there is no baseline: say so before capturing, and
-	// create no empty store on the way.
-	if _, serr := os.Stat(g.DB); errors.Is(serr, fs.ErrNotExist) {
-		return nil, nil, nil, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, g.DB)
-	}
-	to, err = captureHost(ctx, g, snapshot.LabelPost, tenant)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := openStore(g, false)
-	if err != nil {
-		// A store that can be read but not written (a read-only filesystem)
-		// still holds the baseline to judge by.
-		storeErr = fmt.Errorf("post snapshot %s not stored: %w", to.ID, err)
-		if st, err = openStore(g, true); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	from, err = st.LatestBaseline(tenant)
-	if err == nil && storeErr == nil {
-		if perr := st.Put(to); perr != nil {
-			storeErr = fmt.Errorf("post snapshot %s not stored: %w", to.ID, perr)
-		}
-	}
-	if cerr := st.Close(); cerr != nil && err == nil && storeErr == nil {
-		storeErr = fmt.Errorf("post snapshot %s: store %s: %w", to.ID, g.DB, cerr)
-	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return from, to, storeErr, nil
-}
-
-// diffStored loads FROM and TO from the store, read-only; without TO it
-// captures the host now (and does not store it: a reader never takes the
-// store's write lock).
-func diffStored(ctx context.Context, g globals, fromID, toID string) (from, to *snapshot.Snapshot, err error) {
-	st, err := openStore(g, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer st.Close()
-	if toID != "" {
-		// In one load, so the processes both hold unchanged decode once.
-		snaps, err := st.GetShared(fromID, toID)
-		if err != nil {
-			return nil, nil, err
-		}
-		return snaps[0], snaps[1], nil
-	}
-	if from, err = st.Get(fromID); err != nil {
-		return nil, nil, err
-	}
-	to, err = captureHost(ctx, g, snapshot.LabelSnapshot, from.Tenant)
-	return from, to, err
 }
 
 // sizeUnits are the suffixes --zombie-threshold takes, lower-cased; a bare

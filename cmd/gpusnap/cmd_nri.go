@@ -20,8 +20,8 @@ import (
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/nri"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func nriCommand() *cli.Command {
@@ -91,7 +91,8 @@ func runNRI(ctx context.Context, g globals, o nriOptions) error {
 }
 
 // nriGate does the plugin's work by the commands' own code paths: baseline
-// (takeBaseline), check (checkHost, reportCheck) and diff --tenant (runDiff).
+// (session.Host.Baseline), check (checkHost, reportCheck) and diff --tenant
+// (runDiff).
 type nriGate struct {
 	g      globals
 	o      nriOptions
@@ -108,11 +109,8 @@ func (n *nriGate) quiet(w io.Writer) globals {
 }
 
 func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (bool, error) {
-	o := baselineOptions{Tenant: pod.UID, Allocation: gpus}
-	if gpus == nil {
-		o.Pods = n.o.Pods
-	}
-	snap, _, err := takeBaseline(ctx, n.quiet(io.Discard), o)
+	// The runtime's GPUs, else the kubelet's; the plugin's own environment is not the pod's.
+	snap, _, err := n.quiet(io.Discard).host().Baseline(ctx, pod.UID, session.Allocation{Given: gpus, Pods: n.o.Pods})
 	if err != nil {
 		return false, err
 	}
@@ -172,18 +170,7 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	n.say(true, "pod %s: node not checked: %s; %s", pod, lines[len(lines)-1], where)
 }
 
-func (n *nriGate) HasBaseline(uid string) (bool, error) {
-	st, err := openStore(n.g, true)
-	if err != nil {
-		return false, err
-	}
-	defer st.Close()
-	_, err = st.LatestBaseline(uid)
-	if errors.Is(err, store.ErrNoBaseline) {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (n *nriGate) HasBaseline(uid string) (bool, error) { return n.g.host().HasBaseline(uid) }
 
 // say writes a verdict line on stderr and, when alarm, to syslog.
 func (n *nriGate) say(alarm bool, format string, args ...any) {

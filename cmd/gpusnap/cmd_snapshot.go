@@ -57,7 +57,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 	}
 	var encoded [][]byte // the processes' JSON, as stored: printed from it
 	if !o.NoStore {
-		if encoded, _, err = storeEncoded(g, snap); err != nil {
+		if encoded, _, err = g.host().Put(snap); err != nil {
 			return err
 		}
 	}

@@ -1,42 +1,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
 
-// storeSnapshot puts a capture into --db and returns the head of the
-// store's log after its leaf. Commands open the store after capturing, so
-// its lock is held for the write alone and not for the /proc walk.
-func storeSnapshot(g globals, snap *snapshot.Snapshot) (store.TreeHead, error) {
-	_, head, err := storeEncoded(g, snap)
-	return head, err
-}
-
-// storeEncoded is storeSnapshot that also returns the processes' JSON it stored.
-func storeEncoded(g globals, snap *snapshot.Snapshot) ([][]byte, store.TreeHead, error) {
-	var head store.TreeHead
-	st, err := openStore(g, false)
-	if err != nil {
-		return nil, head, err
+// host is the host tenant sessions run on, as the global flags say: captured
+// by captureHost, its store --db, warnings on stderr.
+func (g globals) host() *session.Host {
+	return &session.Host{
+		DB: g.DB, KernelLog: g.KernelLog,
+		Capture: func(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
+			return captureHost(ctx, g, label, tenant)
+		},
+		DriverSign: capture.NVIDIADriverSign,
+		Open:       func(readOnly bool) (*store.Store, error) { return openStore(g, readOnly) },
+		Warn:       func(line string) { fmt.Fprintln(g.Stderr, "gpusnap: "+line) },
 	}
-	procs, err := st.EncodeProcesses(snap)
-	if err == nil {
-		err = st.PutEncoded(snap, procs)
-	}
-	if err == nil {
-		head, err = st.Head()
-	}
-	if err != nil {
-		_ = st.Close()
-		return nil, head, err
-	}
-	if err := st.Close(); err != nil {
-		return nil, head, fmt.Errorf("store %s: %w", g.DB, err)
-	}
-	return procs, head, nil
 }
 
 // readStore opens --db read-only, runs read, and closes it before returning:

@@ -1,0 +1,116 @@
+package session
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+// Allocation says where the GPUs a tenant was given come from, first that
+// answers wins: Given (the operator's --gpus, or the GPUs a runtime handed
+// a container), else the kubelet's for a pod it lists, else the
+// environment a Slurm prolog is given (SLURM_JOB_GPUS, then
+// CUDA_VISIBLE_DEVICES). None answering leaves the baseline without one.
+type Allocation struct {
+	Given *snapshot.GPUSet
+	// Pods is where to ask the kubelet; nil on no Kubernetes node.
+	Pods *kubelet.Options
+	// Env reads the environment; nil when it says nothing of the tenant
+	// (a plugin's own environment is not its pods').
+	Env func(string) string
+}
+
+// fromEnv is the allocation before the kubelet is asked: Given, else the
+// environment's; nil when neither says.
+func (a Allocation) fromEnv() (*snapshot.GPUSet, error) {
+	if a.Given != nil || a.Env == nil {
+		return a.Given, nil
+	}
+	set, _, err := snapshot.AllocationFromEnv(a.Env)
+	if err != nil {
+		return nil, fmt.Errorf("allocation from the environment: %w (give --gpus)", err)
+	}
+	return set, nil
+}
+
+// fromKubelet puts the kubelet's allocation of a pod tenant on snap, over
+// the environment's; Given is never overridden and then no kubelet asked.
+// A kubelet that cannot be asked, or lists no GPU of the pod, is a warning.
+func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, snap *snapshot.Snapshot) error {
+	if a.Given != nil || a.Pods == nil {
+		return nil
+	}
+	pods, err := kubelet.Read(ctx, *a.Pods)
+	if err != nil {
+		h.warnErr(err)
+	}
+	if pods == nil {
+		return nil
+	}
+	set, ok, err := pods.GPUsOf(tenant, snap.NVML.Devices)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		snap.Allocation = set
+	case snap.Allocation == nil:
+		h.Warn(fmt.Sprintf("the kubelet lists no GPU of pod %s and does not run it (yet): the baseline records no allocation", safetext.Escape(tenant)))
+	}
+	return nil
+}
+
+// Baseline captures the host and stores it as tenant's baseline with the
+// GPUs a names, and returns it with the head of the store's log after it.
+// An allocation the environment cannot give is an error before capturing.
+func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, store.TreeHead, error) {
+	given, err := a.fromEnv()
+	if err != nil {
+		return nil, store.TreeHead{}, err
+	}
+	snap, err := h.Capture(ctx, snapshot.LabelBaseline, tenant)
+	if err != nil {
+		return nil, store.TreeHead{}, err
+	}
+	snap.Allocation = given
+	if why := snap.NVML.Unavailable; why != "" {
+		if sign := h.DriverSign(snap.Host.ProcRoot); sign != "" {
+			h.Warn(fmt.Sprintf("NVML was not read (%s) though %s shows an NVIDIA driver: GPU memory will not be compared against this baseline (--require-nvml makes this an error)",
+				safetext.Escape(why), safetext.Escape(sign)))
+		}
+	}
+	if err := h.fromKubelet(ctx, tenant, a, snap); err != nil {
+		return nil, store.TreeHead{}, err
+	}
+	_, head, err := h.Put(snap)
+	return snap, head, err
+}
+
+// Put stores snap and returns the processes' JSON it stored and the head of
+// the store's log after its leaf. The store is opened after the capture, so
+// its lock is held for the write alone and not for the /proc walk.
+func (h *Host) Put(snap *snapshot.Snapshot) ([][]byte, store.TreeHead, error) {
+	var head store.TreeHead
+	st, err := h.Open(false)
+	if err != nil {
+		return nil, head, err
+	}
+	procs, err := st.EncodeProcesses(snap)
+	if err == nil {
+		err = st.PutEncoded(snap, procs)
+	}
+	if err == nil {
+		head, err = st.Head()
+	}
+	if err != nil {
+		_ = st.Close()
+		return nil, head, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, head, fmt.Errorf("store %s: %w", h.DB, err)
+	}
+	return procs, head, nil
+}

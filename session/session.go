@@ -1,0 +1,51 @@
+// Package session holds a tenant's session on one host: its baseline with
+// the GPUs it was given, the post snapshot after it ends, the pair a diff or
+// a bundle judges, and the window between them. The capture and the store
+// come in through Host, so the package links no capture.
+package session
+
+import (
+	"context"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
+)
+
+// Host is where tenant sessions run: how to capture it, where its store is
+// and how to open it, and where warnings go. Every func field is required.
+type Host struct {
+	// DB is the store's path: a tenant diff with no store there stops
+	// before capturing, and the event log lies beside it.
+	DB string
+	// KernelLog is the kernel log a diff reads for its window ("" lets
+	// kmsg pick, as the capture did).
+	KernelLog string
+	// Capture reads the host now into a snapshot labelled label for tenant.
+	Capture func(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error)
+	// DriverSign names what shows an NVIDIA driver loaded on the host whose
+	// /proc is procRoot, "" when nothing does: a baseline that could not
+	// read NVML there says so.
+	DriverSign func(procRoot string) string
+	// Open opens the store at DB; readers open it read-only.
+	Open func(readOnly bool) (*store.Store, error)
+	// Warn prints one line on stderr for trouble that does not end the
+	// command; the line is already safe to print.
+	Warn func(line string)
+}
+
+// warnErr warns with err's text made one safe line.
+func (h *Host) warnErr(err error) {
+	h.Warn(safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
+}
+
+// Pair is what a diff or a bundle judges: From (a baseline, or any stored
+// snapshot) against To.
+type Pair struct {
+	From, To *snapshot.Snapshot
+	// StoreErr says the post snapshot captured for the pair could not be
+	// stored (a full or read-only disk). The pair is still judged: the
+	// failure is said after the verdict, never in its place.
+	StoreErr error
+}
