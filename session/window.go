@@ -31,10 +31,9 @@ func (h *Host) Compare(p Pair, opts *diff.Options) (*diff.Result, error) {
 }
 
 // Window opens what gpusnap watch recorded from since to TO's capture end,
-// or nil where no watch ran with this store. It waits, bounded, for the log
-// to reach TO's capture start, so a process that left just before TO is in
-// it. What kept the log from covering the window is in problems; an
-// unreadable log is also a warning, and the diff goes on without it.
+// or nil where no watch ran with this store. It first waits, bounded, for
+// the log to reach TO's capture start, so a process that left just before
+// TO is in it. What kept the log from covering the window is in problems.
 func (h *Host) Window(since time.Time, to *snapshot.Snapshot) (eventlog.Source, []eventlog.Problem) {
 	dir := eventlog.JournalDir(h.DB)
 	var problems []eventlog.Problem
