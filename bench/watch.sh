@@ -10,7 +10,8 @@
 #             SECONDS (5), with the watch on: events recorded against opens made,
 #             lost events, and the watch's slowest and mean event-to-disk latency
 # Ratios within one run: the host is shared and noisy. Needs gcc, losetup, root.
-# PARTS="idle loop rate" (the default) chooses what to run.
+# PARTS="idle loop rate" (the default) chooses what to run. Each figure is also
+# printed as a line "metric NAME VALUE", which bench/all.sh reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -60,6 +61,7 @@ for mode in bpf fallback; do
 	c0=$(cpu_ticks "$watch_pid")
 	sleep "$IDLE"
 	c1=$(cpu_ticks "$watch_pid")
+	echo "metric idle-$mode-pct $(awk -v t=$((c1 - c0)) -v s="$IDLE" 'BEGIN{printf "%.2f", t/s}')"
 	echo "idle $mode: $((c1 - c0)) ticks of CPU in ${IDLE}s = $(awk -v t=$((c1 - c0)) -v s="$IDLE" 'BEGIN{printf "%.2f", t/s}')% of one core ($(grep 'in .* mode' "$work/idle-$mode.db.log" | sed 's/.* in //'))"
 	stop_watch
 done
@@ -73,7 +75,7 @@ for r in $(seq "$ROUNDS"); do
 	stop_watch
 done
 ((ROUNDS)) && echo "open/close of a regular file, ns per loop, without watch: ${without[*]}; with: ${with[*]}"
-((ROUNDS)) && awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\n", sa/sb}'
+((ROUNDS)) && awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\nmetric loop-ratio %.3f\n", sa/sb, sa/sb}'
 
 [[ " $PARTS " == *" rate "* ]] || exit 0
 start_watch "$work/rate.db" bpf
@@ -81,4 +83,6 @@ made=$("$work/watchload" rate "$work/dev/nvidia0" "$RATE" "$SECONDS_")
 sleep 1.5
 stop_watch
 recorded=$("$work/gpusnap" events --db "$work/rate.db" --json 2>/dev/null | grep -c '"kind": "open"' || true)
+echo "metric rate-made $made"
+echo "metric rate-recorded $recorded"
 echo "rate: $made opens of nvidia0 at ${RATE}/s, $recorded open events recorded; $(grep 'stopped' "$work/rate.db.log")"
