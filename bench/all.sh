@@ -47,7 +47,7 @@ fi
 	echo "kernel=$(uname -r)"
 	echo "cpus=$(nproc)"
 	echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs/performance.md' || echo ', modified')"
-	echo "mode=${quick:+quick}${quick:-full}"
+	echo "mode=$([[ -n "$quick" ]] && echo quick || echo full)"
 	echo "sizes=$sizes"
 	echo "only=$only"
 	echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
