@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 )
@@ -92,6 +93,9 @@ func renderRow(r *results, row row) (string, bool) {
 	f, err := row.get(s)
 	if err == nil && s.rc != 0 {
 		err = fmt.Errorf("the step exited %d", s.rc)
+	}
+	if err == nil && (math.IsNaN(f.value) || math.IsInf(f.value, 0)) {
+		err = fmt.Errorf("the figure is %v", f.value)
 	}
 	if err != nil {
 		return fmt.Sprintf("| %s | not measured: %s | | | %s | no | %s |", row.what, cell(err.Error()), row.target, cmd), false

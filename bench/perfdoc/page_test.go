@@ -109,9 +109,10 @@ func indexFrom(lines []string, from int, prefix string) int {
 	return -1
 }
 
-// TestGapIsNotAFigure renders a full run whose steps but two are missing, one
-// of the two failed: each of their rows, and the kernel matrix, says it was
-// not measured, and render counts them.
+// TestGapIsNotAFigure renders a full run of a few steps, one of which
+// failed and one of which printed NaN: the rows of those and of every missing
+// step, and the kernel matrix, say they were not measured, and render counts
+// them.
 func TestGapIsNotAFigure(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) {
@@ -121,7 +122,10 @@ func TestGapIsNotAFigure(t *testing.T) {
 	}
 	write("host.txt", "date=now\nmode=full\nsizes=100\n")
 	write("steps.tsv", "compare\tgo test -bench Compare ./diff/\t1\t3\nnvml\tgo test -bench . ./nvmlread/\t0\t2\n"+
-		"watch\tbench/watch.sh\t0\t9\nhooks\tgo test -run TestHookCost -v ./bpf/\t0\t5\n")
+		"watch\tbench/watch.sh\t0\t9\nhooks\tgo test -run TestHookCost -v ./bpf/\t0\t5\n"+
+		"overfloor\tgo test -bench CaptureOverFloor ./bench/\t0\t4\n")
+	// 0/0 in a benchmark's metric: go test prints NaN.
+	write("overfloor.out", "BenchmarkCaptureOverFloor/proc-2   \t 1\t  9000 ns/op\t  NaN x-floor\t  NaN x-floor-cpu\t 0 capture-cpu-ms\t 0 floor-cpu-ms\n")
 	write("watch.out", "metric loop-ratio 0.912\n")
 	write("hooks.out", "    cost_test.go:205: matrix: tracepoint open/close: empty programs 0.950x, watch 0.921x (CPU ns per open+close: none 1234, empty programs 1300, watch 1340)\n")
 	write("compare.out", "BenchmarkCompare-2   \t 100\t  7100000 ns/op\nFAIL\n")
@@ -160,6 +164,9 @@ func TestGapIsNotAFigure(t *testing.T) {
 	for _, line := range strings.Split(page.String(), "\n") {
 		if strings.HasPrefix(line, "| `diff.Compare`") && !strings.Contains(line, "not measured: the step exited 1") {
 			t.Errorf("a failed step's row: %s", line)
+		}
+		if strings.HasPrefix(line, "| /proc capture / floor, alternated") && !strings.Contains(line, "not measured: the figure is NaN") {
+			t.Errorf("a NaN figure: %s", line)
 		}
 		if strings.HasPrefix(line, "| NVML read") && !strings.Contains(line, "**0.11 ms**") {
 			t.Errorf("the measured row: %s", line)
