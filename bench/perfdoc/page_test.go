@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,6 +41,11 @@ func TestAllQuick(t *testing.T) {
 		ran[s] = true
 	}
 	checkPage(t, string(page), tables([]string{"100"}, true), ran)
+	// Every hook "refused here" would also be a page of that shape: CI's
+	// kernels attach at least the tracepoint hook.
+	if !regexp.MustCompile(`(?m)^\| open/close with the \w+ watch / bare \| \*\*`).Match(page) {
+		t.Errorf("no hook's open/close measured:\n%s", page)
+	}
 }
 
 // checkPage holds a page to the tables it must hold, in order, and the rows
