@@ -97,7 +97,9 @@ step nvml "go test -run x -bench . -benchtime $many ./nvmlread/"
 step kmsg "go test -run x -bench . -benchtime $many ./kmsg/"
 step util "go test -run x -bench Util -benchtime $util ./watch/"
 step hooks "go test -count=1 -run TestHookCost -v ./bpf/"
-[[ -n "$quick" ]] || step matrix "scripts/kernel-matrix.sh"
+# The matrix's own directory: a matrix another run starts meanwhile in the
+# default one would overwrite its initramfs and logs.
+[[ -n "$quick" ]] || KERNEL_MATRIX_DIR="$res/kernel-matrix" step matrix "scripts/kernel-matrix.sh"
 
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
 echo "procs_after=$(ls /proc | grep -c '^[0-9]')" >>"$res/host.txt"
