@@ -99,7 +99,7 @@ func refusedRows() []row {
 			who := strings.Replace(caller, "nobody", "uid 65534", 1)
 			rows = append(rows,
 				benchMetric("auto / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "auto/proc-cpu", unit: "x", wall: "auto/proc-wall", cpuA: "auto-cpu-ms", cpuB: "proc-cpu-ms"}, atMost(1.05, "x")),
-				benchMetric("before (nothing remembered) / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "first/proc-cpu", unit: "x", cpuA: "first-cpu-ms", cpuB: "proc-cpu-ms"}, nil),
+				benchMetric("before (nothing remembered) / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "first/proc-cpu", unit: "x", cpuA: "auto-first-cpu-ms", cpuB: "proc-cpu-ms"}, nil),
 			)
 		}
 	}
