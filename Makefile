@@ -2,6 +2,7 @@
 # make deb      writes dist/gpusnap_<version>_<arch>.deb (dpkg-deb)
 # make image    writes dist/gpusnap-<version>-<arch>.oci.tar (buildah, root)
 # make check    go vet and the tests
+# make bench    every benchmark in one run (root, about an hour): writes docs/performance.md
 # docs/install.md says what each needs.
 
 GO ?= go
@@ -34,7 +35,7 @@ GOBUILD := $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)'
 DEB := $(DIST)/gpusnap_$(VERSION)_$(ARCH).deb
 OCI := $(DIST)/gpusnap-$(VERSION)-$(ARCH).oci.tar
 
-.PHONY: all deb image check clean version FORCE
+.PHONY: all deb image check bench clean version FORCE
 all: gpusnap
 
 version:
@@ -48,6 +49,9 @@ gpusnap $(BUILD)/gpusnap: FORCE
 check:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+bench:
+	bench/all.sh
 
 # The package's tree, in the paths docs/install.md lists.
 deb: $(BUILD)/gpusnap

@@ -18,7 +18,8 @@
 # sleeps it started, by PID, on any exit.
 #
 # Environment: N (extra processes, 5000), RUNS (timed runs per command, 20),
-# OLD_REV (the schema 1 commit).
+# OLD_REV (the schema 1 commit; none times this tree alone), EXPORT (a file
+# for hyperfine's JSON, which bench/all.sh reads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -29,44 +30,50 @@ OLD_REV=${OLD_REV:-bfa0153}
 require_tools go git hyperfine
 
 go build -o "$work/new" ./cmd/gpusnap
-mkdir "$work/old-src"
-git archive "$OLD_REV" | tar -x -C "$work/old-src"
-(cd "$work/old-src" && go build -o "$work/old" ./cmd/gpusnap)
+versions=(new)
+if [[ "$OLD_REV" != none ]]; then
+	versions+=(old)
+	mkdir "$work/old-src"
+	git archive "$OLD_REV" | tar -x -C "$work/old-src"
+	(cd "$work/old-src" && go build -o "$work/old" ./cmd/gpusnap)
+fi
 
 start_sleepers "$N"
 
-ids=()
-for v in old new; do
+declare -A ids
+for v in "${versions[@]}"; do
 	for label in a b; do
 		"$work/$v" --no-nvml --capture proc --db "$work/$v.db" snapshot --label "$label" >/dev/null
 	done
-	ids+=("$("$work/$v" --db "$work/$v.db" list --label a --json | sed -n 's/.*"id": "\(.*\)".*/\1/p')")
-	ids+=("$("$work/$v" --db "$work/$v.db" list --label b --json | sed -n 's/.*"id": "\(.*\)".*/\1/p')")
+	for label in a b; do
+		ids[$v-$label]=$("$work/$v" --db "$work/$v.db" list --label "$label" --json | sed -n 's/.*"id": "\(.*\)".*/\1/p')
+	done
 done
 procs=$(ls /proc | grep -c '^[0-9]')
 echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
-echo "store sizes: old $(stat -c %s "$work/old.db") bytes, new $(stat -c %s "$work/new.db") bytes"
-
-old="$work/old --db $work/old.db" new="$work/new --db $work/new.db"
+echo "metric procs $procs"
+commands=()
+for v in "${versions[@]}"; do
+	echo "store size: $v $(stat -c %s "$work/$v.db") bytes"
+	g="$work/$v --db $work/$v.db"
+	commands+=(-n "$v-show" "$g show ${ids[$v-a]}" -n "$v-show-json" "$g show --json ${ids[$v-a]}"
+		-n "$v-diff" "$g diff ${ids[$v-a]} ${ids[$v-b]}")
+done
 # diff exits 1 when the host changed between the two snapshots: -i.
-in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$work/times.json" \
-	-n new-show "$new show ${ids[2]}" \
-	-n new-show-json "$new show --json ${ids[2]}" \
-	-n new-diff "$new diff ${ids[2]} ${ids[3]}" \
-	-n old-show "$old show ${ids[0]}" \
-	-n old-show-json "$old show --json ${ids[0]}" \
-	-n old-diff "$old diff ${ids[0]} ${ids[1]}" >/dev/null
+in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "${EXPORT:-$work/times.json}" "${commands[@]}" >/dev/null
 
-python3 - "$work/times.json" <<'PY'
+python3 - "${EXPORT:-$work/times.json}" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
 wall = {k: v["median"] * 1000 for k, v in r.items()}
 cpu = {k: (v["user"] + v["system"]) * 1000 for k, v in r.items()}
 print(f"{'command':14s} {'wall ms (median)':>17s} {'CPU ms (mean user+sys)':>23s}")
 for k in ("new-show", "new-show-json", "new-diff", "old-show", "old-show-json", "old-diff"):
-    print(f"{k:14s} {wall[k]:17.1f} {cpu[k]:23.1f}")
+    if k in r:
+        print(f"{k:14s} {wall[k]:17.1f} {cpu[k]:23.1f}")
 def ratio(a, b, note=""):
-    print(f"  {a}/{b}: {cpu[a]/cpu[b]:.2f}x CPU, {wall[a]/wall[b]:.2f}x wall{note}")
+    if a in r and b in r:
+        print(f"  {a}/{b}: {cpu[a]/cpu[b]:.2f}x CPU, {wall[a]/wall[b]:.2f}x wall{note}")
 print("ratios")
 ratio("new-diff", "new-show", "   target <= 3x")
 ratio("old-diff", "old-show")

@@ -12,7 +12,8 @@
 # It installs nothing: it needs go and hyperfine (Debian package). It kills
 # exactly the sleeps it started, by PID, on any exit.
 #
-# Environment: N (extra processes, 500), RUNS (timed runs per command, 30).
+# Environment: N (extra processes, 500), RUNS (timed runs per command, 30),
+# EXPORT (a file for hyperfine's JSON, which bench/all.sh reads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -35,7 +36,7 @@ echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), hype
 head -1 "$work/diff.txt"
 echo
 
-in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
+in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" ${EXPORT:+--export-json "$EXPORT"} \
 	-n snapshot "$g snapshot" \
 	-n diff "$g diff --tenant bench"
 

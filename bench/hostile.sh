@@ -20,7 +20,8 @@
 # device and restores vm.max_map_count on any exit.
 #
 # Environment: RUNS (timed runs per command, 10), COUNT (mappings, 100000),
-# CHILDREN (100).
+# CHILDREN (100). Each figure is also printed as a line "metric NAME VALUE",
+# which bench/all.sh reads.
 set -euo pipefail
 if [[ -z "${HOSTILE_MOUNT_NS:-}" && $EUID -eq 0 ]]; then
 	# A private mount namespace for its BPF filesystem, gone when it ends.
@@ -106,6 +107,11 @@ measure() {
 				printf "%s: %s path %.1f ms wall, %.1f ms CPU: %.2fx the floor wall, %.2fx CPU; peak RSS %.1f MiB\n", what, p,
 					1000 * mean[p], 1000 * cpu[p], mean[p] / mean["floor"], cpu[p] / cpu["floor"], rss[p] / 1024
 			printf "%s: JSON %.1f KiB\n", what, json / 1024
+			printf "metric %s-floor-cpu-ms %.2f\n", what, 1000 * cpu["floor"]
+			for (p in rss) {
+				printf "metric %s-%s-cpu-ms %.2f\nmetric %s-%s/floor-cpu %.3f\n", what, p, 1000 * cpu[p], what, p, cpu[p] / cpu["floor"]
+				printf "metric %s-%s/floor-wall %.3f\nmetric %s-%s-rss-MiB %.1f\n", what, p, mean[p] / mean["floor"], what, p, rss[p] / 1024
+			}
 		}' "$work/$1.csv"
 }
 

@@ -20,7 +20,8 @@
 #
 # Environment: N (extra processes, 500), RUNS (timed runs per command, 30),
 # FUSER_NODES (space-separated device nodes for fuser; default /dev/nvidia*,
-# or, on a host without them, six busy character devices: see below).
+# or, on a host without them, six busy character devices: see below), EXPORT
+# (a file for hyperfine's JSON, which bench/all.sh reads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -71,12 +72,13 @@ $snap --capture proc >/dev/null 2>&1
 "$work/rawfloor" 2>"$work/floor.txt"
 procs=$(ls /proc | grep -c '^[0-9]')
 echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), hyperfine $(hyperfine --version | cut -d' ' -f2)"
+echo "metric procs $procs"
 echo "floor: $(cat "$work/floor.txt")"
 echo "fuser -v ${nodes[*]}; lsof ${nodes[*]}"
 echo "snapshot: $(cat "$work/capture.txt")"
 echo
 
-in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" \
+in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-csv "$work/times.csv" ${EXPORT:+--export-json "$EXPORT"} \
 	-n snapshot "$snap" \
 	-n proc "$snap --capture proc" \
 	-n floor "$work/rawfloor" \

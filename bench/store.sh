@@ -4,6 +4,7 @@
 # capture), then hyperfine on the commands an operator runs against the
 # 1,000-snapshot store it leaves behind (list, show of the 500th). The sleeps
 # are killed by PID on exit. Run as root on a quiet machine: bench/store.sh
+# (STORE_RUNS: hyperfine's runs, 30; EXPORT: where its JSON goes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -21,7 +22,7 @@ start_sleepers 500
 GPUSNAP_BENCH_DB="$db" go test -run x -bench '^BenchmarkStore$' -benchtime 1x ./bench/ | tee "$out/store-bench.txt"
 
 id=$("$bin" list --db "$db" --json | sed -n 's/.*"id": "\(.*\)".*/\1/p' | sed -n 500p)
-hyperfine -N --warmup 3 --runs 30 --export-json "$out/store-hyperfine.json" \
+hyperfine -N --warmup 3 --runs "${STORE_RUNS:-30}" --export-json "${EXPORT:-$out/store-hyperfine.json}" \
   -n list "$bin list --db $db" \
   -n list-json "$bin list --json --db $db" \
   -n show "$bin show --db $db $id" \
@@ -29,7 +30,7 @@ hyperfine -N --warmup 3 --runs 30 --export-json "$out/store-hyperfine.json" \
 # Storing over capturing is BenchmarkStore's store-over-capture, alternated in
 # one process: hyperfine runs each command's batch apart, and the load of a
 # shared machine swings a 100 ms capture by more than the 10% to be measured.
-python3 - "$out/store-hyperfine.json" <<'PY'
+python3 - "${EXPORT:-$out/store-hyperfine.json}" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
 for n in ("list", "list-json", "show", "show-json"):

@@ -9,15 +9,16 @@
 #   rate      RATE opens a second (10000) of a loop-device node named nvidia0 for
 #             SECONDS (5), with the watch on: events recorded against opens made,
 #             lost events, and the watch's slowest and mean event-to-disk latency
-# Ratios within one run: the host is shared and noisy. Needs gcc, losetup, root.
-# PARTS="idle loop rate" (the default) chooses what to run.
+# Ratios within one run: the host is shared and noisy. Needs gcc, losetup, python3, root.
+# PARTS="idle loop rate" (the default) chooses what to run. Each figure is also
+# printed as a line "metric NAME VALUE", which bench/all.sh reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 N=${N:-500} IDLE=${IDLE:-60} ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECONDS_=${SECONDS_:-5}
 LOOPS=${LOOPS:-200000} PARTS=${PARTS:-idle loop rate}
-require_tools go gcc losetup
+require_tools go gcc losetup python3
 [[ $(id -u) == 0 ]] || { echo "bench/watch.sh: needs root (BPF)" >&2; exit 2; }
 
 go build -o "$work/gpusnap" ./cmd/gpusnap
@@ -60,6 +61,7 @@ for mode in bpf fallback; do
 	c0=$(cpu_ticks "$watch_pid")
 	sleep "$IDLE"
 	c1=$(cpu_ticks "$watch_pid")
+	echo "metric idle-$mode-pct $(awk -v t=$((c1 - c0)) -v s="$IDLE" 'BEGIN{printf "%.2f", t/s}')"
 	echo "idle $mode: $((c1 - c0)) ticks of CPU in ${IDLE}s = $(awk -v t=$((c1 - c0)) -v s="$IDLE" 'BEGIN{printf "%.2f", t/s}')% of one core ($(grep 'in .* mode' "$work/idle-$mode.db.log" | sed 's/.* in //'))"
 	stop_watch
 done
@@ -73,12 +75,19 @@ for r in $(seq "$ROUNDS"); do
 	stop_watch
 done
 ((ROUNDS)) && echo "open/close of a regular file, ns per loop, without watch: ${without[*]}; with: ${with[*]}"
-((ROUNDS)) && awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\n", sa/sb}'
+((ROUNDS)) && awk -v a="${without[*]}" -v b="${with[*]}" 'BEGIN{n=split(a,x," ");split(b,y," ");for(i=1;i<=n;i++){sa+=x[i];sb+=y[i]};printf "speed with watch / without: %.3fx\nmetric loop-ratio %.3f\n", sa/sb, sa/sb}'
 
 [[ " $PARTS " == *" rate "* ]] || exit 0
 start_watch "$work/rate.db" bpf
 made=$("$work/watchload" rate "$work/dev/nvidia0" "$RATE" "$SECONDS_")
 sleep 1.5
 stop_watch
-recorded=$("$work/gpusnap" events --db "$work/rate.db" --json 2>/dev/null | grep -c '"kind": "open"' || true)
+# A record of repeated opens stands for count of them; only watchload's are
+# counted: other processes of a shared host may open nvidia-named nodes too.
+recorded=$("$work/gpusnap" events --db "$work/rate.db" --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(max(e.get("count", 0), 1) for e in json.load(sys.stdin)
+          if e.get("kind") == "open" and e.get("process", {}).get("comm") == "watchload"))')
+echo "metric rate-made $made"
+echo "metric rate-recorded $recorded"
 echo "rate: $made opens of nvidia0 at ${RATE}/s, $recorded open events recorded; $(grep 'stopped' "$work/rate.db.log")"
