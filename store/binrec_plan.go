@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -328,7 +329,7 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 	case (isInt(k) || isUint(k)) && size == 8:
 		alloc = func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]int64, n))) }
 	}
-	return func(r *reader, p unsafe.Pointer) error {
+	decode := func(r *reader, p unsafe.Pointer) error {
 		n, isNil, err := r.count(d.elem, size)
 		if err != nil || isNil {
 			return err
@@ -343,6 +344,30 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 				return err
 			}
 		}
+		return nil
+	}
+	return func(r *reader, p unsafe.Pointer) error {
+		if r.lists == nil {
+			return decode(r, p)
+		}
+		// Neighbouring processes mostly hold the same lists (cgroup lines,
+		// a command line, fds on /dev/null): reading past a list's bytes
+		// costs less than decoding it, and the same bytes decode to the
+		// same list.
+		start := r.pos
+		if err := r.skip(d); err != nil {
+			return err
+		}
+		enc := r.b[start:r.pos]
+		if last, ok := r.lists[d]; ok && bytes.Equal(last.enc, enc) {
+			*(*sliceHeader)(p) = last.val
+			return nil
+		}
+		r.pos = start
+		if err := decode(r, p); err != nil {
+			return err
+		}
+		r.lists[d] = sharedList{enc, *(*sliceHeader)(p)}
 		return nil
 	}, nil
 }
