@@ -351,23 +351,19 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 			return decode(r, p)
 		}
 		// Neighbouring processes mostly hold the same lists (cgroup lines,
-		// a command line, fds on /dev/null): reading past a list's bytes
-		// costs less than decoding it, and the same bytes decode to the
-		// same list.
-		start := r.pos
-		if err := r.skip(d); err != nil {
-			return err
-		}
-		enc := r.b[start:r.pos]
-		if last, ok := r.lists[d]; ok && bytes.Equal(last.enc, enc) {
+		// a command line, fds on /dev/null). Bytes that begin with the last
+		// list's bytes hold that list and end where it did: a decode reads
+		// them in one way only.
+		if last, ok := r.lists[d]; ok && bytes.HasPrefix(r.b[r.pos:], last.enc) {
+			r.pos += len(last.enc)
 			*(*sliceHeader)(p) = last.val
 			return nil
 		}
-		r.pos = start
+		start := r.pos
 		if err := decode(r, p); err != nil {
 			return err
 		}
-		r.lists[d] = sharedList{enc, *(*sliceHeader)(p)}
+		r.lists[d] = sharedList{r.b[start:r.pos], *(*sliceHeader)(p)}
 		return nil
 	}, nil
 }
