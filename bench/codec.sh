@@ -12,19 +12,24 @@
 #   diff       gpusnap diff A B               (loads both, compares, appends its result leaf)
 # for both binaries on their own stores, and prints each one's wall and CPU
 # (user+sys) time and the ratios: diff/show for each (target <= 3x for this
-# tree), and this tree's against the old one's.
+# tree), and this tree's against the old one's. The host is shared: the six
+# commands take turns in ROUNDS hyperfine runs of RUNS runs each, so a change
+# of load meets all of them; each ratio is also given as the median of the
+# rounds' ratios. OLD_REV may be any commit: the build before a change, to
+# measure the change.
 #
 # It needs go, git and hyperfine (Debian package); it kills exactly the
 # sleeps it started, by PID, on any exit.
 #
-# Environment: N (extra processes, 5000), RUNS (timed runs per command, 20),
-# OLD_REV (the schema 1 commit).
+# Environment: N (extra processes, 5000), ROUNDS (10), RUNS (timed runs per
+# command in a round, 3), OLD_REV (the schema 1 commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 N=${N:-5000}
-RUNS=${RUNS:-20}
+ROUNDS=${ROUNDS:-10}
+RUNS=${RUNS:-3}
 OLD_REV=${OLD_REV:-bfa0153}
 require_tools go git hyperfine
 
@@ -49,24 +54,31 @@ echo "store sizes: old $(stat -c %s "$work/old.db") bytes, new $(stat -c %s "$wo
 
 old="$work/old --db $work/old.db" new="$work/new --db $work/new.db"
 # diff exits 1 when the host changed between the two snapshots: -i.
-in_background hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$work/times.json" \
-	-n new-show "$new show ${ids[2]}" \
-	-n new-show-json "$new show --json ${ids[2]}" \
-	-n new-diff "$new diff ${ids[2]} ${ids[3]}" \
-	-n old-show "$old show ${ids[0]}" \
-	-n old-show-json "$old show --json ${ids[0]}" \
-	-n old-diff "$old diff ${ids[0]} ${ids[1]}" >/dev/null
+for ((round = 0; round < ROUNDS; round++)); do
+	in_background hyperfine -N -i --warmup 1 --runs "$RUNS" --export-json "$work/times-$round.json" \
+		-n new-show "$new show ${ids[2]}" \
+		-n new-show-json "$new show --json ${ids[2]}" \
+		-n new-diff "$new diff ${ids[2]} ${ids[3]}" \
+		-n old-show "$old show ${ids[0]}" \
+		-n old-show-json "$old show --json ${ids[0]}" \
+		-n old-diff "$old diff ${ids[0]} ${ids[1]}" >/dev/null
+done
+echo "end: load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ); $ROUNDS rounds of $RUNS runs each"
 
-python3 - "$work/times.json" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-wall = {k: v["median"] * 1000 for k, v in r.items()}
-cpu = {k: (v["user"] + v["system"]) * 1000 for k, v in r.items()}
+python3 - "$work"/times-*.json <<'PY'
+import json, statistics, sys
+rounds = [{x["command"]: x for x in json.load(open(f))["results"]} for f in sys.argv[1:]]
+names = ("new-show", "new-show-json", "new-diff", "old-show", "old-show-json", "old-diff")
+# CPU: hyperfine's mean user + system time of a round, averaged over the
+# rounds; wall: the median of every run.
+cpu = {k: statistics.mean((r[k]["user"] + r[k]["system"]) * 1000 for r in rounds) for k in names}
+wall = {k: statistics.median(t * 1000 for r in rounds for t in r[k]["times"]) for k in names}
 print(f"{'command':14s} {'wall ms (median)':>17s} {'CPU ms (mean user+sys)':>23s}")
-for k in ("new-show", "new-show-json", "new-diff", "old-show", "old-show-json", "old-diff"):
+for k in names:
     print(f"{k:14s} {wall[k]:17.1f} {cpu[k]:23.1f}")
 def ratio(a, b, note=""):
-    print(f"  {a}/{b}: {cpu[a]/cpu[b]:.2f}x CPU, {wall[a]/wall[b]:.2f}x wall{note}")
+    per = sorted((r[a]["user"] + r[a]["system"]) / (r[b]["user"] + r[b]["system"]) for r in rounds)
+    print(f"  {a}/{b}: {cpu[a]/cpu[b]:.2f}x CPU (rounds: median {statistics.median(per):.2f}x, {per[0]:.2f}-{per[-1]:.2f}x), {wall[a]/wall[b]:.2f}x wall{note}")
 print("ratios")
 ratio("new-diff", "new-show", "   target <= 3x")
 ratio("old-diff", "old-show")
