@@ -347,12 +347,10 @@ func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Pr
 }
 
 // GetShared loads several snapshots, by full id or unique prefix, in one
-// transaction, and decodes a process record they share once: an unchanged
-// host's two snapshots cost about one load, not two. A process found in
-// several of them is one value copied: its copies share their lists and
-// the values they point to, and processes whose lists hold the same (a
-// cgroup, a command line) may share those lists too; the caller must not
-// change them (diff reads them, and changes nothing).
+// transaction, decoding a record they share once: two snapshots of an
+// unchanged host cost about one load. A process in several is one value
+// copied, and equal lists (a cgroup, a command line) may be one list: the
+// caller must not change them (diff changes nothing).
 func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error) {
 	var snaps []*snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
@@ -504,13 +502,11 @@ func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
 	return append(out, header[at+len(nullProcesses):]...)
 }
 
-// decodeProcesses decodes the process records on every CPU: decoding is
-// nearly all of what loading a snapshot costs. A record that does not
-// decode is a decodeError. With share, each worker gives a list the value
-// of the same field's list in the record it decoded before, where both
-// hold the same bytes (decodeShared): a diff of two 5,000-process
-// snapshots allocated 2.4 MB less, and stays under the collector's first
-// goal.
+// decodeProcesses decodes the records on every CPU; a record that does
+// not decode is a decodeError. With share, a worker reuses the list of its
+// previous record where the bytes are the same (decodeShared): a diff of
+// two 5,000-process snapshots allocates 2.4 MB less, under the collector's
+// first goal.
 func (s *Store) decodeProcesses(recs []*storedRec, out []snapshot.Process, share bool) error {
 	workers := min(runtime.GOMAXPROCS(0), len(recs))
 	return s.parallel(workers, func(w int) error {
