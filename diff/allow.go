@@ -257,7 +257,7 @@ func (c *comparison) applyAllow(findings []Finding) {
 		// to match: only entries naming no process field can allow it.
 		var p *snapshot.Process
 		if f.Process != nil {
-			key := f.Process.Key()
+			key := idOf(f.Process.PID, f.Process.StartTime)
 			p = c.toByKey[key]
 			if p == nil {
 				p = c.fromByKey[key]

@@ -113,8 +113,8 @@ type comparison struct {
 	from, to *snapshot.Snapshot
 	opts     Options
 
-	fromByKey map[string]*snapshot.Process
-	toByKey   map[string]*snapshot.Process
+	fromByKey map[procID]*snapshot.Process
+	toByKey   map[procID]*snapshot.Process
 	fromByPID map[int]*snapshot.Process
 	toByPID   map[int]*snapshot.Process
 	// toUnread are PIDs alive at TO that refused some reads: alive, though
@@ -167,6 +167,16 @@ func (c *comparison) notCompared(note string) {
 	c.partial = true
 }
 
+// procID is a process's identity, PID and start time: what Key writes as
+// PID@START, as a map key that costs no text to build (two snapshots of
+// 5,000 processes built 10,000 keys a diff).
+type procID struct {
+	pid   int
+	start uint64
+}
+
+func idOf(pid int, start uint64) procID { return procID{pid, start} }
+
 // processChange is one process's device uses at TO beside those at FROM.
 type processChange struct {
 	proc   *snapshot.Process
@@ -180,8 +190,8 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 		from:      from,
 		to:        to,
 		opts:      opts,
-		fromByKey: make(map[string]*snapshot.Process, len(from.Processes)),
-		toByKey:   make(map[string]*snapshot.Process, len(to.Processes)),
+		fromByKey: make(map[procID]*snapshot.Process, len(from.Processes)),
+		toByKey:   make(map[procID]*snapshot.Process, len(to.Processes)),
 		fromByPID: make(map[int]*snapshot.Process, len(from.Processes)),
 		toByPID:   make(map[int]*snapshot.Process, len(to.Processes)),
 		toUnread:  make(map[int]bool, len(to.Scan.RefusedPIDs)),
@@ -191,12 +201,12 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 	}
 	for i := range from.Processes {
 		p := &from.Processes[i]
-		c.fromByKey[p.Key()] = p
+		c.fromByKey[idOf(p.PID, p.StartTime)] = p
 		c.fromByPID[p.PID] = p
 	}
 	for i := range to.Processes {
 		p := &to.Processes[i]
-		c.toByKey[p.Key()] = p
+		c.toByKey[idOf(p.PID, p.StartTime)] = p
 		c.toByPID[p.PID] = p
 	}
 	for _, pid := range to.Scan.RefusedPIDs {
@@ -208,7 +218,7 @@ func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
 		if uses == nil {
 			continue
 		}
-		ch := processChange{proc: p, uses: uses, before: c.fromByKey[p.Key()]}
+		ch := processChange{proc: p, uses: uses, before: c.fromByKey[idOf(p.PID, p.StartTime)]}
 		if ch.before != nil {
 			prior := deviceUses(ch.before)
 			ch.prior = make(map[string]*deviceUse, len(prior))

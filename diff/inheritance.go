@@ -91,7 +91,7 @@ func (c *comparison) attachInheritance(findings []Finding) {
 		if !inheritKinds[f.Kind] || f.Process == nil || f.InheritedFrom != "" {
 			continue
 		}
-		p := c.toByKey[f.Process.Key()]
+		p := c.toByKey[idOf(f.Process.PID, f.Process.StartTime)]
 		if p == nil {
 			continue
 		}
@@ -149,7 +149,7 @@ func (c *comparison) indexHistory() *history {
 			p := &s.Processes[i]
 			key := p.Key()
 			ppid[key] = p.PPID
-			if len(p.Mappings) == 0 || c.fromByKey[key] != nil {
+			if len(p.Mappings) == 0 || c.fromByKey[idOf(p.PID, p.StartTime)] != nil {
 				continue
 			}
 			for _, m := range p.Mappings {

@@ -28,7 +28,8 @@ func (c *comparison) mapsDiffs(findings []Finding) map[string]string {
 		if _, done := out[key]; done {
 			continue
 		}
-		before, after := c.fromByKey[key], c.toByKey[key]
+		id := idOf(f.Process.PID, f.Process.StartTime)
+		before, after := c.fromByKey[id], c.toByKey[id]
 		a, b, what := rawMaps(before), rawMaps(after), "maps"
 		if before != nil && after != nil && (before.Raw == nil) != (after.Raw == nil) {
 			// Capture keeps maps text only while a process uses an NVIDIA

@@ -32,7 +32,7 @@ func egressConnections(c *comparison) []Finding {
 			c.notCompared(fmt.Sprintf("pid %d (%s): its sockets could not be read: its connections were not compared", p.PID, p.Comm))
 		}
 		var before []snapshot.Socket
-		if b := c.fromByKey[p.Key()]; b != nil {
+		if b := c.fromByKey[idOf(p.PID, p.StartTime)]; b != nil {
 			before = b.Sockets
 		}
 		var evidence []string

@@ -39,7 +39,7 @@ func (c *comparison) persistence(findings []Finding) []Finding {
 			continue
 		}
 		seen[f.Process.Key()] = true
-		p := c.toByKey[f.Process.Key()]
+		p := c.toByKey[idOf(f.Process.PID, f.Process.StartTime)]
 		if p == nil || p.Defunct() {
 			continue
 		}
@@ -97,7 +97,7 @@ func (c *comparison) binaryReturns(p *snapshot.Process) []string {
 		for i := range s.Processes {
 			q := &s.Processes[i]
 			// A capture hashes the exe of GPU users alone: a hash is a GPU user.
-			if q.ExeSHA256 != p.ExeSHA256 || q.Key() == p.Key() || c.toByKey[q.Key()] != nil {
+			if q.ExeSHA256 != p.ExeSHA256 || q.Key() == p.Key() || c.toByKey[idOf(q.PID, q.StartTime)] != nil {
 				continue
 			}
 			line := fmt.Sprintf("its binary (sha256 %s) used a GPU as pid %d (%s) in snapshot %s", short(p.ExeSHA256), q.PID, q.Comm, s.ID)

@@ -30,7 +30,7 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 		if len(nvml) == 0 && !p.UsesNVIDIA() {
 			return
 		}
-		before := c.fromByKey[p.Key()]
+		before := c.fromByKey[idOf(p.PID, p.StartTime)]
 		if usedNVIDIA(before, c.fromNVML) {
 			return
 		}

@@ -19,7 +19,7 @@ func unreadableProcesses(c *comparison) []Finding {
 		if len(p.Unreadable) == 0 || p.Defunct() {
 			continue
 		}
-		before := c.fromByKey[p.Key()]
+		before := c.fromByKey[idOf(p.PID, p.StartTime)]
 		since := "a process new since FROM"
 		if before != nil {
 			if unreadableIn(before, c.from) {

@@ -23,13 +23,13 @@ func hiddenDeviceUses(c *comparison) []Finding {
 // hiddenUses is hiddenDeviceUses of the devices of a GPU set (check's --gpus).
 func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 	uses := c.windowUses(func(e *eventlog.Event) bool {
-		p := c.toByKey[e.Process.Key()]
+		p := c.toByKey[idOf(e.Process.PID, e.Process.StartTime)]
 		return p != nil && !p.Defunct() && e.Kind != eventlog.KindNVML && e.Device != nil && !seesDevice(p, e.Device) &&
 			gpus.hasDevice(&deviceUse{class: e.Device.Class, gpuMinor: e.Device.GPU})
 	})
 	var out []Finding
 	for _, u := range uses {
-		ref := processRef(c.toByKey[u.proc.Key()])
+		ref := processRef(c.toByKey[idOf(u.proc.PID, u.proc.StartTime)])
 		out = append(out, Finding{
 			Kind:     KindHiddenDeviceUse,
 			Severity: High,

@@ -335,7 +335,7 @@ func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (
 			*evidence = append(*evidence, fmt.Sprintf("the driver named the process %q; its comm is %q", x.Name, p.Comm))
 		}
 		state := "alive at TO"
-		if c.toByKey[p.Key()] == nil {
+		if c.toByKey[idOf(p.PID, p.StartTime)] == nil {
 			state = "gone at TO"
 		}
 		return ref, fmt.Sprintf(", blamed on %s, %s", describe(ref), state)

@@ -353,7 +353,7 @@ func (c *comparison) attachShapes(findings []Finding) {
 			if f.Triage != nil {
 				f.Triage.Why = append(f.Triage.Why, s.Text())
 			}
-			p := c.toByKey[f.Process.Key()]
+			p := c.toByKey[idOf(f.Process.PID, f.Process.StartTime)]
 			if p == nil {
 				p = &snapshot.Process{PID: f.Process.PID, Comm: f.Process.Comm, Exe: f.Process.Exe, ExeDeleted: f.Process.ExeDeleted}
 			}

@@ -120,7 +120,7 @@ func (c *comparison) eventTransients() []Finding {
 	}
 	exits := map[string]*eventlog.Event{}
 	uses := c.windowUses(func(e *eventlog.Event) bool {
-		p := c.toByKey[e.Process.Key()]
+		p := c.toByKey[idOf(e.Process.PID, e.Process.StartTime)]
 		return p == nil || p.Defunct() // alive at TO: the snapshot rules, and hiddenDeviceUses, say what it holds
 	})
 	c.eachEvent(func(e *eventlog.Event) {

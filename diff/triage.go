@@ -48,7 +48,8 @@ func (c *comparison) attachTriage(findings []Finding) {
 		}
 		var p, before *snapshot.Process
 		if f.Process != nil {
-			p, before = c.toByKey[f.Process.Key()], c.fromByKey[f.Process.Key()]
+			id := idOf(f.Process.PID, f.Process.StartTime)
+			p, before = c.toByKey[id], c.fromByKey[id]
 		}
 		in := triageInput{finding: f, proc: p, before: before, tenant: tenant, member: members}
 		if p != nil {

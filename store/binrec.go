@@ -265,6 +265,15 @@ type reader struct {
 	pos int
 	// budget is what the decode may still allocate, in bytes.
 	budget int
+	// lists, when not nil, holds the last list decoded of each slice
+	// field (by its descriptor), with the bytes it was decoded from.
+	lists map[*desc]sharedList
+}
+
+// sharedList is a decoded list and the bytes it was decoded from.
+type sharedList struct {
+	enc []byte
+	val sliceHeader
 }
 
 var errShort = errors.New("record ends early")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -191,7 +192,19 @@ func FuzzBinaryRecord(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var p snapshot.Process
-		_ = decodeBinary(c.dec, payload, &p)
+		err := decodeBinary(c.dec, payload, &p)
+		// Decoded after a full record, sharing its lists where the bytes
+		// are the same, the payload gives the same process or the same
+		// refusal.
+		lists := map[*desc]sharedList{}
+		var first, q snapshot.Process
+		if err := decodeShared(c.dec, full, &first, lists); err != nil {
+			t.Fatal(err)
+		}
+		errShared := decodeShared(c.dec, payload, &q, lists)
+		if (err == nil) != (errShared == nil) || (err == nil && !reflect.DeepEqual(p, q)) {
+			t.Errorf("decoded alone (%v) and sharing lists (%v) differ", err, errShared)
+		}
 	})
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -328,7 +329,7 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 	case (isInt(k) || isUint(k)) && size == 8:
 		alloc = func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]int64, n))) }
 	}
-	return func(r *reader, p unsafe.Pointer) error {
+	decode := func(r *reader, p unsafe.Pointer) error {
 		n, isNil, err := r.count(d.elem, size)
 		if err != nil || isNil {
 			return err
@@ -343,6 +344,26 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 				return err
 			}
 		}
+		return nil
+	}
+	return func(r *reader, p unsafe.Pointer) error {
+		if r.lists == nil {
+			return decode(r, p)
+		}
+		// Neighbouring processes mostly hold the same lists (cgroup lines,
+		// a command line, fds on /dev/null). Bytes that begin with the last
+		// list's bytes hold that list and end where it did: a decode reads
+		// them in one way only.
+		if last, ok := r.lists[d]; ok && bytes.HasPrefix(r.b[r.pos:], last.enc) {
+			r.pos += len(last.enc)
+			*(*sliceHeader)(p) = last.val
+			return nil
+		}
+		start := r.pos
+		if err := decode(r, p); err != nil {
+			return err
+		}
+		r.lists[d] = sharedList{r.b[start:r.pos], *(*sliceHeader)(p)}
 		return nil
 	}, nil
 }

