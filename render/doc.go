@@ -1,6 +1,11 @@
-// Package render writes what gpusnap shows people: the evidence bundle's
+// Package render writes what gpusnap shows people and scripts: a diff's or
+// a check's findings as text, any --json value, and the evidence bundle's
 // report.md and report.html (with its SVG charts). It takes the data types
 // (snapshots, diff results, the event log's window) and writes bytes; it
 // never captures, opens a store or decides a finding, so a new format has
 // one home and links nothing of the capture.
+//
+// render imports diff, so diff cannot call it: the words a finding is made
+// of (its summary, snapshot.ExeText, snapshot.UserText) stay with the rules
+// that write them, and render only lays out what they wrote.
 package render

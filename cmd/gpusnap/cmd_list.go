@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -51,7 +52,7 @@ func runList(_ context.Context, g globals, o listOptions) error {
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.Stdout, metas)
+		return render.JSON(g.Stdout, metas)
 	}
 	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLABEL\tTENANT\tHOST\tTIME")

@@ -13,6 +13,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -92,7 +93,7 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 		}
 	}
 	if g.JSON {
-		return printJSON(g.Stdout, rep)
+		return render.JSON(g.Stdout, rep)
 	}
 	if err := printPsTable(g.Stdout, rep.Processes, rep.GPUs, snap.Host.CaptureStart, o.Wide); err != nil {
 		return err

@@ -1,22 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 )
-
-// printJSON writes v as indented JSON: what --json prints.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // warn prints one line on stderr for a failure that does not end the command.
 func warn(g globals, err error) {
@@ -48,7 +40,7 @@ func orDash(s string) string {
 // text report.
 func printResult(g globals, r *diff.Result) error {
 	if g.JSON {
-		return diff.WriteJSON(g.Stdout, r)
+		return render.JSON(g.Stdout, r)
 	}
-	return diff.WriteText(g.Stdout, r)
+	return render.ResultText(g.Stdout, r)
 }
