@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -107,7 +108,7 @@ func takeBaseline(ctx context.Context, g globals, o baselineOptions) (*snapshot.
 // snapshot's leaf, which leaves the node with the prolog's output.
 func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead) error {
 	hold := &holdTail{w: w, n: len("}\n")}
-	if err := writeSnapshotJSON(hold, snap, nil); err != nil {
+	if err := render.SnapshotJSON(hold, snap, nil); err != nil {
 		return err
 	}
 	if string(hold.tail) != "}\n" {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -55,23 +54,9 @@ func runShow(_ context.Context, g globals, o showOptions) error {
 	case err != nil:
 		return err
 	case g.JSON:
-		return printStoredJSON(g.Stdout, raw)
+		return render.StoredSnapshotJSON(g.Stdout, raw)
 	}
 	return printSummary(g.Stdout, snap)
-}
-
-// printStoredJSON prints a snapshot's stored JSON exactly as printSnapshot
-// prints the snapshot (json.Encoder with a two-space indent indents the
-// compact encoding, newline included), without decoding and re-encoding it:
-// for a host of a thousand processes that is most of show's time.
-func printStoredJSON(w io.Writer, raw []byte) error {
-	var buf bytes.Buffer
-	buf.Grow(2 * len(raw))
-	if err := json.Indent(&buf, append(raw, '\n'), "", "  "); err != nil {
-		return err
-	}
-	_, err := buf.WriteTo(w)
-	return err
 }
 
 // printSummary writes what an operator looks at first. Every string a
