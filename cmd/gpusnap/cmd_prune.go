@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -69,7 +70,7 @@ func runPrune(_ context.Context, g globals, o pruneOptions) error {
 		return render.JSON(g.Stdout, removed)
 	}
 	for _, m := range removed {
-		fmt.Fprintf(g.Stdout, "%s %s %s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))
+		fmt.Fprintf(g.Stdout, "%s %s %s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), cmp.Or(safetext.Escape(m.Tenant), "-"))
 	}
 	verb := "removed"
 	if p.DryRun {
