@@ -32,13 +32,11 @@ var processesNull = []byte(`"processes": null`)
 // a write of the chunk is one large write, small enough to spread the work.
 const encodeChunk = 32
 
-// SnapshotJSON writes snap byte for byte as a json.Encoder with a
-// two-space indent would (show --json re-indents the stored JSON with
-// json.Indent: the same bytes), but encodes the processes, nearly all of the
-// bytes, on every CPU, indents them with appendIndent, and writes them chunk
-// by chunk as they are ready: one encoder over a thousand processes costs as
-// much wall time as a tenth of the capture. encoded, when not nil, is each
-// process's compact JSON (json.Marshal), already made for the store.
+// SnapshotJSON writes snap byte for byte as an indenting json.Encoder
+// would, but encodes the processes on every CPU and writes them in chunks as
+// they are ready: one encoder over a thousand processes costs a tenth of a
+// capture's wall time. encoded, when not nil, is each process's json.Marshal
+// output, already made for the store.
 func SnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error {
 	procs := snap.Processes
 	header := *snap
