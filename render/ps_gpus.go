@@ -13,20 +13,28 @@ import (
 )
 
 // PsLastLine is what ps says last on stderr: that it found nothing, and
-// what it could not read, so that a run that read nothing never reads as an
-// all-clear; "" when it found processes and read every one.
+// what it could not read (processes unreadable or hidden from /proc, a scan
+// that did not settle: what check and diff fail on), so that a run that
+// read nothing never reads as an all-clear; "" when it found processes and
+// read every one.
 func PsLastLine(found int, scan snapshot.Scan) string {
-	line := ""
+	var parts []string
 	if found == 0 {
-		line = "gpusnap: no process that could be read maps or holds an NVIDIA device"
+		parts = append(parts, "no process that could be read maps or holds an NVIDIA device")
 	}
 	if scan.Unreadable > 0 {
-		line = strings.TrimPrefix(line+"; ", "; ") + fmt.Sprintf("%d of %d processes could not be read (maps or fds): what they use is unknown", scan.Unreadable, scan.ProcessesRead)
-		if found != 0 {
-			line = "gpusnap: " + line
-		}
+		parts = append(parts, fmt.Sprintf("%d of %d processes could not be read (maps or fds): what they use is unknown", scan.Unreadable, scan.ProcessesRead))
 	}
-	return line
+	if n := len(scan.Hidden); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d hidden from /proc (a mount over /proc/PID): what they use is unknown", n))
+	}
+	if scan.Unsettled != "" {
+		parts = append(parts, "the scan did not settle, so a process that keeps changing its PID may not have been read: "+safetext.Escape(scan.Unsettled))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "gpusnap: " + strings.Join(parts, "; ")
 }
 
 // PsGPUs prints, per GPU: memory used and what no listed process

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -21,6 +22,19 @@ func TestPsLastLine(t *testing.T) {
 		if got := PsLastLine(c.found, snapshot.Scan{ProcessesRead: 90, Unreadable: c.unreadable}); got != c.want {
 			t.Errorf("found %d, unreadable %d: %q, want %q", c.found, c.unreadable, got, c.want)
 		}
+	}
+	// A PID hopper past the scan's bounds, or a mount over /proc/PID, fails
+	// check and diff: ps says so too, whether or not it found processes.
+	scan := snapshot.Scan{ProcessesRead: 90, Unsettled: "12 processes of the last of 8 listings vanished before they were read",
+		Hidden: []snapshot.HiddenProcess{{PID: 4242}}}
+	if got, want := PsLastLine(0, scan), "gpusnap: no process that could be read maps or holds an NVIDIA device; "+
+		"1 hidden from /proc (a mount over /proc/PID): what they use is unknown; "+
+		"the scan did not settle, so a process that keeps changing its PID may not have been read: "+
+		"12 processes of the last of 8 listings vanished before they were read"; got != want {
+		t.Errorf("hopper and hidden process: %q, want %q", got, want)
+	}
+	if got := PsLastLine(3, snapshot.Scan{Unsettled: "x"}); !strings.HasSuffix(got, "may not have been read: x") {
+		t.Errorf("unsettled scan with processes found: %q", got)
 	}
 }
 
