@@ -26,6 +26,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -156,13 +157,14 @@ func payload(in Input) (map[string][]byte, error) {
 		}
 		files[name] = b
 	}
-	rep := newReport(in)
-	files[FileReportMD] = rep.markdown()
-	html, err := rep.html()
+	pages, err := render.BundlePages(render.BundleInput{Before: in.Before, After: in.After, Result: in.Result,
+		Version: in.Version, UID: in.UID, TenantStart: in.TenantStart, TenantEnd: in.TenantEnd, Events: in.Events,
+		MapsDir: DirMaps, RawDir: DirRaw})
 	if err != nil {
 		return nil, err
 	}
-	files[FileReportHTM] = html
+	files[FileReportMD] = pages.Markdown
+	files[FileReportHTM] = pages.HTML
 
 	for key, text := range in.Result.MapsDiffs {
 		// A key names a file: anything but PID@START is refused, so no key
@@ -172,7 +174,7 @@ func payload(in Input) (map[string][]byte, error) {
 		}
 		files[path.Join(DirMaps, key+".diff")] = []byte(text)
 	}
-	for _, p := range rep.Processes {
+	for _, p := range pages.Processes {
 		if p.Raw == nil {
 			continue
 		}

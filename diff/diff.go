@@ -317,14 +317,6 @@ func (r *Result) Failed(threshold Severity) bool {
 	return false
 }
 
-// captureTime is when a snapshot was taken, for report lines.
-func captureTime(t time.Time) string {
-	if t.IsZero() {
-		return "time unknown"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
 // live reports whether a PID has a process at TO that is not defunct, read
 // or refused.
 func (c *comparison) live(pid int) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -74,7 +75,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 // snapshot's leaf, which leaves the node with the prolog's output.
 func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead) error {
 	hold := &holdTail{w: w, n: len("}\n")}
-	if err := writeSnapshotJSON(hold, snap, nil); err != nil {
+	if err := render.SnapshotJSON(hold, snap, nil); err != nil {
 		return err
 	}
 	if string(hold.tail) != "}\n" {

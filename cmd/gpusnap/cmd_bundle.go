@@ -18,6 +18,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -173,7 +174,7 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 		return err
 	}
 	if g.JSON {
-		err = printJSON(g.Stdout, w)
+		err = render.JSON(g.Stdout, w)
 	} else {
 		_, err = fmt.Fprintln(g.Stdout, w)
 	}

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -16,6 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/ocsf"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -104,7 +101,7 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	}
 	findings := func() []ocsf.Finding {
 		host, _ := os.Hostname() // the store's host: watch records this host's events
-		return ocsf.FromEvents(res.Events, ocsfSource(host, "events"), eventLine)
+		return ocsf.FromEvents(res.Events, ocsfSource(host, "events"), render.EventLine)
 	}
 	if err := o.OCSF.appendFile(findings); err != nil {
 		return err
@@ -117,38 +114,19 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 		if events == nil {
 			events = []eventlog.Event{}
 		}
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(events)
+		return render.JSON(g.Stdout, events)
 	}
-	for i := range res.Events {
-		if res.Events[i].Kind == eventlog.KindAlive {
-			continue // heartbeats are for Cover and --json, not for a reader
-		}
-		if _, err := fmt.Fprintln(g.Stdout, eventLine(&res.Events[i])); err != nil {
-			return err
-		}
-	}
-	return nil
+	return render.EventsText(g.Stdout, res.Events)
 }
 
-// writeUtil prints the samples: one line a sample, or with --json the array.
+// writeUtil prints the samples: one line a sample, or with --json the array;
+// what a series could not record goes to stderr.
 func writeUtil(g globals, series []eventlog.UtilSeries) error {
 	if g.JSON {
 		if series == nil {
 			series = []eventlog.UtilSeries{}
 		}
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(series)
-	}
-	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tGPU\tSM%\tMEM%\tUSED MiB\tLISTED\tPROCESSES (PID@START SM%/MEM%)")
-	figure := func(n int64) string {
-		if n < 0 {
-			return "-"
-		}
-		return strconv.FormatInt(n, 10)
+		return render.JSON(g.Stdout, series)
 	}
 	for _, s := range series {
 		for _, n := range s.Notes {
@@ -157,16 +135,8 @@ func writeUtil(g globals, series []eventlog.UtilSeries) error {
 		if s.More > 0 {
 			fmt.Fprintf(g.Stderr, "gpusnap events: %s: %d process samples past the 64 busiest a sample were not recorded\n", safetext.Escape(s.GPU), s.More)
 		}
-		for _, smp := range s.Samples {
-			procs := make([]string, 0, len(smp.Processes))
-			for _, p := range smp.Processes {
-				procs = append(procs, fmt.Sprintf("%d@%d %d/%d", p.PID, p.StartTime, p.SM, p.Mem))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", smp.Time.Local().Format("2006-01-02T15:04:05.000Z07:00"), safetext.Line(s.GPU),
-				figure(int64(smp.SM)), figure(int64(smp.Mem)), figure(smp.UsedMiB), figure(int64(smp.Listed)), strings.Join(procs, ", "))
-		}
 	}
-	return tw.Flush()
+	return render.UtilTable(g.Stdout, series)
 }
 
 func orNow(t, now time.Time) time.Time {
@@ -197,59 +167,4 @@ func tenantWindow(g globals, tenant string) (from, to time.Time, err error) {
 		to = posts[len(posts)-1].Time // List is newest first: the first post after the baseline
 	}
 	return from, to, nil
-}
-
-// eventLine writes an event on one line, escaped for the terminal.
-func eventLine(e *eventlog.Event) string {
-	parts := []string{e.Time.Local().Format("2006-01-02T15:04:05.000000Z07:00"), e.Kind}
-	if e.Source != "" {
-		parts = append(parts, e.Source)
-	}
-	if p := e.Process; p != nil {
-		who := []string{p.Comm}
-		if p.Exe != "" {
-			who = append(who, snapshot.ExeText(p.Exe, p.ExeDeleted))
-		}
-		who = append(who, fmt.Sprintf("uid %d", p.UID))
-		if p.NSPID != 0 {
-			who = append(who, fmt.Sprintf("pid %d in its namespace", p.NSPID))
-		}
-		who = append(who, snapshot.AttributionText(p.ContainerID, p.PodUID, p.SlurmJobID)...)
-		parts = append(parts, p.Key(), "("+strings.Join(who, ", ")+")")
-	}
-	if d := e.Device; d != nil {
-		parts = append(parts, d.Path)
-		if d.Number != "" {
-			parts = append(parts, d.Number)
-		}
-	}
-	for _, f := range []string{e.Access, e.Perms} {
-		if f != "" {
-			parts = append(parts, f)
-		}
-	}
-	if e.Length > 0 {
-		parts = append(parts, fmt.Sprintf("%d bytes", e.Length))
-	}
-	if e.Child != nil {
-		parts = append(parts, "child "+e.Child.Key())
-	}
-	if e.Util != nil {
-		parts = append(parts, fmt.Sprintf("%s: %d samples, %d processes (gpusnap events --util)", e.Util.GPU, e.Util.Len(), len(e.Util.Procs)))
-	}
-	if e.Kind == eventlog.KindGPUEvent {
-		parts = append(parts, e.GPUEventText())
-	} else if e.GPUUUID != "" {
-		parts = append(parts, e.GPUUUID)
-	}
-	if e.Mode != "" {
-		parts = append(parts, "mode "+e.Mode)
-	}
-	if e.Lost > 0 {
-		parts = append(parts, fmt.Sprintf("%d lost", e.Lost))
-	}
-	if e.Note != "" {
-		parts = append(parts, "("+e.Note+")")
-	}
-	return safetext.Line(strings.Join(parts, " "))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
+	"github.com/gpusnap/gpusnap/render"
 )
 
 func keygenCommand() *cli.Command {
@@ -47,7 +48,7 @@ func runKeygen(ctx context.Context, g globals, o keygenOptions) error {
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.Stdout, map[string]string{"private_key": prefix + ".key", "public_key": prefix + ".pub", "key_id": bundle.KeyID(pub)})
+		return render.JSON(g.Stdout, map[string]string{"private_key": prefix + ".key", "public_key": prefix + ".pub", "key_id": bundle.KeyID(pub)})
 	}
 	fmt.Fprintf(g.Stdout, "wrote %s (private: keep it secret) and %s\n", prefix+".key", prefix+".pub")
 	fmt.Fprintf(g.Stdout, "public key: %s\n", bundle.KeyID(pub))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -51,12 +53,12 @@ func runList(_ context.Context, g globals, o listOptions) error {
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.Stdout, metas)
+		return render.JSON(g.Stdout, metas)
 	}
 	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLABEL\tTENANT\tHOST\tTIME")
 	for _, m := range metas {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), cmp.Or(safetext.Escape(m.Tenant), "-"),
 			safetext.Escape(m.Host), m.Time.Local().Format(time.RFC3339))
 	}
 	return tw.Flush()

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -65,10 +67,10 @@ func runPrune(_ context.Context, g globals, o pruneOptions) error {
 		if removed == nil {
 			removed = []store.Meta{}
 		}
-		return printJSON(g.Stdout, removed)
+		return render.JSON(g.Stdout, removed)
 	}
 	for _, m := range removed {
-		fmt.Fprintf(g.Stdout, "%s %s %s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), orDash(safetext.Escape(m.Tenant)))
+		fmt.Fprintf(g.Stdout, "%s %s %s\n", safetext.Escape(m.ID), safetext.Escape(m.Label), cmp.Or(safetext.Escape(m.Tenant), "-"))
 	}
 	verb := "removed"
 	if p.DryRun {

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/nvmlread"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -62,7 +57,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 		}
 	}
 	if g.JSON {
-		return writeSnapshotJSON(g.Stdout, snap, encoded)
+		return render.SnapshotJSON(g.Stdout, snap, encoded)
 	}
 	return printSnapshot(g, snap)
 }
@@ -85,127 +80,8 @@ func sayCapturePath(g globals, snap *snapshot.Snapshot) {
 // the last line, so scripts can do id=$(gpusnap snapshot).
 func printSnapshot(g globals, snap *snapshot.Snapshot) error {
 	if g.JSON {
-		return writeSnapshotJSON(g.Stdout, snap, nil)
+		return render.SnapshotJSON(g.Stdout, snap, nil)
 	}
 	_, err := fmt.Fprintln(g.Stdout, snap.ID)
 	return err
 }
-
-// processesNull is where the processes go in the indented header.
-var processesNull = []byte(`"processes": null`)
-
-// encodeChunk is how many processes one encoding task takes: big enough that
-// a write of the chunk is one large write, small enough to spread the work.
-const encodeChunk = 32
-
-// writeSnapshotJSON writes snap byte for byte as a json.Encoder with a
-// two-space indent would (show --json re-indents the stored JSON with
-// json.Indent: the same bytes), but encodes the processes, nearly all of the
-// bytes, on every CPU, indents them with appendIndent, and writes them chunk
-// by chunk as they are ready: one encoder over a thousand processes costs as
-// much wall time as a tenth of the capture. encoded, when not nil, is each
-// process's compact JSON (json.Marshal), already made for the store.
-func writeSnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error {
-	procs := snap.Processes
-	header := *snap
-	header.Processes = nil
-	compact, err := json.Marshal(&header)
-	if err != nil {
-		return err
-	}
-	hb := appendIndent(nil, compact, "")
-	// No string can hold the key with its quotes unescaped: the first match
-	// is the field.
-	at := bytes.Index(hb, processesNull)
-	if len(procs) == 0 || at < 0 {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(snap)
-	}
-
-	chunks := (len(procs) + encodeChunk - 1) / encodeChunk
-	out := make([]*[]byte, chunks)
-	errs := make([]error, chunks)
-	ready := make([]chan struct{}, chunks)
-	for i := range ready {
-		ready[i] = make(chan struct{})
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for range min(runtime.GOMAXPROCS(0), chunks) {
-		wg.Go(func() {
-			var scratch bytes.Buffer
-			for {
-				c := int(next.Add(1) - 1)
-				if c >= chunks {
-					return
-				}
-				lo, hi := c*encodeChunk, min((c+1)*encodeChunk, len(procs))
-				var done [][]byte
-				if encoded != nil {
-					done = encoded[lo:hi]
-				}
-				out[c], errs[c] = encodeProcesses(&scratch, procs[lo:hi], done)
-				close(ready[c])
-			}
-		})
-	}
-
-	// A process is an element of the array "processes" in the top object:
-	// its lines sit two levels deep, its first after the array's newline.
-	if _, err := io.WriteString(w, string(hb[:at])+`"processes": [`+"\n    "); err != nil {
-		next.Store(int64(chunks)) // the workers stop after their chunk
-		return err
-	}
-	for c := range chunks {
-		<-ready[c]
-		if errs[c] != nil {
-			next.Store(int64(chunks))
-			return errs[c]
-		}
-		if c > 0 {
-			if _, err := io.WriteString(w, ",\n    "); err != nil {
-				next.Store(int64(chunks))
-				return err
-			}
-		}
-		if _, err := w.Write(*out[c]); err != nil {
-			next.Store(int64(chunks))
-			return err
-		}
-		chunkBufs.Put(out[c])
-		out[c] = nil
-	}
-	_, err = io.WriteString(w, "\n  ]"+string(hb[at+len(processesNull):])+"\n")
-	return err
-}
-
-// encodeProcesses indents procs as the elements of the snapshot's
-// "processes" array, separated as json.Indent separates them. Their compact
-// JSON is encoded[i] if given, else encoded into scratch.
-func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process, encoded [][]byte) (*[]byte, error) {
-	buf := chunkBufs.Get().(*[]byte)
-	*buf = (*buf)[:0]
-	enc := json.NewEncoder(scratch)
-	for i := range procs {
-		if i > 0 {
-			*buf = append(*buf, ",\n    "...)
-		}
-		if encoded != nil {
-			*buf = appendIndent(*buf, encoded[i], "    ")
-			continue
-		}
-		scratch.Reset()
-		if err := enc.Encode(&procs[i]); err != nil {
-			return nil, err
-		}
-		compact := scratch.Bytes()
-		*buf = appendIndent(*buf, compact[:len(compact)-1], "    ") // less Encode's newline
-	}
-	return buf, nil
-}
-
-// chunkBufs recycles the chunks' buffers once written: fresh memory costs a
-// page fault per page, more than the copy into it.
-var chunkBufs = sync.Pool{New: func() any { return new([]byte) }}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -125,51 +122,6 @@ func between(s, start, end string) string {
 	_, after, _ := strings.Cut(s, start)
 	v, _, _ := strings.Cut(after, end)
 	return v
-}
-
-// TestWriteSnapshotJSONAsEncoder: the parallel writer prints byte for byte
-// what one indenting json.Encoder prints (show --json re-indents the stored
-// JSON the same way), for no process, one, and chunks full and partial.
-func TestWriteSnapshotJSONAsEncoder(t *testing.T) {
-	base, err := capture.Capture(context.Background(), capture.Options{ProcRoot: tinyProcRoot(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []int{0, 1, 2, encodeChunk, 2*encodeChunk + 5} {
-		s := *base
-		s.Processes = nil
-		if n > 0 {
-			s.Processes = []snapshot.Process{}
-		}
-		for i := range n {
-			p := base.Processes[i%len(base.Processes)]
-			p.PID = 100 + i
-			p.Comm += " <&> \"\\ \u2028"
-			s.Processes = append(s.Processes, p)
-		}
-		var want, got bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(&s); err != nil {
-			t.Fatal(err)
-		}
-		// The processes encoded here, or already for the store.
-		stored := make([][]byte, len(s.Processes))
-		for i := range stored {
-			if stored[i], err = json.Marshal(&s.Processes[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, encoded := range [][][]byte{nil, stored} {
-			got.Reset()
-			if err := writeSnapshotJSON(&got, &s, encoded); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got.Bytes(), want.Bytes()) {
-				t.Errorf("%d processes (stored JSON given: %t): writer printed\n%s\nencoder printed\n%s", n, encoded != nil, got.Bytes(), want.Bytes())
-			}
-		}
-	}
 }
 
 // A tenant's right-to-left override in its command line reaches --json as

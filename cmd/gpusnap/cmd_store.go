@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -63,7 +64,7 @@ func runStoreCheck(_ context.Context, g globals, _ storeCheckOptions) error {
 		out.Problems = []string{}
 	}
 	if g.JSON {
-		if err := printJSON(g.Stdout, out); err != nil {
+		if err := render.JSON(g.Stdout, out); err != nil {
 			return err
 		}
 	} else if out.OK {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/metrics"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
 	"github.com/gpusnap/gpusnap/watch"
 )
@@ -66,7 +67,7 @@ func runStoreCheckpoint(_ context.Context, g globals, o storeCheckpointOptions) 
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.Stdout, struct {
+		return render.JSON(g.Stdout, struct {
 			store.TreeHead
 			Checkpoint string `json:"checkpoint"`
 		}{head, string(note)})
@@ -137,7 +138,7 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 	}
 	checkSeals(g, rep, time.Now())
 	if g.JSON {
-		if err := printJSON(g.Stdout, struct {
+		if err := render.JSON(g.Stdout, struct {
 			Path               string `json:"path"`
 			OK                 bool   `json:"ok"`
 			CheckpointVerified bool   `json:"checkpoint_signature_verified"`

@@ -14,6 +14,7 @@ import (
 	"github.com/gpusnap/gpusnap/bundle"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/render"
 )
 
 func verifyCommand() *cli.Command {
@@ -62,7 +63,7 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if g.JSON {
-		if err := printJSON(g.Stdout, struct {
+		if err := render.JSON(g.Stdout, struct {
 			File   string `json:"file"`
 			Intact bool   `json:"intact"`
 			*bundle.Verification

@@ -8,9 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/gpusnap/gpusnap/eventlog"
 )
 
 // TestWatchSystemdUnit: the unit in contrib/systemd runs watch with flags
@@ -67,26 +64,5 @@ func verifyUnit(t *testing.T, unit string) {
 	out, err := exec.Command("systemd-analyze", "verify", "--man=no", path).CombinedOutput()
 	if err != nil {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
-	}
-}
-
-// events says what NVML reported of a GPU in words, MIG instance included.
-func TestEventLineGPUEvents(t *testing.T) {
-	gi, ci := uint32(1), uint32(0)
-	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		e    eventlog.Event
-		want string
-	}{
-		{eventlog.Event{Time: at, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUEvent: eventlog.GPUEventXid, Xid: 79, GPUUUID: "GPU-0"},
-			"gpu_event nvml Xid 79 on GPU-0"},
-		{eventlog.Event{Time: at, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUEvent: eventlog.GPUEventECCDoubleBit, GPUUUID: "GPU-1", GPUInstanceID: &gi, ComputeInstanceID: &ci},
-			"gpu_event nvml double-bit (uncorrectable) ECC error on GPU-1 (MIG GPU instance 1, compute instance 0)"},
-		{eventlog.Event{Time: at, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUEvent: eventlog.GPUEventGPULost, Note: "its GPU events are not watched after this"},
-			"gpu_event nvml GPU lost on a GPU NVML did not name (its GPU events are not watched after this)"},
-	} {
-		if got := eventLine(&tc.e); !strings.HasSuffix(got, tc.want) {
-			t.Errorf("eventLine = %q, want it to end in %q", got, tc.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package bundle
+package render
 
 import (
 	"fmt"
@@ -71,7 +71,53 @@ type process struct {
 
 type diffLine struct{ Class, Text string }
 
-func newReport(in Input) *report {
+// BundleInput is what the bundle's report pages are rendered from.
+type BundleInput struct {
+	Before *snapshot.Snapshot // FROM
+	After  *snapshot.Snapshot // TO
+	Result *diff.Result       // the diff of Before and After
+	// Version is the gpusnap writing the pages; UID the uid it ran as.
+	Version string
+	UID     int
+	// TenantStart and TenantEnd place the tenant's job on the time line;
+	// zero when not known.
+	TenantStart, TenantEnd time.Time
+	// Events is what watch recorded between the snapshots, or nil.
+	Events eventlog.Source
+	// MapsDir and RawDir are where the bundle holds each process's maps
+	// diff and kernel text: the pages name those files.
+	MapsDir, RawDir string
+}
+
+// Pages are the bundle's report pages and the processes they show.
+type Pages struct {
+	Markdown, HTML []byte
+	// Processes are the processes involved, in the pages' order.
+	Processes []Involved
+}
+
+// Involved is a process the pages show: its PID@START and the kernel text
+// its snapshot kept (nil: none), which the bundle stores beside the pages.
+type Involved struct {
+	Key string
+	Raw *snapshot.Raw
+}
+
+// BundlePages renders report.md and report.html of in.
+func BundlePages(in BundleInput) (*Pages, error) {
+	r := newReport(in)
+	html, err := r.html()
+	if err != nil {
+		return nil, err
+	}
+	pages := &Pages{Markdown: r.markdown(), HTML: html}
+	for _, p := range r.Processes {
+		pages.Processes = append(pages.Processes, Involved{Key: p.Key, Raw: p.Raw})
+	}
+	return pages, nil
+}
+
+func newReport(in BundleInput) *report {
 	r := &report{
 		Tenant:  safetext.Escape(in.Result.Tenant),
 		Version: safetext.Escape(in.Version),
@@ -216,7 +262,7 @@ func nonEmpty(fs []field) []field {
 
 // processIndex finds a process of either snapshot by PID@START; TO wins, as
 // the state the findings are about.
-func processIndex(in Input) map[string]*snapshot.Process {
+func processIndex(in BundleInput) map[string]*snapshot.Process {
 	byKey := map[string]*snapshot.Process{}
 	for _, s := range []*snapshot.Snapshot{in.Before, in.After} {
 		for i := range s.Processes {
@@ -228,14 +274,14 @@ func processIndex(in Input) map[string]*snapshot.Process {
 
 // processes are the processes involved: those the findings name, in report
 // order, then those with a maps diff and no finding.
-func processes(in Input) []process {
+func processes(in BundleInput) []process {
 	byKey := processIndex(in)
 	var out []process
 	seen := map[string]bool{}
 	add := func(key string, ref *diff.ProcessRef) {
 		if !seen[key] {
 			seen[key] = true
-			out = append(out, processView(key, byKey[key], ref, in.Result.MapsDiffs))
+			out = append(out, processView(in, key, byKey[key], ref))
 		}
 	}
 	for _, f := range ordered(in.Result.Findings) {
@@ -254,7 +300,7 @@ func processes(in Input) []process {
 	return out
 }
 
-func processView(key string, p *snapshot.Process, ref *diff.ProcessRef, mapsDiffs map[string]string) process {
+func processView(in BundleInput, key string, p *snapshot.Process, ref *diff.ProcessRef) process {
 	v := process{Key: key}
 	switch {
 	case p != nil:
@@ -280,10 +326,10 @@ func processView(key string, p *snapshot.Process, ref *diff.ProcessRef, mapsDiff
 		})
 	}
 	if v.Raw != nil {
-		v.RawDir = DirRaw + "/" + key + "/"
+		v.RawDir = in.RawDir + "/" + key + "/"
 	}
-	if text, ok := mapsDiffs[key]; ok {
-		v.DiffFile = DirMaps + "/" + key + ".diff"
+	if text, ok := in.Result.MapsDiffs[key]; ok {
+		v.DiffFile = in.MapsDir + "/" + key + ".diff"
 		v.Diff = diffLines(text)
 	}
 	return v
@@ -315,7 +361,7 @@ func diffLines(text string) []diffLine {
 
 // timeline puts the two captures, the tenant's job where known and each
 // involved process's start in order.
-func timeline(in Input, procs []process) []event {
+func timeline(in BundleInput, procs []process) []event {
 	var evs []event
 	add := func(t time.Time, what string) {
 		if !t.IsZero() {
@@ -354,7 +400,7 @@ const maxTimelineEvents = 500
 // watchEvents are the time line's lines from the event log: the watch's
 // starts, stops and losses, NVML's ECC errors and lost GPUs, and every
 // event of a process a finding names.
-func watchEvents(in Input, procs []process) []event {
+func watchEvents(in BundleInput, procs []process) []event {
 	if in.Events == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package bundle
+package render
 
 import (
 	"bytes"
@@ -177,7 +177,7 @@ func (r *report) html() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	if err := reportTemplate().Execute(&b, data); err != nil {
-		return nil, fmt.Errorf("bundle: report.html: %w", err)
+		return nil, fmt.Errorf("render: report.html: %w", err)
 	}
 	return b.Bytes(), nil
 }

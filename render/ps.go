@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"cmp"
@@ -18,6 +18,12 @@ import (
 // psTableWidth is what ps's table fits without --wide: a terminal of 120
 // columns, the last column cut to what is left.
 const psTableWidth = 120
+
+// PsProcess is a process of ps's report with its triage verdict.
+type PsProcess struct {
+	snapshot.Process
+	Triage diff.Triage `json:"triage"`
+}
 
 // psGPUFigures are what NVML says of one process across its GPUs: their
 // indexes, its memory on them, its highest SM utilization.
@@ -39,7 +45,7 @@ type psColumn struct {
 
 // psRow is one process with what the table needs beside it.
 type psRow struct {
-	psProcess
+	PsProcess
 	gpu psGPUFigures
 	now time.Time // the capture's: STARTED shows a clock time within a day of it
 }
@@ -73,12 +79,12 @@ var psColumns = []psColumn{
 	{"COMMAND", -1, false, psCommandLine}, // last: cut to what the width leaves
 }
 
-// printPsTable prints one row per process, the columns cut to fit
+// PsTable prints one row per process, the columns cut to fit
 // psTableWidth (a cut value ends in "…") unless wide, where every column is
 // shown whole. Every process-controlled string (comm, exe, paths, unit
 // names) is escaped: a hostile name cannot forge rows or drive the
 // terminal. A suspect's row is followed by a why line naming the evidence.
-func printPsTable(w io.Writer, procs []psProcess, gpus []snapshot.GPUUse, now time.Time, wide bool) error {
+func PsTable(w io.Writer, procs []PsProcess, gpus []snapshot.GPUUse, now time.Time, wide bool) error {
 	figures := psFigures(gpus)
 	var cols []psColumn
 	for _, c := range psColumns {
@@ -92,7 +98,7 @@ func printPsTable(w io.Writer, procs []psProcess, gpus []snapshot.GPUUse, now ti
 		widths[i] = utf8.RuneCountInString(c.head)
 	}
 	for r, pp := range procs {
-		row := psRow{psProcess: pp, gpu: figures[pp.Key()], now: now}
+		row := psRow{PsProcess: pp, gpu: figures[pp.Key()], now: now}
 		for i, c := range cols {
 			v := c.value(row)
 			if !wide && c.width > 0 {

@@ -1,4 +1,4 @@
-package diff
+package render
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
@@ -16,17 +17,18 @@ import (
 // --json carries all of it.
 const textEvidenceLines = 20
 
-// WriteJSON writes the result as the diff object of docs/spec.md (JSON).
-func WriteJSON(w io.Writer, r *Result) error {
+// JSON writes v indented by two spaces, one value and a newline: what every
+// --json prints (a diff's result is the object docs/spec.md (JSON) names).
+func JSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
-// WriteText writes the report an operator reads: one summary line, then the
+// ResultText writes the report an operator reads: one summary line, then the
 // findings by severity, highest first, each with its evidence. Every string a
 // process controls (comm, exe, cmdline, paths, maps lines) is escaped.
-func WriteText(w io.Writer, r *Result) error {
+func ResultText(w io.Writer, r *diff.Result) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, summaryLine(r))
 	if r.Check != nil {
@@ -37,7 +39,7 @@ func WriteText(w io.Writer, r *Result) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(b, "note: %s\n", safetext.Escape(n))
 	}
-	var current Severity = -1
+	var current diff.Severity = -1
 	for i := range r.Findings {
 		f := &r.Findings[i]
 		if f.Severity != current {
@@ -63,11 +65,11 @@ func WriteText(w io.Writer, r *Result) error {
 }
 
 // summaryLine: counts by severity, the tenant, and the two snapshots with their times.
-func summaryLine(r *Result) string {
+func summaryLine(r *diff.Result) string {
 	var counts []string
-	for s := Critical; s >= Info; s-- {
+	for s := diff.Critical; s >= diff.Info; s-- {
 		name := s.String()
-		if n := r.Summary.BySeverity[name]; n > 0 || s != Critical {
+		if n := r.Summary.BySeverity[name]; n > 0 || s != diff.Critical {
 			counts = append(counts, fmt.Sprintf("%d %s", n, name))
 		}
 	}
@@ -95,7 +97,7 @@ func summaryLine(r *Result) string {
 		r.From, captureTime(r.FromTime), r.To, captureTime(r.ToTime))
 }
 
-func writeFinding(b *bufio.Writer, f *Finding) {
+func writeFinding(b *bufio.Writer, f *diff.Finding) {
 	fmt.Fprintf(b, "  %s: %s\n", f.Kind, safetext.Escape(f.Summary))
 	if p := f.Process; p != nil && p.StartTime == 0 && p.Comm == "" {
 		fmt.Fprintf(b, "    process: pid %d, no process behind it\n", p.PID)
@@ -144,4 +146,12 @@ func writeFinding(b *bufio.Writer, f *Finding) {
 		}
 		fmt.Fprintf(b, "      %s\n", safetext.Escape(e))
 	}
+}
+
+// captureTime is when a snapshot was taken, for report lines.
+func captureTime(t time.Time) string {
+	if t.IsZero() {
+		return "time unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
 }

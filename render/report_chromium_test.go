@@ -1,4 +1,4 @@
-package bundle
+package render
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func TestReportHTMLInChromium(t *testing.T) {
 	}
 
 	page := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(page, memberData(t, writeBundle(t, testInput()), "data/"+FileReportHTM), 0o644); err != nil {
+	if err := os.WriteFile(page, pages(t, testInput()).HTML, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dom, console := chromium(t, page, "--dump-dom")

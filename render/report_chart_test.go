@@ -1,4 +1,4 @@
-package bundle
+package render
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ const chartGPU = "GPU-3f2a0000-1111-2222-3333-444455556666"
 // chartInput is testInput with an hour of watch's samples on the ghost's
 // GPU: SM flat at 98% from minute 30 (the ghost's start), 30 GiB used, one
 // interval no sample reported, and the ghost's own shape there.
-func chartInput() Input {
+func chartInput() BundleInput {
 	in := testInput()
 	start := in.Before.Host.CaptureStart
 	s := diff.GPUSeries{GPU: chartGPU, Start: start, Step: time.Minute}
@@ -93,7 +93,7 @@ func TestChartMarksBounded(t *testing.T) {
 // ghost's mark linking to its finding.
 func TestReportChartInChromium(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "report.html")
-	if err := os.WriteFile(page, memberData(t, writeBundle(t, chartInput()), "data/"+FileReportHTM), 0o644); err != nil {
+	if err := os.WriteFile(page, pages(t, chartInput()).HTML, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dom, console := chromium(t, page, "--dump-dom")
