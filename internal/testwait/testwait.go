@@ -6,6 +6,9 @@ package testwait
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,4 +40,26 @@ func Until(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	if err := For(timeout, what, cond); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ClockPast waits until the kernel's file clock has moved past path's
+// ctime, so that a change to path after it returns gives path a later ctime
+// and mtime: the clock is coarse (a tick, up to 10 ms) and a test of a
+// cache keyed on those times must not rely on a lucky tick.
+func ClockPast(t testing.TB, path string) {
+	t.Helper()
+	var target syscall.Stat_t
+	if err := syscall.Stat(path, &target); err != nil {
+		t.Fatal(err)
+	}
+	// The probe is in a directory of its own: one beside path would change
+	// the times of path's directory.
+	probe := filepath.Join(t.TempDir(), "clock")
+	Until(t, 5*time.Second, "the file clock to pass the ctime of "+path, func() bool {
+		var st syscall.Stat_t
+		if os.WriteFile(probe, nil, 0o600) != nil || syscall.Stat(probe, &st) != nil {
+			return false
+		}
+		return st.Ctim.Nano() > target.Ctim.Nano()
+	})
 }

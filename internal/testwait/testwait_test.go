@@ -2,9 +2,12 @@ package testwait
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -39,6 +42,30 @@ func TestForTimesOutNamingWhat(t *testing.T) {
 	// 1+2+4+8+16+32 ms, then steps of maxStep: at least 8 tries in 300 ms.
 	if n := tries.Load(); n < 8 {
 		t.Errorf("%d tries in 300ms, want the backoff to keep polling", n)
+	}
+}
+
+// After ClockPast, a file changed gets a ctime later than the one path had.
+func TestClockPastMovesCtime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	for range 20 {
+		if err := os.WriteFile(path, []byte("a"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var before, after syscall.Stat_t
+		if err := syscall.Stat(path, &before); err != nil {
+			t.Fatal(err)
+		}
+		ClockPast(t, path)
+		if err := os.Chmod(path, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(path, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Ctim.Nano() <= before.Ctim.Nano() {
+			t.Fatalf("ctime %d after ClockPast and a chmod, want past %d", after.Ctim.Nano(), before.Ctim.Nano())
+		}
 	}
 }
 
