@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // TestKprobeMatchesTracepoint runs the kprobe and the tracepoint hooks side
@@ -32,10 +34,8 @@ func TestKprobeMatchesTracepoint(t *testing.T) {
 		users[uint32(pid)] = true
 	}
 	// Each user's exit is its last event: wait for both hooks to have them all.
-	deadline := time.Now().Add(30 * time.Second)
-	for !(kpc.exited(users) && tpc.exited(users)) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// On timeout the counts below say what each hook lacks.
+	_ = testwait.For(30*time.Second, "both hooks to report every user's exit", func() bool { return kpc.exited(users) && tpc.exited(users) })
 	kp.Close()
 	tp.Close()
 	got, want := kpc.wait(users), tpc.wait(users)

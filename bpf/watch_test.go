@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // matrixEnv is set in the kernel matrix's guests (scripts/kernel-matrix.sh),
@@ -96,28 +98,25 @@ func checkShortUsers(t *testing.T, w *Watch, n int) {
 	}()
 	began := time.Now()
 	pids := runDeviceUsers(t, node, n)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	c := 0
+	_ = testwait.For(30*time.Second, "every device user fully reported", func() bool {
 		mu.Lock()
-		c := 0
+		defer mu.Unlock()
+		c = 0
 		for _, pid := range pids {
 			if s := users[uint32(pid)]; s != nil && s.open && s.mmap && s.exit {
 				c++
 			}
 		}
-		mu.Unlock()
-		if c == len(pids) || time.Now().After(deadline) {
-			lost, _ := w.Lost()
-			t.Logf("matrix: %s caught %d/%d short-lived device users (%s; lost %d)", w.Hook, c, len(pids), time.Since(began).Round(time.Millisecond), lost)
-			// On a shared host a flood of other tests' device users can
-			// fill the ring buffer: with events lost, who lost them is not
-			// known. In a matrix guest nothing else runs.
-			if c != len(pids) && (lost == 0 || os.Getenv(matrixEnv) != "") {
-				t.Errorf("%s: %d of %d device users fully reported, %d events lost", w.Hook, c, len(pids), lost)
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		return c == len(pids)
+	})
+	lost, _ := w.Lost()
+	t.Logf("matrix: %s caught %d/%d short-lived device users (%s; lost %d)", w.Hook, c, len(pids), time.Since(began).Round(time.Millisecond), lost)
+	// On a shared host a flood of other tests' device users can fill the
+	// ring buffer: with events lost, who lost them is not known. In a
+	// matrix guest nothing else runs.
+	if c != len(pids) && (lost == 0 || os.Getenv(matrixEnv) != "") {
+		t.Errorf("%s: %d of %d device users fully reported, %d events lost", w.Hook, c, len(pids), lost)
 	}
 	w.Close()
 	<-done

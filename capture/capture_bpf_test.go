@@ -15,6 +15,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -60,16 +61,19 @@ func bpfAndProcAgree(t *testing.T) {
 	boxed := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{Container: true})
 
 	// Churn: short-lived processes throughout the captures.
-	stop := make(chan struct{})
+	stop, churning := make(chan struct{}), make(chan struct{})
 	var churn sync.WaitGroup
 	churn.Go(func() {
-		for {
+		for first := true; ; first = false {
 			select {
 			case <-stop:
 				return
 			default:
 			}
 			_ = exec.Command("sh", "-c", "true & true & wait").Run()
+			if first {
+				close(churning)
+			}
 		}
 	})
 	// A foreign process can change and change back between the captures
@@ -79,7 +83,7 @@ func bpfAndProcAgree(t *testing.T) {
 	var r1 stillRound
 	func() {
 		defer func() { close(stop); churn.Wait() }()
-		time.Sleep(50 * time.Millisecond)
+		<-churning
 		r1 = compareStill(t, nil)
 	}()
 	both, devices, before, procSnap := r1.both, r1.devices, r1.before, r1.proc
@@ -242,17 +246,10 @@ func TestBPFReadsThroughALiveThread(t *testing.T) {
 		t.Skipf("gcc: %v: %s", err, out)
 	}
 	pid := startReady(t, exec.Command(bin, "--marker"))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, fmt.Sprintf("pid %d's leader to exit", pid), func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err == nil && strings.Contains(string(stat), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d's leader did not exit: %s %v", pid, stat, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(stat), ") Z ")
+	})
 	snap := capturePath(t, capture.PathBPF)
 	for _, p := range snap.Processes {
 		if p.PID != pid {

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -178,7 +178,7 @@ func TestLiveBinaryCacheReuse(t *testing.T) {
 	if p := captureTenant(); p.ExeSHA256 != planted {
 		t.Errorf("an unchanged binary was read again: %q, want the cached %s", p.ExeSHA256, planted)
 	}
-	time.Sleep(20 * time.Millisecond) // past a coarse clock's tick
+	testwait.ClockPast(t, exe)
 	if err := os.Chmod(exe, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestLiveBinaryCacheOwners(t *testing.T) {
 	if got := owner(); got != "planted" {
 		t.Errorf("a .list edited in place under the same stamp: owner %q, want the cached planted", got)
 	}
-	time.Sleep(20 * time.Millisecond)
+	testwait.ClockPast(t, info)
 	write(filepath.Join(info, "other.list-new"), "/usr/bin/other\n")
 	if err := os.Rename(filepath.Join(info, "other.list-new"), filepath.Join(info, "other.list")); err != nil {
 		t.Fatal(err)

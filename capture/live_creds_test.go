@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -61,13 +62,11 @@ func startCmd(t *testing.T, name string, args ...string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/comm"); err == nil && string(comm) == "sleep\n" {
-			return c.Process.Pid
-		}
-	}
-	t.Fatalf("%s did not exec sleep within 10s", name)
-	return 0
+	testwait.Until(t, 10*time.Second, name+" to exec sleep", func() bool {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/comm")
+		return err == nil && string(comm) == "sleep\n"
+	})
+	return c.Process.Pid
 }
 
 // statusIDs reads the real and effective uid and NSpid of pid from status.

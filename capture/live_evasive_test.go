@@ -6,6 +6,7 @@ package capture_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -152,13 +154,9 @@ func TestLiveHiddenProcess(t *testing.T) {
 		if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
-			if time.Now().After(deadline) {
-				t.Fatalf("pid %d not reaped after SIGKILL", pid)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("pid %d to be reaped after SIGKILL", pid), func() bool {
+			return errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+		})
 		snap := capturePath(t, capture.PathProc)
 		for _, h := range snap.Scan.Hidden {
 			if h.PID == pid {

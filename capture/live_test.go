@@ -26,6 +26,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -586,14 +587,8 @@ func TestLiveOtherPIDNamespaceProcfs(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if i == 200 {
-			t.Skip("a procfs of a new pid namespace could not be mounted here")
-		}
-		time.Sleep(25 * time.Millisecond)
+	if testwait.For(5*time.Second, "the new pid namespace's procfs", func() bool { _, err := os.Stat(ready); return err == nil }) != nil {
+		t.Skip("a procfs of a new pid namespace could not be mounted here")
 	}
 	snap, err := capture.Capture(context.Background(), capture.Options{ProcRoot: mnt})
 	if err != nil {

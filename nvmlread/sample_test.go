@@ -141,7 +141,7 @@ func TestSamplerReplaysFixtureSeries(t *testing.T) {
 		if g.Utilization == nil || g.Utilization.GPU != 98 || len(g.ProcessUtilization) != 1 || g.ProcessUtilization[0].SMUtil != 98 {
 			t.Fatalf("at 1s: %+v", g)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // workload: the next read comes after this one's stamps
 	}
 	// A snapshot reads the fixture's own devices, never the series.
 	n, _ = (Options{FixturePath: path}).ReadNVML()

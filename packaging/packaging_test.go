@@ -268,7 +268,7 @@ func TestPruneUnit(t *testing.T) {
 	if err := os.Chtimes(old, longAgo, longAgo); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // workload: the snapshots age past GPUSNAP_RETAIN_SNAPSHOTS=1ms
 	env := []string{"PATH=/usr/bin:/bin"}
 	for k, v := range defaults(t) {
 		env = append(env, k+"="+v)

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 func md5hex(s string) string {
@@ -147,7 +148,7 @@ func TestStamp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	testwait.ClockPast(t, status)
 	if err := os.WriteFile(status, []byte("Package: coreutilz\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

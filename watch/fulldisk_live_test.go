@@ -3,12 +3,14 @@ package watch
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // TestLiveFullDiskKeepsTransients runs a watch whose store lives on a real,
@@ -22,20 +24,18 @@ func TestLiveFullDiskKeepsTransients(t *testing.T) {
 	mnt := livetest.SmallTmpfs(t, 1<<20)
 	db := filepath.Join(mnt, "gpusnap.db")
 	w := startWatch(t, db, Options{Mode: ModeBPF})
-	time.Sleep(300 * time.Millisecond) // the start record's flush
+	w.waitLogged(t, "the start record on disk", func(events []eventlog.Event) bool {
+		return slices.ContainsFunc(events, func(e eventlog.Event) bool { return e.Kind == eventlog.KindWatchStart })
+	})
 	filler := livetest.FillDisk(t, mnt)
 	pids := livetest.Burst(t, bin, loop.Node, 40)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(w.log.String(), "no space left") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !strings.Contains(w.log.String(), "no space left") {
-		t.Fatalf("the watch never met the full disk: %s", w.log.String())
-	}
+	testwait.Until(t, 20*time.Second, "the watch to meet the full disk", func() bool {
+		return strings.Contains(w.log.String(), "no space left")
+	})
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	w.waitLogged(t, "every worker's open in the log", logged(pids, eventlog.KindOpen))
 	w.stop(t)
 	res := readAll(t, db)
 	if res.Broken != 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/nvmlread"
 )
 
@@ -30,7 +31,7 @@ func eventServer(t *testing.T, waits ...func(srv *server.Server) (nvml.EventData
 		mu.Lock()
 		if len(waits) == 0 {
 			mu.Unlock()
-			time.Sleep(time.Duration(ms) * time.Millisecond)
+			time.Sleep(time.Duration(ms) * time.Millisecond) // workload: NVML's wait blocks for its timeout
 			return nvml.EventData{}, nvml.ERROR_TIMEOUT
 		}
 		w := waits[0]
@@ -119,10 +120,7 @@ func TestWatchRecordsGPUEvents(t *testing.T) {
 		strings.Contains(blind, uuid(0)) {
 		t.Errorf("watch_start blind spots: %q", start.Blind)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(set.FreeCalls()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // the GPU lost ends the waiting and frees the set
-	}
+	testwait.Until(t, 20*time.Second, "the GPU lost to end the waiting and free the event set", func() bool { return len(set.FreeCalls()) > 0 })
 	stop()
 	var got []eventlog.Event
 	for _, e := range readAll(t, db).Events {
@@ -162,14 +160,20 @@ func TestWatchRecordsGPUEvents(t *testing.T) {
 // NVML that never answers a wait does not hold up the watch's stop.
 func TestWatchStopsWithNVMLHung(t *testing.T) {
 	srv, set := eventServer(t)
-	hung := make(chan struct{})
+	hung, waiting := make(chan struct{}), make(chan struct{})
 	defer close(hung)
+	var once sync.Once
 	set.WaitFunc = func(uint32) (nvml.EventData, nvml.Return) {
+		once.Do(func() { close(waiting) })
 		<-hung
 		return nvml.EventData{}, nvml.ERROR_TIMEOUT
 	}
 	_, _, log, stop := runWatchWith(t, srv)
-	time.Sleep(100 * time.Millisecond) // the wait is under way
+	select {
+	case <-waiting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watch never waited for NVML's events")
+	}
 	if took := stop(); took > 5*time.Second {
 		t.Errorf("the watch took %s to stop", took)
 	}

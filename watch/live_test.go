@@ -12,6 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -93,6 +94,47 @@ func (r *running) stop(t *testing.T) Stats {
 	return r.stats
 }
 
+// waitLogged waits until the events the watch has written, as a reader sees
+// them while it runs, satisfy cond. On timeout the test fails naming what,
+// and goes on: its own checks then say what is missing.
+func (r *running) waitLogged(t *testing.T, what string, cond func([]eventlog.Event) bool) {
+	t.Helper()
+	err := testwait.For(20*time.Second, what, func() bool {
+		res, _ := eventlog.ReadEvents(eventlog.JournalDir(r.db), time.Time{}, time.Time{})
+		return cond(res.Events)
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// logged is a condition for waitLogged: each of pids has an event of each
+// of kinds in the log (with no kinds, an event of any kind).
+func logged(pids []int, kinds ...string) func([]eventlog.Event) bool {
+	return func(events []eventlog.Event) bool {
+		seen := map[int]map[string]bool{}
+		for _, e := range events {
+			if e.Process != nil {
+				if seen[e.Process.PID] == nil {
+					seen[e.Process.PID] = map[string]bool{}
+				}
+				seen[e.Process.PID][e.Kind] = true
+			}
+		}
+		for _, pid := range pids {
+			if seen[pid] == nil {
+				return false
+			}
+			for _, k := range kinds {
+				if !seen[pid][k] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
 func readAll(t *testing.T, db string) eventlog.ReadResult {
 	t.Helper()
 	res, err := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
@@ -134,7 +176,7 @@ func TestLiveBPFCatchesShortWorkers(t *testing.T) {
 	began := time.Now()
 	pids := livetest.Burst(t, bin, loop.Node, n)
 	t.Logf("%d workers ran in %s", len(pids), time.Since(began))
-	time.Sleep(300 * time.Millisecond)
+	w.waitLogged(t, "every worker's exec, open, mapping and exit", logged(pids, eventlog.KindExec, eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExit))
 	ended := time.Now()
 	stats := w.stop(t)
 	t.Logf("stats: %+v; mean latency %s", stats, stats.SumLatency/time.Duration(max(stats.Timed, 1)))
@@ -190,7 +232,15 @@ func TestLiveBPFContainerAttributed(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	w := startWatch(t, db, Options{Mode: ModeBPF})
 	c, nsPIDs := livetest.BurstInContainer(t, bin, loop, 5)
-	time.Sleep(300 * time.Millisecond)
+	w.waitLogged(t, "an open of each container worker", func(events []eventlog.Event) bool {
+		n := 0
+		for _, e := range events {
+			if e.Kind == eventlog.KindOpen && e.Process.ContainerID == c.ID {
+				n++
+			}
+		}
+		return n >= len(nsPIDs)
+	})
 	w.stop(t)
 	inside := map[int]bool{}
 	for _, p := range nsPIDs {
@@ -223,12 +273,12 @@ func TestLiveWatchRestarted(t *testing.T) {
 	w := startWatch(t, db, Options{})
 	from := time.Now()
 	before := livetest.Burst(t, bin, loop.Node, 3)
-	time.Sleep(200 * time.Millisecond)
+	w.waitLogged(t, "the workers run before the restart", logged(before))
 	w.stop(t)
 	missed := livetest.Burst(t, bin, loop.Node, 3)
 	w = startWatch(t, db, Options{})
 	after := livetest.Burst(t, bin, loop.Node, 3)
-	time.Sleep(200 * time.Millisecond)
+	w.waitLogged(t, "the workers run after the restart", logged(after))
 	to := time.Now()
 	w.stop(t)
 	res := readAll(t, db)
@@ -250,7 +300,7 @@ func TestLiveWatchRestarted(t *testing.T) {
 }
 
 // TestLiveFallbackSeesHolder runs the fallback: a process that keeps the
-// device open and mapped for 2s is recorded, and its end.
+// device open and mapped is recorded by a rescan, and its end by a later one.
 func TestLiveFallbackSeesHolder(t *testing.T) {
 	if _, err := os.Stat("/proc/self/ns/pid"); err != nil {
 		t.Skip("no /proc")
@@ -262,20 +312,21 @@ func TestLiveFallbackSeesHolder(t *testing.T) {
 		t.Errorf("start record: %+v", w.start)
 	}
 	holder := livetest.Hold(t, loop.Node)
-	time.Sleep(2 * time.Second)
-	holder.Kill(t)
-	// A loaded host slows the rescans: wait for what they must find.
 	var using, exit bool
-	for deadline := time.Now().Add(20 * time.Second); !(using && exit) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		res, _ := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
-		for _, e := range res.Events {
+	seen := func(events []eventlog.Event) bool {
+		for _, e := range events {
 			if e.Process == nil || e.Process.PID != holder.PID || e.Process.StartTime != holder.StartTime {
 				continue
 			}
 			using = using || e.Kind == eventlog.KindUsing && e.Device.Path == loop.Node
 			exit = exit || e.Kind == eventlog.KindExit
 		}
+		return using && exit
 	}
+	// A loaded host slows the rescans: wait for what they must find.
+	w.waitLogged(t, "a rescan to find the holder", func(events []eventlog.Event) bool { seen(events); return using })
+	holder.Kill(t)
+	w.waitLogged(t, "a rescan to find the holder gone", seen)
 	w.stop(t)
 	if !using || !exit {
 		t.Errorf("holder %d: using %v, exit %v", holder.PID, using, exit)
@@ -305,7 +356,15 @@ func TestLiveBPFForkedChildIsADeviceUser(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	w := startWatch(t, db, Options{Mode: ModeBPF})
 	sc := livetest.StartGhost(t, loop, livetest.Options{})
-	time.Sleep(300 * time.Millisecond)
+	w.waitLogged(t, "the ghost's inherit records of rw, r and rw-s", func(events []eventlog.Event) bool {
+		ways := map[string]bool{}
+		for _, e := range events {
+			if e.Kind == eventlog.KindInherit && e.Process.PID == sc.Ghost.PID {
+				ways[e.Access+e.Perms] = true
+			}
+		}
+		return ways["rw"] && ways["r"] && ways["rw-s"]
+	})
 	w.stop(t)
 	got := map[string]bool{}
 	for _, e := range readAll(t, db).Events {
@@ -343,9 +402,7 @@ func TestLiveTracepointSeesIOUringAndIA32(t *testing.T) {
 	}
 	uring := livetest.IOUringOpen(t, loop.Node)
 	ia32 := livetest.IA32OpenMap(t, loop.Node)
-	time.Sleep(300 * time.Millisecond)
-	w.stop(t)
-	procs := byPID(readAll(t, db).Events)
+	var procs map[int][]eventlog.Event
 	count := func(pid int, kind, access string) int {
 		n := 0
 		for _, e := range procs[pid] {
@@ -356,6 +413,12 @@ func TestLiveTracepointSeesIOUringAndIA32(t *testing.T) {
 		}
 		return n
 	}
+	w.waitLogged(t, "the io_uring and 32-bit processes' opens and mapping", func(events []eventlog.Event) bool {
+		procs = byPID(events)
+		return count(uring, eventlog.KindOpen, "rw") >= 2 && count(ia32, eventlog.KindOpen, "rw") >= 1 && count(ia32, eventlog.KindMmap, "rw-s") >= 1
+	})
+	w.stop(t)
+	procs = byPID(readAll(t, db).Events)
 	if n := count(uring, eventlog.KindOpen, "rw"); n != 2 {
 		t.Errorf("io_uring opener %d: %d rw opens recorded, want 2: %+v", uring, n, procs[uring])
 	}

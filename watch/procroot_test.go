@@ -116,7 +116,7 @@ func TestWatchHostileDevices(t *testing.T) {
 			started := make(chan struct{})
 			var err error
 			within(t, 20*time.Second, "watch on a hostile tree", func() {
-				go func() { <-started; time.Sleep(300 * time.Millisecond); cancel() }()
+				go func() { <-started; time.Sleep(300 * time.Millisecond); cancel() }() // workload: six rescans of the hostile tree
 				_, err = Run(ctx, Options{DB: filepath.Join(t.TempDir(), "gpusnap.db"), ProcRoot: root, Mode: ModeFallback,
 					Interval: 50 * time.Millisecond, NVML: nvmlread.Options{Disabled: true}, Log: &log,
 					Started: func(eventlog.Event) { close(started) }})

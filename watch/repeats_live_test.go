@@ -77,7 +77,17 @@ sample:
 			peak = max(peak, ms.HeapInuse)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Each flood's exit follows all its opens in the ring buffer: once it is
+	// in the log, the watch has read them all, and its stop writes their
+	// last coalesced records.
+	var pids []int
+	for _, out := range outs {
+		first, _, _ := strings.Cut(out.String(), "\n")
+		if pid, err := strconv.Atoi(first); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	w.waitLogged(t, "the floods' exits", logged(pids, eventlog.KindExit))
 	stats := w.stop(t)
 	res := readAll(t, db)
 	var logBytes int64

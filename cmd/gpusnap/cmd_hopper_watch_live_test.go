@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // TestLiveHopperUnderWatch: a process that maps the node and forks and
@@ -34,11 +36,15 @@ func TestLiveHopperUnderWatch(t *testing.T) {
 	startWatch(t, g...)
 	const seconds = 8
 	reaper := livetest.Hop(t, loop.Node)
-	time.Sleep(seconds * time.Second)
+	time.Sleep(seconds * time.Second) // workload: the hopper hops under watch this long
 	if err := syscall.Kill(-reaper.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the last exits reach the log (the diff waits for TO too)
+	// Every hopper has exited once its group is empty; the diff then waits
+	// for the log to reach its TO.
+	testwait.Until(t, 20*time.Second, "the hoppers' process group to empty", func() bool {
+		return errors.Is(syscall.Kill(-reaper.PID, 0), syscall.ESRCH)
+	})
 
 	var peak uint64
 	stop := make(chan struct{})

@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // nriRuntime is NRI's runtime side as containerd embeds it, on a socket of
@@ -130,15 +131,13 @@ func syslogSink(t *testing.T, path string) *livetest.LockedBuffer {
 	return &got
 }
 
-// waitUntil polls cond for up to a minute.
+// waitUntil polls cond for up to a minute; on timeout the test fails with
+// out, what the plugin said.
 func waitUntil(t *testing.T, what string, out func() string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
+	if err := testwait.For(time.Minute, what, cond); err != nil {
+		t.Fatalf("%v:\n%s", err, out())
 	}
-	t.Fatalf("waited a minute for %s:\n%s", what, out())
 }
 
 // TestNRIPodLifecycle drives gpusnap nri through NRI's own runtime side over

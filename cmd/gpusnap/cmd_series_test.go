@@ -11,6 +11,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // writeJSON writes v as a JSON file in dir.
@@ -75,14 +76,12 @@ func TestWatchReplaysSeriesAndDiffShapesIt(t *testing.T) {
 	w := livetest.StartDaemon(t, bin, "watch", "--db", db, "--proc-root", afterProc, "--nvml-fixture", series,
 		"--mode", "fallback", "--util-interval", "100ms")
 	// 40 samples of the busy GPU in the log (a flush request writes them out).
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	err := testwait.For(time.Minute, "40 samples of the busy GPU in the log", func() bool {
 		_ = eventlog.RequestFlush(eventlog.JournalDir(db)) // refused until the watch made the log: asked again
-		if utilSamples(t, db, "GPU-busy-alone") >= 40 {
-			break
-		}
-		if w.Exited() || time.Now().After(deadline) {
-			t.Fatalf("watch recorded %d samples of the busy GPU", utilSamples(t, db, "GPU-busy-alone"))
-		}
+		return utilSamples(t, db, "GPU-busy-alone") >= 40 || w.Exited()
+	})
+	if n := utilSamples(t, db, "GPU-busy-alone"); err != nil || n < 40 {
+		t.Fatalf("watch recorded %d samples of the busy GPU (%v, exited %v)", n, err, w.Exited())
 	}
 	code, out, errs := gpusnap(t, "diff", "--tenant", "job-s", "--json", "--db", db, "--proc-root", afterProc, "--nvml-fixture", after)
 	if code != exitFindings {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // vmRSS is a process's resident memory in bytes (VmRSS of its status).
@@ -94,7 +95,7 @@ func TestLiveWatchMetricsFlood(t *testing.T) {
 	peak := before
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // workload: RSS sampled through the flood
 		peak = max(peak, vmRSS(t, d.PID()))
 	}
 	<-done
@@ -112,24 +113,18 @@ func TestLiveWatchMetricsFlood(t *testing.T) {
 		t.Errorf("the flood grew the watch by %.1f MiB (limit 48)", float64(peak-before)/(1<<20))
 	}
 	// The flood's connections are closed: a scrape is answered again.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
-		if err == nil {
-			ok := res.StatusCode == http.StatusOK
-			sc := bufio.NewScanner(res.Body)
-			found := false
-			for sc.Scan() {
-				found = found || strings.HasPrefix(sc.Text(), "gpusnap_watch_events_total")
-			}
-			res.Body.Close()
-			if ok && found {
-				break
-			}
+	var err error
+	testwait.Until(t, 30*time.Second, "a scrape answered after the flood's end", func() bool {
+		var res *http.Response
+		if res, err = (&http.Client{Timeout: 2 * time.Second}).Get(url); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no scrape answered within 30s of the flood's end: %v", err)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		found := false
+		for sc.Scan() {
+			found = found || strings.HasPrefix(sc.Text(), "gpusnap_watch_events_total")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return res.StatusCode == http.StatusOK && found
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // TestLiveWatchTransientTenant is the whole story on this host: a baseline,
@@ -147,21 +148,30 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // waitFor waits for the watch's stderr to match re and returns the first group.
 func waitFor(t *testing.T, stderr *livetest.LockedBuffer, done chan int, re *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute) // loading BPF is slow on a loaded host
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(stderr.String()); m != nil {
-			return m[1]
+	var m []string
+	exited := false
+	var code int
+	// Two minutes: loading BPF is slow on a loaded host.
+	err := testwait.For(2*time.Minute, "the watch to say "+re.String(), func() bool {
+		if m = re.FindStringSubmatch(stderr.String()); m != nil {
+			return true
 		}
 		select {
-		case code := <-done:
-			if strings.Contains(stderr.String(), "no BPF hook loads") {
-				t.Skipf("BPF test: the kernel refuses the watch programs here: %s", stderr.String())
-			}
-			t.Fatalf("watch exited %d: %s", code, stderr.String())
-		case <-time.After(50 * time.Millisecond):
+		case code = <-done:
+			exited = true
+		default:
 		}
+		return exited
+	})
+	switch {
+	case m != nil:
+		return m[1]
+	case exited && strings.Contains(stderr.String(), "no BPF hook loads"):
+		t.Skipf("BPF test: the kernel refuses the watch programs here: %s", stderr.String())
+	case exited:
+		t.Fatalf("watch exited %d: %s", code, stderr.String())
 	}
-	t.Fatalf("watch did not say %s: %s", re, stderr.String())
+	t.Fatalf("%v: %s", err, stderr.String())
 	return ""
 }
 
@@ -170,9 +180,10 @@ func waitFor(t *testing.T, stderr *livetest.LockedBuffer, done chan int, re *reg
 // and a host running other tests at load 15 once took more than 10 s.
 func waitEvents(t *testing.T, db string, pids []int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res, err := eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
+	var err error
+	if waited := testwait.For(60*time.Second, "the exit of every worker in the log", func() bool {
+		var res eventlog.ReadResult
+		res, err = eventlog.ReadEvents(eventlog.JournalDir(db), time.Time{}, time.Time{})
 		exited := map[int]bool{}
 		for _, e := range res.Events {
 			if e.Kind == eventlog.KindExit {
@@ -183,12 +194,8 @@ func waitEvents(t *testing.T, db string, pids []int) {
 		for _, p := range pids {
 			all = all && exited[p]
 		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log lacks exits after 60s (%v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return all
+	}); waited != nil {
+		t.Fatalf("%v (last read: %v)", waited, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 func TestLiveTextfileToPrometheus(t *testing.T) {
@@ -102,19 +103,14 @@ func TestLiveTextfileToPrometheus(t *testing.T) {
 	if !strings.Contains(mustRead(t, rules), expr) {
 		t.Fatalf("%s no longer holds the expression %s: update this test", rules, expr)
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var lastQuery, lastAlerts string
-	for {
+	if err := testwait.For(60*time.Second, "Prometheus to fire GpusnapHighFinding for "+nodeAddr, func() bool {
 		lastQuery = promGet(t, "http://"+promAddr+"/api/v1/query?query="+url.QueryEscape(expr))
 		lastAlerts = promGet(t, "http://"+promAddr+"/api/v1/alerts")
-		if strings.Contains(lastQuery, `"instance":"`+nodeAddr+`"`) && strings.Contains(lastQuery, `"kind":"leftover_device_mapping"`) &&
-			firing(t, lastAlerts, "GpusnapHighFinding", nodeAddr) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("within 60s Prometheus did not fire GpusnapHighFinding for %s:\nquery: %s\nalerts: %s", nodeAddr, lastQuery, lastAlerts)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return strings.Contains(lastQuery, `"instance":"`+nodeAddr+`"`) && strings.Contains(lastQuery, `"kind":"leftover_device_mapping"`) &&
+			firing(t, lastAlerts, "GpusnapHighFinding", nodeAddr)
+	}); err != nil {
+		t.Fatalf("%v:\nquery: %s\nalerts: %s", err, lastQuery, lastAlerts)
 	}
 	t.Logf("query %s: %s", expr, lastQuery)
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // waitLimit bounds each wait on Slurm: a job to end, a node to change state.
@@ -392,12 +393,8 @@ func (c *cluster) waitNode(want string) string {
 
 func (c *cluster) poll(what string, done func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !done() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("Slurm test: waited %s for %s\n%s", waitLimit, what, c.logs())
-		}
-		time.Sleep(250 * time.Millisecond)
+	if err := testwait.For(waitLimit, what, done); err != nil {
+		c.t.Fatalf("Slurm test: %v\n%s", err, c.logs())
 	}
 }
 
@@ -473,12 +470,9 @@ func kill(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
 		t.Errorf("kill %d: %v", pid, err)
 	}
-	for i := 0; i < 100; i++ {
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// A zombie whose parent does not reap it stays: that is no failure of
+	// the test, so the wait is bounded and its end not checked.
+	_ = testwait.For(2*time.Second, fmt.Sprintf("pid %d to be gone", pid), func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
 }
 
 // syslogSink is a syslog socket of the test's own, where the contrib
@@ -520,7 +514,7 @@ func (s *syslogSink) text() string {
 // expect waits briefly for a line holding every part.
 func (s *syslogSink) expect(t *testing.T, parts ...string) {
 	t.Helper()
-	for i := 0; i < 40; i++ {
+	if err := testwait.For(2*time.Second, fmt.Sprintf("a syslog line with %q", parts), func() bool {
 		sc := bufio.NewScanner(strings.NewReader(s.text()))
 		for sc.Scan() {
 			ok := true
@@ -528,12 +522,13 @@ func (s *syslogSink) expect(t *testing.T, parts ...string) {
 				ok = ok && strings.Contains(sc.Text(), p)
 			}
 			if ok {
-				return
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}); err != nil {
+		t.Errorf("%v; got:\n%s", err, s.text())
 	}
-	t.Errorf("no syslog line with %q; got:\n%s", parts, s.text())
 }
 
 func freePort(t *testing.T) int {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // requireContainers skips the test where the host refuses what a container
@@ -71,7 +73,7 @@ func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Co
 		}
 		_ = cmd.Process.Kill() // harmless once it has exited and been reaped
 		pid := cmd.Process.Pid
-		if err := waitFor(fmt.Sprintf("unshare %d to be reaped", pid), func() bool {
+		if err := testwait.For(waitLimit, fmt.Sprintf("unshare %d to be reaped", pid), func() bool {
 			_, _, err := readStat(pid)
 			return err != nil
 		}); err != nil {
@@ -137,7 +139,7 @@ func makeCgroup(t testing.TB, name string) (dir, path string) {
 	}
 	t.Cleanup(func() {
 		// A cgroup stays busy for a moment after its last process dies.
-		err := waitFor("cgroup "+dir+" to empty", func() bool {
+		err := testwait.For(waitLimit, "cgroup "+dir+" to empty", func() bool {
 			err := syscall.Rmdir(dir)
 			return err == nil || errors.Is(err, syscall.ENOENT)
 		})

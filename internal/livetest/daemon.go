@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // Daemon is a server a test started (node_exporter, Prometheus ...): its
@@ -80,20 +82,23 @@ func (d *Daemon) stop() error {
 // passes (then the test fails with the daemon's output).
 func (d *Daemon) WaitHTTP(t testing.TB, url string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
 	client := http.Client{Timeout: 2 * time.Second}
-	for {
+	var last error
+	answered := func() bool {
 		res, err := client.Get(url)
-		if err == nil {
+		if last = err; err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return
+				return true
 			}
+			last = fmt.Errorf("status %s", res.Status)
 		}
-		if d.Exited() || time.Now().After(deadline) {
-			t.Fatalf("livetest: %s did not answer %s (last error %v); it said:\n%s", d.Name, url, err, d.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}
+	ok := false
+	err := testwait.For(waitLimit, d.Name+" to answer "+url, func() bool { ok = answered(); return ok || d.Exited() })
+	if !ok {
+		t.Fatalf("livetest: %s did not answer %s (%v, last error %v); it said:\n%s", d.Name, url, err, last, d.out.String())
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // HoldRegistered starts a process that opens path read-write, registers the
@@ -40,7 +42,7 @@ func Hop(t testing.TB, path string) Proc {
 		<-exited
 		// A hopper forked as the signal came is killed by it too (a fork
 		// that races a group signal is restarted): none may outlive the test.
-		if err := waitFor(fmt.Sprintf("process group %d to empty", p.PID), func() bool {
+		if err := testwait.For(waitLimit, fmt.Sprintf("process group %d to empty", p.PID), func() bool {
 			return errors.Is(syscall.Kill(-p.PID, 0), syscall.ESRCH)
 		}); err != nil {
 			t.Errorf("livetest: %v", err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // StuckFUSE mounts a FUSE file system whose daemon never answers, so every
@@ -62,11 +64,10 @@ open(sys.argv[2]).read()`, node, path)
 	}
 	pid := cmd.Process.Pid
 	start, state, err := readStat(pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for err == nil && state != 'D' && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	_ = testwait.For(10*time.Second, fmt.Sprintf("pid %d to enter D state", pid), func() bool {
 		_, state, err = readStat(pid)
-	}
+		return err != nil || state == 'D'
+	})
 	if err != nil || state != 'D' {
 		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
 		t.Fatalf("livetest: pid %d did not enter D state reading %s: state %c, wchan %q, %v", pid, path, state, data, err)

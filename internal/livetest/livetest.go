@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // waitLimit bounds every wait of the harness: for a mapping to appear, a
@@ -69,7 +71,7 @@ func (p Proc) kill() error {
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %d: %w", p.PID, err)
 	}
-	return waitFor(fmt.Sprintf("pid %d to exit", p.PID), func() bool { return !p.Alive() })
+	return testwait.For(waitLimit, fmt.Sprintf("pid %d to exit", p.PID), func() bool { return !p.Alive() })
 }
 
 // newProc names the running process pid by its start time.
@@ -104,24 +106,12 @@ func readStat(pid int) (uint64, byte, error) {
 	return st, f[0][0], nil
 }
 
-// waitFor polls cond until it holds or waitLimit passes.
-func waitFor(what string, cond func() bool) error {
-	deadline := time.Now().Add(waitLimit)
-	for d := time.Millisecond; !cond(); d = min(2*d, 50*time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", waitLimit, what)
-		}
-		time.Sleep(d)
-	}
-	return nil
-}
-
 // WaitMapped waits until /proc/PID/maps has a line with permissions perms
 // (e.g. "rw-s") for path, as the kernel prints it, and fails the test if it
 // never comes.
 func WaitMapped(t testing.TB, pid int, perms, path string) {
 	t.Helper()
-	err := waitFor(fmt.Sprintf("pid %d to map %s %s", pid, perms, path), func() bool {
+	err := testwait.For(waitLimit, fmt.Sprintf("pid %d to map %s %s", pid, perms, path), func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 		if err != nil {
 			return false

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // Loop is a loop block device over a small temporary file: the stand-in for a
@@ -58,17 +60,17 @@ func NewLoop(t testing.TB) *Loop {
 	return l
 }
 
-// attach runs losetup -f --show, retrying a few times: concurrent tests can
-// race for the same free device, and losetup then fails with "device busy".
+// attach runs losetup -f --show, retrying for two seconds: concurrent
+// tests can race for the same free device, and losetup then fails with
+// "device busy".
 func attach(img string) (string, error) {
 	var err error
 	var out []byte
-	for try := 0; try < 5; try++ {
+	if testwait.For(2*time.Second, "losetup to attach "+img, func() bool {
 		out, err = exec.Command("losetup", "-f", "--show", img).CombinedOutput()
-		if err == nil {
-			return strings.TrimSpace(string(out)), nil
-		}
-		time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+		return err == nil
+	}) == nil {
+		return strings.TrimSpace(string(out)), nil
 	}
 	return "", fmt.Errorf("losetup -f --show: %v: %s", err, strings.TrimSpace(string(out)))
 }

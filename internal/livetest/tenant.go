@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // tenantSource is the C helper: fork without exec is what makes a real ghost,
@@ -99,7 +101,7 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 	}
 	// The tenant writes the PID file just before it exits; a ghost is only a
 	// ghost once it has (and has been re-parented).
-	if err := waitFor(fmt.Sprintf("tenant %d to exit", sc.Tenant.PID), func() bool { return !sc.Tenant.Alive() }); err != nil {
+	if err := testwait.For(waitLimit, fmt.Sprintf("tenant %d to exit", sc.Tenant.PID), func() bool { return !sc.Tenant.Alive() }); err != nil {
 		t.Fatalf("livetest: %v", err)
 	}
 	WaitMapped(t, sc.Ghost.PID, "rw-s", sc.Path)
@@ -186,7 +188,7 @@ func killOnCleanup(t testing.TB, p Proc, exited <-chan error) {
 // waitLeaderExited waits until p's main thread has exited (a zombie leader).
 func waitLeaderExited(t testing.TB, p Proc) {
 	t.Helper()
-	err := waitFor(fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
+	err := testwait.For(waitLimit, fmt.Sprintf("pid %d's leader to exit", p.PID), func() bool {
 		_, state, err := readStat(p.PID)
 		return err == nil && state == 'Z'
 	})

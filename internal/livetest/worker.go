@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // WorkerOptions choose what StartWorker's worker does beside mapping its node.
@@ -87,7 +89,7 @@ func StartWorker(t testing.TB, node string, opts WorkerOptions) Worker {
 		case <-time.After(waitLimit):
 			t.Fatalf("livetest: worker's parent %d did not exit", w.Parent.PID)
 		}
-		if err := waitFor(fmt.Sprintf("parent %d to exit", w.Parent.PID), func() bool { return !w.Parent.Alive() }); err != nil {
+		if err := testwait.For(waitLimit, fmt.Sprintf("parent %d to exit", w.Parent.PID), func() bool { return !w.Parent.Alive() }); err != nil {
 			t.Fatalf("livetest: %v", err)
 		}
 	}
