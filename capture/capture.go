@@ -385,7 +385,7 @@ func newWorker(cfg *scanConfig) *worker {
 func (w *worker) process(pid int) result {
 	res := result{p: snapshot.Process{PID: pid}}
 	w.dir = pidDir(w.root, pid)
-	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	dirfd, hidden, err := w.openProcessDir(strconv.Itoa(pid))
 	if err != nil {
 		if vanishedErr(err) {
 			res.vanished = true
@@ -396,7 +396,7 @@ func (w *worker) process(pid int) result {
 	}
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
-	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
+	if res.hidden = hidden; res.hidden != "" {
 		// A tenant's tree in the process's place: none of it is the
 		// process's, which is as good as gone unless probed (hidden).
 		res.vanished = true
@@ -410,6 +410,25 @@ func (w *worker) process(pid int) result {
 		w.devices(&res, id)
 	}
 	return res
+}
+
+// openProcessDir opens the directory of process name in the proc root
+// (O_PATH), and says how it lies on another filesystem than the root's
+// (otherFS). On the live procfs the open refuses to cross a mount (openat2
+// RESOLVE_NO_XDEV), which proves without an fstat that the directory is the
+// root's own, as nearly every one is; one that something is mounted over is
+// opened again as it is and looked at.
+func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err error) {
+	if w.live && !w.r.noOpenat2 {
+		dirfd, err = w.r.openNoXdev(w.rootfd, name)
+		if err == nil || !errors.Is(err, syscall.EXDEV) && !w.r.noOpenat2 {
+			return dirfd, "", err
+		}
+	}
+	if dirfd, err = w.r.openat(w.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true); err != nil {
+		return -1, "", err
+	}
+	return dirfd, w.otherFS(dirfd), nil
 }
 
 // note records a failed read of the process being read; it reports whether

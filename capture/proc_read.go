@@ -30,10 +30,14 @@ type reader struct {
 	quick bool
 	// tree: the root is not the live procfs but a directory tree someone
 	// handed over, whose every file is an adversary's: see openat.
-	tree   bool
-	dirBuf []byte
-	lnkBuf []byte
-	rest   []byte // what readCappedAt reads past what it keeps
+	tree bool
+	// noOpenat2: the kernel (before Linux 5.6) or a seccomp filter refuses
+	// openat2, and openNoXdev is not tried again.
+	noOpenat2 bool
+	how       unix.OpenHow // openNoXdev's: on the heap, so that the kernel's pointer to it stays good
+	dirBuf    []byte
+	lnkBuf    []byte
+	rest      []byte // what readCappedAt reads past what it keeps
 	// badNames keeps the first few directory entries that start with a
 	// digit but are no canonical number in range ("04242", "0", "4194304").
 	badNames []string
@@ -127,6 +131,31 @@ func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 			continue
 		case syscall.ELOOP, syscall.EXDEV:
 			return -1, errSymlink
+		}
+		return -1, err
+	}
+}
+
+// openNoXdev opens directory name in dirfd (O_PATH) on the live procfs,
+// refusing to cross a mount on the way (openat2 RESOLVE_NO_XDEV: EXDEV). It
+// is quick (see sys). Where openat2 is refused (ENOSYS, or EPERM from a
+// seccomp filter), noOpenat2 is set and the error returned.
+func (r *reader) openNoXdev(dirfd int, name string) (int, error) {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return -1, err
+	}
+	defer runtime.KeepAlive(p)
+	r.how = unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_XDEV}
+	for {
+		fd, err := r.sys(true, unix.SYS_OPENAT2, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&r.how)), unsafe.Sizeof(r.how))
+		switch err {
+		case nil:
+			return int(fd), nil
+		case syscall.EINTR, syscall.EAGAIN:
+			continue
+		case syscall.ENOSYS, syscall.EPERM:
+			r.noOpenat2 = true
 		}
 		return -1, err
 	}
