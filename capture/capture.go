@@ -354,7 +354,8 @@ type worker struct {
 	ring                       []byte // an io_uring's fdinfo
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds, tids                  []int
-	holderRuns                 holderRuns // of the process being read
+	holderRuns                 holderRuns        // of the process being read
+	otherHolders               []snapshot.Holder // holders' scratch
 }
 
 type fileID struct {
@@ -569,14 +570,14 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 		// still this process's when the pidfd took it (a PID is reused
 		// only once its process is reaped, and its directory then reads
 		// nothing).
-		link, err := w.r.readlinkAt(w.dirfd, w.dir, "ns/pid")
+		link, err := w.r.readlinkBytesAt(w.dirfd, w.dir, "ns/pid")
 		switch {
-		case err == nil && link == w.rootNS:
-			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, link
+		case err == nil && string(link) == w.rootNS:
+			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, w.rootNS
 			p.User = w.users.name(uid)
 			return false
 		case err == nil:
-			ns = link // another pid namespace: its NSpid is in status
+			ns = string(link) // another pid namespace: its NSpid is in status
 		case vanishedErr(err) && w.gone():
 			res.vanished = true
 			return true
