@@ -354,7 +354,8 @@ type worker struct {
 	ring                       []byte // an io_uring's fdinfo
 	small                      []byte // stat, cgroup, fdinfo: parsed at once
 	fds, tids                  []int
-	holderRuns                 holderRuns // of the process being read
+	holderRuns                 holderRuns        // of the process being read
+	otherHolders               []snapshot.Holder // holders' scratch
 }
 
 type fileID struct {
@@ -385,7 +386,7 @@ func newWorker(cfg *scanConfig) *worker {
 func (w *worker) process(pid int) result {
 	res := result{p: snapshot.Process{PID: pid}}
 	w.dir = pidDir(w.root, pid)
-	dirfd, err := w.r.openat(w.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	dirfd, hidden, err := w.openProcessDir(strconv.Itoa(pid))
 	if err != nil {
 		if vanishedErr(err) {
 			res.vanished = true
@@ -396,7 +397,7 @@ func (w *worker) process(pid int) result {
 	}
 	defer w.r.close(dirfd, true)
 	w.dirfd = dirfd
-	if res.hidden = w.otherFS(dirfd); res.hidden != "" {
+	if res.hidden = hidden; res.hidden != "" {
 		// A tenant's tree in the process's place: none of it is the
 		// process's, which is as good as gone unless probed (hidden).
 		res.vanished = true
@@ -410,6 +411,25 @@ func (w *worker) process(pid int) result {
 		w.devices(&res, id)
 	}
 	return res
+}
+
+// openProcessDir opens the directory of process name in the proc root
+// (O_PATH), and says how it lies on another filesystem than the root's
+// (otherFS). On the live procfs the open refuses to cross a mount (openat2
+// RESOLVE_NO_XDEV), which proves without an fstat that the directory is the
+// root's own, as nearly every one is; one that something is mounted over is
+// opened again as it is and looked at.
+func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err error) {
+	if w.live && !w.r.noOpenat2 {
+		dirfd, err = w.r.openNoXdev(w.rootfd, name)
+		if err == nil || !errors.Is(err, syscall.EXDEV) && !w.r.noOpenat2 {
+			return dirfd, "", err
+		}
+	}
+	if dirfd, err = w.r.openat(w.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true); err != nil {
+		return -1, "", err
+	}
+	return dirfd, w.otherFS(dirfd), nil
 }
 
 // note records a failed read of the process being read; it reports whether
@@ -550,14 +570,14 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 		// still this process's when the pidfd took it (a PID is reused
 		// only once its process is reaped, and its directory then reads
 		// nothing).
-		link, err := w.r.readlinkAt(w.dirfd, w.dir, "ns/pid")
+		link, err := w.r.readlinkBytesAt(w.dirfd, w.dir, "ns/pid")
 		switch {
-		case err == nil && link == w.rootNS:
-			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, link
+		case err == nil && string(link) == w.rootNS:
+			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, w.rootNS
 			p.User = w.users.name(uid)
 			return false
 		case err == nil:
-			ns = link // another pid namespace: its NSpid is in status
+			ns = string(link) // another pid namespace: its NSpid is in status
 		case vanishedErr(err) && w.gone():
 			res.vanished = true
 			return true

@@ -37,7 +37,11 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 		return nil, nil, err
 	}
 	slices.Sort(w.fds)
-	var other []snapshot.Holder
+	// Other devices' holders are gathered in the worker's scratch and
+	// copied out once, after the NVIDIA ones: every process holds a few
+	// (/dev/null, a tty).
+	other := w.otherHolders[:0]
+	defer func() { w.otherHolders = other[:0] }()
 	var unreadable error // of a ring whose registered files could not all be read
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
@@ -46,20 +50,20 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 		// as no device. Only a path can be a device node, under any name
 		// (a container's mknod, a bind mount): on the live procfs its stat
 		// decides (fdKind).
-		target, err := w.r.readlinkAt(dirfd, dir, name)
+		target, err := w.r.readlinkBytesAt(dirfd, dir, name)
 		var kind snapshot.FileKind
 		known := false
 		var unnamedErr error
 		switch {
 		case refusedErr(err):
 			// The kernel refuses every fd of a process alike (ptrace access).
-			return append(hs, other...), errs, err
+			return withOther(hs, other), errs, err
 		case vanishedErr(err): // an fd closed since the listing is no news
 			continue
 		case err != nil && w.live:
 			var fate fdFate
 			if kind, fate, err = w.fdKind(dirfd, dir, name, err); fate == fdRefused {
-				return append(hs, other...), errs, err
+				return withOther(hs, other), errs, err
 			} else if fate != fdDevice {
 				if fate == fdError {
 					errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
@@ -70,34 +74,34 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
 			continue
-		case target == ringTarget:
+		case string(target) == ringTarget:
 			rhs, rother, rerrs, rerr := w.ringHolders(taskfd, taskDir, fd)
 			hs, other, errs = append(hs, rhs...), append(other, rother...), append(errs, rerrs...)
 			if rerr != nil {
 				unreadable = rerr
 			}
 			continue
-		case !strings.HasPrefix(target, "/"):
+		case len(target) == 0 || target[0] != '/':
 			continue // socket, pipe, anon_inode: d_path starts every file's path with '/'
 		case w.live:
 			var fate fdFate
 			switch kind, fate, err = w.fdKind(dirfd, dir, name, nil); fate {
 			case fdRefused:
-				return append(hs, other...), errs, err
+				return withOther(hs, other), errs, err
 			case fdGone, fdNone:
 				continue
 			}
 			known = fate == fdDevice // else the path rule decides
 		}
-		path, deleted := cutDeletedString(target)
-		if !known && !snapshot.DevicePathRule([]byte(path), deleted, false) {
+		path, deleted := cutDeleted(target)
+		if !known && !snapshot.DevicePathRule(path, deleted, false) {
 			continue
 		}
-		h := snapshot.Holder{FD: fd, Target: path, Deleted: deleted}
+		h := snapshot.Holder{FD: fd, Target: string(path), Deleted: deleted}
 		if known {
 			h.DeviceNumber, h.DeviceType = kind.DeviceNumber()
 		}
-		h.Class, h.GPUMinor = w.classes.Classify(path, kind, known)
+		h.Class, h.GPUMinor = w.classes.Classify(h.Target, kind, known)
 		if h.Class != snapshot.ClassNVIDIA {
 			// No fdinfo for other devices: every process holds /dev/null or a
 			// tty, and the diff judges only NVIDIA holders by access mode.
@@ -124,7 +128,17 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 			}
 		}
 	}
-	return append(hs, other...), errs, unreadable
+	return withOther(hs, other), errs, unreadable
+}
+
+// withOther is the holders of one fd table: the NVIDIA ones hs, then the
+// other devices', copied out of the worker's scratch.
+func withOther(hs, other []snapshot.Holder) []snapshot.Holder {
+	if len(other) == 0 {
+		return hs
+	}
+	out := make([]snapshot.Holder, 0, len(hs)+len(other))
+	return append(append(out, hs...), other...)
 }
 
 // fdFate is what stat of an fd link said (fdKind).

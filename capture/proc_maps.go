@@ -308,9 +308,16 @@ func (m *mappingRuns) run(id, path []byte) *deviceRun {
 		m.runs = append(m.runs, deviceRun{})
 		return &m.runs[maxRuns]
 	}
-	// Copies: a scan fed in pieces outlives each piece.
-	m.runs = append(m.runs, deviceRun{devIno: bytes.Clone(id), path: bytes.Clone(path)})
+	// Copies: a scan fed in pieces outlives each piece. They go into the
+	// buffers a slot had before the last reset: runs are reset for every
+	// process, and nearly every process holds a device (/dev/null, a tty).
+	if len(m.runs) == cap(m.runs) {
+		m.runs = append(m.runs, deviceRun{})
+	} else {
+		m.runs = m.runs[:len(m.runs)+1]
+	}
 	r := &m.runs[len(m.runs)-1]
+	*r = deviceRun{devIno: append(r.devIno[:0], id...), path: append(r.path[:0], path...), perms: r.perms[:0]}
 	r.run.Path, _ = cutDeletedString(string(path))
 	return r
 }

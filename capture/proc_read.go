@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,10 +29,15 @@ type reader struct {
 	quick bool
 	// tree: the root is not the live procfs but a directory tree someone
 	// handed over, whose every file is an adversary's: see openat.
-	tree   bool
-	dirBuf []byte
-	lnkBuf []byte
-	rest   []byte // what readCappedAt reads past what it keeps
+	tree bool
+	// noOpenat2: the kernel (before Linux 5.6) or a seccomp filter refuses
+	// openat2, and openNoXdev is not tried again.
+	noOpenat2 bool
+	how       unix.OpenHow // openNoXdev's: on the heap, so that the kernel's pointer to it stays good
+	name      []byte       // cName's
+	dirBuf    []byte
+	lnkBuf    []byte
+	rest      []byte // what readCappedAt reads past what it keeps
 	// badNames keeps the first few directory entries that start with a
 	// digit but are no canonical number in range ("04242", "0", "4194304").
 	badNames []string
@@ -95,13 +99,10 @@ func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, err
 	if r.tree {
 		return r.openBeneath(dirfd, name, flags)
 	}
-	p, err := syscall.BytePtrFromString(name)
+	p, err := r.cName(name)
 	if err != nil {
 		return -1, err
 	}
-	// The pointers passed as uintptr are kept alive by hand: only a direct
-	// call of syscall.Syscall keeps them alive by itself.
-	defer runtime.KeepAlive(p)
 	for {
 		fd, err := r.sys(quick, syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags), 0)
 		if err != syscall.EINTR {
@@ -132,11 +133,48 @@ func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 	}
 }
 
+// openNoXdev opens directory name in dirfd (O_PATH) on the live procfs,
+// refusing to cross a mount on the way (openat2 RESOLVE_NO_XDEV: EXDEV). It
+// is quick (see sys). Where openat2 is refused (ENOSYS, or EPERM from a
+// seccomp filter), noOpenat2 is set and the error returned.
+func (r *reader) openNoXdev(dirfd int, name string) (int, error) {
+	p, err := r.cName(name)
+	if err != nil {
+		return -1, err
+	}
+	r.how = unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_XDEV}
+	for {
+		fd, err := r.sys(true, unix.SYS_OPENAT2, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&r.how)), unsafe.Sizeof(r.how))
+		switch err {
+		case nil:
+			return int(fd), nil
+		case syscall.EINTR, syscall.EAGAIN:
+			continue
+		case syscall.ENOSYS, syscall.EPERM:
+			r.noOpenat2 = true
+		}
+		return -1, err
+	}
+}
+
 // notRegular is the error for a tree's file of mode, which is no regular file.
 func notRegular(mode uint32) error {
 	what := map[uint32]string{unix.S_IFIFO: "a FIFO", unix.S_IFCHR: "a character device", unix.S_IFBLK: "a block device",
 		unix.S_IFDIR: "a directory", unix.S_IFSOCK: "a socket"}[mode&unix.S_IFMT]
 	return fmt.Errorf("is %s, %w (not read)", what, errNotRegular)
+}
+
+// cName returns name NUL-terminated in the reader's name buffer, valid
+// until its next call: a capture passes the kernel tens of thousands of
+// names, and a fresh copy of each (syscall.BytePtrFromString) was a fifth of
+// its allocations. The buffer is on the heap, where it does not move while
+// the kernel reads it.
+func (r *reader) cName(name string) (*byte, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, syscall.EINVAL
+	}
+	r.name = append(append(r.name[:0], name...), 0)
+	return &r.name[0], nil
 }
 
 // close closes fd (quick: see sys).
@@ -307,35 +345,41 @@ func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (
 // readlinkAt reads the link name in the directory open as dirfd, whose path
 // is dir.
 func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
+	b, err := r.readlinkBytesAt(dirfd, dir, name)
+	return string(b), err
+}
+
+// readlinkBytesAt is readlinkAt into the reader's buffer, valid until its
+// next readlink: most fd links (sockets, pipes) are looked at and dropped.
+func (r *reader) readlinkBytesAt(dirfd int, dir, name string) ([]byte, error) {
 	if err := r.fault(dir, name); err != nil {
-		return "", err
+		return nil, err
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && r.tree {
 		// The link itself is never followed, but the directories on its
 		// way could be links out of the tree: open them beneath it first.
 		parent, err := r.openat(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		defer r.close(parent, false)
 		dirfd, name = parent, name[i+1:]
 	}
-	p, err := syscall.BytePtrFromString(name)
+	p, err := r.cName(name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer runtime.KeepAlive(p)
 	for {
 		un, err := r.sys(true, unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&r.lnkBuf[0])), uintptr(len(r.lnkBuf)))
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		n := int(un)
 		if n < len(r.lnkBuf) {
-			return string(r.lnkBuf[:n]), nil
+			return r.lnkBuf[:n], nil
 		}
 		r.lnkBuf = make([]byte, 2*len(r.lnkBuf))
 	}
@@ -350,14 +394,18 @@ func (r *reader) statAt(dirfd int, dir, name string) (snapshot.FileKind, error) 
 	// statx with AT_STATX_DONT_SYNC: a file's type and device number never
 	// change, so cached attributes are the truth, and a mapped file on a dead
 	// NFS or Lustre server does not hang the capture on a round trip to it.
+	p, err := r.cName(name)
+	if err != nil {
+		return snapshot.FileKind{}, err
+	}
 	var st unix.Statx_t
 	for {
-		err := unix.Statx(dirfd, name, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st)
-		if err == syscall.EINTR {
+		_, _, e := syscall.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(p)), unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, uintptr(unsafe.Pointer(&st)), 0)
+		if e == syscall.EINTR {
 			continue
 		}
-		if err != nil {
-			return snapshot.FileKind{}, err
+		if e != 0 {
+			return snapshot.FileKind{}, e
 		}
 		break
 	}
