@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // TestLiveCheckAllowBoundExe: in a mount namespace of its own (a tenant
@@ -61,12 +62,10 @@ func startHolding(t *testing.T, script string) int {
 		_ = cmd.Wait()
 	})
 	proc := fmt.Sprintf("/proc/%d", pid)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%q to hold its node as /usr/bin/sleep", script), func() bool {
 		exe, _ := os.Readlink(filepath.Join(proc, "exe"))
-		if _, err := os.Readlink(filepath.Join(proc, "fd", "3")); err == nil && exe == "/usr/bin/sleep" {
-			return pid
-		}
-	}
-	t.Fatalf("%q did not start holding its node as /usr/bin/sleep", script)
-	return 0
+		_, err := os.Readlink(filepath.Join(proc, "fd", "3"))
+		return err == nil && exe == "/usr/bin/sleep"
+	})
+	return pid
 }
