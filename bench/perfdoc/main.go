@@ -51,7 +51,9 @@ func render(w io.Writer, r *results) int {
 	fmt.Fprintf(w, "Written by `bench/all.sh` (`make bench`): do not edit by hand, run it again (root). Every row is\n"+
 		"measured in this one run, its figure a ratio against the raw floor or a peer tool measured beside it\n"+
 		"wherever there is one, CPU (user + system) beside wall; these machines are shared, and a lone\n"+
-		"absolute time means little. The last column is the command that reproduces the row.\n\n")
+		"absolute time means little. The last column is the command that reproduces the row. Why a figure\n"+
+		"is what it is (profiles, knock-out builds) is in [performance-notes.md](performance-notes.md), by hand\n"+
+		"and dated.\n\n")
 	fmt.Fprintf(w, "| run | host |\n|---|---|\n")
 	fmt.Fprintf(w, "| %s, %s run, commit %s | kernel %s, %s CPUs, %s processes before, %s after |\n",
 		h["date"], h["mode"], h["commit"], h["kernel"], h["cpus"], h["procs_before"], h["procs_after"])
