@@ -21,8 +21,8 @@ import (
 // The BPF capture path (docs/snapshot.md): BPF iterators walk every task,
 // device mapping and open device file in the kernel and write fixed records
 // (bpf/c/iter.c), so a process without a device is never rendered as text.
-// /proc still gives command lines, cgroups, kernel thread names and NVIDIA
-// users' files. A process not walked fully is read from /proc.
+// /proc still gives command lines, cgroups and NVIDIA users' raw files. A
+// process not walked fully, or holding an io_uring, is read from /proc.
 
 // Capture paths, as Scan.Path records them.
 const (
@@ -131,10 +131,11 @@ type bpfScan struct {
 		rs       *mappingRuns
 	}
 
-	// The file walk's threads' own fd tables, by process: each table's key and
-	// the first thread walked with it, which the /proc path names it by. Where
-	// the leader has exited every live thread is walked, the reading thread's
-	// table being the process's (baseTable) and any other thread's its own.
+	// For the file walk: threads' own fd tables, by process, each table's key
+	// and the first thread walked with it, which the /proc path names it by.
+	// Where the leader has exited every live thread is walked, the reading
+	// thread's table being the process's (baseTable) and any other thread's its
+	// own.
 	ownTables    map[uint32]map[uint64]uint32
 	holderRunsOf map[uint32]*holderRuns // the /proc path's rule of what fds may cost
 	baseTable    map[uint32]uint64

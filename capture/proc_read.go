@@ -442,7 +442,7 @@ func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
 // listInts appends the numeric names of the open directory fd, from lo to hi,
 // to out, counting other numeric-looking names in badNames. It reads until a
 // getdents returns nothing, because procfs stops one short when a signal is
-// pending, as the Go runtime's preemption makes.
+// pending, and the Go runtime preempts with signals.
 func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 	for {
 		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)

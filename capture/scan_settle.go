@@ -25,8 +25,8 @@ const (
 // settle rereads, on either capture path, the processes that appeared during
 // the first pass, while some process vanished before being read in full. A
 // process forking and exiting every few hundred microseconds has a new PID at
-// each listing, so each round reads the vanished ones' children, then new
-// PIDs. A bound ends it, named in scan.Unsettled.
+// each listing, so each round reads the children of the vanished ones'
+// parents, then new PIDs. A bound ends it, named in scan.Unsettled.
 func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []result, scan *snapshot.Scan) ([]result, error) {
 	if !cfg.live {
 		return results, nil // a tree does not change while it is read
