@@ -414,11 +414,10 @@ func (w *worker) process(pid int) result {
 }
 
 // openProcessDir opens the directory of process name in the proc root
-// (O_PATH), and says how it lies on another filesystem than the root's
-// (otherFS). On the live procfs the open refuses to cross a mount (openat2
-// RESOLVE_NO_XDEV), which proves without an fstat that the directory is the
-// root's own, as nearly every one is; one that something is mounted over is
-// opened again as it is and looked at.
+// (O_PATH) and says how it lies on another filesystem than the root's
+// (otherFS). On the live procfs the open refuses to cross a mount
+// (RESOLVE_NO_XDEV), proving the directory the root's own without an fstat.
+// One with a mount over it is opened again and looked at.
 func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err error) {
 	if w.live && !w.r.noOpenat2 {
 		dirfd, err = w.r.openNoXdev(w.rootfd, name)
@@ -554,13 +553,11 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	return id, false
 }
 
-// credentials reads who the process runs as: its uids, NSpid and pid
-// namespace, and, for a process that uses an NVIDIA device, its status text.
-// status is the costliest file the kernel renders for a process: where
-// pidfdCreds can, the uids come from the kernel's pidfd, and only the
-// ns/pid link is read, to place the process in the proc root's pid
-// namespace (NSpid is then the PID alone). It reports whether the process
-// is gone.
+// credentials reads who the process runs as (uids, NSpid, pid namespace) and
+// keeps the status text of a process that uses an NVIDIA device. Where
+// pidfdCreds can, the uids come from a pidfd and only the ns/pid link is
+// read, because status is the costliest file the kernel renders. It reports
+// whether the process is gone.
 func (w *worker) credentials(res *result, id *identity) (gone bool) {
 	p := &res.p
 	ns := ""
@@ -599,13 +596,11 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 	return w.pidNamespace(res, ns)
 }
 
-// pidfdCreds reads the real and effective uid of process p from a pidfd of
-// its PID (PIDFD_GET_INFO, Linux 6.13): the uids status gives, without
-// rendering the rest of status. Only on the procfs of gpusnap's own pid
-// namespace (pidfd_open takes its PIDs), and not for a leader read through
-// a live thread, nor for a process that uses an NVIDIA device: status is
-// read for those (the latter's text is kept). ok is false where status is
-// to be read.
+// pidfdCreds reads the real and effective uid of process p from a pidfd
+// (PIDFD_GET_INFO, Linux 6.13), sparing the rendering of status. It works
+// only on the procfs of gpusnap's own pid namespace, and not for a leader
+// read through a live thread or an NVIDIA device user, whose status text is
+// kept. ok is false where status is needed.
 func (w *worker) pidfdCreds(p *snapshot.Process) (uid, euid int, ok bool) {
 	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 || p.UsesNVIDIA() {
 		return 0, 0, false
@@ -805,16 +800,10 @@ func errText(err error) string {
 }
 
 // openScan opens the proc root and reads what reading its processes needs:
-// the host (h: its boot time dates starts), the device classes, whether it
-// is the live procfs and of this pid namespace. errs say what could not be
-// read. The caller closes cfg.rootfd.
-//
-// stat of map_files and fd links means something only on the kernel's own
-// procfs: in a fixture or a copied tree the links name paths of another
-// machine, so there the path rule alone decides. Its uids are that
-// machine's too: this host's user database would name them wrongly, so
-// users are named on the live procfs only. And a tree is a stranger's:
-// every file in it is read beneath it, never through a link (see reader).
+// the host (h), the device classes, and whether it is the live procfs of this
+// pid namespace. errs say what could not be read; the caller closes
+// cfg.rootfd. Only the live procfs has this host's links and users, so a
+// copied tree gets the path rule alone.
 func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *scanConfig, r *reader, errs []string, err error) {
 	live := isProcfs(root)
 	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

@@ -18,17 +18,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The BPF capture path (docs/snapshot.md): three BPF iterators walk every
-// task, every device mapping and every open device file of the host in the
-// kernel and write fixed records (bpf/c/iter.c); nothing of a process that
-// maps or holds no device is rendered as text. /proc is still read for what
-// the iterators do not give cheaply: each process's command line, the text
-// of /proc/PID/cgroup once per distinct cgroup set, a kernel thread's stat
-// (its name as /proc shows it), and the raw text of NVIDIA users' files. A
-// process whose mappings the kernel did not walk (more device mappings than
-// one walk writes, or its mmap lock held), or whose records it had no memory
-// to render, or that holds an io_uring (whose registered files only the
-// ring's fdinfo lists), is read wholly the /proc path's way.
+// The BPF capture path (docs/snapshot.md): BPF iterators walk every task,
+// device mapping and open device file in the kernel and write fixed records
+// (bpf/c/iter.c), so a process without a device is never rendered as text.
+// /proc still gives command lines, cgroups and NVIDIA users' raw files. A
+// process not walked fully, or holding an io_uring, is read from /proc.
 
 // Capture paths, as Scan.Path records them.
 const (
@@ -137,13 +131,11 @@ type bpfScan struct {
 		rs       *mappingRuns
 	}
 
-	// The file walk's. Threads' own fd tables, by process: each table's key
-	// and the first thread walked with it (the one the /proc path names it
-	// by). Where the leader has exited, every live thread is walked: the
-	// table of the one the process is read by is the process's (baseTable),
-	// and another thread's is its own (the /proc path's base is the first
-	// live thread, this one the first that holds a device: they differ only
-	// where that first thread's table holds none, in which thread is named).
+	// For the file walk: threads' own fd tables, by process, each table's key
+	// and the first thread walked with it, which the /proc path names it by.
+	// Where the leader has exited every live thread is walked, the reading
+	// thread's table being the process's (baseTable) and any other thread's its
+	// own.
 	ownTables    map[uint32]map[uint64]uint32
 	holderRunsOf map[uint32]*holderRuns // the /proc path's rule of what fds may cost
 	baseTable    map[uint32]uint64

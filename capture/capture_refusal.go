@@ -20,12 +20,10 @@ import (
 )
 
 // The refusal record (docs/snapshot.md, "A refused BPF path"): where the
-// kernel refused the capture iterators for good (bpf.Refused), auto
-// remembers it in a small file beside the store, and later captures read
-// /proc at once instead of paying for a load the kernel refuses again (the
-// kernel's BTF read and parsed, programs verified: 63-72 ms of CPU here). The
-// record holds for one boot, kernel, build of the programs and set of
-// credentials; any of them changed, BPF is tried again.
+// kernel refused the capture iterators for good (bpf.Refused), auto remembers
+// it in a small file beside the store. Later captures then read /proc at once
+// instead of paying 63-72 ms of CPU for a load refused again. The record
+// holds for one boot, kernel, program build and set of credentials.
 
 // refusal is the record, as stored (JSON).
 type refusal struct {
@@ -88,12 +86,11 @@ func (m *refusalMemory) keyed() bool {
 	return m.key != nil
 }
 
-// recall returns the record's refusal where one that applies to this
-// capture is there and trusted, else nil. A record that cannot be trusted
-// (not a regular file, not the caller's own, writable by others, damaged)
-// is ignored, never obeyed: said on Warn and in scan's errors, and BPF is
-// tried as if there were none. One of another boot, kernel, build or
-// caller is stale: BPF is tried, and the record replaced if refused again.
+// recall returns the record's refusal where one applies to this capture and
+// is trusted, else nil. An untrusted record (not a regular file, not the
+// caller's, writable by others, damaged) is never obeyed: it is reported on
+// Warn and in scan's errors, and BPF is tried. A stale one is ignored too,
+// and replaced if BPF is refused again.
 func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
 	if m == nil || !m.keyed() {
 		return nil
@@ -166,11 +163,10 @@ func (m *refusalMemory) forget() {
 	}
 }
 
-// readRefusal reads the record at path, trusting only what the caller
-// could have written itself: a regular file of its own that nobody else can
-// write, reached through no link another user owns (safepath). A file of
-// its own is one it wrote, wherever another user moved it: a record another
-// could plant is never one. A missing record is fs.ErrNotExist.
+// readRefusal reads the record at path, trusting only a regular file of the
+// caller's own that nobody else can write, reached through no link another
+// user owns (safepath). A record another user could plant is never trusted. A
+// missing record is fs.ErrNotExist.
 func readRefusal(path string) (refusal, error) {
 	euid := uint32(os.Geteuid())
 	resolved, err := safepath.Resolve(path, euid)

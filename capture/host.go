@@ -9,12 +9,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// readHost fills the host facts from the proc root, open as rootfd: btime
-// from <root>/stat, hostname, kernel release and boot id from
-// <root>/sys/kernel. A fixture root without them gets each recorded as
-// unreadable, never the facts of the machine running the tests. They are
-// read by the capture's own reader (not procfs's), which in a tree reads
-// only regular files beneath it.
+// readHost fills the host facts from the proc root open as rootfd: btime from
+// <root>/stat, and hostname, kernel release and boot id from
+// <root>/sys/kernel. A fixture root without them records each as unreadable,
+// never the test machine's facts. The capture's own reader reads them, only
+// regular files beneath a tree.
 func readHost(r *reader, rootfd int, root string, h *snapshot.Host) (errs []string) {
 	if data, err := r.readFileAt(rootfd, root, "stat", nil); err != nil {
 		errs = append(errs, "boot time: "+root+"/stat: "+errText(err))

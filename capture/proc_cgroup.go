@@ -7,8 +7,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path"; cgroup v2
-// is the single line "0::/path". The paths name who runs the process:
+// /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path" (cgroup
+// v2: "0::/path"). The paths name who runs the process:
 //
 //	docker (systemd)       /system.slice/docker-<64 hex>.scope
 //	docker (cgroupfs)      /docker/<64 hex>

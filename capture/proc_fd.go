@@ -11,14 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// /proc/PID/fd/N is a link to what fd N has open: a path for files and device
-// nodes, "socket:[ino]", "pipe:[ino]" or "anon_inode:..." otherwise. stat of
-// the link follows it to the open file itself, so its file type and device
-// number are the truth even when the path names a node in another mount
-// namespace (a container's /dev/nvidia0).
+// /proc/PID/fd/N links to what fd N has open: a path, "socket:[ino]",
+// "pipe:[ino]" or "anon_inode:...". stat follows the link to the open file,
+// so its type and device number are true even for a node in another mount
+// namespace.
 //
-// procfs FileDescriptorTargets is not used: it drops the fd numbers, and
-// returns "" for a link it could not read, which hides a refusal.
+// procfs FileDescriptorTargets is not used: it drops fd numbers and hides an
+// unreadable link as "".
 
 // holders reads the fd directory of the task open as taskfd (a process's
 // directory, or a thread's task/TID) and returns its device holders. err is
@@ -153,11 +152,10 @@ const (
 	fdError                 // readlink failed (linkErr) on what is no device: worth recording
 )
 
-// fdKind stats fd name in the fd directory open as dirfd, following the
-// link to the open file: its type and device number are the truth even for
-// a node of another mount namespace. linkErr is readlink's error, where the
-// link could not be read (a path past PATH_MAX): a device is then kept by
-// its number alone, and an anonymous inode's error recorded.
+// fdKind stats fd name in the fd directory open as dirfd, following the link
+// so the type and device number are true even in another mount namespace.
+// linkErr is readlink's error (a path past PATH_MAX): a device is then kept
+// by its number alone, and an anonymous inode's error recorded.
 func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.FileKind, fdFate, error) {
 	kind, err := w.r.statAt(dirfd, dir, name)
 	switch {
@@ -175,12 +173,11 @@ func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.Fi
 	return kind, fdUnknown, err
 }
 
-// holderRuns applies the mappings' rule to a process's fds on devices (its
-// own table and its threads' together): per device node (its number and
-// path) the first MappingsPerDevice fds are kept one by one, and past them
-// an fd whose access mode was not yet kept for the node (a writable one
-// among 100,000 read-only); the rest are counted in the node's run. A tenant
-// can hold 500,000 fds in each of 17 tables.
+// holderRuns applies the mappings' rule to a process's device fds, across its
+// own and its threads' tables. Per device node the first MappingsPerDevice
+// fds are kept, then only an fd of an access mode not yet kept, and the rest
+// are counted in the node's run. This bounds a tenant holding 500,000 fds in
+// each of 17 tables.
 type holderRuns struct {
 	runs mappingRuns
 	id   []byte
@@ -218,13 +215,11 @@ const maxFdTables = 16
 // errTooManyFdTables: the threads' tables past maxFdTables were not read.
 var errTooManyFdTables = fmt.Errorf("threads with more than %d fd tables of their own: the rest were not read", maxFdTables)
 
-// threadHolders reads the device holders of the threads of process pid that
-// have an fd table of their own (cloned without CLONE_FILES): /proc/PID/fd,
-// like fuser and lsof, shows only the leader's table (or, where the leader
-// has exited, that of the live thread the process was read through, base),
-// and a tenant could hold a GPU there unseen. kcmp(KCMP_FILES) tells one
-// table from another without reading either, so threads sharing the
-// process's table (nearly all) cost one system call each.
+// threadHolders reads the device holders of process pid's threads that have
+// an fd table of their own (cloned without CLONE_FILES). /proc/PID/fd shows
+// only the leader's table (or base's), so a tenant could hide a GPU there.
+// kcmp(KCMP_FILES) tells tables apart without reading them, so a thread
+// sharing the process's table costs one system call.
 func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []snapshot.Holder, errs []string, err error) {
 	if base == 0 {
 		base = pid

@@ -10,18 +10,14 @@ import (
 )
 
 // The fdinfo of an io_uring fd (io_uring/fdinfo.c) lists the ring's
-// registered files after a count of its slots, one line per slot that holds
-// a file, its path escaped as seq_file_path does (" \t\n\\" as octal):
+// registered files, one line per slot, paths escaped as by seq_file_path:
 //
 //	UserFiles:	3
 //	    0: /dev/nvidia0
 //	    2: /dev/null
-//	UserBufs:	0
 //
-// A registered file is open for as long as the ring is, with no fd of its
-// own: /proc/PID/fd shows only the ring. The kernel lists the files only
-// when it gets the ring's lock at once (mutex_trylock): a ring busy in
-// another thread shows the count and no file.
+// Such a file has no fd of its own, so /proc/PID/fd shows only the ring. A
+// ring busy in another thread (its lock not free) lists no file.
 
 // ringTarget is the fd link of an io_uring instance.
 const ringTarget = "anon_inode:[io_uring]"
@@ -98,13 +94,11 @@ func isOctal(b []byte) bool {
 // errRingUnread: a ring's registered files could not all be read.
 var errRingUnread = errors.New("registered files unknown")
 
-// ringHolders returns the device holders among the registered files of the
-// io_uring open as ringfd in the task open as taskfd: NVIDIA ones in hs,
-// other devices in other. A ring shows neither a file's device number nor
-// its access mode: the path rule classifies the file, and an NVIDIA one is
-// taken as open read-write, the most it can be, which errs says. err is set
-// where some of the ring's files could not be read: the process's fds are
-// then not known in full.
+// ringHolders returns the device holders among the registered files of
+// io_uring ringfd in task taskfd, NVIDIA ones in hs and others in other. A
+// ring shows neither device number nor access mode, so the path rule
+// classifies each file and an NVIDIA one is taken as read-write, as errs say.
+// err means the process's fds are not known in full.
 func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other []snapshot.Holder, errs []string, err error) {
 	name := "fdinfo/" + strconv.Itoa(ringfd)
 	what := "fd " + strconv.Itoa(ringfd) + " (io_uring)"

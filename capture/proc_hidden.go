@@ -8,14 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hiddenProbe decides whether pid, which the listing of the proc root
-// showed but whose directory read as no process (shown says how: a stat
-// that was not there, another filesystem), is still a process of the
-// kernel's. It re-probes: pidfd_open pins the PID, stat is read again in a
-// fresh lookup, and a signal 0 through the pidfd then tells a process that
-// exited meanwhile (its directory gone because it was reaped) from one that
-// is still there. A PID that now reads as a process (reused, or the listing
-// raced an exit) is not hidden: the capture's next listing reads it.
+// hiddenProbe decides whether pid, listed in the proc root but whose
+// directory read as no process (shown says how), is still the kernel's. It
+// pins the PID with pidfd_open, rereads stat, and signals 0 through the pidfd
+// to tell a reaped process from a live one. A PID that now reads as a process
+// is left to the next listing.
 func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string, hidden bool) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	how := "pidfd_open succeeds"

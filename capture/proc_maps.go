@@ -10,17 +10,14 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// /proc/PID/maps, one line per mapping (proc(5)):
+// /proc/PID/maps has one line per mapping (proc(5)):
 //
-//	address           perms offset  dev   inode      pathname
 //	7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 1043       /dev/nvidia0
 //
-// prometheus/procfs ProcMaps is not used here: it allocates a struct and a
-// string per line of every process (~17x the cost of reading the file),
-// collapses repeated spaces inside paths, keeps " (deleted)" in the path and
-// ignores read errors mid-file. Capture needs only the few device and
-// anonymous executable lines of each process, so ScanMaps filters lines by
-// cheap byte checks first and parses only those (bench/ measures both).
+// procfs ProcMaps is not used: it allocates per line (~17x the cost of
+// reading), collapses spaces in paths and ignores read errors. ScanMaps
+// filters lines by cheap byte checks first and parses only the device and
+// anonymous executable ones (bench/ measures both).
 
 // pathMax is PATH_MAX: the longest path the kernel renders for readlink and
 // d_path is one byte shorter.
@@ -227,13 +224,11 @@ type deviceRun struct {
 	run    snapshot.MappingRun
 }
 
-// mappingRuns is the one rule of what a process's device mappings may
-// cost, for both capture paths: per device (one file: its "dev inode" and
-// path) the first MappingsPerDevice lines are kept one by one, and past them
-// (or past maxKeptMappings in all) a line whose permissions were not yet kept
-// for its device (so that a writable mapping among 100,000 read-only ones is
-// seen as such); the rest are counted in the device's run. Devices past
-// maxRuns share one run.
+// mappingRuns is the one rule, for both capture paths, of what a process's
+// device mappings may cost. Per device the first MappingsPerDevice lines are
+// kept, then (or past maxKeptMappings) only a line of permissions not yet
+// kept, so a writable mapping among 100,000 read-only ones is seen. The rest
+// are counted in the device's run, devices past maxRuns sharing one.
 type mappingRuns struct {
 	runs []deviceRun
 	kept int // device lines kept, every device together

@@ -8,13 +8,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// mapsWhole is the size up to which a maps file is read whole and then
-// scanned: nearly every process's (a few hundred lines), and all the raw
-// text a snapshot keeps of one (TextLimit). A longer one, a tenant's 100,000
-// mappings of one device, is scanned as it is read, a buffer at a time:
-// memory stays bounded, and no buffer is grown, which costs a copy and
-// fresh pages for all read so far (once as much as the kernel's own work of
-// writing the text).
+// mapsWhole is the size up to which a maps file is read whole, then scanned:
+// nearly every process's, and all the raw text a snapshot keeps (TextLimit).
+// A longer one, such as a tenant's 100,000 mappings, is scanned a buffer at a
+// time, so memory stays bounded and no buffer is grown and copied.
 const mapsWhole = snapshot.TextLimit
 
 // readMaps reads and scans the maps of the process being read. raw is the

@@ -10,20 +10,14 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// /proc/PID/net/{tcp,tcp6,udp,udp6} list the sockets of the process's
-// network namespace, one a line after a header:
+// /proc/PID/net/{tcp,tcp6,udp,udp6} list the sockets of the process's network
+// namespace, one a line after a header:
 //
-//	sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-//	 0: 0100007F:0D05 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 ...
+//	 0: 0100007F:0D05 00000000:0000 0A ... 12345 ...
 //
-// An address is the kernel's __be32 words printed as host-order hex (so
-// 127.0.0.1 reads 0100007F on a little-endian host), the port big-endian
-// hex; st is the TCP state (for UDP, 01 once connect(2)ed, 07 otherwise);
-// the inode is what /proc/PID/fd/N names as socket:[inode].
-// /proc/PID/net/unix has the inode in its seventh field.
-//
-// procfs's NetTCP is not used: it parses every line into a struct and keeps
-// them all, where a capture wants only the few inodes GPU users hold.
+// Addresses are __be32 words in host-order hex, ports big-endian hex, then
+// the state, and the inode is what an fd link names as socket:[inode].
+// procfs's NetTCP is not used, because it keeps every line.
 
 // tcpStates are the kernel's TCP states (include/net/tcp_states.h) by number.
 var tcpStates = [...]string{1: "established", 2: "syn_sent", 3: "syn_recv", 4: "fin_wait1", 5: "fin_wait2",

@@ -59,22 +59,10 @@ var (
 )
 
 // sys makes a system call; quick says procfs answers it from the task's own
-// fields without waiting on anything: opening (O_PATH), listing and closing
-// its directories, opening, reading and closing stat and status, and
-// readlink (which renders a path). Then, on the live procfs
-// (r.quick), it is a RawSyscall: the worker keeps its P, and the runtime's
-// bookkeeping around each of the ~30 calls a process costs (entering and
-// leaving the syscall state, sysmon handing the P to another thread) is
-// skipped. Calls that can wait on the target or on a filesystem stay
-// ordinary system calls: maps and cmdline (their open waits out the target's
-// exec, their read takes its mmap lock), cgroup (its read takes cgroup_mutex,
-// which a stuck cgroup writer, a throttled container runtime, can hold for
-// minutes: a RawSyscall blocked there would pin its P and stall every GC until
-// it returns), fdinfo (its text comes from the file's own show_fdinfo,
-// driver code that may wait on the driver's locks), stat of an fd or a
-// mapped file (it
-// asks the file's own filesystem, NFS included), and everything in a fixture
-// tree, which may sit on any filesystem.
+// fields without waiting (O_PATH opens, listings, stat, status, readlink). On
+// the live procfs (r.quick) such calls are RawSyscalls, sparing the runtime's
+// bookkeeping. A call that can wait on a lock, driver or filesystem, or any
+// in a tree, stays ordinary, since a blocked RawSyscall stalls GC.
 func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
 	var n uintptr
 	var e syscall.Errno
@@ -89,12 +77,11 @@ func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) 
 	return n, nil
 }
 
-// openat opens name in dirfd, retrying on EINTR (quick: see sys). In a
-// tree, name is resolved beneath dirfd without following any symbolic link
-// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a tree whose 4242/cmdline
-// links to /etc/shadow, or whose 4242 links to /proc/1, is refused, not read;
-// and it is opened O_NONBLOCK, so a FIFO in a file's place does not wait for
-// a writer. On the live procfs the kernel's own links are the truth.
+// openat opens name in dirfd, retrying on EINTR (quick: see sys). In a tree,
+// name is resolved beneath dirfd without following any symlink
+// (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and opened O_NONBLOCK, so a link out
+// of the tree is refused and a FIFO does not wait for a writer. On the live
+// procfs the kernel's own links are the truth.
 func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, error) {
 	if r.tree {
 		return r.openBeneath(dirfd, name, flags)
@@ -198,12 +185,11 @@ func (r *reader) fault(dir, name string) error {
 	return r.faults(dir + "/" + name)
 }
 
-// readFileAt reads the whole of name in the directory open as dirfd, whose
-// path is dir, into buf[:0], growing it as needed, until a read returns
-// nothing: maps and other multi-record seq files come a page at a time, so a
-// short read is not their end. A process's files are read relative to its
-// /proc/PID directory: a full path makes the kernel look up and revalidate
-// /proc/PID again for every file.
+// readFileAt reads the whole of name in the directory open as dirfd (path
+// dir) into buf[:0], growing it, until a read returns nothing, because seq
+// files come a page at a time. A process's files are read relative to its
+// /proc/PID directory, since a full path makes the kernel look up /proc/PID
+// again each time.
 func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, false, false)
 }
@@ -215,12 +201,10 @@ func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, e
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readTaskFileAt reads stat or status: files the kernel renders
-// whole on the first read (single_open seq files) from the task's own
-// fields, taking no lock a tenant can hold and touching no filesystem. A read
-// shorter than the buffer is their end, which saves the empty read that
-// would confirm it, and they are read with raw system calls (see sys).
-// Not cgroup: see sys.
+// readTaskFileAt reads stat or status, which the kernel renders whole on the
+// first read from the task's own fields, taking no lock a tenant can hold. So
+// a read shorter than the buffer is their end, and they are read with raw
+// system calls (see sys, which also says why cgroup is not).
 func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, true)
 }
@@ -241,12 +225,10 @@ func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 	return buf, err
 }
 
-// readCappedAt reads name keeping at most limit bytes of it: a longer file
-// is read on, without being kept, to its end or to maxFileSize, and named by
-// its length and SHA-256 in the Cut. cmdline is read so (the kernel copies
-// as much of it as asked: with shortIsEnd, a short read is its end), and,
-// where only its raw text is kept, maps (a tenant's 100,000 mappings are
-// 10 MB of it).
+// readCappedAt reads name keeping at most limit bytes: a longer file is read
+// on to its end or maxFileSize, unkept, and named by its length and SHA-256
+// in the Cut. cmdline is read so (a short read is its end), and maps where
+// only its raw text is kept, as a tenant's can be 10 MB.
 func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *snapshot.Cut, error) {
 	fd, err := r.openRead(dirfd, dir, name, false)
 	if err != nil {
@@ -457,12 +439,10 @@ func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
 	return r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
 }
 
-// listInts appends the numeric names of the open directory fd, from lo to
-// hi, to out; other numeric-looking names are counted in badNames. It
-// reads until a getdents returns nothing: even procfs, which otherwise fills
-// each getdents, stops one short when a signal is pending (the Go runtime
-// preempts goroutines with signals), so a result with room to spare is not
-// the end.
+// listInts appends the numeric names of the open directory fd, from lo to hi,
+// to out, counting other numeric-looking names in badNames. It reads until a
+// getdents returns nothing, because procfs stops one short when a signal is
+// pending, and the Go runtime preempts with signals.
 func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 	for {
 		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)

@@ -10,12 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ProcRoot is a proc root held open between captures, for gpusnap watch:
-// what it reads (the device classes, the PID listing, processes, an exe)
-// goes through the capture's own reader, with its rules: in a tree, every
-// file beneath the root, never through a symbolic link, only regular files
-// of bounded size (no FIFO, no /dev/zero); only canonical PIDs ("04242" is
-// none).
+// ProcRoot is a proc root held open between captures, for gpusnap watch. What
+// it reads goes through the capture's own reader and its rules: in a tree
+// only regular files of bounded size beneath the root, never through a
+// symbolic link, and only canonical PIDs ("04242" is none).
 type ProcRoot struct {
 	cfg *scanConfig
 	// Errs say what opening it could not read (its devices file...).

@@ -22,17 +22,11 @@ const (
 	childrenLimit = 64 << 10
 )
 
-// settle reads the processes that appeared while the first pass ran, on
-// either capture path, for as long as some process read vanished before it
-// could be read in full (it vanished, or was exiting): a process that maps a device, closes the fd, and
-// forks and exits every few hundred microseconds has a new PID at every
-// listing, and one listing read in PID order finds only PIDs already gone.
-// Each round first reads the children of the parents of the processes that
-// vanished (a forking process's successor is its child, or, once it has
-// exited, its subreaper's), then lists the root again and reads every PID
-// new to it, newest first. It stops when a round's processes were all read,
-// or at a bound, which scan.Unsettled then names: the capture may have
-// missed a process, and says so.
+// settle rereads, on either capture path, the processes that appeared during
+// the first pass, while some process vanished before being read in full. A
+// process forking and exiting every few hundred microseconds has a new PID at
+// each listing, so each round reads the children of the vanished ones'
+// parents, then new PIDs. A bound ends it, named in scan.Unsettled.
 func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []result, scan *snapshot.Scan) ([]result, error) {
 	if !cfg.live {
 		return results, nil // a tree does not change while it is read

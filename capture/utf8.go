@@ -8,11 +8,10 @@ import (
 )
 
 // makeValidUTF8 writes each byte of invalid UTF-8 in the process's parsed
-// text as U+FFFD, byte for byte as encoding/json does when the snapshot is
-// stored; its Raw texts are kept as the kernel wrote them.
-// Names and paths are whatever a process chose, and a live capture must equal
-// the same capture read back from the store: otherwise diff would see an
-// unchanged process with a hostile name as a new one.
+// text as U+FFFD, as encoding/json does when storing, and keeps Raw texts as
+// the kernel wrote them. A live capture must equal the same capture read back
+// from the store, or diff would see an unchanged process with a hostile name
+// as new.
 func makeValidUTF8(p *snapshot.Process) {
 	fix := func(s *string) {
 		if !utf8.ValidString(*s) {

@@ -10,18 +10,13 @@ import (
 	"time"
 )
 
-// The binary record codec (schema 2) stores a Go value by its exported
-// fields, as encoding/json sees them, in a length-prefixed form that decodes
-// several times faster than JSON. Every record names a type descriptor kept
-// in the store: the tree of the stored fields' names and wire kinds. A
-// reader matches the descriptor to today's type by field name, as JSON
-// matches keys: a field stored that the type no longer has is skipped, a
-// field the type gained stays zero, and a field whose kind changed is an
-// error. So a record written by one gpusnap reads in any later one.
+// The binary record codec (schema 2) stores a value's exported fields, as
+// encoding/json sees them, in a length-prefixed form that decodes several
+// times faster than JSON. A record's stored type descriptor is matched to
+// today's type by field name, so any later gpusnap reads it.
 //
-// A record is a stranger's input: every length and count is checked against
-// the bytes left, nesting is bounded by the descriptor's depth, and what a
-// decode allocates is bounded by decodeBudget.
+// A record is a stranger's input, so every length, count, depth and
+// allocation is bounded.
 
 // wire is how a value is written.
 type wire byte

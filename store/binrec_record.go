@@ -86,11 +86,11 @@ func decodeShared(dec decoder, payload []byte, out *snapshot.Process, lists map[
 	return nil
 }
 
-// storedForm is how Put stores a process whose JSON is js and binary
-// encoding bin: binary, under type typ, when it decodes back to a process
-// that marshals to exactly js; else as JSON. The check makes the codec's
-// exactness a fact of every record, not a hope: show --json prints what
-// the binary record marshals to, and the log's digests are over that JSON.
+// storedForm is how Put stores a process with JSON js and binary encoding
+// bin. It is binary, under type typ, only when bin decodes to a process that
+// marshals to exactly js, else JSON. The check makes the codec's exactness a
+// fact of every record, since show --json and the log's digests rely on that
+// JSON.
 func (c *processCodec) storedForm(bin, js []byte, typ uint64) []byte {
 	var p snapshot.Process
 	if decodeBinary(c.dec, bin, &p) != nil {

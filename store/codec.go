@@ -10,15 +10,11 @@ import (
 	"sync"
 )
 
-// A snapshot's header (host, scan, NVML) is JSON compressed with raw DEFLATE
-// at its fastest level: it is stored for every snapshot and read once per
-// load. Process records stay plain JSON: deduplication already stores each
-// once, and loading a snapshot decodes hundreds of them, where inflating
-// each doubled the cost of show. Only a record above compressFrom (a
-// process using a GPU, with its raw maps and command line kept, or a
-// tenant's 100,000 mappings) is stored compressed, behind a zero byte that
-// no JSON starts with: what a tenant makes large is repetitive, and its new
-// store data per snapshot stays near the limits of docs/spec.md.
+// A snapshot's header is JSON compressed with raw DEFLATE at its fastest
+// level, as it is stored for every snapshot and read once per load. Process
+// records stay plain JSON, because a load decodes hundreds of them. Only a
+// record above compressFrom is compressed, behind a zero byte no JSON starts
+// with, so a tenant's large repetitive record stays small.
 const compressFrom = 16 << 10
 
 // Inflating stops at these sizes: a stranger's store may hold a compression
@@ -94,11 +90,10 @@ func decodeRecord(v []byte) ([]byte, error) {
 	return v, nil
 }
 
-// A snapshot's process list is stored as the sequence numbers of its process
-// records: a flag byte (1 when the list is non-nil, so JSON null and [] stay
-// apart), the count, then each number as a zigzag delta from the one before.
-// An unchanged host repeats the same records in the same order, so most
-// deltas are 1 and take one byte.
+// A snapshot's process list is stored as a flag byte (1 when non-nil, keeping
+// JSON null and [] apart), the count, and each record's sequence number as a
+// zigzag delta from the one before. An unchanged host repeats its records in
+// order, so most deltas take one byte.
 
 func encodeRefs(seqs []uint64, isNil bool) []byte {
 	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(seqs)+8)

@@ -19,12 +19,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The store's log is an RFC 6962 Merkle tree over one leaf per change:
-// every snapshot stored, every removal, every prune, every diff and check
-// result. Its leaves live in the log bucket (8-byte big-endian index -> the
-// leaf's text); the info bucket keeps its origin and the tree's right border
-// (a compact range), so an append hashes O(log n) nodes. docs/store.md has
-// the leaf format and what the log proves.
+// The store's log is an RFC 6962 Merkle tree with one leaf per change (a
+// snapshot stored, removed or pruned, a diff or check result). The log bucket
+// maps an 8-byte big-endian index to the leaf's text. The info bucket keeps
+// the tree's right border, so an append hashes O(log n) nodes; docs/store.md
+// has the leaf format.
 var (
 	bucketLog    = []byte("log")
 	keyLogOrigin = []byte("log-origin")
@@ -185,8 +184,8 @@ type TreeHead struct {
 	Root   []byte `json:"root"` // RFC 6962 root hash; base64 in JSON
 }
 
-// SnapshotDigest is the digest a leaf records of a stored snapshot: SHA-256
-// of the text
+// SnapshotDigest is the digest a leaf records of a stored snapshot: the
+// lower-case hex SHA-256 of this text.
 //
 //	gpusnap-snapshot/1
 //	meta SHA-256(meta JSON)
@@ -194,9 +193,8 @@ type TreeHead struct {
 //	processes N            ("processes null" for a nil list)
 //	SHA-256(process JSON)  one line each, in order
 //
-// in lower-case hex. The JSON is what json.Marshal writes of the snapshot's
-// list entry (Meta), of the snapshot without its processes, and of each
-// process: the record's content, whatever codec stores it.
+// The JSON is json.Marshal's, of the Meta, the snapshot without processes and
+// each process.
 func SnapshotDigest(meta, header []byte, procSums [][sha256.Size]byte, procsNil bool) string {
 	h := sha256.New()
 	m, hd := sha256.Sum256(meta), sha256.Sum256(header)

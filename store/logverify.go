@@ -63,10 +63,9 @@ func (v *logVerifier) problem(leaf int64, id, format string, args ...any) {
 }
 
 // VerifyLog recomputes the log's tree from its leaves and proves the store
-// is what they say: every snapshot a leaf stored and no leaf removed is
-// there with the digest it had, nothing else is, and the baseline index
-// agrees. With cp, the log must extend that earlier checkpoint: its first
-// cp.Size leaves must hash to cp.Root (an RFC 6962 consistency proof).
+// holds exactly the snapshots they say, with their digests, and a matching
+// baseline index. With cp, the log must also extend that earlier checkpoint
+// by an RFC 6962 consistency proof.
 func (s *Store) VerifyLog(cp *TreeHead) (*LogReport, error) {
 	rep := &LogReport{Problems: []LogProblem{}, Checkpoint: cp}
 	err := s.view(func(tx *bolt.Tx) error {

@@ -10,13 +10,11 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safepath"
 )
 
-// checkPath refuses, for a store opened as trusted (root), a path that another
-// user could redirect or tamper with: the store holds command lines, which can
-// hold secrets, and root reads what it finds there. Refused are a symlink on
-// the way owned by another user, a store directory that is not owned by
-// trusted or that its group or others may write, and a store file owned by
-// another user or writable by its group or others. Parts of the path that do
-// not exist yet are fine: Open creates them 0700.
+// checkPath refuses, for a store opened as trusted (root), a path another
+// user could redirect or tamper with, because root reads the command lines
+// stored there. Refused are another user's symlink on the way, and a store
+// directory or file not owned by trusted or writable by group or others.
+// Missing parts are fine, since Open creates them 0700.
 func checkPath(path string, trusted uint32) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {

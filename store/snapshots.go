@@ -184,13 +184,11 @@ func (w *recordWriter) put(sum [sha256.Size]byte, js, bin []byte) (uint64, error
 	return seq, w.hashes.Put(sum[:], seqKey(seq))
 }
 
-// reuse checks that record seq, found by its hash, still is what the hash
-// says: a corrupt record reused would be written into every later snapshot,
-// each then unreadable. A binary record of today's type is checked by its
-// bytes, the encoding being the same for the same process; any other by its
-// JSON. A JSON record (schema 1) is rewritten in binary, its hash and so
-// the log's digests unchanged: the records an unchanged host keeps using
-// are upgraded as it goes.
+// reuse checks that record seq, found by its hash, still matches that hash,
+// because a corrupt record reused would spoil every later snapshot. A binary
+// record of today's type is checked by its bytes, any other by its JSON. A
+// schema 1 record is rewritten in binary with its hash unchanged, so an
+// unchanged host's records upgrade as it goes.
 func (w *recordWriter) reuse(seq uint64, sum [sha256.Size]byte, js, bin []byte) error {
 	rec, missing, err := w.recs.get(seq)
 	switch {
@@ -221,12 +219,11 @@ func (s *Store) Get(idOrPrefix string) (*snapshot.Snapshot, error) {
 	return s.GetSelected(idOrPrefix, "", nil)
 }
 
-// GetSelected loads a snapshot with only the processes keep accepts (all
-// when keep is nil). Decoding is most of what a load costs: a summary that
-// shows a few processes of a thousand decodes only the records that mention
-// text (when not empty), a string every process keep accepts holds. text
-// must be text JSON writes as itself (letters, digits, '-', '_', '/'): a JSON
-// record and a binary one both hold it verbatim.
+// GetSelected loads a snapshot with only the processes keep accepts (all when
+// keep is nil). When text is not empty, only records that contain it are
+// decoded, since decoding is most of a load's cost. Every process keep
+// accepts must hold text, which must be letters, digits, '-', '_' or '/' so
+// that JSON and binary records hold it verbatim.
 func (s *Store) GetSelected(idOrPrefix, text string, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
 	var snap *snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
@@ -441,12 +438,11 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) (
 // inside JSON strings are escaped, and no map comes before it in Snapshot.
 var nullProcesses = []byte(`"processes":null`)
 
-// GetJSON returns a snapshot's JSON, byte for byte what json.Marshal made of
-// the Snapshot given to Put. Marshalling what Get returns can differ: invalid
-// UTF-8 is written as \ufffd and read back as U+FFFD, which marshals as
-// itself. show --json prints this, indented, so it prints exactly what
-// snapshot --json printed: a JSON record as stored, a binary one as its
-// process marshals, each checked against the hash of the JSON Put stored.
+// GetJSON returns a snapshot's JSON byte for byte as json.Marshal made it of
+// the Snapshot given to Put, which marshalling Get's result may not be
+// (invalid UTF-8 reads back as U+FFFD). show --json prints it, so it matches
+// what snapshot --json printed, and each record is checked against its stored
+// JSON hash.
 func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 	var out []byte
 	err := s.view(func(tx *bolt.Tx) error {

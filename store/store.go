@@ -1,18 +1,7 @@
-// Package store keeps snapshots in one bbolt file.
-//
-// Layout (schema 2), one top-level bucket each:
-//
-//	info       "schema" -> the schema version, decimal
-//	meta       id -> JSON Meta: list reads only this bucket
-//	snapshots  id -> flate(JSON of the snapshot without its processes)
-//	refs       id -> the snapshot's processes, as sequence numbers of process records
-//	procs      seq (8 bytes, big endian) -> SHA-256 of the process JSON, then the record:
-//	           that JSON (schema 1's form), or its binary form (binrec.go)
-//	types      type id -> the descriptor of a binary record's fields
-//	hashes     SHA-256 -> seq: a process unchanged since an earlier snapshot is stored once
-//	baselines  tenant NUL id -> nothing: a tenant's latest baseline is one seek away
-//
-// Ids sort by time (snapshot.NewID), so every id-keyed bucket is in time order.
+// Package store keeps snapshots in one bbolt file, one top-level bucket per
+// kind of record (docs/store.md has the layout). A process unchanged since an
+// earlier snapshot is stored once, found by the SHA-256 of its JSON. Ids sort
+// by time (snapshot.NewID), so every id-keyed bucket is in time order.
 package store
 
 import (
@@ -253,12 +242,11 @@ func (s *Store) check() error {
 	})
 }
 
-// layout creates the buckets and schema of a new store, and upgrades one of
-// an older schema. Upgrading schema 1 only marks the file schema 2 and adds
-// the types bucket: its JSON records stay as they are, read as they always
-// were, their hashes and the log's leaves untouched. The mark makes an older
-// gpusnap refuse the file (newer schema) rather than call its binary
-// records damage. A store of today's schema is left alone.
+// layout creates the buckets and schema of a new store, and upgrades an older
+// one. Upgrading schema 1 only marks the file schema 2 and adds the types
+// bucket, leaving its JSON records, hashes and log untouched. The mark makes
+// an older gpusnap refuse the file rather than call its binary records
+// damage.
 func (s *Store) layout() error {
 	if !s.fresh && s.schema == SchemaVersion {
 		return nil

@@ -159,12 +159,10 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 // verify: one removed segment is named by every result that sealed it.
 const maxSealProblems = 64
 
-// checkSeals checks the event log against the seals the result leaves
-// recorded, and adds to rep a problem for each that no longer holds: a
-// segment rewritten or cut back, or removed. A removed segment started
-// more than watch's default retention before now is taken as pruned by
-// it, not as a problem: retention and a deletion look alike from there on
-// (docs/threat-model.md).
+// checkSeals adds to rep a problem for each seal in the result leaves that
+// the event log no longer holds (a segment rewritten, cut back or removed). A
+// removed segment that started more than watch's default retention before now
+// counts as pruned, because retention and deletion look alike from then on.
 func checkSeals(g globals, rep *store.LogReport, now time.Time) {
 	if len(rep.Seals) == 0 {
 		return
@@ -214,12 +212,11 @@ func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verifi
 	}
 }
 
-// recordResult appends a result leaf for r (the SHA-256 of its findings'
-// JSON, the snapshots it compared, and the seals of the event log's
-// segments its window read) to the store's log, and sets the log's new
-// head in r and run: it leaves the host in the JSON and the textfile. A
-// result that could not be recorded is the error, for the caller to say
-// beside the verdict.
+// recordResult appends to the store's log a result leaf for r: its findings'
+// SHA-256, the snapshots compared and the seals of the event log segments
+// read. It sets the log's new head in r and run, for the JSON and the
+// textfile. A result that could not be recorded is the error, reported beside
+// the verdict.
 func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, events eventlog.Source, ids ...string) error {
 	findings, err := json.Marshal(r.Findings)
 	if err != nil {

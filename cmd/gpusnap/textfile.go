@@ -15,11 +15,11 @@ func textfileFlag() cli.Flag {
 	return &cli.StringFlag{Name: "textfile", Usage: "write the result as Prometheus metrics to `FILE`, atomically, for node_exporter's textfile collector (docs/metrics.md)"}
 }
 
-// writeTextfile records a run in --textfile's file, when given, with the
-// verdict its exit status says: an error is recorded too, so a fleet sees a
-// node whose gpusnap could not say. A failed write never hides the verdict:
-// beside findings or an error it is one more line on stderr; beside a clean
-// run it is the error (exit 2), since the result asked for was not written.
+// writeTextfile records a run, errors included, in --textfile's file when
+// given, so a fleet sees a node whose gpusnap could not say. A failed write
+// never hides the verdict: beside findings or an error it is one more stderr
+// line, and beside a clean run it is the error (exit 2), since the asked-for
+// result was not written.
 func writeTextfile(ctx context.Context, stderr io.Writer, path string, run metrics.Run, err error) error {
 	if path == "" {
 		return err

@@ -7,7 +7,6 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,16 +15,6 @@ import (
 // maxCommentWords bounds one comment group: a contract and its reason fit
 // in two or three sentences, and a longer comment is usually narration.
 const maxCommentWords = 60
-
-// longCommentsAllowed are path prefixes whose long comments are being
-// rewritten in other branches (the /proc reader, the CLI, the record codec).
-// Their groups are logged, not failed, and each entry goes once its files are
-// rewritten (at this writing: capture 30 groups, cmd/gpusnap 7, store 16).
-var longCommentsAllowed = []string{
-	"capture/",
-	"cmd/gpusnap/",
-	"store/",
-}
 
 // sourceFiles parses every hand-written, non-test Go file of the module,
 // keyed by its slash path from the module root, with its comments.
@@ -73,22 +62,12 @@ func sourceFiles(t *testing.T, fset *token.FileSet) map[string]*ast.File {
 	return files
 }
 
-func longCommentAllowed(rel string) bool {
-	for _, prefix := range longCommentsAllowed {
-		if strings.HasPrefix(rel, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestCommentsAreShort fails on each comment group (a doc comment or any
-// other run of comment lines) of more than maxCommentWords words, outside
-// the files of longCommentsAllowed, whose groups it only logs.
+// other run of comment lines) of more than maxCommentWords words.
 func TestCommentsAreShort(t *testing.T) {
 	fset := token.NewFileSet()
 	files := sourceFiles(t, fset)
-	var failed, allowed []string
+	var failed []string
 	for rel, f := range files {
 		for _, g := range f.Comments {
 			n := len(strings.Fields(g.Text()))
@@ -96,24 +75,10 @@ func TestCommentsAreShort(t *testing.T) {
 				continue
 			}
 			line := fset.Position(g.Pos()).Line
-			msg := fmt.Sprintf("%s:%d: comment of %d words", rel, line, n)
-			if longCommentAllowed(rel) {
-				allowed = append(allowed, msg)
-				continue
-			}
-			failed = append(failed, msg)
+			failed = append(failed, fmt.Sprintf("%s:%d: comment of %d words", rel, line, n))
 		}
 	}
-	sort.Strings(allowed)
 	sort.Strings(failed)
-	for _, m := range allowed {
-		t.Log("allowed for now: " + m)
-	}
-	for _, prefix := range longCommentsAllowed {
-		if !slices.ContainsFunc(allowed, func(m string) bool { return strings.HasPrefix(m, prefix) }) {
-			t.Logf("%s has no long comment left: take it off longCommentsAllowed", prefix)
-		}
-	}
 	for _, m := range failed {
 		t.Error(m)
 	}
