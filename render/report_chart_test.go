@@ -112,11 +112,5 @@ func TestReportChartInChromium(t *testing.T) {
 			t.Errorf("the DOM lacks %s", re)
 		}
 	}
-	shot := filepath.Join(testOutDir(t), "bundle-report-chart.png")
-	os.Remove(shot)
-	chromium(t, page, "--screenshot="+shot, "--window-size=1280,1400", "--hide-scrollbars")
-	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	t.Logf("screenshot of the report: %s", shot)
+	screenshot(t, page, "bundle-report-chart.png", 1400)
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,9 +91,16 @@ func TestReportHTMLInChromium(t *testing.T) {
 		t.Errorf("the DOM holds %d script elements", n)
 	}
 
-	shot := filepath.Join(testOutDir(t), "bundle-report.png")
+	screenshot(t, page, "bundle-report.png", 2400)
+}
+
+// screenshot has Chromium draw page, 1280 pixels wide and height high, into
+// name in the tests' output directory, and fails on an empty picture.
+func screenshot(t *testing.T, page, name string, height int) {
+	t.Helper()
+	shot := filepath.Join(testOutDir(t), name)
 	os.Remove(shot)
-	chromium(t, page, "--screenshot="+shot, "--window-size=1280,2400", "--hide-scrollbars")
+	chromium(t, page, "--screenshot="+shot, fmt.Sprintf("--window-size=1280,%d", height), "--hide-scrollbars")
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
 		t.Fatalf("no screenshot: %v", err)
 	}
