@@ -36,7 +36,12 @@ pre { background: #f7f7f7; border: 1px solid #e2e2e2; padding: .5em; overflow-x:
 // reportTemplate is parsed on first use: every command would pay for it at
 // start-up.
 var reportTemplate = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("report").Parse(`<!DOCTYPE html>
+	return template.Must(template.New("report").Parse(reportHTML))
+})
+
+// reportHTML is report.html's template: the page, its chart and its
+// sections, all data escaped by html/template.
+const reportHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -158,8 +163,7 @@ a process a finding names (from the window's start, for one started before).</p>
 {{- end}}
 </body>
 </html>
-`))
-})
+`
 
 // html renders report.html: one self-contained file.
 func (r *report) html() ([]byte, error) {
