@@ -63,9 +63,9 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 		}
 		return paths
 	}),
-	"container": processField(func(p *snapshot.Process) []string { return []string{p.ContainerID} }),
-	"pod":       processField(func(p *snapshot.Process) []string { return []string{p.PodUID} }),
-	"slurm_job": processField(func(p *snapshot.Process) []string { return []string{p.SlurmJobID} }),
+	"container": ownerField(func(p *snapshot.Process) string { return p.ContainerID }),
+	"pod":       ownerField(func(p *snapshot.Process) string { return p.PodUID }),
+	"slurm_job": ownerField(func(p *snapshot.Process) string { return p.SlurmJobID }),
 	"kind":      func(f *Finding, _ *snapshot.Process) []string { return []string{f.Kind} },
 	// device matches the path a finding names, except where the process
 	// has a node there whose number names another device (misnamed).
@@ -119,6 +119,18 @@ func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot
 		}
 		return get(p)
 	}
+}
+
+// ownerField is a container, pod or Slurm job id of the process, which no
+// allow entry matches where it was read from a cgroup the process's user
+// named (SelfNamedCgroup).
+func ownerField(get func(*snapshot.Process) string) func(*Finding, *snapshot.Process) []string {
+	return processField(func(p *snapshot.Process) []string {
+		if p.SelfNamedCgroup() {
+			return nil
+		}
+		return []string{get(p)}
+	})
 }
 
 // maxAllowSize bounds an allow list file: thousands of entries fit in 1 MiB.

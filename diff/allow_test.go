@@ -147,3 +147,18 @@ func TestAllowDeviceNotForAMisnamedNode(t *testing.T) {
 		t.Errorf("the misnamed node: %+v", f)
 	}
 }
+
+// A tenant whose user manager delegates it a cgroup subtree names a cgroup
+// there for another's container and moves into it: the capture reads that
+// container's id, and a container entry does not vouch for it.
+func TestAllowOwnerNotFromASelfNamedCgroup(t *testing.T) {
+	id := "4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"
+	in := func(cgroup string) procOpt {
+		return func(p *snapshot.Process) { p.ContainerID, p.Cgroups = id, []string{"0::" + cgroup} }
+	}
+	real := proc(900, 50, "dcgm", "/usr/bin/nv-hostengine", holder(3, dev0, "rw", dev0No), in("/system.slice/docker-"+id+".scope"))
+	forged := proc(4242, 60, "dcgm", "/usr/bin/nv-hostengine", holder(3, dev0, "rw", dev0No),
+		in("/user.slice/user-1001.slice/user@1001.service/docker-"+id+".scope"))
+	to := withGPUs(snap("now", real, forged), gpuN(0, "GPU-0", 1<<20))
+	expect(t, check(t, to, "", "container="+id+"\n"), "gpu_in_use high 4242 /dev/nvidia0", "gpu_in_use info 900 /dev/nvidia0")
+}

@@ -117,7 +117,13 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 		return Triage{Class: ClassTenant, Why: []string{why},
 			Next: fmt.Sprintf("the tenant's own: let its job end, or kill -9 %d if the job has ended", p.PID)}
 	}
-	switch owner := ownerText(p); {
+	owner := ownerText(p)
+	if in.tenant != "" && p.SelfNamedCgroup() {
+		// A tenant can name its own cgroup for another's job: no verdict
+		// of whose it is rests on that.
+		owner = ""
+	}
+	switch {
 	case owner != "" && in.tenant != "":
 		return Triage{Class: ClassAnotherTenant, Why: []string{"its cgroup names " + owner + ", not tenant " + in.tenant},
 			Next: "ask the owner of " + owner + " to confirm it; no page"}

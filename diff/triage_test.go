@@ -38,6 +38,11 @@ func TestClassify(t *testing.T) {
 			false, ClassLeftoverWorker, "kill -9 17"},
 		{"another job", with(py(18), func(p *snapshot.Process) { p.SlurmJobID = "77" }), false, ClassAnotherTenant, "slurm job 77"},
 		{"unowned, reparented", with(py(19), func(p *snapshot.Process) { p.Reparented = true }), false, ClassLeftoverWorker, "kill -9 19"},
+		// A cgroup below the tenant's own user manager, named for job 77.
+		{"another job's name, self-made", with(py(27), func(p *snapshot.Process) {
+			p.SlurmJobID, p.Reparented = "77", true
+			p.Cgroups = []string{"0::/user.slice/user-1001.slice/user@1001.service/job_77/x.scope"}
+		}), false, ClassLeftoverWorker, "kill -9 27"},
 		{"unpackaged outside a system path", with(py(20), func(p *snapshot.Process) {
 			p.Exe, p.Package = "/opt/conda/bin/python3.11", &snapshot.Package{Status: provenance.NotPackaged}
 		}), false, ClassLeftoverWorker, "kill -9 20"},
