@@ -144,6 +144,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api
 		// later GPU container does not record one in its place.
 		p.pods[s.GetId()] = &podState{allocated: true, gpuSeen: true}
 	}
+	// From here on the runtime sends each new pod's events: a pod started
+	// before this line may have been in neither the list nor an event.
+	p.logf("synchronized with %d running pods", len(pods))
 	return nil, nil
 }
 

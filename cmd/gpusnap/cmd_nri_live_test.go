@@ -194,11 +194,13 @@ func TestNRIPodLifecycle(t *testing.T) {
 		})
 		return stop
 	}
-	registered := func(n int) func() bool {
-		return func() bool { return strings.Count(stderr.String(), "registered with containerd") >= n }
+	// A pod started before the plugin synchronized is in neither its
+	// list nor an event it receives: wait for the line that says so.
+	synchronized := func(n int) func() bool {
+		return func() bool { return strings.Count(stderr.String(), "synchronized with ") >= n }
 	}
 	stop := startPlugin()
-	waitUntil(t, "the plugin to register", stderr.String, registered(1))
+	waitUntil(t, "the plugin to synchronize", stderr.String, synchronized(1))
 
 	// A clean pod.
 	a := pod("aaaaaaaa-0000-4000-8000-000000000001", "clean")
@@ -262,19 +264,19 @@ func TestNRIPodLifecycle(t *testing.T) {
 	}
 
 	stop()
-	checkResync(t, rt, func() { startPlugin() }, &stderr, registered(2), c)
+	checkResync(t, rt, func() { startPlugin() }, &stderr, synchronized(2), c)
 }
 
 // checkResync restarts the stopped plugin: it re-syncs, kept keeps its
 // baseline, and a pod started while the plugin was down has none, is said,
 // and is never diffed clean.
-func checkResync(t *testing.T, rt *nriRuntime, start func(), stderr *livetest.LockedBuffer, registered func() bool, kept *adaptation.PodSandbox) {
+func checkResync(t *testing.T, rt *nriRuntime, start func(), stderr *livetest.LockedBuffer, synchronized func() bool, kept *adaptation.PodSandbox) {
 	e := pod("eeeeeeee-0000-4000-8000-000000000005", "unseen")
 	rt.mu.Lock()
 	rt.pods = append(rt.pods, e)
 	rt.mu.Unlock()
 	start()
-	waitUntil(t, "the plugin to register again", stderr.String, registered)
+	waitUntil(t, "the plugin to synchronize again", stderr.String, synchronized)
 	waitUntil(t, "the re-sync", stderr.String, func() bool { return strings.Contains(stderr.String(), e.Uid+"): running with no baseline") })
 	if strings.Contains(stderr.String(), kept.Uid+"): running with no baseline") {
 		t.Errorf("re-sync: pod %s's baseline not found:\n%s", kept.Uid, stderr.String())
@@ -304,7 +306,7 @@ func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	waitUntil(t, "the plugin to register", stderr.String, func() bool { return strings.Contains(stderr.String(), "registered with containerd") })
+	waitUntil(t, "the plugin to synchronize", stderr.String, func() bool { return strings.Contains(stderr.String(), "synchronized with ") })
 
 	p := pod("ffffffff-0000-4000-8000-000000000006", "hung")
 	// As containerd does (and run does): a request made while the plugin
