@@ -43,7 +43,10 @@ func floorVariant(t *testing.T, names []string) costVariant {
 	t.Cleanup(coll.Close)
 	var links []link.Link
 	on := func() error {
-		return withTracefs(func() error {
+		return withTracefs(func(unmounted error) error {
+			if unmounted != nil {
+				return unmounted
+			}
 			for _, name := range names {
 				l, err := attachSection(spec.Programs[name].SectionName, coll.Programs[name])
 				if err != nil {
@@ -72,7 +75,7 @@ func watchVariant(t *testing.T, w *Watch) costVariant {
 		t.Fatal(err)
 	}
 	w.closeLinks()
-	return costVariant{name: "watch", on: func() error { return w.attach(spec, w.Hook) }, off: w.closeLinks}
+	return costVariant{name: "watch", on: func() error { return withTracefs(func(error) error { return w.attachLinks(spec, w.Hook) }) }, off: w.closeLinks}
 }
 
 // openCloseNS opens and closes path n times on one thread and returns the

@@ -138,18 +138,8 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 			return nil, fmt.Errorf("fill the NVIDIA majors: %w", err)
 		}
 	}
-	for _, hook := range hooks {
-		err := w.attachHook(spec, hook)
-		if err == nil {
-			w.Hook = hook
-			break
-		}
-		w.Refused = append(w.Refused, fmt.Sprintf("%s: %v", hook, err))
-		w.closeLinks()
-		w.closeCollection()
-	}
-	if w.Hook == "" {
-		return nil, fmt.Errorf("no BPF hook loads (%s)", strings.Join(w.Refused, "; "))
+	if err := withTracefs(func(unmounted error) error { return w.attachBest(spec, hooks, unmounted) }); err != nil {
+		return nil, err
 	}
 	for _, name := range lifePrograms {
 		l, err := link.AttachTracing(link.TracingOptions{Program: w.coll.Programs[name]})
@@ -181,6 +171,25 @@ func (m *sharedMaps) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{"events": m.Events, "nvidia_majors": m.NvidiaMajors, "seen": m.Seen, ".bss": m.Bss, "scratch": m.Scratch}
 }
 
+// attachBest attaches the first of hooks the kernel takes. unmounted, where
+// not nil, is why tracefs could not be mounted: the tracepoint hook's refusal.
+func (w *Watch) attachBest(spec *ebpf.CollectionSpec, hooks []Hook, unmounted error) error {
+	for _, hook := range hooks {
+		err := unmounted
+		if hook != HookTracepoint || unmounted == nil {
+			err = w.attachHook(spec, hook)
+		}
+		if err == nil {
+			w.Hook = hook
+			return nil
+		}
+		w.Refused = append(w.Refused, fmt.Sprintf("%s: %v", hook, err))
+		w.closeLinks()
+		w.closeCollection()
+	}
+	return fmt.Errorf("no BPF hook loads (%s)", strings.Join(w.Refused, "; "))
+}
+
 // attachHook loads one hook's programs with the life programs, in one
 // collection sharing the maps already loaded (one load: relocating against
 // the kernel's BTF once, not once a program), and attaches the hook's.
@@ -198,15 +207,6 @@ func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 		return loadError(hookPrograms[hook][0], err)
 	}
 	w.coll = coll
-	return w.attach(spec, hook)
-}
-
-// attach attaches the loaded programs of a hook; the tracepoints are found
-// in tracefs.
-func (w *Watch) attach(spec *ebpf.CollectionSpec, hook Hook) error {
-	if hook == HookTracepoint {
-		return withTracefs(func() error { return w.attachLinks(spec, hook) })
-	}
 	return w.attachLinks(spec, hook)
 }
 
@@ -250,34 +250,41 @@ func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
 
 // withTracefs runs attach where tracefs is mounted, since the syscall
 // tracepoints are found by name there. Where the host has not mounted it,
-// attach runs on its own thread in its own mount namespace with tracefs
-// mounted there alone. The host's mounts stay as they were even if watch
-// dies, and the attached perf events outlive the mount.
-func withTracefs(attach func() error) error {
+// attach runs on a thread of its own in a mount namespace of its own with
+// tracefs mounted there alone: the host's mounts stay as they were even if
+// watch dies, and the attached perf events outlive the mount. Every hook is
+// tried there, not the tracepoints alone: cilium/ebpf looks tracefs up once
+// a process and keeps the answer, and the kprobe hook, tried first, asks.
+// Where the namespace cannot be made, attach runs here and unmounted says
+// why.
+func withTracefs(attach func(unmounted error) error) error {
 	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
-		return attach()
+		return attach(nil)
 	}
 	errc := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread, in its own mount namespace, ends with
 		// this goroutine and runs nothing else.
 		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- fmt.Errorf("tracefs is not mounted at %s, and a mount namespace to mount it in was refused: %w", TracefsDir, err)
-			return
-		}
-		// Private first: a mount under a shared / would reach the host's namespace.
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			errc <- fmt.Errorf("tracefs: making a private mount namespace: %w", err)
-			return
-		}
-		if err := unix.Mount("nodev", TracefsDir, "tracefs", 0, ""); err != nil {
-			errc <- fmt.Errorf("tracefs is not mounted at %s and mounting it failed: %w", TracefsDir, err)
-			return
-		}
-		errc <- attach()
+		errc <- attach(mountTracefsPrivately())
 	}()
 	return <-errc
+}
+
+// mountTracefsPrivately moves the calling thread into a mount namespace of
+// its own and mounts tracefs there; the error says which step failed.
+func mountTracefsPrivately() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("tracefs is not mounted at %s, and a mount namespace to mount it in was refused: %w", TracefsDir, err)
+	}
+	// Private first: a mount under a shared / would reach the host's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("tracefs: making a private mount namespace: %w", err)
+	}
+	if err := unix.Mount("nodev", TracefsDir, "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("tracefs is not mounted at %s and mounting it failed: %w", TracefsDir, err)
+	}
+	return nil
 }
 
 // loadError names what the kernel refused, in one line, and wraps the
