@@ -40,6 +40,9 @@ const (
 	// RecordRing: a FileRecord of an io_uring instance, not a device, with no
 	// path: the files it has registered are listed in its fdinfo only.
 	RecordRing = uint32(iterRecFlagREC_RING)
+	// RecordPathProc: VMAUnwalked, the process maps a file (a device, a
+	// DMA-buf) that a _proc_path walk does not name: read it from /proc.
+	RecordPathProc = uint32(iterRecFlagREC_PATH_PROC)
 
 	// recordSamePath: a mapping of the same file as the record before, whose
 	// path (or path error) it has; EachVMA hands over that path.
@@ -53,7 +56,7 @@ const (
 	VMAAnonExec = uint32(iterVmaKindVMA_ANON_EXEC) // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
 	// VMAUnwalked: the process's mappings were not walked, or not all (the
 	// records before it are some of them): read them from /proc. Its
-	// RecFlags say why (RecordMMBusy, RecordTooMany).
+	// RecFlags say why (RecordMMBusy, RecordTooMany, RecordPathProc).
 	VMAUnwalked = uint32(iterVmaKindVMA_UNWALKED)
 )
 
@@ -89,8 +92,10 @@ var (
 	// TaskPrograms: the exe rendered in the kernel, else left to /proc/PID/exe.
 	TaskPrograms = []string{"gpusnap_tasks", "gpusnap_tasks_proc_exe"}
 	// VMAPrograms: the open-coded task_vma iterator (6.7), else the
-	// task_vma iterator's program (5.12), one call a mapping.
-	VMAPrograms = []string{"gpusnap_vmas", "gpusnap_vma"}
+	// task_vma iterator's program (5.12), one call a mapping; then each
+	// again leaving the processes that map a file to /proc, for kernels
+	// whose verifier will not name vma->vm_file (some 6.18 builds).
+	VMAPrograms = []string{"gpusnap_vmas", "gpusnap_vma", "gpusnap_vmas_proc_path", "gpusnap_vma_proc_path"}
 )
 
 // OpenWalk opens each capture iterator over the caller's pid namespace: from

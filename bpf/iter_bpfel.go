@@ -48,6 +48,7 @@ const (
 	iterRecFlagREC_NO_SCRATCH iterRecFlag = 128
 	iterRecFlagREC_EXE_PROC   iterRecFlag = 256
 	iterRecFlagREC_RING       iterRecFlag = 512
+	iterRecFlagREC_PATH_PROC  iterRecFlag = 1024
 )
 
 type iterScratch struct {
@@ -118,7 +119,9 @@ const (
 	iterProgGpusnapTasks        = "gpusnap_tasks"
 	iterProgGpusnapTasksProcExe = "gpusnap_tasks_proc_exe"
 	iterProgGpusnapVma          = "gpusnap_vma"
+	iterProgGpusnapVmaProcPath  = "gpusnap_vma_proc_path"
 	iterProgGpusnapVmas         = "gpusnap_vmas"
+	iterProgGpusnapVmasProcPath = "gpusnap_vmas_proc_path"
 	iterVarUnusedIterLimit      = "unused_iter_limit"
 	iterVarUnusedRecFlag        = "unused_rec_flag"
 	iterVarUnusedVmaKind        = "unused_vma_kind"
@@ -170,7 +173,9 @@ type iterProgramSpecs struct {
 	GpusnapTasks        *ebpf.ProgramSpec `ebpf:"gpusnap_tasks"`
 	GpusnapTasksProcExe *ebpf.ProgramSpec `ebpf:"gpusnap_tasks_proc_exe"`
 	GpusnapVma          *ebpf.ProgramSpec `ebpf:"gpusnap_vma"`
+	GpusnapVmaProcPath  *ebpf.ProgramSpec `ebpf:"gpusnap_vma_proc_path"`
 	GpusnapVmas         *ebpf.ProgramSpec `ebpf:"gpusnap_vmas"`
+	GpusnapVmasProcPath *ebpf.ProgramSpec `ebpf:"gpusnap_vmas_proc_path"`
 }
 
 // iterMapSpecs contains maps before they are loaded into the kernel.
@@ -235,7 +240,9 @@ type iterPrograms struct {
 	GpusnapTasks        *ebpf.Program `ebpf:"gpusnap_tasks"`
 	GpusnapTasksProcExe *ebpf.Program `ebpf:"gpusnap_tasks_proc_exe"`
 	GpusnapVma          *ebpf.Program `ebpf:"gpusnap_vma"`
+	GpusnapVmaProcPath  *ebpf.Program `ebpf:"gpusnap_vma_proc_path"`
 	GpusnapVmas         *ebpf.Program `ebpf:"gpusnap_vmas"`
+	GpusnapVmasProcPath *ebpf.Program `ebpf:"gpusnap_vmas_proc_path"`
 }
 
 func (p *iterPrograms) Close() error {
@@ -244,7 +251,9 @@ func (p *iterPrograms) Close() error {
 		p.GpusnapTasks,
 		p.GpusnapTasksProcExe,
 		p.GpusnapVma,
+		p.GpusnapVmaProcPath,
 		p.GpusnapVmas,
+		p.GpusnapVmasProcPath,
 	)
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,12 +46,28 @@ func capturePath(t *testing.T, path string) *snapshot.Snapshot {
 func TestBPFAndProcAgree(t *testing.T) { bpfAndProcAgree(t) }
 
 // The same, with the fallback programs of older kernels (c/iter.c): the
-// exe read from /proc, the mappings walked one task_vma call each.
+// exe read from /proc, the mappings walked one task_vma call each (or,
+// where this kernel will not name a mapped file, with the files left to
+// /proc too).
 func TestBPFFallbacksAndProcAgree(t *testing.T) {
-	defer capture.UseWalkPrograms(bpf.TaskPrograms[1:], bpf.VMAPrograms[1:])()
-	if note := capturePath(t, capture.PathBPF).Scan.CaptureNote; !strings.Contains(note, "gpusnap_tasks_proc_exe") ||
-		!strings.Contains(note, "gpusnap_vma,") {
-		t.Fatalf("capture note %q: want the fallback programs", note)
+	fallbackAndProcAgree(t, []string{"gpusnap_vma", "gpusnap_vma_proc_path"})
+}
+
+// The same, with the walks that leave every process mapping a file to
+// /proc: the only ones some 6.18 builds load, run on every kernel.
+func TestBPFProcPathAndProcAgree(t *testing.T) {
+	fallbackAndProcAgree(t, []string{"gpusnap_vmas_proc_path", "gpusnap_vma_proc_path"})
+}
+
+// fallbackAndProcAgree runs the differential test with the exe from /proc
+// and the first of vmas the kernel takes, which the capture note must name.
+func fallbackAndProcAgree(t *testing.T, vmas []string) {
+	defer capture.UseWalkPrograms(bpf.TaskPrograms[1:], vmas)()
+	note := capturePath(t, capture.PathBPF).Scan.CaptureNote
+	if !strings.Contains(note, "gpusnap_tasks_proc_exe") || !slices.ContainsFunc(vmas, func(name string) bool {
+		return strings.Contains(note, ", "+name+",") || strings.Contains(note, ", "+name+" (refused")
+	}) {
+		t.Fatalf("capture note %q: want gpusnap_tasks_proc_exe and one of %v", note, vmas)
 	}
 	bpfAndProcAgree(t)
 }

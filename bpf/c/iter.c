@@ -17,7 +17,9 @@
 //
 // Where a kernel refuses a program, user space loads its fallback:
 // gpusnap_tasks_proc_exe leaves the exe to /proc, gpusnap_vma (iter/task_vma)
-// walks mappings one call each.
+// walks mappings one call each, and the _proc_path walks leave a process
+// that maps a device or a DMA-buf to /proc (a kernel whose verifier calls
+// vma->vm_file untrusted refuses bpf_d_path on it).
 //
 // Everything else (libraries, sockets, pipes: nearly all of a host) is
 // dropped here, which is where the BPF path saves over reading /proc's text.
@@ -54,6 +56,7 @@ enum rec_flag {
 	REC_NO_SCRATCH = 128, // vma_rec (VMA_UNWALKED), file_rec: no scratch to render it in: read the process from /proc
 	REC_EXE_PROC = 256,   // task_rec: the exe was not taken here: read /proc/PID/exe
 	REC_RING = 512,       // file_rec: an io_uring instance, no device: its registered files are in its fdinfo
+	REC_PATH_PROC = 1024, // VMA_UNWALKED: a mapping of a file this kernel would not name here: read /proc
 };
 
 // Kinds of a vma_rec.
@@ -337,9 +340,10 @@ static __always_inline u32 vma_kind(struct vm_area_struct *vma)
 // s->path, and returns the path's length. With same_path, a mapping of the
 // file the record before was of gets REC_SAME_PATH and no path: only where
 // that record is in the same call's output, which the kernel keeps or drops
-// whole.
+// whole. Without kernel_path the path is not rendered (REC_PATH_ERROR):
+// the _proc_path walks send a file's mappings to /proc before.
 static __always_inline u32 fill_vma(struct scratch *s, struct task_struct *task, struct vm_area_struct *vma, u32 kind,
-				    const int same_path)
+				    const int same_path, const int kernel_path)
 {
 	struct vma_rec *r = &s->vma;
 	__builtin_memset(r, 0, sizeof(*r));
@@ -362,8 +366,10 @@ static __always_inline u32 fill_vma(struct scratch *s, struct task_struct *task,
 		// its path once.
 		if (same_path && (u64)file == s->last_file)
 			r->rec_flags |= REC_SAME_PATH;
-		else
+		else if (kernel_path)
 			len = put_path(s, &file->f_path, &r->rec_flags);
+		else
+			r->rec_flags |= REC_PATH_ERROR;
 	} else if (bpf_core_field_exists(((struct vm_area_struct___named *)vma)->anon_name)) {
 		struct anon_vma_name___named *an = BPF_CORE_READ((struct vm_area_struct___named *)vma, anon_name);
 		if (an) {
@@ -396,6 +402,19 @@ static __always_inline struct scratch *vma_scratch(struct seq_file *seq, struct 
 	return s;
 }
 
+// emit_unwalked writes the VMA_UNWALKED record of task's process, flagged
+// why: user space then reads the process from /proc.
+static __always_inline void emit_unwalked(struct seq_file *seq, struct scratch *s, struct task_struct *task, u32 why)
+{
+	struct vma_rec *r = &s->vma;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->kind = VMA_UNWALKED;
+	r->rec_flags = why;
+	emit(seq, s, sizeof(*r), 0);
+}
+
 // The mappings of each process are walked inside one call of a task
 // iterator (the open-coded task_vma iterator), not one program call per
 // mapping: nearly all mappings are dismissed by vma_kind. The records of one
@@ -407,8 +426,10 @@ static __always_inline struct scratch *vma_scratch(struct seq_file *seq, struct 
 // tries it).
 #define MAX_VMA_OUT (24 << 10)
 
-SEC("iter/task")
-int gpusnap_vmas(struct bpf_iter__task *ctx)
+// walk_vmas is the open-coded walk of task's mappings. Without
+// kernel_path, a mapping of a file (a device, a DMA-buf) ends the walk with
+// a VMA_UNWALKED record flagged REC_PATH_PROC instead of its own.
+static __always_inline int walk_vmas(struct bpf_iter__task *ctx, const int kernel_path)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
@@ -430,7 +451,11 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 		u32 kind = vma_kind(vma);
 		if (!kind)
 			continue;
-		u32 len = fill_vma(s, task, vma, kind, 1);
+		if (!kernel_path && kind != VMA_ANON_EXEC) {
+			s->unwalked = REC_PATH_PROC;
+			break;
+		}
+		u32 len = fill_vma(s, task, vma, kind, 1, kernel_path);
 		struct vma_rec *r = &s->vma;
 		struct file *file = vma->vm_file;
 		u32 size = sizeof(*r) + ((len + 7) & ~7U);
@@ -443,25 +468,25 @@ int gpusnap_vmas(struct bpf_iter__task *ctx)
 		s->last_file = (u64)file;
 	}
 	bpf_iter_task_vma_destroy(&it);
-	if (s->unwalked) {
-		struct vma_rec *r = &s->vma;
-		__builtin_memset(r, 0, sizeof(*r));
-		r->pid = task->tgid;
-		r->tid = task->pid;
-		r->kind = VMA_UNWALKED;
-		r->rec_flags = s->unwalked;
-		emit(seq, s, sizeof(*r), 0);
-	}
+	if (s->unwalked)
+		emit_unwalked(seq, s, task, s->unwalked);
 	return 0;
 }
+
+SEC("iter/task")
+int gpusnap_vmas(struct bpf_iter__task *ctx) { return walk_vmas(ctx, 1); }
+
+SEC("iter/task")
+int gpusnap_vmas_proc_path(struct bpf_iter__task *ctx) { return walk_vmas(ctx, 0); }
 
 // gpusnap_vma is the walk of mappings for kernels without the open-coded
 // task_vma iterator (before 6.7): the task_vma iterator calls it once a
 // mapping. Each call's record stands alone (no REC_SAME_PATH: a call whose
 // output overflowed a read's buffer is run again in the next, so no record
 // may lean on the one before), and the kernel waits for a held mmap lock.
-SEC("iter/task_vma")
-int gpusnap_vma(struct bpf_iter__task_vma *ctx)
+// Without kernel_path, a mapping of a file makes a VMA_UNWALKED record
+// flagged REC_PATH_PROC instead of its own.
+static __always_inline int vma_rec_of(struct bpf_iter__task_vma *ctx, const int kernel_path)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
@@ -474,10 +499,20 @@ int gpusnap_vma(struct bpf_iter__task_vma *ctx)
 	struct scratch *s = vma_scratch(seq, task);
 	if (!s)
 		return 0;
-	u32 len = fill_vma(s, task, vma, kind, 0);
+	if (!kernel_path && kind != VMA_ANON_EXEC) {
+		emit_unwalked(seq, s, task, REC_PATH_PROC);
+		return 0;
+	}
+	u32 len = fill_vma(s, task, vma, kind, 0, kernel_path);
 	emit(seq, s, sizeof(s->vma), len);
 	return 0;
 }
+
+SEC("iter/task_vma")
+int gpusnap_vma(struct bpf_iter__task_vma *ctx) { return vma_rec_of(ctx, 1); }
+
+SEC("iter/task_vma")
+int gpusnap_vma_proc_path(struct bpf_iter__task_vma *ctx) { return vma_rec_of(ctx, 0); }
 
 // is_ring says whether file is an io_uring instance: an anonymous inode
 // whose dentry is named "[io_uring]", as its fd's link shows it. The name is
