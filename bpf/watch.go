@@ -248,15 +248,11 @@ func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
 	return nil, fmt.Errorf("no way to attach a program of section %s", section)
 }
 
-// withTracefs runs attach where tracefs is mounted, since the syscall
-// tracepoints are found by name there. Where the host has not mounted it,
-// attach runs on a thread of its own in a mount namespace of its own with
-// tracefs mounted there alone: the host's mounts stay as they were even if
-// watch dies, and the attached perf events outlive the mount. Every hook is
-// tried there, not the tracepoints alone: cilium/ebpf looks tracefs up once
-// a process and keeps the answer, and the kprobe hook, tried first, asks.
-// Where the namespace cannot be made, attach runs here and unmounted says
-// why.
+// withTracefs runs attach where tracefs is mounted: where the host has not
+// mounted it, on a thread of its own in a private mount namespace with
+// tracefs there, so the host's mounts stay as they were. Every hook is tried
+// there: cilium/ebpf caches its tracefs lookup, which kprobes make
+// first. Where no such namespace can be made, unmounted says why.
 func withTracefs(attach func(unmounted error) error) error {
 	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
 		return attach(nil)
