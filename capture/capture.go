@@ -812,6 +812,7 @@ func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *sc
 	}
 	r = newReader(faults, false, !live)
 	errs = readHost(r, rootfd, root, h)
+	h.GPUNodes = gpuNodes(r, rootfd, root, live)
 	classes := snapshot.DeviceClasses{}
 	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
 		classes = ParseDevices(data)

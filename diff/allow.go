@@ -133,6 +133,10 @@ func ownerField(get func(*snapshot.Process) string) func(*Finding, *snapshot.Pro
 	})
 }
 
+// DefaultAllowPath is the allow list the package installs (NVIDIA's own
+// daemons), which --allow reads where it is not given.
+const DefaultAllowPath = "/etc/gpusnap/allow.list"
+
 // maxAllowSize bounds an allow list file: thousands of entries fit in 1 MiB.
 const maxAllowSize = 1 << 20
 

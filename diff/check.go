@@ -2,6 +2,7 @@ package diff
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ type CheckOptions struct {
 	GPUs            *snapshot.GPUSet
 	ZombieThreshold uint64 // bytes; --zombie-threshold
 	Allow           *AllowList
+	// FailOn is the least severity that makes the GPUs not clean (--fail-on).
+	FailOn Severity
 	// Events is what gpusnap watch recorded from Since to the capture, and
 	// ExpectWatch and LogProblems are as a diff's Options have them: a
 	// process alive now that the log shows open a GPU checked, and that
@@ -33,7 +36,17 @@ type CheckScope struct {
 	// Unchecked names each GPU asked for that could not be read: the
 	// result is not clean, whatever the findings say.
 	Unchecked []string `json:"unchecked,omitempty"`
+	// Verdict is the answer: VerdictClean, VerdictNotClean (a finding at or
+	// above FailOn) or VerdictUnknown (none, but a GPU asked for unchecked).
+	Verdict string `json:"verdict"`
 }
+
+// A check's verdicts, as its text and its exit status (0, 1, 2) give them.
+const (
+	VerdictClean    = "clean"
+	VerdictNotClean = "not clean"
+	VerdictUnknown  = "not known to be clean"
+)
 
 // Check is the gate before GPUs are handed out. It compares the host now
 // against one where nothing is allowed, with no process and no memory on any
@@ -42,8 +55,7 @@ type CheckScope struct {
 // process accounts for is zombie_gpu_memory.
 func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	c := newComparison(nothingAllowed(to), to, Options{ZombieThreshold: opts.ZombieThreshold, Allow: opts.Allow,
-		Events: opts.Events, ExpectWatch: opts.ExpectWatch, LogProblems: opts.LogProblems})
-	c.check = true
+		Events: opts.Events, ExpectWatch: opts.ExpectWatch, LogProblems: opts.LogProblems}, true)
 	if !opts.Since.IsZero() {
 		c.since = opts.Since
 	}
@@ -75,7 +87,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	if findings == nil {
 		findings = []Finding{}
 	}
-	return &Result{
+	r := &Result{
 		Utilization: c.utilizationResult(),
 		To:          to.ID,
 		ToTime:      to.Host.CaptureStart,
@@ -85,6 +97,15 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		Notes:       c.notes,
 		Check:       scope,
 	}
+	switch {
+	case r.Failed(opts.FailOn):
+		scope.Verdict = VerdictNotClean
+	case len(scope.Unchecked) > 0:
+		scope.Verdict = VerdictUnknown
+	default:
+		scope.Verdict = VerdictClean
+	}
+	return r
 }
 
 // nothingAllowed is the host a check compares against: the same host and
@@ -122,6 +143,11 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 		out = append(out, u+": "+why+", so no device node can be matched to it")
 	}
 	if c.toNVML.unavailable != "" {
+		for _, n := range asked.Minors {
+			if !c.nodeSeen(n) {
+				out = append(out, fmt.Sprintf("GPU %d: no device node of it was seen and NVML was not read (%s)", n, c.toNVML.unavailable))
+			}
+		}
 		return out
 	}
 	for _, n := range asked.Minors {
@@ -134,6 +160,23 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 		}
 	}
 	return out
+}
+
+// nodeSeen reports whether the capture saw GPU minor's device node without
+// NVML: the host showed it, or a process holds or maps it. A GPU that nothing
+// shows was not looked at, so it is never clean.
+func (c *comparison) nodeSeen(minor int) bool {
+	if slices.Contains(c.to.Host.GPUNodes, minor) {
+		return true
+	}
+	for _, ch := range c.deviceUsers {
+		for _, u := range ch.uses {
+			if u.nvidia() && u.gpuMinor != nil && *u.gpuMinor == minor {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gpusInUse: every live process that holds, maps or is listed on a GPU of

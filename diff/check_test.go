@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,11 +95,20 @@ func TestCheckFailsClosed(t *testing.T) {
 	if strings.Join(r.Check.Unchecked, "\n") != strings.Join(want, "\n") {
 		t.Errorf("unchecked:\n%s\nwant:\n%s", strings.Join(r.Check.Unchecked, "\n"), strings.Join(want, "\n"))
 	}
-	// Without NVML a GPU named by number is checked by its nodes; by UUID it cannot be.
+	// Without NVML a GPU named by number is checked by its node, where the
+	// host shows one; by UUID it cannot be.
 	to.NVML = snapshot.NVML{Source: "library", Unavailable: "library not found"}
+	to.Host.GPUNodes = []int{0}
 	r = check(t, to, "0,GPU-9", "")
-	if len(r.Check.Unchecked) != 1 || !strings.Contains(r.Check.Unchecked[0], "NVML was not read") {
-		t.Errorf("unchecked without NVML: %q", r.Check.Unchecked)
+	if len(r.Check.Unchecked) != 1 || !strings.Contains(r.Check.Unchecked[0], "NVML was not read") || r.Check.Verdict != VerdictUnknown {
+		t.Errorf("unchecked without NVML: %q, verdict %q", r.Check.Unchecked, r.Check.Verdict)
+	}
+	// A GPU no node shows and no NVML lists was not seen at all.
+	to.Host.GPUNodes = nil
+	r = check(t, to, "0", "")
+	want = []string{"GPU 0: no device node of it was seen and NVML was not read (library not found)"}
+	if !slices.Equal(r.Check.Unchecked, want) || r.Check.Verdict != VerdictUnknown {
+		t.Errorf("unseen GPU 0: unchecked %q, verdict %q", r.Check.Unchecked, r.Check.Verdict)
 	}
 }
 

@@ -48,7 +48,7 @@ type Options struct {
 
 // Compare reports what to holds that from did not.
 func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
-	c := newComparison(from, to, opts)
+	c := newComparison(from, to, opts, false)
 	var findings []Finding
 	for _, rule := range rules {
 		findings = append(findings, rule(c)...)
@@ -185,11 +185,12 @@ type processChange struct {
 	prior  map[string]*deviceUse // by device, at FROM
 }
 
-func newComparison(from, to *snapshot.Snapshot, opts Options) *comparison {
+func newComparison(from, to *snapshot.Snapshot, opts Options, check bool) *comparison {
 	c := &comparison{
 		from:      from,
 		to:        to,
 		opts:      opts,
+		check:     check,
 		fromByKey: make(map[procID]*snapshot.Process, len(from.Processes)),
 		toByKey:   make(map[procID]*snapshot.Process, len(to.Processes)),
 		fromByPID: make(map[int]*snapshot.Process, len(from.Processes)),
@@ -324,4 +325,13 @@ func (c *comparison) live(pid int) bool {
 		return !p.Defunct()
 	}
 	return c.toUnread[pid]
+}
+
+// at names the capture judged in a line of text: "at TO" in a diff, "now" in
+// a check, which judges the host as it is and has no FROM to speak of.
+func (c *comparison) at() string {
+	if c.check {
+		return "now"
+	}
+	return "at TO"
 }

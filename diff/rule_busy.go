@@ -43,15 +43,15 @@ func (c *comparison) busyWithoutProcess(gpus *gpuSet, ongoing bool) []Finding {
 		}
 		users := c.nodeUsers(minor)
 		if len(users) > 0 {
-			c.notes = append(c.notes, fmt.Sprintf("%s was busy with no process NVML listed for %d samples, while %s held or mapped its node at TO: not raised",
-				gpuName(minor, id), run, users[0]))
+			c.notes = append(c.notes, fmt.Sprintf("%s was busy with no process NVML listed for %d samples, while %s held or mapped its node %s: not raised",
+				gpuName(minor, id), run, users[0], c.at()))
 			continue
 		}
 		var nodeText string
 		if minor != nil {
-			nodeText = fmt.Sprintf("no live process at TO holds or maps /dev/nvidia%d", *minor)
+			nodeText = fmt.Sprintf("no live process %s holds or maps /dev/nvidia%d", c.at(), *minor)
 		} else {
-			nodeText = "its node is not known at TO (NVML does not show " + node + "): no holder of it could be looked for"
+			nodeText = "its node is not known " + c.at() + " (NVML does not show " + node + "): no holder of it could be looked for"
 		}
 		at := from
 		out = append(out, Finding{

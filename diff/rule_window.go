@@ -33,12 +33,12 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 		out = append(out, Finding{
 			Kind:     KindHiddenDeviceUse,
 			Severity: High,
-			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive at TO, but the capture sees it neither hold nor map that device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
-				describe(ref), u.device),
+			Summary: fmt.Sprintf("%s opened or mapped %s in the window and is alive %s, but the capture sees it neither hold nor map that device (a descriptor parked in a socket or registered with io_uring is invisible to /proc)",
+				describe(ref), u.device, c.at()),
 			Process:  ref,
 			Device:   u.device,
 			GPUUUID:  u.gpu,
-			Evidence: append(u.evidence(), "at TO: no holder or mapping of that device in the capture of the process"),
+			Evidence: append(u.evidence(), c.at()+": no holder or mapping of that device in the capture of the process"),
 		})
 	}
 	return out

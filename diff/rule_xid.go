@@ -464,7 +464,7 @@ func (c *comparison) noteKernelLog() {
 	w := c.opts.KernelLog
 	if w == nil {
 		if c.to.KernelLog != nil {
-			c.notCompared("kernel log: the records between FROM and TO were not read: Xid errors are not checked")
+			c.notCompared("kernel log: the records " + c.window() + " were not read: Xid errors are not checked")
 		}
 		return
 	}
@@ -499,4 +499,13 @@ func (c *comparison) noteGPUEvents() {
 			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch was not reading them (%s): an Xid or ECC error NVML reported in the window is not known", e.Time.UTC().Format(time.RFC3339), e.GPUEventsOff))
 		}
 	})
+}
+
+// window names the stretch of the kernel log judged: a diff's lies between
+// its two captures; a check's is its --window before the capture.
+func (c *comparison) window() string {
+	if c.check {
+		return "of the window before the capture"
+	}
+	return "between FROM and TO"
 }

@@ -68,7 +68,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 				lines = append(lines, fmt.Sprintf("%s: %s at TO, %s at FROM", who, creditText(e), bytesText(*prev)))
 				mem -= int64(*prev)
 			} else {
-				lines = append(lines, fmt.Sprintf("%s: %s, new since FROM", who, creditText(e)))
+				lines = append(lines, who+": "+creditText(e)+c.newSince())
 			}
 			accounted += mem
 		}
@@ -94,13 +94,16 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	} else {
 		evidence = append(evidence, fmt.Sprintf("nvml: %s memory.used at FROM: %s", before.label, bytesText(before.memory.Used)))
 	}
-	evidence = append(evidence, fmt.Sprintf("nvml: %s memory.used at TO: %s", pl.label, bytesText(pl.memory.Used)))
+	evidence = append(evidence, fmt.Sprintf("nvml: %s memory.used %s: %s", pl.label, c.at(), bytesText(pl.memory.Used)))
 	if len(pl.procs) == 0 {
-		evidence = append(evidence, "nvml lists no process at TO")
+		evidence = append(evidence, "nvml lists no process "+c.at())
 	}
 	evidence = append(evidence, lines...)
+	if own := snapshot.DriverOwn(pl.memory); own > 0 {
+		evidence = append(evidence, fmt.Sprintf("nvml: %s memory the driver keeps for itself (its reserve) %s: %s, nobody's context", pl.label, c.at(), bytesText(own)))
+	}
 	if atTO != nil {
-		evidence = append(evidence, fmt.Sprintf("nvml: %s memory no live process accounts for at TO: %s", pl.label, bytesText(*atTO)))
+		evidence = append(evidence, fmt.Sprintf("nvml: %s memory no live process accounts for %s: %s", pl.label, c.at(), bytesText(*atTO)))
 	}
 	evidence = append(evidence, fmt.Sprintf("unaccounted: %s, above the threshold of %s",
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
@@ -156,4 +159,13 @@ func (c *comparison) unaccountedAtTO() map[string]*uint64 {
 		}
 	}
 	return c.toUnaccounted
+}
+
+// newSince marks a process NVML lists that FROM did not: in a diff it is new
+// since FROM; a check has no FROM, so nothing is new.
+func (c *comparison) newSince() string {
+	if c.check {
+		return ""
+	}
+	return ", new since FROM"
 }

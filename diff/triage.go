@@ -202,7 +202,7 @@ func compromiseSigns(p *snapshot.Process) []string {
 // outside any diff (gpusnap ps): classify's, with no tenant and no FROM, and
 // with what only the whole host tells (the live clients an MPS server serves).
 func HostTriage(s *snapshot.Snapshot) func(*snapshot.Process) Triage {
-	c := newComparison(nothingAllowed(s), s, Options{})
+	c := newComparison(nothingAllowed(s), s, Options{}, false)
 	c.check = true
 	return func(p *snapshot.Process) Triage {
 		ref := processRef(p)

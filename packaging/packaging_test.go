@@ -123,6 +123,9 @@ func TestOnePathSet(t *testing.T) {
 			}
 		}
 	}
+	if def["GPUSNAP_ALLOW"] != diff.DefaultAllowPath || !strings.Contains(read(t, "Makefile"), "$$R"+diff.DefaultAllowPath+" ") {
+		t.Errorf("/etc/default/gpusnap has GPUSNAP_ALLOW=%s and make deb must install %s: --allow's default", def["GPUSNAP_ALLOW"], diff.DefaultAllowPath)
+	}
 	install := read(t, "docs/install.md")
 	for _, p := range []string{"/usr/bin/gpusnap", "/etc/default/gpusnap", "/usr/share/gpusnap/slurm/prolog.sh",
 		"/usr/share/gpusnap/slurm/epilog.sh", "gpusnap-watch", "gpusnap-prune.timer", "/etc/gpusnap/allow.list",

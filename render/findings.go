@@ -2,6 +2,7 @@ package render
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,13 +75,13 @@ func summaryLine(r *diff.Result) string {
 		}
 	}
 	line := "gpusnap diff: "
-	if r.Check != nil {
-		line = "gpusnap check: "
-	}
 	switch {
-	case r.Summary.Total == 0 && r.Complete && (r.Check == nil || len(r.Check.Unchecked) == 0):
+	case r.Check != nil:
+		// A check speaks of now: its answer, then the counts behind it.
+		line = "gpusnap check: " + cmp.Or(r.Check.Verdict, diff.VerdictUnknown) + ": "
+	case r.Summary.Total == 0 && r.Complete:
 		line += "clean: "
-	case r.Summary.Total == 0 && r.Check == nil: // a check lists what it could not check
+	case r.Summary.Total == 0:
 		line += "no findings in what was compared, but not all was (see the notes): "
 	}
 	line += strings.Join(counts, ", ")

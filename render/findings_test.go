@@ -101,11 +101,11 @@ func TestTextReportShowsTriage(t *testing.T) {
 // TestCheckText: a check's report names what it checked and what it could
 // not, and an orphan NVML lists is a PID with no process behind it.
 func TestCheckText(t *testing.T) {
-	r := &diff.Result{To: "b", ToTime: t1, Check: &diff.CheckScope{GPUs: "0,GPU-9", Unchecked: []string{"GPU-9: NVML was not read\x1b[2J"}},
+	r := &diff.Result{To: "b", ToTime: t1, Check: &diff.CheckScope{GPUs: "0,GPU-9", Unchecked: []string{"GPU-9: NVML was not read\x1b[2J"}, Verdict: diff.VerdictNotClean},
 		Findings: []diff.Finding{{Kind: diff.KindOrphanGPUProcess, Severity: diff.High, Summary: "NVML lists PID 7777", Process: &diff.ProcessRef{PID: 7777, UID: -1}}},
 		Summary:  diff.Summary{Total: 1, BySeverity: map[string]int{"high": 1}}}
 	out := resultText(t, r)
-	want := "gpusnap check: 1 high, 0 medium, 0 low, 0 info; GPUs 0,GPU-9; at 2026-11-29T20:00:00Z\n" +
+	want := "gpusnap check: not clean: 1 high, 0 medium, 0 low, 0 info; GPUs 0,GPU-9; at 2026-11-29T20:00:00Z\n" +
 		"unchecked: GPU-9: NVML was not read\\x1b[2J\n\nHIGH\n" +
 		"  orphan_gpu_process: NVML lists PID 7777\n    process: pid 7777, no process behind it\n"
 	if out != want {

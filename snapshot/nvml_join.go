@@ -295,15 +295,14 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 }
 
 // Unaccounted is the memory of a GPU or MIG device that no live process
-// accounts for, so a ghost's memory counts. It is used memory less the live
-// PIDs' Credits, floored at zero since NVML's figures can sum past it, and
-// nil without a memory figure or a live process's. ps, check, the metrics and
-// diff all count alike.
+// accounts for, so a ghost's counts: used memory less the live PIDs' Credits
+// and DriverOwn, floored at zero (NVML's figures can sum past it); nil without
+// a memory figure or a live process's. ps, check, the metrics and diff agree.
 func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	if m == nil {
 		return nil
 	}
-	var sum uint64
+	sum := DriverOwn(m)
 	for i, c := range Credits(uses) {
 		if j := uses[i].Join; j == JoinNone || j == JoinDefunct {
 			continue
@@ -318,6 +317,17 @@ func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 		left = m.Used - sum
 	}
 	return &left
+}
+
+// DriverOwn is the part of m's used memory the driver keeps for itself: its
+// reserve (Reserved), as far as used reaches it. NVML's v1 figure counts the
+// reserve as used, as does a GPU kept initialised in persistence mode with
+// no process: nobody's context, so never unaccounted. Zero with no reserve.
+func DriverOwn(m *Memory) uint64 {
+	if m == nil || m.Reserved == nil {
+		return 0
+	}
+	return min(*m.Reserved, m.Used)
 }
 
 // unlisted are the processes holding or mapping /dev/nvidia<minor> that no

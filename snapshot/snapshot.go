@@ -48,6 +48,10 @@ type Host struct {
 	CaptureEnd     time.Time `json:"capture_end"`
 	GpusnapVersion string    `json:"gpusnap_version"`
 	ProcRoot       string    `json:"proc_root"`
+	// GPUNodes are the minor numbers (the N of /dev/nvidiaN) of the GPUs the
+	// host showed without NVML: its driver's /proc entries, and its /dev
+	// where the proc root is the live procfs.
+	GPUNodes []int `json:"gpu_nodes,omitempty"`
 }
 
 // Scan counts what the /proc walk met. A vanished or refused process is not

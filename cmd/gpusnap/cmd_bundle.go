@@ -41,7 +41,7 @@ func bundleCommand() *cli.Command {
 			&cli.StringFlag{Name: "tenant", Usage: "bundle tenant `T`'s newest baseline and post snapshot"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the bundle to `FILE` (required)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "as for gpusnap diff (`SIZE`)"},
-			&cli.StringFlag{Name: "allow", Usage: "as for gpusnap diff: expected workloads, downgraded to info (`FILE`)"},
+			allowFlag("as for gpusnap diff: expected workloads, downgraded to info"),
 		}, bundleFlags()...),
 		Action: action(parseBundle, runBundle),
 	}

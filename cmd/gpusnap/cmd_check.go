@@ -26,13 +26,15 @@ func checkCommand() *cli.Command {
 		UsageText: "gpusnap check [--gpus LIST] [--allow FILE] [--zombie-threshold SIZE] [--json]\n\n" +
 			"Captures the host now (the capture is not stored, no baseline is needed; the result is a leaf of the store's log) and reports every process that\n" +
 			"holds, maps or is listed on a GPU of LIST (default: every GPU and NVIDIA device) as gpu_in_use, and\n" +
-			"GPU memory no live process accounts for as zombie_gpu_memory. Exit status: 0 clean, 1 findings at or\n" +
-			"above --fail-on, 2 error, or a GPU of LIST that could not be read (not known to be clean).\n\n" +
+			"GPU memory no live process accounts for (past the driver's own reserve) as zombie_gpu_memory. It prints\n" +
+			"\"clean\", \"not clean\" or \"not known to be clean\", and what it did not check. Exit status: 0 clean,\n" +
+			"1 findings at or above --fail-on, 2 error, or a GPU of LIST it could not see (no device node of it and\n" +
+			"no NVML to list it) or read: not known to be clean.\n\n" +
 			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
-			"  gpusnap check --gpus 0-3 --allow /etc/gpusnap/allow\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
+			"  gpusnap check --gpus 0-3 --allow ./site-allow.list   # another list than " + diff.DefaultAllowPath + "\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
-			&cli.StringFlag{Name: "allow", Usage: "expected workloads (nvidia-persistenced, DCGM), downgraded to info (`FILE`; format in docs/diff.md)"},
+			allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
 			textfileFlag(),
@@ -49,7 +51,6 @@ func checkCommand() *cli.Command {
 // --zombie-threshold) and when to fail.
 type checkOptions struct {
 	diff.CheckOptions
-	FailOn   diff.Severity
 	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
 	Window   time.Duration // --window: the event log judged ends at the capture and is this long
 	NPD      bool          // --npd: Node Problem Detector's line and exit status
@@ -99,10 +100,8 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 	if o.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
 		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
 	}
-	if path := c.String("allow"); path != "" {
-		if o.Allow, err = diff.LoadAllow(path); err != nil {
-			return o, err
-		}
+	if o.Allow, err = loadAllow(c); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -179,11 +178,11 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 			return err
 		}
 	}
-	if r.Failed(o.FailOn) {
+	switch r.Check.Verdict {
+	case diff.VerdictNotClean:
 		return statusError{exitFindings}
-	}
-	if len(r.Check.Unchecked) > 0 {
-		return fmt.Errorf("check: not known to be clean: %s", strings.Join(r.Check.Unchecked, "; "))
+	case diff.VerdictUnknown:
+		return fmt.Errorf("check: %s: %s", diff.VerdictUnknown, strings.Join(r.Check.Unchecked, "; "))
 	}
 	return nil
 }

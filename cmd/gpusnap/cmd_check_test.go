@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,19 +41,19 @@ func TestCheckGhost(t *testing.T) {
 }
 
 func TestCheckClean(t *testing.T) {
-	// persistenced holds GPU 0 and is allowed; the 580 MiB NVML lists under
-	// no process stays below the threshold given.
+	// persistenced holds GPU 0 and is allowed; of the 580 MiB NVML lists
+	// under no process, 540 are the driver's reserve, the rest below the threshold.
 	clean := scenarioEnd("clean-persistenced-unchanged", "after")
 	allow := filepath.Join(t.TempDir(), "allow")
 	if err := os.WriteFile(allow, []byte("exe=/usr/bin/nvidia-persistenced\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := gpusnap(t, append([]string{"check", "--allow", allow, "--zombie-threshold", "1GiB"}, clean...)...)
-	if code != exitClean || !strings.HasPrefix(stdout, "gpusnap check: 0 high") {
+	code, stdout, stderr := gpusnap(t, append([]string{"check", "--allow", allow}, clean...)...)
+	if code != exitClean || !strings.HasPrefix(stdout, "gpusnap check: clean: 0 high") {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	// The same host without the allow list: persistenced is in use.
-	if code, _, _ := gpusnap(t, append([]string{"check", "--zombie-threshold", "1GiB"}, clean...)...); code != exitFindings {
+	if code, _, _ := gpusnap(t, append([]string{"check", "--allow", ""}, clean...)...); code != exitFindings {
 		t.Errorf("without --allow: exit %d, want 1", code)
 	}
 }
@@ -105,5 +106,68 @@ func TestLiveCheckGhost(t *testing.T) {
 	sc.Ghost.Kill(t)
 	if _, found := inUse("--gpus", "0"); found {
 		t.Error("the ghost is reported after it was killed")
+	}
+}
+
+// shippedAllow is the allow list the package installs as --allow's default.
+var shippedAllow = filepath.Join("..", "..", "contrib", "allow", "allow.list")
+
+// fromOrTo finds the words of a diff's two ends, which a check has not.
+var fromOrTo = regexp.MustCompile(`\b(FROM|TO)\b`)
+
+// TestCheckCleanScenarios: the after-state of every scenario that leaves the
+// GPU clean, and the real H200's idle NVML export, pass check with the
+// shipped allow list: the driver's reserve and NVIDIA's daemons are no
+// finding.
+func TestCheckCleanScenarios(t *testing.T) {
+	cases := map[string][]string{
+		"h200-idle": {"--proc-root", filepath.Join("..", "..", "fixtures", "scenarios", "clean-persistenced-unchanged", "after", "proc"),
+			"--nvml-fixture", filepath.Join("..", "..", "fixtures", "nvml", "h200-idle.json")},
+	}
+	for _, name := range []string{"clean-persistenced-unchanged", "allowed-workload", "other-device-unchanged",
+		"other-device-mapping", "memory-of-a-live-process", "pid-reuse-without-device", "survivor-drops-mapping"} {
+		cases[name] = scenarioEnd(name, "after")
+	}
+	for name, end := range cases {
+		code, stdout, stderr := gpusnap(t, append([]string{"check", "--gpus", "0", "--allow", shippedAllow}, end...)...)
+		if code != exitClean || !strings.HasPrefix(stdout, "gpusnap check: clean: ") {
+			t.Errorf("%s: exit %d, want 0 and clean:\n%s%s", name, code, stdout, stderr)
+		}
+		if fromOrTo.MatchString(stdout + stderr) {
+			t.Errorf("%s: check speaks of FROM or TO:\n%s%s", name, stdout, stderr)
+		}
+	}
+}
+
+// TestCheckNotClean: what a tenant leaves is still caught past the driver's
+// reserve, said as "not clean", in words of now.
+func TestCheckNotClean(t *testing.T) {
+	for name, kind := range map[string]string{
+		"zombie-memory":            diff.KindZombieGPUMemory,
+		"cuda-ghost-keeps-context": diff.KindZombieGPUMemory,
+		"leftover-read-only":       diff.KindGPUInUse,
+	} {
+		code, stdout, stderr := gpusnap(t, append([]string{"check", "--gpus", "0", "--allow", shippedAllow}, scenarioEnd(name, "after")...)...)
+		if code != exitFindings || !strings.HasPrefix(stdout, "gpusnap check: not clean: ") || !strings.Contains(stdout, "  "+kind+": ") {
+			t.Errorf("%s: exit %d, want 1, not clean and %s:\n%s%s", name, code, kind, stdout, stderr)
+		}
+		if m := fromOrTo.FindString(stdout + stderr); m != "" {
+			t.Errorf("%s: check speaks of %s:\n%s%s", name, m, stdout, stderr)
+		}
+	}
+}
+
+// TestCheckUnseenGPU: a GPU that no device node shows and no NVML lists was
+// not looked at: exit 2 with one line naming it, never clean.
+func TestCheckUnseenGPU(t *testing.T) {
+	clean := scenarioEnd("clean-persistenced-unchanged", "after")
+	code, stdout, stderr := gpusnap(t, append([]string{"check", "--no-nvml", "--gpus", "7", "--allow", shippedAllow}, clean[:2]...)...)
+	want := "gpusnap: check: not known to be clean: GPU 7: no device node of it was seen and NVML was not read (disabled by --no-nvml)\n"
+	if code != exitError || stderr != want || !strings.HasPrefix(stdout, "gpusnap check: not known to be clean: ") {
+		t.Errorf("exit %d, stderr %q, want 2 and %q:\n%s", code, stderr, want, stdout)
+	}
+	// GPU 0's node is held there: it is seen, and clean without NVML.
+	if code, stdout, stderr := gpusnap(t, append([]string{"check", "--no-nvml", "--gpus", "0", "--allow", shippedAllow}, clean[:2]...)...); code != exitClean {
+		t.Errorf("GPU 0 without NVML: exit %d, want 0:\n%s%s", code, stdout, stderr)
 	}
 }

@@ -25,13 +25,13 @@ func diffCommand() *cli.Command {
 			"FROM and TO are stored snapshot ids or unique prefixes; without TO, FROM is diffed against a fresh\n" +
 			"capture that is not stored. Exit status: 0 nothing at or above --fail-on, 1 something, 2 error.\n\n" +
 			"Examples:\n  gpusnap baseline --tenant \"$SLURM_JOB_ID\"   # prolog\n" +
-			"  gpusnap diff --tenant \"$SLURM_JOB_ID\" --allow /etc/gpusnap/allow   # epilog: drain the node on exit 1\n" +
+			"  gpusnap diff --tenant \"$SLURM_JOB_ID\" --allow /etc/gpusnap/allow.list   # epilog: drain the node on exit 1\n" +
 			"  gpusnap diff --json --maps-diff 20261129-2000 20261129-2100 | jq '.findings[] | select(.severity==\"high\")'",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
-			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
+			allowFlag("expected workloads, downgraded to info"),
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
 			textfileFlag(),
 			expectWatchFlag(),
@@ -80,10 +80,8 @@ func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 	if opts.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
 		return opts, usageError(fmt.Errorf("--zombie-threshold: %w", err))
 	}
-	if path := c.String("allow"); path != "" {
-		if opts.Allow, err = diff.LoadAllow(path); err != nil {
-			return opts, err
-		}
+	if opts.Allow, err = loadAllow(c); err != nil {
+		return opts, err
 	}
 	opts.MapsDiff = c.Bool("maps-diff")
 	opts.ExpectWatch = c.Bool("expect-watch")

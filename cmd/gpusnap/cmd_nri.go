@@ -35,12 +35,12 @@ func nriCommand() *cli.Command {
 			"refuses the container with the check's reason unless clean; StopPodSandbox (or RemovePodSandbox, when\n" +
 			"the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir and one syslog line.\n" +
 			"docs/kubernetes.md tells the whole story.\n\n" +
-			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow   # in the DaemonSet, beside watch\n" +
+			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow.list   # in the DaemonSet, beside watch\n" +
 			"  gpusnap nri --socket /run/nri/nri.sock --sign-key /etc/gpusnap/bundle.key",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: "/var/run/nri/nri.sock", Usage: "the runtime's NRI `SOCKET`"},
 			&cli.StringFlag{Name: "evidence-dir", Value: "/var/lib/gpusnap/evidence", Usage: "where each pod's report and bundle go (`DIR`, made 0700)"},
-			&cli.StringFlag{Name: "allow", Usage: "expected workloads, downgraded to info (`FILE`; format in docs/diff.md)"},
+			allowFlag("expected workloads, downgraded to info"),
 			&cli.StringFlag{Name: "sign-key", Usage: "sign each bundle with the ed25519 private `KEY`"},
 			&cli.StringFlag{Name: "syslog-socket", Usage: "send each verdict line to the syslog `SOCKET` (default /dev/log where it exists)"},
 			textfileFlag(),
@@ -63,9 +63,7 @@ func parseNRI(c *cli.Context) (nriOptions, error) {
 		return o, usageError(errors.New("--socket and --evidence-dir need a path"))
 	}
 	var err error
-	if path := c.String("allow"); path != "" {
-		o.Allow, err = diff.LoadAllow(path)
-	}
+	o.Allow, err = loadAllow(c)
 	return o, err
 }
 
@@ -118,8 +116,8 @@ func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUS
 }
 
 func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {
-	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
-		FailOn: diff.Medium, Window: defaultCheckWindow}
+	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
+		FailOn: diff.Medium}, Window: defaultCheckWindow}
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	r, host, err := checkHost(ctx, g, o, &metrics.Run{})

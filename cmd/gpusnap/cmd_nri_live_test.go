@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -167,8 +168,25 @@ func TestNRIPodLifecycle(t *testing.T) {
 		noErr(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
 		nodes = append(nodes, node)
 	}
+	// A daemon holds both nodes, as nvidia-persistenced holds a host's GPUs:
+	// a check sees a GPU through its node, and without NVML nothing else
+	// shows GPUs 6 and 7 (an unseen GPU is never clean).
+	var held []*os.File
+	for _, node := range nodes {
+		f, err := os.Open(node)
+		noErr(t, err)
+		held = append(held, f)
+	}
+	daemon := exec.Command("sleep", "3600")
+	daemon.ExtraFiles = held
+	noErr(t, daemon.Start())
+	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	for _, f := range held {
+		f.Close()
+	}
 	allow := filepath.Join(dir, "allow")
-	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
+	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, and the daemon holding GPUs 6 and 7\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"+
+		"exe=*/sleep device="+dir+"/dev/*\n"), 0o644))
 	db, ev, sock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock")
 	logs := syslogSink(t, filepath.Join(dir, "log.sock"))
 	rt := startNRIRuntime(t, dir)
