@@ -319,12 +319,12 @@ func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	return &left
 }
 
-// DriverOwn is the part of m's used memory the driver keeps for itself: its
-// reserve (Reserved), as far as used reaches it. NVML's v1 figure counts the
-// reserve as used, as does a GPU kept initialised in persistence mode with
-// no process: nobody's context, so never unaccounted. Zero with no reserve.
+// DriverOwn is the part of m's used memory the driver keeps for itself:
+// its reserve, where used counts it. NVML's v1 figure does (total = used +
+// free); v2's does not (total = reserved + used + free), so a v2 figure
+// keeps all of used: a dead context smaller than the reserve still shows.
 func DriverOwn(m *Memory) uint64 {
-	if m == nil || m.Reserved == nil {
+	if m == nil || m.Reserved == nil || m.Used+m.Free != m.Total {
 		return 0
 	}
 	return min(*m.Reserved, m.Used)

@@ -28,13 +28,12 @@ func TestPsGPUSection(t *testing.T) {
 	}
 	for idx, want := range map[string][]string{
 		"0": {"/dev/nvidia0", "memory: 60.0GiB used of 79.6GiB, 0B unaccounted", "4242  C     60.0GiB     97   40    -    1000  python3  /usr/bin/python3.11"},
-		// Each GPU's 540 MiB reserve is the driver's own, never unaccounted.
-		"1": {"59.5GiB unaccounted", "4243  C     60.0GiB", "(no live process: orphan)", `not listed by NVML: 5000 1001(euid 0) python3\n\x1b[31mFAKE holders 3:/dev/nvidia1(r) 5:/dev/nvidia1 (deleted)(rw) mappings /dev/nvidia1 rw-s 2.0MiB`},
+		"1": {"60.0GiB unaccounted", "4243  C     60.0GiB", "(no live process: orphan)", `not listed by NVML: 5000 1001(euid 0) python3\n\x1b[31mFAKE holders 3:/dev/nvidia1(r) 5:/dev/nvidia1 (deleted)(rw) mappings /dev/nvidia1 rw-s 2.0MiB`},
 		"3": {"62.0GiB used", "5150  C     2.0GiB      3    1", "not listed by NVML: 6000 1000 srun_task holders - mappings /srv/ctr 2/rootfs/dev/nvidia3 (deleted) rw-p 2.0MiB"},
-		// No live process has 4246 or 6001: all 61 GiB used past the reserve
-		// are unaccounted, 6001's unknown figure included.
-		"4": {"61.0GiB used of 79.6GiB, 60.5GiB unaccounted", "6001  C     n/a"},
-		"5": {"memory: 12.0GiB used of 79.6GiB, 11.5GiB unaccounted"},
+		// No live process has 4246 or 6001: all 61 GiB used are unaccounted,
+		// 6001's unknown figure included.
+		"4": {"61.0GiB used of 79.6GiB, 61.0GiB unaccounted", "6001  C     n/a"},
+		"5": {"memory: 12.0GiB used of 79.6GiB, 12.0GiB unaccounted"},
 	} {
 		sec := section(out, idx)
 		for _, w := range want {
@@ -86,7 +85,7 @@ func TestPsGPUJSON(t *testing.T) {
 	if len(rep.GPUs) != 8 || rep.GPUs[0].Processes[0].Join != snapshot.JoinPID || rep.GPUs[1].Unlisted[0].PID != 5000 {
 		t.Fatalf("gpus: %+v", rep.GPUs)
 	}
-	if u := rep.GPUs[5].Unaccounted; u == nil || *u != 12<<30-540<<20 {
+	if u := rep.GPUs[5].Unaccounted; u == nil || *u != 12<<30 {
 		t.Errorf("GPU 5 unaccounted: %v", u)
 	}
 }
