@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // python is Debian's interpreter, which sees Debian's python3-securesystemslib
@@ -16,9 +18,10 @@ import (
 // on PATH, would not).
 func python(t *testing.T) string {
 	t.Helper()
+	testenv.NotShort(t, "needs python3-securesystemslib and python3-cryptography")
 	path := findPython()
 	if path == "" {
-		t.Fatal("no python3 with securesystemslib and cryptography: apt-get install python3-securesystemslib python3-cryptography")
+		testenv.Missing(t, "a python3 with python3-securesystemslib and python3-cryptography")
 	}
 	return path
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -23,6 +24,9 @@ import (
 // capturePath captures this host's /proc by one path, without NVML.
 func capturePath(t *testing.T, path string) *snapshot.Snapshot {
 	t.Helper()
+	if path == capture.PathBPF {
+		testenv.Root(t, "the BPF capture path loads programs")
+	}
 	snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
 	if err != nil {
 		if path == capture.PathBPF {

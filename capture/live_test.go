@@ -587,7 +587,8 @@ func TestLiveOtherPIDNamespaceProcfs(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	if testwait.For(5*time.Second, "the new pid namespace's procfs", func() bool { _, err := os.Stat(ready); return err == nil }) != nil {
+	// 30 s: a loaded host is slow to start the namespace; a skip here hides the test.
+	if testwait.For(30*time.Second, "the new pid namespace's procfs", func() bool { _, err := os.Stat(ready); return err == nil }) != nil {
 		t.Skip("a procfs of a new pid namespace could not be mounted here")
 	}
 	snap, err := capture.Capture(context.Background(), capture.Options{ProcRoot: mnt})

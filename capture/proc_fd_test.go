@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -34,6 +35,9 @@ func TestHoldersManyFds(t *testing.T) {
 	}
 	for _, path := range []string{PathProc, PathBPF} {
 		t.Run(path, func(t *testing.T) {
+			if path == PathBPF {
+				testenv.Root(t, "the BPF capture path loads programs")
+			}
 			s, err := Capture(context.Background(), Options{Path: path})
 			if err != nil || s.Scan.CapturePath != path {
 				t.Skipf("capture by %s: %v", path, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // peakHeap runs f and returns the most heap in use above what was in use
@@ -49,9 +50,7 @@ func peakHeap(f func()) uint64 {
 // a few MiB where holding the window costs tens, and both
 // processes are found, with their events counted.
 func TestTransientWindowStreamed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes a 10 MB event log")
-	}
+	testenv.NotShort(t, "writes a 10 MB event log")
 	dir := eventlog.JournalDir(filepath.Join(t.TempDir(), "gpusnap.db"))
 	j, err := eventlog.OpenJournal(dir)
 	if err != nil {

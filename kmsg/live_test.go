@@ -1,19 +1,17 @@
 package kmsg_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/kmsg"
 )
 
 // liveLog skips a test that needs to read /dev/kmsg when it cannot.
 func liveLog(t *testing.T) kmsg.Position {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("not root: reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict is 1")
-	}
+	testenv.Root(t, "reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict is 1")
 	pos := kmsg.ReadPosition(kmsg.DefaultPath)
 	if pos.Unavailable != "" {
 		t.Skipf("/dev/kmsg: %s", pos.Unavailable)

@@ -94,7 +94,7 @@ func TestGPUPodsErrors(t *testing.T) {
 	hung := kubelettest.Serve(t, &kubelettest.Lister{Hang: true})
 	start := time.Now()
 	_, err := Read(context.Background(), Options{Socket: hung, Timeout: 200 * time.Millisecond})
-	if err == nil || time.Since(start) > 5*time.Second {
+	if err == nil || time.Since(start) > 30*time.Second { // a hung kubelet hangs forever: 30 s is a loaded host's slack
 		t.Errorf("hung kubelet: %v after %v", err, time.Since(start))
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -226,9 +227,7 @@ func TestAppendRefusesAndCutsBack(t *testing.T) {
 		t.Errorf("wrote through the link: %d bytes", fi.Size())
 	}
 
-	if os.Geteuid() != 0 {
-		t.Skip("a full disk needs a small tmpfs: run as root")
-	}
+	testenv.Root(t, "a full disk needs a small tmpfs")
 	small := t.TempDir()
 	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64k"); err != nil {
 		t.Skipf("mount a tmpfs: %v", err)

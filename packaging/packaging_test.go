@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,18 +32,41 @@ const repo = ".."
 // (GPUSNAP_TEST_INSTALLED=1, as .ci/run sets after apt-get install).
 func installed() bool { return os.Getenv("GPUSNAP_TEST_INSTALLED") == "1" }
 
+// built is this tree's gpusnap, built once for the package's tests into a
+// directory TestMain removes: each build links the whole binary.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // binary is the gpusnap under test: the installed one, or a build of this tree.
 func binary(t *testing.T) string {
 	t.Helper()
 	if installed() {
 		return "/usr/bin/gpusnap"
 	}
-	bin := filepath.Join(t.TempDir(), "gpusnap")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/gpusnap").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "gpusnap-packaging-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "gpusnap")
+		if out, err := exec.Command("go", "build", "-o", built.bin, "../cmd/gpusnap").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 func read(t *testing.T, path string) string {
@@ -306,9 +330,7 @@ func TestPruneUnit(t *testing.T) {
 // TestCatchesGhost: the binary, installed or built, finds a ghost left on a
 // fake GPU between a baseline and a diff, and exits 1 naming it.
 func TestCatchesGhost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("live test: needs root (loop devices)")
-	}
+	livetest.Require(t, "losetup", "gcc")
 	bin := binary(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	loop := livetest.NewLoop(t)

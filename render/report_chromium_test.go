@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // chromium runs Debian's headless chromium on a local file with the given
@@ -17,9 +19,10 @@ import (
 // stdout and the log lines of the page's console.
 func chromium(t *testing.T, page string, flags ...string) (stdout string, console []string) {
 	t.Helper()
+	testenv.Tools(t, "chromium") // else the HTML report is not checked in a browser
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): the HTML report is not checked in a browser")
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 func TestRootRefusesPathsOthersCanTamperWith(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the store path checks apply to root only: run the tests as root")
-	}
+	testenv.Root(t, "the store path checks apply to root only")
 	base := t.TempDir() // 0700, root's
 	mk := func(name string, mode os.FileMode, uid int) string {
 		dir := filepath.Join(base, name)

@@ -174,7 +174,9 @@ func TestWatchStopsWithNVMLHung(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the watch never waited for NVML's events")
 	}
-	if took := stop(); took > 5*time.Second {
+	// The stop waits 500 ms for NVML; a hung wait holds it forever, and 30 s
+	// is a loaded host's slack.
+	if took := stop(); took > 30*time.Second {
 		t.Errorf("the watch took %s to stop", took)
 	}
 	if !strings.Contains(log.String(), "did not return; stopping without it") {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // ghostFindings returns the kinds of the findings about process pid@start.
@@ -433,8 +434,10 @@ func TestLiveDiffHungNVMLTimesOut(t *testing.T) {
 // ends a snapshot stuck on a hung driver, at once, exit 2.
 func TestHungNVMLEndsOnSIGTERM(t *testing.T) {
 	lib := livetest.HungNVML(t)
+	entered := filepath.Join(t.TempDir(), "entered")
 	cmd := withLibrary(gpusnapProc("snapshot", "--no-store", "--nvml-timeout", "1h"), lib)
-	var stderr strings.Builder
+	cmd.Env = append(cmd.Env, livetest.HungNVMLEnteredEnv+"="+entered)
+	var stderr livetest.LockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -442,11 +445,21 @@ func TestHungNVMLEndsOnSIGTERM(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer cmd.Process.Kill()
-	// Let it reach the library: the /proc walk takes well under the 3s.
-	select {
-	case err := <-exited:
-		t.Fatalf("the snapshot ended before SIGTERM (%v): %s", err, stderr.String())
-	case <-time.After(3 * time.Second):
+	// Wait until it is stuck in the library: the hung nvmlInit_v2 says so.
+	ended := false
+	err := testwait.For(time.Minute, "the snapshot to call nvmlInit_v2", func() bool {
+		select {
+		case err := <-exited:
+			ended = true
+			t.Logf("the snapshot ended: %v", err)
+			return true
+		default:
+		}
+		_, err := os.Stat(entered)
+		return err == nil
+	})
+	if err != nil || ended {
+		t.Fatalf("the snapshot did not reach the library (%v), or ended before SIGTERM: %s", err, stderr.String())
 	}
 	sent := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // As root on the live /dev/kmsg: a line in the NVIDIA driver's words written
@@ -18,9 +19,7 @@ import (
 // forged_kernel_message and never an xid_error. The only write to /dev/kmsg
 // in gpusnap's tests; gpusnap itself never writes to it.
 func TestLiveForgedKernelMessage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("not root: writing /dev/kmsg needs root")
-	}
+	testenv.Root(t, "writes to the live /dev/kmsg")
 	livetest.OwnKernelLog(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	if code, _, stderr := gpusnap(t, "baseline", "--tenant", "forger", "--no-nvml", "--db", db); code != 0 {

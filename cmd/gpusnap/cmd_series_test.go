@@ -59,12 +59,16 @@ func seriesScenario(t *testing.T) (after, series string) {
 	return after, writeJSON(t, dir, "series.json", state)
 }
 
-// TestWatchReplaysSeriesAndDiffShapesIt runs the real gpusnap watch binary
-// on an NVML fixture's series, then diff --tenant: the masquerading
-// process's finding carries its flat compute pattern, and the GPU busy
-// with no process is gpu_busy_without_process.
+// TestWatchReplaysSeriesAndDiffShapesIt runs gpusnap watch as a process of
+// its own (this test binary as gpusnap, not a build of its own: a link is
+// seconds on a loaded host) on an NVML fixture's series, then diff --tenant:
+// the masquerading process's finding carries its flat compute pattern, and
+// the GPU busy with no process is gpu_busy_without_process.
 func TestWatchReplaysSeriesAndDiffShapesIt(t *testing.T) {
-	bin := buildGpusnap(t)
+	// The daemon inherits the test's environment: it is gpusnap, and a -race
+	// binary does not sleep at exit.
+	t.Setenv(gpusnapProcessEnv, "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	scen := scenarioDir("unexpected-masquerade")
 	after, series := seriesScenario(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
@@ -73,8 +77,9 @@ func TestWatchReplaysSeriesAndDiffShapesIt(t *testing.T) {
 		t.Fatalf("baseline: %s", errs)
 	}
 	afterProc := filepath.Join(scen, "after", "proc")
-	w := livetest.StartDaemon(t, bin, "watch", "--db", db, "--proc-root", afterProc, "--nvml-fixture", series,
-		"--mode", "fallback", "--util-interval", "100ms")
+	// 20 ms a sample: the 40 the pattern needs are the workload, 0.8 s of it.
+	w := livetest.StartDaemon(t, os.Args[0], "watch", "--db", db, "--proc-root", afterProc, "--nvml-fixture", series,
+		"--mode", "fallback", "--util-interval", "20ms")
 	// 40 samples of the busy GPU in the log (a flush request writes them out).
 	err := testwait.For(time.Minute, "40 samples of the busy GPU in the log", func() bool {
 		_ = eventlog.RequestFlush(eventlog.JournalDir(db)) // refused until the watch made the log: asked again

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/store"
 )
 
@@ -212,9 +213,7 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 // that a commit cut short at any point is never half visible; it cannot show
 // what bbolt's syncs are for (a power cut, where unsynced pages are lost).
 func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200 processes: skipped with -short")
-	}
+	testenv.NotShort(t, "200 processes")
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	g := storeArgs(t, db)
 	args := append([]string{"snapshot", "--lock-timeout", "30s"}, g...)
@@ -274,9 +273,7 @@ func TestKill9DuringWritesLosesNoReportedSnapshot(t *testing.T) {
 }
 
 func TestRootRefusesUnsafeStorePath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the store path checks apply to root only: run the tests as root")
-	}
+	testenv.Root(t, "the store path checks apply to root only")
 	dir := filepath.Join(t.TempDir(), "shared")
 	if err := os.Mkdir(dir, 0o777); err != nil {
 		t.Fatal(err)

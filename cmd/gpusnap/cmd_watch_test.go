@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // TestWatchSystemdUnit: the unit in contrib/systemd runs watch with flags
@@ -51,18 +53,19 @@ func mustExecutable(t *testing.T) string {
 	return self
 }
 
+// verifyUnit has systemd check the unit's syntax, in a subtest of its own:
+// skipped under -short, and where systemd-analyze is not installed.
 func verifyUnit(t *testing.T, unit string) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Log("systemd-analyze is not installed: the unit's syntax is not checked by systemd")
-		return
-	}
-	path := filepath.Join(t.TempDir(), "gpusnap-watch.service")
-	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// --man=no: its man page comes with the package, not with this test.
-	out, err := exec.Command("systemd-analyze", "verify", "--man=no", path).CombinedOutput()
-	if err != nil {
-		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
-	}
+	t.Run("systemd-analyze verify", func(t *testing.T) {
+		testenv.Tools(t, "systemd-analyze")
+		path := filepath.Join(t.TempDir(), "gpusnap-watch.service")
+		if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// --man=no: its man page comes with the package, not with this test.
+		out, err := exec.Command("systemd-analyze", "verify", "--man=no", path).CombinedOutput()
+		if err != nil {
+			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -31,7 +32,19 @@ func TestMain(m *testing.M) {
 		ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		os.Exit(run(ctx, append([]string{"gpusnap"}, os.Args[1:]...), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// A command given no --db uses the default store: as root the host's
+	// own, /var/lib/gpusnap/gpusnap.db, which check and the snapshots of
+	// these tests wrote. They get one of the package's instead (GPUSNAP_DB,
+	// inherited by the gpusnap processes tests start).
+	dir, err := os.MkdirTemp("", "gpusnap-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("GPUSNAP_DB", filepath.Join(dir, "gpusnap.db"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // gpusnap runs the CLI in-process with exactly the arguments given and

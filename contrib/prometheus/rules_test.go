@@ -5,14 +5,17 @@ package prometheus
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // TestRules checks the rules and runs their unit tests with promtool, the
 // rule engine Prometheus itself evaluates them with.
 func TestRules(t *testing.T) {
+	testenv.Tools(t, "promtool") // Debian package prometheus
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus): rules not tested")
+		t.Fatal(err)
 	}
 	for _, args := range [][]string{
 		{"check", "rules", "gpusnap-rules.yml"},

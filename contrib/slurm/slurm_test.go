@@ -511,10 +511,12 @@ func (s *syslogSink) text() string {
 	return strings.Join(s.lines, "\n")
 }
 
-// expect waits briefly for a line holding every part.
+// expect waits for a line holding every part: up to 30 s, which only a
+// loaded host takes (the scripts have logged by the time the job's state
+// shows).
 func (s *syslogSink) expect(t *testing.T, parts ...string) {
 	t.Helper()
-	if err := testwait.For(2*time.Second, fmt.Sprintf("a syslog line with %q", parts), func() bool {
+	if err := testwait.For(30*time.Second, fmt.Sprintf("a syslog line with %q", parts), func() bool {
 		sc := bufio.NewScanner(strings.NewReader(s.text()))
 		for sc.Scan() {
 			ok := true

@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
@@ -23,21 +23,12 @@ import (
 // process to exit, a cgroup to empty. Generous, since other tests share the CPUs.
 const waitLimit = 20 * time.Second
 
-// Require skips the test unless it runs as root with the named tools on PATH.
-// `go test -short` skips every live test: the fast local lane; CI runs them all.
+// Require skips the test unless it runs as root with the named tools on PATH,
+// and under -short, which runs no live test (internal/testenv's rule).
 func Require(t testing.TB, tools ...string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("live test: skipped by -short (CI runs it)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("live /proc test: needs root (run the tests as root, as .ci/run does)")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("live /proc test: %s is not installed (.ci/run installs it)", tool)
-		}
-	}
+	testenv.Root(t, "a live test")
+	testenv.Tools(t, tools...)
 }
 
 // Proc is a process the harness started: its host PID, its PID inside its

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
@@ -60,13 +59,13 @@ func NewLoop(t testing.TB) *Loop {
 	return l
 }
 
-// attach runs losetup -f --show, retrying for two seconds: concurrent
-// tests can race for the same free device, and losetup then fails with
-// "device busy".
+// attach runs losetup -f --show, retrying for waitLimit: concurrent tests
+// can race for the same free device, and losetup then fails with "device
+// busy"; a loaded host is slow to settle it, and giving up skips the test.
 func attach(img string) (string, error) {
 	var err error
 	var out []byte
-	if testwait.For(2*time.Second, "losetup to attach "+img, func() bool {
+	if testwait.For(waitLimit, "losetup to attach "+img, func() bool {
 		out, err = exec.Command("losetup", "-f", "--show", img).CombinedOutput()
 		return err == nil
 	}) == nil {

@@ -16,6 +16,10 @@ import (
 //go:embed helper/nvml_hang.c
 var nvmlHangSource []byte
 
+// HungNVMLEnteredEnv names, in the environment of a process that loads
+// HungNVML's library, a file its nvmlInit_v2 makes before it hangs.
+const HungNVMLEnteredEnv = "GPUSNAP_NVML_HANG_ENTERED"
+
 // HungNVML builds, with gcc, a libnvidia-ml.so.1 whose nvmlInit_v2 never
 // returns, and returns its directory: a process started with it first on
 // LD_LIBRARY_PATH loads it as go-nvml loads the real library (dlopen of

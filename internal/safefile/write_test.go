@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // TestCreateNothingAtNameUntilWhole: while the content is written, and after
@@ -74,9 +76,7 @@ func TestCreateInterruptedPublishesNothing(t *testing.T) {
 // TestCreateRefusesForeignDirectoryLink: as root, a directory on the way
 // that is a symbolic link owned by another user is not written through.
 func TestCreateRefusesForeignDirectoryLink(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (lchown to user nobody)")
-	}
+	testenv.Root(t, "lchown to user nobody")
 	dir := t.TempDir()
 	target := filepath.Join(dir, "etc")
 	if err := os.Mkdir(target, 0o755); err != nil {
