@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // Output that ends mid-record or claims a path past its end is an error,
@@ -82,9 +84,7 @@ func TestEachDecodesAcrossReads(t *testing.T) {
 // The iterators load, pin on a BPF filesystem, and read back from their
 // pins; a pin directory anyone but root could write is not trusted.
 func TestOpenWalkPins(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("BPF iterators need root")
-	}
+	testenv.Root(t, "loads the BPF iterators")
 	mnt := t.TempDir()
 	if err := syscall.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
 		t.Skipf("cannot mount a BPF filesystem: %v", err)
@@ -146,9 +146,7 @@ func TestOpenWalkPins(t *testing.T) {
 // every combination is a fact the test records and skips on, but in the
 // kernel matrix, whose kernels are known to load them.
 func TestWalkVariants(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("BPF iterators need root")
-	}
+	testenv.Root(t, "loads the BPF iterators")
 	zero, err := os.Open("/dev/zero")
 	if err != nil {
 		t.Fatal(err)
@@ -241,9 +239,7 @@ func TestWalkVariants(t *testing.T) {
 // this process sets up is written as such, under its fd, and the device
 // files this process holds are not.
 func TestFilesMarkRing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("BPF iterators need root")
-	}
+	testenv.Root(t, "loads the BPF iterators")
 	var params [120]byte // struct io_uring_params: zeros ask for the defaults
 	ring, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
 	if errno != 0 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // openWalkEnv makes the test binary load the capture iterators (not pinned)
@@ -33,9 +35,7 @@ func openWalkVerdict() int {
 // kernel's BTF was read. Root loads them here, or is refused lastingly too
 // (the verifier of a kernel without what the programs need).
 func TestRefusedByKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runs processes as another user: needs root")
-	}
+	testenv.Root(t, "runs processes as another user")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

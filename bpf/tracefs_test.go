@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // TestTracefsLeftAsFound: on a host where tracefs is not mounted, the
@@ -21,9 +23,7 @@ func TestTracefsLeftAsFound(t *testing.T) {
 		tracefsHelper(t)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("BPF test: needs root (run the tests as root, as .ci/run does)")
-	}
+	testenv.Root(t, "loads the watch programs")
 	// The helper runs in a mount namespace of its own, made by the Go
 	// runtime (which makes its mounts private): the kernel matrix's guests
 	// have no unshare(1).

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/testwait"
+
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // matrixEnv is set in the kernel matrix's guests (scripts/kernel-matrix.sh),
@@ -24,9 +26,7 @@ const matrixEnv = "GPUSNAP_KERNEL_MATRIX"
 // BPF (fails it, in the kernel matrix).
 func openWatch(t *testing.T, hooks ...Hook) *Watch {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("BPF test: needs root (run the tests as root, as .ci/run does)")
-	}
+	testenv.Root(t, "loads the watch programs")
 	start := time.Now()
 	w, err := Open([]uint32{195}, hooks)
 	if err != nil && os.Getenv(matrixEnv) != "" {
