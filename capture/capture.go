@@ -103,7 +103,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		}
 	}()
 	// The kernel log is read beside /proc too: one read(2) per record.
-	var kernelLog kmsg.Position
+	var kernelLog snapshot.KernelLogPosition
 	klDone := make(chan struct{})
 	go func() {
 		defer close(klDone)
@@ -184,10 +184,10 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 }
 
 // readKernelLog reads where the kernel log at path stands; see Options.KernelLog.
-func readKernelLog(path, root string) kmsg.Position {
+func readKernelLog(path, root string) snapshot.KernelLogPosition {
 	if path == "" {
 		if !isProcfs(root) {
-			return kmsg.Position{Unavailable: "not read: the proc root " + root + " is not this host's procfs, whose kernel log /dev/kmsg is (give --kmsg FILE)"}
+			return snapshot.KernelLogPosition{Unavailable: "not read: the proc root " + root + " is not this host's procfs, whose kernel log /dev/kmsg is (give --kmsg FILE)"}
 		}
 		path = kmsg.DefaultPath
 	}

@@ -101,7 +101,7 @@ func TestForgedKernelMessage(t *testing.T) {
 
 func TestKernelLogNotes(t *testing.T) {
 	from, to := xidHosts()
-	to.KernelLog = &kmsg.Position{Source: "/dev/kmsg", Next: 5}
+	to.KernelLog = &snapshot.KernelLogPosition{Source: "/dev/kmsg", Next: 5}
 	r := Compare(from, to, Options{})
 	// Not read is not compared: the verdict may not call the window clean.
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "Xid errors are not checked") || r.Complete {

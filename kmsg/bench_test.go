@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // BenchmarkReadWindowFile reads a window of 10,000 records out of a log of
@@ -21,7 +23,7 @@ import (
 // the path production takes.
 func BenchmarkReadWindowFile(b *testing.B) {
 	path := benchLog(b)
-	from, to := &Position{Next: 10_000}, &Position{Next: 20_000}
+	from, to := &snapshot.KernelLogPosition{Next: 10_000}, &snapshot.KernelLogPosition{Next: 20_000}
 	for _, gc := range []int{100, 400} {
 		b.Run(fmt.Sprintf("gogc=%d", gc), func(b *testing.B) {
 			defer debug.SetGCPercent(debug.SetGCPercent(gc))
@@ -128,7 +130,7 @@ func BenchmarkReadWindowDevice(b *testing.B) {
 	if pos.Unavailable != "" {
 		b.Skip(pos.Unavailable)
 	}
-	from := &Position{Next: pos.First}
+	from := &snapshot.KernelLogPosition{Next: pos.First}
 	n := 0
 	defer reportCPU(b)()
 	for b.Loop() {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 func TestParse(t *testing.T) {
@@ -95,8 +97,8 @@ func TestReadPositionFile(t *testing.T) {
 }
 
 func TestReadWindow(t *testing.T) {
-	from := &Position{Source: "f", BootID: "boot-a", First: 1000, Next: 1005}
-	to := &Position{Source: "f", BootID: "boot-a", First: 1000, Next: 1021}
+	from := &snapshot.KernelLogPosition{Source: "f", BootID: "boot-a", First: 1000, Next: 1005}
+	to := &snapshot.KernelLogPosition{Source: "f", BootID: "boot-a", First: 1000, Next: 1021}
 	w := ReadWindow("testdata/window.kmsg", from, to)
 	if len(w.Missing) != 0 {
 		t.Fatalf("missing: %q", w.Missing)
@@ -118,11 +120,13 @@ func TestReadWindow(t *testing.T) {
 }
 
 func TestReadWindowSaysWhatIsMissing(t *testing.T) {
-	at := func(boot string, next uint64) *Position { return &Position{Source: "f", BootID: boot, Next: next} }
+	at := func(boot string, next uint64) *snapshot.KernelLogPosition {
+		return &snapshot.KernelLogPosition{Source: "f", BootID: boot, Next: next}
+	}
 	for _, tc := range []struct {
 		name     string
 		path     string
-		from, to *Position
+		from, to *snapshot.KernelLogPosition
 		records  int
 		missing  string
 	}{
@@ -130,7 +134,7 @@ func TestReadWindowSaysWhatIsMissing(t *testing.T) {
 		{"log ends early", "testdata/window.kmsg", at("a", 1005), at("a", 1030), 17, "records 1022 to 1029 of the window are not in the log"},
 		{"another boot", "testdata/window.kmsg", at("a", 5000), at("b", 1003), 3, "FROM and TO are in different boots"},
 		{"no position at FROM", "testdata/window.kmsg", nil, at("a", 1021), 0, "FROM recorded no kernel-log position"},
-		{"unread at TO", "testdata/window.kmsg", at("a", 1005), &Position{Unavailable: "permission denied"}, 0, "not read at TO (permission denied)"},
+		{"unread at TO", "testdata/window.kmsg", at("a", 1005), &snapshot.KernelLogPosition{Unavailable: "permission denied"}, 0, "not read at TO (permission denied)"},
 		{"positions of two logs", "testdata/window.kmsg", at("a", 1021), at("a", 1005), 0, "precedes FROM's"},
 		{"no log", "/nonexistent/kmsg", at("a", 1005), at("a", 1021), 0, "could not be read: /nonexistent/kmsg: no such file"},
 	} {
@@ -154,7 +158,7 @@ func TestReadBounds(t *testing.T) {
 	long := strings.Repeat("A", 3*MaxText+17)
 	path := filepath.Join(dir, "long")
 	os.WriteFile(path, []byte("6,1,1,-;before\n4,2,2,-;NVRM: "+long+"\n"+strings.Repeat(" K=V\n", 2)+"6,3,3,-;after\n"), 0o600)
-	w := ReadWindow(path, &Position{Next: 1}, &Position{Next: 4})
+	w := ReadWindow(path, &snapshot.KernelLogPosition{Next: 1}, &snapshot.KernelLogPosition{Next: 4})
 	if len(w.Missing) != 0 || len(w.Records) != 3 {
 		t.Fatalf("records %d, missing %q", len(w.Records), w.Missing)
 	}
@@ -171,7 +175,7 @@ func TestReadBounds(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan Position)
+	done := make(chan snapshot.KernelLogPosition)
 	go func() { done <- ReadPosition(fifo) }()
 	select {
 	case pos := <-done:
@@ -232,7 +236,7 @@ func TestReadWindowAcrossReads(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "kmsg")
 	os.WriteFile(path, []byte(strings.TrimSuffix(file.String(), "\n")), 0o600) // the last line has no newline
-	w := ReadWindow(path, &Position{Next: 100}, &Position{Next: 100 + uint64(len(wants))})
+	w := ReadWindow(path, &snapshot.KernelLogPosition{Next: 100}, &snapshot.KernelLogPosition{Next: 100 + uint64(len(wants))})
 	if len(w.Missing) != 0 || len(w.Records) != len(wants) {
 		t.Fatalf("%d records, missing %q", len(w.Records), w.Missing)
 	}

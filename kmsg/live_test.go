@@ -6,10 +6,11 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/kmsg"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // liveLog skips a test that needs to read /dev/kmsg when it cannot.
-func liveLog(t *testing.T) kmsg.Position {
+func liveLog(t *testing.T) snapshot.KernelLogPosition {
 	t.Helper()
 	testenv.Root(t, "reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict is 1")
 	pos := kmsg.ReadPosition(kmsg.DefaultPath)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // DefaultPath is the kernel's log device.
@@ -31,18 +33,6 @@ const (
 
 // kmsgDevice is /dev/kmsg's device number, 1:11.
 const kmsgMajor, kmsgMinor = 1, 11
-
-// Position is where a kernel log stood when a snapshot was taken.
-type Position struct {
-	Source string `json:"source"`            // /dev/kmsg, or the file given with --kmsg
-	BootID string `json:"boot_id,omitempty"` // the boot the log belongs to
-	First  uint64 `json:"first_seq"`         // the oldest record the log still held
-	// Next is the sequence number of the next record to come: the newest
-	// record's plus one, 0 for an empty log.
-	Next uint64 `json:"next_seq"`
-	// Unavailable says why the log could not be read; the other fields are then empty.
-	Unavailable string `json:"unavailable,omitempty"`
-}
 
 // source yields the records of a log, oldest first.
 type source interface {
@@ -379,9 +369,9 @@ func (s *fileSource) close() error { return s.f.Close() }
 // sequence numbers (the caller names the boot). It reads every
 // record's header (the device seeks only to the start, the end or the
 // clear point, and says nothing of sequence numbers without a read); a log
-// that cannot be read gives a Position that says why.
-func ReadPosition(path string) Position {
-	pos := Position{Source: path}
+// that cannot be read gives a position that says why.
+func ReadPosition(path string) snapshot.KernelLogPosition {
+	pos := snapshot.KernelLogPosition{Source: path}
 	src, err := open(path)
 	if err != nil {
 		pos.Unavailable = unavailable(err)
@@ -395,7 +385,7 @@ func ReadPosition(path string) Position {
 			break
 		}
 		if err != nil {
-			return Position{Source: path, Unavailable: unavailable(err)}
+			return snapshot.KernelLogPosition{Source: path, Unavailable: unavailable(err)}
 		}
 		seq, err := parseSeq(first)
 		if err != nil {

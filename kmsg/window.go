@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Window is the kernel log between two positions: the records with a
@@ -27,7 +29,7 @@ type Window struct {
 // window's end. What it cannot read is said in Missing, never left out. A
 // file is taken as TO's boot's log, and an empty path reads the log TO's
 // position came from.
-func ReadWindow(path string, from, to *Position) *Window {
+func ReadWindow(path string, from, to *snapshot.KernelLogPosition) *Window {
 	if path == "" && to != nil {
 		path = to.Source
 	}

@@ -9,8 +9,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-
-	"github.com/gpusnap/gpusnap/kmsg"
 )
 
 // Labels of a snapshot: what it was taken for.
@@ -35,7 +33,20 @@ type Snapshot struct {
 	// KernelLog is where the kernel log stood: a diff reads the records
 	// between two snapshots' positions. Nil in snapshots taken before
 	// gpusnap kept it.
-	KernelLog *kmsg.Position `json:"kernel_log,omitempty"`
+	KernelLog *KernelLogPosition `json:"kernel_log,omitempty"`
+}
+
+// KernelLogPosition is where a kernel log stood when a snapshot was taken:
+// package kmsg reads it, and the records between two of them.
+type KernelLogPosition struct {
+	Source string `json:"source"`            // /dev/kmsg, or the file given with --kmsg
+	BootID string `json:"boot_id,omitempty"` // the boot the log belongs to
+	First  uint64 `json:"first_seq"`         // the oldest record the log still held
+	// Next is the sequence number of the next record to come: the newest
+	// record's plus one, 0 for an empty log.
+	Next uint64 `json:"next_seq"`
+	// Unavailable says why the log could not be read; the other fields are then empty.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // Host holds the facts that place a snapshot in time and on a machine.
