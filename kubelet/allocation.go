@@ -1,3 +1,7 @@
+// Package kubelet holds what the kubelet of this node says about its pods:
+// which pod was given which GPU, joined to each pod's UID, which is what a
+// process's cgroup names. It is plain data and the rules on it; package
+// podresources reads it from the kubelet.
 package kubelet
 
 import (
@@ -8,6 +12,19 @@ import (
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
+
+// Pod is a pod the kubelet lists and the GPUs it was given.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID is the pod's UID, as its processes' cgroups name it; "" when no
+	// directory of the pod log directory names the pod once.
+	UID string `json:"uid,omitempty"`
+	// GPUs are the device ids of the pod's nvidia.com/gpu (and MIG)
+	// resources: GPU UUIDs under the device plugin's default uuid strategy,
+	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG.
+	GPUs []string `json:"gpus"`
+}
 
 // Allocations are a node's GPU pods, looked up by GPU and by pod UID.
 type Allocations struct {

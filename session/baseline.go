@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -18,7 +18,7 @@ import (
 type Allocation struct {
 	Given *snapshot.GPUSet
 	// Pods is where to ask the kubelet; nil on no Kubernetes node.
-	Pods *kubelet.Options
+	Pods *podresources.Options
 	// Env reads the environment; nil when it says nothing of the tenant
 	// (a plugin's own environment is not its pods').
 	Env func(string) string
@@ -44,7 +44,7 @@ func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, sna
 	if a.Given != nil || a.Pods == nil {
 		return nil
 	}
-	pods, err := kubelet.Read(ctx, *a.Pods)
+	pods, err := podresources.Read(ctx, *a.Pods)
 	if err != nil {
 		h.warnErr(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/kubelettest"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -26,7 +26,7 @@ const (
 
 // kubeletOf serves the kubelet's pod-resources API listing pods (each
 // given GPU 0) and a pod log directory naming them, and says where.
-func kubeletOf(t *testing.T, pods map[string]string) *kubelet.Options {
+func kubeletOf(t *testing.T, pods map[string]string) *podresources.Options {
 	t.Helper()
 	logs := t.TempDir()
 	var listed []*podresourcesv1.PodResources
@@ -36,7 +36,7 @@ func kubeletOf(t *testing.T, pods map[string]string) *kubelet.Options {
 		}
 		listed = append(listed, kubelettest.Pod("ml", name, kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", gpu0))))
 	}
-	return &kubelet.Options{Socket: kubelettest.Serve(t, &kubelettest.Lister{Pods: listed}), PodLogs: logs}
+	return &podresources.Options{Socket: kubelettest.Serve(t, &kubelettest.Lister{Pods: listed}), PodLogs: logs}
 }
 
 func envOf(vars map[string]string) func(string) string {
@@ -52,7 +52,7 @@ func TestAllocationPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unreachable := &kubelet.Options{Socket: filepath.Join(t.TempDir(), "absent.sock"), PodLogs: t.TempDir()}
+	unreachable := &podresources.Options{Socket: filepath.Join(t.TempDir(), "absent.sock"), PodLogs: t.TempDir()}
 	slurm := map[string]string{"SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "2"}
 	cases := []struct {
 		name  string

@@ -12,7 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
-	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/ocsf"
@@ -57,7 +57,7 @@ type checkOptions struct {
 	OCSF     ocsfOutput
 	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
 	// nil checks the GPUs of --gpus.
-	Idle *kubelet.Options
+	Idle *podresources.Options
 }
 
 // defaultCheckWindow is --window's default: a hidden use older than this is
@@ -81,7 +81,7 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 		if c.IsSet("gpus") {
 			return o, usageError(errors.New("--idle picks the GPUs to check: it cannot be combined with --gpus"))
 		}
-		o.Idle = &kubelet.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
+		o.Idle = &podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
 	}
 	if c.IsSet("gpus") {
 		set, err := snapshot.ParseGPUList(c.String("gpus"))
@@ -190,12 +190,12 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 // idleGPUs are the GPUs of snap that the kubelet has given no pod, by UUID.
 // Which GPUs those are is not known without NVML or the kubelet: that is an
 // error, never a check of nothing.
-func idleGPUs(ctx context.Context, o kubelet.Options, snap *snapshot.Snapshot) (*snapshot.GPUSet, error) {
+func idleGPUs(ctx context.Context, o podresources.Options, snap *snapshot.Snapshot) (*snapshot.GPUSet, error) {
 	if why := snap.NVML.Unavailable; why != "" {
 		return nil, fmt.Errorf("--idle: NVML was not read (%s), so the GPUs are not known", why)
 	}
 	// A pod whose UID is not known still names its GPUs: that is all --idle needs.
-	alloc, err := kubelet.Read(ctx, o)
+	alloc, err := podresources.Read(ctx, o)
 	if alloc == nil {
 		return nil, fmt.Errorf("--idle: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
-	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/nri"
@@ -53,7 +53,7 @@ func nriCommand() *cli.Command {
 type nriOptions struct {
 	Socket, Evidence, SignKey, Syslog, Textfile string
 	Allow                                       *diff.AllowList
-	Pods                                        *kubelet.Options
+	Pods                                        *podresources.Options
 }
 
 func parseNRI(c *cli.Context) (nriOptions, error) {

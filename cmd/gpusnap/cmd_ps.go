@@ -9,6 +9,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -47,8 +48,8 @@ type psReport struct {
 // psOptions: where to ask the kubelet which pod was given which GPU; the
 // global flags say what else to read.
 type psOptions struct {
-	Pods *kubelet.Options // nil: no Kubernetes node
-	Wide bool             // --wide: every column, none cut
+	Pods *podresources.Options // nil: no Kubernetes node
+	Wide bool                  // --wide: every column, none cut
 }
 
 func parsePs(c *cli.Context) (psOptions, error) {

@@ -7,34 +7,35 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/podresources"
 )
 
 // podFlags say where the kubelet tells which pod was given which GPU (docs/kubernetes.md).
 func podFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "pod-resources", Value: kubelet.DefaultSocket, EnvVars: []string{"GPUSNAP_POD_RESOURCES"},
+		&cli.StringFlag{Name: "pod-resources", Value: podresources.DefaultSocket, EnvVars: []string{"GPUSNAP_POD_RESOURCES"},
 			Usage: "the kubelet's pod-resources `SOCKET`: which pod was given which GPU (not asked when the default is absent)"},
-		&cli.StringFlag{Name: "pod-logs", Value: kubelet.DefaultPodLogs, Usage: "the kubelet's pod log `DIR`, whose namespace_name_uid directories give each pod's UID"},
+		&cli.StringFlag{Name: "pod-logs", Value: podresources.DefaultPodLogs, Usage: "the kubelet's pod log `DIR`, whose namespace_name_uid directories give each pod's UID"},
 	}
 }
 
 // parsePodFlags is where to ask the kubelet: nil when this is no Kubernetes
 // node (the default socket is absent and no other was given).
-func parsePodFlags(c *cli.Context) *kubelet.Options {
+func parsePodFlags(c *cli.Context) *podresources.Options {
 	socket := c.String("pod-resources")
 	if _, err := os.Stat(socket); err != nil && !c.IsSet("pod-resources") {
 		return nil
 	}
-	return &kubelet.Options{Socket: socket, PodLogs: c.String("pod-logs")}
+	return &podresources.Options{Socket: socket, PodLogs: c.String("pod-logs")}
 }
 
 // podAllocations asks the kubelet which pod was given which GPU: nil when
 // not asked or when it cannot be asked, which is then a line on stderr.
-func podAllocations(ctx context.Context, g globals, o *kubelet.Options) *kubelet.Allocations {
+func podAllocations(ctx context.Context, g globals, o *podresources.Options) *kubelet.Allocations {
 	if o == nil {
 		return nil
 	}
-	alloc, err := kubelet.Read(ctx, *o)
+	alloc, err := podresources.Read(ctx, *o)
 	if err != nil {
 		warn(g, err)
 	}

@@ -1,8 +1,8 @@
-// Package kubelet reads what the kubelet of this node says about its pods:
-// which pod was given which GPU, from the kubelet's pod-resources API (the
-// gRPC service on a unix socket that dcgm-exporter reads), joined to each
-// pod's UID, which is what a process's cgroup names.
-package kubelet
+// Package podresources asks the kubelet of this node which pod was given
+// which GPU, from its pod-resources API (the gRPC service on a unix socket
+// that dcgm-exporter reads), and joins each pod to its UID from the pod log
+// directory. What it reads is kubelet.Allocations.
+package podresources
 
 import (
 	"cmp"
@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/gpusnap/gpusnap/kubelet"
 )
 
 // DefaultSocket is where the kubelet serves the pod-resources API.
@@ -38,19 +40,6 @@ const (
 	migResourcePre = "nvidia.com/mig-" // MIG devices under the device plugin's mixed strategy
 )
 
-// Pod is a pod the kubelet lists and the GPUs it was given.
-type Pod struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	// UID is the pod's UID, as its processes' cgroups name it; "" when no
-	// directory of the pod log directory names the pod once.
-	UID string `json:"uid,omitempty"`
-	// GPUs are the device ids of the pod's nvidia.com/gpu (and MIG)
-	// resources: GPU UUIDs under the device plugin's default uuid strategy,
-	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG.
-	GPUs []string `json:"gpus"`
-}
-
 // Options say where to ask.
 type Options struct {
 	Socket  string        // DefaultSocket when ""
@@ -62,19 +51,19 @@ type Options struct {
 // be told, the allocations come back incomplete with an error naming the pod:
 // what could not be joined is said, not dropped. When the kubelet cannot be
 // asked, they are nil.
-func Read(ctx context.Context, o Options) (*Allocations, error) {
+func Read(ctx context.Context, o Options) (*kubelet.Allocations, error) {
 	pods, listed, err := gpuPods(ctx, o)
 	if !listed {
 		return nil, err
 	}
 	uids, lerr := joinUIDs(pods, cmp.Or(o.PodLogs, DefaultPodLogs))
 	err = errors.Join(err, lerr)
-	return &Allocations{Pods: pods, Complete: err == nil, Running: uids}, err
+	return &kubelet.Allocations{Pods: pods, Complete: err == nil, Running: uids}, err
 }
 
 // gpuPods lists the pods that were given a GPU, and whether the kubelet
 // answered; a pod whose UID cannot be told has UID "" and is named in the error.
-func gpuPods(ctx context.Context, o Options) (pods []Pod, listed bool, err error) {
+func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, err error) {
 	socket := cmp.Or(o.Socket, DefaultSocket)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(o.Timeout, DefaultTimeout))
 	defer cancel()
@@ -90,7 +79,7 @@ func gpuPods(ctx context.Context, o Options) (pods []Pod, listed bool, err error
 		return nil, false, fmt.Errorf("kubelet pod-resources %s: %w", socket, err)
 	}
 	for _, pr := range res.GetPodResources() {
-		p := Pod{Namespace: pr.GetNamespace(), Name: pr.GetName()}
+		p := kubelet.Pod{Namespace: pr.GetNamespace(), Name: pr.GetName()}
 		for _, c := range pr.GetContainers() {
 			for _, d := range c.GetDevices() {
 				if r := d.GetResourceName(); r == gpuResource || strings.HasPrefix(r, migResourcePre) {
@@ -112,7 +101,7 @@ func gpuPods(ctx context.Context, o Options) (pods []Pod, listed bool, err error
 // namespace_name_uid (neither a namespace nor a pod name may hold "_"), and
 // returns the UIDs of every pod the directory names: the pods this node
 // runs, GPU or not.
-func joinUIDs(pods []Pod, dir string) (map[string]bool, error) {
+func joinUIDs(pods []kubelet.Pod, dir string) (map[string]bool, error) {
 	f, err := os.Open(dir)
 	if err != nil && len(pods) == 0 {
 		return nil, nil // no GPU pod to join; and no pod is known to run here

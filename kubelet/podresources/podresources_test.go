@@ -1,4 +1,4 @@
-package kubelet
+package podresources
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/kubelettest"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // podLogs makes a pod log directory with one directory per name.
@@ -53,7 +53,7 @@ func TestGPUPods(t *testing.T) {
 	if !a.Complete {
 		t.Error("allocations incomplete, though every pod's UID is known")
 	}
-	want := []Pod{
+	want := []kubelet.Pod{
 		{Namespace: "ml", Name: "train-0", UID: uidTrain, GPUs: []string{gpuA, gpuB}},
 		{Namespace: "infer", Name: "mig-0", UID: uidMIG, GPUs: []string{migA}},
 	}
@@ -109,69 +109,3 @@ func TestGPUPodsErrors(t *testing.T) {
 		t.Errorf("an 18 MB answer: %v, want refused", err)
 	}
 }
-
-func TestAllocations(t *testing.T) {
-	gpu0 := &snapshot.GPUUse{Index: 0, UUID: gpuA}
-	gpu1 := &snapshot.GPUUse{Index: 1, UUID: gpuB, MIG: []snapshot.MIGUse{{UUID: migA}}}
-	a := &Allocations{Complete: true, Pods: []Pod{
-		{Namespace: "ml", Name: "train-0", UID: uidTrain, GPUs: []string{gpuA}},
-		{Namespace: "infer", Name: "mig-0", UID: uidMIG, GPUs: []string{migA}},
-		{Namespace: "idx", Name: "by-index", UID: "idx-uid", GPUs: []string{"1"}},
-	}}
-	if p := a.PodsOf(gpu0); len(p) != 1 || p[0].Name != "train-0" {
-		t.Errorf("pods of GPU 0: %+v", p)
-	}
-	if p := a.PodsOf(gpu1); len(p) != 2 || p[0].Name != "mig-0" || p[1].Name != "by-index" {
-		t.Errorf("pods of GPU 1 (a MIG device of it, and by index): %+v", p)
-	}
-	for _, c := range []struct {
-		uid           string
-		gpu           *snapshot.GPUUse
-		outside, know bool
-	}{
-		{uidTrain, gpu0, false, true},
-		{uidTrain, gpu1, true, true},
-		{uidMIG, gpu1, false, true},
-		{"other-pod", gpu0, true, true}, // a pod given no GPU
-		{"", gpu0, false, false},        // no pod: nothing to say
-	} {
-		if out, know := a.Outside(c.uid, c.gpu); out != c.outside || know != c.know {
-			t.Errorf("Outside(%s, GPU %d) = %v, %v; want %v, %v", c.uid, c.gpu.Index, out, know, c.outside, c.know)
-		}
-	}
-	// NVML's devices: index 1 is the GPU of minor number 3 on this host.
-	nvml := []snapshot.GPU{{Index: 0, UUID: gpuA, MinorNumber: intPtr(2)}, {Index: 1, UUID: gpuB, MinorNumber: intPtr(3)}}
-	if set, ok, err := a.GPUsOf(uidTrain, nvml); !ok || err != nil || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuA {
-		t.Errorf("GPUs of train-0: %+v, %v, %v", set, ok, err)
-	}
-	// The index strategy's "1" is NVML index 1, not minor number 1.
-	if set, ok, err := a.GPUsOf("idx-uid", nvml); !ok || err != nil || len(set.Minors) != 0 || len(set.UUIDs) != 1 || set.UUIDs[0] != gpuB {
-		t.Errorf("GPUs of by-index (index strategy): %+v, %v, %v", set, ok, err)
-	}
-	if _, ok, err := a.GPUsOf("idx-uid", nil); !ok || err == nil || !strings.Contains(err.Error(), "GPU index 1, which NVML does not list") {
-		t.Errorf("an index without NVML: ok %v, %v", ok, err)
-	}
-	// Every GPU pod is listed: a pod this node runs among none of them was
-	// given no GPU; one it does not run (yet) is not known.
-	const noGPU, notYet = "3a9f0c11-5b2d-4e6f-8a7c-1d2e3f4a5b6c", "8d1e2f30-4a5b-4c6d-9e7f-8091a2b3c4d5"
-	a.Running = map[string]bool{uidTrain: true, uidMIG: true, noGPU: true}
-	if set, ok, err := a.GPUsOf(noGPU, nvml); !ok || err != nil || set == nil || set.String() != "" {
-		t.Errorf("a pod given no GPU: %+v, %v, %v; want the empty set", set, ok, err)
-	}
-	if _, ok, _ := a.GPUsOf(notYet, nvml); ok {
-		t.Error("a pod this node does not run yet was given an allocation")
-	}
-	if _, ok, _ := a.GPUsOf("job-4242", nvml); ok {
-		t.Error("a tenant that is no pod UID was given an allocation by the kubelet")
-	}
-	// With a GPU pod whose UID is unknown, an unknown pod may be that one.
-	a.Complete = false
-	if _, ok, _ := a.GPUsOf(noGPU, nvml); ok {
-		t.Error("incomplete: an unlisted pod was given no GPU")
-	}
-	if out, know := a.Outside("other-pod", gpu0); out || know {
-		t.Errorf("incomplete: Outside(other-pod) = %v, %v; want false, false", out, know)
-	}
-}
-
-func intPtr(n int) *int { return &n }
