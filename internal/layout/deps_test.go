@@ -32,3 +32,31 @@ func TestDataPackagesLinkNoCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestReadersLinkNoGRPC: the packages that read, judge, bundle and print
+// snapshots link no gRPC. They take the kubelet's answer as kubelet's data,
+// never its client (kubelet/podresources), and a kernel log's position as
+// snapshot data: snapshot imports no other package of gpusnap's (kmsg
+// imports it), internal/ aside.
+func TestReadersLinkNoGRPC(t *testing.T) {
+	for _, pkg := range []string{"bundle", "render", "snapshot", "diff", "kubelet"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/gpusnap/gpusnap/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "google.golang.org/grpc") || dep == "github.com/gpusnap/gpusnap/kubelet/podresources" {
+				t.Errorf("%s links %s", pkg, dep)
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", "github.com/gpusnap/gpusnap/snapshot").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list snapshot: %v\n%s", err, out)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if strings.HasPrefix(imp, "github.com/gpusnap/gpusnap/") && !strings.HasPrefix(imp, "github.com/gpusnap/gpusnap/internal/") {
+			t.Errorf("snapshot imports %s: it is the data the others share, and imports none of them", imp)
+		}
+	}
+}
