@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -60,42 +58,32 @@ func newFallbackSource(proc *capture.ProcRoot, interval time.Duration) *fallback
 // listen subscribes to the proc connector; where the kernel refuses, the
 // rescan alone runs, and the reason is returned for the watch_start record.
 func (f *fallbackSource) listen(ctx context.Context, lost func(string)) error {
-	ch := make(chan netlink.ProcEvent, 4096)
-	errs := make(chan error, 1)
-	if err := netlink.ProcEventMonitor(ch, ctx.Done(), errs); err != nil {
+	c, err := openConnector()
+	if err != nil {
 		return fmt.Errorf("proc connector: %w", err)
 	}
 	go func() {
-		for {
-			select {
-			case ev, ok := <-ch:
-				if !ok {
-					return
-				}
-				f.note(ev)
-			case err := <-errs:
-				if ctx.Err() == nil {
-					// ENOBUFS: the socket overflowed and the kernel dropped events.
-					lost(fmt.Sprintf("proc connector: %v", err))
-				}
-				return
-			}
+		<-ctx.Done()
+		c.close()
+	}()
+	go func() {
+		err := c.read(f.note, func(why string) { lost("proc connector: " + why) })
+		if ctx.Err() == nil {
+			lost(fmt.Sprintf("proc connector: %v", err))
 		}
 	}()
 	return nil
 }
 
-func (f *fallbackSource) note(ev netlink.ProcEvent) {
+func (f *fallbackSource) note(e procEvent) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch m := ev.Msg.(type) {
-	case *netlink.ExecProcEvent:
-		f.named[int(m.ProcessTgid)] = true
-	case *netlink.ForkProcEvent:
-		f.named[int(m.ChildTgid)] = true
-	case *netlink.ExitProcEvent:
-		if m.ProcessPid == m.ProcessTgid {
-			f.exits[int(m.ProcessTgid)] = time.Now()
+	switch e.what {
+	case procEventExec, procEventFork:
+		f.named[e.tgid] = true
+	case procEventExit:
+		if e.pid == e.tgid {
+			f.exits[e.tgid] = time.Now()
 		}
 	}
 }
