@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,17 @@ func TestSequenceSkipped(t *testing.T) {
 		if got := s.skipped(procEvent{cpu: st.cpu, seq: st.seq}); got != st.want {
 			t.Errorf("step %d (cpu %d, seq %d): %d skipped, want %d", i, st.cpu, st.seq, got, st.want)
 		}
+	}
+}
+
+func TestFallbackBlindSaysItsSweep(t *testing.T) {
+	heard := strings.Join(fallbackBlind(nil), "\n")
+	if !strings.Contains(heard, "within 600 intervals") || strings.Contains(heard, "exits between rescans") {
+		t.Errorf("the connector heard:\n%s", heard)
+	}
+	deaf := strings.Join(fallbackBlind(unix.EPERM), "\n")
+	if !strings.Contains(deaf, "within 60 intervals") || !strings.Contains(deaf, "exits between rescans ("+unix.EPERM.Error()) {
+		t.Errorf("the connector refused:\n%s", deaf)
 	}
 }
 
