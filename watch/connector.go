@@ -130,7 +130,8 @@ func (c *connector) subscribe(fd int) error {
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, connectorBuffer) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, connectorBuffer)
 	}
-	nonce := uint32(os.Getpid())
+	// Every listener gets every answer: the nonce tells ours.
+	nonce := uint32(time.Now().UnixNano())
 	if err := unix.Sendto(fd, listenMessage(nonce), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
