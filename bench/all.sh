@@ -96,6 +96,7 @@ step storego "go test -run x -bench 'LogAppend|VerifyLog10000|DecodeRecord' -ben
 step nvml "go test -run x -bench . -benchtime $many ./nvmlread/"
 step kmsg "go test -run x -bench . -benchtime $many ./kmsg/"
 step util "go test -run x -bench Util -benchtime $util ./watch/"
+step fallback "go test -run x -bench FallbackIdle -benchtime 1x ./watch/"
 step hooks "go test -count=1 -run TestHookCost -v ./bpf/"
 # The matrix's own directory: a matrix another run starts meanwhile in the
 # default one would overwrite its initramfs and logs.

@@ -245,10 +245,7 @@ func openSource(ctx context.Context, opts Options, proc *capture.ProcRoot, major
 		start.Note = "BPF does not load here: " + err.Error()
 	}
 	fb := newFallbackSource(proc, opts.Interval)
-	start.Mode, start.Blind = ModeFallback, slices.Clone(fallbackBlind)
-	if err := fb.listen(ctx, r.lostNote); err != nil {
-		start.Blind = append(start.Blind, "exits between rescans ("+err.Error()+"): an exit is dated by the rescan that found the process gone")
-	}
+	start.Mode, start.Blind = ModeFallback, fallbackBlind(fb.listen(ctx, r.lostNote))
 	return nil, nil, fb, nil
 }
 

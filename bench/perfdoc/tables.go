@@ -150,6 +150,10 @@ func watchTable() table {
 	rows := []row{
 		benchMetric("watch's CPU on an idle host, BPF mode (a share of one core)", "watch", "", metrics{fig: "idle-bpf-pct", unit: "%", cpuNote: "the figure (ticks of /proc/PID/stat)"}, atMost(0.5, "%")),
 		benchMetric("watch's CPU on an idle host, fallback mode", "watch", "", metrics{fig: "idle-fallback-pct", unit: "%", cpuNote: "the figure (ticks of /proc/PID/stat)"}, nil),
+		benchMetric("fallback's CPU, 5,000 idle sleeps, the connector heard, no process started (a share of one core)", "fallback", "FallbackIdle", metrics{fig: "idle-%core", unit: "%", cpu: "idle-cpu-ms"}, atMost(0.5, "%")),
+		benchMetric("fallback's CPU, 5,000 idle sleeps, the connector heard, this host's own activity", "fallback", "FallbackIdle", metrics{fig: "connector-%core", unit: "%", cpu: "connector-cpu-ms"}, nil),
+		benchMetric("fallback's CPU, 5,000 idle sleeps, the connector refused (/proc listed every interval, as before)", "fallback", "FallbackIdle", metrics{fig: "periodic-%core", unit: "%", cpu: "periodic-cpu-ms"}, nil),
+		benchMetric("processes and threads the host started a second meanwhile", "fallback", "FallbackIdle", metrics{fig: "host-forks/s", unit: "/s"}, nil),
 		benchMetric("open/close loop of a regular file with watch / without (wall of the loop)", "watch", "", metrics{fig: "loop-ratio", unit: "x", cpuNote: "wall only"}, atLeast(0.90, "x")),
 		metricRatio("opens of the node recorded / made, at 10,000 a second", "watch", "rate-recorded", "rate-made", "x", "—", atLeast(1, "x")),
 		benchMetric("utilization sampling, one interval, 8 GPUs x 64 processes (a share of a core at 1 s)", "util", "UtilSampling", metrics{fig: "cpu-%core@1s", unit: "%"}, atMost(0.5, "%")),
@@ -161,7 +165,7 @@ func watchTable() table {
 			hookRow("open/close with the "+hook+" watch / bare", hook, "watch", atLeast(0.90, "x")),
 			hookRow("open/close with empty "+hook+" programs / bare (the kernel's floor)", hook, "empty", nil))
 	}
-	return table{"watch", "`bench/watch.sh` runs a watch on this host (the hook this kernel allows); `TestHookCost` times an open and close of a regular file on one thread's CPU clock with each hook's programs attached, the median of its rounds; a hook this kernel refuses reads \"refused here\".", rows}
+	return table{"watch", "`bench/watch.sh` runs a watch on this host (the hook this kernel allows); `BenchmarkFallbackIdle` runs the fallback's event loop in process, its CPU over 20 s of each way of running it; `TestHookCost` times an open and close of a regular file on one thread's CPU clock with each hook's programs attached, the median of its rounds; a hook this kernel refuses reads \"refused here\".", rows}
 }
 
 // hookRow is one hook's TestHookCost line; a hook the kernel refuses has

@@ -26,7 +26,7 @@ func watchCommand() *cli.Command {
 			"Examples:\n  gpusnap watch --listen 127.0.0.1:9402\n  systemctl enable --now gpusnap-watch   # contrib/systemd/gpusnap-watch.service",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "serve Prometheus metrics on `ADDR` (host:port) at /metrics"},
-			&cli.DurationFlag{Name: "interval", Value: watch.DefaultInterval, Usage: "rescan /proc in the fallback every `DUR`"},
+			&cli.DurationFlag{Name: "interval", Value: watch.DefaultInterval, Usage: "in the fallback, read every `DUR` the processes the proc connector named, the young and a share of the rest"},
 			&cli.DurationFlag{Name: "util-interval", Value: watch.DefaultUtilInterval, Usage: "read NVML (its process lists and the GPUs' and processes' utilization) every `DUR`"},
 			&cli.StringFlag{Name: "mode", Value: watch.ModeAuto, Usage: "`MODE`: auto (BPF where it loads, else the fallback), bpf (BPF or exit 2), fallback"},
 			&cli.DurationFlag{Name: "retain", Value: watch.DefaultRetain, Usage: "remove event log segments older than `DUR`"},
