@@ -136,3 +136,38 @@ func AllocationFromEnv(getenv func(string) string) (set *GPUSet, source string, 
 	}
 	return nil, "", nil
 }
+
+// Select keeps, of gpus, those the set names by minor number, by UUID or by
+// one of their MIG devices' UUIDs, and gives the test of a process on them:
+// NVML lists it on a GPU kept, or it holds or maps a /dev/nvidiaN the set
+// names (directly, or through a UUID NVML linked to minor N).
+func (s GPUSet) Select(gpus []GPUUse) (kept []GPUUse, uses func(*Process) bool) {
+	minors := map[int]bool{}
+	for _, n := range s.Minors {
+		minors[n] = true
+	}
+	listed := map[int]bool{}
+	for _, gu := range gpus {
+		if !s.names(gu) {
+			continue
+		}
+		kept = append(kept, gu)
+		if gu.MinorNumber != nil {
+			minors[*gu.MinorNumber] = true
+		}
+		for _, u := range gu.Processes {
+			listed[u.PID] = true
+		}
+	}
+	return kept, func(p *Process) bool {
+		return listed[p.PID] || slices.ContainsFunc(gpuMinors(p), func(n int) bool { return minors[n] })
+	}
+}
+
+// names reports whether the set names gu.
+func (s GPUSet) names(gu GPUUse) bool {
+	if gu.MinorNumber != nil && slices.Contains(s.Minors, *gu.MinorNumber) || slices.Contains(s.UUIDs, gu.UUID) {
+		return true
+	}
+	return slices.ContainsFunc(gu.MIG, func(m MIGUse) bool { return m.UUID != "" && slices.Contains(s.UUIDs, m.UUID) })
+}

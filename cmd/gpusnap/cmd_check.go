@@ -83,16 +83,8 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 		}
 		o.Idle = &podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
 	}
-	if c.IsSet("gpus") {
-		set, err := snapshot.ParseGPUList(c.String("gpus"))
-		if err != nil {
-			return o, usageError(fmt.Errorf("--gpus: %w", err))
-		}
-		if len(set.Minors)+len(set.UUIDs) == 0 {
-			// An empty list is a script's unset variable: checking nothing would pass.
-			return o, usageError(fmt.Errorf("--gpus is empty (leave it out to check every GPU)"))
-		}
-		o.GPUs = &set
+	if o.GPUs, err = gpuListFlag(c, "gpus", "check"); err != nil {
+		return o, err
 	}
 	if o.FailOn, err = diff.ParseFailOn(c.String("fail-on")); err != nil {
 		return o, usageError(fmt.Errorf("--fail-on: %w", err))
@@ -209,4 +201,22 @@ func idleGPUs(ctx context.Context, o podresources.Options, snap *snapshot.Snapsh
 		}
 	}
 	return set, nil
+}
+
+// gpuListFlag reads the GPU list flag name (check --gpus, ps --gpu) as
+// snapshot.ParseGPUList does: nil where it is not given. An empty list is a
+// usage error: it is a script's unset variable, and to check or show no GPU
+// would pass. verb says what leaving the flag out does to every GPU.
+func gpuListFlag(c *cli.Context, name, verb string) (*snapshot.GPUSet, error) {
+	if !c.IsSet(name) {
+		return nil, nil
+	}
+	set, err := snapshot.ParseGPUList(c.String(name))
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--%s: %w", name, err))
+	}
+	if len(set.Minors)+len(set.UUIDs) == 0 {
+		return nil, usageError(fmt.Errorf("--%s is empty (leave it out to %s every GPU)", name, verb))
+	}
+	return &set, nil
 }

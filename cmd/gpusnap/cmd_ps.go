@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,15 +22,20 @@ func psCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ps",
 		Usage: "live triage: every process that uses an NVIDIA device now",
-		UsageText: "gpusnap ps [--wide] [--json]\n\nExamples:\n" +
+		UsageText: "gpusnap ps [-p PID] [--gpu LIST] [--interval DUR] [--wide] [--json]\n\nExamples:\n" +
 			"  gpusnap ps\n" +
+			"  gpusnap ps -p 4242 --interval 1s   # one process, a fresh sample each second until Ctrl-C\n" +
+			"  gpusnap ps --gpu 3 --json --interval 5s >> gpu3.jsonl   # one JSON line a sample\n" +
 			"  gpusnap ps --wide   # every column, none cut: holders, mappings, package, SHA-256\n" +
 			"  gpusnap ps --json | jq '.processes[] | {pid, exe, container_id}'\n" +
 			"  gpusnap ps --proc-root fixtures/proc/gpuhost --no-nvml\n\n" +
 			"On a Kubernetes node (the kubelet's pod-resources socket is there), each GPU shows the pods given it,\n" +
 			"and a process of another pod that uses it.",
 		Flags: append(podFlags(), &cli.BoolFlag{Name: "wide", Aliases: []string{"w"},
-			Usage: "show every column (holders, mappings, package, SHA-256) and cut none; without it the table fits 120 columns, a cut value ending in …"}),
+			Usage: "show every column (holders, mappings, package, SHA-256) and cut none; without it the table fits 120 columns, a cut value ending in …"},
+			&cli.StringSliceFlag{Name: "pid", Aliases: []string{"p"}, Usage: "only the process `PID` (repeat it, or give a comma list)"},
+			&cli.StringFlag{Name: "gpu", Usage: "only the GPUs of `LIST`, as check --gpus reads it: minor numbers (the N of /dev/nvidiaN: 3, 0,1 or 0-3) and UUIDs"},
+			&cli.DurationFlag{Name: "interval", Usage: "sample again every `DUR` (at least 100ms) until SIGINT or SIGTERM: a terminal is redrawn, other output appended, --json one line a sample"}),
 		Action: action(parsePs, runPs),
 	}
 }
@@ -34,6 +43,9 @@ func psCommand() *cli.Command {
 // psReport is what `gpusnap ps --json` prints: the processes that map or
 // hold an NVIDIA device, with the host facts and scan counts behind them.
 type psReport struct {
+	// Time is when the sample was taken: with --interval, what tells one
+	// JSON line from the next.
+	Time      time.Time          `json:"time"`
 	Host      snapshot.Host      `json:"host"`
 	Scan      snapshot.Scan      `json:"scan"`
 	Processes []render.PsProcess `json:"processes"`
@@ -45,23 +57,75 @@ type psReport struct {
 	Pods []kubelet.Pod `json:"pods,omitempty"`
 }
 
-// psOptions: where to ask the kubelet which pod was given which GPU; the
-// global flags say what else to read.
+// psOptions: where to ask the kubelet which pod was given which GPU, what
+// to show and how often; the global flags say what else to read.
 type psOptions struct {
-	Pods *podresources.Options // nil: no Kubernetes node
-	Wide bool                  // --wide: every column, none cut
+	Pods     *podresources.Options // nil: no Kubernetes node
+	Wide     bool                  // --wide: every column, none cut
+	Filter   psFilter
+	Interval time.Duration // --interval; 0: one sample
 }
+
+// minPsInterval bounds --interval: each sample is a whole capture.
+const minPsInterval = 100 * time.Millisecond
 
 func parsePs(c *cli.Context) (psOptions, error) {
-	return psOptions{Pods: parsePodFlags(c), Wide: c.Bool("wide")}, nil
+	o := psOptions{Pods: parsePodFlags(c), Wide: c.Bool("wide"), Interval: c.Duration("interval")}
+	if c.IsSet("interval") && o.Interval < minPsInterval {
+		return o, usageError(fmt.Errorf("--interval %s: at least %s", o.Interval, minPsInterval))
+	}
+	for _, v := range c.StringSlice("pid") {
+		pid, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || pid <= 0 {
+			return o, usageError(fmt.Errorf("-p %q: not a PID", safetext.Line(v)))
+		}
+		o.Filter.PIDs = append(o.Filter.PIDs, pid)
+	}
+	var err error
+	o.Filter.GPUs, err = gpuListFlag(c, "gpu", "show")
+	return o, err
 }
 
+// runPs prints one sample, or with --interval one every interval until ctx
+// is done (SIGINT, SIGTERM), which ends it with exit 0.
 func runPs(ctx context.Context, g globals, o psOptions) error {
+	if o.Interval == 0 {
+		return psSample(ctx, g, o)
+	}
+	redraw := !g.JSON && isTerminal(g.Stdout)
+	tick := time.NewTicker(o.Interval)
+	defer tick.Stop()
+	for {
+		if !g.JSON {
+			if redraw {
+				fmt.Fprint(g.Stdout, "\x1b[H\x1b[2J") // cursor home, clear screen
+			}
+			fmt.Fprintf(g.Stdout, "every %s: %s\n", o.Interval, time.Now().Format(time.DateTime))
+		}
+		if err := psSample(ctx, g, o); err != nil {
+			if ctx.Err() != nil {
+				return nil // a capture cut short by the signal
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if !g.JSON && !redraw {
+			fmt.Fprintln(g.Stdout)
+		}
+	}
+}
+
+// psSample captures the host and prints what ps shows of it.
+func psSample(ctx context.Context, g globals, o psOptions) error {
 	snap, err := captureHost(ctx, g, snapshot.LabelSnapshot, "")
 	if err != nil {
 		return err
 	}
-	rep := psReport{Host: snap.Host, Scan: snap.Scan, Processes: []render.PsProcess{}, GPUs: snapshot.GPUUsage(snap)}
+	rep := psReport{Time: snap.Host.CaptureStart, Host: snap.Host, Scan: snap.Scan, Processes: []render.PsProcess{}, GPUs: snapshot.GPUUsage(snap)}
 	alloc := podAllocations(ctx, g, o.Pods)
 	if alloc != nil {
 		rep.Pods = alloc.Pods
@@ -83,18 +147,38 @@ func runPs(ctx context.Context, g globals, o psOptions) error {
 			rep.Processes = append(rep.Processes, render.PsProcess{Process: *p, Triage: triage(p)})
 		}
 	}
+	found, allGPUs := len(rep.Processes), rep.GPUs
+	notes := o.Filter.apply(&rep, snap)
 	if g.JSON {
-		return render.JSON(g.Stdout, rep)
+		if o.Interval > 0 {
+			err = json.NewEncoder(g.Stdout).Encode(rep) // JSON lines: one a sample
+		} else {
+			err = render.JSON(g.Stdout, rep)
+		}
+	} else {
+		err = psText(g, o, rep, allGPUs, alloc)
 	}
-	if err := render.PsTable(g.Stdout, rep.Processes, rep.GPUs, snap.Host.CaptureStart, o.Wide); err != nil {
+	if err != nil {
+		return err
+	}
+	if rep.NVMLUnavailable != "" && !g.JSON {
+		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
+	}
+	for _, n := range notes {
+		fmt.Fprintln(g.Stderr, "gpusnap: "+n)
+	}
+	if line := render.PsLastLine(found, rep.Scan); line != "" && !g.JSON {
+		fmt.Fprintln(g.Stderr, line)
+	}
+	return nil
+}
+
+// psText prints the table, each row's NVML figures read from every GPU
+// whatever the filter, then the section of each GPU kept.
+func psText(g globals, o psOptions, rep psReport, allGPUs []snapshot.GPUUse, alloc *kubelet.Allocations) error {
+	if err := render.PsTable(g.Stdout, rep.Processes, allGPUs, rep.Host.CaptureStart, o.Wide); err != nil {
 		return err
 	}
 	render.PsGPUs(g.Stdout, rep.GPUs, alloc)
-	if rep.NVMLUnavailable != "" {
-		fmt.Fprintf(g.Stderr, "gpusnap: NVML unavailable (%s): no per-GPU section\n", safetext.Escape(rep.NVMLUnavailable))
-	}
-	if line := render.PsLastLine(len(rep.Processes), rep.Scan); line != "" {
-		fmt.Fprintln(g.Stderr, line)
-	}
 	return nil
 }
