@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,19 +31,9 @@ const repo = ".."
 // (GPUSNAP_TEST_INSTALLED=1, as .ci/run sets after apt-get install).
 func installed() bool { return os.Getenv("GPUSNAP_TEST_INSTALLED") == "1" }
 
-// built is this tree's gpusnap, built once for the package's tests into a
-// directory TestMain removes: each build links the whole binary.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	livetest.RemoveGpusnap()
 	os.Exit(code)
 }
 
@@ -54,19 +43,7 @@ func binary(t *testing.T) string {
 	if installed() {
 		return "/usr/bin/gpusnap"
 	}
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "gpusnap-packaging-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "gpusnap")
-		if out, err := exec.Command("go", "build", "-o", built.bin, "../cmd/gpusnap").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
+	return livetest.Gpusnap(t)
 }
 
 func read(t *testing.T, path string) string {
