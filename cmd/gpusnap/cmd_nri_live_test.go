@@ -154,6 +154,7 @@ func TestNRIPodLifecycle(t *testing.T) {
 	}
 	// Outside /tmp: other packages' live tests leave ghosts of their own on
 	// nvidia0 nodes under /tmp; the allow list takes those out of verdicts.
+	livetest.OwnFakeGPUs(t)
 	dir, err := os.MkdirTemp("/run", "gpusnap-nri-")
 	if err != nil {
 		t.Skipf("NRI live test: no directory under /run: %v", err)

@@ -58,6 +58,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	}
 	livetest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "logger", "losetup", "gcc")
 	livetest.ShareKernelLog(t) // the epilogs' diffs read the live kernel log
+	livetest.OwnFakeGPUs(t)    // its GPUs are nodes under /run
 	c := startCluster(t)
 
 	// a: maps GPU 0, which it was given, and exits (the tenant helper maps,

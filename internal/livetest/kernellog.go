@@ -51,3 +51,13 @@ func lockHost(t testing.TB, path string, how int) {
 	}
 	t.Cleanup(func() { f.Close() })
 }
+
+// fakeGPULock is one file for every gpusnap test run on the host: a test
+// that checks a fake GPU outside /tmp sees every node named for that GPU.
+const fakeGPULock = "/tmp/gpusnap-test-fake-gpus.lock"
+
+// OwnFakeGPUs is for a test that makes fake GPUs outside /tmp (where other
+// tests' allow lists do not reach) and checks them: another run of the same
+// test, in a second test run beside this one, makes nodes of the same names,
+// which it would rightly find in use. They take turns.
+func OwnFakeGPUs(t testing.TB) { lockHost(t, fakeGPULock, syscall.LOCK_EX) }
