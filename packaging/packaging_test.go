@@ -159,10 +159,15 @@ func TestAllowListByExe(t *testing.T) {
 		if !strings.HasPrefix(exe, "exe=/") || strings.Contains(line, "comm=") {
 			t.Errorf("allow list entry %q: want exe=/PATH, not a name", line)
 		}
+		// A path alone is any tenant's to take (a binary of its image at
+		// that path); a system unit's cgroup is root's alone.
+		if !strings.Contains(line, " cgroup=/system.slice/") {
+			t.Errorf("allow list entry %q: want the cgroup of a system unit beside the exe", line)
+		}
 		exes = append(exes, filepath.Base(exe))
 	}
 	for _, want := range []string{"nvidia-persistenced", "nv-hostengine", "nv-fabricmanager", "nvidia-cuda-mps-control",
-		"nvidia-cuda-mps-server", "dcgm-exporter"} {
+		"nvidia-cuda-mps-server"} {
 		if !slices.Contains(exes, want) {
 			t.Errorf("allow list has no entry for %s", want)
 		}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,9 +28,30 @@ func loadAllow(c *cli.Context) (*diff.AllowList, error) {
 		return nil, nil
 	}
 	if path == diff.DefaultAllowPath && !c.IsSet("allow") {
-		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
+		}
+		if err == nil {
+			if err := rootsAlone(fi); err != nil {
+				return nil, fmt.Errorf("allow list %s: %w", path, err)
+			}
 		}
 	}
 	return diff.LoadAllow(path)
+}
+
+// rootsAlone refuses a default allow list another user could have written:
+// its entries clear findings on every command that judges.
+func rootsAlone(fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	case !ok || st.Uid != 0:
+		return errors.New("not owned by root: another user could have written it")
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("writable by its group or others (mode %04o)", fi.Mode().Perm())
+	}
+	return nil
 }
