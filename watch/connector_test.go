@@ -2,7 +2,9 @@ package watch
 
 import (
 	"encoding/binary"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -123,6 +125,24 @@ func TestLiveConnectorHearsExec(t *testing.T) {
 			}
 		case <-limit:
 			t.Fatalf("no exec of pid %d heard in 20 s", cmd.Process.Pid)
+		}
+	}
+}
+
+// The proc connector names this pid namespace's processes: a fallback over
+// any other proc root (a fixture, another namespace's procfs) does not
+// listen to it, and so keeps listing its root every interval.
+func TestOwnProc(t *testing.T) {
+	if err := ownProc("/proc"); err != nil {
+		t.Errorf("/proc: %v", err)
+	}
+	other := t.TempDir()
+	if err := os.Symlink("1", filepath.Join(other, "self")); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{t.TempDir(), other} {
+		if err := ownProc(root); err == nil {
+			t.Errorf("%s: taken for this namespace's /proc", root)
 		}
 	}
 }

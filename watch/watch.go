@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,8 +248,22 @@ func openSource(ctx context.Context, opts Options, proc *capture.ProcRoot, major
 		start.Note = "BPF does not load here: " + err.Error()
 	}
 	fb := newFallbackSource(proc, opts.Interval)
-	start.Mode, start.Blind = ModeFallback, fallbackBlind(fb.listen(ctx, r.lostNote))
+	deaf := ownProc(opts.ProcRoot)
+	if deaf == nil {
+		deaf = fb.listen(ctx, r.lostNote)
+	}
+	start.Mode, start.Blind = ModeFallback, fallbackBlind(deaf)
 	return nil, nil, fb, nil
+}
+
+// ownProc says why the proc connector is of no use for root, or nil: it
+// names the processes of this pid namespace, and a fallback that trusted it
+// would wait up to its long sweep for the processes of another root.
+func ownProc(root string) error {
+	if self, err := os.Readlink(filepath.Join(root, "self")); err != nil || self != strconv.Itoa(os.Getpid()) {
+		return fmt.Errorf("proc connector not used: %s is not this pid namespace's /proc", root)
+	}
+	return nil
 }
 
 // announce says on the watch's log how it records, and what it cannot see.
