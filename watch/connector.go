@@ -20,6 +20,7 @@ const (
 	cnIdxProc         = 1
 	cnValProc         = 1
 	procCnMcastListen = 1
+	procCnMcastIgnore = 2
 	procEventNone     = 0 // the kernel's answer to a listen
 	procEventFork     = 1
 	procEventExec     = 2
@@ -132,7 +133,7 @@ func (c *connector) subscribe(fd int) error {
 	}
 	// Every listener gets every answer: the nonce tells ours.
 	nonce := uint32(time.Now().UnixNano())
-	if err := unix.Sendto(fd, listenMessage(nonce), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(fd, mcastMessage(procCnMcastListen, nonce), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
 	if err := c.f.SetReadDeadline(time.Now().Add(ackWait)); err != nil {
@@ -156,9 +157,10 @@ func (c *connector) subscribe(fd int) error {
 	}
 }
 
-// listenMessage asks the kernel for every event (the listen of before
-// Linux 6.6, which filters none out: every message numbered reaches us).
-func listenMessage(nonce uint32) []byte {
+// mcastMessage is a listen (op procCnMcastListen: every event, the listen
+// of before Linux 6.6, which filters none out, so every message numbered
+// reaches us) or its end (procCnMcastIgnore).
+func mcastMessage(op, nonce uint32) []byte {
 	const size = unix.SizeofNlMsghdr + cnMsgLen + 4
 	b := make([]byte, size)
 	ne := binary.NativeEndian
@@ -171,7 +173,7 @@ func listenMessage(nonce uint32) []byte {
 	ne.PutUint32(m[8:], nonce)
 	ne.PutUint32(m[12:], nonce)
 	ne.PutUint16(m[16:], 4)
-	ne.PutUint32(m[cnMsgLen:], procCnMcastListen)
+	ne.PutUint32(m[cnMsgLen:], op)
 	return b
 }
 
@@ -219,4 +221,12 @@ func (c *connector) read(note func(procEvent), lost func(string)) error {
 	}
 }
 
-func (c *connector) close() error { return c.f.Close() }
+func (c *connector) close() error {
+	// Before Linux 6.6 the kernel counts listens, not sockets: without
+	// the ignore it goes on making every event for no one.
+	_ = c.rc.Write(func(fd uintptr) bool {
+		_ = unix.Sendto(int(fd), mcastMessage(procCnMcastIgnore, 0), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return true
+	})
+	return c.f.Close()
+}
