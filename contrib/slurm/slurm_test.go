@@ -160,11 +160,15 @@ func startCluster(t *testing.T) *cluster {
 	must(t, err)
 	must(t, os.WriteFile(c.tenant, bin, 0o755))
 	scripts := c.gpusnapBinary()
-	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and nvidia1.
+	// Two fake GPUs: block nodes of two loop devices, named nvidia0 and
+	// nvidia1, each held by a daemon of the cluster's (allowed), as
+	// nvidia-persistenced holds a host's: without NVML, check sees a GPU
+	// through its node's users, and a GPU it cannot see is never clean.
 	for i := 0; i < 2; i++ {
 		l := livetest.NewLoop(t)
 		node := filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i))
 		must(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
+		livetest.HoldAt(t, filepath.Join(dir, "daemon", "holder"+strconv.Itoa(i)), node)
 	}
 	c.syslog = newSyslogSink(t, filepath.Join(dir, "log.sock"))
 	c.writeHooks(scripts)
@@ -203,7 +207,11 @@ func (c *cluster) gpusnapBinary() (scripts string) {
 func (c *cluster) writeHooks(scripts string) {
 	t, dir := c.t, c.dir
 	allow := filepath.Join(dir, "etc", "allow")
-	must(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, not this cluster's\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"), 0o644))
+	// Other packages' live tests run meanwhile: their ghosts and containers
+	// (under /tmp), their jobs' binaries (under /var/lib) and their miner
+	// (under /dev/shm) are not this cluster's.
+	must(t, os.WriteFile(allow, []byte("exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nexe=/var/lib/gpusnap-*\nexe=/dev/shm/*\n"+
+		"# the cluster's daemons holding its GPUs\nexe="+dir+"/daemon/*\n"), 0o644))
 	// Slurm runs a wrapper that exports the settings, as a site's own
 	// wrapper does: they win over /etc/default/gpusnap, which an installed
 	// package has (its GPUSNAP_DB is the host's store, not this test's).
