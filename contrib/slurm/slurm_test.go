@@ -449,6 +449,12 @@ func (c *cluster) logs() string {
 		fmt.Fprintf(&b, "--- %s\n%s\n", name, strings.Join(lines, "\n"))
 	}
 	fmt.Fprintf(&b, "--- syslog\n%s", c.syslog.text())
+	// The prologs' and epilogs' reports say what they found, and whose.
+	reports, _ := filepath.Glob(filepath.Join(c.evDir, "*.txt"))
+	for _, name := range reports {
+		data, _ := os.ReadFile(name)
+		fmt.Fprintf(&b, "\n--- %s\n%s", filepath.Base(name), data)
+	}
 	return b.String()
 }
 
