@@ -186,7 +186,8 @@ func TestNRIPodLifecycle(t *testing.T) {
 		f.Close()
 	}
 	allow := filepath.Join(dir, "allow")
-	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts and containers, and the daemon holding GPUs 6 and 7\nexe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\n"+
+	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts, containers and hidden processes, and the daemon holding GPUs 6 and 7\n"+
+		"exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nkind=hidden_process\n"+
 		"exe=*/sleep device="+dir+"/dev/*\n"), 0o644))
 	db, ev, sock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock")
 	logs := syslogSink(t, filepath.Join(dir, "log.sock"))
