@@ -10,6 +10,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindGPUInUse: (check only) a process holds, maps or is listed on a GPU
+// being handed out, and is not on the allow list.
+const KindGPUInUse = "gpu_in_use"
+
+var ruleGPUInUse = &Rule{
+	Kind: KindGPUInUse, Title: "GPU in use before it is handed out",
+	Severities: []Severity{High},
+	check:      gpusInUse,
+}
+
 // CheckOptions tune a check.
 type CheckOptions struct {
 	// GPUs are the GPUs to check (--gpus); nil checks every GPU and every
@@ -65,19 +75,10 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		scope.GPUs = opts.GPUs.String()
 		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
 	}
-	// A hidden process may use any GPU: it fails the check of every set.
-	findings := append(gpusInUse(c, gpus), hiddenProcesses(c)...)
-	findings = append(findings, unsettledCapture(c)...)
-	findings = append(findings, c.hiddenUses(gpus)...)
-	findings = append(findings, windowNotCovered(c)...)
-	findings = append(findings, c.busyWithoutProcess(gpus, true)...)
-	if c.toNVML.unavailable != "" {
-		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
-	} else {
-		for _, f := range zombieGPUMemory(c) {
-			if pl := c.toNVML.poolByUUID(f.GPUUUID); pl == nil || gpus.hasPool(pl) {
-				findings = append(findings, f)
-			}
+	var findings []Finding
+	for _, rule := range registry {
+		if rule.check != nil {
+			findings = append(findings, rule.check(c, gpus)...)
 		}
 	}
 	c.applyAllow(findings)

@@ -50,8 +50,10 @@ type Options struct {
 func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 	c := newComparison(from, to, opts, false)
 	var findings []Finding
-	for _, rule := range rules {
-		findings = append(findings, rule(c)...)
+	for _, rule := range registry {
+		for _, raise := range rule.compare {
+			findings = append(findings, raise(c)...)
+		}
 	}
 	c.attachInheritance(findings)
 	// Persistence looks behind the other findings' processes, and is
@@ -80,31 +82,6 @@ func Compare(from, to *snapshot.Snapshot, opts Options) *Result {
 		r.MapsDiffs = c.mapsDiffs(findings)
 	}
 	return r
-}
-
-// rules are the finding kinds, each a function of the comparison (the two
-// snapshots, indexed once) that returns its findings. A rule that could not
-// judge part of them (NVML unread, a GPU without a memory figure, the kernel
-// log unread) says so in the comparison's notes, which the result carries.
-var rules = []func(*comparison) []Finding{
-	leftoverMappings,
-	leftoverHolders,
-	otherDeviceMappings,
-	renamedDeviceNodes,
-	unexpectedGPUProcesses,
-	unreadableProcesses,
-	unsettledCapture,
-	hiddenProcesses,
-	orphanGPUProcesses,
-	zombieGPUMemory,
-	transientGPUProcesses,
-	hiddenDeviceUses,
-	windowNotCovered,
-	xidErrors,
-	forgedKernelMessages,
-	outOfAllocation,
-	egressConnections,
-	gpuBusyWithoutProcess,
 }
 
 // comparison indexes the two snapshots by process identity and PID, so every

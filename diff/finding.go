@@ -13,27 +13,6 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Finding kinds, as docs/spec.md (Findings) names them.
-const (
-	KindLeftoverDeviceMapping = "leftover_device_mapping"
-	KindLeftoverDeviceHolder  = "leftover_device_holder"
-	KindZombieGPUMemory       = "zombie_gpu_memory"
-	KindOrphanGPUProcess      = "orphan_gpu_process"
-	KindUnexpectedGPUProcess  = "unexpected_gpu_process"
-	KindRenamedDeviceNode     = "renamed_device_node"
-	KindOtherDeviceMapping    = "other_device_mapping"
-	KindTransientGPUProcess   = "transient_gpu_process"
-	KindXidError              = "xid_error"
-	KindForgedKernelMessage   = "forged_kernel_message"
-	KindOutOfAllocation       = "out_of_allocation_gpu_use"
-	KindGPUInUse              = "gpu_in_use" // check only: a GPU being handed out is in use
-	KindUnreadableProcess     = "unreadable_process"
-	KindHiddenDeviceUse       = "hidden_device_use"
-	KindWindowNotCovered      = "window_not_covered"
-	KindHiddenProcess         = "hidden_process"
-	KindGPUBusyWithoutProcess = "gpu_busy_without_process"
-)
-
 // Severity orders findings: info < low < medium < high < critical.
 type Severity int
 

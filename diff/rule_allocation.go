@@ -8,6 +8,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindOutOfAllocation: the tenant used a GPU the scheduler did not give it.
+const KindOutOfAllocation = "out_of_allocation_gpu_use"
+
+var ruleOutOfAllocation = &Rule{
+	Kind: KindOutOfAllocation, Title: "GPU use outside the allocation",
+	Severities: []Severity{High},
+	GPUUse:     true,
+	compare:    []func(*comparison) []Finding{outOfAllocation},
+}
+
 // outOfAllocation reports a process of FROM's tenant that holds, maps or is
 // listed on a GPU outside FROM's Allocation, at TO or in the tenant's
 // History, or that the window's event log shows opening or mapping its node.

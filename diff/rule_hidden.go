@@ -6,6 +6,17 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindHiddenProcess: a PID the kernel has whose /proc directory does not read as that process.
+const KindHiddenProcess = "hidden_process"
+
+var ruleHiddenProcess = &Rule{
+	Kind: KindHiddenProcess, Title: "Hidden process",
+	Severities: []Severity{High},
+	compare:    []func(*comparison) []Finding{hiddenProcesses},
+	// A hidden process may use any GPU: it fails the check of every set.
+	check: func(c *comparison, _ *gpuSet) []Finding { return hiddenProcesses(c) },
+}
+
 // hiddenProcesses reports a PID the kernel still had at TO whose /proc
 // directory did not read as that process, as under a mount over /proc/PID.
 // High: what it holds was not seen, and only a process with something to hide

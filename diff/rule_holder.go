@@ -2,6 +2,16 @@ package diff
 
 import "fmt"
 
+// KindLeftoverDeviceHolder: a process holds an NVIDIA device open that it did not hold at FROM.
+const KindLeftoverDeviceHolder = "leftover_device_holder"
+
+var ruleLeftoverHolder = &Rule{
+	Kind: KindLeftoverDeviceHolder, Title: "Leftover NVIDIA device holder",
+	Severities: []Severity{Medium, High},
+	GPUUse:     true,
+	compare:    []func(*comparison) []Finding{leftoverHolders},
+}
+
 // leftoverHolders reports a process that at TO holds an NVIDIA device open
 // that it did not hold at FROM. High when a descriptor was opened for
 // writing.

@@ -2,6 +2,25 @@ package diff
 
 import "fmt"
 
+// KindLeftoverDeviceMapping: a process maps an NVIDIA device it did not map at FROM.
+const KindLeftoverDeviceMapping = "leftover_device_mapping"
+
+var ruleLeftoverMapping = &Rule{
+	Kind: KindLeftoverDeviceMapping, Title: "Leftover NVIDIA device mapping",
+	Severities: []Severity{Medium, High},
+	GPUUse:     true,
+	compare:    []func(*comparison) []Finding{leftoverMappings},
+}
+
+// KindOtherDeviceMapping: a process maps a non-NVIDIA device it did not map at FROM.
+const KindOtherDeviceMapping = "other_device_mapping"
+
+var ruleOtherDeviceMapping = &Rule{
+	Kind: KindOtherDeviceMapping, Title: "New mapping of another device",
+	Severities: []Severity{Low},
+	compare:    []func(*comparison) []Finding{otherDeviceMappings},
+}
+
 // leftoverMappings reports a process that at TO maps an NVIDIA device that it
 // did not map at FROM (a new process, or one that gained it). High when
 // writable.

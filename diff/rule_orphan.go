@@ -5,6 +5,16 @@ import (
 	"slices"
 )
 
+// KindOrphanGPUProcess: NVML lists a PID at TO that no live process has.
+const KindOrphanGPUProcess = "orphan_gpu_process"
+
+var ruleOrphanGPUProcess = &Rule{
+	Kind: KindOrphanGPUProcess, Title: "Orphan GPU process",
+	Severities:     []Severity{High},
+	WithoutProcess: true,
+	compare:        []func(*comparison) []Finding{orphanGPUProcesses},
+}
+
 // orphanGPUProcesses reports a GPU context that outlived its process. NVML
 // lists a PID at TO that no live process has (a zombie keeps no context), or
 // whose process is another than NVML listed at FROM. An orphan NVML already

@@ -14,11 +14,10 @@ import (
 // binary under a new process, a reboot survived.
 const KindPersistence = "persistence"
 
-// gpuKinds are the findings about a live process's use of a GPU: the
-// processes persistence looks behind.
-var gpuKinds = map[string]bool{
-	KindLeftoverDeviceMapping: true, KindLeftoverDeviceHolder: true, KindUnexpectedGPUProcess: true,
-	KindRenamedDeviceNode: true, KindOutOfAllocation: true, KindEgressConnection: true, KindHiddenDeviceUse: true,
+// rulePersistence runs in Compare after the other rules, on their findings.
+var rulePersistence = &Rule{
+	Kind: KindPersistence, Title: "Persistence of a GPU process",
+	Severities: []Severity{Medium, High},
 }
 
 // schedulers are the comms and exe names of the daemons that start jobs on
@@ -35,7 +34,7 @@ func (c *comparison) persistence(findings []Finding) []Finding {
 	var out []Finding
 	seen := map[string]bool{}
 	for _, f := range findings {
-		if f.Process == nil || !gpuKinds[f.Kind] || seen[f.Process.Key()] {
+		if f.Process == nil || !RuleOf(f.Kind).usesGPU() || seen[f.Process.Key()] {
 			continue
 		}
 		seen[f.Process.Key()] = true

@@ -2,6 +2,16 @@ package diff
 
 import "fmt"
 
+// KindRenamedDeviceNode: a device of an NVIDIA major used under a path that does not say so.
+const KindRenamedDeviceNode = "renamed_device_node"
+
+var ruleRenamedDeviceNode = &Rule{
+	Kind: KindRenamedDeviceNode, Title: "Renamed NVIDIA device node",
+	Severities: []Severity{High},
+	GPUUse:     true,
+	compare:    []func(*comparison) []Finding{renamedDeviceNodes},
+}
+
 // renamedDeviceNodes reports a process that maps or holds, and did not at
 // FROM, a device whose number is an NVIDIA major but whose path's last
 // element does not start with "nvidia". That is a GPU reached through a node

@@ -2,6 +2,15 @@ package diff
 
 import "slices"
 
+// KindTransientGPUProcess: a process used a GPU in the window and is gone at TO.
+const KindTransientGPUProcess = "transient_gpu_process"
+
+var ruleTransientGPUProcess = &Rule{
+	Kind: KindTransientGPUProcess, Title: "Transient GPU process",
+	Severities: []Severity{Medium, High},
+	compare:    []func(*comparison) []Finding{transientGPUProcesses},
+}
+
 // transientGPUProcesses reports a process that used a GPU between FROM and TO
 // and is gone at TO, like a 40 ms worker. Two snapshots miss it, so NVML's
 // accounting records (accountingTransients) and watch's event log

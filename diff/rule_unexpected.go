@@ -10,6 +10,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindUnexpectedGPUProcess: a live process uses a GPU at TO and did not at FROM.
+const KindUnexpectedGPUProcess = "unexpected_gpu_process"
+
+var ruleUnexpectedGPUProcess = &Rule{
+	Kind: KindUnexpectedGPUProcess, Title: "Unexpected GPU process",
+	Severities: []Severity{Medium, High},
+	GPUUse:     true,
+	compare:    []func(*comparison) []Finding{unexpectedGPUProcesses},
+}
+
 // unexpectedGPUProcesses reports a live process that uses a GPU at TO (NVML
 // lists it, or it holds or maps an NVIDIA device) and did not at FROM. High
 // when it shows a masquerade (see masquerade).

@@ -8,6 +8,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindUnreadableProcess: what a live process maps or holds at TO could not be read.
+const KindUnreadableProcess = "unreadable_process"
+
+var ruleUnreadableProcess = &Rule{
+	Kind: KindUnreadableProcess, Title: "Unreadable process",
+	Severities: []Severity{Medium},
+	compare:    []func(*comparison) []Finding{unreadableProcesses, unsettledCapture},
+	check:      func(c *comparison, _ *gpuSet) []Finding { return unsettledCapture(c) },
+}
+
 // unreadableProcesses reports a process at TO whose maps or fds could not be
 // read and that was new or read in full at FROM. What it maps or holds is
 // unknown, and unknown is not clean. One unreadable at both ends raises

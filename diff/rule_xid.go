@@ -13,6 +13,24 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindXidError: the kernel or NVML reported an NVIDIA Xid in the window.
+const KindXidError = "xid_error"
+
+var ruleXidError = &Rule{
+	Kind: KindXidError, Title: "NVIDIA Xid error",
+	Severities: []Severity{Medium, High},
+	compare:    []func(*comparison) []Finding{xidErrors},
+}
+
+// KindForgedKernelMessage: a kernel-log record in the driver's words that the kernel did not write.
+const KindForgedKernelMessage = "forged_kernel_message"
+
+var ruleForgedKernelMessage = &Rule{
+	Kind: KindForgedKernelMessage, Title: "Forged kernel message",
+	Severities: []Severity{High},
+	compare:    []func(*comparison) []Finding{forgedKernelMessages},
+}
+
 // xidCatalog names the Xids an operator meets most, after NVIDIA's Xid
 // catalog (docs.nvidia.com/deploy/xid-errors). down marks those after which
 // the GPU or its memory is not usable until a GPU reset or a reboot (the

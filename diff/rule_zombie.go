@@ -7,6 +7,17 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
+// KindZombieGPUMemory: GPU memory grew by more than the threshold and no live process accounts for it.
+const KindZombieGPUMemory = "zombie_gpu_memory"
+
+var ruleZombieGPUMemory = &Rule{
+	Kind: KindZombieGPUMemory, Title: "GPU memory nobody accounts for",
+	Severities:     []Severity{High},
+	WithoutProcess: true,
+	compare:        []func(*comparison) []Finding{zombieGPUMemory},
+	check:          zombieMemoryOfSet,
+}
+
 // zombieGPUMemory reports a GPU or MIG instance whose memory grew since FROM,
 // by more than the threshold, beyond what live processes account for. Each
 // live process NVML lists at TO accounts for its growth since FROM (all of it
@@ -168,4 +179,20 @@ func (c *comparison) newSince() string {
 		return ""
 	}
 	return ", new since FROM"
+}
+
+// zombieMemoryOfSet is zombie_gpu_memory in a check: of the pools of the GPUs
+// checked, and a note where NVML was not read.
+func zombieMemoryOfSet(c *comparison, gpus *gpuSet) []Finding {
+	if c.toNVML.unavailable != "" {
+		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
+		return nil
+	}
+	var out []Finding
+	for _, f := range zombieGPUMemory(c) {
+		if pl := c.toNVML.poolByUUID(f.GPUUUID); pl == nil || gpus.hasPool(pl) {
+			out = append(out, f)
+		}
+	}
+	return out
 }

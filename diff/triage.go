@@ -29,10 +29,6 @@ type Triage struct {
 	Next  string   `json:"next"`
 }
 
-// kindsWithoutProcess are the kinds about memory or an NVML entry that no
-// live process accounts for: their triage is a zombie context's.
-var kindsWithoutProcess = map[string]bool{KindZombieGPUMemory: true, KindOrphanGPUProcess: true, KindGPUBusyWithoutProcess: true}
-
 // attachTriage gives every finding about a process (and every zombie or
 // orphan finding) its verdict, after the allow list has had its say.
 func (c *comparison) attachTriage(findings []Finding) {
@@ -40,7 +36,7 @@ func (c *comparison) attachTriage(findings []Finding) {
 	var members map[string]string
 	for i := range findings {
 		f := &findings[i]
-		if f.Process == nil && !kindsWithoutProcess[f.Kind] {
+		if f.Process == nil && !RuleOf(f.Kind).withoutProcess() {
 			continue
 		}
 		if members == nil {
@@ -77,7 +73,7 @@ type triageInput struct {
 // then evidence of compromise, then ownership.
 func classify(in triageInput) Triage {
 	f, p := in.finding, in.proc
-	if p == nil && (f.Process == nil || kindsWithoutProcess[f.Kind]) {
+	if p == nil && (f.Process == nil || RuleOf(f.Kind).withoutProcess()) {
 		return Triage{Class: ClassZombieContext, Why: []string{f.Summary},
 			Next: "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r) or reboot it to free the memory"}
 	}

@@ -175,6 +175,9 @@ func FromResult(r *diff.Result, src Source) []Finding {
 		}
 		o := newFinding(src, f.Kind, f.Summary, f.Severity, at, identity(f.Process), f.Device, f.GPUUUID)
 		o.Metadata.CorrelationUID, o.Metadata.TenantUID = r.To, r.Tenant
+		if rule := diff.RuleOf(f.Kind); rule != nil {
+			o.FindingInfo.Title = rule.Title
+		}
 		o.IsAlert = f.Allowed == "" && f.Severity >= diff.Medium
 		ev := Evidence{Process: process(f.Process), File: deviceFile(f.Device), Data: map[string]any{"evidence": f.Evidence}}
 		if f.InheritedFrom != "" {

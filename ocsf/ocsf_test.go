@@ -75,7 +75,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 	text, _ := json.Marshal(miner)
 	for _, want := range []string{`"severity":"High"`, `"path":"/tmp/.x/miner"`, `"path":"/dev/nvidia1"`, `"uid":"GPU-4a5b6c7d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"`,
 		`"type":"Kubernetes Pod","uid":"1a2b3c4d-5e6f-7a8b-9c0d-112233445566"`, `"type":"Container"`, `"name":"gpusnap","vendor_name":"gpusnap","version":"1.2.3"`,
-		`"uid":"1001"`, `"log_name":"gpusnap check"`, `"cmd_line":"python3 --pool stratum+tcp://pool.example:3333`} {
+		`"uid":"1001"`, `"log_name":"gpusnap check"`, `"title":"GPU in use before it is handed out"`, `"types":["gpu_in_use"]`, `"cmd_line":"python3 --pool stratum+tcp://pool.example:3333`} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("process 5000's finding lacks %s:\n%s", want, text)
 		}
