@@ -99,6 +99,7 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 	clients, quit := in.mpsClients, fmt.Sprintf(mpsQuit, p.PID)
 	t.Why = append([]string{fmt.Sprintf("pid %d is CUDA MPS's server (%s): started by the MPS control daemon for its first client's user, it owns the GPU contexts its clients' work runs in", p.PID, snapshot.MPSServerExe)}, t.Why...)
 	if len(clients) == 0 {
+		t.Rule = "mps-idle"
 		t.Why = append(t.Why, "NVML lists no live MPS client on its GPUs: it serves no one")
 		if t.Class == ClassLeftoverWorker {
 			t.Next = quit + "; kill -9 " + strconv.Itoa(p.PID) + " only where no control daemon answers"
@@ -108,6 +109,7 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 		return t
 	}
 	t.Why = append(t.Why, fmt.Sprintf("it serves %s at TO (%s)", count(len(clients), "live client"), pidList(clients)))
+	t.Rule = "mps-serving"
 	t.Next = "leave it while its clients run (killing it fails their work); once they are done, " + quit
 	for _, cl := range clients {
 		if why, ok := in.member[cl.Key()]; ok {

@@ -22,11 +22,14 @@ const (
 )
 
 // Triage is the verdict on a finding's process: its class, the evidence
-// that decided it, and one line an operator can act on.
+// that decided it, one line an operator can act on, and the row of the
+// decision table (docs/triage.md) that chose them, a short id that stays
+// the same across releases so tools can act on it.
 type Triage struct {
 	Class string   `json:"class"`
 	Why   []string `json:"why"`
 	Next  string   `json:"next"`
+	Rule  string   `json:"rule"`
 }
 
 // attachTriage gives every finding about a process (and every zombie or
@@ -74,26 +77,26 @@ type triageInput struct {
 func classify(in triageInput) Triage {
 	f, p := in.finding, in.proc
 	if p == nil && (f.Process == nil || RuleOf(f.Kind).withoutProcess()) {
-		return Triage{Class: ClassZombieContext, Why: []string{f.Summary},
+		return Triage{Class: ClassZombieContext, Rule: "zombie-no-holder", Why: []string{f.Summary},
 			Next: "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r) or reboot it to free the memory"}
 	}
 	if p != nil && p.Defunct() {
-		return Triage{Class: ClassZombieContext, Why: []string{fmt.Sprintf("pid %d is defunct (state %s): it runs nothing, its context is the driver's", p.PID, p.State)},
+		return Triage{Class: ClassZombieContext, Rule: "defunct", Why: []string{fmt.Sprintf("pid %d is defunct (state %s): it runs nothing, its context is the driver's", p.PID, p.State)},
 			Next: fmt.Sprintf("reap it (kill its parent %d) or drain the node and reset the GPU", p.PPID)}
 	}
 	if p == nil { // gone since: judge what the record says of it
 		p = &snapshot.Process{PID: f.Process.PID, StartTime: f.Process.StartTime, Comm: f.Process.Comm, Exe: f.Process.Exe, ExeDeleted: f.Process.ExeDeleted}
 	}
 	if why := compromiseSigns(p); len(why) > 0 {
-		return Triage{Class: ClassSuspectedCompromise, Why: why,
+		return Triage{Class: ClassSuspectedCompromise, Rule: "compromise", Why: why,
 			Next: fmt.Sprintf("contain the node: drain it, keep the evidence (gpusnap bundle) and capture pid %d's memory before killing it", p.PID)}
 	}
 	if p.State == "D" {
-		return Triage{Class: ClassUnkillable, Why: []string{fmt.Sprintf("pid %d is in D state (uninterruptible wait in %s)", p.PID, cmp.Or(p.Wchan, "an unknown kernel function"))},
+		return Triage{Class: ClassUnkillable, Rule: "unkillable", Why: []string{fmt.Sprintf("pid %d is in D state (uninterruptible wait in %s)", p.PID, cmp.Or(p.Wchan, "an unknown kernel function"))},
 			Next: fmt.Sprintf("drain the node and reboot it: kill -9 %d will not end a process in D state", p.PID)}
 	}
 	if f.Allowed != "" {
-		return Triage{Class: ClassExpected, Why: []string{"allowed by " + f.Allowed}, Next: "none: an expected workload"}
+		return Triage{Class: ClassExpected, Rule: "expected", Why: []string{"allowed by " + f.Allowed}, Next: "none: an expected workload"}
 	}
 	t := ownership(in, p)
 	if p.MPSServer() && in.proc != nil {
@@ -108,9 +111,9 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 	reparented := reparentedWhy(p, in.before)
 	if why, ok := in.member[p.Key()]; ok {
 		if reparented != "" {
-			return leftover(p, []string{why, reparented})
+			return leftover(p, "leftover-reparented", []string{why, reparented})
 		}
-		return Triage{Class: ClassTenant, Why: []string{why},
+		return Triage{Class: ClassTenant, Rule: "tenant", Why: []string{why},
 			Next: fmt.Sprintf("the tenant's own: let its job end, or kill -9 %d if the job has ended", p.PID)}
 	}
 	owner := ownerText(p)
@@ -121,24 +124,24 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 	}
 	switch {
 	case owner != "" && in.tenant != "":
-		return Triage{Class: ClassAnotherTenant, Why: []string{"its cgroup names " + owner + ", not tenant " + in.tenant},
+		return Triage{Class: ClassAnotherTenant, Rule: "another-tenant", Why: []string{"its cgroup names " + owner + ", not tenant " + in.tenant},
 			Next: "ask the owner of " + owner + " to confirm it; no page"}
 	case owner != "" && reparented == "":
 		// No tenant asked about (gpusnap ps): the job's own is a tenant's.
-		return Triage{Class: ClassTenant, Why: []string{"its cgroup names " + owner},
+		return Triage{Class: ClassTenant, Rule: "job-own", Why: []string{"its cgroup names " + owner},
 			Next: owner + "'s own: let it end, or ask its owner"}
 	}
 	why := []string{"no masquerade evidence, no packaging problem, no egress to a mining pool"}
 	if reparented != "" {
-		why = append([]string{reparented}, why...)
+		return leftover(p, "leftover-reparented", append([]string{reparented}, why...))
 	}
-	return leftover(p, why)
+	return leftover(p, "leftover-unowned", why)
 }
 
-// leftover is the verdict on a worker that outlived its job.
-func leftover(p *snapshot.Process, why []string) Triage {
+// leftover is the verdict on a worker that outlived its job, by rule.
+func leftover(p *snapshot.Process, rule string, why []string) Triage {
 	user := cmp.Or(p.User, fmt.Sprintf("uid %d", p.UID))
-	return Triage{Class: ClassLeftoverWorker, Why: why,
+	return Triage{Class: ClassLeftoverWorker, Rule: rule, Why: why,
 		Next: fmt.Sprintf("kill -9 %d (%s, %s): it outlived its job", p.PID, p.Comm, user)}
 }
 

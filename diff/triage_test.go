@@ -75,7 +75,7 @@ func TestClassify(t *testing.T) {
 			t.Fatalf("%s: no findings", c.name)
 		}
 		for _, f := range r.Findings {
-			if f.Triage == nil || f.Triage.Class != c.class || !strings.Contains(f.Triage.Next, c.next) || len(f.Triage.Why) == 0 {
+			if f.Triage == nil || f.Triage.Class != c.class || !strings.Contains(f.Triage.Next, c.next) || len(f.Triage.Why) == 0 || f.Triage.Rule == "" {
 				t.Errorf("%s: %s: triage %+v, want %s with next naming %q", c.name, f.Kind, f.Triage, c.class, c.next)
 			}
 		}
@@ -86,14 +86,15 @@ func TestClassify(t *testing.T) {
 func TestClassifyZombie(t *testing.T) {
 	z := proc(30, 5, "python3", "", func(p *snapshot.Process) { p.State, p.Threads = "Z", 1 })
 	for _, c := range []struct {
-		f Finding
-		p *snapshot.Process
+		f    Finding
+		p    *snapshot.Process
+		rule string
 	}{
-		{Finding{Kind: KindZombieGPUMemory, Summary: "GPU 0: 60 GiB no live process accounts for"}, nil},
-		{Finding{Kind: KindOrphanGPUProcess, Summary: "NVML lists pid 30", Process: processRef(&z)}, &z},
+		{Finding{Kind: KindZombieGPUMemory, Summary: "GPU 0: 60 GiB no live process accounts for"}, nil, "zombie-no-holder"},
+		{Finding{Kind: KindOrphanGPUProcess, Summary: "NVML lists pid 30", Process: processRef(&z)}, &z, "defunct"},
 	} {
 		got := classify(triageInput{finding: &c.f, proc: c.p})
-		if got.Class != ClassZombieContext || !strings.Contains(got.Next, "reset the GPU") {
+		if got.Class != ClassZombieContext || !strings.Contains(got.Next, "reset the GPU") || got.Rule != c.rule {
 			t.Errorf("%s: %+v, want zombie_context with a reset", c.f.Kind, got)
 		}
 	}
