@@ -157,6 +157,9 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		HashLimit: g.HashLimit,
 		// Beside the store: what one capture hashed, the next reuses.
 		BinaryCache: store.BinaryCachePath(g.DB),
+		// Beside the store: what cannot change without an exec, the next
+		// capture takes from the last.
+		ProcessCache: store.ProcessCachePath(g.DB),
 		// Beside the store: the directory a gpusnap of these credentials
 		// owns and has made safe, and one per store.
 		RefusalRecord: g.DB + ".bpf-refusal",
