@@ -45,6 +45,10 @@ type Options struct {
 	// refused the BPF path for good, so that later captures this boot read
 	// /proc at once (cmd: beside the store); "" remembers nothing.
 	RefusalRecord string
+	// RuntimeRefusalRecord is the record auto reads and writes before the
+	// store's directory exists (a fresh host, --no-store): in a runtime
+	// directory, which a reboot empties; "" is none.
+	RuntimeRefusalRecord string
 	// Warn, where not nil, is told in one line what the operator should hear
 	// now and the snapshot only records: a refusal record ignored.
 	Warn func(string)

@@ -18,7 +18,7 @@ func tables(sizes []string, quick bool) []table {
 	return []table{
 		commandTable(sizes),
 		inProcessTable(quick),
-		{"Where the BPF path is refused", "`--capture auto` where the kernel refuses the BPF path, run as two callers it refuses (uid 65534, refused the first map; uid 65534 with CAP_BPF, refused the programs after the BTF read), against `--capture proc`, alternated; `before` is auto with the remembered refusal removed.", refusedRows()},
+		{"Where the BPF path is refused", "`--capture auto` where the kernel refuses the BPF path, run as two callers it refuses (uid 65534, refused the first map; uid 65534 with CAP_BPF, refused the programs after the BTF read), against `--capture proc`, alternated; `before` is auto with the remembered refusal removed; \"without a store directory\" is auto whose `--db` lies in a directory not yet made, remembered in the runtime directory.", refusedRows()},
 		{"check and diff", "The commands an operator and the Slurm prolog run, against the bare snapshot, in one hyperfine run each (extra sleeps as the command's table's smallest row).", []row{
 			hyperfineRatio("`check` / `snapshot`", "check", "check", "snapshot", atMost(1.0, "x")),
 			hyperfineRatio("`check` / `snapshot --no-store`", "check", "check", "nostore", nil),
@@ -105,6 +105,7 @@ func refusedRows() []row {
 			rows = append(rows,
 				benchMetric("auto / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "auto/proc-cpu", unit: "x", wall: "auto/proc-wall", cpuA: "auto-cpu-ms", cpuB: "proc-cpu-ms"}, atMost(1.05, "x")),
 				benchMetric("before (nothing remembered) / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "first/proc-cpu", unit: "x", cpuA: "auto-first-cpu-ms", cpuB: "proc-cpu-ms"}, nil),
+				benchMetric("auto without a store directory / proc, "+who+", "+extra+" extra sleeps", "refused", b, metrics{fig: "nostore/proc-cpu", unit: "x", wall: "nostore/proc-wall", cpuA: "auto-nostore-cpu-ms", cpuB: "proc-cpu-ms"}, atMost(1.05, "x")),
 			)
 		}
 	}
