@@ -21,9 +21,10 @@ import (
 // nobody with CAP_BPF alone (refused the programs, after the maps were made
 // and the kernel's BTF read: the dear refusal, as of root without
 // CAP_PERFMON). Each round runs, in a rotating order, proc; auto with the
-// refusal remembered beside its store (primed by one run before); and auto
+// refusal remembered beside its store (primed by one run before); auto
 // first, with the record removed before it (the cost every command paid
-// before the refusal was remembered). It reports CPU (user+system of the
+// before the refusal was remembered); and auto of a store whose directory
+// does not exist, remembered in the runtime directory. It reports CPU (user+system of the
 // command, from its rusage) and wall time per run, peak RSS, and the ratios:
 // auto/proc-cpu is the target (<= 1.05x). Run with 0 and 500 extra sleeps.
 func BenchmarkRefusedAuto(b *testing.B) {
@@ -70,6 +71,15 @@ func refusedAuto(b *testing.B, bin, dir string, attr *syscall.SysProcAttr) {
 	db := func(name string) string {
 		return filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "-")+"-"+name+".db")
 	}
+	// A store whose directory does not exist: the record is the runtime
+	// directory's, one of this caller's own.
+	runtimeDir := db("run")
+	if err := os.Mkdir(runtimeDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Chmod(runtimeDir, 0o777); err != nil { // past the umask: the callers make their directory in it
+		b.Fatal(err)
+	}
 	contenders := []struct {
 		name, capture, db string
 		forget            bool // remove the refusal record before each run
@@ -77,6 +87,7 @@ func refusedAuto(b *testing.B, bin, dir string, attr *syscall.SysProcAttr) {
 		{"proc", "proc", db("proc"), false},
 		{"auto", "auto", db("auto"), false},
 		{"auto-first", "auto", db("first"), true},
+		{"auto-nostore", "auto", filepath.Join(db("absent"), "gpusnap.db"), false},
 	}
 	costs := make([]runCost, len(contenders))
 	run := func(i int) string {
@@ -88,6 +99,7 @@ func refusedAuto(b *testing.B, bin, dir string, attr *syscall.SysProcAttr) {
 		}
 		cmd := exec.Command(bin, "--no-nvml", "--capture", c.capture, "--db", c.db, "snapshot", "--no-store")
 		cmd.SysProcAttr = attr
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		start := time.Now()
@@ -110,6 +122,9 @@ func refusedAuto(b *testing.B, bin, dir string, attr *syscall.SysProcAttr) {
 	if note := run(2); strings.Contains(note, "remembered from") {
 		b.Fatalf("auto-first remembered: %s", note)
 	}
+	if note := run(3) + run(3); !strings.Contains(note, "remembered from") {
+		b.Fatalf("auto without a store directory did not remember the refusal: %s", note)
+	}
 	costs = make([]runCost, len(contenders))
 	round := 0
 	for b.Loop() {
@@ -127,5 +142,7 @@ func refusedAuto(b *testing.B, bin, dir string, attr *syscall.SysProcAttr) {
 	b.ReportMetric(float64(costs[1].cpu)/float64(costs[0].cpu), "auto/proc-cpu")
 	b.ReportMetric(float64(costs[1].wall)/float64(costs[0].wall), "auto/proc-wall")
 	b.ReportMetric(float64(costs[2].cpu)/float64(costs[0].cpu), "first/proc-cpu")
+	b.ReportMetric(float64(costs[3].cpu)/float64(costs[0].cpu), "nostore/proc-cpu")
+	b.ReportMetric(float64(costs[3].wall)/float64(costs[0].wall), "nostore/proc-wall")
 	b.ReportMetric(float64(countProcesses(b)), "procs")
 }

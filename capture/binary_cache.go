@@ -76,7 +76,7 @@ func loadBinaryCache(path string) (*binaryCache, string) {
 		return nil, ""
 	}
 	c := &binaryCache{path: path, digests: map[binaryKey]exeDigest{}, used: map[binaryKey]bool{}}
-	data, err := readCacheFile(path)
+	data, err := readCacheFile(path, binaryCacheBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, ""
 	}
@@ -93,9 +93,9 @@ func loadBinaryCache(path string) (*binaryCache, string) {
 	return c, ""
 }
 
-// readCacheFile reads a regular file, never through a symbolic link, up to
-// the cache's bound.
-func readCacheFile(path string) ([]byte, error) {
+// readCacheFile reads a regular file, never through a symbolic link, of at
+// most limit bytes.
+func readCacheFile(path string, limit int64) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -108,10 +108,10 @@ func readCacheFile(path string) ([]byte, error) {
 		return nil, err
 	case !st.Mode().IsRegular():
 		return nil, fmt.Errorf("%w (%s)", safefile.ErrNotRegular, safefile.TypeName(st.Mode()))
-	case st.Size() > binaryCacheBytes:
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", safefile.ErrTooLarge, st.Size(), binaryCacheBytes)
+	case st.Size() > limit:
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", safefile.ErrTooLarge, st.Size(), limit)
 	}
-	return io.ReadAll(io.LimitReader(f, binaryCacheBytes))
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // adopt takes a decoded file's entries, refusing the file whole where one

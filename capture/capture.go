@@ -45,6 +45,10 @@ type Options struct {
 	// refused the BPF path for good, so that later captures this boot read
 	// /proc at once (cmd: beside the store); "" remembers nothing.
 	RefusalRecord string
+	// RuntimeRefusalRecord is the record auto reads and writes before the
+	// store's directory exists (a fresh host, --no-store): in a runtime
+	// directory, which a reboot empties; "" is none.
+	RuntimeRefusalRecord string
 	// Warn, where not nil, is told in one line what the operator should hear
 	// now and the snapshot only records: a refusal record ignored.
 	Warn func(string)
@@ -57,6 +61,11 @@ type Options struct {
 	// ctime) and their paths' dpkg owners (while the database's stamp
 	// holds): an unchanged binary is not read again. "" keeps none.
 	BinaryCache string
+	// ProcessCache is a file that keeps, from one /proc capture to the
+	// next, what a process cannot change without an exec (its command line
+	// and pid namespace) with what proves it did not exec (see
+	// processCache). "" keeps none: every process is read whole.
+	ProcessCache string
 	// UnitRoot is the root that systemd's unit directories (etc/systemd/system,
 	// usr/lib/systemd/system ...) lie under, read for the Restart= and timer
 	// of each GPU user's unit; "" means / on the live procfs, and none for
@@ -130,12 +139,23 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
 	slices.Sort(pids)
+	if cfg.live && cfg.ownPIDs {
+		var note string
+		if cfg.procCache, note = loadProcessCache(opts.ProcessCache, s.Host.BootID, cfg.rootNS); note != "" {
+			s.Scan.Errors = append(s.Scan.Errors, note)
+		}
+	}
 	results, err := cfg.scanPath(ctx, opts.Path, newRefusalMemory(opts, &s.Host), pids, &s.Scan)
 	if err != nil {
 		return nil, err
 	}
 	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
 		return nil, err
+	}
+	if s.Scan.CapturePath == PathProc {
+		if note := cfg.procCache.save(ctx, results); note != "" {
+			s.Scan.Errors = append(s.Scan.Errors, note)
+		}
 	}
 	s.Processes = make([]snapshot.Process, 0, len(results))
 	for _, res := range results {
@@ -272,6 +292,9 @@ type result struct {
 	// read. On the /proc path such a process is also vanished; the BPF
 	// path keeps what its walk saw.
 	hidden string
+	// cache is what this read proved of the process for the next
+	// capture's process cache; nil where it proved nothing.
+	cache *cachedIdentity
 }
 
 // scanConfig is what every worker of one capture shares.
@@ -290,6 +313,8 @@ type scanConfig struct {
 	// rootNS is the proc root's pid namespace (its ns/pid link), where it
 	// is the capture's own; "" where not known.
 	rootNS string
+	// procCache is the last capture's identities; nil reads every process whole.
+	procCache *processCache
 }
 
 // scan reads the processes with one worker per CPU: the kernel's work of
@@ -407,10 +432,29 @@ func (w *worker) process(pid int) result {
 	if id.threadfd >= 0 {
 		defer w.r.close(id.threadfd, true)
 	}
+	if id.pidfd >= 0 {
+		defer w.r.close(id.pidfd, true)
+	}
 	if !done {
-		w.devices(&res, id)
+		w.devices(&res, &id)
+		res.cache = w.provenIdentity(&res, &id)
 	}
 	return res
+}
+
+// provenIdentity is what the next capture may take from this read of the
+// process: nil where the process cache is off, its stat had no exec marks,
+// or a read failed.
+func (w *worker) provenIdentity(res *result, id *identity) *cachedIdentity {
+	p := &res.p
+	if w.procCache == nil || !id.marks.known() || p.LiveThread != 0 || res.vanished || len(p.Errors) > 0 || p.PIDNamespace == "" {
+		return nil
+	}
+	if id.known != nil {
+		return id.known
+	}
+	return &cachedIdentity{marks: id.marks, comm: p.Comm, exe: id.exe, cmdline: id.cmdline, cmdlineCut: id.cmdlineCut,
+		nspid: slices.Clone(p.NSpid), pidNS: p.PIDNamespace}
 }
 
 // openProcessDir opens the directory of process name in the proc root
@@ -462,6 +506,14 @@ type identity struct {
 	status          []byte
 	cmdline, cgroup string
 	cmdlineCut      *snapshot.Cut
+	exe             string    // the exe link's text
+	marks           execMarks // stat's
+	// known is the process cache's identity of the process where stat and
+	// exe prove it still holds; pidfd is then a pidfd of the process
+	// opened before its maps were read (-1 when none).
+	known    *cachedIdentity
+	pidfd    int
+	mapsRead bool // maps were read through the process's directory
 }
 
 // identity reads who the process is (stat, cmdline, exe, cgroup) from
@@ -470,7 +522,7 @@ type identity struct {
 func (w *worker) identity(res *result) (id identity, done bool) {
 	p := &res.p
 	dirfd := w.dirfd
-	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1}
+	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1, pidfd: -1}
 	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
@@ -495,6 +547,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 			return id, true
 		}
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
+		id.marks = st.Marks
 		res.exiting = flags&pfExiting != 0
 		if !w.boot.IsZero() {
 			p.Started = snapshot.StartedAt(w.boot, st.StartTime)
@@ -522,24 +575,20 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		}
 	}
 
-	cmdline, cut, err := w.r.readCappedAt(dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
-	w.cmdBuf = cmdline
-	if err != nil && w.note(res, "cmdline", err) {
-		return id, true
-	}
-	id.cmdline, id.cmdlineCut = string(cmdline), cut
-	p.Cmdline, p.CmdlineCut = parseCmdline(id.cmdline), cut
-
 	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
 	switch {
 	case err == nil:
+		id.exe = exe
 		p.Exe, p.ExeDeleted = cutDeletedString(exe)
 	case noExe && w.gone():
 		res.vanished = true
 		return id, true
 	case !noExe: // ENOENT is a zombie's: no exe to have
 		w.note(res, "exe", err)
+	}
+	if w.commandLine(res, &id, err == nil) {
+		return id, true
 	}
 
 	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
@@ -553,6 +602,26 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	return id, false
 }
 
+// commandLine takes the process's command line from the process cache
+// where its stat's marks and comm and its exe link (exeRead) are those the
+// last capture saw, else reads it; it reports whether the process is gone.
+func (w *worker) commandLine(res *result, id *identity, exeRead bool) (gone bool) {
+	p := &res.p
+	if known := w.procCache.recall(procKey{p.PID, p.StartTime}, procStat{Comm: p.Comm, Marks: id.marks}); exeRead && known != nil && known.exe == id.exe && p.LiveThread == 0 {
+		id.known, id.cmdline, id.cmdlineCut = known, known.cmdline, known.cmdlineCut
+		id.pidfd = w.pidfdOf(p)
+	} else {
+		cmdline, cut, err := w.r.readCappedAt(w.dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
+		w.cmdBuf = cmdline
+		if err != nil && w.note(res, "cmdline", err) {
+			return true
+		}
+		id.cmdline, id.cmdlineCut = string(cmdline), cut
+	}
+	p.Cmdline, p.CmdlineCut = parseCmdline(id.cmdline), id.cmdlineCut
+	return false
+}
+
 // credentials reads who the process runs as (uids, NSpid, pid namespace) and
 // keeps the status text of a process that uses an NVIDIA device. Where
 // pidfdCreds can, the uids come from a pidfd and only the ns/pid link is
@@ -561,7 +630,15 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 func (w *worker) credentials(res *result, id *identity) (gone bool) {
 	p := &res.p
 	ns := ""
-	if uid, euid, ok := w.pidfdCreds(p); ok {
+	if uid, euid, ok := w.pidfdCreds(p, id.pidfd); ok {
+		if id.known != nil && id.pidfd >= 0 && id.mapsRead {
+			// The pidfd was opened before the maps were read through the
+			// directory open since before: that they read proves it this
+			// process's, whose pid namespace and NSpid no call changes.
+			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, slices.Clone(id.known.nspid), id.known.pidNS
+			p.User = w.users.name(uid)
+			return false
+		}
 		// The link is read after the pidfd was opened, through the
 		// directory open since before: that it reads proves the PID was
 		// still this process's when the pidfd took it (a PID is reused
@@ -601,11 +678,17 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 // only on the procfs of gpusnap's own pid namespace, and not for a leader
 // read through a live thread or an NVIDIA device user, whose status text is
 // kept. ok is false where status is needed.
-func (w *worker) pidfdCreds(p *snapshot.Process) (uid, euid int, ok bool) {
+func (w *worker) pidfdCreds(p *snapshot.Process, pidfd int) (uid, euid int, ok bool) {
 	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 || p.UsesNVIDIA() {
 		return 0, 0, false
 	}
-	info, err := w.r.pidfdInfo(p.PID)
+	if pidfd < 0 {
+		if pidfd = w.pidfdOf(p); pidfd < 0 {
+			return 0, 0, false
+		}
+		defer w.r.close(pidfd, true)
+	}
+	info, err := w.r.pidfdInfo(pidfd)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTTY) || errors.Is(err, syscall.EINVAL) {
 		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO: not asked again
 	}
@@ -613,6 +696,22 @@ func (w *worker) pidfdCreds(p *snapshot.Process) (uid, euid int, ok bool) {
 		return 0, 0, false
 	}
 	return int(info.Ruid), int(info.Euid), true
+}
+
+// pidfdOf opens a pidfd of process p where credentials may read its uids
+// from one (see pidfdCreds); -1 where not.
+func (w *worker) pidfdOf(p *snapshot.Process) int {
+	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 {
+		return -1
+	}
+	fd, err := w.r.pidfdOpen(p.PID)
+	if errors.Is(err, syscall.ENOSYS) {
+		w.noPidfdInfo = true
+	}
+	if err != nil {
+		return -1
+	}
+	return fd
 }
 
 // pidNamespace records the process's pid namespace: ns where the caller
@@ -643,12 +742,13 @@ func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
 // devices reads what the process maps and holds (maps, then its fds and,
 // for a process of gpusnap's own, its threads'), then its credentials, and
 // keeps the raw text of one that uses an NVIDIA device.
-func (w *worker) devices(res *result, id identity) {
+func (w *worker) devices(res *result, id *identity) {
 	p := &res.p
 	mr, maps, mapsCut, err := w.readMaps()
 	if err != nil && w.note(res, "maps", err) {
 		return
 	}
+	id.mapsRead = err == nil
 	// A user process always maps its executable: empty maps mean its memory
 	// was torn down between the stat read and now, as an exiting process's
 	// is, so what it mapped was not seen (the settle step looks again).
@@ -672,7 +772,7 @@ func (w *worker) devices(res *result, id identity) {
 		gone = err != nil && w.note(res, "fd", err)
 	}
 	p.HolderRuns = w.holderRuns.runs.result()
-	if gone || w.credentials(res, &id) {
+	if gone || w.credentials(res, id) {
 		return
 	}
 

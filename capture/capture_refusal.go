@@ -49,16 +49,21 @@ const (
 // memory remembers nothing: auto tries BPF every time.
 type refusalMemory struct {
 	path string
-	host *snapshot.Host
-	warn func(string)
+	// runtime is the record used before the store's directory exists
+	// (Options.RuntimeRefusalRecord); "" is none.
+	runtime string
+	host    *snapshot.Host
+	warn    func(string)
 	// key is what a record must hold to apply here (Reason and At unset),
 	// made when first wanted: the /proc path pays nothing for it. keyErr
 	// says why there is none (an unreadable boot id): then no record is
 	// trusted or written.
 	key    *refusal
 	keyErr error
-	// seen is the record recall found and trusted, matching or not.
-	seen *refusal
+	// seen is the record recall found and trusted, matching or not, and
+	// seenPath where: the store's, or the runtime one before the store.
+	seen     *refusal
+	seenPath string
 }
 
 // newRefusalMemory is the memory of opts.RefusalRecord for the host h.
@@ -66,7 +71,7 @@ func newRefusalMemory(opts Options, h *snapshot.Host) *refusalMemory {
 	if opts.RefusalRecord == "" {
 		return nil
 	}
-	return &refusalMemory{path: opts.RefusalRecord, host: h, warn: opts.Warn}
+	return &refusalMemory{path: opts.RefusalRecord, runtime: opts.RuntimeRefusalRecord, host: h, warn: opts.Warn}
 }
 
 // keyed makes the key, once; it reports whether there is one.
@@ -95,7 +100,11 @@ func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
 	if m == nil || !m.keyed() {
 		return nil
 	}
-	rec, err := readRefusal(m.path)
+	path := m.recordPath()
+	if path == "" {
+		return nil
+	}
+	rec, err := readRefusal(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
@@ -107,7 +116,7 @@ func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
 		}
 		return nil
 	}
-	m.seen = &rec
+	m.seen, m.seenPath = &rec, path
 	k := *m.key
 	if rec.BootID != k.BootID || rec.KernelRelease != k.KernelRelease || rec.Programs != k.Programs || rec.Credentials != k.Credentials {
 		return nil
@@ -118,12 +127,12 @@ func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
 // note is the capture note's account of a remembered refusal.
 func (m *refusalMemory) note(r *refusal) string {
 	return fmt.Sprintf("%s (remembered from %s in %s: not tried again until a reboot, another kernel or gpusnap, or --capture bpf)",
-		r.Reason, r.At.UTC().Format(time.RFC3339), m.path)
+		r.Reason, r.At.UTC().Format(time.RFC3339), m.seenPath)
 }
 
 // remember writes the record of reason, the kernel's refusal: replaced
-// whole, never written through a link (safefile.Create). It does nothing
-// where the store's directory does not exist yet (the store makes it).
+// whole, never written through a link (safefile.Create), where recordPath
+// says, the runtime record's directory made as needed.
 func (m *refusalMemory) remember(ctx context.Context, reason string) error {
 	if m == nil {
 		return nil
@@ -131,8 +140,14 @@ func (m *refusalMemory) remember(ctx context.Context, reason string) error {
 	if !m.keyed() {
 		return m.keyErr
 	}
-	if _, err := os.Stat(filepath.Dir(m.path)); errors.Is(err, fs.ErrNotExist) {
+	path := m.recordPath()
+	if path == "" {
 		return nil
+	}
+	if path == m.runtime {
+		if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
 	}
 	rec := *m.key
 	if len(reason) > reasonLimit {
@@ -143,10 +158,19 @@ func (m *refusalMemory) remember(ctx context.Context, reason string) error {
 	if err != nil {
 		return err
 	}
-	return safefile.Create(ctx, m.path, 0o600, true, func(w io.Writer) error {
+	return safefile.Create(ctx, path, 0o600, true, func(w io.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	})
+}
+
+// recordPath is the record's file: beside the store, or before the store's
+// directory exists the runtime one ("" where there is none).
+func (m *refusalMemory) recordPath() string {
+	if _, err := os.Stat(filepath.Dir(m.path)); errors.Is(err, fs.ErrNotExist) {
+		return m.runtime
+	}
+	return m.path
 }
 
 // forget removes the trusted record once BPF loaded after all, where the
@@ -159,7 +183,7 @@ func (m *refusalMemory) forget() {
 	}
 	r, k := m.seen, *m.key
 	if r.BootID != k.BootID || r.KernelRelease != k.KernelRelease || r.Credentials == k.Credentials {
-		_ = os.Remove(m.path)
+		_ = os.Remove(m.seenPath)
 	}
 }
 

@@ -405,18 +405,19 @@ func (r *reader) statAt(dirfd int, dir, name string) (snapshot.FileKind, error) 
 	return snapshot.FileKind{}, nil
 }
 
-// pidfdInfo asks the kernel, through a pidfd of pid, for the credentials of
-// that process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
+// pidfdInfo asks the kernel, through pidfd, for the credentials of its
+// process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
 // nothing: they are quick (see sys).
-func (r *reader) pidfdInfo(pid int) (unix.PidfdInfo, error) {
+func (r *reader) pidfdInfo(pidfd int) (unix.PidfdInfo, error) {
 	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
-	fd, err := r.sys(true, unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0, 0)
-	if err != nil {
-		return info, err
-	}
-	defer r.close(int(fd), true)
-	_, err = r.sys(true, unix.SYS_IOCTL, fd, unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
+	_, err := r.sys(true, unix.SYS_IOCTL, uintptr(pidfd), unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
 	return info, err
+}
+
+// pidfdOpen opens a pidfd of process pid (see pidfdInfo).
+func (r *reader) pidfdOpen(pid int) (int, error) {
+	fd, err := r.sys(true, unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0, 0)
+	return int(fd), err
 }
 
 // listPIDs lists the PIDs in the open proc root dirfd, in directory order.

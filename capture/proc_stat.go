@@ -30,6 +30,32 @@ type procStat struct {
 	Flags     uint64 // field 9: PF_* of the task
 	Threads   int    // field 20: threads in the thread group
 	StartTime uint64 // field 22
+	// Marks are what an exec replaces (see execMarks).
+	Marks execMarks
+}
+
+// execMarks are stat's fields 26-28 and 45-51, the addresses of the code,
+// stack, data, heap start, arguments and environment. An exec maps a new
+// image at a new, randomised stack and prctl(PR_SET_MM) moves them: marks
+// unchanged since the last capture mean neither happened. A reader not
+// allowed to ptrace the process reads 0 or 1 (see known).
+type execMarks [10]uint64
+
+// markField is where stat's field n goes in execMarks, or -1.
+func markField(n int) int {
+	switch {
+	case n >= 26 && n <= 28:
+		return n - 26
+	case n >= 45 && n <= 51:
+		return n - 42
+	}
+	return -1
+}
+
+// known reports whether the marks were read: the stack and the arguments
+// lie at an address no process has at 0 or 1.
+func (m execMarks) known() bool {
+	return m[2] > 1 && m[6] > 1 && m[7] > m[6]
 }
 
 func parseStat(data []byte) (procStat, error) {
@@ -44,9 +70,9 @@ func parseStat(data []byte) (procStat, error) {
 		st.PID = pid
 	}
 	rest := bytes.TrimRight(data[end+1:], "\n")
-	// Fields 3.. follow, space-separated; walk to 22 without splitting.
+	// Fields 3.. follow, space-separated; walk to 51 without splitting.
 	field := 2
-	for len(rest) > 0 && field < 22 {
+	for len(rest) > 0 && field < 51 {
 		if rest[0] != ' ' {
 			return st, fmt.Errorf("malformed stat after comm")
 		}
@@ -94,6 +120,10 @@ func parseStat(data []byte) (procStat, error) {
 				return st, err
 			}
 			st.StartTime = v
+		default:
+			if i := markField(field); i >= 0 {
+				st.Marks[i], _ = parseDec(val) // a mark unparsed is 0: unknown
+			}
 		}
 	}
 	if field < 22 {

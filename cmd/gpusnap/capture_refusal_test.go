@@ -22,14 +22,14 @@ type tracedCapture struct {
 	loads, btfOpens int
 }
 
-// traceCapture runs `gpusnap snapshot --json` under strace, as root kept
+// traceCapture runs `gpusnap snapshot --json` (and flags) under strace, as root kept
 // to CAP_BPF alone (setpriv) when limited: the kernel then refuses the
 // capture iterators' programs (they need CAP_PERFMON too), after their maps
 // were made and its BTF read, the dear kind of refusal.
-func traceCapture(t *testing.T, db string, limited bool) tracedCapture {
+func traceCapture(t *testing.T, db string, limited bool, flags ...string) tracedCapture {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "strace.log")
-	cmd := gpusnapProc("snapshot", "--json", "--no-nvml", "--db", db)
+	cmd := gpusnapProc(append([]string{"snapshot", "--json", "--no-nvml", "--db", db}, flags...)...)
 	// --seccomp-bpf stops the capture only at the calls counted, not at
 	// every call of its read of each process on the host.
 	args := []string{"strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=bpf,openat", "-o", log}
@@ -164,5 +164,28 @@ func TestLiveRefusedCaptureRemembered(t *testing.T) {
 	}
 	if c = traceCapture(t, db, true); c.loads != 0 || !strings.Contains(c.note, "remembered from") {
 		t.Errorf("CAP_BPF alone after root: %d bpf() loads, note %q: want its refusal still remembered", c.loads, c.note)
+	}
+}
+
+// Before the store's directory exists (a fresh host, --no-store) the refusal
+// is remembered in the runtime directory, and the next capture reads /proc
+// at once there too; the store, once made, keeps its own record.
+func TestLiveRefusalRememberedWithoutStore(t *testing.T) {
+	livetest.Require(t, "strace", "setpriv", "unshare")
+	tmp := t.TempDir()
+	runtimeDir := filepath.Join(tmp, "run")
+	if err := os.Mkdir(runtimeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", runtimeDir)
+	db := filepath.Join(tmp, "no-store-yet", "gpusnap.db")
+	if c := traceCapture(t, db, true, "--no-store"); c.path != "proc" || c.loads == 0 {
+		t.Fatalf("first capture: path %s, %d bpf() loads: want BPF tried and refused", c.path, c.loads)
+	}
+	if _, err := os.Stat(filepath.Join(runtimeDir, "gpusnap", "bpf-refusal")); err != nil {
+		t.Fatalf("no refusal record in the runtime directory: %v", err)
+	}
+	if c := traceCapture(t, db, true, "--no-store"); c.path != "proc" || c.loads != 0 || c.btfOpens != 0 || !strings.Contains(c.note, "remembered from") {
+		t.Errorf("second capture: path %s, %d bpf() loads, %d opens of the kernel's BTF, note %q: want /proc at once", c.path, c.loads, c.btfOpens, c.note)
 	}
 }

@@ -157,11 +157,30 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		HashLimit: g.HashLimit,
 		// Beside the store: what one capture hashed, the next reuses.
 		BinaryCache: store.BinaryCachePath(g.DB),
+		// Beside the store: what cannot change without an exec, the next
+		// capture takes from the last.
+		ProcessCache: store.ProcessCachePath(g.DB),
 		// Beside the store: the directory a gpusnap of these credentials
 		// owns and has made safe, and one per store.
-		RefusalRecord: g.DB + ".bpf-refusal",
-		Warn:          func(line string) { fmt.Fprintln(g.Stderr, "gpusnap: "+line) },
+		RefusalRecord:        g.DB + ".bpf-refusal",
+		RuntimeRefusalRecord: runtimeRefusalRecord(),
+		Warn:                 func(line string) { fmt.Fprintln(g.Stderr, "gpusnap: "+line) },
 	}
+}
+
+// runtimeRefusalRecord is where auto remembers a refused BPF capture
+// before the store's directory exists: in the runtime directory
+// (XDG_RUNTIME_DIR, else root's /run), which a reboot empties; "" where
+// there is none.
+func runtimeRefusalRecord() string {
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if !filepath.IsAbs(dir) && os.Geteuid() == 0 {
+		dir = "/run"
+	}
+	if !filepath.IsAbs(dir) {
+		return ""
+	}
+	return filepath.Join(dir, "gpusnap", "bpf-refusal")
 }
 
 // nvmlOptions say where NVML's view comes from, as the global flags say.

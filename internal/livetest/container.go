@@ -123,6 +123,17 @@ func newCgroup(t testing.TB) *Container {
 	return c
 }
 
+// Cgroup makes a cgroup of its own for a test at the top of the hierarchy
+// cgroupMount finds, returning its directory (write a PID to its
+// cgroup.procs to move the process there) and the path /proc/PID/cgroup
+// shows; it is removed on cleanup, after the processes in it are killed.
+func Cgroup(t testing.TB) (dir, path string) {
+	t.Helper()
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on Linux
+	return makeCgroup(t, "gpusnap-test-"+hex.EncodeToString(id[:]))
+}
+
 // makeCgroup makes a cgroup named name at the top of the hierarchy
 // cgroupMount finds, returning its directory and the path /proc/PID/cgroup
 // shows, and removes it on cleanup (after the processes in it are killed:

@@ -1,0 +1,213 @@
+package capture
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// The check itself: an identity is taken from the cache only where every
+// exec mark and the comm are those the cache holds, and the marks were read.
+func TestRecallNeedsEveryMarkAndComm(t *testing.T) {
+	marks := execMarks{0x5000, 0x6000, 0x7ffd0000, 0x8000, 0x9000, 0xa000, 0x7ffd1000, 0x7ffd1040, 0x7ffd1040, 0x7ffd2000}
+	key := procKey{pid: 42, start: 1000}
+	c := &processCache{entries: map[procKey]*cachedIdentity{key: {marks: marks, comm: "trainer", cmdline: "trainer\x00"}}}
+	same := procStat{Comm: "trainer", Marks: marks}
+	if c.recall(key, same) == nil {
+		t.Fatal("the same marks and comm: not recalled")
+	}
+	for i := range marks {
+		st := same
+		st.Marks[i]++
+		if c.recall(key, st) != nil {
+			t.Errorf("mark %d changed (an exec, or PR_SET_MM): recalled", i)
+		}
+	}
+	renamed := same
+	renamed.Comm = "renamed"
+	unread := procStat{Comm: "trainer"} // stat's marks hidden from a caller not allowed to ptrace: 0
+	for name, st := range map[string]procStat{"another comm": renamed, "marks not read": unread} {
+		if c.recall(key, st) != nil {
+			t.Errorf("%s: recalled", name)
+		}
+	}
+	if c.recall(procKey{pid: 42, start: 1001}, same) != nil {
+		t.Error("another process of the same PID: recalled")
+	}
+	var none *processCache
+	if none.recall(key, same) != nil {
+		t.Error("no cache: recalled")
+	}
+}
+
+// The file holds what it was given, for its boot and pid namespace only; a
+// damaged one is an empty cache and a note.
+func TestProcessCacheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "processes")
+	c, note := loadProcessCache(path, "boot-1", "pid:[1]")
+	if note != "" || len(c.entries) != 0 {
+		t.Fatalf("no file: %d entries, note %q", len(c.entries), note)
+	}
+	e := &cachedIdentity{marks: execMarks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, comm: "a b", exe: "/x (deleted)", cmdline: "a\x00b\x00",
+		cmdlineCut: &snapshot.Cut{Length: 1 << 20, SHA256: strings.Repeat("ab", 32), Partial: true}, nspid: []int{7, 1}, pidNS: "pid:[9]"}
+	results := []result{{p: snapshot.Process{PID: 7, StartTime: 99}, cache: e}, {p: snapshot.Process{PID: 8}}, {p: snapshot.Process{PID: 9}, cache: e, vanished: true}}
+	if note := c.save(context.Background(), results); note != "" {
+		t.Fatal(note)
+	}
+	again, note := loadProcessCache(path, "boot-1", "pid:[1]")
+	if got := again.entries[procKey{7, 99}]; note != "" || len(again.entries) != 1 || got == nil ||
+		got.marks != e.marks || got.comm != e.comm || got.exe != e.exe || got.cmdline != e.cmdline || *got.cmdlineCut != *e.cmdlineCut ||
+		!slices.Equal(got.nspid, e.nspid) || got.pidNS != e.pidNS {
+		t.Fatalf("read back: %d entries, note %q, entry %+v, want %+v", len(again.entries), note, got, e)
+	}
+	for _, other := range [][2]string{{"boot-2", "pid:[1]"}, {"boot-1", "pid:[2]"}} {
+		if c, note := loadProcessCache(path, other[0], other[1]); note != "" || len(c.entries) != 0 {
+			t.Errorf("boot %s, namespace %s: %d entries, note %q; want none, quietly", other[0], other[1], len(c.entries), note)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data[:len(data)-3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, note := loadProcessCache(path, "boot-1", "pid:[1]"); !strings.Contains(note, "malformed") || len(c.entries) != 0 {
+		t.Errorf("a cut file: %d entries, note %q; want none and a note", len(c.entries), note)
+	}
+}
+
+// waitingShell starts sh -c script with a pipe to its stdin: each line the
+// test writes lets the script go on past one `read`.
+func waitingShell(t *testing.T, script string, args ...string) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", script}, args...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, func() {
+		if _, err := in.Write([]byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pathRecorder is a capture's fault hook that refuses nothing and keeps the
+// paths read.
+type pathRecorder struct {
+	mu    sync.Mutex
+	paths map[string]bool
+}
+
+func (r *pathRecorder) fault(path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paths[path] = true
+	return nil
+}
+
+func (r *pathRecorder) read(path string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paths[path]
+}
+
+// A process that exec'd, moved its cgroup or changed its name between two
+// captures shows what it is now in the second, while one that did none of
+// them is not asked its command line again. The exec is of the same binary
+// under the same name: only stat's exec marks reveal it, so a cache trusted
+// without them would show the first command line.
+func TestProcessCacheSeesChanges(t *testing.T) {
+	livetest.Require(t, "sh", "sleep")
+	cgDir, cgPath := livetest.Cgroup(t)
+	execs, goExec := waitingShell(t, `read x; exec sh -c 'read y' after-the-exec-a-longer-command-line`, "before")
+	mover, _ := waitingShell(t, `read x`)
+	renamer, goRename := waitingShell(t, `read x; printf renamed > /proc/$$/comm; read y`)
+	still, _ := waitingShell(t, `read x`)
+	opts := Options{Path: PathProc, ProcessCache: filepath.Join(t.TempDir(), "processes")}
+	first := captureRecorded(t, opts).snap
+
+	goExec()
+	goRename()
+	if err := os.WriteFile(filepath.Join(cgDir, "cgroup.procs"), []byte(strconv.Itoa(mover.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantExec := []string{"sh", "-c", "read y", "after-the-exec-a-longer-command-line"}
+	waitFor(t, "the exec", func() bool { return slices.Equal(cmdlineOf(execs.Process.Pid), wantExec) })
+	waitFor(t, "the rename", func() bool { return commOf(renamer.Process.Pid) == "renamed" })
+	second := captureRecorded(t, opts)
+
+	was, is := findPID(t, first, execs.Process.Pid), findPID(t, second.snap, execs.Process.Pid)
+	if was.Comm != is.Comm || was.Exe != is.Exe {
+		t.Fatalf("the exec changed comm %q->%q or exe %q->%q: the test no longer proves the marks needed", was.Comm, is.Comm, was.Exe, is.Exe)
+	}
+	if !slices.Equal(is.Cmdline, wantExec) {
+		t.Errorf("after an exec: command line %q, want %q", is.Cmdline, wantExec)
+	}
+	if got := findPID(t, second.snap, mover.Process.Pid).Cgroups; !slices.ContainsFunc(got, func(l string) bool { return strings.HasSuffix(l, ":"+cgPath) }) {
+		t.Errorf("after a move to %s: cgroups %q", cgPath, got)
+	}
+	if got := findPID(t, second.snap, renamer.Process.Pid); got.Comm != "renamed" || len(got.Cmdline) != 3 {
+		t.Errorf("after a rename: comm %q, command line %q", got.Comm, got.Cmdline)
+	}
+	p := findPID(t, second.snap, still.Process.Pid)
+	if cmdline := "/proc/" + strconv.Itoa(p.PID) + "/cmdline"; second.paths.read(cmdline) {
+		t.Errorf("a process unchanged since the last capture: %s read again", cmdline)
+	}
+	if want := findPID(t, first, still.Process.Pid); !slices.Equal(p.Cmdline, want.Cmdline) || p.PIDNamespace != want.PIDNamespace || p.PIDNamespace == "" {
+		t.Errorf("a process unchanged: command line %q, namespace %q; the first capture said %q, %q", p.Cmdline, p.PIDNamespace, want.Cmdline, want.PIDNamespace)
+	}
+}
+
+type recorded struct {
+	snap  *snapshot.Snapshot
+	paths *pathRecorder
+}
+
+func captureRecorded(t *testing.T, opts Options) recorded {
+	t.Helper()
+	rec := &pathRecorder{paths: map[string]bool{}}
+	snap, err := capture(context.Background(), WithoutTriage(opts), rec.fault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range snap.Scan.Errors {
+		if strings.Contains(e, "process cache") {
+			t.Fatal(e)
+		}
+	}
+	return recorded{snap, rec}
+}
+
+func cmdlineOf(pid int) []string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return parseCmdline(string(data))
+}
+
+func commOf(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(data))
+}
+
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	if err := testwait.For(20*time.Second, what, done); err != nil {
+		t.Fatal(err)
+	}
+}
