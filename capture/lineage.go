@@ -18,16 +18,19 @@ func (cfg *scanConfig) readLineage(r *reader, s *snapshot.Snapshot, users []*sna
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
+	read := map[*snapshot.Process]bool{} // ancestors whose stat was read, and whether it could be
 	for _, p := range users {
 		p.Ancestry = ancestry(p, byPID)
 		ok := cfg.readGroup(r, p)
 		for _, a := range p.Ancestry {
-			if q := byPID[a.PID]; q != nil && q.Session == 0 {
-				cfg.readGroup(r, q)
+			if q := byPID[a.PID]; q != nil {
+				if _, done := read[q]; !done {
+					read[q] = cfg.readGroup(r, q)
+				}
 			}
 		}
-		if parent := byPID[p.PPID]; ok && parent != nil && p.Session != 0 && p.Session != p.PID {
-			p.Reparented = parent.Session != 0 && parent.Session != p.Session
+		if parent := byPID[p.PPID]; ok && parent != nil && read[parent] && p.Session != 0 && p.Session != p.PID {
+			p.Reparented = parent.Session != p.Session
 		}
 		if p.State == "D" {
 			data, err := r.readFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/wchan", nil)

@@ -240,15 +240,14 @@ func leftoverVerdict(f *facts, why []string, next string) Triage {
 // seen says what gpusnap read of the process and found no sign in: the
 // evidence, never an absence of what it could not read.
 func (f *facts) seen() string {
-	p := f.p
-	parts := []string{"no sign that it lies seen: its name fits its exe"}
+	read := "its name and exe"
 	if f.in.proc != nil {
-		parts = append(parts, fmt.Sprintf("%s of its read", count(len(p.Sockets), "internet socket")))
+		read += " and " + count(len(f.p.Sockets), "internet socket")
 	}
-	if p.Package == nil {
-		parts = append(parts, "its package not checked")
+	if f.p.Package == nil {
+		read += " (its package unchecked)"
 	}
-	return strings.Join(parts, "; ")
+	return "no sign that it lies seen in " + read
 }
 
 // sourceLines are the evidence lines of what starts the process again.
