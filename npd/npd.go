@@ -47,7 +47,12 @@ func Line(r *diff.Result, failOn diff.FailOn) string {
 			n++
 		}
 	}
-	line := fmt.Sprintf("%d %s: %s", n, worst.Severity, name(worst))
+	what := name(worst)
+	if worst.Triage != nil {
+		// The class first: what the operator must do survives the cut.
+		what = worst.Triage.Class + ": " + what
+	}
+	line := fmt.Sprintf("%d %s: %s", n, worst.Severity, what)
 	if !failed {
 		line = "below --fail-on " + failOn.String() + ": " + line
 	}

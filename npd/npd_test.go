@@ -31,6 +31,11 @@ func TestLineBoundsTenantText(t *testing.T) {
 	if line := Line(r, diff.AtLeast(diff.Critical)); line != "below --fail-on critical: 1 high: gpu_in_use of GPU-3f2a1c0e" {
 		t.Errorf("below --fail-on: %q", line)
 	}
+	// The condition names the triage class before the finding: what to do.
+	r.Findings[0].Triage = &diff.Triage{Class: diff.ClassAnotherTenant}
+	if line := Line(r, diff.AtLeast(diff.Medium)); line != "1 high: another_tenant: gpu_in_use of GPU-3f2a1c0e" {
+		t.Errorf("with a class: %q", line)
+	}
 }
 
 // A check that did not see a GPU it was asked for, or saw nothing at all, is never clean.

@@ -184,7 +184,7 @@ func TestDiffUsageErrors(t *testing.T) {
 		{[]string{"diff"}, "diff needs --tenant T, or FROM [TO]"},
 		{[]string{"diff", "a", "b", "c"}, "diff needs --tenant T, or FROM [TO]"},
 		{[]string{"diff", "--tenant", "t", "abc"}, "not both"},
-		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: unknown severity "severe"`},
+		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: "severe" is neither a severity`},
 		{[]string{"diff", "--tenant", "t", "--zombie-threshold", "-1"}, `--zombie-threshold: "-1" is not a size`},
 		{[]string{"diff", "--tenant", "t", "--allow", bad}, bad + ":2: unknown field \"foo\""},
 		{[]string{"diff", "--tenant", "t", "--allow", bad + ".missing"}, "no such file"},
