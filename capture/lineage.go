@@ -10,20 +10,27 @@ import (
 )
 
 // readLineage gives each GPU user its ancestry from the snapshot's own
-// processes, whether it was reparented (from its and its parent's sessions,
-// read again from stat: the BPF path does not carry them), and its wchan
-// when in D state.
+// processes, its and its ancestors' process groups and sessions (read again
+// from stat: the BPF path does not carry them), whether it was reparented
+// (its session is not its parent's), and its wchan when in D state.
 func (cfg *scanConfig) readLineage(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byPID := make(map[int]*snapshot.Process, len(s.Processes))
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
+	read := map[*snapshot.Process]bool{} // ancestors whose stat was read, and whether it could be
 	for _, p := range users {
 		p.Ancestry = ancestry(p, byPID)
-		sid, ok := cfg.session(r, p.PID, p.StartTime)
-		if parent := byPID[p.PPID]; ok && parent != nil && sid != 0 && sid != p.PID {
-			psid, ok := cfg.session(r, parent.PID, parent.StartTime)
-			p.Reparented = ok && psid != sid
+		ok := cfg.readGroup(r, p)
+		for _, a := range p.Ancestry {
+			if q := byPID[a.PID]; q != nil {
+				if _, done := read[q]; !done {
+					read[q] = cfg.readGroup(r, q)
+				}
+			}
+		}
+		if parent := byPID[p.PPID]; ok && parent != nil && read[parent] && p.Session != 0 && p.Session != p.PID {
+			p.Reparented = parent.Session != p.Session
 		}
 		if p.State == "D" {
 			data, err := r.readFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/wchan", nil)
@@ -54,13 +61,17 @@ func ancestry(p *snapshot.Process, byPID map[int]*snapshot.Process) []snapshot.A
 	return out
 }
 
-// session reads the session ID of process pid, if it is still the process
-// that started at start.
-func (cfg *scanConfig) session(r *reader, pid int, start uint64) (int, bool) {
-	data, err := r.readTaskFileAt(cfg.rootfd, cfg.root, strconv.Itoa(pid)+"/stat", nil)
+// readGroup reads p's process group and session from its stat, if p is
+// still the process that started at its start time, and says whether it did.
+func (cfg *scanConfig) readGroup(r *reader, p *snapshot.Process) bool {
+	data, err := r.readTaskFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/stat", nil)
 	if err != nil {
-		return 0, false
+		return false
 	}
 	st, err := parseStat(data)
-	return st.Session, err == nil && st.StartTime == start
+	if err != nil || st.StartTime != p.StartTime {
+		return false
+	}
+	p.PGID, p.Session = st.PGID, st.Session
+	return true
 }

@@ -26,6 +26,7 @@ type procStat struct {
 	Comm      string
 	State     string // field 3: the kernel's state letter
 	PPID      int    // field 4
+	PGID      int    // field 5: the process group ID, in the reading procfs's pid namespace
 	Session   int    // field 6: the session ID, as the reading procfs's pid namespace numbers it (0 outside it)
 	Flags     uint64 // field 9: PF_* of the task
 	Threads   int    // field 20: threads in the thread group
@@ -96,6 +97,12 @@ func parseStat(data []byte) (procStat, error) {
 				return st, err
 			}
 			st.PPID = int(v)
+		case 5:
+			v, err := statNumber(val, "pgrp", 1<<31)
+			if err != nil {
+				return st, err
+			}
+			st.PGID = int(v)
 		case 6:
 			v, err := statNumber(val, "session", 1<<31)
 			if err != nil {

@@ -27,8 +27,8 @@ type CheckOptions struct {
 	GPUs            *snapshot.GPUSet
 	ZombieThreshold uint64 // bytes; --zombie-threshold
 	Allow           *AllowList
-	// FailOn is the least severity that makes the GPUs not clean (--fail-on).
-	FailOn Severity
+	// FailOn is what makes the GPUs not clean (--fail-on).
+	FailOn FailOn
 	// Events is what gpusnap watch recorded from Since to the capture, and
 	// ExpectWatch and LogProblems are as a diff's Options have them: a
 	// process alive now that the log shows open a GPU checked, and that
@@ -99,7 +99,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		Check:       scope,
 	}
 	switch {
-	case r.Failed(opts.FailOn):
+	case r.FailedOn(opts.FailOn):
 		scope.Verdict = VerdictNotClean
 	case len(scope.Unchecked) > 0:
 		scope.Verdict = VerdictUnknown

@@ -284,11 +284,14 @@ func summarize(fs []Finding) Summary {
 	return s
 }
 
-// Failed reports whether the result holds a finding at or above threshold:
-// what --fail-on turns into exit status 1.
-func (r *Result) Failed(threshold Severity) bool {
-	for _, f := range r.Findings {
-		if f.Severity >= threshold {
+// Failed reports whether the result holds a finding at or above threshold.
+func (r *Result) Failed(threshold Severity) bool { return r.FailedOn(AtLeast(threshold)) }
+
+// FailedOn reports whether the result holds a finding that fails f: what
+// --fail-on turns into exit status 1.
+func (r *Result) FailedOn(f FailOn) bool {
+	for i := range r.Findings {
+		if f.fails(&r.Findings[i]) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ package diff
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,13 +49,54 @@ func ParseSeverity(name string) (Severity, error) {
 // it could never fail a diff: it would turn the gate off without a word.
 const HighestRaised = High
 
-// ParseFailOn reads a --fail-on threshold: a severity some rule raises.
-func ParseFailOn(name string) (Severity, error) {
-	s, err := ParseSeverity(name)
-	if err == nil && s > HighestRaised {
-		err = fmt.Errorf("no finding is ever %s (the highest is %s): --fail-on %s could never fail, and would let every dirty host pass", s, HighestRaised, name)
+// FailOn is what makes a diff or a check fail (--fail-on): a finding at or
+// above a severity, or one whose triage class is listed. With classes and
+// no severity, only the classes fail it.
+type FailOn struct {
+	Severity   Severity
+	BySeverity bool
+	Classes    []string
+}
+
+// AtLeast fails on a finding at or above s.
+func AtLeast(s Severity) FailOn { return FailOn{Severity: s, BySeverity: true} }
+
+// String writes the list as --fail-on takes it.
+func (f FailOn) String() string {
+	var parts []string
+	if f.BySeverity {
+		parts = append(parts, f.Severity.String())
 	}
-	return s, err
+	return strings.Join(append(parts, f.Classes...), ",")
+}
+
+// fails reports whether finding x fails the gate.
+func (f FailOn) fails(x *Finding) bool {
+	return (f.BySeverity && x.Severity >= f.Severity) || (x.Triage != nil && slices.Contains(f.Classes, x.Triage.Class))
+}
+
+// ParseFailOn reads a --fail-on list: at most one severity some rule
+// raises, and triage classes, comma-separated.
+func ParseFailOn(list string) (FailOn, error) {
+	var f FailOn
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if slices.Contains(Classes, name) {
+			f.Classes = append(f.Classes, name)
+			continue
+		}
+		s, err := ParseSeverity(name)
+		switch {
+		case err != nil:
+			return f, fmt.Errorf("%q is neither a severity (%s) nor a triage class (%s)", name, strings.Join(severityNames, ", "), strings.Join(Classes, ", "))
+		case f.BySeverity:
+			return f, fmt.Errorf("%q: one severity at most", list)
+		case s > HighestRaised:
+			return f, fmt.Errorf("no finding is ever %s (the highest is %s): --fail-on %s could never fail, and would let every dirty host pass", s, HighestRaised, name)
+		}
+		f.Severity, f.BySeverity = s, true
+	}
+	return f, nil
 }
 
 // MarshalJSON writes the severity's name.

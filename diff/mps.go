@@ -22,7 +22,7 @@ func (c *comparison) mpsClients(p *snapshot.Process) []*snapshot.Process {
 		return clients
 	}
 	var clients []*snapshot.Process
-	if p.MPSServer() && len(compromiseSigns(p)) == 0 {
+	if lies, _ := compromiseSigns(p, signContext{}); p.MPSServer() && len(lies) == 0 {
 		clients = c.findMPSClients(p)
 	}
 	c.mps[p] = clients
@@ -99,7 +99,6 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 	clients, quit := in.mpsClients, fmt.Sprintf(mpsQuit, p.PID)
 	t.Why = append([]string{fmt.Sprintf("pid %d is CUDA MPS's server (%s): started by the MPS control daemon for its first client's user, it owns the GPU contexts its clients' work runs in", p.PID, snapshot.MPSServerExe)}, t.Why...)
 	if len(clients) == 0 {
-		t.Rule = "mps-idle"
 		t.Why = append(t.Why, "NVML lists no live MPS client on its GPUs: it serves no one")
 		if t.Class == ClassLeftoverWorker {
 			t.Next = quit + "; kill -9 " + strconv.Itoa(p.PID) + " only where no control daemon answers"
@@ -109,7 +108,6 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 		return t
 	}
 	t.Why = append(t.Why, fmt.Sprintf("it serves %s at TO (%s)", count(len(clients), "live client"), pidList(clients)))
-	t.Rule = "mps-serving"
 	t.Next = "leave it while its clients run (killing it fails their work); once they are done, " + quit
 	for _, cl := range clients {
 		if why, ok := in.member[cl.Key()]; ok {
@@ -129,4 +127,14 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 		}
 	}
 	return t
+}
+
+// mpsNote adds to the verdict of an MPS server's owner (tenant, another
+// tenant, a job's) what an MPS server is and how it stops; any other
+// process's verdict is returned as it is.
+func mpsNote(t Triage, f *facts) Triage {
+	if !f.mpsServer() {
+		return t
+	}
+	return mpsServerTriage(t, f.in, f.p)
 }

@@ -2,7 +2,6 @@ package diff
 
 import (
 	"fmt"
-	"path"
 	"slices"
 
 	"github.com/gpusnap/gpusnap/provenance"
@@ -42,44 +41,27 @@ func (c *comparison) persistence(findings []Finding) []Finding {
 		if p == nil || p.Defunct() {
 			continue
 		}
-		evidence := persistenceEvidence(p)
+		var evidence []string
+		for _, s := range persistenceSources(p) {
+			evidence = append(evidence, s.why)
+		}
+		if r := c.restarter(p); r != nil {
+			evidence = append(evidence, r.why)
+		}
 		evidence = append(evidence, c.binaryReturns(p)...)
 		if len(evidence) == 0 {
 			continue
 		}
-		sev := Medium
-		if len(compromiseSigns(p)) > 0 {
-			sev = High
-		}
 		ref := processRef(p)
 		out = append(out, Finding{
 			Kind:     KindPersistence,
-			Severity: sev,
+			Severity: Medium, // high where triage finds a compromise (attachTriage)
 			Summary:  fmt.Sprintf("%s uses a GPU and comes back: %s", describe(ref), evidence[0]),
 			Process:  ref,
 			Evidence: evidence,
 		})
 	}
 	return out
-}
-
-// persistenceEvidence is what the snapshot says restarts p: its unit's
-// Restart=, its timer, a scheduler among its ancestors.
-func persistenceEvidence(p *snapshot.Process) []string {
-	var ev []string
-	if r := p.UnitRestart; r != "" && r != "no" {
-		ev = append(ev, fmt.Sprintf("its unit %s has Restart=%s", p.SystemdUnit, r))
-	}
-	if p.UnitTimer != "" {
-		ev = append(ev, fmt.Sprintf("timer %s starts its unit %s", p.UnitTimer, p.SystemdUnit))
-	}
-	for _, a := range p.Ancestry {
-		if schedulers[a.Comm] || (a.Exe != "" && schedulers[path.Base(a.Exe)]) {
-			ev = append(ev, fmt.Sprintf("descends from %s (pid %d): a crontab or at job started it", a.Comm, a.PID))
-			break
-		}
-	}
-	return ev
 }
 
 // binaryReturns finds p's binary, by SHA-256, under a GPU-using process of

@@ -160,12 +160,17 @@ var toolchainDirs = map[string]bool{
 	".cargo": true, ".rustup": true, ".nvm": true, ".julia": true, ".juliaup": true,
 }
 
+// buildCaches are the directories below ~/.cache where build tools put what
+// they build and run (Bazel's output base, ~/.cache/bazel/_bazel_USER/...):
+// a job's binary there is its build's, not a hiding place.
+var buildCaches = map[string]bool{"bazel": true, "bazelisk": true, "pants": true}
+
 // venvDirs are the toolchain directories that count wherever they lie.
 var venvDirs = map[string]bool{".venv": true, ".virtualenvs": true}
 
 // hiddenElement returns the first directory of exe's path whose name starts
 // with a dot ("/home/u/.cache/"), or "" when there is none or it is a
-// per-user toolchain's (toolchainDirs).
+// per-user toolchain's (toolchainDirs) or a build cache's (buildCaches).
 func hiddenElement(exe string) string {
 	elems := strings.Split(path.Dir(exe), "/")
 	for i, e := range elems {
@@ -173,7 +178,7 @@ func hiddenElement(exe string) string {
 			continue
 		}
 		inHome := (i == 3 && elems[1] == "home") || (i == 2 && elems[1] == "root")
-		if venvDirs[e] || (inHome && toolchainDirs[e]) {
+		if venvDirs[e] || (inHome && toolchainDirs[e]) || (inHome && e == ".cache" && i+1 < len(elems) && buildCaches[elems[i+1]]) {
 			return ""
 		}
 		return "directory " + strings.Join(elems[:i+1], "/")

@@ -52,7 +52,7 @@ func TestClassify(t *testing.T) {
 		{"MPS server of the tenant's job", with(mps(22), func(p *snapshot.Process) { p.SlurmJobID = "4242" }),
 			false, ClassTenant, "let its job end, or kill -9 22 if the job has ended; it stops with echo quit | nvidia-cuda-mps-control"},
 		{"MPS server of another job", with(mps(23), func(p *snapshot.Process) { p.SlurmJobID = "77" }),
-			false, ClassAnotherTenant, "slurm job 77 to confirm it; no page; it stops with echo quit"},
+			false, ClassAnotherTenant, "slurm job 77 to confirm it; no page; the GPU stays refused to the next job while it runs; it stops with echo quit"},
 		{"MPS server reparented out of its job", with(mps(24), func(p *snapshot.Process) { p.SlurmJobID, p.Reparented = "4242", true }),
 			false, ClassLeftoverWorker, "echo shutdown_server 24 | nvidia-cuda-mps-control"},
 		{"MPS server in D state", with(mps(25), func(p *snapshot.Process) { p.State = "D" }), false, ClassUnkillable, "reboot"},

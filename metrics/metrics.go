@@ -81,8 +81,8 @@ func New(version string) *Set {
 		}, []string{"command", "version", "goversion"}),
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gpusnap_findings",
-			Help: "Findings of the command's last run, by kind and severity (after --allow); a kind and severity found nothing has no series.",
-		}, []string{"command", "kind", "severity"}),
+			Help: "Findings of the command's last run, by kind, severity (after --allow) and triage class (none for a finding without one); a combination found nothing has no series.",
+		}, []string{"command", "kind", "severity", "class"}),
 		unaccounted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gpusnap_gpu_unaccounted_memory_bytes",
 			Help: "GPU memory in use that no live process accounts for (a ghost's context under a dead PID counts), at the command's last capture; no series for a GPU where it cannot be told.",
@@ -122,7 +122,7 @@ func (s *Set) Observe(r Run) {
 	s.findings.DeletePartialMatch(prometheus.Labels{"command": r.Command})
 	for i := range r.Findings {
 		f := &r.Findings[i]
-		s.findings.WithLabelValues(r.Command, f.Kind, f.Severity.String()).Inc()
+		s.findings.WithLabelValues(r.Command, f.Kind, f.Severity.String(), findingClass(f)).Inc()
 	}
 	s.unaccounted.DeletePartialMatch(prometheus.Labels{"command": r.Command})
 	for i := range r.GPUs {
@@ -178,4 +178,13 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// findingClass is a finding's triage class, the bounded value of the class
+// label (diff.Classes), or "none" for a finding about no process.
+func findingClass(f *diff.Finding) string {
+	if f.Triage == nil {
+		return "none"
+	}
+	return f.Triage.Class
 }

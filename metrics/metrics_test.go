@@ -24,8 +24,8 @@ func ghostRun() Run {
 		End:     time.Unix(1764500000, 500e6),
 		Verdict: VerdictFindings,
 		Findings: []diff.Finding{
-			{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.High},
-			{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.High},
+			{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.High, Triage: &diff.Triage{Class: diff.ClassLeftoverWorker}},
+			{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.High, Triage: &diff.Triage{Class: diff.ClassLeftoverWorker}},
 			{Kind: diff.KindLeftoverDeviceHolder, Severity: diff.Medium},
 			{Kind: diff.KindOtherDeviceMapping, Severity: diff.Info, Allowed: "exe /usr/bin/x"},
 		},
@@ -43,11 +43,11 @@ func ghostRun() Run {
 }
 
 const ghostText = `
-# HELP gpusnap_findings Findings of the command's last run, by kind and severity (after --allow); a kind and severity found nothing has no series.
+# HELP gpusnap_findings Findings of the command's last run, by kind, severity (after --allow) and triage class (none for a finding without one); a combination found nothing has no series.
 # TYPE gpusnap_findings gauge
-gpusnap_findings{command="diff",kind="leftover_device_holder",severity="medium"} 1
-gpusnap_findings{command="diff",kind="leftover_device_mapping",severity="high"} 2
-gpusnap_findings{command="diff",kind="other_device_mapping",severity="info"} 1
+gpusnap_findings{class="leftover_worker",command="diff",kind="leftover_device_mapping",severity="high"} 2
+gpusnap_findings{class="none",command="diff",kind="leftover_device_holder",severity="medium"} 1
+gpusnap_findings{class="none",command="diff",kind="other_device_mapping",severity="info"} 1
 # HELP gpusnap_gpu_unaccounted_memory_bytes GPU memory in use that no live process accounts for (a ghost's context under a dead PID counts), at the command's last capture; no series for a GPU where it cannot be told.
 # TYPE gpusnap_gpu_unaccounted_memory_bytes gauge
 gpusnap_gpu_unaccounted_memory_bytes{command="diff",gpu_uuid="GPU-aaaa"} 2.147483648e+09
@@ -114,7 +114,7 @@ func TestWriteTextfile(t *testing.T) {
 		t.Errorf("textfile dir holds %d entries, want the file alone (no temporary left)", len(entries))
 	}
 	data, _ := os.ReadFile(path)
-	if !strings.Contains(string(data), `gpusnap_findings{command="diff",kind="leftover_device_mapping",severity="high"} 2`) {
+	if !strings.Contains(string(data), `gpusnap_findings{class="leftover_worker",command="diff",kind="leftover_device_mapping",severity="high"} 2`) {
 		t.Errorf("textfile lacks the findings:\n%s", data)
 	}
 	livetest.PromtoolCheck(t, data)

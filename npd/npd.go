@@ -23,8 +23,8 @@ const MaxLine = 80
 // worst severity and the first of them (`2 high: gpu_in_use of nvidia3 by
 // 4711 (python3)`), or, with nothing at or above failOn, what was checked. A
 // check that did not see everything never says clean.
-func Line(r *diff.Result, failOn diff.Severity) string {
-	failed := r.Failed(failOn)
+func Line(r *diff.Result, failOn diff.FailOn) string {
+	failed := r.FailedOn(failOn)
 	if !failed && r.Check != nil && len(r.Check.Unchecked) > 0 {
 		// check exits 2 here: NPD reads it as unknown.
 		return fit("not known to be clean: " + safetext.Escape(r.Check.Unchecked[0]))
@@ -47,7 +47,12 @@ func Line(r *diff.Result, failOn diff.Severity) string {
 			n++
 		}
 	}
-	line := fmt.Sprintf("%d %s: %s", n, worst.Severity, name(worst))
+	what := name(worst)
+	if worst.Triage != nil {
+		// The class first: what the operator must do survives the cut.
+		what = worst.Triage.Class + ": " + what
+	}
+	line := fmt.Sprintf("%d %s: %s", n, worst.Severity, what)
 	if !failed {
 		line = "below --fail-on " + failOn.String() + ": " + line
 	}

@@ -109,7 +109,13 @@ type Process struct {
 	StartTime uint64    `json:"start_time"` // field 22 of /proc/PID/stat: clock ticks since boot
 	Started   time.Time `json:"started"`    // BootTime + StartTime/CLK_TCK
 	PPID      int       `json:"ppid"`
-	Comm      string    `json:"comm"`
+	// PGID and Session are fields 5 and 6 of stat, the process group and
+	// session, as the capturing procfs numbers them, read for a GPU user and
+	// its ancestors (0 when not read): what tells a restarting loop from a
+	// login session, and what kill -- -PGID ends.
+	PGID    int    `json:"pgid,omitempty"`
+	Session int    `json:"session,omitempty"`
+	Comm    string `json:"comm"`
 	// State is the kernel's state letter, field 3 of /proc/PID/stat: R
 	// running, S sleeping, D uninterruptible (disk) wait, Z zombie (exited,
 	// not yet reaped by its parent), T stopped, t traced, X dead, I idle

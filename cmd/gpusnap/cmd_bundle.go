@@ -97,8 +97,8 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 // write writes the bundle of a diff when asked and warranted, and says so on
 // stderr: stdout holds the diff. Its error is a line on stderr after the
 // findings, never in their place.
-func (b diffBundle) write(ctx context.Context, g globals, failOn diff.Severity, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
-	if b.path == "" || !(b.always || r.Failed(failOn)) {
+func (b diffBundle) write(ctx context.Context, g globals, failOn diff.FailOn, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
+	if b.path == "" || !(b.always || r.FailedOn(failOn)) {
 		return nil
 	}
 	if err := b.opts.readFiles(b.path, b.force, b.signKey); err != nil {

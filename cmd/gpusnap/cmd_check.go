@@ -36,7 +36,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
 			allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
-			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
+			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`, or of a triage class listed with it (suspected_compromise,leftover_worker)"},
 			textfileFlag(),
 			expectWatchFlag(),
 			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered, gpu_busy_without_process)"},
@@ -166,7 +166,7 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 		return err
 	}
 	if err := o.OCSF.appendFile(findings); err != nil {
-		if err := diffVerdict(g, r.Failed(o.FailOn), err); err != nil {
+		if err := diffVerdict(g, r.FailedOn(o.FailOn), err); err != nil {
 			return err
 		}
 	}

@@ -29,7 +29,7 @@ func diffCommand() *cli.Command {
 			"  gpusnap diff --json --maps-diff 20261129-2000 20261129-2100 | jq '.findings[] | select(.severity==\"high\")'",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "capture now and diff against the newest baseline of tenant `T`"},
-			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high)"},
+			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY` (info, low, medium, high), or of a triage class listed with it (suspected_compromise,leftover_worker)"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			allowFlag("expected workloads, downgraded to info"),
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
@@ -45,7 +45,7 @@ func diffCommand() *cli.Command {
 type diffOptions struct {
 	Tenant       string // --tenant: capture now, diff against its baseline
 	FromID, ToID string // else two stored snapshots (ToID "": a fresh capture)
-	FailOn       diff.Severity
+	FailOn       diff.FailOn
 	Compare      diff.Options
 	Bundle       diffBundle
 	Textfile     string // --textfile: the result as metrics (docs/metrics.md)
@@ -119,7 +119,7 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
 		return err
 	}
-	return diffVerdict(g, r.Failed(o.FailOn), p.StoreErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	return diffVerdict(g, r.FailedOn(o.FailOn), p.StoreErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,

@@ -184,7 +184,7 @@ func TestDiffUsageErrors(t *testing.T) {
 		{[]string{"diff"}, "diff needs --tenant T, or FROM [TO]"},
 		{[]string{"diff", "a", "b", "c"}, "diff needs --tenant T, or FROM [TO]"},
 		{[]string{"diff", "--tenant", "t", "abc"}, "not both"},
-		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: unknown severity "severe"`},
+		{[]string{"diff", "--tenant", "t", "--fail-on", "severe"}, `--fail-on: "severe" is neither a severity`},
 		{[]string{"diff", "--tenant", "t", "--zombie-threshold", "-1"}, `--zombie-threshold: "-1" is not a size`},
 		{[]string{"diff", "--tenant", "t", "--allow", bad}, bad + ":2: unknown field \"foo\""},
 		{[]string{"diff", "--tenant", "t", "--allow", bad + ".missing"}, "no such file"},
@@ -280,7 +280,17 @@ func TestDiffThresholdsAndFailOn(t *testing.T) {
 		diffJSON(t, tc.wantLow, append([]string{"--fail-on", tc.failOn}, other...)...)
 		diffJSON(t, tc.wantZombie, append([]string{"--fail-on", tc.failOn}, zombie...)...)
 	}
-	for _, bad := range []string{"", "none", "hi"} {
+	// Triage classes: the tenant's own process fails the default gate, and
+	// not one that asks only for a compromise or a leftover.
+	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "triage-tenant"}, sideArgs(db, "triage-tenant", "before")...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	own := append([]string{"--tenant", "triage-tenant"}, sideArgs(db, "triage-tenant", "after")...)
+	diffJSON(t, 1, own...)
+	diffJSON(t, 0, append([]string{"--fail-on", "suspected_compromise,leftover_worker"}, own...)...)
+	diffJSON(t, 1, append([]string{"--fail-on", "tenant"}, own...)...)
+	diffJSON(t, 1, append([]string{"--fail-on", "high,another_tenant"}, own...)...)
+	for _, bad := range []string{"", "none", "hi", "high,medium", "leftover"} {
 		if code, _, stderr := gpusnap(t, append([]string{"diff", "--fail-on", bad}, zombie...)...); code != 2 || !strings.Contains(stderr, "--fail-on") {
 			t.Errorf("--fail-on %q: exit %d, %s", bad, code, stderr)
 		}

@@ -64,8 +64,10 @@ func TestLiveDiffTriage(t *testing.T) {
 	switch {
 	case !ok:
 		t.Fatalf("no unexpected_gpu_process for the worker %d: %+v", worker.Proc.PID, r.Findings)
-	case f.Triage.Class != diff.ClassLeftoverWorker || !strings.Contains(f.Triage.Next, "kill -9 "+strconv.Itoa(worker.Proc.PID)):
-		t.Errorf("worker: triage %+v, want leftover_worker whose next kills %d", f.Triage, worker.Proc.PID)
+	case f.Triage.Class != diff.ClassLeftoverWorker || f.Triage.Rule != "leftover-reparented" || !strings.Contains(f.Triage.Next, "kill -9 "+strconv.Itoa(worker.Proc.PID)):
+		t.Errorf("worker: triage %+v, want leftover_worker (leftover-reparented) whose next kills %d", f.Triage, worker.Proc.PID)
+	case !strings.Contains(strings.Join(f.Triage.Why, "\n"), "adopted it"):
+		t.Errorf("worker: why %q does not say who adopted it, and since when", f.Triage.Why)
 	case !f.Process.Reparented || f.Process.PPID == worker.Parent.PID:
 		t.Errorf("worker: reparented %v, ppid %d (its parent was %d)", f.Process.Reparented, f.Process.PPID, worker.Parent.PID)
 	case len(f.Process.Ancestry) == 0 || f.Process.Ancestry[len(f.Process.Ancestry)-1].PID != 1:
@@ -77,7 +79,7 @@ func TestLiveDiffTriage(t *testing.T) {
 
 	m := byKind(miner.Proc.PID)
 	f, ok = m[diff.KindUnexpectedGPUProcess]
-	if !ok || f.Triage.Class != diff.ClassSuspectedCompromise || !strings.Contains(f.Triage.Next, "contain the node") {
+	if !ok || f.Triage.Class != diff.ClassSuspectedCompromise || f.Triage.Rule != "compromise" || !strings.Contains(f.Triage.Next, "contain the node") {
 		t.Errorf("miner: unexpected_gpu_process %v, triage %+v: want suspected_compromise", ok, f.Triage)
 	}
 	e, ok := m[diff.KindEgressConnection]

@@ -117,7 +117,7 @@ func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUS
 
 func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {
 	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
-		FailOn: diff.Medium}, Window: defaultCheckWindow}
+		FailOn: diff.AtLeast(diff.Medium)}, Window: defaultCheckWindow}
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	r, host, err := checkHost(ctx, g, o, &metrics.Run{})
@@ -143,7 +143,7 @@ func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet)
 // syslog and stderr.
 func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	base := filepath.Join(n.o.Evidence, "pod-"+pod.UID)
-	o := diffOptions{Tenant: pod.UID, FailOn: diff.Medium, Textfile: n.o.Textfile,
+	o := diffOptions{Tenant: pod.UID, FailOn: diff.AtLeast(diff.Medium), Textfile: n.o.Textfile,
 		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
 		Bundle:  diffBundle{path: base + ".tar.gz", signKey: n.o.SignKey, force: true}}
 	var report, notes bytes.Buffer // the report first, its first line the verdict; what stderr said after it

@@ -93,7 +93,7 @@ func TestDiffTextfile(t *testing.T) {
 		}
 	}
 	for _, l := range fams["gpusnap_findings"].Metric[0].Label {
-		if n := l.GetName(); n != "command" && n != "kind" && n != "severity" {
+		if n := l.GetName(); n != "command" && n != "kind" && n != "severity" && n != "class" {
 			t.Errorf("gpusnap_findings has a label %q: no per-process labels", n)
 		}
 	}
