@@ -131,7 +131,13 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 		return Triage{Class: ClassTenant, Rule: "job-own", Why: []string{"its cgroup names " + owner},
 			Next: owner + "'s own: let it end, or ask its owner"}
 	}
-	why := []string{"no masquerade evidence, no packaging problem, no egress to a mining pool"}
+	// Egress is what the capture saw, never a fact of the process: a
+	// socket it could not place is no connection seen.
+	egress := "no egress to a mining pool seen"
+	if socketsUnread(p) {
+		egress = "its sockets were not all read: egress not known"
+	}
+	why := []string{"no masquerade evidence, no packaging problem, " + egress}
 	if reparented != "" {
 		return leftover(p, "leftover-reparented", append([]string{reparented}, why...))
 	}
