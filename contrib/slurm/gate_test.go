@@ -147,7 +147,7 @@ func TestPrologGateIsTheBaseline(t *testing.T) {
 	// The job's diff raises it: the job never had its GPU to itself.
 	env := []string{"SLURM_JOB_ID=102", "SLURM_JOB_GPUS=0", "GPUSNAP_DB=" + filepath.Join(dir, "gpusnap.db")}
 	apart := filepath.Join(dir, "etc", "apart.sh")
-	must(t, os.WriteFile(apart, []byte(fmt.Sprintf("#!/bin/sh\n%[1]s check --gpus 0 --allow %[2]s && exec %[3]s baseline --tenant 102 --allow %[2]s >/dev/null\n",
+	must(t, os.WriteFile(apart, []byte(fmt.Sprintf("#!/bin/sh\n%[1]s check --gpus 0 --allow %[2]s && exec %[3]s baseline --tenant 102 >/dev/null\n",
 		c.gpusnap, filepath.Join(dir, "etc", "allow"), real)), 0o755))
 	if code := sq.run(apart, env...); code != 0 || strings.Join(sq.seen, ",") != "release,reopen" {
 		t.Fatalf("check then baseline with the squatter stepping aside: exit %d, squatter %q, want 0 and release,reopen\n%s", code, sq.seen, c.read(filepath.Join(sq.dir, "apart.sh.out")))
