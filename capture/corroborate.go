@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,73 +144,48 @@ func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*sna
 		}
 		order = order[:netnsPerCapture]
 	}
+	unplaced := map[*sockFds][]uint64{}
 	for _, ns := range order {
-		cfg.joinNamespace(r, ns, byNS[ns])
+		maps.Copy(unplaced, cfg.joinNamespace(r, ns, byNS[ns]))
+	}
+	if len(unplaced) > 0 {
+		cfg.placeElsewhere(r, s, order, unplaced)
 	}
 }
 
 // joinNamespace reads one network namespace's tables through the first of
 // its members whose /proc/PID/net can be read, and gives each member its
-// sockets.
-func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) {
+// sockets. It returns the sockets it could not place there, by member.
+func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) map[*sockFds][]uint64 {
 	want := map[uint64]bool{}
 	for _, sf := range members {
 		for ino := range sf.inodes {
 			want[ino] = true
 		}
 	}
-	var found []snapshot.Socket
-	var unixSocks map[uint64]bool
+	var t *nsTables
 	var lastErr error
-	read := false
 	for _, sf := range members {
-		dir := strconv.Itoa(sf.p.PID) + "/net/"
-		var socks []snapshot.Socket
-		var err error
-		for _, table := range netTables {
-			var data []byte
-			data, err = r.readFileAt(cfg.rootfd, cfg.root, dir+table, nil)
-			if err != nil {
-				break
-			}
-			socks, _ = parseNetTable(data, table, ns, want, socks)
+		if t, lastErr = cfg.readNamespace(r, sf.p.PID, ns, want); lastErr == nil {
+			break
 		}
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if data, err := r.readFileAt(cfg.rootfd, cfg.root, dir+"unix", nil); err == nil {
-			unixSocks = unixInodes(data, want)
-		}
-		found, read = socks, true
-		break
 	}
-	if !read {
+	if t == nil {
 		for _, sf := range members {
 			sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: network namespace %d: %s", ns, errText(lastErr)))
 		}
-		return
+		return nil
 	}
-	byInode := make(map[uint64]snapshot.Socket, len(found))
-	for _, so := range found {
-		byInode[so.Inode] = so
-	}
+	unplaced := map[*sockFds][]uint64{}
 	for _, sf := range members {
-		p := sf.p
 		for ino := range sf.inodes {
-			so, ok := byInode[ino]
-			switch {
-			case unixSocks[ino]:
-				p.UnixSockets++
-			case !ok: // netlink, packet, a socket of another namespace passed over
-			case len(p.Sockets) < SocketsPerProcess:
-				p.Sockets = append(p.Sockets, so)
-			default:
-				p.SocketsDropped++
+			if !t.give(sf.p, ino) {
+				unplaced[sf] = append(unplaced[sf], ino)
 			}
 		}
-		sortSockets(p.Sockets)
+		sortSockets(sf.p.Sockets)
 	}
+	return unplaced
 }
 
 // socketFds reads the socket inodes of p's fd table (its live thread's,

@@ -75,3 +75,54 @@ func TestLiveSocketsOfGPUUser(t *testing.T) {
 		t.Errorf("the capture keeps %d sockets of the worker, want 3: %+v", len(p.Sockets), p.Sockets)
 	}
 }
+
+// A worker that connects to a stratum port, then moves to a fresh network
+// namespace: its sockets stay in the namespace they were made in, which its
+// /proc/PID/net no longer shows. The capture places them there (ss in that
+// namespace is the oracle); a worker whose first namespace no process is in
+// any more has sockets that cannot be placed, and the capture says so.
+func TestLiveSocketsMovedNetns(t *testing.T) {
+	livetest.Require(t, "ss", "unshare", "ip")
+	loop := livetest.NewLoop(t)
+	w := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Port: 45560, MoveNetns: true})
+	snap := captureLive(t)
+	p := mustFind(t, snap, w.Proc, "worker")
+	hostLink, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link, _ := os.Readlink("/proc/" + strconv.Itoa(w.Proc.PID) + "/ns/net"); link == hostLink {
+		t.Fatalf("the worker did not move from this test's network namespace %s", link)
+	}
+	out, err := exec.Command("ss", "-Htanp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v\n%s", err, out)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(line, "pid="+strconv.Itoa(w.Proc.PID)+",") {
+			continue
+		}
+		n++
+		remote := strings.Replace(f[4], ":*", ":0", 1)
+		if !slices.ContainsFunc(p.Sockets, func(s snapshot.Socket) bool {
+			return s.Local == f[3] && s.Remote == remote && "net:["+strconv.FormatUint(s.Netns, 10)+"]" == hostLink
+		}) {
+			t.Errorf("ss shows %q in %s; the capture's sockets %+v (errors %q) lack it", line, hostLink, p.Sockets, p.Errors)
+		}
+	}
+	if n != 3 {
+		t.Errorf("ss shows %d TCP sockets of pid %d, want 3 (listener, both ends):\n%s", n, w.Proc.PID, out)
+	}
+
+	// Connected in a namespace of its own, then moved: no process is in the
+	// first namespace, and its sockets are not read, said as such.
+	lone := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Port: 3333, Netns: true, MoveNetns: true})
+	p = mustFind(t, captureLive(t), lone.Proc, "worker")
+	if len(p.Sockets) != 0 || !slices.ContainsFunc(p.Errors, func(e string) bool {
+		return strings.HasPrefix(e, "sockets: 3 of its sockets are in no network namespace a process of the host is in")
+	}) {
+		t.Errorf("sockets %+v, errors %q: want none placed, and 3 said not read", p.Sockets, p.Errors)
+	}
+}

@@ -96,15 +96,16 @@ func parseNetAddr(b []byte) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
-// unixInodes returns the inodes of net/unix (field 7) that are in want.
-func unixInodes(data []byte, want map[uint64]bool) map[uint64]bool {
+// tableInodes returns the inodes of a net table (field, counted from 0:
+// 6 in unix, 8 in packet, 9 in netlink and raw) that are in want.
+func tableInodes(data []byte, field int, want map[uint64]bool) map[uint64]bool {
 	found := map[uint64]bool{}
 	for line := range bytes.Lines(data) {
 		f := bytes.Fields(line)
-		if len(f) < 7 {
+		if len(f) <= field {
 			continue
 		}
-		if inode, err := strconv.ParseUint(string(f[6]), 10, 64); err == nil && want[inode] {
+		if inode, err := strconv.ParseUint(string(f[field]), 10, 64); err == nil && want[inode] {
 			found[inode] = true
 		}
 	}

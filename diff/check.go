@@ -10,13 +10,15 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindGPUInUse: (check only) a process holds, maps or is listed on a GPU
-// being handed out, and is not on the allow list.
+// KindGPUInUse: a process holds, maps or is listed on a GPU being handed
+// out (check), or was on one FROM gave its tenant (diff), and is neither
+// allowed nor the tenant's.
 const KindGPUInUse = "gpu_in_use"
 
 var ruleGPUInUse = &Rule{
 	Kind: KindGPUInUse, Title: "GPU in use before it is handed out",
 	Severities: []Severity{High},
+	compare:    []func(*comparison) []Finding{sharedAtFrom},
 	check:      gpusInUse,
 }
 

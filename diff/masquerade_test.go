@@ -29,6 +29,8 @@ func TestMasquerade(t *testing.T) {
 		{"kthreadd", "/usr/bin/perl", false, "named like a kernel thread"},
 		{"kworker/u8:3", "", true, ""},
 		{"kworkers", "/usr/bin/python3", false, ""},
+		// A proc root's comm past the kernel's 15 bytes, the whole exe's name.
+		{"nvidia-persistenced", "/usr/bin/nvidia-persistenced", false, ""},
 	} {
 		signs := masquerade(&snapshot.Process{Comm: c.comm, Exe: c.exe, KernelThread: c.kthread})
 		switch {

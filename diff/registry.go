@@ -19,7 +19,7 @@ type Rule struct {
 
 	// compare raise the kind in a diff, in order; check raises it in a
 	// check of a GPU set. Either may be nil: persistence runs after the
-	// others, on their findings, and gpu_in_use is a check's alone.
+	// others, on their findings.
 	compare []func(*comparison) []Finding
 	check   func(*comparison, *gpuSet) []Finding
 }

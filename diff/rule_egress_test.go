@@ -76,3 +76,22 @@ func TestEgressUnreadIsNotClean(t *testing.T) {
 		t.Errorf("complete %v, findings %+v: want incomplete, none", r.Complete, r.Findings)
 	}
 }
+
+// Triage says what was seen of egress, never that there was none: the
+// sockets it read, and "not known" where some were not.
+func TestTriageEgressIsWhatWasSeen(t *testing.T) {
+	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
+	for _, unread := range []bool{false, true} {
+		p := proc(100, 1, "python3", "/usr/bin/python3.11", gpu, cgroups("0::/"))
+		want := "no sign that it lies seen in its name and exe and 0 internet sockets (its package unchecked)"
+		if unread {
+			p.Errors = []string{"sockets: 1 socket in no network namespace a process is in"}
+			want = "; its sockets were not all read: egress not known"
+		}
+		r := Compare(snap("from"), snap("to", p), Options{})
+		f := first(t, r)
+		if f.Triage == nil || !strings.Contains(strings.Join(f.Triage.Why, "\n"), want) {
+			t.Errorf("unread %v: triage %+v, want %q", unread, f.Triage, want)
+		}
+	}
+}

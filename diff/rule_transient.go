@@ -9,6 +9,7 @@ var ruleTransientGPUProcess = &Rule{
 	Kind: KindTransientGPUProcess, Title: "Transient GPU process",
 	Severities: []Severity{Medium, High},
 	compare:    []func(*comparison) []Finding{transientGPUProcesses},
+	check:      (*comparison).lingeringUsers,
 }
 
 // transientGPUProcesses reports a process that used a GPU between FROM and TO

@@ -210,6 +210,9 @@ func commMatchesExe(comm, exe string) bool {
 	if short == "" || !strings.HasPrefix(long, short) {
 		return false
 	}
+	if len(short) == len(long) {
+		return true // a comm as long as its exe's name, past the kernel's limit: a proc root's, not the kernel's
+	}
 	next := long[len(short)]
 	return next == '.' || next == '-' || next == '_' || (next >= '0' && next <= '9')
 }

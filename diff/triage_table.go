@@ -247,7 +247,11 @@ func (f *facts) seen() string {
 	if f.p.Package == nil {
 		read += " (its package unchecked)"
 	}
-	return "no sign that it lies seen in " + read
+	seen := "no sign that it lies seen in " + read
+	if socketsUnread(f.p) {
+		seen += "; its sockets were not all read: egress not known"
+	}
+	return seen
 }
 
 // sourceLines are the evidence lines of what starts the process again.

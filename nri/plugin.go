@@ -25,7 +25,9 @@ import (
 type Gate interface {
 	// Baseline stores the pod's baseline, with gpus as its allocation, or
 	// (gpus nil) the kubelet's when it lists the pod; it says whether an
-	// allocation was recorded.
+	// allocation was recorded. Given gpus, it judges them as Check does
+	// from the capture it stores (no gap to step off a GPU in), and its
+	// error is Check's, the baseline stored all the same.
 	Baseline(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) (allocated bool, err error)
 	// Check checks gpus (nil: every GPU); a non-nil error is the one-line
 	// reason the GPUs are not known to be clean.
@@ -169,8 +171,8 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
 
 // CreateContainer checks the GPUs a container is given and refuses it, with
 // the check's reason, unless they are clean. The pod's first GPU container
-// records the allocation where the kubelet gave none, in a new baseline taken
-// once its GPUs are known clean.
+// records the allocation where the kubelet gave none, in a new baseline
+// whose capture is the one the check judges.
 func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	gpus, given := containerGPUs(c)
 	if !given {
@@ -188,13 +190,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.
 	}
 	p.mu.Unlock()
 	_, err = within(ctx, p, func(ctx context.Context) (bool, error) {
-		if err := p.gate.Check(ctx, pod, gpus); err != nil {
-			return false, err
-		}
 		if first && gpus != nil {
 			return p.gate.Baseline(ctx, pod, gpus)
 		}
-		return false, nil
+		return false, p.gate.Check(ctx, pod, gpus)
 	})
 	if err != nil {
 		p.logf("refused container %s of pod %s: %v", bounded(c.GetName()), pod, err)

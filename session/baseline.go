@@ -67,13 +67,25 @@ func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, sna
 // GPUs a names, and returns it with the head of the store's log after it.
 // An allocation the environment cannot give is an error before capturing.
 func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, store.TreeHead, error) {
-	given, err := a.fromEnv()
+	snap, err := h.CaptureBaseline(ctx, tenant, a)
 	if err != nil {
 		return nil, store.TreeHead{}, err
 	}
+	_, head, err := h.Put(snap)
+	return snap, head, err
+}
+
+// CaptureBaseline captures the host as tenant's baseline with the GPUs a
+// names, not stored yet: a gate judges this capture before Put stores it,
+// so that what it judged and what a later diff compares against are one.
+func (h *Host) CaptureBaseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, error) {
+	given, err := a.fromEnv()
+	if err != nil {
+		return nil, err
+	}
 	snap, err := h.Capture(ctx, snapshot.LabelBaseline, tenant)
 	if err != nil {
-		return nil, store.TreeHead{}, err
+		return nil, err
 	}
 	snap.Allocation = given
 	if why := snap.NVML.Unavailable; why != "" {
@@ -83,10 +95,9 @@ func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snap
 		}
 	}
 	if err := h.fromKubelet(ctx, tenant, a, snap); err != nil {
-		return nil, store.TreeHead{}, err
+		return nil, err
 	}
-	_, head, err := h.Put(snap)
-	return snap, head, err
+	return snap, nil
 }
 
 // Put stores snap and returns the processes' JSON it stored and the head of

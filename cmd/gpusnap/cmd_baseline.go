@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -22,16 +25,21 @@ import (
 func baselineCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "baseline",
-		Usage: "capture and store the baseline of a tenant, before it runs",
-		UsageText: "gpusnap baseline --tenant T [--json]\n\nRun it before the tenant's job starts (a Slurm prolog, a pod's init);\n" +
-			"`gpusnap diff --tenant T` after the job compares against the newest baseline of T.\n\nExamples:\n" +
-			"  id=$(gpusnap baseline --tenant \"$SLURM_JOB_ID\")\n  gpusnap baseline --tenant pod-7f3c --json | jq .id",
-		Flags: append([]cli.Flag{
+		Usage: "capture and store the baseline of a tenant, before it runs; with --gpus, judge its GPUs as check does from the same capture",
+		UsageText: "gpusnap baseline --tenant T [--gpus LIST [--allow FILE]] [--json]\n\nRun it before the tenant's job starts (a Slurm prolog, a pod's init);\n" +
+			"`gpusnap diff --tenant T` after the job compares against the newest baseline of T.\n\n" +
+			"With --gpus it is also the gate: the capture it stores is judged as gpusnap check --gpus LIST judges\n" +
+			"one (--allow, --fail-on, --zombie-threshold, --window, --expect-watch as check has them), so no process\n" +
+			"can let go of a GPU while it is checked and take it again before the baseline. The check's report\n" +
+			"comes first, the id last. Exit status: 0 clean and stored; 1 not clean, stored all the same (a job\n" +
+			"must not start); 2 error, or a GPU of LIST not known to be clean.\n\nExamples:\n" +
+			"  id=$(gpusnap baseline --tenant \"$SLURM_JOB_ID\" --gpus \"$SLURM_JOB_GPUS\")   # a Slurm prolog\n  gpusnap baseline --tenant pod-7f3c --json | jq .id",
+		Flags: slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` about to run (required)"},
-			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given: `LIST` of minor numbers (0,1 or 0-3) and UUIDs " +
-				"(default: the kubelet's, when T is a pod UID it lists; else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES; in a Slurm prolog without them, none); " +
+			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given, judged as check judges them: `LIST` of minor numbers (0,1 or 0-3) and UUIDs " +
+				"(default: the kubelet's, when T is a pod UID it lists; else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES, not judged; in a Slurm prolog without them, none); " +
 				"diff --tenant T reports T's use of any other GPU"},
-		}, podFlags()...),
+		}, gateFlags(), podFlags()),
 		Action: action(parseBaseline, runBaseline),
 	}
 }
@@ -40,6 +48,9 @@ func baselineCommand() *cli.Command {
 type baselineOptions struct {
 	Tenant     string
 	Allocation session.Allocation // where the GPUs the tenant was given come from
+	// Gate judges the GPUs of --gpus from the baseline's capture; nil
+	// without --gpus.
+	Gate *checkOptions
 }
 
 func parseBaseline(c *cli.Context) (baselineOptions, error) {
@@ -56,24 +67,69 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 		return o, usageError(fmt.Errorf("--gpus: %w", err))
 	}
 	o.Allocation.Given = &set
+	gate, err := parseGate(c)
+	if err != nil {
+		return o, err
+	}
+	gate.GPUs, o.Gate = &set, &gate
 	return o, nil
 }
 
+// runBaseline captures and stores the baseline. With --gpus, that same
+// capture is judged as check judges it: the report first, then the stored
+// id, then the check's exit status. A baseline that could not be stored
+// never hides a verdict that is not clean.
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
-	snap, head, err := g.host().Baseline(ctx, o.Tenant, o.Allocation)
+	h := g.host()
+	snap, err := h.CaptureBaseline(ctx, o.Tenant, o.Allocation)
 	if err != nil {
 		return err
 	}
-	if !g.JSON {
-		return printSnapshot(g, snap)
+	_, head, storeErr := h.Put(snap)
+	var r *diff.Result
+	if o.Gate != nil {
+		r = judgeCapture(g, *o.Gate, snap, &metrics.Run{}, snap.ID)
 	}
-	return writeSnapshotWithLog(g.Stdout, snap, head)
+	if err := printBaseline(g, snap, head, r, storeErr); err != nil {
+		return err
+	}
+	switch {
+	case r != nil && r.Check.Verdict == diff.VerdictNotClean:
+		return diffVerdict(g, true, storeErr)
+	case storeErr != nil:
+		return storeErr
+	case r != nil && r.Check.Verdict == diff.VerdictUnknown:
+		return fmt.Errorf("baseline %s stored; its GPUs are %s: %s", snap.ID, diff.VerdictUnknown, strings.Join(r.Check.Unchecked, "; "))
+	}
+	return nil
 }
 
-// writeSnapshotWithLog writes snap's JSON as snapshot --json does, with one
-// more top-level field, store_log: the head of the store's log after the
-// snapshot's leaf, which leaves the node with the prolog's output.
-func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead) error {
+// printBaseline prints a baseline: the gate's result r (nil: none) and the
+// id on stdout's last line, or with --json the snapshot with the store's log
+// and the gate's result as its check. An id is printed only once stored.
+func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result, storeErr error) error {
+	if g.JSON {
+		if storeErr != nil && r == nil {
+			return nil
+		}
+		return writeSnapshotWithLog(g.Stdout, snap, head, r)
+	}
+	if r != nil {
+		if err := render.ResultText(g.Stdout, r); err != nil {
+			return err
+		}
+	}
+	if storeErr != nil {
+		return nil
+	}
+	return printSnapshot(g, snap)
+}
+
+// writeSnapshotWithLog writes snap's JSON as snapshot --json does, with
+// more top-level fields: store_log, the head of the store's log after the
+// snapshot's leaf, which leaves the node with the prolog's output; and
+// check, the gate's result as check --json prints it, where r is not nil.
+func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result) error {
 	hold := &holdTail{w: w, n: len("}\n")}
 	if err := render.SnapshotJSON(hold, snap, nil); err != nil {
 		return err
@@ -84,6 +140,15 @@ func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeH
 	logJSON, err := json.MarshalIndent(diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}, "  ", "  ")
 	if err != nil {
 		return err
+	}
+	if r != nil {
+		var check bytes.Buffer
+		if err := render.JSON(&check, r); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, ",\n  \"check\": %s", bytes.ReplaceAll(bytes.TrimSpace(check.Bytes()), []byte("\n"), []byte("\n  "))); err != nil {
+			return err
+		}
 	}
 	_, err = fmt.Fprintf(w, ",\n  \"store_log\": %s\n}\n", logJSON)
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,17 +33,12 @@ func checkCommand() *cli.Command {
 			"no NVML to list it) or read: not known to be clean.\n\n" +
 			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
 			"  gpusnap check --gpus 0-3 --allow ./site-allow.list   # another list than " + diff.DefaultAllowPath + "\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
-		Flags: append([]cli.Flag{
+		Flags: slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
-			allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
-			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
-			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`, or of a triage class listed with it (suspected_compromise,leftover_worker)"},
 			textfileFlag(),
-			expectWatchFlag(),
-			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered, gpu_busy_without_process)"},
 			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
 			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},
-		}, append(podFlags(), ocsfFlags()...)...),
+		}, gateFlags(), podFlags(), ocsfFlags()),
 		Action: action(parseCheckOptions, runCheck),
 	}
 }
@@ -64,13 +60,44 @@ type checkOptions struct {
 // the diff's of its tenant to find, whose window is the tenant's job.
 const defaultCheckWindow = time.Hour
 
-func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window"), NPD: c.Bool("npd")}
+// gateFlags are the flags that say how GPUs are judged, check's and
+// baseline --gpus's alike: one gate, whichever command runs it.
+func gateFlags() []cli.Flag {
+	return []cli.Flag{
+		allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
+		&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
+		&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`, or of a triage class listed with it (suspected_compromise,leftover_worker)"},
+		expectWatchFlag(),
+		&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, transient_gpu_process, window_not_covered, gpu_busy_without_process)"},
+	}
+}
+
+// parseGate reads gateFlags into a check's options.
+func parseGate(c *cli.Context) (checkOptions, error) {
+	o := checkOptions{Window: c.Duration("window")}
 	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
 	if o.Window <= 0 {
 		return o, usageError(fmt.Errorf("--window %s: want a positive duration (1h, 30m)", o.Window))
 	}
+	if o.FailOn, err = diff.ParseFailOn(c.String("fail-on")); err != nil {
+		return o, usageError(fmt.Errorf("--fail-on: %w", err))
+	}
+	if o.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
+		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
+	}
+	if o.Allow, err = loadAllow(c); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func parseCheckOptions(c *cli.Context) (checkOptions, error) {
+	o, err := parseGate(c)
+	if err != nil {
+		return o, err
+	}
+	o.Textfile, o.NPD = c.String("textfile"), c.Bool("npd")
 	if o.OCSF, err = parseOCSF(c); err != nil {
 		return o, err
 	}
@@ -84,15 +111,6 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 		o.Idle = &podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
 	}
 	if o.GPUs, err = gpuListFlag(c, "gpus", "check"); err != nil {
-		return o, err
-	}
-	if o.FailOn, err = diff.ParseFailOn(c.String("fail-on")); err != nil {
-		return o, usageError(fmt.Errorf("--fail-on: %w", err))
-	}
-	if o.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
-		return o, usageError(fmt.Errorf("--zombie-threshold: %w", err))
-	}
-	if o.Allow, err = loadAllow(c); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -139,15 +157,22 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 			return nil, "", err
 		}
 	}
+	return judgeCapture(g, o, snap, run), snap.Host.Hostname, nil
+}
+
+// judgeCapture checks snap as the gate does, with the event log of the
+// window before it, filling run with what it saw, and records the result
+// in the store's log beside the snapshots ids (a baseline stored of snap).
+func judgeCapture(g globals, o checkOptions, snap *snapshot.Snapshot, run *metrics.Run, ids ...string) *diff.Result {
 	o.Since = checkSince(g, snap, o.Window)
 	o.Events, o.LogProblems = g.host().Window(o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
-	if err := recordResult(g, "check", r, run, o.Events); err != nil {
+	if err := recordResult(g, "check", r, run, o.Events, ids...); err != nil {
 		// The gate's verdict stands without the log: said, not fatal.
 		warn(g, err)
 	}
-	return r, snap.Host.Hostname, nil
+	return r
 }
 
 // reportCheck prints a check's result and returns its exit status.

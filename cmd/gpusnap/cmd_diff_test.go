@@ -579,8 +579,16 @@ func TestBaselineAllocation(t *testing.T) {
 	}
 
 	// --gpus wins over the environment, and bad input is one line and exit 2.
-	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "4242", "--gpus", "0", "--db", db}, before...)...); code != 0 {
-		t.Fatalf("baseline --gpus 0: exit %d: %s", code, stderr)
+	// It is the gate too: a process of the fixture holds GPU 0, so the
+	// baseline is not clean (exit 1), its report first, and stored all the
+	// same, its id the last line.
+	code, stdout, stderr = gpusnap(t, append([]string{"baseline", "--tenant", "4242", "--gpus", "0", "--db", db}, before...)...)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != exitFindings || !strings.HasPrefix(stdout, "gpusnap check: not clean: ") || !strings.Contains(stdout, "gpu_in_use") {
+		t.Fatalf("baseline --gpus 0 of a GPU in use: exit %d, want 1 with check's report: %s %s", code, stdout, stderr)
+	}
+	if code, out, _ := gpusnap(t, "show", "--db", db, lines[len(lines)-1]); code != 0 || !strings.Contains(out, "baseline") {
+		t.Errorf("the last line %q is not the stored baseline's id: exit %d %s", lines[len(lines)-1], code, out)
 	}
 	if code, stdout, _ := gpusnap(t, append([]string{"diff", "--json", "--tenant", "4242", "--db", db}, after...)...); strings.Contains(stdout, diff.KindOutOfAllocation) {
 		t.Errorf("GPU 0 allocated, yet: exit %d %s", code, stdout)

@@ -32,8 +32,9 @@ func nriCommand() *cli.Command {
 			"Runs until SIGTERM, connected to the runtime's NRI socket, the pod UID as the tenant:\n" +
 			"RunPodSandbox stores the pod's baseline (its GPUs from the kubelet's pod-resources API when it lists\n" +
 			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES) checks them and\n" +
-			"refuses the container with the check's reason unless clean; StopPodSandbox (or RemovePodSandbox, when\n" +
-			"the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir and one syslog line.\n" +
+			"refuses the container with the check's reason unless clean (the pod's first such container, where the\n" +
+			"kubelet gave no GPUs, stores the baseline that records them from the capture its check judged);\n" +
+			"StopPodSandbox (or RemovePodSandbox, when the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir and one syslog line.\n" +
 			"docs/kubernetes.md tells the whole story.\n\n" +
 			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow.list   # in the DaemonSet, beside watch\n" +
 			"  gpusnap nri --socket /run/nri/nri.sock --sign-key /etc/gpusnap/bundle.key",
@@ -106,24 +107,49 @@ func (n *nriGate) quiet(w io.Writer) globals {
 	return g
 }
 
+// Baseline stores the pod's baseline. Given gpus, the same capture is
+// judged as Check judges one, and the GPUs not clean are refused as Check
+// refuses them, the baseline stored all the same.
 func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (bool, error) {
 	// The runtime's GPUs, else the kubelet's; the plugin's own environment is not the pod's.
-	snap, _, err := n.quiet(io.Discard).host().Baseline(ctx, pod.UID, session.Allocation{Given: gpus, Pods: n.o.Pods})
+	var report bytes.Buffer
+	g := n.quiet(&report)
+	h := g.host()
+	snap, err := h.CaptureBaseline(ctx, pod.UID, session.Allocation{Given: gpus, Pods: n.o.Pods})
 	if err != nil {
 		return false, err
 	}
-	return snap.Allocation != nil, nil
+	if _, _, err := h.Put(snap); err != nil {
+		return false, err
+	}
+	if gpus == nil {
+		return snap.Allocation != nil, nil
+	}
+	o := n.checkOptions(gpus)
+	r := judgeCapture(g, o, snap, &metrics.Run{}, snap.ID)
+	return true, n.refusal(ctx, pod, g, o, r, snap.Host.Hostname, &report)
 }
 
 func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {
-	o := checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
-		FailOn: diff.AtLeast(diff.Medium)}, Window: defaultCheckWindow}
+	o := n.checkOptions(gpus)
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	r, host, err := checkHost(ctx, g, o, &metrics.Run{})
 	if err != nil {
 		return err
 	}
+	return n.refusal(ctx, pod, g, o, r, host, &report)
+}
+
+// checkOptions are the plugin's check of gpus: check's defaults, its --allow.
+func (n *nriGate) checkOptions(gpus *snapshot.GPUSet) checkOptions {
+	return checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
+		FailOn: diff.AtLeast(diff.Medium)}, Window: defaultCheckWindow}
+}
+
+// refusal reports a check's result r into report, and returns nil when it
+// is clean, else the one-line reason with the path of the report it wrote.
+func (n *nriGate) refusal(ctx context.Context, pod nri.Pod, g globals, o checkOptions, r *diff.Result, host string, report *bytes.Buffer) error {
 	if reportCheck(g, o, r, host) == nil {
 		return nil
 	}

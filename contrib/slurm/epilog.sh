@@ -9,7 +9,8 @@
 # found it writes an evidence bundle to GPUSNAP_EVIDENCE_DIR, logs one line to
 # syslog (tag gpusnap), the diff's verdict line with the bundle's path, and
 # exits 1. A diff that could not run (no baseline, unreadable store) is not a
-# clean node either: exit 1, with the report's path.
+# clean node either: exit 1, with the report's path. Every report and bundle a
+# run writes that is not clean is kept, under a name no earlier run has.
 #
 # Settings: as the prolog's (settings.sh).
 set -u
@@ -23,12 +24,14 @@ if [ -e /dev/nvidiactl ] || [ -d /proc/driver/nvidia ]; then
 	nvml=--require-nvml
 fi
 mkdir -p -m 0700 "$GPUSNAP_EVIDENCE_DIR" || { say "epilog: job $job: cannot make $GPUSNAP_EVIDENCE_DIR; node not checked"; exit 1; }
-# A requeued job keeps its id: the restart count keeps each run's evidence.
-name="$GPUSNAP_EVIDENCE_DIR/job-$job.${SLURM_RESTART_COUNT:-0}"
+# A requeued job keeps its id: the restart count keeps each run's evidence,
+# and a run again for the same one writes beside what the last run kept.
+name=$(fresh "$GPUSNAP_EVIDENCE_DIR/job-$job.${SLURM_RESTART_COUNT:-0}" .txt .tar.gz)
 "$GPUSNAP" diff $nvml --tenant "$job" --bundle "$name.tar.gz" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.txt" 2>&1
 case $? in
 0)
-	rm -f "$name.txt"
+	# Clean: this run's own report goes, unless a bundle was written beside it.
+	[ -e "$name.tar.gz" ] || rm -f "$name.txt"
 	exit 0
 	;;
 1)

@@ -4,11 +4,13 @@
 # slurmd runs it as root on the node before the job starts, with SLURM_JOB_ID
 # and, for a job given GPUs, SLURM_JOB_GPUS in its environment. It calls no
 # Slurm command: a non-zero exit is the whole answer, and Slurm then drains
-# the node and requeues the job. It refuses the node when a GPU given to the
-# job is held, mapped or listed by any process, or holds memory no process
-# accounts for (gpusnap check), and then records the job's baseline, with its
-# GPUs, for the epilog's diff. The reason goes to syslog (tag gpusnap) with the
-# path of the full report.
+# the node and requeues the job. It records the job's baseline, with its
+# GPUs, for the epilog's diff, and judges those GPUs from that same capture
+# (gpusnap baseline --gpus): it refuses the node when one is held, mapped or
+# listed by a process not allowed, or holds memory no process accounts for.
+# One capture is the gate and the baseline, so no process can let go of a
+# GPU while it is checked and take it again before the baseline is taken.
+# The reason goes to syslog (tag gpusnap) with the path of the full report.
 #
 # The syslog line carries check's verdict line. Settings (GPUSNAP,
 # GPUSNAP_DB, GPUSNAP_EVIDENCE_DIR, GPUSNAP_ALLOW, GPUSNAP_SYSLOG_SOCKET): the
@@ -26,25 +28,31 @@ if [ -e /dev/nvidiactl ] || [ -d /proc/driver/nvidia ]; then
 	nvml=--require-nvml
 fi
 mkdir -p -m 0700 "$GPUSNAP_EVIDENCE_DIR" || { say "prolog: job $job: cannot make $GPUSNAP_EVIDENCE_DIR; node refused"; exit 1; }
-report="$GPUSNAP_EVIDENCE_DIR/prolog-$job.${SLURM_RESTART_COUNT:-0}.txt"
+report="$(fresh "$GPUSNAP_EVIDENCE_DIR/prolog-$job.${SLURM_RESTART_COUNT:-0}" .txt).txt"
 
-# A job given no GPU is not refused for GPUs in use by other jobs.
+# A job given no GPU is not refused for GPUs in use by other jobs: its
+# baseline judges nothing. baseline --gpus exits 1 when its GPUs are not
+# clean, 2 when they are not known to be clean or no baseline was stored.
 if [ -n "${SLURM_JOB_GPUS:-}" ]; then
-	"$GPUSNAP" check $nvml --gpus "$SLURM_JOB_GPUS" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$report" 2>&1
-	rc=$?
-	if [ "$rc" -ne 0 ]; then
-		what="GPUs $SLURM_JOB_GPUS in use"
-		[ "$rc" -ne 1 ] && what="GPUs $SLURM_JOB_GPUS not known to be clean (gpusnap check exit $rc)"
-		say "prolog: job $job: $what: $(verdict "$report"); node refused, report $report"
-		exit 1
-	fi
+	"$GPUSNAP" baseline $nvml --tenant "$job" --gpus "$SLURM_JOB_GPUS" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$report" 2>&1
+else
+	"$GPUSNAP" baseline $nvml --tenant "$job" >"$report" 2>&1
+fi
+rc=$?
+case $rc in
+0)
 	rm -f "$report"
-fi
-
-# The baseline records SLURM_JOB_GPUS as the job's allocation.
-if ! "$GPUSNAP" baseline $nvml --tenant "$job" >"$report" 2>&1; then
-	say "prolog: job $job: no baseline: $(tail -n 1 "$report"); node refused, report $report"
-	exit 1
-fi
-rm -f "$report"
-exit 0
+	exit 0
+	;;
+1)
+	say "prolog: job $job: GPUs $SLURM_JOB_GPUS in use: $(verdict "$report"); node refused, report $report"
+	;;
+*)
+	if [ -n "${SLURM_JOB_GPUS:-}" ] && grep -q -E '^gpusnap check: ' "$report"; then
+		say "prolog: job $job: GPUs $SLURM_JOB_GPUS not known to be clean (gpusnap baseline exit $rc): $(verdict "$report"); node refused, report $report"
+	else
+		say "prolog: job $job: no baseline: $(tail -n 1 "$report"); node refused, report $report"
+	fi
+	;;
+esac
+exit 1

@@ -44,3 +44,23 @@ say() {
 verdict() {
 	grep -m 1 -E '^gpusnap (diff|check): ' "$1" || tail -n 1 "$1"
 }
+
+# fresh prints BASE, else BASE.1, BASE.2 ...: the first name that none of BASE's
+# files (the name and each suffix given) have yet. A hook run again for the same
+# job (slurmd's retry, an operator's re-run) keeps what an earlier run wrote.
+fresh() {
+	fresh_base=$1
+	shift
+	fresh_name=$fresh_base
+	fresh_n=0
+	while :; do
+		fresh_taken=
+		for fresh_ext in "$@"; do
+			[ -e "$fresh_name$fresh_ext" ] && fresh_taken=1
+		done
+		[ -z "$fresh_taken" ] && break
+		fresh_n=$((fresh_n + 1))
+		fresh_name="$fresh_base.$fresh_n"
+	done
+	printf '%s\n' "$fresh_name"
+}

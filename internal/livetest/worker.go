@@ -21,6 +21,9 @@ type WorkerOptions struct {
 	// Netns runs the worker in a network namespace of its own (unshare -n,
 	// loopback brought up), where its listener and connection live.
 	Netns bool
+	// MoveNetns has the worker, once connected, move to a fresh network
+	// namespace (unshare CLONE_NEWNET): its sockets stay where it made them.
+	MoveNetns bool
 	// Fork has the worker's parent lead a session of its own, as slurmstepd,
 	// sshd and container runtimes do, then fork the worker without setsid and
 	// exit. The worker is reparented inside its job's session. Without that
@@ -53,6 +56,9 @@ func StartWorker(t testing.TB, node string, opts WorkerOptions) Worker {
 	}
 	if opts.Port != 0 {
 		args = append(args, "-c", strconv.Itoa(opts.Port))
+	}
+	if opts.MoveNetns {
+		args = append(args, "-N")
 	}
 	if opts.Fork {
 		args = append(args, "-g", "-s")

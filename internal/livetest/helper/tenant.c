@@ -13,6 +13,9 @@
  * -c PORT listens on 127.0.0.1:PORT, connects to it and accepts (before any fork,
  *    so a ghost inherits it): an established TCP connection to PORT (a stratum
  *    port) in the process's network namespace.
+ * -N (with -c): then move to a fresh network namespace (unshare CLONE_NEWNET),
+ *    as a miner hides its pool connection: the sockets stay in the namespace
+ *    they were made in, which /proc/PID/net no longer shows.
  * -s (with -g): the ghost does not call setsid(): it stays in its job's session,
  *    as a DataLoader worker does, and is only reparented.
  * -m COUNT maps NODE COUNT more times, 4 KiB read-only each at offset 0 (so the
@@ -41,6 +44,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +213,7 @@ static void hopper(const char *node, const char *pidfile) {
 }
 
 int main(int argc, char **argv) {
-	int ghost = 0, threads = 0, ring = 0, hops = 0, session = 1, port = 0, opt, rw, ro, p[2], i;
+	int ghost = 0, threads = 0, ring = 0, hops = 0, session = 1, port = 0, move = 0, opt, rw, ro, p[2], i;
 	long more = 0, k;
 	pthread_t tid;
 	const char *name = NULL;
@@ -218,9 +222,10 @@ int main(int argc, char **argv) {
 	void *m;
 	ssize_t n;
 
-	while ((opt = getopt(argc, argv, "c:gHm:n:p:stu")) != -1) {
+	while ((opt = getopt(argc, argv, "c:gHm:Nn:p:stu")) != -1) {
 		switch (opt) {
 		case 'c': port = atoi(optarg); break;
+		case 'N': move = 1; break;
 		case 's': session = 0; break;
 		case 'H': hops = 1; break;
 		case 'u': ring = 1; break;
@@ -254,6 +259,8 @@ int main(int argc, char **argv) {
 			die("mmap -m");
 	if (port)
 		connectself(port);
+	if (move && unshare(CLONE_NEWNET) != 0)
+		die("unshare CLONE_NEWNET");
 	snprintf(lines, sizeof lines, "tenant %ld %ld %llu\n", hostpid(), (long)getpid(), starttime());
 	if (!ghost) {
 		if (name && prctl(PR_SET_NAME, name, 0, 0, 0) != 0)
