@@ -63,9 +63,9 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 		}
 		return paths
 	}),
-	"container": ownerField(func(p *snapshot.Process) string { return p.ContainerID }),
-	"pod":       ownerField(func(p *snapshot.Process) string { return p.PodUID }),
-	"slurm_job": ownerField(func(p *snapshot.Process) string { return p.SlurmJobID }),
+	"container": ownerField(snapshot.OwnerContainer),
+	"pod":       ownerField(snapshot.OwnerPod),
+	"slurm_job": ownerField(snapshot.OwnerSlurmJob),
 	"kind":      func(f *Finding, _ *snapshot.Process) []string { return []string{f.Kind} },
 	// device matches the path a finding names, except where the process
 	// has a node there whose number names another device (misnamed).
@@ -121,15 +121,12 @@ func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot
 	}
 }
 
-// ownerField is a container, pod or Slurm job id of the process, which no
-// allow entry matches where it was read from a cgroup the process's user
-// named (SelfNamedCgroup).
-func ownerField(get func(*snapshot.Process) string) func(*Finding, *snapshot.Process) []string {
+// ownerField is a container, pod or Slurm job id of the process, where
+// the owner rule vouches for it (snapshot.Process.VerifiedOwner): an id a
+// tenant could have named itself matches no entry.
+func ownerField(kind string) func(*Finding, *snapshot.Process) []string {
 	return processField(func(p *snapshot.Process) []string {
-		if p.SelfNamedCgroup() {
-			return nil
-		}
-		return []string{get(p)}
+		return []string{p.VerifiedOwner(kind)}
 	})
 }
 

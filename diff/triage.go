@@ -116,12 +116,7 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 		return Triage{Class: ClassTenant, Rule: "tenant", Why: []string{why},
 			Next: fmt.Sprintf("the tenant's own: let its job end, or kill -9 %d if the job has ended", p.PID)}
 	}
-	owner := ownerText(p)
-	if in.tenant != "" && p.SelfNamedCgroup() {
-		// A tenant can name its own cgroup for another's job: no verdict
-		// of whose it is rests on that.
-		owner = ""
-	}
+	owner := ownerText(p) // only an owner the owner rule vouches for
 	switch {
 	case owner != "" && in.tenant != "":
 		return Triage{Class: ClassAnotherTenant, Rule: "another-tenant", Why: []string{"its cgroup names " + owner + ", not tenant " + in.tenant},
@@ -135,7 +130,7 @@ func ownership(in triageInput, p *snapshot.Process) Triage {
 	if reparented != "" {
 		return leftover(p, "leftover-reparented", append([]string{reparented}, why...))
 	}
-	return leftover(p, "leftover-unowned", why)
+	return leftover(p, "leftover-unowned", append(why, p.OwnerDoubts()...))
 }
 
 // leftover is the verdict on a worker that outlived its job, by rule.
@@ -156,15 +151,17 @@ func reparentedWhy(p, before *snapshot.Process) string {
 	return ""
 }
 
-// ownerText names the job, pod or container p's cgroup belongs to, or "".
+// ownerText names the job, pod or container p's cgroup belongs to, where
+// the owner rule vouches for it (snapshot.Process.VerifiedOwner), or "".
 func ownerText(p *snapshot.Process) string {
-	switch {
-	case p.SlurmJobID != "":
-		return "slurm job " + p.SlurmJobID
-	case p.PodUID != "":
-		return "pod " + p.PodUID
-	case p.ContainerID != "":
-		return "container " + snapshot.ShortContainerID(p.ContainerID)
+	if id := p.VerifiedOwner(snapshot.OwnerSlurmJob); id != "" {
+		return "slurm job " + id
+	}
+	if id := p.VerifiedOwner(snapshot.OwnerPod); id != "" {
+		return "pod " + id
+	}
+	if id := p.VerifiedOwner(snapshot.OwnerContainer); id != "" {
+		return "container " + snapshot.ShortContainerID(id)
 	}
 	return ""
 }

@@ -151,6 +151,11 @@ type Process struct {
 	PodUID           string   `json:"pod_uid,omitempty"`
 	SlurmJobID       string   `json:"slurm_job_id,omitempty"`
 	SystemdUnit      string   `json:"systemd_unit,omitempty"`
+	// OwnerCgroups are what the capture read of the cgroup directories that
+	// carry ContainerID, PodUID and SlurmJobID: the owner rule
+	// (VerifiedOwner) vouches for an id only where no one but root could
+	// write them. Nil in a snapshot that did not read them.
+	OwnerCgroups []OwnerCgroup `json:"owner_cgroups,omitempty"`
 	// UnitRestart is the Restart= of SystemdUnit's file (and drop-ins), and
 	// UnitTimer the timer that starts it, for a process that uses a GPU:
 	// what brings it back after a kill.
