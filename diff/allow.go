@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,10 @@ type allowEntry struct {
 	where  string // FILE:LINE
 	text   string // the entry as written
 	fields []allowField
+	// hostOnly: the entry names an exe and no cgroup, container or pod, so
+	// it speaks of the host's program: a process in a container's cgroup or
+	// in another mount namespace, whose paths are another root's, is not it.
+	hostOnly bool
 }
 
 type allowField struct {
@@ -42,10 +47,11 @@ type allowField struct {
 // A process field never matches a finding that names no process.
 var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 	// exe matches the path /proc/PID/exe names, except where the file run is
-	// not the package's file at that path: a tenant can bind its own binary
-	// over an allowed path in its own mount namespace.
+	// not the package's file at that path (a tenant can bind its own binary
+	// over an allowed path), or where the process runs code the file does
+	// not vouch for (an LD_PRELOAD library's constructor).
 	"exe": processField(func(p *snapshot.Process) []string {
-		if p.Package != nil && p.Package.Status == provenance.Modified {
+		if p.Package != nil && p.Package.Status == provenance.Modified || len(p.RunsForeignCode()) > 0 {
 			return nil
 		}
 		return []string{p.Exe}
@@ -205,6 +211,7 @@ func parseAllowEntry(text string) (allowEntry, error) {
 	if len(e.fields) == 0 {
 		return e, errors.New("empty entry")
 	}
+	e.hostOnly = e.names("exe") && !e.names("cgroup") && !e.names("container") && !e.names("pod")
 	return e, nil
 }
 
@@ -243,7 +250,15 @@ func (a *AllowList) match(f *Finding, p *snapshot.Process) *allowEntry {
 	return nil
 }
 
+// names reports whether the entry has a pattern for field.
+func (e *allowEntry) names(field string) bool {
+	return slices.ContainsFunc(e.fields, func(f allowField) bool { return f.name == field })
+}
+
 func (e *allowEntry) matches(f *Finding, p *snapshot.Process) bool {
+	if e.hostOnly && p != nil && (p.ContainerID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
+		return false
+	}
 	for _, fld := range e.fields {
 		hit := false
 		for _, v := range allowFields[fld.name](f, p) {

@@ -52,6 +52,11 @@ func TestAllowDowngradesToInfo(t *testing.T) {
 	}
 }
 
+// foreign gives a process what the capture read of its code.
+func foreign(c snapshot.ForeignCode) procOpt {
+	return func(p *snapshot.Process) { p.ForeignCode = &c }
+}
+
 func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 	for _, tc := range []struct {
 		entry string
@@ -67,6 +72,18 @@ func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 		{"exe=/usr/lib/x.so", proc(1, 1, "a", "/usr/lib/xXso"), false}, // . is literal
 		{"comm=a exe=/b", proc(1, 1, "a", "/a"), false},                // every field must match
 		{"slurm_job=42", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.SlurmJobID = "42" }), true},
+		// an exe vouches for its file, not for code loaded beside it
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{})), true},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{LoaderEnv: []string{"LD_PRELOAD=/tmp/x.so"}})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{Mapped: []string{"/opt/x.so: no package installed it"}})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{Unread: []string{"environ: permission denied"}})), false},
+		{"user=bob", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{LoaderEnv: []string{"LD_PRELOAD=/tmp/x.so"}})), true},
+		// an exe entry naming no cgroup is the host's program
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), false},
+		{"exe=/a container=c0ffee", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), true},
+		{"exe=/a cgroup=/system.slice/*", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true}),
+			func(p *snapshot.Process) { p.Cgroups = []string{"0::/system.slice/x.service"} }), true},
 	} {
 		a, err := ParseAllow(strings.NewReader(tc.entry), "t")
 		if err != nil {

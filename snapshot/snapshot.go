@@ -137,6 +137,10 @@ type Process struct {
 	ExeSHA256  string   `json:"exe_sha256,omitempty"`
 	HashStatus string   `json:"hash_status,omitempty"`
 	Package    *Package `json:"package,omitempty"`
+	// ForeignCode is what else it runs: libraries no package installed,
+	// the loader's variables, its mount namespace (a process that uses a
+	// GPU, on the live procfs).
+	ForeignCode *ForeignCode `json:"foreign_code,omitempty"`
 
 	UID  int    `json:"uid"`  // real uid, from status Uid:
 	EUID int    `json:"euid"` // effective uid
