@@ -25,6 +25,10 @@ import (
 // examples.
 type AllowList struct {
 	entries []allowEntry
+	// Weak names each entry whose exe pattern reaches outside the
+	// directories only packages install into and that pins no sha256: a
+	// tenant's binary at such a path (or bound over it) passes it.
+	Weak []string
 }
 
 type allowEntry struct {
@@ -38,8 +42,9 @@ type allowEntry struct {
 }
 
 type allowField struct {
-	name string
-	re   *regexp.Regexp
+	name    string
+	pattern string
+	re      *regexp.Regexp
 }
 
 // allowFields are the fields an entry may name, each giving the values of a
@@ -82,6 +87,37 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 		return []string{f.Device}
 	},
 	"gpu": func(f *Finding, _ *snapshot.Process) []string { return []string{f.GPUUUID} },
+	// sha256 matches the SHA-256 of the file the process runs, as the
+	// capture read it: it pins an exe no package installed (/opt/...),
+	// which dpkg cannot vouch for.
+	"sha256": processField(func(p *snapshot.Process) []string {
+		if p.HashStatus != snapshot.HashOK {
+			return nil
+		}
+		return []string{p.ExeSHA256}
+	}),
+}
+
+// weakExe reports whether an entry's exe pattern may match a path outside
+// systemDirs, where dpkg's checksums vouch for the file, and the entry pins
+// no sha256.
+func (e *allowEntry) weakExe() bool {
+	if e.names("sha256") {
+		return false
+	}
+	for _, f := range e.fields {
+		if f.name != "exe" {
+			continue
+		}
+		inside := false
+		for _, d := range systemDirs {
+			inside = inside || strings.HasPrefix(f.pattern, d)
+		}
+		if !inside {
+			return true
+		}
+	}
+	return false
 }
 
 // misnamed reports whether p holds or maps, at path, an NVIDIA node (major
@@ -167,6 +203,9 @@ func ParseAllow(r io.Reader, name string) (*AllowList, error) {
 		}
 		e.where = fmt.Sprintf("%s:%d", name, n)
 		a.entries = append(a.entries, e)
+		if e.weakExe() {
+			a.Weak = append(a.Weak, e.where+": "+e.text)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("allow list %s: %w", name, err)
@@ -183,7 +222,7 @@ func parseAllowEntry(text string) (allowEntry, error) {
 			return e, fmt.Errorf("want FIELD=PATTERN, got %q", firstWord(rest))
 		}
 		if allowFields[name] == nil {
-			return e, fmt.Errorf("unknown field %q (want exe, comm, user, cgroup, container, pod, slurm_job, kind, device or gpu)", name)
+			return e, fmt.Errorf("unknown field %q (want exe, sha256, comm, user, cgroup, container, pod, slurm_job, kind, device or gpu)", name)
 		}
 		var pattern string
 		if strings.HasPrefix(value, `"`) {
@@ -206,7 +245,7 @@ func parseAllowEntry(text string) (allowEntry, error) {
 		if pattern == "" {
 			return e, fmt.Errorf("field %s has an empty pattern", name)
 		}
-		e.fields = append(e.fields, allowField{name: name, re: globRegexp(pattern)})
+		e.fields = append(e.fields, allowField{name: name, pattern: pattern, re: globRegexp(pattern)})
 	}
 	if len(e.fields) == 0 {
 		return e, errors.New("empty entry")

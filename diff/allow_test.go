@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,4 +179,34 @@ func TestAllowOwnerNotFromASelfNamedCgroup(t *testing.T) {
 		in("/user.slice/user-1001.slice/user@1001.service/docker-"+id+".scope"))
 	to := withGPUs(snap("now", real, forged), gpuN(0, "GPU-0", 1<<20))
 	expect(t, check(t, to, "", "container="+id+"\n"), "gpu_in_use high 4242 /dev/nvidia0", "gpu_in_use info 900 /dev/nvidia0")
+}
+
+// An exe no package installed is pinned by its SHA-256: the entry passes the
+// file it names and not another binary put at that path; an exe pattern
+// outside the packages' directories without a pin is named as weak.
+func TestAllowSHA256Pin(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	run := func(hash, status string) procOpt {
+		return func(p *snapshot.Process) { p.ExeSHA256, p.HashStatus = hash, status }
+	}
+	a, err := ParseAllow(strings.NewReader("exe=/opt/infer/bin/server sha256="+sum+"\nexe=/usr/bin/nv-hostengine\nexe=/opt/other/*\nexe=*/sleep\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    snapshot.Process
+		want bool
+	}{
+		{proc(1, 1, "server", "/opt/infer/bin/server", run(sum, snapshot.HashOK)), true},
+		{proc(1, 1, "server", "/opt/infer/bin/server", run(strings.Repeat("cd", 32), snapshot.HashOK)), false},
+		{proc(1, 1, "server", "/opt/infer/bin/server", run("", snapshot.HashTooLarge)), false},
+	} {
+		f := Finding{Kind: KindUnexpectedGPUProcess}
+		if got := a.match(&f, &tc.p) != nil; got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.p.ExeSHA256, tc.p.HashStatus, got, tc.want)
+		}
+	}
+	if want := []string{"t:3: exe=/opt/other/*", "t:4: exe=*/sleep"}; !slices.Equal(a.Weak, want) {
+		t.Errorf("weak entries %q, want %q", a.Weak, want)
+	}
 }
