@@ -162,9 +162,10 @@ type kernelCmdline struct {
 
 // cgroupSet is the /proc/PID/cgroup of one css_set, parsed.
 type cgroupSet struct {
-	text  string
-	lines []string
-	a     attribution
+	text   string
+	lines  []string
+	a      attribution
+	owners []snapshot.OwnerCgroup // read on the live procfs only
 }
 
 // newBPFScan is the state of a scan sized by a listing of n PIDs: a Process
@@ -538,7 +539,7 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*c
 		set.text = string(data)
 		s.cgroups[key] = set
 	}
-	set.lines, set.a = parseCgroup(set.text)
+	set.parse(s.cfg.live)
 	return set, true
 }
 

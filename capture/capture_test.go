@@ -133,7 +133,7 @@ func TestCaptureFixtureIdentity(t *testing.T) {
 		7300: {SystemdUnit: "ssh.service"},
 	} {
 		p := findPID(t, s, pid)
-		got := attribution{p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit}
+		got := attribution{ContainerID: p.ContainerID, Runtime: p.ContainerRuntime, PodUID: p.PodUID, SlurmJobID: p.SlurmJobID, SystemdUnit: p.SystemdUnit}
 		if got != want {
 			t.Errorf("pid %d attribution %+v, want %+v", pid, got, want)
 		}

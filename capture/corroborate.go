@@ -94,6 +94,7 @@ func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *snapshot.S
 		}
 	}
 	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg, known)
+	cfg.readForeignCode(users, dpkg, known)
 	if dpkg != nil {
 		s.Scan.Errors = append(s.Scan.Errors, dpkg.Notes...)
 	}

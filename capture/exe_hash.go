@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"strconv"
 	"syscall"
 
@@ -130,14 +129,7 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 		}
 		paths = append(paths, p.Exe)
 	}
-	owners, missing := known.owners(dpkg.Stamp(), paths)
-	if len(missing) > 0 {
-		found, complete := dpkg.Owners(missing)
-		maps.Copy(owners, found)
-		if complete {
-			known.learnOwners(dpkg.Stamp(), missing, found)
-		}
-	}
+	owners, _ := ownersOf(paths, dpkg, known)
 	for p, sum := range md5s {
 		status, why := dpkg.Status(owners[p.Exe], p.Exe, sum)
 		p.Package = &snapshot.Package{Name: owners[p.Exe], Status: status}

@@ -64,7 +64,7 @@ func zombieEntry(t *testing.T, root string, pid int, comm string) {
 		"comm":    comm + "\n",
 		"cmdline": "",
 		"maps":    "",
-		"cgroup":  "0::/slurm/job_77\n",
+		"cgroup":  "0::/system.slice/slurmstepd.scope/job_77/step_0\n",
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {

@@ -20,10 +20,19 @@ import (
 //	Slurm (v2)             /system.slice/slurmstepd.scope/job_4242/step_0/user/task_0 (<node>_slurmstepd.scope with multiple slurmd)
 //	systemd                /system.slice/sshd.service, /user.slice/user-1000.slice/session-3.scope
 
-// attribution is what the cgroup paths of a process reveal.
+// attribution is what the cgroup paths of a process reveal, and the
+// directory each owner id was read from.
 type attribution struct {
 	ContainerID, Runtime, PodUID, SlurmJobID, SystemdUnit string
+	dirs                                                  ownerDirs
 }
+
+// ownerDirs are the directories whose names carry an attribution's ids.
+type ownerDirs struct{ container, pod, slurmJob ownerDir }
+
+// ownerDir is one cgroup directory: its path in the hierarchy of the v1
+// controllers named ("" for cgroup v2).
+type ownerDir struct{ hierarchy, path string }
 
 // parseCgroup returns the lines of a cgroup file and what they reveal. The v2
 // line is read first: on a hybrid host it is the one systemd and the
@@ -37,22 +46,14 @@ func parseCgroup(data string) ([]string, attribution) {
 	for _, pass := range []bool{true, false} {
 		for _, line := range lines {
 			_, rest, ok1 := strings.Cut(line, ":")
-			_, path, ok2 := strings.Cut(rest, ":")
+			hierarchy, path, ok2 := strings.Cut(rest, ":")
 			if !ok1 || !ok2 || strings.HasPrefix(line, "0::") != pass {
 				continue
 			}
-			a.fill(path)
+			a.fill(hierarchy, path)
 		}
 	}
 	return lines, a
-}
-
-// CgroupOwner returns what one cgroup path says about who runs the processes
-// in it: watch names a process by the path of its cgroup id.
-func CgroupOwner(path string) (containerID, runtime, podUID, slurmJobID string) {
-	var a attribution
-	a.fill(path)
-	return a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID
 }
 
 // scopePrefixes are the systemd scope names of container runtimes.
@@ -63,37 +64,36 @@ var scopePrefixes = []struct{ prefix, runtime string }{
 	{"libpod-", "podman"},
 }
 
-// fill sets the fields of a still empty from one cgroup path.
-func (a *attribution) fill(path string) {
+// fill sets the fields of a still empty from one cgroup path of hierarchy.
+// A job or pod id is read only where its manager puts it (slurmJobAnchor,
+// kubepodsAnchor). The outermost id wins: a container that may write its
+// own cgroup subtree names cgroups only below its own.
+func (a *attribution) fill(hierarchy, path string) {
 	elems := strings.Split(strings.Trim(path, "/"), "/")
-	slurm := false
-	kubepods := false // an element above names the kubepods hierarchy
+	kubepods := -1 // the index of the anchored kubepods element
 	unit := ""
+	dir := func(i int) ownerDir { return ownerDir{hierarchy, "/" + strings.Join(elems[:i+1], "/")} }
 	for i, e := range elems {
 		// docker-<id>.scope, crio-<id>.scope, and cri-o's cgroupfs form crio-<id>.
 		if id, rt := scopeContainer(e); id != "" {
-			a.setContainer(id, rt)
+			a.setContainer(id, rt, dir(i))
 		}
 		switch {
 		case strings.HasSuffix(e, ".scope") || strings.HasSuffix(e, ".service"):
 			unit = e // the innermost unit of the path
-			// slurmstepd.scope, or <node>_slurmstepd.scope with multiple slurmd.
-			if strings.HasSuffix(e, "slurmstepd.scope") {
-				slurm = true
-			}
-		case strings.Contains(e, "kubepods") && strings.HasSuffix(e, ".slice"):
+		case kubepods < 0 && kubepodsAnchor(elems, i):
+			kubepods = i
+		case kubepods >= 0 && i <= kubepods+2 && strings.Contains(e, "kubepods") && strings.HasSuffix(e, ".slice"):
 			// kubepods-burstable-pod1a2b_3c4d.slice (or kubelet-kubepods-... under
 			// a kubelet --cgroup-root): systemd cannot have '-' in a name part.
 			if j := strings.LastIndex(e, "-pod"); j >= 0 {
-				a.setPod(strings.ReplaceAll(strings.TrimSuffix(e[j+4:], ".slice"), "_", "-"))
+				a.setPod(strings.ReplaceAll(strings.TrimSuffix(e[j+4:], ".slice"), "_", "-"), dir(i))
 			}
-		case strings.HasPrefix(e, "pod") && kubepods:
-			a.setPod(e[3:])
-		case e == "slurm" || strings.HasPrefix(e, "slurm_"):
-			slurm = true
-		case slurm && strings.HasPrefix(e, "job_") && isDigits(e[4:]):
+		case kubepods >= 0 && i <= kubepods+2 && strings.HasPrefix(e, "pod"):
+			a.setPod(e[3:], dir(i))
+		case strings.HasPrefix(e, "job_") && isDigits(e[4:]) && slurmJobAnchor(elems, i):
 			if a.SlurmJobID == "" {
-				a.SlurmJobID = e[4:]
+				a.SlurmJobID, a.dirs.slurmJob = e[4:], dir(i)
 			}
 		case isHex64(e) && i > 0:
 			// cgroupfs drivers: /docker/<id>, /kubepods/.../pod<uid>/<id>.
@@ -101,13 +101,42 @@ func (a *attribution) fill(path string) {
 			if elems[i-1] == "docker" {
 				rt = "docker"
 			}
-			a.setContainer(e, rt)
+			a.setContainer(e, rt, dir(i))
 		}
-		kubepods = kubepods || strings.HasPrefix(e, "kubepods")
 	}
 	if a.SystemdUnit == "" {
 		a.SystemdUnit = unit
 	}
+}
+
+// slurmJobAnchor reports whether elems[i] (job_N) is where slurmstepd puts
+// a job: directly below /system.slice/slurmstepd.scope (or
+// <node>_slurmstepd.scope with multiple slurmd) on cgroup v2, or
+// /slurm/uid_N (/slurm_<node>/uid_N) on v1.
+func slurmJobAnchor(elems []string, i int) bool {
+	switch i {
+	case 2:
+		if elems[0] == "system.slice" && strings.HasSuffix(elems[1], "slurmstepd.scope") {
+			return true
+		}
+		return (elems[0] == "slurm" || strings.HasPrefix(elems[0], "slurm_")) &&
+			strings.HasPrefix(elems[1], "uid_") && isDigits(elems[1][4:])
+	}
+	return false
+}
+
+// kubepodsAnchor reports whether elems[i] is the kubelet's kubepods
+// cgroup: kubepods(.slice) at the root, or kubepods (kubelet-kubepods.slice)
+// directly below a kubelet --cgroup-root of /kubelet (/kubelet.slice).
+func kubepodsAnchor(elems []string, i int) bool {
+	switch i {
+	case 0:
+		return elems[0] == "kubepods" || elems[0] == "kubepods.slice"
+	case 1:
+		return elems[0] == "kubelet" && elems[1] == "kubepods" ||
+			elems[0] == "kubelet.slice" && elems[1] == "kubelet-kubepods.slice"
+	}
+	return false
 }
 
 // scopeContainer finds the container id in a runtime's scope name, with or
@@ -122,15 +151,15 @@ func scopeContainer(e string) (id, runtime string) {
 	return "", ""
 }
 
-func (a *attribution) setContainer(id, runtime string) {
+func (a *attribution) setContainer(id, runtime string, dir ownerDir) {
 	if a.ContainerID == "" {
-		a.ContainerID, a.Runtime = id, runtime
+		a.ContainerID, a.Runtime, a.dirs.container = id, runtime, dir
 	}
 }
 
-func (a *attribution) setPod(uid string) {
+func (a *attribution) setPod(uid string, dir ownerDir) {
 	if a.PodUID == "" && uid != "" {
-		a.PodUID = uid
+		a.PodUID, a.dirs.pod = uid, dir
 	}
 }
 
@@ -172,11 +201,21 @@ func (w *worker) cgroupOf(data []byte) *cgroupSet {
 		return set
 	}
 	set := &cgroupSet{text: string(data)}
-	set.lines, set.a = parseCgroup(set.text)
+	set.parse(w.live)
 	if len(w.cgroups) < maxCgroupSets {
 		w.cgroups[set.text] = set
 	}
 	return set
+}
+
+// parse parses the set's text and, on the live procfs, reads the
+// ownership of the cgroup directories that carry its owner ids: once per
+// set, as the set is.
+func (set *cgroupSet) parse(live bool) {
+	set.lines, set.a = parseCgroup(set.text)
+	if live {
+		set.owners = readOwnerCgroups(set.a)
+	}
 }
 
 // setCgroups records the cgroup set of process p and what it reveals.
@@ -185,4 +224,5 @@ func setCgroups(p *snapshot.Process, set *cgroupSet) {
 	a := set.a
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit
+	p.OwnerCgroups = slices.Clone(set.owners)
 }

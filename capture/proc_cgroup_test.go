@@ -54,10 +54,19 @@ func TestParseCgroup(t *testing.T) {
 		{"slurm v2 multiple slurmd", "0::/system.slice/node17_slurmstepd.scope/job_4244/step_0/user/task_0\n",
 			attribution{SlurmJobID: "4244", SystemdUnit: "node17_slurmstepd.scope"}},
 		{"short id is no container", "0::/docker/abc123\n", attribution{}},
+		{"job_ below a user's slurmstepd scope is no job", "0::/user.slice/user-1001.slice/user@1001.service/app.slice/slurmstepd.scope/job_777/step_0\n",
+			attribution{SystemdUnit: "slurmstepd.scope"}},
+		{"job_ below a container's own slurmstepd scope is no job", "0::/system.slice/deleg.service/system.slice/slurmstepd.scope/job_777/step_0\n",
+			attribution{SystemdUnit: "slurmstepd.scope"}},
+		{"kubepods below a user's unit is no pod", "0::/system.slice/deleg.service/kubepods-besteffort-pod1a2b_3c4d.slice/x\n",
+			attribution{SystemdUnit: "deleg.service"}},
+		{"a pod's container naming another pod stays in its own", "0::/kubepods.slice/kubepods-podaa_bb.slice/cri-containerd-" + hex("c0ffee00") + ".scope/kubepods.slice/kubepods-podcc_dd.slice\n",
+			attribution{ContainerID: hex("c0ffee00"), Runtime: "containerd", PodUID: "aa-bb", SystemdUnit: "cri-containerd-" + hex("c0ffee00") + ".scope"}},
 		{"root", "0::/\n", attribution{}},
 		{"malformed", "nonsense\n", attribution{}},
 	} {
 		lines, got := parseCgroup(tc.data)
+		got.dirs = ownerDirs{} // TestParseCgroupOwnerDirs
 		if got != tc.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
 		}
@@ -70,11 +79,27 @@ func TestParseCgroup(t *testing.T) {
 	}
 }
 
+// TestParseCgroupOwnerDirs: each id names the directory whose name carries
+// it, in the hierarchy it was read from: what the owner rule reads.
+func TestParseCgroupOwnerDirs(t *testing.T) {
+	id := strings.Repeat("c0ffee00", 8)
+	_, a := parseCgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaa_bb.slice/cri-containerd-" + id + ".scope\n" +
+		"4:memory:/slurm/uid_1000/job_42/step_0\n")
+	want := ownerDirs{
+		container: ownerDir{"", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaa_bb.slice/cri-containerd-" + id + ".scope"},
+		pod:       ownerDir{"", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaa_bb.slice"},
+		slurmJob:  ownerDir{"memory", "/slurm/uid_1000/job_42"},
+	}
+	if a.dirs != want {
+		t.Errorf("dirs:\n got %+v\nwant %+v", a.dirs, want)
+	}
+}
+
 // TestCgroupOfParsesOncePerText: processes of one cgroup set share its
 // parse, each gets lines of its own (makeValidUTF8 edits them in place), and
 // a tenant's cgroup per process stops being kept at maxCgroupSets.
 func TestCgroupOfParsesOncePerText(t *testing.T) {
-	w := &worker{cgroups: map[string]*cgroupSet{}}
+	w := &worker{scanConfig: &scanConfig{}, cgroups: map[string]*cgroupSet{}}
 	text := []byte("0::/system.slice/docker-" + strings.Repeat("ab", 32) + ".scope\n")
 	a, b := w.cgroupOf(text), w.cgroupOf(slices.Clone(text))
 	if a != b || a.a.ContainerID != strings.Repeat("ab", 32) || a.a.Runtime != "docker" {

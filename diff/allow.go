@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,17 +25,26 @@ import (
 // examples.
 type AllowList struct {
 	entries []allowEntry
+	// Weak names each entry whose exe pattern reaches outside the
+	// directories only packages install into and that pins no sha256: a
+	// tenant's binary at such a path (or bound over it) passes it.
+	Weak []string
 }
 
 type allowEntry struct {
 	where  string // FILE:LINE
 	text   string // the entry as written
 	fields []allowField
+	// hostOnly: the entry names an exe and no cgroup, container or pod, so
+	// it speaks of the host's program: a process in a container's cgroup or
+	// in another mount namespace, whose paths are another root's, is not it.
+	hostOnly bool
 }
 
 type allowField struct {
-	name string
-	re   *regexp.Regexp
+	name    string
+	pattern string
+	re      *regexp.Regexp
 }
 
 // allowFields are the fields an entry may name, each giving the values of a
@@ -42,10 +52,11 @@ type allowField struct {
 // A process field never matches a finding that names no process.
 var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 	// exe matches the path /proc/PID/exe names, except where the file run is
-	// not the package's file at that path: a tenant can bind its own binary
-	// over an allowed path in its own mount namespace.
+	// not the package's file at that path (a tenant can bind its own binary
+	// over an allowed path), or where the process runs code the file does
+	// not vouch for (an LD_PRELOAD library's constructor).
 	"exe": processField(func(p *snapshot.Process) []string {
-		if p.Package != nil && p.Package.Status == provenance.Modified {
+		if p.Package != nil && p.Package.Status == provenance.Modified || len(p.RunsForeignCode()) > 0 {
 			return nil
 		}
 		return []string{p.Exe}
@@ -63,9 +74,9 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 		}
 		return paths
 	}),
-	"container": ownerField(func(p *snapshot.Process) string { return p.ContainerID }),
-	"pod":       ownerField(func(p *snapshot.Process) string { return p.PodUID }),
-	"slurm_job": ownerField(func(p *snapshot.Process) string { return p.SlurmJobID }),
+	"container": ownerField(snapshot.OwnerContainer),
+	"pod":       ownerField(snapshot.OwnerPod),
+	"slurm_job": ownerField(snapshot.OwnerSlurmJob),
 	"kind":      func(f *Finding, _ *snapshot.Process) []string { return []string{f.Kind} },
 	// device matches the path a finding names, except where the process
 	// has a node there whose number names another device (misnamed).
@@ -76,6 +87,37 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 		return []string{f.Device}
 	},
 	"gpu": func(f *Finding, _ *snapshot.Process) []string { return []string{f.GPUUUID} },
+	// sha256 matches the SHA-256 of the file the process runs, as the
+	// capture read it: it pins an exe no package installed (/opt/...),
+	// which dpkg cannot vouch for.
+	"sha256": processField(func(p *snapshot.Process) []string {
+		if p.HashStatus != snapshot.HashOK {
+			return nil
+		}
+		return []string{p.ExeSHA256}
+	}),
+}
+
+// weakExe reports whether an entry's exe pattern may match a path outside
+// systemDirs, where dpkg's checksums vouch for the file, and the entry pins
+// no sha256.
+func (e *allowEntry) weakExe() bool {
+	if e.names("sha256") {
+		return false
+	}
+	for _, f := range e.fields {
+		if f.name != "exe" {
+			continue
+		}
+		inside := false
+		for _, d := range systemDirs {
+			inside = inside || strings.HasPrefix(f.pattern, d)
+		}
+		if !inside {
+			return true
+		}
+	}
+	return false
 }
 
 // misnamed reports whether p holds or maps, at path, an NVIDIA node (major
@@ -121,15 +163,12 @@ func processField(get func(*snapshot.Process) []string) func(*Finding, *snapshot
 	}
 }
 
-// ownerField is a container, pod or Slurm job id of the process, which no
-// allow entry matches where it was read from a cgroup the process's user
-// named (SelfNamedCgroup).
-func ownerField(get func(*snapshot.Process) string) func(*Finding, *snapshot.Process) []string {
+// ownerField is a container, pod or Slurm job id of the process, where
+// the owner rule vouches for it (snapshot.Process.VerifiedOwner): an id a
+// tenant could have named itself matches no entry.
+func ownerField(kind string) func(*Finding, *snapshot.Process) []string {
 	return processField(func(p *snapshot.Process) []string {
-		if p.SelfNamedCgroup() {
-			return nil
-		}
-		return []string{get(p)}
+		return []string{p.VerifiedOwner(kind)}
 	})
 }
 
@@ -164,6 +203,9 @@ func ParseAllow(r io.Reader, name string) (*AllowList, error) {
 		}
 		e.where = fmt.Sprintf("%s:%d", name, n)
 		a.entries = append(a.entries, e)
+		if e.weakExe() {
+			a.Weak = append(a.Weak, e.where+": "+e.text)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("allow list %s: %w", name, err)
@@ -180,7 +222,7 @@ func parseAllowEntry(text string) (allowEntry, error) {
 			return e, fmt.Errorf("want FIELD=PATTERN, got %q", firstWord(rest))
 		}
 		if allowFields[name] == nil {
-			return e, fmt.Errorf("unknown field %q (want exe, comm, user, cgroup, container, pod, slurm_job, kind, device or gpu)", name)
+			return e, fmt.Errorf("unknown field %q (want exe, sha256, comm, user, cgroup, container, pod, slurm_job, kind, device or gpu)", name)
 		}
 		var pattern string
 		if strings.HasPrefix(value, `"`) {
@@ -203,11 +245,12 @@ func parseAllowEntry(text string) (allowEntry, error) {
 		if pattern == "" {
 			return e, fmt.Errorf("field %s has an empty pattern", name)
 		}
-		e.fields = append(e.fields, allowField{name: name, re: globRegexp(pattern)})
+		e.fields = append(e.fields, allowField{name: name, pattern: pattern, re: globRegexp(pattern)})
 	}
 	if len(e.fields) == 0 {
 		return e, errors.New("empty entry")
 	}
+	e.hostOnly = e.names("exe") && !e.names("cgroup") && !e.names("container") && !e.names("pod")
 	return e, nil
 }
 
@@ -246,7 +289,15 @@ func (a *AllowList) match(f *Finding, p *snapshot.Process) *allowEntry {
 	return nil
 }
 
+// names reports whether the entry has a pattern for field.
+func (e *allowEntry) names(field string) bool {
+	return slices.ContainsFunc(e.fields, func(f allowField) bool { return f.name == field })
+}
+
 func (e *allowEntry) matches(f *Finding, p *snapshot.Process) bool {
+	if e.hostOnly && p != nil && (p.ContainerID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
+		return false
+	}
 	for _, fld := range e.fields {
 		hit := false
 		for _, v := range allowFields[fld.name](f, p) {

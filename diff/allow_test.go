@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,11 @@ func TestAllowDowngradesToInfo(t *testing.T) {
 	}
 }
 
+// foreign gives a process what the capture read of its code.
+func foreign(c snapshot.ForeignCode) procOpt {
+	return func(p *snapshot.Process) { p.ForeignCode = &c }
+}
+
 func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 	for _, tc := range []struct {
 		entry string
@@ -67,6 +73,18 @@ func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 		{"exe=/usr/lib/x.so", proc(1, 1, "a", "/usr/lib/xXso"), false}, // . is literal
 		{"comm=a exe=/b", proc(1, 1, "a", "/a"), false},                // every field must match
 		{"slurm_job=42", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.SlurmJobID = "42" }), true},
+		// an exe vouches for its file, not for code loaded beside it
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{})), true},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{LoaderEnv: []string{"LD_PRELOAD=/tmp/x.so"}})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{Mapped: []string{"/opt/x.so: no package installed it"}})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{Unread: []string{"environ: permission denied"}})), false},
+		{"user=bob", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{LoaderEnv: []string{"LD_PRELOAD=/tmp/x.so"}})), true},
+		// an exe entry naming no cgroup is the host's program
+		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true})), false},
+		{"exe=/a", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), false},
+		{"exe=/a container=c0ffee", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), true},
+		{"exe=/a cgroup=/system.slice/*", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true}),
+			func(p *snapshot.Process) { p.Cgroups = []string{"0::/system.slice/x.service"} }), true},
 	} {
 		a, err := ParseAllow(strings.NewReader(tc.entry), "t")
 		if err != nil {
@@ -161,4 +179,34 @@ func TestAllowOwnerNotFromASelfNamedCgroup(t *testing.T) {
 		in("/user.slice/user-1001.slice/user@1001.service/docker-"+id+".scope"))
 	to := withGPUs(snap("now", real, forged), gpuN(0, "GPU-0", 1<<20))
 	expect(t, check(t, to, "", "container="+id+"\n"), "gpu_in_use high 4242 /dev/nvidia0", "gpu_in_use info 900 /dev/nvidia0")
+}
+
+// An exe no package installed is pinned by its SHA-256: the entry passes the
+// file it names and not another binary put at that path; an exe pattern
+// outside the packages' directories without a pin is named as weak.
+func TestAllowSHA256Pin(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	run := func(hash, status string) procOpt {
+		return func(p *snapshot.Process) { p.ExeSHA256, p.HashStatus = hash, status }
+	}
+	a, err := ParseAllow(strings.NewReader("exe=/opt/infer/bin/server sha256="+sum+"\nexe=/usr/bin/nv-hostengine\nexe=/opt/other/*\nexe=*/sleep\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    snapshot.Process
+		want bool
+	}{
+		{proc(1, 1, "server", "/opt/infer/bin/server", run(sum, snapshot.HashOK)), true},
+		{proc(1, 1, "server", "/opt/infer/bin/server", run(strings.Repeat("cd", 32), snapshot.HashOK)), false},
+		{proc(1, 1, "server", "/opt/infer/bin/server", run("", snapshot.HashTooLarge)), false},
+	} {
+		f := Finding{Kind: KindUnexpectedGPUProcess}
+		if got := a.match(&f, &tc.p) != nil; got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.p.ExeSHA256, tc.p.HashStatus, got, tc.want)
+		}
+	}
+	if want := []string{"t:3: exe=/opt/other/*", "t:4: exe=*/sleep"}; !slices.Equal(a.Weak, want) {
+		t.Errorf("weak entries %q, want %q", a.Weak, want)
+	}
 }

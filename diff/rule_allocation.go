@@ -110,7 +110,8 @@ func (c *comparison) outOfAllocationEvents(members map[string]string, gpus *gpuS
 			return
 		}
 		p := e.Process
-		why := cgroupTenancy(p.SlurmJobID, p.PodUID, p.ContainerID, tenant)
+		why := cgroupTenancy(p.VerifiedOwner(snapshot.OwnerSlurmJob), p.VerifiedOwner(snapshot.OwnerPod),
+			p.VerifiedOwner(snapshot.OwnerContainer), tenant)
 		if why == "" {
 			why = members[p.Key()]
 		}

@@ -7,10 +7,12 @@ import (
 )
 
 // ownTenancy says how a process's own cgroup names tenant: a Slurm job (cgroup
-// v1 /slurm/uid_N/job_N/..., v2 .../slurmstepd.scope/job_N/...), a pod or a
-// container; "" when it does not.
+// v1 /slurm/uid_N/job_N/..., v2 /system.slice/slurmstepd.scope/job_N/...), a
+// pod or a container, each only where the owner rule vouches for it; ""
+// when it does not.
 func ownTenancy(p *snapshot.Process, tenant string) string {
-	return cgroupTenancy(p.SlurmJobID, p.PodUID, p.ContainerID, tenant)
+	return cgroupTenancy(p.VerifiedOwner(snapshot.OwnerSlurmJob), p.VerifiedOwner(snapshot.OwnerPod),
+		p.VerifiedOwner(snapshot.OwnerContainer), tenant)
 }
 
 // cgroupTenancy says why a cgroup's Slurm job, pod or container names the

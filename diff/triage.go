@@ -138,15 +138,17 @@ func HostTriage(s *snapshot.Snapshot) func(*snapshot.Process) Triage {
 	}
 }
 
-// ownerText names the job, pod or container p's cgroup belongs to, or "".
+// ownerText names the job, pod or container p's cgroup belongs to, where
+// the owner rule vouches for it (snapshot.Process.VerifiedOwner), or "".
 func ownerText(p *snapshot.Process) string {
-	switch {
-	case p.SlurmJobID != "":
-		return "slurm job " + p.SlurmJobID
-	case p.PodUID != "":
-		return "pod " + p.PodUID
-	case p.ContainerID != "":
-		return "container " + snapshot.ShortContainerID(p.ContainerID)
+	if id := p.VerifiedOwner(snapshot.OwnerSlurmJob); id != "" {
+		return "slurm job " + id
+	}
+	if id := p.VerifiedOwner(snapshot.OwnerPod); id != "" {
+		return "pod " + id
+	}
+	if id := p.VerifiedOwner(snapshot.OwnerContainer); id != "" {
+		return "container " + snapshot.ShortContainerID(id)
 	}
 	return ""
 }
@@ -155,5 +157,5 @@ func ownerText(p *snapshot.Process) string {
 // .service outside any user's manager): systemd started it, and it has no
 // parent to lose.
 func systemService(p *snapshot.Process) bool {
-	return strings.HasSuffix(p.SystemdUnit, ".service") && !strings.HasPrefix(p.SystemdUnit, "user@") && !p.SelfNamedCgroup()
+	return strings.HasSuffix(p.SystemdUnit, ".service") && !strings.HasPrefix(p.SystemdUnit, "user@") && !p.UnderUserManager()
 }

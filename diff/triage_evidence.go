@@ -199,7 +199,7 @@ func holderLines(hs []nodeHolder) []string {
 // signContext says whether a job vouches for p and whether p runs as that
 // job's user (compromiseRules read it).
 func (c *comparison) signContext(p *snapshot.Process, tenant string) signContext {
-	if p.SelfNamedCgroup() || ownerText(p) == "" {
+	if ownerText(p) == "" {
 		return signContext{}
 	}
 	ctx := signContext{inJob: tenant == "" || ownTenancy(p, tenant) != "", jobUIDs: map[int]bool{}}
@@ -207,7 +207,7 @@ func (c *comparison) signContext(p *snapshot.Process, tenant string) signContext
 	for _, s := range c.snapshots() {
 		for i := range s.Processes {
 			q := &s.Processes[i]
-			if q.Key() != p.Key() && !q.KernelThread && q.SlurmJobID == p.SlurmJobID && q.PodUID == p.PodUID && q.ContainerID == p.ContainerID && !q.SelfNamedCgroup() {
+			if q.Key() != p.Key() && !q.KernelThread && q.SlurmJobID == p.SlurmJobID && q.PodUID == p.PodUID && q.ContainerID == p.ContainerID && len(q.OwnerDoubts()) == 0 {
 				ctx.jobUIDs[q.UID] = true
 			}
 		}

@@ -90,9 +90,7 @@ func newFacts(in triageInput) *facts {
 	p := fs.p
 	fs.lies, fs.notes = compromiseSigns(p, in.signs)
 	fs.member = in.member[p.Key()]
-	if !p.SelfNamedCgroup() {
-		fs.owner = ownerText(p)
-	}
+	fs.owner = ownerText(p) // only an owner the owner rule vouches for
 	fs.user = snapshot.UserText(p.User, p.UID)
 	return fs
 }
@@ -225,11 +223,8 @@ func leftoverReparented(f *facts) Triage {
 }
 
 func leftoverUnowned(f *facts) Triage {
-	var why []string
-	if f.p.SelfNamedCgroup() && ownerText(f.p) != "" {
-		why = append(why, "its cgroup names "+ownerText(f.p)+", but its own user can make that cgroup: that name vouches for nothing")
-	}
-	return leftoverVerdict(f, append(why, f.seen()), f.kill()+": it outlived its job")
+	why := append(f.p.OwnerDoubts(), f.seen())
+	return leftoverVerdict(f, why, f.kill()+": it outlived its job")
 }
 
 // leftoverVerdict is a leftover worker's verdict with why and next.

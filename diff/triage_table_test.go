@@ -173,7 +173,7 @@ func triageCases() []triageCase {
 			why: []string{"its parent was 4200 in snapshot mid (2026-11-29 19:59:00 UTC); since then init (pid 1) adopted it"}},
 		{rule: "leftover-unowned", from: idle(0), to: tenantSnap("to", "4242", py(20, set(func(p *snapshot.Process) {
 			p.SlurmJobID, p.Cgroups = "77", []string{"0::/user.slice/user-1000.slice/user@1000.service/job_77/x.scope"}
-		}))), next: []string{"kill -9 20"}, why: []string{"its own user can make that cgroup", "no sign that it lies seen"}},
+		}))), next: []string{"kill -9 20"}, why: []string{"below a systemd user manager, a subtree its user names", "no sign that it lies seen"}},
 	}
 }
 

@@ -7,6 +7,8 @@ package eventlog
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // Kinds of event.
@@ -137,6 +139,21 @@ type Process struct {
 	ContainerID string `json:"container_id,omitempty"`
 	PodUID      string `json:"pod_uid,omitempty"`
 	SlurmJobID  string `json:"slurm_job_id,omitempty"`
+	// OwnerCgroups are what watch read of the cgroup directories that carry
+	// those ids, as a snapshot's processes have them: nil in a record of a
+	// watch that did not read them.
+	OwnerCgroups []snapshot.OwnerCgroup `json:"owner_cgroups,omitempty"`
+}
+
+// VerifiedOwner returns the id of kind (snapshot.OwnerSlurmJob, OwnerPod,
+// OwnerContainer) the record names, where the owner rule vouches for it
+// (snapshot.OwnerDoubt), else "".
+func (p *Process) VerifiedOwner(kind string) string {
+	id := map[string]string{snapshot.OwnerSlurmJob: p.SlurmJobID, snapshot.OwnerPod: p.PodUID, snapshot.OwnerContainer: p.ContainerID}[kind]
+	if id == "" || snapshot.OwnerDoubt(kind, p.OwnerCgroups, []string{p.Cgroup}) != "" {
+		return ""
+	}
+	return id
 }
 
 // Key is the process's identity, PID@STARTTIME, as snapshots have it.

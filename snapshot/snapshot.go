@@ -143,6 +143,10 @@ type Process struct {
 	ExeSHA256  string   `json:"exe_sha256,omitempty"`
 	HashStatus string   `json:"hash_status,omitempty"`
 	Package    *Package `json:"package,omitempty"`
+	// ForeignCode is what else it runs: libraries no package installed,
+	// the loader's variables, its mount namespace (a process that uses a
+	// GPU, on the live procfs).
+	ForeignCode *ForeignCode `json:"foreign_code,omitempty"`
 
 	UID  int    `json:"uid"`  // real uid, from status Uid:
 	EUID int    `json:"euid"` // effective uid
@@ -157,6 +161,11 @@ type Process struct {
 	PodUID           string   `json:"pod_uid,omitempty"`
 	SlurmJobID       string   `json:"slurm_job_id,omitempty"`
 	SystemdUnit      string   `json:"systemd_unit,omitempty"`
+	// OwnerCgroups are what the capture read of the cgroup directories that
+	// carry ContainerID, PodUID and SlurmJobID: the owner rule
+	// (VerifiedOwner) vouches for an id only where no one but root could
+	// write them. Nil in a snapshot that did not read them.
+	OwnerCgroups []OwnerCgroup `json:"owner_cgroups,omitempty"`
 	// UnitRestart is the Restart= of SystemdUnit's file (and drop-ins), and
 	// UnitTimer the timer that starts it, for a process that uses a GPU:
 	// what brings it back after a kill.

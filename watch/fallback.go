@@ -285,7 +285,8 @@ func (f *fallbackSource) track(procs []snapshot.Process, named map[int]bool, now
 // fromSnapshot names a process as a snapshot read it.
 func fromSnapshot(sp *snapshot.Process, ids *identities) *eventlog.Process {
 	p := &eventlog.Process{PID: sp.PID, StartTime: sp.StartTime, PPID: sp.PPID, Comm: sp.Comm, Exe: sp.Exe, ExeDeleted: sp.ExeDeleted,
-		UID: sp.UID, ContainerID: sp.ContainerID, PodUID: sp.PodUID, SlurmJobID: sp.SlurmJobID}
+		UID: sp.UID, ContainerID: sp.ContainerID, PodUID: sp.PodUID, SlurmJobID: sp.SlurmJobID,
+		OwnerCgroups: sp.OwnerCgroups}
 	if n := len(sp.NSpid); n > 1 {
 		p.NSPID = sp.NSpid[n-1]
 	}

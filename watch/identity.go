@@ -13,17 +13,6 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 )
 
-// cgroupRoot is where the cgroup v2 hierarchy is mounted, or "" where none is.
-func cgroupRoot() string {
-	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st syscall.Statfs_t
-		if syscall.Statfs(dir, &st) == nil && st.Type == 0x63677270 { // CGROUP2_SUPER_MAGIC
-			return dir
-		}
-	}
-	return ""
-}
-
 // cgroupPaths names cgroup v2 ids: the id the kernel reports is the inode
 // number of the cgroup's directory. A cgroup made after the last walk is
 // found by walking again, at most every walkEvery.
@@ -39,7 +28,7 @@ const (
 )
 
 func newCgroupPaths() *cgroupPaths {
-	return &cgroupPaths{root: cgroupRoot(), byID: map[uint64]string{}}
+	return &cgroupPaths{root: capture.CgroupV2Root(), byID: map[uint64]string{}}
 }
 
 // path returns the cgroup's path below the hierarchy's root, or "".
@@ -202,8 +191,9 @@ func (ids *identities) forget(p *eventlog.Process) string {
 
 // fill completes what the kernel reported of a process: its exe (the
 // kernel's walk of it, or /proc's where that was cut short: /proc also says
-// whether it was deleted), its cgroup's path and the container, pod or
-// Slurm job that path names.
+// whether it was deleted), its cgroup's path, the container, pod or Slurm
+// job that path names, and what the cgroup filesystem says of who could
+// have named it (the owner rule's facts).
 func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	p.Exe = kernelExe
 	if exe, deleted, ok := ids.proc.Exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {
@@ -213,6 +203,6 @@ func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 		p.Cgroup = ids.cgroups.path(p.CgroupID)
 	}
 	if p.Cgroup != "" {
-		p.ContainerID, _, p.PodUID, p.SlurmJobID = capture.CgroupOwner(p.Cgroup)
+		p.ContainerID, p.PodUID, p.SlurmJobID, p.OwnerCgroups = capture.CgroupOwner(p.Cgroup)
 	}
 }

@@ -21,7 +21,7 @@ func allowFlag(usage string) cli.Flag {
 
 // loadAllow reads --allow. The default, not asked for and absent (a host
 // without the package), is no list; any list asked for that cannot be read
-// is an error.
+// is an error. An exe entry no checksum vouches for is warned of on stderr.
 func loadAllow(c *cli.Context) (*diff.AllowList, error) {
 	path := c.String("allow")
 	if path == "" {
@@ -38,7 +38,14 @@ func loadAllow(c *cli.Context) (*diff.AllowList, error) {
 			}
 		}
 	}
-	return diff.LoadAllow(path)
+	a, err := diff.LoadAllow(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range a.Weak {
+		fmt.Fprintf(c.App.ErrWriter, "gpusnap: allow list %s: an exe outside the packages' directories, pinned by no sha256: a binary put at that path passes it\n", w)
+	}
+	return a, nil
 }
 
 // rootsAlone refuses a default allow list another user could have written:

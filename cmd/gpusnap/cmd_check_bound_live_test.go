@@ -18,7 +18,8 @@ import (
 // with a user namespace can make one), a process binds /usr/bin/tail over
 // /usr/bin/sleep and runs it holding the GPU node: /proc/PID/exe and its
 // comm say sleep. The allow list's exe=/usr/bin/sleep still passes the real
-// sleep, and no longer the bound one, whose file is not coreutils' own.
+// sleep on the host, and no longer the bound one, whose file is not
+// coreutils' own (and whose mount namespace is not the host's).
 func TestLiveCheckAllowBoundExe(t *testing.T) {
 	livetest.Require(t, "losetup", "unshare")
 	loop := livetest.NewLoop(t)
@@ -26,8 +27,8 @@ func TestLiveCheckAllowBoundExe(t *testing.T) {
 	if err := os.WriteFile(allow, []byte("exe=/usr/bin/sleep\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	real := startHolding(t, "exec 3<>"+loop.Node+"; exec /usr/bin/sleep 300")
-	bound := startHolding(t, "exec 3<>"+loop.Node+"; mount --bind /usr/bin/tail /usr/bin/sleep && exec /usr/bin/sleep -f /dev/null")
+	real := startHolding(t, false, "exec 3<>"+loop.Node+"; exec /usr/bin/sleep 300")
+	bound := startHolding(t, true, "exec 3<>"+loop.Node+"; mount --bind /usr/bin/tail /usr/bin/sleep && exec /usr/bin/sleep -f /dev/null")
 	code, stdout, stderr := gpusnap(t, "check", "--json", "--no-nvml", "--allow", allow)
 	var r diff.Result
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
@@ -47,12 +48,16 @@ func TestLiveCheckAllowBoundExe(t *testing.T) {
 	}
 }
 
-// startHolding runs script in a private mount namespace and waits until its
-// process runs /usr/bin/sleep (by its exe link) with fd 3 open; it is
-// killed, by PID, at cleanup.
-func startHolding(t *testing.T, script string) int {
+// startHolding runs script (in a private mount namespace where private)
+// and waits until its process runs /usr/bin/sleep (by its exe link) with
+// fd 3 open; it is killed, by PID, at cleanup.
+func startHolding(t *testing.T, private bool, script string) int {
 	t.Helper()
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	args := []string{"sh", "-c", script}
+	if private {
+		args = append([]string{"unshare", "--mount", "--propagation", "private"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,46 @@
+package snapshot
+
+// ForeignCode is what the capture read, for a process that uses a GPU on the
+// live procfs, of code it runs beside its exe: an allowed binary vouches for
+// its own file, not for a library a tenant loads into it.
+type ForeignCode struct {
+	// Mapped names each executable mapping of a file no package installed,
+	// of a deleted file, or of no file at all: "/tmp/x.so: no package
+	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40". At most
+	// MaxForeignCode are kept.
+	Mapped []string `json:"mapped,omitempty"`
+	// LoaderEnv are the dynamic loader's variables the process's environment
+	// sets (LD_PRELOAD=..., LD_LIBRARY_PATH=...), each value cut at 256 bytes.
+	LoaderEnv []string `json:"loader_env,omitempty"`
+	// OtherMountNamespace: the process's mount namespace is not the
+	// capture's, so its paths are not this host's.
+	OtherMountNamespace bool `json:"other_mount_namespace,omitempty"`
+	// Unread names what could not be read whole ("environ: permission
+	// denied", "maps: past 8 MiB").
+	Unread []string `json:"unread,omitempty"`
+}
+
+// MaxForeignCode bounds ForeignCode.Mapped: a tenant can map thousands.
+const MaxForeignCode = 16
+
+// RunsForeignCode lists why p may run code its exe does not vouch for:
+// what ForeignCode names, and what could not be read. Empty where the
+// capture found nothing, and where it did not look (no ForeignCode: an
+// older snapshot, a --proc-root tree, a process that uses no GPU).
+func (p *Process) RunsForeignCode() []string {
+	c := p.ForeignCode
+	if c == nil {
+		return nil
+	}
+	var why []string
+	for _, m := range c.Mapped {
+		why = append(why, "maps "+m)
+	}
+	for _, e := range c.LoaderEnv {
+		why = append(why, "its environment sets "+e)
+	}
+	for _, u := range c.Unread {
+		why = append(why, "not read: "+u)
+	}
+	return why
+}
