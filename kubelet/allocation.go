@@ -5,6 +5,7 @@
 package kubelet
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,10 +21,61 @@ type Pod struct {
 	// UID is the pod's UID, as its processes' cgroups name it; "" when no
 	// directory of the pod log directory names the pod once.
 	UID string `json:"uid,omitempty"`
-	// GPUs are the device ids of the pod's nvidia.com/gpu (and MIG)
+	// GPUs are the device ids of the pod's nvidia.com/gpu* (and MIG)
 	// resources: GPU UUIDs under the device plugin's default uuid strategy,
-	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG.
+	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG; a
+	// time-sliced replica's id without its ::N suffix.
 	GPUs []string `json:"gpus"`
+	// Claims are the devices of the pod's DRA resource claims.
+	Claims []ClaimDevice `json:"claims,omitempty"`
+	// Shared says another pod may be given a GPU of this one: a time-sliced
+	// replica, a renamed shared resource (nvidia.com/gpu.shared) or a DRA
+	// device with a share id. A process is then outside its pod's
+	// allocation only where the pod's whole set lacks its GPU, as for any pod.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// ClaimDevice is one device of a DRA resource claim, as the kubelet's
+// pod-resources API lists it, and the GPUs it was resolved to.
+type ClaimDevice struct {
+	Claim      string   `json:"claim"` // namespace/name
+	Driver     string   `json:"driver"`
+	Pool       string   `json:"pool"`
+	Device     string   `json:"device"`
+	ShareID    string   `json:"share_id,omitempty"`
+	CDIDevices []string `json:"cdi_devices,omitempty"`
+	// Minors are the GPUs (the N of /dev/nvidiaN) the device gives the pod.
+	Minors []int `json:"gpu_minors,omitempty"`
+	// NotUnderstood says why the device could not be resolved to GPUs;
+	// "" when it was (to Minors, or to no GPU).
+	NotUnderstood string `json:"not_understood,omitempty"`
+}
+
+// ErrNotUnderstood is wrapped by the error for a pod whose allocation names
+// a device that could not be resolved to GPUs: its allocation is not known,
+// which is neither "no GPU" nor every GPU.
+var ErrNotUnderstood = errors.New("allocation not understood")
+
+// notUnderstood is why p's allocation is not known; "" when it is.
+func (p *Pod) notUnderstood() string {
+	var why []string
+	for _, c := range p.Claims {
+		if c.NotUnderstood != "" {
+			why = append(why, "claim "+c.Claim+" device "+c.Driver+"/"+c.Pool+"/"+c.Device+": "+c.NotUnderstood)
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "pod " + p.Namespace + "/" + p.Name + ": " + strings.Join(why, "; ")
+}
+
+// has reports whether the pod was given g, by a device id or a claim.
+func (p *Pod) has(g *snapshot.GPUUse) bool {
+	if slices.ContainsFunc(p.GPUs, func(id string) bool { return given(id, g) }) {
+		return true
+	}
+	return g.MinorNumber != nil && slices.ContainsFunc(p.Claims, func(c ClaimDevice) bool { return slices.Contains(c.Minors, *g.MinorNumber) })
 }
 
 // Allocations are a node's GPU pods, looked up by GPU and by pod UID.
@@ -51,8 +103,26 @@ func given(id string, g *snapshot.GPUUse) bool {
 func (a *Allocations) PodsOf(g *snapshot.GPUUse) []Pod {
 	var out []Pod
 	for _, p := range a.Pods {
-		if slices.ContainsFunc(p.GPUs, func(id string) bool { return given(id, g) }) {
+		if p.has(g) {
 			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ByMinor says whether a pod's GPUs are known by minor number alone (a DRA
+// device): a GPU whose minor NVML did not give cannot be matched to them.
+func (a *Allocations) ByMinor() bool {
+	return slices.ContainsFunc(a.Pods, func(p Pod) bool { return len(p.Claims) > 0 })
+}
+
+// NotUnderstood names each pod whose allocation is not known, and why: a
+// GPU of the node may be that pod's or not.
+func (a *Allocations) NotUnderstood() []string {
+	var out []string
+	for i := range a.Pods {
+		if why := a.Pods[i].notUnderstood(); why != "" {
+			out = append(out, why)
 		}
 	}
 	return out
@@ -60,31 +130,41 @@ func (a *Allocations) PodsOf(g *snapshot.GPUUse) []Pod {
 
 // Outside reports whether a process of the pod with this UID that uses g
 // does so outside its pod's allocation, and whether that can be told: the
-// pod is known and was not given g, or (every GPU pod being known) the pod
-// was given no GPU at all.
+// pod's whole allocation lacks g, or (every GPU pod being known) the pod
+// was given no GPU. One not understood is outside nothing known.
 func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known bool) {
 	if podUID == "" {
 		return false, false
 	}
-	for _, p := range a.Pods {
-		if p.UID == podUID {
-			return !slices.ContainsFunc(p.GPUs, func(id string) bool { return given(id, g) }), true
+	for i := range a.Pods {
+		p := &a.Pods[i]
+		if p.UID != podUID {
+			continue
 		}
+		if p.has(g) {
+			return false, true
+		}
+		if p.notUnderstood() != "" {
+			return false, false
+		}
+		return true, true
 	}
 	return a.Complete, a.Complete
 }
 
 // GPUsOf is the GPUs the pod with this UID was given, and whether that is
-// known. It is when the kubelet lists the pod's GPUs, or lists every GPU pod
-// (Complete) but not this running one, which then has the empty set. A
-// numeric device id is an NVML index (the plugin's index strategy), which
-// gpus turns into a UUID.
+// known: the kubelet lists its GPUs, or every GPU pod (Complete) but not
+// this running one (the empty set). A numeric id is an NVML index, which
+// gpus makes a UUID. Not understood: an error wrapping ErrNotUnderstood.
 func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
 	for _, p := range a.Pods {
 		if p.UID == "" || p.UID != podUID {
 			continue
 		}
-		ids := make([]string, len(p.GPUs))
+		if why := p.notUnderstood(); why != "" {
+			return nil, false, fmt.Errorf("kubelet: %w: %s", ErrNotUnderstood, why)
+		}
+		ids := make([]string, len(p.GPUs), len(p.GPUs)+len(p.Claims))
 		for i, id := range p.GPUs {
 			n, err := strconv.Atoi(id)
 			if err != nil {
@@ -96,6 +176,11 @@ func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUS
 				return nil, true, fmt.Errorf("kubelet: pod %s/%s was given GPU index %d, which NVML does not list (it is read as an NVML index, not a minor number)", p.Namespace, p.Name, n)
 			}
 			ids[i] = gpus[j].UUID
+		}
+		for _, c := range p.Claims {
+			for _, n := range c.Minors {
+				ids = append(ids, strconv.Itoa(n))
+			}
 		}
 		set, err := snapshot.ParseGPUList(strings.Join(ids, ","))
 		if err != nil {

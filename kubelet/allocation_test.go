@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -75,3 +76,47 @@ func TestAllocations(t *testing.T) {
 }
 
 func intPtr(n int) *int { return &n }
+
+// DRA devices are GPUs by minor number; two pods sharing a GPU are each
+// inside their own allocation on it; a pod whose allocation is not
+// understood is neither given nothing nor outside anything.
+func TestAllocationsDRA(t *testing.T) {
+	const gpuA, gpuB = "GPU-3f2a6b1c-0d4e-4f5a-8b9c-1d2e3f4a5b6c", "GPU-8f2c7d3e-4a5b-4c6d-9e8f-0a1b2c3d4e5f"
+	gpu0 := &snapshot.GPUUse{Index: 0, UUID: gpuA, MinorNumber: intPtr(2)}
+	gpu1 := &snapshot.GPUUse{Index: 1, UUID: gpuB, MinorNumber: intPtr(3)}
+	claim := func(minor int, why string) ClaimDevice {
+		return ClaimDevice{Claim: "ml/c", Driver: "gpu.nvidia.com", Device: "gpu-x", Minors: []int{minor}, NotUnderstood: why}
+	}
+	a := &Allocations{Complete: true, Pods: []Pod{
+		{Namespace: "ml", Name: "a", UID: "uid-a", Claims: []ClaimDevice{claim(2, "")}, Shared: true},
+		{Namespace: "ml", Name: "b", UID: "uid-b", GPUs: []string{gpuA}, Shared: true},
+		{Namespace: "ml", Name: "c", UID: "uid-c", Claims: []ClaimDevice{claim(3, ""), {Claim: "ml/x", Driver: "gpu.example.com", NotUnderstood: "driver gpu.example.com is not one gpusnap knows"}}},
+	}}
+	if p := a.PodsOf(gpu0); len(p) != 2 || p[0].Name != "a" || p[1].Name != "b" {
+		t.Errorf("pods of the shared GPU 0: %+v", p)
+	}
+	for _, c := range []struct {
+		uid           string
+		gpu           *snapshot.GPUUse
+		outside, know bool
+	}{
+		{"uid-a", gpu0, false, true},
+		{"uid-b", gpu0, false, true},
+		{"uid-a", gpu1, true, true},
+		{"uid-c", gpu1, false, true},  // its resolved device
+		{"uid-c", gpu0, false, false}, // its other device may be any GPU
+	} {
+		if out, know := a.Outside(c.uid, c.gpu); out != c.outside || know != c.know {
+			t.Errorf("Outside(%s, GPU %d) = %v, %v; want %v, %v", c.uid, c.gpu.Index, out, know, c.outside, c.know)
+		}
+	}
+	if set, ok, err := a.GPUsOf("uid-a", nil); !ok || err != nil || set.String() != "2" {
+		t.Errorf("GPUs of pod a: %v, %v, %v; want minor 2", set, ok, err)
+	}
+	if set, ok, err := a.GPUsOf("uid-c", nil); ok || set != nil || !errors.Is(err, ErrNotUnderstood) || !strings.Contains(err.Error(), "gpu.example.com") {
+		t.Errorf("GPUs of pod c: %v, %v, %v; want not understood, the driver named", set, ok, err)
+	}
+	if why := a.NotUnderstood(); len(why) != 1 || !a.ByMinor() {
+		t.Errorf("not understood %q, by minor %v", why, a.ByMinor())
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/gpusnap/gpusnap/kubelet/cdi"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -20,8 +21,8 @@ const (
 	visibleEnv  = "NVIDIA_VISIBLE_DEVICES="
 	// cdiVendor is the vendor of NVIDIA's CDI devices (nvidia.com/gpu=0 of
 	// nvidia-ctk's spec, k8s.device-plugin.nvidia.com/gpu=GPU-... of the device
-	// plugin's), and cdiAnnotation the prefix of the annotations that request
-	// CDI devices by name.
+	// plugin's, k8s.gpu.nvidia.com/claim=... of its DRA driver), and
+	// cdiAnnotation the prefix of the annotations that request CDI devices by name.
 	cdiVendor     = "nvidia.com"
 	cdiAnnotation = "cdi.k8s.io/"
 )
@@ -29,10 +30,10 @@ const (
 // containerGPUs is the GPUs a container is given, and whether it is given
 // any: its NVIDIA GPU nodes (major 195 below 255, or named nvidiaN),
 // NVIDIA_VISIBLE_DEVICES ("all" is every GPU, nil; "none", "void" and ""
-// none) and NVIDIA's CDI devices. What cannot be read, or is too long, is
-// every GPU, never none.
-func containerGPUs(c *api.Container) (*snapshot.GPUSet, bool) {
-	ids, all := cdiGPUs(c)
+// none) and its CDI devices, resolved through the CDI specs of specDirs.
+// What cannot be read, or is too long, is every GPU, never none.
+func containerGPUs(c *api.Container, specDirs []string) (*snapshot.GPUSet, bool) {
+	ids, all := cdiGPUs(c, specDirs)
 	devs := c.GetLinux().GetDevices()
 	if len(devs) > maxDevices {
 		return nil, true
@@ -89,11 +90,12 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 	return 0, false
 }
 
-// cdiGPUs reads the NVIDIA CDI GPUs a container requests (kind gpu or mig
-// of nvidia.com or a subdomain), which name GPUs whose nodes the runtime
-// injects later. A UUID is that GPU; an NVML index, a MIG index, all, or a
-// request past the bounds is every GPU (an index is not a minor number).
-func cdiGPUs(c *api.Container) (ids []string, all bool) {
+// cdiGPUs reads the GPUs of a container's CDI devices, whose nodes the
+// runtime injects after CreateContainer: a device a spec of specDirs lists
+// gives its nodes' GPUs (a DRA claim's too). Unlisted: of NVIDIA's vendors,
+// a GPU UUID is that GPU, anything else (an index, all, a claim) every
+// GPU; of another vendor, none. Past the bounds: every GPU.
+func cdiGPUs(c *api.Container, specDirs []string) (ids []string, all bool) {
 	var names []string
 	for _, d := range c.GetCDIDevices() {
 		names = append(names, d.GetName())
@@ -110,15 +112,26 @@ func cdiGPUs(c *api.Container) (ids []string, all bool) {
 	if len(names) > maxDevices {
 		return nil, true
 	}
+	var specs *cdi.Specs
 	for _, name := range names {
-		kind, dev, _ := strings.Cut(strings.TrimSpace(name), "=")
-		vendor, class, _ := strings.Cut(kind, "/")
-		if (vendor != cdiVendor && !strings.HasSuffix(vendor, "."+cdiVendor)) || (class != "gpu" && !strings.HasPrefix(class, "mig")) {
+		name = strings.TrimSpace(name)
+		if specs == nil {
+			// A spec that cannot be read lists nothing: its devices fall to the rules below.
+			specs, _ = cdi.Read(specDirs)
+		}
+		if gpus, listed := specs.GPUs(name); listed {
+			for _, n := range gpus {
+				ids = append(ids, strconv.Itoa(n))
+			}
 			continue
 		}
-		if strings.HasPrefix(dev, "GPU-") || strings.HasPrefix(dev, "MIG-") {
+		kind, dev, _ := strings.Cut(name, "=")
+		vendor, class, _ := strings.Cut(kind, "/")
+		switch {
+		case vendor != cdiVendor && !strings.HasSuffix(vendor, "."+cdiVendor):
+		case (class == "gpu" || strings.HasPrefix(class, "mig")) && (strings.HasPrefix(dev, "GPU-") || strings.HasPrefix(dev, "MIG-")):
 			ids = append(ids, dev)
-		} else {
+		default:
 			all = true
 		}
 	}

@@ -1,10 +1,14 @@
 package nri
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/gpusnap/gpusnap/kubelet/kubelettest"
 )
 
 // What a pod's owner writes decides which GPUs are checked: read within
@@ -44,14 +48,7 @@ func TestContainerGPUs(t *testing.T) {
 		"cdi annotation uuid and node": {&api.Container{Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=GPU-8f2c1d3e-0000-4000-8000-000000000001"},
 			Linux: &api.LinuxContainer{Devices: []*api.LinuxDevice{dev("/dev/nvidia2", 195, 2)}}}, true, "2,GPU-8f2c1d3e-0000-4000-8000-000000000001"},
 	} {
-		set, given := containerGPUs(tc.c)
-		got := gpuText(set)
-		if !given {
-			got = ""
-		}
-		if given != tc.given || got != tc.gpus {
-			t.Errorf("%s: given %v, GPUs %q; want %v, %q", name, given, got, tc.given, tc.gpus)
-		}
+		wantGPUs(t, name, tc.c, []string{t.TempDir()}, tc.given, tc.gpus)
 	}
 }
 
@@ -71,5 +68,53 @@ func TestPodUIDChecked(t *testing.T) {
 		if len(p.Name) > 4*maxName+3 || strings.Contains(p.Name, "\x1b") {
 			t.Errorf("name not bounded and escaped: %d bytes", len(p.Name))
 		}
+	}
+}
+
+// A DRA container names its claim's CDI devices, whose nodes the runtime
+// injects after CreateContainer: the claim's spec says which GPUs they are,
+// and a name no spec lists is every GPU, never none.
+func TestContainerDRAClaims(t *testing.T) {
+	specs := t.TempDir()
+	claim := kubelettest.NVIDIAClaimSpec(t, specs, "5d1c7a3e-0b2f-4c6d-8e9f-a1b2c3d4e5f6", "gpu-1", 1)
+	mig := kubelettest.NVIDIAClaimSpec(t, specs, "6e2d8b4f-1c3a-4d7e-9f0a-b2c3d4e5f607", "gpu-3-mig-9-4-4", 3)
+	if err := os.WriteFile(filepath.Join(specs, "imex.yaml"), []byte("kind: k8s.compute-domain.nvidia.com/channel\ndevices:\n- name: ch0\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia-caps-imex-channels/channel0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cdiDevices := func(names ...string) *api.Container {
+		c := &api.Container{}
+		for _, n := range names {
+			c.CDIDevices = append(c.CDIDevices, &api.CDIDevice{Name: n})
+		}
+		return c
+	}
+	for name, tc := range map[string]struct {
+		c     *api.Container
+		given bool
+		gpus  string
+	}{
+		"claim":                 {cdiDevices(claim), true, "1"},
+		"claim by annotation":   {&api.Container{Annotations: map[string]string{"cdi.k8s.io/dra": claim}}, true, "1"},
+		"MIG claim":             {cdiDevices(mig, "k8s.gpu.nvidia.com/device=gpu-3-mig-9-4-4"), true, "all"},
+		"MIG claim alone":       {cdiDevices(mig), true, "3"},
+		"claim without spec":    {cdiDevices("k8s.gpu.nvidia.com/claim=0f6c1a52-8a3e-4c1b-9d7e-2b5f4a6c8d10-gpu-2"), true, "all"},
+		"device without spec":   {cdiDevices("k8s.gpu.nvidia.com/device=gpu-2"), true, "all"},
+		"channel, no GPU":       {cdiDevices("k8s.compute-domain.nvidia.com/channel=ch0"), false, ""},
+		"other vendor unlisted": {cdiDevices("vendor.example/fpga=0"), false, ""},
+	} {
+		wantGPUs(t, name, tc.c, []string{specs}, tc.given, tc.gpus)
+	}
+}
+
+// wantGPUs checks the GPUs a container is given ("all" for every GPU).
+func wantGPUs(t *testing.T, name string, c *api.Container, specDirs []string, given bool, gpus string) {
+	t.Helper()
+	set, ok := containerGPUs(c, specDirs)
+	got := gpuText(set)
+	if !ok {
+		got = ""
+	}
+	if ok != given || got != gpus {
+		t.Errorf("%s: given %v, GPUs %q; want %v, %q", name, ok, got, given, gpus)
 	}
 }

@@ -79,6 +79,9 @@ type Plugin struct {
 	gate   Gate
 	log    io.Writer
 	margin time.Duration // answered this long before NRI's request timeout
+	// cdiSpecDirs are where a container's CDI devices are looked up (nil:
+	// cdi.DefaultSpecDirs).
+	cdiSpecDirs []string
 
 	mu   sync.Mutex
 	pods map[string]*podState // by sandbox id
@@ -92,9 +95,11 @@ type podState struct {
 	diffed    bool
 }
 
-// New makes the plugin, logging what it does and every refusal to log.
-func New(gate Gate, log io.Writer) *Plugin {
-	return &Plugin{gate: gate, log: log, margin: 250 * time.Millisecond, pods: map[string]*podState{}}
+// New makes the plugin, logging what it does and every refusal to log. A
+// container's CDI devices are looked up in the specs of cdiSpecDirs (nil:
+// the runtimes' default directories).
+func New(gate Gate, log io.Writer, cdiSpecDirs []string) *Plugin {
+	return &Plugin{gate: gate, log: log, margin: 250 * time.Millisecond, pods: map[string]*podState{}, cdiSpecDirs: cdiSpecDirs}
 }
 
 // Run connects to the runtime's NRI socket and serves until ctx is done or
@@ -174,7 +179,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
 // records the allocation where the kubelet gave none, in a new baseline
 // whose capture is the one the check judges.
 func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	gpus, given := containerGPUs(c)
+	gpus, given := containerGPUs(c, p.cdiSpecDirs)
 	if !given {
 		return nil, nil, nil
 	}

@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -39,7 +41,8 @@ func (a Allocation) fromEnv() (*snapshot.GPUSet, error) {
 
 // fromKubelet puts the kubelet's allocation of a pod tenant on snap, over
 // the environment's; Given is never overridden and then no kubelet asked.
-// A kubelet that cannot be asked, or lists no GPU of the pod, is a warning.
+// A kubelet that cannot be asked, lists no GPU of the pod, or gives it GPUs
+// that are not understood (a DRA device not resolved), is a warning.
 func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, snap *snapshot.Snapshot) error {
 	if a.Given != nil || a.Pods == nil {
 		return nil
@@ -53,6 +56,9 @@ func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, sna
 	}
 	set, ok, err := pods.GPUsOf(tenant, snap.NVML.Devices)
 	switch {
+	case errors.Is(err, kubelet.ErrNotUnderstood):
+		// Neither no GPU nor every GPU: the diff judges no use against it.
+		h.warnErr(fmt.Errorf("%w: the baseline records no allocation", err))
 	case err != nil:
 		return err
 	case ok:

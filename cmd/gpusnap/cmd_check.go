@@ -13,6 +13,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
@@ -108,7 +109,8 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 		if c.IsSet("gpus") {
 			return o, usageError(errors.New("--idle picks the GPUs to check: it cannot be combined with --gpus"))
 		}
-		o.Idle = &podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs")}
+		idle := podOptions(c)
+		o.Idle = &idle
 	}
 	if o.GPUs, err = gpuListFlag(c, "gpus", "check"); err != nil {
 		return o, err
@@ -216,10 +218,17 @@ func idleGPUs(ctx context.Context, o podresources.Options, snap *snapshot.Snapsh
 	if alloc == nil {
 		return nil, fmt.Errorf("--idle: %w", err)
 	}
+	// A pod whose GPUs are not known may hold any GPU: none is known idle.
+	if why := alloc.NotUnderstood(); len(why) > 0 {
+		return nil, fmt.Errorf("--idle: %w: %s", kubelet.ErrNotUnderstood, strings.Join(why, "; "))
+	}
 	set := &snapshot.GPUSet{}
 	for _, g := range snapshot.GPUUsage(snap) {
 		if g.UUID == "" {
 			return nil, fmt.Errorf("--idle: NVML gave GPU %d no UUID, so its pods are not known", g.Index)
+		}
+		if g.MinorNumber == nil && alloc.ByMinor() {
+			return nil, fmt.Errorf("--idle: NVML gave GPU %d no minor number, so the DRA claims on it are not known", g.Index)
 		}
 		if len(alloc.PodsOf(&g)) == 0 {
 			set.UUIDs = append(set.UUIDs, g.UUID)

@@ -31,10 +31,12 @@ func nriCommand() *cli.Command {
 		UsageText: "gpusnap nri [--socket PATH] [--evidence-dir DIR] [--allow FILE] [--sign-key KEY] [--textfile FILE]\n\n" +
 			"Runs until SIGTERM, connected to the runtime's NRI socket, the pod UID as the tenant:\n" +
 			"RunPodSandbox stores the pod's baseline (its GPUs from the kubelet's pod-resources API when it lists\n" +
-			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES) checks them and\n" +
-			"refuses the container with the check's reason unless clean (the pod's first such container, where the\n" +
-			"kubelet gave no GPUs, stores the baseline that records them from the capture its check judged);\n" +
-			"StopPodSandbox (or RemovePodSandbox, when the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir and one syslog line.\n" +
+			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES, its CDI devices,\n" +
+			"a DRA claim's among them, through the CDI specs of --cdi-spec-dir) checks them and refuses the container\n" +
+			"with the check's reason unless clean (the pod's first such container, where the kubelet gave no GPUs,\n" +
+			"stores the baseline that records them from the capture its check judged); StopPodSandbox (or\n" +
+			"RemovePodSandbox, when the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir\n" +
+			"and one syslog line.\n" +
 			"docs/kubernetes.md tells the whole story.\n\n" +
 			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow.list   # in the DaemonSet, beside watch\n" +
 			"  gpusnap nri --socket /run/nri/nri.sock --sign-key /etc/gpusnap/bundle.key",
@@ -55,11 +57,13 @@ type nriOptions struct {
 	Socket, Evidence, SignKey, Syslog, Textfile string
 	Allow                                       *diff.AllowList
 	Pods                                        *podresources.Options
+	CDISpecDirs                                 []string // where a container's CDI devices are looked up
 }
 
 func parseNRI(c *cli.Context) (nriOptions, error) {
 	o := nriOptions{Socket: c.String("socket"), Evidence: c.String("evidence-dir"), SignKey: c.String("sign-key"),
-		Syslog: c.String("syslog-socket"), Textfile: c.String("textfile"), Pods: parsePodFlags(c)}
+		Syslog: c.String("syslog-socket"), Textfile: c.String("textfile"), Pods: parsePodFlags(c),
+		CDISpecDirs: c.StringSlice("cdi-spec-dir")}
 	if o.Socket == "" || o.Evidence == "" {
 		return o, usageError(errors.New("--socket and --evidence-dir need a path"))
 	}
@@ -86,7 +90,7 @@ func runNRI(ctx context.Context, g globals, o nriOptions) error {
 		defer w.Close()
 		gate.syslog = w
 	}
-	return nri.New(gate, g.Stderr).Run(ctx, o.Socket)
+	return nri.New(gate, g.Stderr, o.CDISpecDirs).Run(ctx, o.Socket)
 }
 
 // nriGate does the plugin's work by the commands' own code paths: baseline

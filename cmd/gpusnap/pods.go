@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/kubelet"
+	"github.com/gpusnap/gpusnap/kubelet/cdi"
 	"github.com/gpusnap/gpusnap/kubelet/podresources"
 )
 
@@ -16,7 +17,15 @@ func podFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pod-resources", Value: podresources.DefaultSocket, EnvVars: []string{"GPUSNAP_POD_RESOURCES"},
 			Usage: "the kubelet's pod-resources `SOCKET`: which pod was given which GPU (not asked when the default is absent)"},
 		&cli.StringFlag{Name: "pod-logs", Value: podresources.DefaultPodLogs, Usage: "the kubelet's pod log `DIR`, whose namespace_name_uid directories give each pod's UID"},
+		&cli.StringSliceFlag{Name: "cdi-spec-dir", Value: cli.NewStringSlice(cdi.DefaultSpecDirs...), EnvVars: []string{"GPUSNAP_CDI_SPEC_DIRS"},
+			Usage: "a CDI spec `DIR` (repeatable): where DRA drivers write their claims' specs, whose device nodes name the GPUs a claim gives"},
 	}
+}
+
+// podOptions are the pod flags' answer: where to ask the kubelet, and where
+// the CDI specs of its claims lie.
+func podOptions(c *cli.Context) podresources.Options {
+	return podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs"), CDISpecDirs: c.StringSlice("cdi-spec-dir")}
 }
 
 // parsePodFlags is where to ask the kubelet: nil when this is no Kubernetes
@@ -26,7 +35,8 @@ func parsePodFlags(c *cli.Context) *podresources.Options {
 	if _, err := os.Stat(socket); err != nil && !c.IsSet("pod-resources") {
 		return nil
 	}
-	return &podresources.Options{Socket: socket, PodLogs: c.String("pod-logs")}
+	o := podOptions(c)
+	return &o
 }
 
 // podAllocations asks the kubelet which pod was given which GPU: nil when

@@ -33,19 +33,6 @@ func daemonSet(t *testing.T) *appsv1.DaemonSet {
 	return nil
 }
 
-// TestDaemonSetNamesTheRelease: the DaemonSet pins the image of the release
-// the repository is at (VERSION), never a moving tag.
-func TestDaemonSetNamesTheRelease(t *testing.T) {
-	release, err := os.ReadFile("../../VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "ghcr.io/gpusnap/gpusnap:" + strings.TrimSpace(string(release))
-	if got := daemonSet(t).Spec.Template.Spec.Containers[0].Image; got != want {
-		t.Errorf("the DaemonSet runs %s, want %s", got, want)
-	}
-}
-
 // TestImageCatchesGhost builds the image with make image, loads it with
 // podman, and runs it as the DaemonSet runs it (the host's PIDs, its /proc
 // and /dev where the DaemonSet mounts them, its environment): a baseline,

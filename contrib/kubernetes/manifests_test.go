@@ -91,7 +91,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		t.Errorf("args %q, want watch --listen=:9402 ...", c.Args)
 	}
 	want := map[string]bool{"/proc": true, "/sys/kernel/btf": true, "/sys/fs/cgroup": true, "/dev": true,
-		"/var/lib/kubelet/pod-resources": true, "/var/log/pods": true, "/var/lib/gpusnap": false}
+		"/var/lib/kubelet/pod-resources": true, "/var/log/pods": true, "/etc/cdi": true, "/var/run/cdi": true, "/var/lib/gpusnap": false}
 	checkContainer(t, spec, c, []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "NET_ADMIN", "SYSLOG"}, want)
 	n := spec.Containers[1]
 	if !slices.Contains(n.Args, "--socket=/var/run/nri/nri.sock") || n.Args[0] != "nri" || !slices.Contains(n.Args, "--require-nvml") {

@@ -5,8 +5,11 @@ package kubelettest
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -57,4 +60,59 @@ func Container(name string, devices ...*podresourcesv1.ContainerDevices) *podres
 // Devices are the device ids of one resource (nvidia.com/gpu ...).
 func Devices(resource string, ids ...string) *podresourcesv1.ContainerDevices {
 	return &podresourcesv1.ContainerDevices{ResourceName: resource, DeviceIds: ids}
+}
+
+// DRAContainer is a container given devices by DRA resource claims.
+func DRAContainer(name string, claims ...*podresourcesv1.DynamicResource) *podresourcesv1.ContainerResources {
+	return &podresourcesv1.ContainerResources{Name: name, DynamicResources: claims}
+}
+
+// Claim is a resource claim of a container and the devices allocated to it.
+func Claim(namespace, name string, devices ...*podresourcesv1.ClaimResource) *podresourcesv1.DynamicResource {
+	return &podresourcesv1.DynamicResource{ClaimNamespace: namespace, ClaimName: name, ClaimResources: devices}
+}
+
+// ClaimDevice is one device of a claim: its driver, pool and name, its share
+// id ("" for none) and the CDI devices the driver prepared for it.
+func ClaimDevice(driver, pool, device, shareID string, cdiDevices ...string) *podresourcesv1.ClaimResource {
+	r := &podresourcesv1.ClaimResource{DriverName: driver, PoolName: pool, DeviceName: device}
+	if shareID != "" {
+		r.ShareId = &shareID
+	}
+	for _, n := range cdiDevices {
+		r.CdiDevices = append(r.CdiDevices, &podresourcesv1.CDIDevice{Name: n})
+	}
+	return r
+}
+
+// NVIDIAClaimSpec writes into dir the transient CDI spec that NVIDIA's DRA
+// driver writes for a prepared claim (k8s.gpu.nvidia.com-claim_<claim
+// uid>.yaml: vendor k8s.gpu.nvidia.com, class claim, device <claim
+// uid>-<device name>, whose edits add the GPU's node /dev/nvidia<minor>,
+// and a MIG device's capability nodes), and returns the device's qualified
+// CDI name, as the kubelet lists it.
+func NVIDIAClaimSpec(t testing.TB, dir, claimUID, device string, minor int) string {
+	t.Helper()
+	caps := ""
+	if strings.Contains(device, "-mig-") {
+		caps = "\n    - path: /dev/nvidia-caps/nvidia-cap120\n    - path: /dev/nvidia-caps/nvidia-cap121"
+	}
+	spec := fmt.Sprintf(`---
+cdiVersion: 0.5.0
+kind: k8s.gpu.nvidia.com/claim
+devices:
+- name: %[1]s-%[2]s
+  containerEdits:
+    env:
+    - NVIDIA_VISIBLE_DEVICES=void
+    deviceNodes:
+    - path: /dev/nvidia%[3]d
+      hostPath: /dev/nvidia%[3]d%[4]s
+    - path: /dev/nvidiactl
+    - path: /dev/nvidia-uvm
+`, claimUID, device, minor, caps)
+	if err := os.WriteFile(filepath.Join(dir, "k8s.gpu.nvidia.com-claim_"+claimUID+".yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "k8s.gpu.nvidia.com/claim=" + claimUID + "-" + device
 }

@@ -36,8 +36,10 @@ const (
 	DefaultTimeout = 5 * time.Second
 	maxMessage     = 16 << 20
 	maxLogDirs     = 100_000
-	gpuResource    = "nvidia.com/gpu"
+	gpuResourcePre = "nvidia.com/gpu"  // nvidia.com/gpu, and renamed ones: nvidia.com/gpu.shared
 	migResourcePre = "nvidia.com/mig-" // MIG devices under the device plugin's mixed strategy
+	replicaSep     = "::"              // a time-sliced replica's id is <device id>::<replica>
+	sharedSuffix   = ".shared"         // the device plugin's renamed shared resources
 )
 
 // Options say where to ask.
@@ -45,24 +47,31 @@ type Options struct {
 	Socket  string        // DefaultSocket when ""
 	PodLogs string        // DefaultPodLogs when ""
 	Timeout time.Duration // DefaultTimeout when 0
+	// CDISpecDirs are where DRA drivers write their claims' CDI specs
+	// (cdi.DefaultSpecDirs when nil).
+	CDISpecDirs []string
 }
 
 // Read asks the kubelet which pods were given a GPU. When a pod's UID cannot
 // be told, the allocations come back incomplete with an error naming the pod:
-// what could not be joined is said, not dropped. When the kubelet cannot be
-// asked, they are nil.
+// what could not be joined is said, not dropped. So is a pod whose DRA
+// devices are not resolved (kubelet.ErrNotUnderstood). When the kubelet
+// cannot be asked, they are nil.
 func Read(ctx context.Context, o Options) (*kubelet.Allocations, error) {
 	pods, listed, err := gpuPods(ctx, o)
 	if !listed {
 		return nil, err
 	}
 	uids, lerr := joinUIDs(pods, cmp.Or(o.PodLogs, DefaultPodLogs))
-	err = errors.Join(err, lerr)
-	return &kubelet.Allocations{Pods: pods, Complete: err == nil, Running: uids}, err
+	a := &kubelet.Allocations{Pods: pods, Complete: lerr == nil, Running: uids}
+	if why := a.NotUnderstood(); len(why) > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %s", kubelet.ErrNotUnderstood, strings.Join(why, "; ")))
+	}
+	return a, errors.Join(err, lerr)
 }
 
 // gpuPods lists the pods that were given a GPU, and whether the kubelet
-// answered; a pod whose UID cannot be told has UID "" and is named in the error.
+// answered; once it did, the error is the CDI specs that could not be read.
 func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, err error) {
 	socket := cmp.Or(o.Socket, DefaultSocket)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(o.Timeout, DefaultTimeout))
@@ -78,23 +87,46 @@ func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, e
 	if err != nil {
 		return nil, false, fmt.Errorf("kubelet pod-resources %s: %w", socket, err)
 	}
+	var resolve claimResolver
 	for _, pr := range res.GetPodResources() {
 		p := kubelet.Pod{Namespace: pr.GetNamespace(), Name: pr.GetName()}
 		for _, c := range pr.GetContainers() {
 			for _, d := range c.GetDevices() {
-				if r := d.GetResourceName(); r == gpuResource || strings.HasPrefix(r, migResourcePre) {
-					p.GPUs = append(p.GPUs, d.GetDeviceIds()...)
+				devicePluginGPUs(&p, d)
+			}
+			for _, dr := range c.GetDynamicResources() {
+				for _, cr := range dr.GetClaimResources() {
+					resolve.add(&p, o.CDISpecDirs, dr, cr)
 				}
 			}
 		}
-		if len(p.GPUs) == 0 {
+		if len(p.GPUs) == 0 && len(p.Claims) == 0 {
 			continue
 		}
 		slices.Sort(p.GPUs)
 		p.GPUs = slices.Compact(p.GPUs)
 		pods = append(pods, p)
 	}
-	return pods, true, nil
+	return pods, true, resolve.err
+}
+
+// devicePluginGPUs adds the GPUs of one device-plugin resource: any
+// nvidia.com/gpu* resource and the MIG ones, each id without a time-sliced
+// replica's suffix. Several pods may then share a GPU.
+func devicePluginGPUs(p *kubelet.Pod, d *podresourcesv1.ContainerDevices) {
+	r := d.GetResourceName()
+	if !strings.HasPrefix(r, gpuResourcePre) && !strings.HasPrefix(r, migResourcePre) {
+		return
+	}
+	if strings.HasSuffix(r, sharedSuffix) {
+		p.Shared = true
+	}
+	for _, id := range d.GetDeviceIds() {
+		if dev, _, replica := strings.Cut(id, replicaSep); replica {
+			id, p.Shared = dev, true
+		}
+		p.GPUs = append(p.GPUs, id)
+	}
 }
 
 // joinUIDs fills each pod's UID from the pod log directory's names,

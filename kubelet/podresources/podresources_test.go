@@ -2,6 +2,8 @@ package podresources
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -107,5 +109,74 @@ func TestGPUPodsErrors(t *testing.T) {
 	huge := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{kubelettest.Pod("ml", "huge", kubelettest.Container("c", kubelettest.Devices("nvidia.com/gpu", ids...)))}})
 	if _, err := Read(context.Background(), Options{Socket: huge, Timeout: time.Minute}); err == nil || !strings.Contains(err.Error(), "ResourceExhausted") {
 		t.Errorf("an 18 MB answer: %v, want refused", err)
+	}
+}
+
+// Every allocation model on one node, as the kubelet lists it: a DRA pod
+// whose claim's CDI spec names its GPU, a DRA MIG device resolved to its
+// parent, a claim two pods share, a device named gpu-N whose spec is gone,
+// a time-sliced replica (::N), a renamed shared resource, a ComputeDomain
+// channel (no GPU), a NIC of another DRA driver, and an unknown driver's
+// device that nothing resolves: not understood, and the driver named.
+func TestDRAPods(t *testing.T) {
+	specs := t.TempDir()
+	const claimTrain, claimMIG, claimShared = "5d1c7a3e-0b2f-4c6d-8e9f-a1b2c3d4e5f6", "6e2d8b4f-1c3a-4d7e-9f0a-b2c3d4e5f607", "7f3e9c50-2d4b-4e8f-a01b-c3d4e5f60718"
+	train := kubelettest.NVIDIAClaimSpec(t, specs, claimTrain, "gpu-1", 1)
+	mig := kubelettest.NVIDIAClaimSpec(t, specs, claimMIG, "gpu-3-mig-9-4-4", 3)
+	shared := kubelettest.NVIDIAClaimSpec(t, specs, claimShared, "gpu-5", 5)
+	nic := "nic.example.com/vf=eth1"
+	if err := os.WriteFile(filepath.Join(specs, "nic.yaml"), []byte("kind: nic.example.com/vf\ndevices:\n- name: eth1\n  containerEdits:\n    deviceNodes:\n    - path: /dev/vfio/7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpuDRA := func(claim, device, share string, cdi ...string) *podresourcesv1.DynamicResource {
+		return kubelettest.Claim("ml", claim, kubelettest.ClaimDevice("gpu.nvidia.com", "node-1", device, share, cdi...))
+	}
+	socket := kubelettest.Serve(t, &kubelettest.Lister{Pods: []*podresourcesv1.PodResources{
+		kubelettest.Pod("ml", "dra", kubelettest.DRAContainer("worker", gpuDRA("train", "gpu-1", "", train))),
+		kubelettest.Pod("ml", "dra-mig", kubelettest.DRAContainer("worker", gpuDRA("mig", "gpu-3-mig-9-4-4", "", mig))),
+		kubelettest.Pod("ml", "share-a", kubelettest.DRAContainer("worker", gpuDRA("shared", "gpu-5", "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9", shared))),
+		kubelettest.Pod("ml", "share-b", kubelettest.DRAContainer("worker", gpuDRA("shared", "gpu-5", "1c2d3e4f-5061-4728-93a4-b5c6d7e8f90a", shared))),
+		kubelettest.Pod("ml", "by-name", kubelettest.DRAContainer("worker", gpuDRA("old", "gpu-6", "", "k8s.gpu.nvidia.com/claim=gone-gpu-6"))),
+		kubelettest.Pod("ml", "sliced", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", gpuA+"::3"))),
+		kubelettest.Pod("ml", "renamed", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu.shared", gpuB+"::0"))),
+		kubelettest.Pod("ml", "mixed",
+			kubelettest.Container("plugin", kubelettest.Devices("nvidia.com/mig-1g.10gb", migA)),
+			kubelettest.DRAContainer("dra", gpuDRA("train", "gpu-1", "", train),
+				kubelettest.Claim("ml", "imex", kubelettest.ClaimDevice("compute-domain.nvidia.com", "node-1", "channel-0", "", "k8s.compute-domain.nvidia.com/channel=x")),
+				kubelettest.Claim("ml", "nic", kubelettest.ClaimDevice("nic.example.com", "node-1", "eth1", "", nic)))),
+		kubelettest.Pod("ml", "unknown", kubelettest.DRAContainer("worker",
+			kubelettest.Claim("ml", "accel", kubelettest.ClaimDevice("gpu.example.com", "node-1", "accel-0", "", "gpu.example.com/accel=accel-0")))),
+	}})
+	a, err := Read(context.Background(), Options{Socket: socket, PodLogs: t.TempDir(), CDISpecDirs: []string{specs}})
+	if a == nil {
+		t.Fatal(err)
+	}
+	if err == nil || !errors.Is(err, kubelet.ErrNotUnderstood) || !strings.Contains(err.Error(), "pod ml/unknown: claim ml/accel device gpu.example.com/node-1/accel-0: driver gpu.example.com is not one gpusnap knows") {
+		t.Errorf("error %v: want the unknown driver's pod not understood, the driver named", err)
+	}
+	got := map[string]string{}
+	for _, p := range a.Pods {
+		var minors []string
+		for _, c := range p.Claims {
+			minors = append(minors, fmt.Sprint(c.Minors))
+		}
+		got[p.Name] = fmt.Sprintf("%v %s shared=%v", p.GPUs, strings.Join(minors, ""), p.Shared)
+	}
+	want := map[string]string{
+		"dra":     "[] [1] shared=false",
+		"dra-mig": "[] [3] shared=false",
+		"share-a": "[] [5] shared=true",
+		"share-b": "[] [5] shared=true",
+		"by-name": "[] [6] shared=false",
+		"sliced":  "[" + gpuA + "]  shared=true",
+		"renamed": "[" + gpuB + "]  shared=true",
+		"mixed":   "[" + migA + "] [1] shared=false",
+		"unknown": "[] [] shared=false",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pods:\n got %v\nwant %v", got, want)
+	}
+	if why := a.NotUnderstood(); len(why) != 1 || !strings.HasPrefix(why[0], "pod ml/unknown: ") {
+		t.Errorf("not understood: %q, want the unknown driver's pod alone", why)
 	}
 }
