@@ -150,12 +150,10 @@ func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 	return High, name
 }
 
-// accelMemory reports an accelerator whose device memory used (as sysfs
-// gives it) that no live process accounts for grew since FROM by more than
-// the zombie threshold: zombie_gpu_memory. A live process accounts for the
-// larger of its KFD memory on the device and its DRM clients' device
-// memory there (the two may count one buffer twice); a client shared by
-// several processes counts once. A check compares with nothing unaccounted.
+// accelMemory reports an accelerator whose device memory that no live
+// process accounts for (sysfs used less unaccountedAccel's sum) grew since
+// FROM past the zombie threshold: zombie_gpu_memory. A check compares
+// with nothing unaccounted.
 func accelMemory(c *comparison) []Finding {
 	if c.toAccel == nil {
 		return nil
@@ -215,7 +213,9 @@ func (ax *accelIndex) sameDevice(d *snapshot.Accelerator) *snapshot.Accelerator 
 }
 
 // unaccountedAccel is device d's memory used less what the live processes
-// of s account for, with a line per process that accounts for some.
+// of s account for, with a line per process that accounts for some. Each
+// accounts for the larger of its KFD and its DRM clients' device memory
+// (one buffer may be in both); a shared client counts once.
 func (c *comparison) unaccountedAccel(s *snapshot.Snapshot, ax *accelIndex, d *snapshot.Accelerator) (int64, []string) {
 	accounted := int64(0)
 	var lines []string

@@ -43,11 +43,11 @@ type deviceUse struct {
 	accelWork bool
 }
 
-// deviceUses groups a process's device mappings and NVIDIA holders by device
-// (useKey), in the order they first appear, so a finding is raised once per
-// device and not once per maps line. Holders of other devices raise nothing (almost every
-// process holds /dev/null) and are left out, so most processes have no uses;
-// where ax indexes the snapshot's accelerators, their nodes' holders are kept.
+// deviceUses groups a process's device mappings and NVIDIA holders (and,
+// where ax indexes accelerators, their nodes' holders) by device (useKey),
+// in order of appearance, so a finding is raised once per device, not per
+// maps line. Other holders raise nothing (every process holds /dev/null)
+// and are left out, so most processes have no uses.
 func deviceUses(p *snapshot.Process, ax *accelIndex) []*deviceUse {
 	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) && !hasAccelHolder(p, ax) {
 		return nil

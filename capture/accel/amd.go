@@ -9,12 +9,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// AMD: amdgpu's DRM fdinfo names its device memory region "vram" (beside
-// "gtt" and "cpu"); the device directory has mem_info_vram_total and
-// mem_info_vram_used in bytes. ROCm compute goes through /dev/kfd, which
-// fdinfo does not count: KFD's sysfs tree (/sys/class/kfd/kfd) has the
-// device number of /dev/kfd in dev, each GPU's id and PCI location in
-// topology/nodes/N, and each process's memory per GPU in proc/PID/vram_ID.
+// AMD: amdgpu's fdinfo names device memory "vram"; its sysfs device has
+// mem_info_vram_total and _used in bytes. ROCm compute goes through
+// /dev/kfd, which fdinfo does not count: KFD's tree (class/kfd/kfd) has
+// its node's number, each GPU's id and PCI location, and each process's
+// memory per GPU.
 var amd = vendor{
 	name:         "amd",
 	pciID:        "0x1002",

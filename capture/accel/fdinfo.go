@@ -8,21 +8,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// DRM fdinfo (/proc/PID/fdinfo/FD of a DRM or accel file), in the kernel's
-// drm-usage-stats format: "KEY:\tVALUE" lines beside the usual pos, flags,
-// mnt_id and ino. The keys read:
+// DRM fdinfo (/proc/PID/fdinfo/FD of a DRM or accel file) holds the
+// kernel's drm-usage-stats keys beside pos, flags, mnt_id and ino:
 //
 //	drm-driver: amdgpu
 //	drm-client-id: 12          one per open file: dup'ed fds share it
 //	drm-pdev: 0000:03:00.0     the PCI slot
-//	drm-engine-gfx: 1234 ns    busy time per engine
-//	drm-engine-capacity-video: 2
-//	drm-cycles-rcs: 28257900   xe: cycles per engine
-//	drm-total-cycles-rcs: 7655183225
-//	drm-total-vram: 8192 KiB   per memory region; drm-memory-vram in older
-//	drm-resident-vram: 8192 KiB   kernels, drm-shared-, in B, KiB or MiB
+//	drm-engine-gfx: 1234 ns    busy time (xe: drm-cycles-, drm-total-cycles-)
+//	drm-total-vram: 8192 KiB   per region (older: drm-memory-), B/KiB/MiB
 //
-// Keys a driver adds of its own (amd-memory-visible-vram ...) are ignored.
+// A driver's own keys are ignored.
 
 // ParseFdinfo reads a DRM client from an fdinfo text; ok is false when it
 // is no DRM client's (no drm-driver key: a driver without fdinfo stats, or
