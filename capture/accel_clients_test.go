@@ -2,56 +2,24 @@ package capture
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
-const sysFixture = "../fixtures/sys/amdhost"
-
-// rocmWorker adds process 5150 to a copy of the fixture proc root: a ROCm
-// worker holding /dev/kfd and the render node twice (a dup'ed fd: one DRM
-// client), whose fdinfo is amdgpu's.
-func rocmWorker(t *testing.T) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "proc")
-	if out, err := exec.Command("cp", "-a", fixtureRoot, root).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	dir := filepath.Join(root, "5150")
-	if out, err := exec.Command("cp", "-a", filepath.Join(root, "6000"), dir).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
-	files := map[string]string{
-		"stat":     strings.Replace(strings.Replace(string(stat), "6000 (srun_task)", "5150 (python3)", 1), " 6000 6000 ", " 5150 5150 ", 1),
-		"comm":     "python3\n",
-		"maps":     "7f0000000000-7f0000001000 rw-s 00000000 00:05 77 /dev/kfd\n7f1000000000-7f1000100000 rw-s 00000000 00:05 78 /dev/dri/renderD128\n",
-		"fdinfo/3": "pos:\t0\nflags:\t02100002\nmnt_id:\t25\nino:\t77\n",
-		"fdinfo/4": "pos:\t0\nflags:\t02100002\nmnt_id:\t25\nino:\t78\ndrm-driver:\tamdgpu\ndrm-client-id:\t12\ndrm-pdev:\t0000:03:00.0\ndrm-total-vram:\t1048576 KiB\ndrm-resident-vram:\t1048576 KiB\ndrm-total-gtt:\t2048 KiB\ndrm-engine-gfx:\t987654 ns\n",
-	}
-	files["fdinfo/5"] = files["fdinfo/4"]
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.Remove(filepath.Join(dir, "fd", "3"))
-	for fd, target := range map[string]string{"3": "/dev/kfd", "4": "/dev/dri/renderD128", "5": "/dev/dri/renderD128"} {
-		if err := os.Symlink(target, filepath.Join(dir, "fd", fd)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+// The AMD host's fixtures: its sysfs as the kernel lays it out (class/drm
+// links into the PCI function; KFD's topology and per-process VRAM), and a
+// proc root whose ROCm worker 5150 holds /dev/kfd and the render node
+// through two fds of one DRM client (amdgpu's fdinfo), beside a browser
+// 6300 idle on the render node.
+const (
+	sysFixture     = "../fixtures/sys/amdhost"
+	amdProcFixture = "../fixtures/proc/amdhost"
+)
 
 // With a sys root, a capture records the accelerators and each process's
 // DRM clients, one per client id; without one (a fixture proc root alone)
 // it records neither, as before.
 func TestCaptureAccelerators(t *testing.T) {
-	root := rocmWorker(t)
+	root := amdProcFixture
 	s, err := Capture(context.Background(), Options{ProcRoot: root, SysRoot: sysFixture})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +43,9 @@ func TestCaptureAccelerators(t *testing.T) {
 	}
 	if xorg := findPID(t, s, 6000); len(xorg.DRMClients) != 0 || xorg.Holders[0].Access != "rw" {
 		t.Errorf("card0 holder: %+v, clients %+v", xorg.Holders, xorg.DRMClients)
+	}
+	if b := findPID(t, s, 6300); len(b.DRMClients) != 1 || b.DRMClients[0].Working() || b.AcceleratorWork(a) || !p.AcceleratorWork(a) {
+		t.Errorf("browser's client %+v: idle, no accelerator work", b.DRMClients)
 	}
 
 	s, err = Capture(context.Background(), Options{ProcRoot: root})

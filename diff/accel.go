@@ -141,6 +141,9 @@ func clientEvidence(cl *snapshot.DRMClient) string {
 // it, low where it only holds a render or accel node.
 func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 	name := u.accelKind + " node"
+	if u.accelKind == snapshot.NodeKFD {
+		name = "kfd, every AMD GPU it serves"
+	}
 	if d := c.toAccel.device(u.device, u.devno); d != nil {
 		name = d.Vendor + " " + d.Name
 	}
@@ -148,6 +151,16 @@ func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 		return Low, name + ", no device memory or engine time"
 	}
 	return High, name
+}
+
+// zombieNext is what to do about memory that no process holds: reset the
+// GPU, by NVIDIA's tool or, for another vendor's device (a finding that
+// names a device and no NVIDIA UUID), by that vendor's.
+func zombieNext(f *Finding) string {
+	if f.Kind == KindZombieGPUMemory && f.GPUUUID == "" && f.Device != "" {
+		return "nothing to kill: drain the node, then reset the device (amd-smi reset --gpureset for AMD's) or reboot it to free the memory"
+	}
+	return "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r) or reboot it to free the memory"
 }
 
 // accelMemory reports an accelerator whose device memory that no live

@@ -77,8 +77,7 @@ type triageInput struct {
 func classify(in triageInput) Triage {
 	f, p := in.finding, in.proc
 	if p == nil && (f.Process == nil || RuleOf(f.Kind).withoutProcess()) {
-		return Triage{Class: ClassZombieContext, Rule: "zombie-no-holder", Why: []string{f.Summary},
-			Next: "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r) or reboot it to free the memory"}
+		return Triage{Class: ClassZombieContext, Rule: "zombie-no-holder", Why: []string{f.Summary}, Next: zombieNext(f)}
 	}
 	if p != nil && p.Defunct() {
 		return Triage{Class: ClassZombieContext, Rule: "defunct", Why: []string{fmt.Sprintf("pid %d is defunct (state %s): it runs nothing, its context is the driver's", p.PID, p.State)},

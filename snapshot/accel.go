@@ -175,3 +175,30 @@ func (c *DRMClient) Busy() bool {
 // Working reports whether the client did GPU work: device memory, or
 // engine time. Holding a node is not work: a compositor holds one.
 func (c *DRMClient) Working() bool { return c.DeviceMemory() > 0 || c.Busy() }
+
+// AcceleratorWork reports whether the process works on an accelerator
+// other than NVIDIA's, as a recorded (nil: none recorded): it holds or maps
+// /dev/kfd, or a DRM client of its has device memory or engine time. ps
+// lists such a process, and a capture reads its triage evidence, as an
+// NVIDIA device's user.
+func (p *Process) AcceleratorWork(a *Accelerators) bool {
+	if a == nil {
+		return false
+	}
+	for i := range p.DRMClients {
+		if p.DRMClients[i].Working() {
+			return true
+		}
+	}
+	for _, h := range p.Holders {
+		if AccelNodeKind(h.Target, h.DeviceNumber, a.KFDNode) == NodeKFD {
+			return true
+		}
+	}
+	for _, m := range p.Mappings {
+		if AccelNodeKind(m.Path, m.DeviceNumber, a.KFDNode) == NodeKFD {
+			return true
+		}
+	}
+	return false
+}
