@@ -71,6 +71,10 @@ type Options struct {
 	// of each GPU user's unit; "" means / on the live procfs, and none for
 	// another proc root.
 	UnitRoot string
+	// SysRoot is a directory laid out like /sys, where the accelerators
+	// other than NVIDIA's are read (capture/accel); "" means /sys on the
+	// live procfs, and none for another proc root.
+	SysRoot string
 
 	noCorroborate bool // a benchmark's capture without triage's reads
 }
@@ -183,6 +187,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		s.Processes = append(s.Processes, res.p)
 	}
 	s.Scan.ProcessesRead = len(s.Processes)
+	if err := cfg.readAccelerators(r, s, sysRoot(opts.SysRoot, root)); err != nil {
+		return nil, err
+	}
 
 	select {
 	case <-nvDone:

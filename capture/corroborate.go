@@ -35,7 +35,7 @@ var netTables = []string{"tcp", "tcp6", "udp", "udp6"}
 
 // gpuUsers returns the processes of s that use a GPU: NVML lists them (by
 // host PID or NSpid, as GPUUsage joins them), or they hold or map an NVIDIA
-// device. A defunct process runs nothing and holds nothing: it is left out.
+// device, or work on another accelerator (AcceleratorWork). A defunct process runs nothing and holds nothing: it is left out.
 func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 	seen := map[*snapshot.Process]bool{}
 	var out []*snapshot.Process
@@ -51,7 +51,7 @@ func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 		}
 	}
 	for i := range s.Processes {
-		if s.Processes[i].UsesNVIDIA() {
+		if s.Processes[i].UsesNVIDIA() || s.Processes[i].AcceleratorWork(s.Accelerators) {
 			add(&s.Processes[i])
 		}
 	}

@@ -17,7 +17,7 @@ const KindGPUInUse = "gpu_in_use"
 
 var ruleGPUInUse = &Rule{
 	Kind: KindGPUInUse, Title: "GPU in use before it is handed out",
-	Severities: []Severity{High},
+	Severities: []Severity{Low, High},
 	compare:    []func(*comparison) []Finding{sharedAtFrom},
 	check:      gpusInUse,
 }
@@ -208,15 +208,19 @@ func gpusInUse(c *comparison, gpus *gpuSet) []Finding {
 			if u.gpuMinor != nil {
 				seenGPU[ch.proc.Key()+"/"+fmt.Sprint(*u.gpuMinor)] = true
 			}
+			sev, on := High, gpuName(u.gpuMinor, uuid)
+			if !u.nvidia() {
+				sev, on = c.accelInUse(u)
+			}
 			out = append(out, Finding{
 				Kind:     KindGPUInUse,
-				Severity: High,
+				Severity: sev,
 				Summary: fmt.Sprintf("%s %s %s (%s; %s)", describe(ref), strings.Join(verbs, " and "), u.device,
-					gpuName(u.gpuMinor, uuid), strings.Join(counts, ", ")),
+					on, strings.Join(counts, ", ")),
 				Process:  ref,
 				Device:   u.device,
 				GPUUUID:  uuid,
-				Evidence: append(mappingEvidence(u.mappings), holderEvidence(u.holders)...),
+				Evidence: append(append(mappingEvidence(u.mappings), holderEvidence(u.holders)...), c.accelEvidence(ch.proc, u)...),
 			})
 		}
 	}

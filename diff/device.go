@@ -36,14 +36,20 @@ type deviceUse struct {
 	gpuMinor *int
 	mappings []snapshot.Mapping
 	holders  []snapshot.Holder
+	// accelKind is the accelerator node kind (snapshot.NodeX) of a use of
+	// another vendor's accelerator, and accelWork whether the process did
+	// work there (accel.go).
+	accelKind string
+	accelWork bool
 }
 
-// deviceUses groups a process's device mappings and NVIDIA holders by device
-// (useKey), in the order they first appear, so a finding is raised once per
-// device and not once per maps line. Holders of other devices raise nothing (almost every
-// process holds /dev/null) and are left out, so most processes have no uses.
-func deviceUses(p *snapshot.Process) []*deviceUse {
-	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) {
+// deviceUses groups a process's device mappings and NVIDIA holders (and,
+// where ax indexes accelerators, their nodes' holders) by device (useKey),
+// in order of appearance, so a finding is raised once per device, not per
+// maps line. Other holders raise nothing (every process holds /dev/null)
+// and are left out, so most processes have no uses.
+func deviceUses(p *snapshot.Process, ax *accelIndex) []*deviceUse {
+	if len(p.Mappings) == 0 && !hasNVIDIAHolder(p) && !hasAccelHolder(p, ax) {
 		return nil
 	}
 	byDev := make(map[string]*deviceUse)
@@ -68,13 +74,28 @@ func deviceUses(p *snapshot.Process) []*deviceUse {
 		u.mappings = append(u.mappings, m)
 	}
 	for _, h := range p.Holders {
-		if h.Class != snapshot.ClassNVIDIA {
+		if h.Class != snapshot.ClassNVIDIA && (ax == nil || !ax.accelHolder(&h)) {
 			continue
 		}
 		u := get(h.Target, h.DeviceNumber, h.DeviceType, h.Class, h.GPUMinor)
 		u.holders = append(u.holders, h)
 	}
+	if ax != nil {
+		ax.markAccel(p, order)
+	}
 	return order
+}
+
+func hasAccelHolder(p *snapshot.Process, ax *accelIndex) bool {
+	if ax == nil {
+		return false
+	}
+	for i := range p.Holders {
+		if ax.accelHolder(&p.Holders[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // useKey names one device of a process: its path and the GPU it names. One

@@ -99,6 +99,9 @@ type comparison struct {
 	toUnread map[int]bool
 
 	fromNVML, toNVML *nvmlIndex
+	// fromAccel, toAccel index the accelerators other than NVIDIA's; nil
+	// where a snapshot read none.
+	fromAccel, toAccel *accelIndex
 
 	// deviceUsers lists, for each process at TO with a device mapping or holder,
 	// its uses and those it had at FROM (none for a new process).
@@ -175,6 +178,8 @@ func newComparison(from, to *snapshot.Snapshot, opts Options, check bool) *compa
 		toUnread:  make(map[int]bool, len(to.Scan.RefusedPIDs)),
 		fromNVML:  indexNVML(&from.NVML, from.Processes),
 		toNVML:    indexNVML(&to.NVML, to.Processes),
+		fromAccel: indexAccel(from.Accelerators),
+		toAccel:   indexAccel(to.Accelerators),
 		since:     from.Host.CaptureStart,
 	}
 	for i := range from.Processes {
@@ -192,13 +197,13 @@ func newComparison(from, to *snapshot.Snapshot, opts Options, check bool) *compa
 	}
 	for i := range to.Processes {
 		p := &to.Processes[i]
-		uses := deviceUses(p)
+		uses := deviceUses(p, c.toAccel)
 		if uses == nil {
 			continue
 		}
 		ch := processChange{proc: p, uses: uses, before: c.fromByKey[idOf(p.PID, p.StartTime)]}
 		if ch.before != nil {
-			prior := deviceUses(ch.before)
+			prior := deviceUses(ch.before, c.fromAccel)
 			ch.prior = make(map[string]*deviceUse, len(prior))
 			for _, u := range prior {
 				ch.prior[u.key()] = u

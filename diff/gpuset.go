@@ -73,10 +73,11 @@ func (g *gpuSet) resolved(uuid string, ixs []*nvmlIndex) bool {
 
 // hasDevice reports whether a device use falls on the set: a GPU node of a
 // listed minor, or, for the set of all GPUs, any NVIDIA device (nvidiactl and
-// nvidia-uvm serve every GPU).
+// nvidia-uvm serve every GPU) and any accelerator node worked on or held
+// (idleAccelHolder).
 func (g *gpuSet) hasDevice(u *deviceUse) bool {
 	if g.all {
-		return u.nvidia()
+		return u.gpuWork() || u.idleAccelHolder() && len(u.holders) > 0
 	}
 	return u.nvidia() && u.gpuMinor != nil && g.minors[*u.gpuMinor]
 }

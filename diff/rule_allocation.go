@@ -56,7 +56,7 @@ func outOfAllocation(c *comparison) []Finding {
 			if s != c.to {
 				where = " in snapshot " + s.ID + ", taken while it ran"
 			}
-			for _, u := range deviceUses(p) {
+			for _, u := range deviceUses(p, nil) {
 				if !u.nvidia() || u.gpuMinor == nil || gpus.minors[*u.gpuMinor] {
 					continue
 				}

@@ -21,9 +21,9 @@ var ruleOtherDeviceMapping = &Rule{
 	compare:    []func(*comparison) []Finding{otherDeviceMappings},
 }
 
-// leftoverMappings reports a process that at TO maps an NVIDIA device that it
-// did not map at FROM (a new process, or one that gained it). High when
-// writable.
+// leftoverMappings reports a process that at TO maps an NVIDIA device, or an
+// accelerator node it works on, that it did not map at FROM (a new process,
+// or one that gained it). High when writable.
 func leftoverMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {
@@ -31,7 +31,7 @@ func leftoverMappings(c *comparison) []Finding {
 			continue
 		}
 		for _, u := range ch.gainedMappings() {
-			if !u.nvidia() {
+			if !u.gpuWork() {
 				continue
 			}
 			sev, how := Medium, "read-only"
@@ -40,20 +40,20 @@ func leftoverMappings(c *comparison) []Finding {
 			}
 			out = append(out, c.deviceFinding(ch, u, KindLeftoverDeviceMapping, sev,
 				fmt.Sprintf("maps %s %s (%s)", u.device, how, count(len(u.mappings), "mapping")),
-				mappingEvidence(u.mappings)))
+				append(mappingEvidence(u.mappings), c.accelEvidence(ch.proc, u)...)))
 		}
 	}
 	return out
 }
 
 // otherDeviceMappings reports a process that at TO maps a non-NVIDIA device
-// (DRM, loop, /dev/mem, DMA-buf ...) that it did not map at FROM. Low: worth
-// a look, not a GPU leftover by itself.
+// (DRM, loop, /dev/mem, DMA-buf ...) that it did not map at FROM, and did no
+// accelerator work on. Low: worth a look, not a GPU leftover by itself.
 func otherDeviceMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {
 		for _, u := range ch.gainedMappings() {
-			if u.nvidia() {
+			if u.gpuWork() {
 				continue
 			}
 			how := "read-only"

@@ -75,7 +75,7 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 				u.gpu, u.sample.SMUtil, u.sample.MemUtil))
 		}
 	}
-	for _, u := range deviceUses(p) {
+	for _, u := range deviceUses(p, nil) {
 		if !u.nvidia() {
 			continue
 		}

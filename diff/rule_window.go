@@ -73,7 +73,7 @@ func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
 	if d.GPU == nil {
 		return p.UsesNVIDIA()
 	}
-	for _, u := range deviceUses(p) {
+	for _, u := range deviceUses(p, nil) {
 		if u.nvidia() && u.gpuMinor != nil && *u.gpuMinor == *d.GPU {
 			return true
 		}

@@ -14,7 +14,7 @@ var ruleZombieGPUMemory = &Rule{
 	Kind: KindZombieGPUMemory, Title: "GPU memory nobody accounts for",
 	Severities:     []Severity{High},
 	WithoutProcess: true,
-	compare:        []func(*comparison) []Finding{zombieGPUMemory},
+	compare:        []func(*comparison) []Finding{zombieGPUMemory, accelMemory},
 	check:          zombieMemoryOfSet,
 }
 
@@ -182,13 +182,17 @@ func (c *comparison) newSince() string {
 }
 
 // zombieMemoryOfSet is zombie_gpu_memory in a check: of the pools of the GPUs
-// checked, and a note where NVML was not read.
+// checked, and a note where NVML was not read; of every other vendor's
+// device where no list narrows the check (accelMemory).
 func zombieMemoryOfSet(c *comparison, gpus *gpuSet) []Finding {
+	var out []Finding
+	if gpus.all {
+		out = accelMemory(c)
+	}
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")
-		return nil
+		return out
 	}
-	var out []Finding
 	for _, f := range zombieGPUMemory(c) {
 		if pl := c.toNVML.poolByUUID(f.GPUUUID); pl == nil || gpus.hasPool(pl) {
 			out = append(out, f)

@@ -121,8 +121,7 @@ func zombieReset(f *facts) Triage {
 	if f.in.unread > 0 {
 		why = append(why, count(f.in.unread, "process")+" could not be read in full: one may hold it")
 	}
-	return Triage{Class: ClassZombieContext, Why: why,
-		Next: "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r -i N) or reboot it to free the memory"}
+	return Triage{Class: ClassZombieContext, Why: why, Next: zombieNext(f.in.finding)}
 }
 
 func zombieKillHolders(f *facts) Triage {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,7 +217,27 @@ func psGPUs(r psRow) string {
 	for _, n := range slices.Compact(minors) {
 		out = append(out, "#"+strconv.Itoa(n))
 	}
-	return orDash(strings.Join(out, ","))
+	return orDash(strings.Join(append(out, accelNodes(r.Process)...), ","))
+}
+
+// accelNodes names the accelerator nodes other than NVIDIA's that the
+// process works on in the GPU column: each DRM client's node with device
+// memory or engine time ("renderD128"), and "kfd".
+func accelNodes(p snapshot.Process) []string {
+	var out []string
+	for _, c := range p.DRMClients {
+		if c.Working() {
+			out = append(out, path.Base(c.Node))
+		}
+	}
+	for _, h := range p.Holders {
+		if snapshot.AccelNodeKind(h.Target, h.DeviceNumber, snapshot.DeviceNumber{}) == snapshot.NodeKFD {
+			out = append(out, "kfd")
+			break
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // psStarted is the STARTED column: the clock time for a process started

@@ -30,6 +30,8 @@ type Snapshot struct {
 	Scan       Scan      `json:"scan"`
 	Processes  []Process `json:"processes"`
 	NVML       NVML      `json:"nvml"`
+	// Accelerators are the other vendors' devices, from the kernel (accel.go).
+	Accelerators *Accelerators `json:"accelerators,omitempty"`
 	// KernelLog is where the kernel log stood: a diff reads the records
 	// between two snapshots' positions. Nil in snapshots taken before
 	// gpusnap kept it.
@@ -191,6 +193,9 @@ type Process struct {
 	// (the mappings' rule: 256 per node, then only a new access mode):
 	// lines counts them, perms holds their access modes.
 	HolderRuns []MappingRun `json:"holder_runs,omitempty"`
+	// DRMClients are its open DRM and accel files with their memory and
+	// engine time, where a sys root was read (accel.go).
+	DRMClients []DRMClient `json:"drm_clients,omitempty"`
 
 	// Raw keeps the kernel's own text for processes that use an NVIDIA device,
 	// so diffs and evidence bundles hold the kernel's words and not only our parse.

@@ -64,6 +64,9 @@ func TestDiffScenarios(t *testing.T) {
 				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
 					args = append(args, "--kmsg", kmsg)
 				}
+				if sys := filepath.Join(dir, s, "sys"); fileExists(sys) {
+					args = append(args, "--sys-root", sys)
+				}
 				return args
 			}
 			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {

@@ -143,7 +143,7 @@ func psSample(ctx context.Context, g globals, o psOptions) error {
 	}
 	triage := diff.HostTriage(snap)
 	for i := range snap.Processes {
-		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] {
+		if p := &snap.Processes[i]; p.UsesNVIDIA() || listed[p] || p.AcceleratorWork(snap.Accelerators) {
 			rep.Processes = append(rep.Processes, render.PsProcess{Process: *p, Triage: triage(p)})
 		}
 	}

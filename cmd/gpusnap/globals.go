@@ -25,6 +25,7 @@ func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "db", EnvVars: []string{"GPUSNAP_DB"}, Usage: "the bbolt store `PATH` (default: /var/lib/gpusnap/gpusnap.db as root, else $XDG_STATE_HOME/gpusnap/gpusnap.db)"},
 		&cli.StringFlag{Name: "proc-root", EnvVars: []string{"GPUSNAP_PROC_ROOT"}, Value: "/proc", Usage: "read processes from `DIR`, laid out like /proc"},
+		&cli.StringFlag{Name: "sys-root", EnvVars: []string{"GPUSNAP_SYS_ROOT"}, Usage: "read accelerators other than NVIDIA's from `DIR`, laid out like /sys (default: /sys with the live /proc, none with another --proc-root)"},
 		&cli.StringFlag{Name: "nvml-fixture", EnvVars: []string{"GPUSNAP_NVML_FIXTURE"}, Usage: "replay NVML state from JSON `FILE` instead of libnvidia-ml"},
 		&cli.BoolFlag{Name: "no-nvml", Usage: "skip NVML"},
 		&cli.BoolFlag{Name: "require-nvml", Usage: "exit 2 when NVML cannot be read"},
@@ -41,6 +42,7 @@ func globalFlags() []cli.Flag {
 type globals struct {
 	DB          string
 	ProcRoot    string
+	SysRoot     string // --sys-root; "" lets capture pick (see capture.Options.SysRoot)
 	Capture     string // capture.Options.Path
 	NVMLFixture string
 	NoNVML      bool
@@ -58,6 +60,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	g := globals{
 		DB:          lookup(c, "db", (*cli.Context).String),
 		ProcRoot:    lookup(c, "proc-root", (*cli.Context).String),
+		SysRoot:     lookup(c, "sys-root", (*cli.Context).String),
 		Capture:     lookup(c, "capture", (*cli.Context).String),
 		NVMLFixture: lookup(c, "nvml-fixture", (*cli.Context).String),
 		NoNVML:      lookup(c, "no-nvml", (*cli.Context).Bool),
@@ -76,7 +79,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	// An empty path given is a script's unset variable: reading the live
 	// /proc, the real NVML or the default store in its place would answer
 	// another question than the one asked.
-	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog} {
+	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "sys-root": g.SysRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog} {
 		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
 			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
 		}
@@ -149,6 +152,7 @@ func defaultDB(euid int) (string, error) {
 func (g globals) captureOptions(label, tenant string) capture.Options {
 	return capture.Options{
 		ProcRoot:  g.ProcRoot,
+		SysRoot:   g.SysRoot,
 		KernelLog: g.KernelLog,
 		Path:      g.Capture,
 		Label:     label,
