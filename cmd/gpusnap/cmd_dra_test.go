@@ -122,7 +122,7 @@ func TestDRAAllocations(t *testing.T) {
 		{"renamed shared resource", devicePlugin("nvidia.com/gpu.shared", fixtureGPU1+"::0"), false, 0, "no findings on GPUs "},
 		// Given GPU 2 (shared with the other pod) by DRA, its process uses
 		// GPU 1, which no pod was given.
-		{"DRA use outside", dra("gpu-2", 2, "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9"), true, 1, "2 high: gpu_in_use of nvidia1 by 5000 "},
+		{"DRA use outside", dra("gpu-2", 2, "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9"), true, 1, "2 high: suspected_compromise: gpu_in_use of nvidia1 by 5000 "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := newDRANode(t, c.tenant)
