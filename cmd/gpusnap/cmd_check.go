@@ -37,6 +37,7 @@ func checkCommand() *cli.Command {
 			allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory no live process accounts for, above which it is a zombie (`SIZE`)"},
 			&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`"},
+			verboseFlag(),
 			textfileFlag(),
 			expectWatchFlag(),
 			&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, window_not_covered, gpu_busy_without_process)"},
@@ -54,6 +55,7 @@ type checkOptions struct {
 	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
 	Window   time.Duration // --window: the event log judged ends at the capture and is this long
 	NPD      bool          // --npd: Node Problem Detector's line and exit status
+	Verbose  bool          // --verbose: every finding in full
 	OCSF     ocsfOutput
 	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
 	// nil checks the GPUs of --gpus.
@@ -65,7 +67,7 @@ type checkOptions struct {
 const defaultCheckWindow = time.Hour
 
 func parseCheckOptions(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window"), NPD: c.Bool("npd")}
+	o := checkOptions{Textfile: c.String("textfile"), Window: c.Duration("window"), NPD: c.Bool("npd"), Verbose: c.Bool("verbose")}
 	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
 	if o.Window <= 0 {
@@ -160,7 +162,7 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 			_, err := fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
 			return err
 		}
-		return printResult(g, r)
+		return printResult(g, r, o.Verbose)
 	})
 	if err != nil {
 		return err
