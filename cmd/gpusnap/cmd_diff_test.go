@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -41,6 +42,7 @@ func TestDiffScenarios(t *testing.T) {
 		t.Fatalf("scenarios: %v (%d found)", err, len(dirs))
 	}
 	reached := map[string]bool{} // the triage classes the scenarios declare
+	var outputs [][]byte         // each scenario's diff --json, for its schema
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
 		name := filepath.Base(dir)
@@ -79,6 +81,7 @@ func TestDiffScenarios(t *testing.T) {
 				args = append(args, "--allow", filepath.Join(dir, "allow"))
 			}
 			code, stdout, stderr := gpusnap(t, args...)
+			outputs = append(outputs, []byte(stdout))
 			var r diff.Result
 			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 				t.Fatalf("diff --json: exit %d, %v: %s %s", code, err, stdout, stderr)
@@ -119,6 +122,9 @@ func TestDiffScenarios(t *testing.T) {
 				reached[class] = true
 			}
 		})
+	}
+	if !testing.Short() {
+		schematest.Validate(t, "diff", outputs...)
 	}
 	// Each triage class docs/triage.md describes is reached by one scenario.
 	for _, class := range []string{diff.ClassExpected, diff.ClassTenant, diff.ClassAnotherTenant, diff.ClassLeftoverWorker,
