@@ -69,6 +69,8 @@ deb: $(BUILD)/gpusnap
 	$(BUILD)/gpusnap completion zsh >$$R/usr/share/zsh/vendor-completions/_gpusnap && \
 	$(BUILD)/gpusnap completion fish >$$R/usr/share/fish/vendor_completions.d/gpusnap.fish && \
 	install -D -m 0644 packaging/copyright $$R/usr/share/doc/gpusnap/copyright && \
+	install -m 0644 -t $$R/usr/share/doc/gpusnap docs/*.md && \
+	install -D -m 0644 -t $$R/usr/share/doc/gpusnap/schema docs/schema/*.schema.json && \
 	sed '1s/([^)]*)/($(VERSION))/' packaging/changelog | gzip -9n >$$R/usr/share/doc/gpusnap/changelog.gz && \
 	install -d $$R/DEBIAN && \
 	printf '/etc/default/gpusnap\n/etc/gpusnap/allow.list\n' >$$R/DEBIAN/conffiles && \

@@ -923,6 +923,10 @@ func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *sc
 	classes := snapshot.DeviceClasses{}
 	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
 		classes = ParseDevices(data)
+		h.NVIDIADriver = snapshot.DriverNotLoaded
+		if classes.Registered {
+			h.NVIDIADriver = snapshot.DriverLoaded
+		}
 	} else {
 		errs = append(errs, "devices: "+root+"/devices: "+errText(err)+" (only major 195 counts as NVIDIA)")
 	}

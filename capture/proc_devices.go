@@ -23,7 +23,7 @@ import (
 // which majors those got on this host. DeviceClasses (device_class.go) uses them.
 
 // ParseDevices reads the text of /proc/devices and returns the character
-// majors whose driver name starts with "nvidia".
+// majors whose driver name starts with "nvidia", and whether there is one.
 func ParseDevices(data []byte) snapshot.DeviceClasses {
 	dc := snapshot.DeviceClasses{NVIDIAMajors: map[uint32]string{}}
 	char := false
@@ -41,7 +41,11 @@ func ParseDevices(data []byte) snapshot.DeviceClasses {
 			continue
 		}
 		major, err := strconv.ParseUint(string(fields[0]), 10, 32)
-		if err != nil || major == snapshot.NVIDIAMajor {
+		if err != nil {
+			continue
+		}
+		dc.Registered = true
+		if major == snapshot.NVIDIAMajor {
 			continue
 		}
 		dc.NVIDIAMajors[uint32(major)] = string(fields[1])

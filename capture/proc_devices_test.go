@@ -14,3 +14,17 @@ func TestParseDevices(t *testing.T) {
 		}
 	}
 }
+
+// Registered says whether the driver's module is loaded: major 195 alone is
+// enough, and a block device named nvidia is not the driver's.
+func TestParseDevicesRegistered(t *testing.T) {
+	for text, want := range map[string]bool{
+		"Character devices:\n195 nvidia-frontend\n\nBlock devices:\n  7 loop\n":  true,
+		"Character devices:\n  1 mem\n226 drm\n\nBlock devices:\n510 nvidia-x\n": false,
+		"": false,
+	} {
+		if got := ParseDevices([]byte(text)).Registered; got != want {
+			t.Errorf("%q: registered %v, want %v", text, got, want)
+		}
+	}
+}

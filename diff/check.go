@@ -76,6 +76,8 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 		gpus = resolveGPUs(*opts.GPUs, c.toNVML)
 		scope.GPUs = opts.GPUs.String()
 		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
+	} else {
+		scope.Unchecked = c.noGPUSeen()
 	}
 	var findings []Finding
 	for _, rule := range registry {
@@ -163,6 +165,38 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 		}
 	}
 	return out
+}
+
+// noGPUSeen is what a check of every GPU could not check where NVML was
+// not read and no GPU was seen: nothing, on a host whose /proc/devices
+// shows the NVIDIA driver not loaded (no GPU can be used there; a note says
+// so), else every GPU, as the driver may hold GPUs that nothing showed.
+func (c *comparison) noGPUSeen() []string {
+	why := c.toNVML.unavailable
+	if why == "" || len(c.to.Host.GPUNodes) > 0 || c.anyNVIDIADeviceUsed() {
+		return nil
+	}
+	switch c.to.Host.NVIDIADriver {
+	case snapshot.DriverNotLoaded:
+		c.notes = append(c.notes, "no GPU on this host: NVML was not read ("+why+"), no NVIDIA device node or use was seen, and /proc/devices shows the NVIDIA driver not loaded")
+		return nil
+	case snapshot.DriverLoaded:
+		return []string{"every GPU: none was seen (no device node, no process using one) and NVML was not read (" + why + "), though the NVIDIA driver is loaded"}
+	}
+	return []string{"every GPU: none was seen (no device node, no process using one), NVML was not read (" + why + ") and whether the NVIDIA driver is loaded is not known (/proc/devices was not read)"}
+}
+
+// anyNVIDIADeviceUsed reports whether a process holds or maps an NVIDIA
+// device.
+func (c *comparison) anyNVIDIADeviceUsed() bool {
+	for _, ch := range c.deviceUsers {
+		for _, u := range ch.uses {
+			if u.nvidia() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // nodeSeen reports whether the capture saw GPU minor's device node without

@@ -112,6 +112,40 @@ func TestCheckFailsClosed(t *testing.T) {
 	}
 }
 
+// A check of every GPU where NVML was not read and no GPU was seen is clean
+// only where /proc/devices shows the NVIDIA driver not loaded: elsewhere
+// the driver may hold GPUs nothing showed, and the check cannot tell.
+func TestCheckAllWithNoGPUSeen(t *testing.T) {
+	bash := proc(10, 5, "bash", "/usr/bin/bash")
+	for _, tc := range []struct {
+		driver  string
+		nodes   []int
+		used    bool
+		verdict string
+	}{
+		{snapshot.DriverNotLoaded, nil, false, VerdictClean},
+		{snapshot.DriverLoaded, nil, false, VerdictUnknown},
+		{"", nil, false, VerdictUnknown},
+		{snapshot.DriverLoaded, []int{0}, false, VerdictClean},
+		{"", nil, true, VerdictNotClean},
+	} {
+		to := snap("now", bash)
+		if tc.used {
+			to = snap("now", bash, proc(20, 6, "x", "/usr/bin/x", holder(3, "/dev/nvidia0", "r", "195:0")))
+		}
+		to.NVML = snapshot.NVML{Source: "library", Unavailable: "disabled by --no-nvml"}
+		to.Host.NVIDIADriver, to.Host.GPUNodes = tc.driver, tc.nodes
+		r := check(t, to, "", "")
+		if r.Check.Verdict != tc.verdict {
+			t.Errorf("driver %q, nodes %v, used %v: verdict %q (unchecked %q), want %q", tc.driver, tc.nodes, tc.used, r.Check.Verdict, r.Check.Unchecked, tc.verdict)
+		}
+		notes := strings.Join(r.Notes, "\n")
+		if noGPU := strings.Contains(notes, "no GPU on this host"); noGPU != (tc.driver == snapshot.DriverNotLoaded) {
+			t.Errorf("driver %q: notes %q", tc.driver, notes)
+		}
+	}
+}
+
 // A tenant in its own mount namespace can bind /dev/nvidia1 over its
 // /dev/nvidia0 and open it beside the real /dev/nvidia0: two devices behind
 // one path, told apart only by their numbers. Each is its own GPU's use, so

@@ -60,6 +60,10 @@ func cgroupPath(lines []string) string {
 	return first
 }
 
+// Describe names the process as every summary line about it begins: a
+// report that heads a block with it may cut it from those lines.
+func (p *ProcessRef) Describe() string { return describe(p) }
+
 // describe names a process in a summary line: "pid 4242 (python3, /usr/bin/python3.11, user bob)".
 func describe(p *ProcessRef) string {
 	parts := []string{p.Comm}

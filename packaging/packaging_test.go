@@ -199,7 +199,9 @@ func TestDeb(t *testing.T) {
 		"./etc/default/gpusnap", "./etc/gpusnap/allow.list", "./usr/share/man/man1/gpusnap.1.gz",
 		"./usr/share/man/man1/gpusnap-diff.1.gz", "./usr/share/bash-completion/completions/gpusnap",
 		"./usr/share/zsh/vendor-completions/_gpusnap", "./usr/share/fish/vendor_completions.d/gpusnap.fish",
-		"./usr/share/doc/gpusnap/copyright", "./usr/share/doc/gpusnap/changelog.gz"} {
+		"./usr/share/doc/gpusnap/copyright", "./usr/share/doc/gpusnap/changelog.gz",
+		"./usr/share/doc/gpusnap/spec.md", "./usr/share/doc/gpusnap/diff.md", "./usr/share/doc/gpusnap/triage.md",
+		"./usr/share/doc/gpusnap/schema/diff.schema.json", "./usr/share/doc/gpusnap/schema/findings.schema.json"} {
 		if !regexp.MustCompile(` root/root .* ` + regexp.QuoteMeta(p) + `\n`).MatchString(contents) {
 			t.Errorf("the package lacks %s (owned by root)", p)
 		}
@@ -215,6 +217,13 @@ func TestDeb(t *testing.T) {
 	for _, script := range []string{"preinst", "postinst", "prerm", "postrm"} {
 		if _, err := os.Stat(filepath.Join(tree, "DEBIAN", script)); err == nil {
 			t.Errorf("the package has a %s: nothing it does may remove the store or the evidence", script)
+		}
+	}
+	// The man pages send the reader to the documents the package installs.
+	man := run(t, "sh", "-c", "zcat "+filepath.Join(tree, "usr/share/man/man1/gpusnap-diff.1.gz"))
+	for _, want := range []string{"/usr/share/doc/gpusnap/", "/etc/gpusnap/allow.list"} {
+		if !strings.Contains(strings.ReplaceAll(man, "\\-", "-"), want) {
+			t.Errorf("gpusnap-diff(1) does not name %s", want)
 		}
 	}
 	out := run(t, filepath.Join(tree, "usr/bin/gpusnap"), "--version")

@@ -26,28 +26,20 @@ func JSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// ResultText writes the report an operator reads: one summary line, then the
-// findings by severity, highest first, each with its evidence. Every string a
-// process controls (comm, exe, cmdline, paths, maps lines) is escaped.
-func ResultText(w io.Writer, r *diff.Result) error {
+// ResultText writes the report an operator reads: one summary line, what
+// was not checked, then one block per process (processBlocks). verbose gives
+// instead each finding in full, by severity. Every string a process controls
+// (comm, exe, cmdline, paths, maps lines) is escaped.
+func ResultText(w io.Writer, r *diff.Result, verbose bool) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, summaryLine(r))
-	if r.Check != nil {
-		for _, u := range r.Check.Unchecked {
-			fmt.Fprintf(b, "unchecked: %s\n", safetext.Escape(u))
-		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(b, "note: %s\n", safetext.Escape(n))
-	}
-	var current diff.Severity = -1
-	for i := range r.Findings {
-		f := &r.Findings[i]
-		if f.Severity != current {
-			current = f.Severity
-			fmt.Fprintf(b, "\n%s\n", strings.ToUpper(current.String()))
-		}
-		writeFinding(b, f)
+	if verbose {
+		writeScope(b, r, writeLine)
+		writeBySeverity(b, r.Findings)
+	} else {
+		// What was not checked is never cut, only wrapped.
+		writeScope(b, r, func(b *bufio.Writer, label, text string) { writeWrapped(b, label, text, 0) })
+		writeBlocks(b, processBlocks(r.Findings))
 	}
 	if len(r.MapsDiffs) > 0 {
 		keys := make([]string, 0, len(r.MapsDiffs))
@@ -63,6 +55,24 @@ func ResultText(w io.Writer, r *diff.Result) error {
 		}
 	}
 	return b.Flush()
+}
+
+// writeScope writes, with write, what a check did not check and the notes
+// on what a diff or check could not compare.
+func writeScope(b *bufio.Writer, r *diff.Result, write func(b *bufio.Writer, label, text string)) {
+	if r.Check != nil {
+		for _, u := range r.Check.Unchecked {
+			write(b, "unchecked: ", safetext.Escape(u))
+		}
+	}
+	for _, n := range r.Notes {
+		write(b, "note: ", safetext.Escape(n))
+	}
+}
+
+// writeLine writes label and text on one line, whatever its length.
+func writeLine(b *bufio.Writer, label, text string) {
+	fmt.Fprintf(b, "%s%s\n", label, text)
 }
 
 // summaryLine: counts by severity, the tenant, and the two snapshots with their times.
@@ -96,6 +106,20 @@ func summaryLine(r *diff.Result) string {
 	}
 	return line + fmt.Sprintf("; from %s (%s) to %s (%s)",
 		r.From, captureTime(r.FromTime), r.To, captureTime(r.ToTime))
+}
+
+// writeBySeverity writes the findings under a heading per severity, each
+// with all its detail (--verbose).
+func writeBySeverity(b *bufio.Writer, findings []diff.Finding) {
+	var current diff.Severity = -1
+	for i := range findings {
+		f := &findings[i]
+		if f.Severity != current {
+			current = f.Severity
+			fmt.Fprintf(b, "\n%s\n", strings.ToUpper(current.String()))
+		}
+		writeFinding(b, f)
+	}
 }
 
 func writeFinding(b *bufio.Writer, f *diff.Finding) {

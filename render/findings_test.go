@@ -35,7 +35,7 @@ func hostile() snapshot.Process {
 func resultText(t *testing.T, r *diff.Result) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := ResultText(&b, r); err != nil {
+	if err := ResultText(&b, r, true); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()

@@ -29,6 +29,7 @@ type report struct {
 	Notes     []string // what the diff could not check
 	Summary   diff.Summary
 	Groups    []group
+	Blocks    []block // what to do: processBlocks of the findings
 	Timeline  []event
 	Charts    []chart
 	Processes []process
@@ -145,6 +146,7 @@ func newReport(in BundleInput) *report {
 		r.Notes = append(r.Notes, safetext.Escape(n))
 	}
 	r.Groups = groups(in.Result.Findings)
+	r.Blocks = processBlocks(in.Result.Findings)
 	r.Processes = processes(in)
 	r.Timeline = timeline(in, r.Processes)
 	r.Charts = charts(in.Result.Utilization, r.Groups)

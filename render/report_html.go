@@ -69,6 +69,29 @@ const reportHTML = `<!DOCTYPE html>
 {{- end}}
 <tr><th>written by</th><td>gpusnap <code>{{.R.Version}}</code>, run as uid {{.R.UID}}</td></tr>
 </table>
+{{- if .R.Blocks}}
+
+<h2>What to do</h2>
+{{- range .R.Blocks}}
+<section class="block"{{if .Class}} data-class="{{.Class}}"{{end}}>
+<h3><code>{{.Title}}</code></h3>
+{{- if .Class}}
+<table class="fields">
+<tr><th>class</th><td class="class">{{.Class}}</td></tr>
+<tr><th>next</th><td class="next">{{.Next}}</td></tr>
+{{- range .Why}}
+<tr><th>why</th><td class="why">{{.}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
+<ul>
+{{- range .Findings}}
+<li><a href="#finding-{{.N}}">{{.N}}</a> <span class="sev sev-{{.Severity}}">{{.Severity}}</span> {{.Kind}}: {{.Text}}</li>
+{{- end}}
+</ul>
+</section>
+{{- end}}
+{{- end}}
 
 <h2>Time line</h2>
 <table id="timeline">

@@ -26,6 +26,7 @@ func (r *report) markdown() []byte {
 		fmt.Fprintf(&b, "- %s: %s\n", f.Name, mdCode(f.Value))
 	}
 	fmt.Fprintf(&b, "- written by gpusnap %s, run as uid %d\n\n", mdCode(r.Version), r.UID)
+	mdBlocks(&b, r.Blocks)
 
 	b.WriteString("## Time line\n\n")
 	for _, e := range r.Timeline {
@@ -74,6 +75,29 @@ func (r *report) markdown() []byte {
 		b.WriteString("\n")
 	}
 	return b.Bytes()
+}
+
+// mdBlocks writes the section that leads the page: one block per process,
+// its class, next and why, and its findings one a line.
+func mdBlocks(b *bytes.Buffer, blocks []block) {
+	if len(blocks) == 0 {
+		return
+	}
+	b.WriteString("## What to do\n\n")
+	for _, bl := range blocks {
+		fmt.Fprintf(b, "### %s\n\n", mdCode(bl.Title))
+		if bl.Class != "" {
+			fmt.Fprintf(b, "- class: **%s**\n- next: %s\n", mdText(bl.Class), mdText(bl.Next))
+			for _, w := range bl.Why {
+				fmt.Fprintf(b, "- why: %s\n", mdText(w))
+			}
+			b.WriteString("\n")
+		}
+		for _, l := range bl.Findings {
+			fmt.Fprintf(b, "- finding %d, %s: %s: %s\n", l.N, l.Severity, mdText(l.Kind), mdText(l.Text))
+		}
+		b.WriteString("\n")
+	}
 }
 
 // mdSpecial are the characters that mean something inside a Markdown line.

@@ -18,6 +18,9 @@ type DeviceClasses struct {
 	// NVIDIAMajors are the character majors registered by the NVIDIA driver
 	// besides 195, from <proc-root>/devices.
 	NVIDIAMajors map[uint32]string
+	// Registered is true where <proc-root>/devices lists a character major
+	// of the NVIDIA driver (195 or another): its module is loaded.
+	Registered bool
 }
 
 // Classify returns the class of a device at path (ClassNVIDIA or ClassOther)

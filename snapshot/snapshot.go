@@ -65,7 +65,17 @@ type Host struct {
 	// host showed without NVML: its driver's /proc entries, and its /dev
 	// where the proc root is the live procfs.
 	GPUNodes []int `json:"gpu_nodes,omitempty"`
+	// NVIDIADriver is DriverLoaded or DriverNotLoaded, as <proc-root>/devices
+	// says; "" where it could not be read. A check of every GPU on a host
+	// where none was seen trusts only DriverNotLoaded to mean none is there.
+	NVIDIADriver string `json:"nvidia_driver,omitempty"`
 }
+
+// Host.NVIDIADriver's values.
+const (
+	DriverLoaded    = "loaded"
+	DriverNotLoaded = "not loaded"
+)
 
 // Scan counts what the /proc walk met. A vanished or refused process is not
 // an error: processes exit mid-scan, and PID 1 refuses reads even to root.

@@ -87,10 +87,12 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	}
 	_, head, storeErr := h.Put(snap)
 	var r *diff.Result
+	verbose := false
 	if o.Gate != nil {
 		r = judgeCapture(g, *o.Gate, snap, &metrics.Run{}, snap.ID)
+		verbose = o.Gate.Verbose
 	}
-	if err := printBaseline(g, snap, head, r, storeErr); err != nil {
+	if err := printBaseline(g, snap, head, r, verbose, storeErr); err != nil {
 		return err
 	}
 	switch {
@@ -107,7 +109,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 // printBaseline prints a baseline: the gate's result r (nil: none) and the
 // id on stdout's last line, or with --json the snapshot with the store's log
 // and the gate's result as its check. An id is printed only once stored.
-func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result, storeErr error) error {
+func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result, verbose bool, storeErr error) error {
 	if g.JSON {
 		if storeErr != nil && r == nil {
 			return nil
@@ -115,7 +117,7 @@ func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *d
 		return writeSnapshotWithLog(g.Stdout, snap, head, r)
 	}
 	if r != nil {
-		if err := render.ResultText(g.Stdout, r); err != nil {
+		if err := render.ResultText(g.Stdout, r, verbose); err != nil {
 			return err
 		}
 	}

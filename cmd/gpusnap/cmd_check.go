@@ -51,6 +51,7 @@ type checkOptions struct {
 	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
 	Window   time.Duration // --window: the event log judged ends at the capture and is this long
 	NPD      bool          // --npd: Node Problem Detector's line and exit status
+	Verbose  bool          // --verbose: every finding in full
 	OCSF     ocsfOutput
 	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
 	// nil checks the GPUs of --gpus.
@@ -70,12 +71,13 @@ func gateFlags() []cli.Flag {
 		&cli.StringFlag{Name: "fail-on", Value: "medium", Usage: "exit 1 on a finding at or above `SEVERITY`, or of a triage class listed with it (suspected_compromise,leftover_worker)"},
 		expectWatchFlag(),
 		&cli.DurationFlag{Name: "window", Value: defaultCheckWindow, Usage: "judge the event log of the last `DUR` (hidden_device_use, transient_gpu_process, window_not_covered, gpu_busy_without_process)"},
+		verboseFlag(),
 	}
 }
 
 // parseGate reads gateFlags into a check's options.
 func parseGate(c *cli.Context) (checkOptions, error) {
-	o := checkOptions{Window: c.Duration("window")}
+	o := checkOptions{Window: c.Duration("window"), Verbose: c.Bool("verbose")}
 	o.ExpectWatch = c.Bool("expect-watch")
 	var err error
 	if o.Window <= 0 {
@@ -187,7 +189,7 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 			_, err := fmt.Fprintln(g.Stdout, npd.Line(r, o.FailOn))
 			return err
 		}
-		return printResult(g, r)
+		return printResult(g, r, o.Verbose)
 	})
 	if err != nil {
 		return err

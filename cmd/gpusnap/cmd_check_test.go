@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -169,5 +170,48 @@ func TestCheckUnseenGPU(t *testing.T) {
 	// GPU 0's node is held there: it is seen, and clean without NVML.
 	if code, stdout, stderr := gpusnap(t, append([]string{"check", "--no-nvml", "--gpus", "0", "--allow", shippedAllow}, clean[:2]...)...); code != exitClean {
 		t.Errorf("GPU 0 without NVML: exit %d, want 0:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestCheckAllNoGPUSeen: a check of every GPU, with no NVML and no GPU
+// seen, is clean only where /proc/devices shows the NVIDIA driver not
+// loaded; with it loaded, or the file unread, it is not known to be clean.
+func TestCheckAllNoGPUSeen(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "proc")
+	if out, err := exec.Command("cp", "-a", filepath.Join(scenarioDir("clean-persistenced-unchanged"), "after", "proc"), root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	// persistenced is the one process that holds a GPU.
+	if err := os.RemoveAll(filepath.Join(root, "812")); err != nil {
+		t.Fatal(err)
+	}
+	devices := filepath.Join(root, "devices")
+	for _, tc := range []struct {
+		devices string // "": no devices file
+		code    int
+		first   string
+	}{
+		{"Character devices:\n  1 mem\n226 drm\n\nBlock devices:\n  7 loop\n", exitClean, "gpusnap check: clean: "},
+		{"Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n  7 loop\n", exitError, "gpusnap check: not known to be clean: "},
+		{"", exitError, "gpusnap check: not known to be clean: "},
+	} {
+		if err := os.Remove(devices); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if tc.devices != "" {
+			if err := os.WriteFile(devices, []byte(tc.devices), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, stdout, stderr := gpusnap(t, "check", "--no-nvml", "--allow", shippedAllow, "--proc-root", root)
+		if code != tc.code || !strings.HasPrefix(stdout, tc.first) {
+			t.Errorf("devices %q: exit %d, want %d and %q:\n%s%s", tc.devices, code, tc.code, tc.first, stdout, stderr)
+		}
+		if code == exitError && !strings.HasPrefix(stderr, "gpusnap: check: not known to be clean: every GPU: none was seen") {
+			t.Errorf("devices %q: stderr %q", tc.devices, stderr)
+		}
+		if code == exitClean && !strings.Contains(stdout, "\nnote: no GPU on this host: ") {
+			t.Errorf("a check of a host with no GPU does not say so:\n%s", stdout)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpusnap/gpusnap/diff"
 )
 
 func completionCommand() *cli.Command {
@@ -173,6 +175,12 @@ func parseMan(c *cli.Context) (manOptions, error) {
 	return manOptions{Dir: c.Args().First()}, nil
 }
 
+// installedDocs ends every man page: where the package puts the documents
+// the pages and --help name as docs/*.md.
+const installedDocs = "The documents named docs/NAME.md (spec.md, diff.md, triage.md, bundle.md ...) are installed in " +
+	"/usr/share/doc/gpusnap/, and the JSON Schema of each --json output in /usr/share/doc/gpusnap/schema/. " +
+	"The allow list the package installs, read by default, is " + diff.DefaultAllowPath + "."
+
 // runMan writes gpusnap.1 and gpusnap-COMMAND.1 (gpusnap-store-verify.1 for
 // a subcommand) from the same definitions --help prints.
 func runMan(_ context.Context, g globals, o manOptions) error {
@@ -194,6 +202,7 @@ func runMan(_ context.Context, g globals, o manOptions) error {
 	}
 	walk("gpusnap", app.Commands)
 	for name, page := range pages {
+		page.Description = strings.TrimSpace(page.Description + "\n\n" + installedDocs)
 		text, err := page.ToManWithSection(1)
 		if err != nil {
 			return fmt.Errorf("man page %s: %w", name, err)

@@ -33,6 +33,7 @@ func diffCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			allowFlag("expected workloads, downgraded to info"),
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
+			verboseFlag(),
 			textfileFlag(),
 			expectWatchFlag(),
 		}, append(diffBundleFlags(), ocsfFlags()...)...),
@@ -50,10 +51,11 @@ type diffOptions struct {
 	Bundle       diffBundle
 	Textfile     string // --textfile: the result as metrics (docs/metrics.md)
 	OCSF         ocsfOutput
+	Verbose      bool // --verbose: every finding in full
 }
 
 func parseDiff(c *cli.Context) (diffOptions, error) {
-	o := diffOptions{Tenant: c.String("tenant"), FromID: c.Args().Get(0), ToID: c.Args().Get(1), Textfile: c.String("textfile")}
+	o := diffOptions{Tenant: c.String("tenant"), FromID: c.Args().Get(0), ToID: c.Args().Get(1), Textfile: c.String("textfile"), Verbose: c.Bool("verbose")}
 	switch n := c.NArg(); {
 	case o.Tenant != "" && n > 0:
 		return o, usageError(errors.New("diff takes --tenant T or snapshot ids FROM [TO], not both"))
@@ -116,7 +118,7 @@ func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.R
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
 	logErr := recordResult(g, "diff", r, run, o.Compare.Events, from.ID, to.ID)
 	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(to.Host.Hostname, "diff")) }
-	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r) }); err != nil {
+	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r, o.Verbose) }); err != nil {
 		return err
 	}
 	return diffVerdict(g, r.FailedOn(o.FailOn), p.StoreErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -41,6 +42,7 @@ func TestDiffScenarios(t *testing.T) {
 		t.Fatalf("scenarios: %v (%d found)", err, len(dirs))
 	}
 	reached := map[string]bool{} // the triage classes the scenarios declare
+	var outputs [][]byte         // each scenario's diff --json, for its schema
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
 		name := filepath.Base(dir)
@@ -82,6 +84,7 @@ func TestDiffScenarios(t *testing.T) {
 				args = append(args, "--allow", filepath.Join(dir, "allow"))
 			}
 			code, stdout, stderr := gpusnap(t, args...)
+			outputs = append(outputs, []byte(stdout))
 			var r diff.Result
 			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 				t.Fatalf("diff --json: exit %d, %v: %s %s", code, err, stdout, stderr)
@@ -116,10 +119,15 @@ func TestDiffScenarios(t *testing.T) {
 				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
 			}
 			checkScenarioTriage(t, r, want.Triage)
+			_, text, _ := gpusnap(t, slices.DeleteFunc(args, func(a string) bool { return a == "--json" })...)
+			checkGolden(t, filepath.Join(dir, "expected.txt"), text)
 			for _, class := range want.Triage {
 				reached[class] = true
 			}
 		})
+	}
+	if !testing.Short() {
+		schematest.Validate(t, "diff", outputs...)
 	}
 	// Each triage class docs/triage.md describes is reached by one scenario.
 	for _, class := range []string{diff.ClassExpected, diff.ClassTenant, diff.ClassAnotherTenant, diff.ClassLeftoverWorker,
@@ -327,12 +335,14 @@ func TestDiffStoredSnapshots(t *testing.T) {
 	}
 }
 
-// The text report of a scenario: the summary line, then the findings by severity.
-func TestDiffTextReport(t *testing.T) {
+// The text report of a scenario with --verbose: the summary line, then the
+// findings by severity, each in full (the scenarios' expected.txt hold the
+// default report, its blocks).
+func TestDiffTextReportVerbose(t *testing.T) {
 	const name = "unexpected-masquerade"
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...)
-	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--tenant", name}, sideArgs(db, name, "after")...)...)
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--verbose", "--tenant", name}, sideArgs(db, name, "after")...)...)
 	if code != 1 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -476,15 +486,24 @@ func TestDiffTextHostileProcess(t *testing.T) {
 	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", name}, sideArgs(db, name, "before")...)...); code != 0 {
 		t.Fatal(stderr)
 	}
-	code, stdout, stderr := gpusnap(t, "diff", "--tenant", name, "--maps-diff", "--db", db, "--proc-root", root,
-		"--nvml-fixture", filepath.Join(scenarioDir(name), "after", "nvml.json"))
+	args := []string{"diff", "--tenant", name, "--maps-diff", "--db", db, "--proc-root", root,
+		"--nvml-fixture", filepath.Join(scenarioDir(name), "after", "nvml.json")}
+	checkHostileReport(t, false, args...)
+	checkHostileReport(t, true, append(args, "--verbose")...)
+}
+
+// checkHostileReport runs diff with args and checks that every line of its
+// text report is one the report wrote (verbose: the findings in full).
+func checkHostileReport(t *testing.T, verbose bool, args ...string) {
+	t.Helper()
+	code, stdout, stderr := gpusnap(t, args...)
 	if code != 1 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if !utf8.ValidString(stdout) {
 		t.Errorf("report is not UTF-8:\n%q", stdout)
 	}
-	headers := map[string]int{}
+	titles, prev, headers := 0, "", map[string]int{}
 	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
 		if strings.ContainsFunc(line, func(r rune) bool { return unicode.IsControl(r) }) {
 			t.Errorf("line %d holds a control character: %q", i, line)
@@ -499,9 +518,14 @@ func TestDiffTextHostileProcess(t *testing.T) {
 			continue
 		}
 		switch {
-		case line == "HIGH", line == "MEDIUM":
+		case verbose && (line == "HIGH" || line == "MEDIUM"):
 			if headers[line]++; headers[line] > 1 {
 				t.Errorf("line %d: a second %s header (a forged one): %q", i, line, line)
+			}
+		case !verbose && prev == "" && strings.HasPrefix(line, "pid "):
+			// A block's title: the one process has one block.
+			if titles++; titles > 1 {
+				t.Errorf("line %d: a second block title (a forged one): %q", i, line)
 			}
 		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), line == "",
 			strings.HasPrefix(line, "note: "), strings.HasPrefix(line, "maps diff of "),
@@ -510,10 +534,14 @@ func TestDiffTextHostileProcess(t *testing.T) {
 		default:
 			t.Errorf("line %d is not the report's: %q", i, line)
 		}
+		prev = line
 	}
 	// Capture writes the invalid byte as U+FFFD; the report keeps it printable.
-	for _, want := range []string{`py\x1b[2J\nHIGH` + "\ufffd", `/dev/shm/.x/\x1b[31mxmrig\nHIGH`, `x\x1b]0;pwned\x07 --opt=\u009b31m \n  leftover_device_mapping: forged`,
-		`/dev/nvidia1\n  unexpected_gpu_process: forged\x1b[0m`} {
+	wants := []string{`py\x1b[2J\nHIGH` + "\ufffd", `/dev/shm/.x/\x1b[31mxmrig\nHIGH`, `/dev/nvidia1\n  unexpected_gpu_process: forged\x1b[0m`}
+	if verbose {
+		wants = append(wants, `x\x1b]0;pwned\x07 --opt=\u009b31m \n  leftover_device_mapping: forged`)
+	}
+	for _, want := range wants {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %s:\n%s", want, stdout)
 		}

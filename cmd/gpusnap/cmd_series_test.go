@@ -11,6 +11,7 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
@@ -91,6 +92,12 @@ func TestWatchReplaysSeriesAndDiffShapesIt(t *testing.T) {
 	code, out, errs := gpusnap(t, "diff", "--tenant", "job-s", "--json", "--db", db, "--proc-root", afterProc, "--nvml-fixture", after)
 	if code != exitFindings {
 		t.Fatalf("diff: exit %d: %s", code, errs)
+	}
+	schematest.Validate(t, "diff", []byte(out))
+	if code, events, errs := gpusnap(t, "events", "--json", "--db", db); code != 0 {
+		t.Errorf("events --json: exit %d: %s", code, errs)
+	} else {
+		schematest.Validate(t, "events", []byte(events))
 	}
 	var r diff.Result
 	if err := json.Unmarshal([]byte(out), &r); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
@@ -15,10 +17,16 @@ func warn(g globals, err error) {
 }
 
 // printResult prints a diff's or a check's result: --json's object, else the
-// text report.
-func printResult(g globals, r *diff.Result) error {
+// text report (its blocks, or with verbose every finding in full).
+func printResult(g globals, r *diff.Result, verbose bool) error {
 	if g.JSON {
 		return render.JSON(g.Stdout, r)
 	}
-	return render.ResultText(g.Stdout, r)
+	return render.ResultText(g.Stdout, r, verbose)
+}
+
+// verboseFlag is --verbose of diff and check: every finding in full in the
+// text report, as the bundle's pages and --json have them.
+func verboseFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "verbose", Usage: "print every finding in full (process, cmdline, device, evidence) instead of one line each"}
 }
