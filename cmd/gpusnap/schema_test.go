@@ -5,15 +5,20 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/internal/testenv"
+	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // TestJSONSchemas runs every command that prints JSON on a scenario's host
@@ -93,4 +98,93 @@ func bundleMember(t *testing.T, path, name string) []byte {
 			return data
 		}
 	}
+}
+
+// Every field a --json output may carry is in its schema: a field the
+// schema does not name is refused by a validator, so a field added to a
+// type but not to its schema fails here before it fails a user's check.
+func TestSchemasNameEveryField(t *testing.T) {
+	for name, root := range map[string]reflect.Type{
+		"snapshot": reflect.TypeFor[snapshot.Snapshot](),
+		"diff":     reflect.TypeFor[diff.Result](),
+		"check":    reflect.TypeFor[diff.Result](),
+		"findings": reflect.TypeFor[diff.Result](),
+		"ps":       reflect.TypeFor[psReport](),
+		"events":   reflect.TypeFor[eventlog.Event](),
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "docs", "schema", name+".schema.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema struct {
+			Defs map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"$defs"`
+		}
+		if err := json.Unmarshal(data, &schema); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		seen := map[reflect.Type]bool{}
+		var walk func(reflect.Type)
+		walk = func(typ reflect.Type) {
+			for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array || typ.Kind() == reflect.Map {
+				typ = typ.Elem()
+			}
+			if typ.Kind() != reflect.Struct || seen[typ] || typ.PkgPath() == "time" {
+				return
+			}
+			seen[typ] = true
+			if _, custom := reflect.New(typ).Interface().(json.Marshaler); custom {
+				return
+			}
+			def, ok := schema.Defs[typ.Name()]
+			for _, f := range jsonFields(typ) {
+				if !ok {
+					t.Errorf("%s.schema.json: no $defs/%s for %s (field %s)", name, typ.Name(), typ, f.name)
+					break
+				}
+				if _, named := def.Properties[f.name]; !named {
+					t.Errorf("%s.schema.json: $defs/%s lacks %q (%s)", name, typ.Name(), f.name, f.typ)
+				}
+			}
+			for _, f := range jsonFields(typ) {
+				walk(f.typ)
+			}
+		}
+		walk(root)
+	}
+}
+
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+// jsonFields are the fields encoding/json writes of a struct type, those of
+// embedded structs among them.
+func jsonFields(typ reflect.Type) []jsonField {
+	var out []jsonField
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			et := f.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				out = append(out, jsonFields(et)...)
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, jsonField{name, f.Type})
+	}
+	return out
 }
