@@ -45,6 +45,7 @@ type liveHost struct {
 	user   string // "" root, else the uid gpusnap and the workers run as
 	tenant string
 	env    []string // extra environment of gpusnap
+	allow  string   // reap's and diff's --allow
 }
 
 func newLiveHost(t *testing.T, user string) *liveHost {
@@ -107,7 +108,7 @@ func (h *liveHost) gpusnap(args ...string) (code int, stdout, stderr string) {
 	h.t.Helper()
 	args = append(args, "--db", h.db, "--no-nvml", "--capture", "proc")
 	if args[0] == "reap" || args[0] == "diff" {
-		args = append(args, "--allow", "")
+		args = append(args, "--allow", h.allow)
 	}
 	cmd := h.command(append([]string{h.bin}, args...)...)
 	cmd.Env = append(os.Environ(), h.env...)
@@ -255,12 +256,16 @@ func (h *liveHost) reap(args ...string) (int, report) {
 func steps(p reap.Plan, proc livetest.Proc) []string {
 	var out []string
 	for _, a := range p.Actions {
-		if a.Process.StartTime == proc.StartTime || (a.Parent != nil && a.Parent.StartTime == proc.StartTime) {
+		if same(a.Process, proc) || (a.Parent != nil && same(*a.Parent, proc)) {
 			out = append(out, a.Step)
 		}
 	}
 	return out
 }
+
+// same says whether a target of the plan, which names PIDs as the
+// namespace sees them, is p.
+func same(t reap.Target, p livetest.Proc) bool { return t.PID == p.NSPID && t.StartTime == p.StartTime }
 
 // outcome is the outcome of p's step, or a zero one.
 func outcome(r report, step string, proc livetest.Proc) reap.Outcome {
@@ -269,7 +274,7 @@ func outcome(r report, step string, proc livetest.Proc) reap.Outcome {
 		if o.Action.Parent != nil && step == reap.StepEndParent {
 			t = *o.Action.Parent
 		}
-		if o.Action.Step == step && t.StartTime == proc.StartTime {
+		if o.Action.Step == step && same(t, proc) {
 			return o
 		}
 	}
@@ -398,10 +403,11 @@ until [ -s "$PIDS.1" ]; do sleep 0.05; done; sed 's/^tenant/worker/' "$PIDS.1" >
 // kills the unit's cgroup) is left without --stop-units, and with it its
 // unit is stopped first, the worker ended, and nothing comes back.
 func TestLiveReapUnit(t *testing.T) {
-	h := newLiveHost(t, "")
+	// Made first, so that its cleanup waits for the namespace's end.
 	unit := "gpusnap-reap-" + strconv.Itoa(os.Getpid()) + ".service"
 	join := livetest.UnitCgroup(t, unit)
-	cgroup := h.unitCgroup(join)
+	h := newLiveHost(t, "")
+	cgroup := h.cgroupDir(join)
 	root := filepath.Join(h.dir, "units")
 	must(t, os.MkdirAll(filepath.Join(root, "etc/systemd/system"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/systemd/system", unit), []byte("[Service]\nExecStart=/bin/true\nRestart=always\n"), 0o644))
@@ -457,8 +463,8 @@ until [ -s "$PIDS.1" ]; do sleep 0.05; done; sed 's/^tenant/worker/' "$PIDS.1" >
 	}
 }
 
-// unitCgroup finds the directory of the cgroup join puts a process in.
-func (h *liveHost) unitCgroup(join func(int)) string {
+// cgroupDir finds the directory of the cgroup join puts a process in.
+func (h *liveHost) cgroupDir(join func(int)) string {
 	h.t.Helper()
 	cmd := exec.Command("sleep", "60")
 	must(h.t, cmd.Start())
@@ -473,4 +479,68 @@ func (h *liveHost) unitCgroup(join func(int)) string {
 	}
 	h.t.Skipf("no cgroup v2 hierarchy here: %q", b)
 	return ""
+}
+
+// Another tenant's process and an allowed daemon on the same GPU are left,
+// with why, while the leftover beside them is ended.
+func TestLiveReapSpares(t *testing.T) {
+	// Made first, so that its cleanup waits for the namespace's end.
+	join := livetest.PodCgroup(t, "3f0c1e2a-reap-"+strconv.Itoa(os.Getpid()))
+	h := newLiveHost(t, "")
+	pod := h.cgroupDir(join)
+	h.copy(h.worker, "gpu-daemon")
+	h.allow = filepath.Join(h.dir, "allow")
+	must(t, os.WriteFile(h.allow, []byte("comm=gpu-daemon\n"), 0o644))
+	h.baseline()
+	ghost := h.start(ghostScript, "ghost")["ghost"]
+	others := h.start(`sh -c 'echo $$ > `+pod+`/cgroup.procs && exec "$WORKER" "$NODE" "$PIDS.pod"' </dev/null >/dev/null 2>&1 &
+"$DIR/gpu-daemon" "$NODE" "$PIDS.daemon" </dev/null >/dev/null 2>&1 &
+until [ -s "$PIDS.pod" ] && [ -s "$PIDS.daemon" ]; do sleep 0.05; done
+sed 's/^tenant/pod/' "$PIDS.pod" >> "$PIDS"; sed 's/^tenant/daemon/' "$PIDS.daemon" >> "$PIDS"`, "pod", "daemon")
+	gfd, pfd, dfd := pidfd(t, ghost), pidfd(t, others["pod"]), pidfd(t, others["daemon"])
+
+	code, r := h.reap("--yes", "--grace", "2s")
+	for role, want := range map[string]string{"pod": "another tenant's: ", "daemon": "allowed: "} {
+		got := steps(r.Plan, others[role])
+		o := outcome(r, reap.StepLeave, others[role])
+		if len(got) != 1 || got[0] != reap.StepLeave || o.Result != reap.ResultLeft || !strings.HasPrefix(o.Action.Why, want) {
+			t.Errorf("%s: plan %v, outcome %+v: want left, %q", role, got, o, want)
+		}
+	}
+	if o := outcome(r, reap.StepTerminate, ghost); o.Result != reap.ResultDone || !waitExited(gfd, 5*time.Second) {
+		t.Errorf("the leftover beside them: %+v", o)
+	}
+	if exited(pfd) || exited(dfd) {
+		t.Errorf("reap ended another tenant's process (%v) or the allowed daemon (%v)", exited(pfd), exited(dfd))
+	}
+	t.Logf("exit %d, after %+v", code, r.After)
+}
+
+// A process in D state (waiting on a FUSE server that never answers) is
+// refused: the plan says to drain and reboot, and the GPU is not clean
+// after (exit 1), which is what drains a Slurm node.
+func TestLiveReapDState(t *testing.T) {
+	path := livetest.StuckFUSE(t)
+	h := newLiveHost(t, "")
+	h.baseline()
+	stuck := h.start(`/usr/bin/python3 -c 'import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+open(sys.argv[2], "w").write("stuck %d %d %s\n" % (os.getpid(), os.getpid(), start))
+open(sys.argv[3]).read()' "$NODE" "$PIDS" `+path+` </dev/null >/dev/null 2>&1 &`, "stuck")["stuck"]
+	fd := pidfd(t, stuck)
+	testwait.Until(t, 10*time.Second, "the process to enter D state", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", stuck.PID))
+		i := bytes.LastIndexByte(b, ')')
+		return err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'D'
+	})
+	code, r := h.reap("--yes")
+	o := outcome(r, reap.StepLeave, stuck)
+	if code != 1 || o.Result != reap.ResultLeft || !strings.Contains(o.Action.Why, "reboot") || o.Action.Class != "unkillable" {
+		t.Errorf("exit %d, outcome %+v: want 1, and the process left with drain and reboot", code, o)
+	}
+	if exited(fd) || r.After == nil || r.After.Verdict != "not clean" {
+		t.Errorf("exited %v, after %+v", exited(fd), r.After)
+	}
 }
