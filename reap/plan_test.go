@@ -45,7 +45,9 @@ func TestBuildDecisionTable(t *testing.T) {
 		{name: "the tenant's running job is left", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassTenant }, want: []string{"leave 100"}, why: "let the job end"},
 		{name: "another tenant's process is left, naming whom to ask", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
-			mod:  func(f *diff.Finding) { f.Triage.Class, f.Triage.Next = diff.ClassAnotherTenant, "ask the owner of pod p1" },
+			mod: func(f *diff.Finding) {
+				f.Triage.Class, f.Triage.Next = diff.ClassAnotherTenant, "ask the owner of pod p1"
+			},
 			want: []string{"leave 100"}, why: "ask the owner of pod p1"},
 		{name: "a process in D state is left", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassUnkillable }, want: []string{"leave 100"}, why: "reboot"},
@@ -134,7 +136,6 @@ func TestBuildDecisionTable(t *testing.T) {
 		})
 	}
 }
-
 
 // One finding whose triage spares a process spares it whatever its other
 // findings say; a finding with no process plans a leave with its next step.
