@@ -101,6 +101,10 @@ type Options struct {
 	// StopUnits lets the plan stop a restarting unit and its timer; without
 	// it a process a unit restarts is left, with the flag named.
 	StopUnits bool
+	// JobEnded says the tenant's job has ended (an epilog runs after it):
+	// a process its cgroup still names the job's is a leftover, not the
+	// running job's.
+	JobEnded bool
 	// Cgroups gives a process's cgroup v2 path and the PIDs in it, where it
 	// is one gpusnap may freeze or kill (not the root, a slice or init's);
 	// "" where not. nil (a fixture, another proc root) freezes with SIGSTOP.
@@ -117,7 +121,7 @@ func Build(r *diff.Result, to *snapshot.Snapshot, o Options) Plan {
 	}
 	var acts []Action
 	decided := map[string]bool{}
-	for _, f := range worstFirst(r.Findings) {
+	for _, f := range worstFirst(r.Findings, o) {
 		if f.Triage == nil || (f.Process != nil && decided[f.Process.Key()]) {
 			continue
 		}
@@ -142,18 +146,18 @@ func Build(r *diff.Result, to *snapshot.Snapshot, o Options) Plan {
 // worstFirst orders findings so that a process's deciding finding comes
 // first: one whose triage spares it, whatever the others say; then one of
 // its use of a GPU; then by severity.
-func worstFirst(fs []diff.Finding) []diff.Finding {
+func worstFirst(fs []diff.Finding, o Options) []diff.Finding {
 	out := slices.Clone(fs)
 	slices.SortStableFunc(out, func(a, b diff.Finding) int {
-		return cmp.Or(cmp.Compare(rank(b), rank(a)), cmp.Compare(b.Severity, a.Severity))
+		return cmp.Or(cmp.Compare(rank(b, o), rank(a, o)), cmp.Compare(b.Severity, a.Severity))
 	})
 	return out
 }
 
 // rank is how much a finding decides its process's step.
-func rank(f diff.Finding) int {
+func rank(f diff.Finding, o Options) int {
 	switch {
-	case f.Triage != nil && spared[f.Triage.Class] != "":
+	case f.Triage != nil && sparedWhy(f.Triage.Class, o) != "":
 		return 2
 	case gpuUse[f.Kind]:
 		return 1
@@ -172,6 +176,15 @@ var gpuUse = map[string]bool{
 
 // RuleOf names the row of docs/triage.md's classes that chose t.
 func RuleOf(t *diff.Triage) string { return t.Class }
+
+// sparedWhy says why a process of class is never touched, or "": the
+// tenant's own is the running job's until the job has ended.
+func sparedWhy(class string, o Options) string {
+	if class == diff.ClassTenant && o.JobEnded {
+		return ""
+	}
+	return spared[class]
+}
 
 // spared are the classes whose process is never touched, with why.
 var spared = map[string]string{
@@ -198,7 +211,7 @@ func (d decision) action(step, why string) Action {
 
 func (d decision) actions() []Action {
 	t := d.f.Triage
-	if why, ok := spared[t.Class]; ok {
+	if why := sparedWhy(t.Class, d.opts); why != "" {
 		if t.Class == diff.ClassAnotherTenant || t.Class == diff.ClassExpected {
 			why += ": " + t.Next
 		}
@@ -216,7 +229,7 @@ func (d decision) actions() []Action {
 		return []Action{d.action(StepLeave, t.Next)}
 	case !gpuUse[d.f.Kind]:
 		return []Action{d.action(StepLeave, "no finding says it uses a GPU now ("+d.f.Kind+"): "+t.Next)}
-	case t.Class != diff.ClassLeftoverWorker && t.Class != diff.ClassSuspectedCompromise:
+	case t.Class != diff.ClassLeftoverWorker && t.Class != diff.ClassSuspectedCompromise && t.Class != diff.ClassTenant:
 		return []Action{d.action(StepLeave, "class "+t.Class+" is not reaped: "+t.Next)}
 	}
 	if clients := d.mpsClients(); clients != "" {
@@ -237,7 +250,11 @@ func (d decision) actions() []Action {
 		a.Parent = parent
 		acts = append(acts, a)
 	}
-	return append(acts, d.action(StepTerminate, "SIGTERM, then SIGKILL after the grace: "+strings.Join(t.Why, "; ")))
+	why := strings.Join(t.Why, "; ")
+	if t.Class == diff.ClassTenant {
+		why = "the tenant's job has ended, and " + why
+	}
+	return append(acts, d.action(StepTerminate, "SIGTERM, then SIGKILL after the grace: "+why))
 }
 
 // restartSources are the steps for what would start p again: its unit and

@@ -44,6 +44,8 @@ func TestBuildDecisionTable(t *testing.T) {
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassExpected }, want: []string{"leave 100"}, why: "allowed"},
 		{name: "the tenant's running job is left", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassTenant }, want: []string{"leave 100"}, why: "let the job end"},
+		{name: "the tenant's own is a leftover once its job has ended", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
+			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassTenant }, opts: Options{JobEnded: true}, want: []string{"freeze 100", "terminate 100"}},
 		{name: "another tenant's process is left, naming whom to ask", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) {
 				f.Triage.Class, f.Triage.Next = diff.ClassAnotherTenant, "ask the owner of pod p1"

@@ -46,7 +46,8 @@ func reapCommand() *cli.Command {
 			&cli.StringFlag{Name: "sign-key", Usage: "sign the evidence bundle with the ed25519 private `KEY`"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "as for gpusnap diff and check (`SIZE`)"},
 			allowFlag("expected workloads: never reaped"),
-			&cli.StringFlag{Name: "unit-root", Hidden: true, Usage: "read systemd's unit directories under `DIR` (tests)"},
+			&cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"},
+			&cli.StringFlag{Name: "unit-root", Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test)"},
 		},
 		Action: action(parseReap, runReap),
 	}
@@ -63,6 +64,7 @@ type reapOptions struct {
 	Yes         bool
 	Grace       time.Duration
 	StopUnits   bool
+	JobEnded    bool // --job-ended: the tenant's own processes are leftovers
 	MemoryLimit uint64
 	Evidence    string // --evidence DIR; "" beside the store
 	SignKey     string
@@ -71,7 +73,7 @@ type reapOptions struct {
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
-	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"),
+	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"), JobEnded: c.Bool("job-ended"),
 		Evidence: c.String("evidence"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
 	var err error
 	if o.GPUs, err = gpuListFlag(c, "gpus", "reap"); err != nil {
@@ -178,7 +180,7 @@ func runReap(ctx context.Context, g globals, o reapOptions) error {
 	if live {
 		mnt = reap.CgroupV2Mount()
 	}
-	plan := reap.Build(j.Result, j.To, reap.Options{StopUnits: o.StopUnits, Cgroups: reap.Cgroups(mnt)})
+	plan := reap.Build(j.Result, j.To, reap.Options{StopUnits: o.StopUnits, JobEnded: o.JobEnded, Cgroups: reap.Cgroups(mnt)})
 	rep := reapReport{Tenant: o.Tenant, Judged: j.To.ID, Verdict: j.Verdict, DryRun: !o.Yes, Plan: plan}
 	if o.GPUs != nil {
 		rep.GPUs = o.GPUs.String()
