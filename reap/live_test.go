@@ -317,9 +317,13 @@ func TestLiveReapLeftover(t *testing.T) {
 				t.Fatalf("the dry run ended the ghost (%v) or did something: %+v", exited(fd), r.Outcomes)
 			}
 
-			code, r = h.reap("--yes", "--grace", "2s")
+			siem := filepath.Join(filepath.Dir(h.db), "ocsf.jsonl")
+			code, r = h.reap("--yes", "--grace", "2s", "--ocsf-file", siem)
 			if code != 0 || r.After == nil || r.After.Verdict != "clean" {
 				t.Errorf("--yes: exit %d, after %+v: want 0 and clean; outcomes %+v", code, r.After, r.Outcomes)
+			}
+			if b, err := os.ReadFile(siem); err != nil || !bytes.Contains(b, []byte(`"activity_name":"Close"`)) || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(ghost.NSPID)+`,`)) {
+				t.Errorf("--ocsf-file: no Close of the ghost's findings: %v\n%s", err, b)
 			}
 			if o := outcome(r, reap.StepTerminate, ghost); o.Result != reap.ResultDone || o.Detail != "exited after SIGTERM" {
 				t.Errorf("terminate: %+v", o)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/reap"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
@@ -46,6 +47,7 @@ func reapCommand() *cli.Command {
 			&cli.StringFlag{Name: "sign-key", Usage: "sign the evidence bundle with the ed25519 private `KEY`"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "as for gpusnap diff and check (`SIZE`)"},
 			allowFlag("expected workloads: never reaped"),
+			&cli.StringFlag{Name: "ocsf-file", Usage: "with --yes: append, for each process acted on, its findings as OCSF updates (closed when it was ended) to the JSON-lines `FILE`"},
 			&cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"},
 			&cli.StringFlag{Name: "unit-root", Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test)"},
 		},
@@ -70,11 +72,12 @@ type reapOptions struct {
 	SignKey     string
 	Compare     diff.Options // --allow, --zombie-threshold
 	UnitRoot    string
+	OCSFFile    string // --ocsf-file: the outcomes as OCSF finding updates
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
 	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"), JobEnded: c.Bool("job-ended"),
-		Evidence: c.String("evidence"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
+		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
 	var err error
 	if o.GPUs, err = gpuListFlag(c, "gpus", "reap"); err != nil {
 		return o, err
@@ -198,6 +201,9 @@ func runReap(ctx context.Context, g globals, o reapOptions) error {
 	actor := reap.Actor{Grace: o.Grace, CgroupRoot: mnt, KeepMemory: ev.keepMemory(o.MemoryLimit)}
 	rep.Outcomes = actor.Run(ctx, plan)
 	ev.record(g, rep.Outcomes, j)
+	if err := o.appendOCSF(j, rep.Outcomes); err != nil {
+		warn(g, fmt.Errorf("--ocsf-file: %w", err))
+	}
 	after, err := o.judge(ctx, g)
 	if err != nil {
 		warn(g, fmt.Errorf("the judgement after the actions: %w", err))
@@ -264,4 +270,37 @@ func printReap(g globals, rep reapReport) error {
 	}
 	_, err := fmt.Fprint(w)
 	return err
+}
+
+// appendOCSF appends to --ocsf-file each judged finding of a process acted
+// on as an OCSF update: closed where its process was ended, else updated
+// with what was done.
+func (o reapOptions) appendOCSF(j *judgement, outcomes []reap.Outcome) error {
+	if o.OCSFFile == "" {
+		return nil
+	}
+	last := map[string]reap.Outcome{}
+	var order []string
+	for _, out := range outcomes {
+		k := out.Action.Process.Key()
+		if out.Action.Process.PID == 0 {
+			continue
+		}
+		if _, seen := last[k]; !seen {
+			order = append(order, k)
+		}
+		last[k] = out
+	}
+	var fs []ocsf.Finding
+	now := time.Now()
+	for _, k := range order {
+		out := last[k]
+		ended := (out.Result == reap.ResultDone || out.Result == reap.ResultGone) && out.Action.Step != reap.StepLeave
+		msg := fmt.Sprintf("gpusnap reap: %s %s", out.Action.Step, out.Result)
+		if out.Detail != "" {
+			msg += ": " + out.Detail
+		}
+		fs = append(fs, ocsf.Followups(j.Result, ocsfSource(j.To.Host.Hostname, "reap"), k, ended, msg, now)...)
+	}
+	return ocsf.Append(o.OCSFFile, fs)
 }
