@@ -43,8 +43,6 @@ type Actor struct {
 	Grace time.Duration
 	// CgroupRoot is the cgroup v2 mount that plan cgroups lie under.
 	CgroupRoot string
-	// Systemctl runs systemctl with args (stop UNIT); nil runs systemctl.
-	Systemctl func(ctx context.Context, args ...string) error
 	// KeepMemory keeps target's memory outside device mappings as evidence
 	// and says where and its SHA-256; nil refuses the step.
 	KeepMemory func(t Target) (string, error)
@@ -133,17 +131,13 @@ func (a Actor) keepMemory(h *handles, t Target) (string, string) {
 }
 
 func (a Actor) stopUnit(ctx context.Context, act Action) (string, string) {
-	run := a.Systemctl
-	if run == nil {
-		run = systemctl
-	}
 	var stopped []string
 	// The timer first: stopped after its unit, it could start the unit again.
 	for _, u := range []string{act.Timer, act.Unit} {
 		if u == "" {
 			continue
 		}
-		if err := run(ctx, "stop", "--", u); err != nil {
+		if err := systemctl(ctx, "stop", "--", u); err != nil {
 			return ResultFailed, fmt.Sprintf("systemctl stop %s: %v", u, err)
 		}
 		stopped = append(stopped, u)
@@ -151,7 +145,8 @@ func (a Actor) stopUnit(ctx context.Context, act Action) (string, string) {
 	return ResultDone, "stopped " + strings.Join(stopped, " and ") + " (still enabled: disable it to keep it from starting at boot)"
 }
 
-// systemctl runs systemctl, its output the error's text when it fails.
+// systemctl runs systemctl (the first on PATH), its output the error's
+// text when it fails.
 func systemctl(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
 	if err != nil {

@@ -120,9 +120,14 @@ func keptRegions(maps string) []region {
 	return out
 }
 
-// isDeviceName says whether a maps path names a device node: the /dev tree
-// but its shared memory, and the kernel's name for shared anonymous memory.
+// isDeviceName says whether a maps path names a device node, by the device
+// rule's path test: the /dev tree but its shared memory and the kernel's
+// name for shared anonymous memory, or a node in a directory named dev (a
+// container's /dev seen from the host).
 func isDeviceName(name string) bool {
+	if filepath.Base(filepath.Dir(name)) == "dev" && !strings.HasPrefix(name, "/dev/") {
+		return true
+	}
 	if !strings.HasPrefix(name, "/dev/") || name == "/dev/zero (deleted)" {
 		return false
 	}

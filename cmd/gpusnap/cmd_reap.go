@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -237,39 +239,45 @@ func finishReap(g globals, rep reapReport, verdict string) error {
 
 // printReap prints rep as text: the plan, what was done, and the verdict.
 func printReap(g globals, rep reapReport) error {
-	w := g.Stdout
+	var w strings.Builder
 	head := "plan"
 	if rep.DryRun {
 		head = "plan (a dry run: nothing was touched; --yes carries it out)"
 	}
-	fmt.Fprintf(w, "%s, judging %s (%s):\n", head, rep.Judged, rep.Verdict)
+	fmt.Fprintf(&w, "%s, judging %s (%s):\n", head, rep.Judged, rep.Verdict)
 	if len(rep.Plan.Actions) == 0 {
-		fmt.Fprintln(w, "  nothing to do")
+		w.WriteString("  nothing to do\n")
 	}
 	for _, a := range rep.Plan.Actions {
-		fmt.Fprintln(w, "  "+safetext.Line(a.String()))
+		w.WriteString("  " + safetext.Line(a.String()) + "\n")
 	}
 	if rep.Evidence != nil {
-		fmt.Fprintln(w, "evidence: "+safetext.Line(rep.Evidence.String()))
+		w.WriteString("evidence: " + safetext.Line(rep.Evidence.String()) + "\n")
 	}
 	if len(rep.Outcomes) > 0 {
-		fmt.Fprintln(w, "done:")
+		w.WriteString("done:\n")
 	}
 	for _, out := range rep.Outcomes {
-		fmt.Fprintln(w, "  "+safetext.Line(out.String()))
+		w.WriteString("  " + safetext.Line(out.String()) + "\n")
 	}
 	if a := rep.After; a != nil {
-		fmt.Fprintf(w, "after: %s\n", a.Verdict)
-		if a.Result != nil {
-			for _, f := range a.Result.Findings {
-				if f.Severity >= diff.Medium {
-					fmt.Fprintln(w, "  "+safetext.Line(f.Severity.String()+" "+f.Kind+": "+f.Summary))
-				}
+		fmt.Fprintf(&w, "after: %s\n", a.Verdict)
+		for _, f := range resultFindings(a.Result) {
+			if f.Severity >= diff.Medium {
+				w.WriteString("  " + safetext.Line(f.Severity.String()+" "+f.Kind+": "+f.Summary) + "\n")
 			}
 		}
 	}
-	_, err := fmt.Fprint(w)
+	_, err := io.WriteString(g.Stdout, w.String())
 	return err
+}
+
+// resultFindings are r's findings; none when there is no result.
+func resultFindings(r *diff.Result) []diff.Finding {
+	if r == nil {
+		return nil
+	}
+	return r.Findings
 }
 
 // appendOCSF appends to --ocsf-file each judged finding of a process acted
