@@ -13,6 +13,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
+	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/reap"
 	"github.com/gpusnap/gpusnap/render"
@@ -49,6 +50,7 @@ func reapCommand() *cli.Command {
 			&cli.StringFlag{Name: "sign-key", Usage: "sign the evidence bundle with the ed25519 private `KEY`"},
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "as for gpusnap diff and check (`SIZE`)"},
 			allowFlag("expected workloads: never reaped"),
+			textfileFlag(),
 			&cli.StringFlag{Name: "ocsf-file", Usage: "with --yes: append, for each process acted on, its findings as OCSF updates (closed when it was ended) to the JSON-lines `FILE`"},
 			&cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"},
 			&cli.StringFlag{Name: "unit-root", Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test)"},
@@ -75,11 +77,12 @@ type reapOptions struct {
 	Compare     diff.Options // --allow, --zombie-threshold
 	UnitRoot    string
 	OCSFFile    string // --ocsf-file: the outcomes as OCSF finding updates
+	Textfile    string // --textfile: the actions and the verdict as metrics
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
 	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"), JobEnded: c.Bool("job-ended"),
-		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
+		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), Textfile: c.String("textfile"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
 	var err error
 	if o.GPUs, err = gpuListFlag(c, "gpus", "reap"); err != nil {
 		return o, err
@@ -172,7 +175,17 @@ type reapAfter struct {
 	Result  *diff.Result `json:"result"`
 }
 
+// runReap reaps and records the run in --textfile's file: the actions by
+// step and outcome, the findings after.
 func runReap(ctx context.Context, g globals, o reapOptions) error {
+	run := metrics.Run{Command: "reap"}
+	err := reapAndReport(ctx, g, o, &run)
+	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
+}
+
+// reapAndReport judges, plans, acts with --yes and judges again, filling
+// run with what it did.
+func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.Run) error {
 	live := g.ProcRoot == "/proc"
 	if o.Yes && !live {
 		return usageError(errors.New("reap --yes acts on the live host: it cannot be combined with --proc-root"))
@@ -202,6 +215,9 @@ func runReap(ctx context.Context, g globals, o reapOptions) error {
 	rep.Evidence = ev
 	actor := reap.Actor{Grace: o.Grace, CgroupRoot: mnt, KeepMemory: ev.keepMemory(o.MemoryLimit)}
 	rep.Outcomes = actor.Run(ctx, plan)
+	for _, out := range rep.Outcomes {
+		run.Reaped = append(run.Reaped, metrics.Reaped{Step: out.Action.Step, Result: out.Result})
+	}
 	ev.record(g, rep.Outcomes, j)
 	if err := o.appendOCSF(j, rep.Outcomes); err != nil {
 		warn(g, fmt.Errorf("--ocsf-file: %w", err))
@@ -214,6 +230,7 @@ func runReap(ctx context.Context, g globals, o reapOptions) error {
 		return statusError{exitError}
 	}
 	rep.After = &reapAfter{Verdict: after.Verdict, Result: after.Result}
+	run.Findings, run.GPUs = after.Result.Findings, snapshot.GPUUsage(after.To)
 	return finishReap(g, rep, after.Verdict)
 }
 
