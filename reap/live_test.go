@@ -6,6 +6,8 @@ package reap_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -546,5 +548,47 @@ open(sys.argv[3]).read()' "$NODE" "$PIDS" `+path+` </dev/null >/dev/null 2>&1 &`
 	}
 	if exited(fd) || r.After == nil || r.After.Verdict != "not clean" {
 		t.Errorf("exited %v, after %+v", exited(fd), r.After)
+	}
+}
+
+// A suspected compromise (its binary runs from /dev/shm) has its memory
+// kept before it is ended: at most --memory-limit, the fake GPU's mapping
+// left out, the file's SHA-256 the one reported.
+func TestLiveReapKeepsMemory(t *testing.T) {
+	h := newLiveHost(t, "")
+	shm, err := os.MkdirTemp("/dev/shm", ".reap-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	b, err := os.ReadFile(h.worker)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(shm, "worker"), b, 0o755))
+	h.baseline()
+	ghost := h.start(`"`+shm+`/worker" -g "$NODE" "$PIDS" </dev/null >/dev/null 2>&1`, "ghost")["ghost"]
+	fd := pidfd(t, ghost)
+	code, r := h.reap("--yes", "--memory-limit", "64KiB")
+	if got := strings.Join(steps(r.Plan, ghost), ","); got != "keep_memory,freeze,terminate" || code != 0 {
+		t.Fatalf("exit %d, plan %s: want 0 and keep_memory,freeze,terminate: %+v", code, got, r.Outcomes)
+	}
+	if o := outcome(r, reap.StepKeepMemory, ghost); o.Result != reap.ResultDone || r.Evidence == nil || len(r.Evidence.Memory) != 1 {
+		t.Fatalf("keep_memory: %+v, evidence %+v", o, r.Evidence)
+	}
+	m := r.Evidence.Memory[0]
+	data, err := os.ReadFile(m.File)
+	must(t, err)
+	sum := sha256.Sum256(data)
+	regions, err := os.ReadFile(m.Index)
+	must(t, err)
+	switch {
+	case int64(len(data)) != m.Bytes || m.Bytes == 0 || m.Bytes > 64<<10 || !m.Cut:
+		t.Errorf("kept %d bytes (file %d), cut %v: want at most 64 KiB, cut", m.Bytes, len(data), m.Cut)
+	case hex.EncodeToString(sum[:]) != m.SHA256:
+		t.Errorf("sha256 %s, the file's is %x", m.SHA256, sum)
+	case bytes.Contains(regions, []byte(h.loop.Node)):
+		t.Errorf("the fake GPU's mapping was kept:\n%s", regions)
+	case !bytes.Contains(regions, []byte(shm+"/worker")):
+		t.Errorf("the regions name no mapping of the binary:\n%s", regions)
+	}
+	if !waitExited(fd, 5*time.Second) {
+		t.Error("the process still runs")
 	}
 }
