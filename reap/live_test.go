@@ -311,8 +311,8 @@ func TestLiveReapLeftover(t *testing.T) {
 				t.Errorf("plan for the ghost: %s, want freeze,terminate: %+v", got, r.Plan)
 			}
 			for _, a := range r.Plan.Actions {
-				if a.Process.PID != 0 && (a.Rule == "" || a.Finding == "") {
-					t.Errorf("an action names no finding or rule: %+v", a)
+				if a.Process.PID != 0 && (a.Rule == "" || a.Rule == a.Class || a.Finding == "") {
+					t.Errorf("an action names no finding or no triage rule: %+v", a)
 				}
 			}
 			if waitExited(fd, 200*time.Millisecond) || len(r.Outcomes) > 0 {

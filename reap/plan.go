@@ -174,8 +174,9 @@ var gpuUse = map[string]bool{
 	diff.KindOrphanGPUProcess: true,
 }
 
-// RuleOf names the row of docs/triage.md's classes that chose t.
-func RuleOf(t *diff.Triage) string { return t.Class }
+// RuleOf names the row of docs/triage.md's decision table that chose t; a
+// verdict recorded before triage named its rows gives its class.
+func RuleOf(t *diff.Triage) string { return cmp.Or(t.Rule, t.Class) }
 
 // sparedWhy says why a process of class is never touched, or "": the
 // tenant's own is the running job's until the job has ended.

@@ -19,7 +19,7 @@ func proc(pid, ppid, uid int, comm string) snapshot.Process {
 func finding(kind, class string, sev diff.Severity, p snapshot.Process) diff.Finding {
 	ref := &diff.ProcessRef{PID: p.PID, StartTime: p.StartTime, PPID: p.PPID, State: p.State, Comm: p.Comm, UID: p.UID,
 		SystemdUnit: p.SystemdUnit, UnitRestart: p.UnitRestart, UnitTimer: p.UnitTimer, Ancestry: p.Ancestry}
-	return diff.Finding{Kind: kind, Severity: sev, Process: ref, Triage: &diff.Triage{Class: class, Why: []string{"why"}, Next: "next"}}
+	return diff.Finding{Kind: kind, Severity: sev, Process: ref, Triage: &diff.Triage{Class: class, Rule: "row-" + class, Why: []string{"why"}, Next: "next"}}
 }
 
 // The decision table (docs/reap.md): what each triage, state and source
@@ -125,8 +125,8 @@ func TestBuildDecisionTable(t *testing.T) {
 					s += " " + a.Cgroup
 				}
 				got = append(got, s)
-				if a.Rule == "" || a.Finding == "" || a.Why == "" {
-					t.Errorf("%s: no rule, finding or why: %+v", s, a)
+				if !strings.HasPrefix(a.Rule, "row-") || a.Finding == "" || a.Why == "" {
+					t.Errorf("%s: not the triage's rule, or no finding or why: %+v", s, a)
 				}
 			}
 			if !slices.Equal(got, c.want) {
