@@ -24,7 +24,7 @@ func TestActorSkipsReusedPID(t *testing.T) {
 	target := Target{PID: judged.Process.Pid, StartTime: old.start, Comm: "sleep"}
 	_ = judged.Process.Kill()
 	_ = judged.Wait()
-	reuser := reusePID(t, target.PID)
+	reuser := reusePID(t, target)
 	plan := Plan{Actions: []Action{
 		{Step: StepFreeze, Process: target, Finding: "unexpected_gpu_process", Class: "leftover_worker", Rule: "leftover_worker"},
 		{Step: StepTerminate, Process: target, Finding: "unexpected_gpu_process", Class: "leftover_worker", Rule: "leftover_worker"},
@@ -49,16 +49,19 @@ func startSleep(t *testing.T) *exec.Cmd {
 	return cmd
 }
 
-// reusePID starts a process with PID pid, through the kernel's last PID:
-// other forks on the host race for it, so it tries again until one wins.
-func reusePID(t *testing.T, pid int) *exec.Cmd {
+// reusePID starts a process with judged's PID, through the kernel's last
+// PID: other forks on the host race for it, so it tries again until one
+// wins, and one started in judged's clock tick, which PID@START cannot tell
+// from it, does not count.
+func reusePID(t *testing.T, judged Target) *exec.Cmd {
 	t.Helper()
+	pid := judged.PID
 	for range 2000 {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Skipf("cannot set the last PID here: %v", err)
 		}
 		cmd := startSleep(t)
-		if cmd.Process.Pid == pid {
+		if st, err := readStat(cmd.Process.Pid); cmd.Process.Pid == pid && err == nil && st.start != judged.StartTime {
 			return cmd
 		}
 		_ = cmd.Process.Kill()
