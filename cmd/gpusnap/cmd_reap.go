@@ -137,7 +137,7 @@ func (o reapOptions) judge(ctx context.Context, g globals) (*judgement, error) {
 	if err != nil {
 		return nil, err
 	}
-	co := diff.CheckOptions{GPUs: o.GPUs, ZombieThreshold: o.Compare.ZombieThreshold, Allow: o.Compare.Allow, FailOn: diff.Medium}
+	co := diff.CheckOptions{GPUs: o.GPUs, ZombieThreshold: o.Compare.ZombieThreshold, Allow: o.Compare.Allow, FailOn: diff.AtLeast(diff.Medium)}
 	co.Since = checkSince(g, snap, defaultCheckWindow)
 	co.Events, co.LogProblems = host.Window(co.Since, snap)
 	r := diff.Check(snap, co)
