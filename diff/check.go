@@ -113,6 +113,10 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	return r
 }
 
+// CheckBaseline is the host a check compares to: its FROM in an evidence
+// bundle of the check.
+func CheckBaseline(to *snapshot.Snapshot) *snapshot.Snapshot { return nothingAllowed(to) }
+
 // nothingAllowed is the host a check compares against: the same host and
 // GPUs, with no process and no GPU memory in use.
 func nothingAllowed(to *snapshot.Snapshot) *snapshot.Snapshot {

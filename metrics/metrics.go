@@ -52,7 +52,13 @@ type Run struct {
 	Unchecked int
 	// StoreLog is the store's log after the run was recorded; nil when not.
 	StoreLog *diff.LogHead
+	// Reaped are a reap's actions, each its step and its result.
+	Reaped []Reaped
 }
+
+// Reaped is one action of gpusnap reap: its step (terminate ...) and what it
+// came to (done, gone, skipped, failed, left).
+type Reaped struct{ Step, Result string }
 
 // Set is the metric families of one gpusnap process, on their own registry.
 type Set struct {
@@ -65,6 +71,7 @@ type Set struct {
 	unchecked   *prometheus.GaugeVec
 	logSize     *prometheus.GaugeVec
 	logRoot     *prometheus.GaugeVec
+	reaped      *prometheus.GaugeVec
 	version     string
 }
 
@@ -107,8 +114,12 @@ func New(version string) *Set {
 			Name: "gpusnap_store_log_root_info",
 			Help: "Always 1: the root hash (base64) of the store's log once the command's last run was recorded in it.",
 		}, []string{"command", "origin", "size", "root"}),
+		reaped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusnap_reap_actions",
+			Help: "Actions of gpusnap reap's last run, by step and outcome; a step and outcome that did not occur has no series.",
+		}, []string{"command", "step", "result"}),
 	}
-	s.reg.MustRegister(s.build, s.findings, s.unaccounted, s.runTime, s.runVerdict, s.unchecked, s.logSize, s.logRoot)
+	s.reg.MustRegister(s.build, s.findings, s.unaccounted, s.runTime, s.runVerdict, s.unchecked, s.logSize, s.logRoot, s.reaped)
 	s.version = version
 	return s
 }
@@ -136,6 +147,10 @@ func (s *Set) Observe(r Run) {
 		s.runVerdict.WithLabelValues(r.Command, string(v)).Set(boolValue(v == r.Verdict))
 	}
 	s.unchecked.WithLabelValues(r.Command).Set(float64(r.Unchecked))
+	s.reaped.DeletePartialMatch(prometheus.Labels{"command": r.Command})
+	for _, a := range r.Reaped {
+		s.reaped.WithLabelValues(r.Command, a.Step, a.Result).Inc()
+	}
 	s.logSize.DeletePartialMatch(prometheus.Labels{"command": r.Command})
 	s.logRoot.DeletePartialMatch(prometheus.Labels{"command": r.Command})
 	if l := r.StoreLog; l != nil {

@@ -160,3 +160,24 @@ func TestWatchHandler(t *testing.T) {
 	}
 	livetest.PromtoolCheck(t, []byte(body))
 }
+
+// A reap counts its actions by step and outcome, and its next run replaces
+// them.
+func TestObserveReaped(t *testing.T) {
+	s := New("v1.2.3")
+	s.Observe(Run{Command: "reap", End: time.Unix(1764500150, 0), Verdict: VerdictClean,
+		Reaped: []Reaped{{"freeze", "done"}, {"terminate", "done"}, {"terminate", "done"}, {"leave", "left"}}})
+	reaped := `# HELP gpusnap_reap_actions Actions of gpusnap reap's last run, by step and outcome; a step and outcome that did not occur has no series.
+# TYPE gpusnap_reap_actions gauge
+gpusnap_reap_actions{command="reap",result="done",step="freeze"} 1
+gpusnap_reap_actions{command="reap",result="done",step="terminate"} 2
+gpusnap_reap_actions{command="reap",result="left",step="leave"} 1
+`
+	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(reaped), "gpusnap_reap_actions"); err != nil {
+		t.Error(err)
+	}
+	s.Observe(Run{Command: "reap", End: time.Unix(1764500160, 0), Verdict: VerdictClean})
+	if n, err := testutil.GatherAndCount(s.Registry(), "gpusnap_reap_actions"); err != nil || n != 0 {
+		t.Errorf("gpusnap_reap_actions after a reap of nothing: %d series, %v", n, err)
+	}
+}

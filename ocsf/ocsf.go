@@ -77,7 +77,9 @@ type FindingInfo struct {
 	Desc        string   `json:"desc"`
 	Types       []string `json:"types"`
 	CreatedTime int64    `json:"created_time"`
-	Analytic    Analytic `json:"analytic"`
+	// ModifiedTime is when an update or close (Followups) changed it.
+	ModifiedTime int64    `json:"modified_time,omitempty"`
+	Analytic     Analytic `json:"analytic"`
 }
 
 // Analytic is the gpusnap rule that raised the finding.

@@ -133,6 +133,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			completionCommand(),
 			manCommand(),
 			nriCommand(),
+			reapCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

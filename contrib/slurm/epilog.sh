@@ -12,6 +12,12 @@
 # clean node either: exit 1, with the report's path. Every report and bundle a
 # run writes that is not clean is kept, under a name no earlier run has.
 #
+# With GPUSNAP_REAP=1 it first reaps what the job left (gpusnap reap --tenant
+# --yes: the evidence bundle written and verified, then each leftover ended by
+# its triage, and the node judged again) and drains only if the node is still
+# not clean; the syslog line names what was reaped. The evidence and the
+# report are kept either way.
+#
 # Settings: as the prolog's (settings.sh).
 set -u
 settings="${0%/*}/settings.sh"
@@ -26,7 +32,28 @@ fi
 mkdir -p -m 0700 "$GPUSNAP_EVIDENCE_DIR" || { say "epilog: job $job: cannot make $GPUSNAP_EVIDENCE_DIR; node not checked"; exit 1; }
 # A requeued job keeps its id: the restart count keeps each run's evidence,
 # and a run again for the same one writes beside what the last run kept.
-name=$(fresh "$GPUSNAP_EVIDENCE_DIR/job-$job.${SLURM_RESTART_COUNT:-0}" .txt .tar.gz)
+name=$(fresh "$GPUSNAP_EVIDENCE_DIR/job-$job.${SLURM_RESTART_COUNT:-0}" .txt .tar.gz .reap .reap.txt)
+if [ "${GPUSNAP_REAP:-}" = 1 ]; then
+	"$GPUSNAP" reap $nvml --tenant "$job" --job-ended --yes --evidence "$name.reap" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.reap.txt" 2>&1
+	rc=$?
+	# The processes ended: "  done    terminate    PID@START (comm): ..." lines.
+	reaped=$(sed -n 's/^  done  *\(terminate\|end_parent\|kill_cgroup\|reap_defunct\)  *\([0-9]*@[0-9]* ([^)]*)\).*/\2/p' "$name.reap.txt" | tr '\n' ' ')
+	reaped=${reaped% }
+	case $rc in
+	0)
+		say "epilog: job $job: reaped ${reaped:-nothing}; node clean after; evidence $name.reap, report $name.reap.txt"
+		exit 0
+		;;
+	1)
+		say "epilog: job $job left GPU state that reap did not end (reaped ${reaped:-nothing}): $(grep -m 1 '^  [a-z]* [a-z_]*: ' "$name.reap.txt" || tail -n 1 "$name.reap.txt"); evidence $name.reap, report $name.reap.txt"
+		exit 1
+		;;
+	*)
+		say "epilog: job $job: node not reaped or not checked: $(tail -n 1 "$name.reap.txt"); report $name.reap.txt"
+		exit 1
+		;;
+	esac
+fi
 "$GPUSNAP" diff $nvml --tenant "$job" --bundle "$name.tar.gz" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.txt" 2>&1
 case $? in
 0)

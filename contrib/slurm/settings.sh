@@ -10,7 +10,8 @@
 #   GPUSNAP_ALLOW          an allow list of expected workloads (default: none)
 #   GPUSNAP_SYSLOG_SOCKET  logger's socket (default: /dev/log)
 #   GPUSNAP_EXPECT_WATCH   1 where gpusnap watch records: a window its log misses fails (default: empty)
-gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET GPUSNAP_EXPECT_WATCH"
+#   GPUSNAP_REAP           1: the epilog reaps the job's leftovers before it decides to drain (default: empty)
+gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET GPUSNAP_EXPECT_WATCH GPUSNAP_REAP"
 for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
 	[ -r "$conf" ] || continue
 	for var in $gpusnap_settings; do

@@ -59,6 +59,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	livetest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "logger", "losetup", "gcc")
 	livetest.ShareKernelLog(t) // the epilogs' diffs read the live kernel log
 	livetest.OwnFakeGPUs(t)    // its GPUs are nodes under /run
+	stuck := livetest.StuckFUSE(t)
 	c := startCluster(t)
 
 	// a: maps GPU 0, which it was given, and exits (the tenant helper maps,
@@ -136,6 +137,51 @@ func TestSlurmPrologEpilog(t *testing.T) {
 			}
 		}
 	}
+	kill(t, ghostD)
+	c.scontrol("update", "nodename="+nodeName, "state=resume")
+	c.waitNode("idle")
+	reapJobs(t, c, stuck)
+}
+
+// reapJobs runs the epilog with GPUSNAP_REAP=1. e: a setsid ghost keeps its
+// GPU; the epilog reaps it, logs what it reaped and leaves the node up. f:
+// a holder of its GPU waits in D state on a FUSE mount that never answers;
+// reap refuses it, and the node drains.
+func reapJobs(t *testing.T, c *cluster, stuck string) {
+	must(t, os.WriteFile(c.reapSwitch(), nil, 0o644))
+	e := c.submit("e", `exec "$TENANT" -g "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/e.pids"`)
+	c.waitJob(e, "COMPLETED", "FAILED")
+	ghost := c.ghost("e")
+	t.Cleanup(func() { kill(t, ghost) })
+	c.syslog.expect(t, "epilog: job "+e+": reaped "+strconv.Itoa(ghost)+"@", "node clean after")
+	c.waitNode("idle")
+	if err := syscall.Kill(ghost, 0); err == nil {
+		t.Errorf("job e: the ghost %d still runs after the epilog reaped it", ghost)
+	}
+	report := c.read(filepath.Join(c.evDir, "job-"+e+".0.reap.txt"))
+	if out, err := exec.Command(c.gpusnap, "verify", filepath.Join(c.evDir, "job-"+e+".0.reap", "bundle.tar.gz")).CombinedOutput(); err != nil {
+		t.Errorf("job e: the reap's evidence does not verify: %v\n%s", err, out)
+	}
+	t.Logf("job e: %s", strings.ReplaceAll(report, "\n", " | "))
+
+	f := c.submit("f", `setsid /usr/bin/python3 -c 'import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+open(sys.argv[2], "w").write("stuck %d\n" % os.getpid())
+open(sys.argv[3]).read()' "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/f.pids" `+stuck+` </dev/null >/dev/null 2>&1 &
+until [ -s "$OUT/f.pids" ]; do sleep 0.05; done; sleep 1`)
+	c.waitJob(f, "COMPLETED", "FAILED")
+	var pid int
+	_, err := fmt.Sscanf(c.read(filepath.Join(c.dir, "f.pids")), "stuck %d", &pid)
+	must(t, err)
+	t.Cleanup(func() { kill(t, pid) })
+	reason := c.waitNode("drain")
+	c.syslog.expect(t, "epilog: job "+f+" left GPU state that reap did not end")
+	report = c.read(filepath.Join(c.evDir, "job-"+f+".0.reap.txt"))
+	if !strings.Contains(report, fmt.Sprintf("leave        %d@", pid)) || !strings.Contains(report, "reboot") {
+		t.Errorf("job f: the D-state holder %d is not left with drain and reboot:\n%s", pid, report)
+	}
+	t.Logf("job f: node %s (%s)", c.waitNode("drain"), reason)
 }
 
 // startCluster writes the configuration, starts munged, slurmctld and slurmd,
@@ -219,10 +265,15 @@ func (c *cluster) writeHooks(scripts string) {
 	// package has (its GPUSNAP_DB is the host's store, not this test's).
 	for _, s := range []string{"prolog.sh", "epilog.sh"} {
 		must(t, os.WriteFile(filepath.Join(dir, "etc", s), []byte(fmt.Sprintf(
-			"#!/bin/sh\nexport GPUSNAP=%s GPUSNAP_DB=%s GPUSNAP_EVIDENCE_DIR=%s GPUSNAP_SYSLOG_SOCKET=%s GPUSNAP_ALLOW=%s\nexec %s\n",
-			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, filepath.Join(scripts, s))), 0o755))
+			"#!/bin/sh\nexport GPUSNAP=%s GPUSNAP_DB=%s GPUSNAP_EVIDENCE_DIR=%s GPUSNAP_SYSLOG_SOCKET=%s GPUSNAP_ALLOW=%s\n"+
+				"[ -e %s ] && export GPUSNAP_REAP=1\nexec %s\n",
+			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, c.reapSwitch(), filepath.Join(scripts, s))), 0o755))
 	}
 }
+
+// reapSwitch is the file whose presence makes the hooks run with
+// GPUSNAP_REAP=1, as /etc/default/gpusnap would set it.
+func (c *cluster) reapSwitch() string { return filepath.Join(c.dir, "etc", "reap") }
 
 // taskPlugin returns the TaskPlugin the cluster runs, and for task/cgroup
 // writes cgroup.conf and has Cleanup remove the cgroups Slurm makes.
@@ -397,7 +448,10 @@ func (c *cluster) waitJob(id string, states ...string) string {
 func (c *cluster) waitNode(want string) string {
 	c.t.Helper()
 	c.poll("node "+want, func() bool {
-		return strings.HasPrefix(strings.TrimSpace(c.slurm("sinfo", "-h", "-N", "-n", nodeName, "-o", "%T")), want)
+		st := strings.TrimSpace(c.slurm("sinfo", "-h", "-N", "-n", nodeName, "-o", "%T"))
+		// Idle and responding: a job submitted to an "idle*" node waits for
+		// the scheduler's next pass, a minute later.
+		return st == want || (want != "idle" && strings.HasPrefix(st, want))
 	})
 	return strings.TrimSpace(c.slurm("sinfo", "-h", "-N", "-n", nodeName, "-o", "%E"))
 }
