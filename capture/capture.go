@@ -161,6 +161,35 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 			s.Scan.Errors = append(s.Scan.Errors, note)
 		}
 	}
+	cfg.keepProcesses(r, results, s)
+	s.Scan.ProcessesRead = len(s.Processes)
+	if err := cfg.readAccelerators(r, s, sysRoot(opts.SysRoot, root)); err != nil {
+		return nil, err
+	}
+
+	select {
+	case <-nvDone:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if nvErr != nil {
+		return nil, nvErr
+	}
+	s.NVML = nv
+	if !opts.noCorroborate {
+		cfg.corroborate(ctx, r, s, opts) // once NVML has named the GPU users
+	}
+	<-klDone
+	kernelLog.BootID = s.Host.BootID
+	s.KernelLog = &kernelLog
+	s.Host.CaptureEnd = time.Now()
+	return s, nil
+}
+
+// keepProcesses makes the scan's results s's processes: a process that
+// vanished or hid is counted (the BPF walk's hidden ones kept, with what it
+// read beneath the mount), a refused one counted and kept.
+func (cfg *scanConfig) keepProcesses(r *reader, results []result, s *snapshot.Snapshot) {
 	s.Processes = make([]snapshot.Process, 0, len(results))
 	for _, res := range results {
 		switch {
@@ -186,28 +215,6 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		makeValidUTF8(&res.p)
 		s.Processes = append(s.Processes, res.p)
 	}
-	s.Scan.ProcessesRead = len(s.Processes)
-	if err := cfg.readAccelerators(r, s, sysRoot(opts.SysRoot, root)); err != nil {
-		return nil, err
-	}
-
-	select {
-	case <-nvDone:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if nvErr != nil {
-		return nil, nvErr
-	}
-	s.NVML = nv
-	if !opts.noCorroborate {
-		cfg.corroborate(ctx, r, s, opts) // once NVML has named the GPU users
-	}
-	<-klDone
-	kernelLog.BootID = s.Host.BootID
-	s.KernelLog = &kernelLog
-	s.Host.CaptureEnd = time.Now()
-	return s, nil
 }
 
 // readKernelLog reads where the kernel log at path stands; see Options.KernelLog.

@@ -51,20 +51,21 @@ const HighestRaised = High
 
 // FailOn is what makes a diff or a check fail (--fail-on): a finding at or
 // above a severity, or one whose triage class is listed. With classes and
-// no severity, only the classes fail it.
+// no severity (ClassesOnly), only the classes fail it. The zero value fails
+// on every finding: a gate whose options were forgotten fails closed.
 type FailOn struct {
-	Severity   Severity
-	BySeverity bool
-	Classes    []string
+	Severity    Severity
+	ClassesOnly bool
+	Classes     []string
 }
 
 // AtLeast fails on a finding at or above s.
-func AtLeast(s Severity) FailOn { return FailOn{Severity: s, BySeverity: true} }
+func AtLeast(s Severity) FailOn { return FailOn{Severity: s} }
 
 // String writes the list as --fail-on takes it.
 func (f FailOn) String() string {
 	var parts []string
-	if f.BySeverity {
+	if !f.ClassesOnly {
 		parts = append(parts, f.Severity.String())
 	}
 	return strings.Join(append(parts, f.Classes...), ",")
@@ -72,13 +73,13 @@ func (f FailOn) String() string {
 
 // fails reports whether finding x fails the gate.
 func (f FailOn) fails(x *Finding) bool {
-	return (f.BySeverity && x.Severity >= f.Severity) || (x.Triage != nil && slices.Contains(f.Classes, x.Triage.Class))
+	return (!f.ClassesOnly && x.Severity >= f.Severity) || (x.Triage != nil && slices.Contains(f.Classes, x.Triage.Class))
 }
 
 // ParseFailOn reads a --fail-on list: at most one severity some rule
 // raises, and triage classes, comma-separated.
 func ParseFailOn(list string) (FailOn, error) {
-	var f FailOn
+	f := FailOn{ClassesOnly: true}
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
 		if slices.Contains(Classes, name) {
@@ -89,12 +90,12 @@ func ParseFailOn(list string) (FailOn, error) {
 		switch {
 		case err != nil:
 			return f, fmt.Errorf("%q is neither a severity (%s) nor a triage class (%s)", name, strings.Join(severityNames, ", "), strings.Join(Classes, ", "))
-		case f.BySeverity:
+		case !f.ClassesOnly:
 			return f, fmt.Errorf("%q: one severity at most", list)
 		case s > HighestRaised:
 			return f, fmt.Errorf("no finding is ever %s (the highest is %s): --fail-on %s could never fail, and would let every dirty host pass", s, HighestRaised, name)
 		}
-		f.Severity, f.BySeverity = s, true
+		f.Severity, f.ClassesOnly = s, false
 	}
 	return f, nil
 }

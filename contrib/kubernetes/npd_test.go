@@ -281,9 +281,9 @@ func TestNPDRunsGpusnapCheck(t *testing.T) {
 			}
 		})
 	}
-	// The problem names the worst finding: a count, high, the kind, GPU 1's node and the process.
+	// The problem names the worst finding: a count, high, its class, the kind, GPU 1's node and the process.
 	r := runAsNPD(t, bin, c.Rules[0].Args, global, maxOut, env(cases[0].socket))
-	if want := " high: gpu_in_use of nvidia1 by 5000 ("; !strings.Contains(r.message, want) {
+	if want := " high: suspected_compromise: gpu_in_use of nvidia1 by 5000 ("; !strings.Contains(r.message, want) {
 		t.Errorf("problem %q does not name process 5000 on nvidia1 (%q)", r.message, want)
 	}
 }
