@@ -15,6 +15,7 @@ import (
 // push a library past the first lines) and its environment.
 const (
 	codeMapsLimit    = 8 << 20
+	codeFilesLimit   = 4096 // distinct executable files whose packages are asked
 	environLimit     = 256 << 10
 	loaderValueLimit = 256
 )
@@ -55,10 +56,12 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 		var text []byte
 		text, buf = readBounded(r, cfg, dir, "environ", buf, environLimit, c)
 		c.LoaderEnv = loaderEnv(text)
-		text, buf = readBounded(r, cfg, dir, "maps", buf, codeMapsLimit, c)
-		var mapped []string
-		mapped, files[p] = executableMappings(text, p.Exe)
-		c.Mapped = append(c.Mapped, mapped...)
+		code := newCodeScan(p.Exe)
+		buf = code.read(r, cfg, dir, buf, c)
+		if code.filesCut {
+			c.Unread = append(c.Unread, "maps: past "+strconv.Itoa(codeFilesLimit)+" executable files: the packages of the rest")
+		}
+		c.Mapped, files[p] = append(c.Mapped, code.foreign...), code.files
 		if c.OtherMountNamespace || dpkg == nil {
 			delete(files, p) // another root's paths, or no database to ask
 		}
@@ -109,14 +112,70 @@ func loaderEnv(environ []byte) []string {
 	return set
 }
 
-// executableMappings reads maps text: the executable mappings that are no
-// file's (anonymous, or a kernel region other than the vDSO's) or a deleted
-// file's, and the distinct paths of the other executable files, exe aside.
-func executableMappings(text []byte, exe string) (foreign, files []string) {
-	seen := map[string]bool{exe: true}
+// codeScan gathers a process's executable mappings from its maps text, fed
+// a buffer of whole lines at a time: those of no file (anonymous, or a
+// kernel region other than the vDSO's) or of a deleted file in foreign, at
+// most MaxForeignCode and then a count, and the distinct paths of the other
+// executable files, its exe aside, in files.
+type codeScan struct {
+	foreign, files []string
+	more           int
+	filesCut       bool // past codeFilesLimit files: the rest's packages are unknown
+	seen           map[string]bool
+}
+
+func newCodeScan(exe string) *codeScan { return &codeScan{seen: map[string]bool{exe: true}} }
+
+// read streams the maps of dir through buf, a buffer's worth at a time: a
+// tenant's maps may run to megabytes, and only its executable lines cost
+// more than a scan. What could not be read whole is said in c.Unread.
+func (s *codeScan) read(r *reader, cfg *scanConfig, dir string, buf []byte, c *snapshot.ForeignCode) []byte {
+	fd, err := r.openRead(cfg.rootfd, cfg.root, dir+"/maps", false)
+	if err != nil {
+		c.Unread = append(c.Unread, "maps: "+errText(err))
+		return buf
+	}
+	defer r.close(fd, false)
+	buf, total := buf[:0], 0
+	for {
+		carried := len(buf)
+		var full bool
+		buf, full, err = r.readFd(fd, buf, cap(buf), false, false)
+		total += len(buf) - carried
+		if err != nil {
+			c.Unread = append(c.Unread, "maps: "+errText(err))
+			return buf
+		}
+		end := bytes.LastIndexByte(buf, '\n') + 1
+		if !full {
+			end = len(buf) // the end of the file: its last line too
+		}
+		s.feed(buf[:end])
+		buf = buf[:copy(buf, buf[end:])]
+		switch {
+		case !full:
+			s.finish()
+			return buf
+		case total >= codeMapsLimit || len(buf) == cap(buf):
+			// Past the limit, or a line longer than the buffer (a path
+			// past PATH_MAX): the rest is not judged.
+			c.Unread = append(c.Unread, "maps: past "+strconv.Itoa(codeMapsLimit>>10)+" KiB, or a line longer than "+strconv.Itoa(cap(buf))+" bytes")
+			s.finish()
+			return buf
+		}
+	}
+}
+
+// feed scans whole lines of maps text; a line not executable costs a byte
+// comparison.
+func (s *codeScan) feed(text []byte) {
 	for line := range bytes.Lines(text) {
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 || len(line) < sp+4 || line[sp+3] != 'x' {
+			continue
+		}
 		f := strings.Fields(string(line))
-		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+		if len(f) < 5 {
 			continue
 		}
 		path := ""
@@ -126,16 +185,41 @@ func executableMappings(text []byte, exe string) (foreign, files []string) {
 		switch {
 		case kernelCode[path]:
 		case path == "" || strings.HasPrefix(path, "["):
-			foreign = append(foreign, strings.TrimSpace("anonymous "+f[0]+" "+path))
+			s.addForeign(strings.TrimSpace("anonymous " + f[0] + " " + path))
 		case strings.HasSuffix(path, " (deleted)") || !strings.HasPrefix(path, "/"):
-			foreign = append(foreign, path)
-		case !seen[path]:
-			seen[path] = true
-			files = append(files, path)
+			s.addForeign(path)
+		case s.seen[path]:
+		case len(s.files) == codeFilesLimit:
+			s.filesCut = true
+		default:
+			s.seen[path] = true
+			s.files = append(s.files, path)
 		}
 	}
-	slices.Sort(files)
-	return foreign, files
+}
+
+func (s *codeScan) addForeign(what string) {
+	if len(s.foreign) < snapshot.MaxForeignCode {
+		s.foreign = append(s.foreign, what)
+		return
+	}
+	s.more++
+}
+
+// finish sorts the files and counts the foreign mappings past the bound.
+func (s *codeScan) finish() {
+	slices.Sort(s.files)
+	if s.more > 0 {
+		s.foreign = append(s.foreign, strconv.Itoa(s.more)+" more")
+	}
+}
+
+// executableMappings is codeScan of a whole maps text.
+func executableMappings(text []byte, exe string) (foreign, files []string) {
+	s := newCodeScan(exe)
+	s.feed(text)
+	s.finish()
+	return s.foreign, s.files
 }
 
 // ownersOf finds the package that owns each of paths, from the binary

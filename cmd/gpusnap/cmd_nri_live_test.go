@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -242,7 +241,7 @@ func TestNRIPodLifecycle(t *testing.T) {
 	waitUntil(t, "the leaky pod's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), b.Uid+") left GPU state behind") })
 	report, err := os.ReadFile(filepath.Join(ev, "pod-"+b.Uid+".txt"))
 	noErr(t, err)
-	if first := strings.SplitN(string(report), "\n", 2)[0]; !strings.Contains(string(report), "leftover_device_mapping: pid "+strconv.Itoa(ghost.PID)) ||
+	if first := strings.SplitN(string(report), "\n", 2)[0]; !hasFinding(string(report), "leftover_device_mapping", ghost.PID) ||
 		!strings.HasPrefix(first, "gpusnap diff: ") || strings.Contains(first, " 0 high") {
 		t.Errorf("pod b's report:\n%s", report)
 	}
@@ -279,7 +278,7 @@ func TestNRIPodLifecycle(t *testing.T) {
 	waitUntil(t, "pod d's diff", stderr.String, func() bool { return strings.Contains(stderr.String(), d.Uid+") left GPU state behind") })
 	report, err = os.ReadFile(filepath.Join(ev, "pod-"+d.Uid+".txt"))
 	noErr(t, err)
-	if !strings.Contains(string(report), "out_of_allocation_gpu_use: pid "+strconv.Itoa(stray.PID)) {
+	if !hasFinding(string(report), "out_of_allocation_gpu_use", stray.PID) {
 		t.Errorf("pod d's report has no out_of_allocation_gpu_use of %d:\n%s", stray.PID, report)
 	}
 
@@ -350,4 +349,10 @@ func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
 		t.Errorf("CreateContainer with a hung driver: %v after %s, want a refusal for NVML within NRI's timeout", err, took)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// hasFinding reports whether a text report names a finding of kind about pid.
+func hasFinding(report, kind string, pid int) bool {
+	_, ok := livetest.ReportFinding(report, kind, pid)
+	return ok
 }

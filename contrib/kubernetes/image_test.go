@@ -84,9 +84,8 @@ func TestImageCatchesGhost(t *testing.T) {
 	sc := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{})
 	// Other tests' ghosts on this host are findings too: this one's is looked for by PID.
 	code, report := gpusnap("diff", "--no-nvml", "--tenant", "image-test")
-	want := fmt.Sprintf("leftover_device_mapping: pid %d ", sc.Ghost.PID)
-	if code != 1 || !strings.Contains(report, want) {
-		t.Fatalf("diff in the image: exit %d, want 1 with %q:\n%s", code, want, report)
+	if _, ok := livetest.ReportFinding(report, "leftover_device_mapping", sc.Ghost.PID); code != 1 || !ok {
+		t.Fatalf("diff in the image: exit %d, want 1 with leftover_device_mapping of %d:\n%s", code, sc.Ghost.PID, report)
 	}
 	t.Logf("the image (%s) found the ghost %d: %s", image, sc.Ghost.PID, firstLine(report))
 }

@@ -133,7 +133,7 @@ func TestPrologGateIsTheBaseline(t *testing.T) {
 		t.Fatalf("prolog with the squatter %d on GPU 0: exit %d, want 1 (seen %q)\n%s", sq.holder.PID, code, sq.seen, c.logs())
 	}
 	report := c.read(filepath.Join(c.evDir, "prolog-101.0.txt"))
-	if !strings.Contains(report, fmt.Sprintf("gpu_in_use: pid %d ", sq.holder.PID)) {
+	if !hasFinding(report, "gpu_in_use", sq.holder.PID) {
 		t.Errorf("the prolog's report does not name the squatter %d:\n%s", sq.holder.PID, report)
 	}
 	c.syslog.expect(t, "prolog: job 101: GPUs 0 in use: gpusnap check: ", " high, ")
@@ -156,7 +156,7 @@ func TestPrologGateIsTheBaseline(t *testing.T) {
 		t.Fatalf("epilog of job 102 with the squatter %d on its GPU since before the job: exit %d, want 1\n%s", sq.holder.PID, code, c.logs())
 	}
 	report = c.read(filepath.Join(c.evDir, "job-102.0.txt"))
-	if !strings.Contains(report, fmt.Sprintf("gpu_in_use: pid %d ", sq.holder.PID)) || !strings.Contains(report, "never had it to itself") {
+	if line, _ := livetest.ReportFinding(report, "gpu_in_use", sq.holder.PID); !strings.Contains(line, " at FROM, when the GPU was give") {
 		t.Errorf("the epilog's report does not name the squatter %d as a use of the job's GPU at FROM:\n%s", sq.holder.PID, report)
 	}
 

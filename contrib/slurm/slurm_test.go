@@ -128,7 +128,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	switch {
 	case c.cgroups == nil:
 		t.Logf("job d: out_of_allocation_gpu_use not checked: without a cgroup of the job the ghost, reparented to init, is not linked to it (report: %s)", firstLine(report))
-	case !strings.Contains(report, "out_of_allocation_gpu_use: pid "+strconv.Itoa(ghostD)+" "):
+	case !hasFinding(report, "out_of_allocation_gpu_use", ghostD):
 		t.Errorf("job d: no out_of_allocation_gpu_use for its child %d:\n%s", ghostD, report)
 	default:
 		for _, line := range strings.Split(report, "\n") {
@@ -626,4 +626,10 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hasFinding reports whether a text report names a finding of kind about pid.
+func hasFinding(report, kind string, pid int) bool {
+	_, ok := livetest.ReportFinding(report, kind, pid)
+	return ok
 }

@@ -1,21 +1,40 @@
 package livetest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 // PodCgroup makes the cgroup the kubelet's systemd driver gives a pod,
-// kubepods-besteffort-pod<uid with underscores>.slice, and returns a
+// kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid with
+// underscores>.slice, where the capture reads a pod id, and returns a
 // function that moves a process into it, so that its /proc/PID/cgroup names
-// the pod. Cleanup removes the cgroup once its processes are gone: call it
-// before starting them.
+// the pod. Cleanup removes the pod's cgroup once its processes are gone, and
+// the two above it where no other test's pod is in them: call it before
+// starting them.
 func PodCgroup(t testing.TB, podUID string) (join func(pid int)) {
 	t.Helper()
-	return cgroupJoin(t, "kubepods-besteffort-pod"+strings.ReplaceAll(podUID, "-", "_")+".slice")
+	mnt, _, err := cgroupMount()
+	if err != nil {
+		t.Skipf("live /proc test: no cgroup hierarchy to place a process in: %v", err)
+	}
+	parents := []string{"kubepods.slice", "kubepods.slice/kubepods-besteffort.slice"}
+	for _, p := range parents {
+		if err := os.Mkdir(filepath.Join(mnt, p), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			t.Skipf("live /proc test: cannot create a cgroup here: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		for i := len(parents) - 1; i >= 0; i-- {
+			_ = syscall.Rmdir(filepath.Join(mnt, parents[i])) // busy while another test's pod is in it
+		}
+	})
+	return cgroupJoin(t, parents[1]+"/kubepods-besteffort-pod"+strings.ReplaceAll(podUID, "-", "_")+".slice")
 }
 
 // UnitCgroup makes a cgroup named for the systemd unit (gpusnap-x.service)
