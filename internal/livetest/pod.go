@@ -10,13 +10,11 @@ import (
 	"testing"
 )
 
-// PodCgroup makes the cgroup the kubelet's systemd driver gives a pod,
-// kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid with
-// underscores>.slice, where the capture reads a pod id, and returns a
-// function that moves a process into it, so that its /proc/PID/cgroup names
-// the pod. Cleanup removes the pod's cgroup once its processes are gone, and
-// the two above it where no other test's pod is in them: call it before
-// starting them.
+// PodCgroup makes a pod's cgroup where the kubelet's systemd driver puts
+// it (kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid
+// with underscores>.slice) and returns a function that moves a process into
+// it. Cleanup removes it, and its parents where no other test's pod is in
+// them, once its processes are gone: call it before starting them.
 func PodCgroup(t testing.TB, podUID string) (join func(pid int)) {
 	t.Helper()
 	mnt, _, err := cgroupMount()
