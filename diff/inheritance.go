@@ -30,15 +30,6 @@ func CompareWithHistory(from, to *snapshot.Snapshot, opts *Options, history func
 	return Compare(from, to, *opts), nil
 }
 
-// inheritKinds are the findings about a device a process uses, which a
-// surviving process may have inherited from a tenant process (a fork keeps
-// its parent's mappings and descriptors).
-var inheritKinds = map[string]bool{
-	KindLeftoverDeviceMapping: true,
-	KindLeftoverDeviceHolder:  true,
-	KindRenamedDeviceNode:     true,
-}
-
 // WantsHistory reports whether a finding would name more with
 // Options.History: a device a surviving process may have inherited from a
 // tenant process, or a PID the kernel log blames (or NVML's accounting
@@ -48,9 +39,9 @@ func (r *Result) WantsHistory() bool {
 	for _, f := range r.Findings {
 		switch {
 		case f.Process == nil:
-		case inheritKinds[f.Kind]:
+		case ruleFor(f.Kind).Inheritable:
 			return true
-		case (f.Kind == KindXidError || f.Kind == KindTransientGPUProcess) && f.Process.StartTime == 0:
+		case f.Process.StartTime == 0 && ruleFor(f.Kind).ByPID:
 			return true
 		}
 	}
@@ -88,7 +79,7 @@ func (c *comparison) attachInheritance(findings []Finding) {
 	var h *history
 	for i := range findings {
 		f := &findings[i]
-		if !inheritKinds[f.Kind] || f.Process == nil || f.InheritedFrom != "" {
+		if !ruleFor(f.Kind).Inheritable || f.Process == nil || f.InheritedFrom != "" {
 			continue
 		}
 		p := c.toByKey[idOf(f.Process.PID, f.Process.StartTime)]
@@ -122,7 +113,7 @@ func (c *comparison) attachEventInheritance(findings []Finding) {
 	var parents, users map[string]*eventlog.Event
 	for i := range findings {
 		f := &findings[i]
-		if !inheritKinds[f.Kind] || f.Process == nil {
+		if !ruleFor(f.Kind).Inheritable || f.Process == nil {
 			continue
 		}
 		if parents == nil {

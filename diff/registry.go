@@ -16,6 +16,13 @@ type Rule struct {
 	// GPUUse: the kind is about a live process's use of a GPU, so
 	// persistence looks behind its process.
 	GPUUse bool
+	// Inheritable: the kind is about a device a process uses, which a
+	// surviving process may have inherited from a tenant process by a fork
+	// (attachInheritance names it).
+	Inheritable bool
+	// ByPID: the kind may name a process by PID alone, from a record that
+	// no snapshot at either end matched, so the history may name it.
+	ByPID bool
 
 	// compare raise the kind in a diff, in order; check raises it in a
 	// check of a GPU set. Either may be nil: persistence runs after the
@@ -63,8 +70,11 @@ func Rules() []*Rule { return registry }
 // RuleOf returns the rule of kind, or nil for a kind diff does not raise.
 func RuleOf(kind string) *Rule { return rulesByKind[kind] }
 
-// usesGPU is GPUUse of a rule that may be nil (a kind diff does not raise).
-func (r *Rule) usesGPU() bool { return r != nil && r.GPUUse }
-
-// withoutProcess is WithoutProcess of a rule that may be nil.
-func (r *Rule) withoutProcess() bool { return r != nil && r.WithoutProcess }
+// ruleFor is RuleOf, and a rule with every property false for a kind diff
+// does not raise.
+func ruleFor(kind string) *Rule {
+	if r := rulesByKind[kind]; r != nil {
+		return r
+	}
+	return &Rule{Kind: kind}
+}

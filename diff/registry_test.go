@@ -2,6 +2,9 @@ package diff
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,48 +13,122 @@ import (
 	"testing"
 )
 
-// The findings table of docs/diff.md is the registry: a row for each kind,
-// no other, and in each row the severities its rule may raise.
+// The findings tables of docs/diff.md and docs/spec.md are the registry: a
+// row for each kind, no other, and in each row the severities its rule may
+// raise.
 func TestRegistryIsTheDocsTable(t *testing.T) {
-	doc, err := os.ReadFile("../docs/diff.md")
+	for _, file := range []string{"../docs/diff.md", "../docs/spec.md"} {
+		rows := findingsTable(t, file)
+		for kind, severities := range rows {
+			rule := RuleOf(kind)
+			if rule == nil {
+				t.Errorf("%s has a row for %s, which no rule raises", file, kind)
+				continue
+			}
+			var declared []string
+			for _, s := range rule.Severities {
+				declared = append(declared, s.String())
+			}
+			slices.Sort(declared)
+			if !slices.Equal(severities, declared) {
+				t.Errorf("%s: %s names severities %v, its rule declares %v", kind, file, severities, declared)
+			}
+		}
+		for _, r := range Rules() {
+			if _, ok := rows[r.Kind]; !ok {
+				t.Errorf("%s has no row in %s's findings table", r.Kind, file)
+			}
+		}
+	}
+}
+
+// findingsTable reads the table under a doc's "## Findings": each row's
+// kind, and the severities its last column names, sorted.
+func findingsTable(t *testing.T, file string) map[string][]string {
+	t.Helper()
+	doc, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(doc)
-	table := text[strings.Index(text, "\n## Findings\n"):]
+	at := strings.Index(text, "\n## Findings\n")
+	if at < 0 {
+		t.Fatalf("%s has no Findings section", file)
+	}
+	table := text[at:]
 	table = table[strings.Index(table, "\n|"):]
 	table = table[:strings.Index(table, "\n\n")+1]
 	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|(.*)\\| (.*) \\|$")
 	backticked := regexp.MustCompile("`([a-z_]+)`")
-	rows := map[string]bool{}
+	rows := map[string][]string{}
 	for _, m := range row.FindAllStringSubmatch(table, -1) {
-		kind, severities := m[1], m[3]
-		rows[kind] = true
-		rule := RuleOf(kind)
-		if rule == nil {
-			t.Errorf("docs/diff.md has a row for %s, which no rule raises", kind)
-			continue
-		}
-		var said []string
-		for _, w := range backticked.FindAllStringSubmatch(severities, -1) {
+		said := []string{}
+		for _, w := range backticked.FindAllStringSubmatch(m[3], -1) {
 			if _, err := ParseSeverity(w[1]); err == nil && !slices.Contains(said, w[1]) {
 				said = append(said, w[1])
 			}
 		}
-		var declared []string
-		for _, s := range rule.Severities {
-			declared = append(declared, s.String())
-		}
 		slices.Sort(said)
-		slices.Sort(declared)
-		if !slices.Equal(said, declared) {
-			t.Errorf("%s: docs/diff.md names severities %v, its rule declares %v", kind, said, declared)
-		}
+		rows[m[1]] = said
+	}
+	if len(rows) == 0 {
+		t.Fatalf("%s: no row in its findings table", file)
+	}
+	return rows
+}
+
+// docs/diff.md names the kinds a check raises: those whose rule has a
+// check function, and no other.
+func TestRegistryIsTheCheckDocs(t *testing.T) {
+	doc, err := os.ReadFile("../docs/diff.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	at := strings.Index(text, "The kinds a check raises are ")
+	if at < 0 {
+		t.Fatal("docs/diff.md does not say which kinds a check raises")
+	}
+	sentence := text[at : at+strings.Index(text[at:], ";")]
+	var said, declared []string
+	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(sentence, -1) {
+		said = append(said, m[1])
 	}
 	for _, r := range Rules() {
-		if !rows[r.Kind] {
-			t.Errorf("%s has no row in docs/diff.md's findings table", r.Kind)
+		if r.check != nil {
+			declared = append(declared, r.Kind)
 		}
+	}
+	slices.Sort(said)
+	slices.Sort(declared)
+	if !slices.Equal(said, declared) {
+		t.Errorf("docs/diff.md says a check raises %v, the rules with a check function are %v", said, declared)
+	}
+}
+
+// docs/ocsf.md's titles are the rules' titles, one row a kind.
+func TestRegistryIsTheOCSFTitles(t *testing.T) {
+	doc, err := os.ReadFile("../docs/ocsf.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	at := strings.Index(text, "\n## Titles\n")
+	if at < 0 {
+		t.Fatal("docs/ocsf.md has no Titles section")
+	}
+	titles := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| (.+) \\|$").FindAllStringSubmatch(text[at:], -1) {
+		titles[m[1]] = m[2]
+	}
+	for _, r := range Rules() {
+		if titles[r.Kind] != r.Title {
+			t.Errorf("docs/ocsf.md titles %s %q, its rule %q", r.Kind, titles[r.Kind], r.Title)
+		}
+		delete(titles, r.Kind)
+	}
+	for kind := range titles {
+		t.Errorf("docs/ocsf.md titles %s, which no rule raises", kind)
 	}
 }
 
@@ -71,6 +148,46 @@ func TestRegistryRulesAreWhole(t *testing.T) {
 			t.Errorf("RuleOf(%s) is another rule", r.Kind)
 		}
 	}
+}
+
+// Every rule a file of this package declares (a package-level var of a
+// *Rule) is in the registry: a rule left out of it would never run.
+func TestRegistryHoldsEveryDeclaredRule(t *testing.T) {
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("*.go")
+	declared := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				for _, v := range spec.(*ast.ValueSpec).Values {
+					if u, ok := v.(*ast.UnaryExpr); ok && u.Op == token.AND {
+						if lit, ok := u.X.(*ast.CompositeLit); ok && isIdentNamed(lit.Type, "Rule") {
+							declared++
+						}
+					}
+				}
+			}
+		}
+	}
+	if declared != len(Rules()) {
+		t.Errorf("the package declares %d rules, the registry holds %d: add each rule to registry", declared, len(Rules()))
+	}
+}
+
+func isIdentNamed(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
 }
 
 // coveredByTests names, for each kind that no fixture scenario raises (its

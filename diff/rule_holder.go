@@ -8,8 +8,8 @@ const KindLeftoverDeviceHolder = "leftover_device_holder"
 var ruleLeftoverHolder = &Rule{
 	Kind: KindLeftoverDeviceHolder, Title: "Leftover NVIDIA device holder",
 	Severities: []Severity{Low, Medium, High},
-	GPUUse:     true,
-	compare:    []func(*comparison) []Finding{leftoverHolders},
+	GPUUse:     true, Inheritable: true,
+	compare: []func(*comparison) []Finding{leftoverHolders},
 }
 
 // leftoverHolders reports a process that at TO holds an NVIDIA device open,

@@ -8,8 +8,8 @@ const KindLeftoverDeviceMapping = "leftover_device_mapping"
 var ruleLeftoverMapping = &Rule{
 	Kind: KindLeftoverDeviceMapping, Title: "Leftover NVIDIA device mapping",
 	Severities: []Severity{Medium, High},
-	GPUUse:     true,
-	compare:    []func(*comparison) []Finding{leftoverMappings},
+	GPUUse:     true, Inheritable: true,
+	compare: []func(*comparison) []Finding{leftoverMappings},
 }
 
 // KindOtherDeviceMapping: a process maps a non-NVIDIA device it did not map at FROM.

@@ -33,7 +33,7 @@ func (c *comparison) persistence(findings []Finding) []Finding {
 	var out []Finding
 	seen := map[string]bool{}
 	for _, f := range findings {
-		if f.Process == nil || !RuleOf(f.Kind).usesGPU() || seen[f.Process.Key()] {
+		if f.Process == nil || !ruleFor(f.Kind).GPUUse || seen[f.Process.Key()] {
 			continue
 		}
 		seen[f.Process.Key()] = true

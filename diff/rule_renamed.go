@@ -8,8 +8,8 @@ const KindRenamedDeviceNode = "renamed_device_node"
 var ruleRenamedDeviceNode = &Rule{
 	Kind: KindRenamedDeviceNode, Title: "Renamed NVIDIA device node",
 	Severities: []Severity{High},
-	GPUUse:     true,
-	compare:    []func(*comparison) []Finding{renamedDeviceNodes},
+	GPUUse:     true, Inheritable: true,
+	compare: []func(*comparison) []Finding{renamedDeviceNodes},
 }
 
 // renamedDeviceNodes reports a process that maps or holds, and did not at

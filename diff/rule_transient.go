@@ -8,6 +8,7 @@ const KindTransientGPUProcess = "transient_gpu_process"
 var ruleTransientGPUProcess = &Rule{
 	Kind: KindTransientGPUProcess, Title: "Transient GPU process",
 	Severities: []Severity{Medium, High},
+	ByPID:      true,
 	compare:    []func(*comparison) []Finding{transientGPUProcesses},
 	check:      (*comparison).lingeringUsers,
 }

@@ -19,6 +19,7 @@ const KindXidError = "xid_error"
 var ruleXidError = &Rule{
 	Kind: KindXidError, Title: "NVIDIA Xid error",
 	Severities: []Severity{Medium, High},
+	ByPID:      true,
 	compare:    []func(*comparison) []Finding{xidErrors},
 }
 

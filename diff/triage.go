@@ -43,7 +43,7 @@ func (c *comparison) attachTriage(findings []Finding) {
 	var members map[string]string
 	for i := range findings {
 		f := &findings[i]
-		if f.Process == nil && !RuleOf(f.Kind).withoutProcess() {
+		if f.Process == nil && !ruleFor(f.Kind).WithoutProcess {
 			continue
 		}
 		if members == nil {
@@ -65,7 +65,7 @@ func (c *comparison) snapshots() []*snapshot.Snapshot {
 // triageInput gathers what classify weighs about f.
 func (c *comparison) triageInput(f *Finding, tenant string, members map[string]string) triageInput {
 	in := triageInput{finding: f, tenant: tenant, member: members}
-	if f.Process == nil || RuleOf(f.Kind).withoutProcess() {
+	if f.Process == nil || ruleFor(f.Kind).WithoutProcess {
 		in.holders = c.nodeHolders(f.GPUUUID)
 		in.unread = len(c.toUnread)
 	}

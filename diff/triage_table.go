@@ -79,7 +79,7 @@ type facts struct {
 func newFacts(in triageInput) *facts {
 	f := in.finding
 	fs := &facts{in: in, p: in.proc}
-	if fs.p == nil && (f.Process == nil || RuleOf(f.Kind).withoutProcess()) {
+	if fs.p == nil && (f.Process == nil || ruleFor(f.Kind).WithoutProcess) {
 		fs.noProcess = true
 		return fs
 	}

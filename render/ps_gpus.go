@@ -8,9 +8,24 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
+
+// Pod names a pod by namespace, name and UID ("" where not known).
+type Pod struct{ Namespace, Name, UID string }
+
+// PodAllocations is the kubelet's word on which pod was given which GPU, as
+// ps prints it. Render takes it as an interface so that it links no
+// kubelet code.
+type PodAllocations interface {
+	// GivenTo names the pods given g.
+	GivenTo(g *snapshot.GPUUse) []Pod
+	// Outside reports whether the pod of podUID uses g outside what it was
+	// given, and whether that is known.
+	Outside(podUID string, g *snapshot.GPUUse) (outside, known bool)
+	// Named is the pod of uid, and false where the kubelet gave it no GPU.
+	Named(uid string) (Pod, bool)
+}
 
 // PsLastLine is what ps says last on stderr: that it found nothing, and
 // what it could not read (processes unreadable or hidden from /proc, a scan
@@ -40,7 +55,8 @@ func PsLastLine(found int, scan snapshot.Scan) string {
 // PsGPUs prints, per GPU: memory used and what no listed process
 // accounts for, the processes NVML lists with their memory and utilization,
 // and the processes that hold or map its /dev/nvidiaN without being listed.
-func PsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc *kubelet.Allocations) {
+// alloc, where not nil, adds the pods given each GPU.
+func PsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc PodAllocations) {
 	for i := range gpus {
 		gu := gpus[i]
 		node := "-"
@@ -75,9 +91,9 @@ func PsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc *kubelet.Allocations) {
 
 // printPsPods prints the pods given the GPU, then every process of another
 // pod that uses it (listed by NVML, holding or mapping its node).
-func printPsPods(w io.Writer, gu *snapshot.GPUUse, alloc *kubelet.Allocations) {
+func printPsPods(w io.Writer, gu *snapshot.GPUUse, alloc PodAllocations) {
 	var given []string
-	for _, p := range alloc.PodsOf(gu) {
+	for _, p := range alloc.GivenTo(gu) {
 		given = append(given, psPod(p))
 	}
 	if len(given) == 0 {
@@ -102,16 +118,14 @@ func printPsPods(w io.Writer, gu *snapshot.GPUUse, alloc *kubelet.Allocations) {
 }
 
 // psPod is "namespace/name (uid)".
-func psPod(p kubelet.Pod) string {
+func psPod(p Pod) string {
 	return safetext.Escape(p.Namespace+"/"+p.Name) + " (" + orDash(safetext.Escape(p.UID)) + ")"
 }
 
 // psPodUID names a pod by its UID, and by name where the kubelet listed it.
-func psPodUID(uid string, alloc *kubelet.Allocations) string {
-	for _, p := range alloc.Pods {
-		if p.UID == uid {
-			return psPod(p)
-		}
+func psPodUID(uid string, alloc PodAllocations) string {
+	if p, ok := alloc.Named(uid); ok {
+		return psPod(p)
 	}
 	return safetext.Escape(uid) + " (given no GPU)"
 }

@@ -179,6 +179,31 @@ func psText(g globals, o psOptions, rep psReport, allGPUs []snapshot.GPUUse, all
 	if err := render.PsTable(g.Stdout, rep.Processes, allGPUs, rep.Host.CaptureStart, o.Wide); err != nil {
 		return err
 	}
-	render.PsGPUs(g.Stdout, rep.GPUs, alloc)
+	if alloc == nil {
+		render.PsGPUs(g.Stdout, rep.GPUs, nil)
+	} else {
+		render.PsGPUs(g.Stdout, rep.GPUs, kubeletPods{alloc})
+	}
 	return nil
+}
+
+// kubeletPods shows the kubelet's allocations to render, which links no
+// kubelet code.
+type kubeletPods struct{ *kubelet.Allocations }
+
+func (k kubeletPods) GivenTo(g *snapshot.GPUUse) []render.Pod {
+	var out []render.Pod
+	for _, p := range k.PodsOf(g) {
+		out = append(out, render.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID})
+	}
+	return out
+}
+
+func (k kubeletPods) Named(uid string) (render.Pod, bool) {
+	for _, p := range k.Pods {
+		if p.UID == uid {
+			return render.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, true
+		}
+	}
+	return render.Pod{}, false
 }

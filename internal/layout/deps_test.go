@@ -19,11 +19,7 @@ func TestDataPackagesLinkNoCapture(t *testing.T) {
 	forbidden := []string{"github.com/NVIDIA/go-nvml/", "github.com/gpusnap/gpusnap/nvmlread",
 		"github.com/cilium/ebpf", "github.com/gpusnap/gpusnap/capture", "github.com/gpusnap/gpusnap/bpf"}
 	for _, pkg := range []string{"diff", "store", "bundle", "kubelet", "session", "snapshot", "eventlog", "metrics", "ocsf", "npd", "nri", "render"} {
-		out, err := exec.Command("go", "list", "-deps", "github.com/gpusnap/gpusnap/"+pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, pkg) {
 			for _, f := range forbidden {
 				if strings.HasPrefix(dep, f) {
 					t.Errorf("%s links %s", pkg, dep)
@@ -40,11 +36,7 @@ func TestDataPackagesLinkNoCapture(t *testing.T) {
 // imports it), internal/ aside.
 func TestReadersLinkNoGRPC(t *testing.T) {
 	for _, pkg := range []string{"bundle", "render", "snapshot", "diff", "kubelet"} {
-		out, err := exec.Command("go", "list", "-deps", "github.com/gpusnap/gpusnap/"+pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, pkg) {
 			if strings.HasPrefix(dep, "google.golang.org/grpc") || dep == "github.com/gpusnap/gpusnap/kubelet/podresources" {
 				t.Errorf("%s links %s", pkg, dep)
 			}
@@ -59,4 +51,31 @@ func TestReadersLinkNoGRPC(t *testing.T) {
 			t.Errorf("snapshot imports %s: it is the data the others share, and imports none of them", imp)
 		}
 	}
+}
+
+// TestArrowsLinkWhatTheyUse: a package links none of the packages below,
+// each of which it once linked for one type. render takes the kubelet's
+// allocations as an interface.
+func TestArrowsLinkWhatTheyUse(t *testing.T) {
+	for pkg, forbidden := range map[string][]string{
+		"render": {"github.com/gpusnap/gpusnap/kubelet"},
+	} {
+		for _, dep := range deps(t, pkg) {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
+// deps lists what a package of the module links, as go list -deps prints it.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "github.com/gpusnap/gpusnap/"+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
 }
