@@ -118,7 +118,7 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 	}
 	for _, cl := range clients {
 		if owner := ownerText(cl); owner != "" {
-			t.Class = ClassAnotherTenant
+			t.Class, t.Owner = ClassAnotherTenant, owner
 			if in.tenant == "" {
 				t.Class = ClassTenant // no tenant asked about (gpusnap ps): the job's own is a tenant's
 			}

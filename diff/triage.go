@@ -33,6 +33,9 @@ type Triage struct {
 	Why   []string `json:"why"`
 	Next  string   `json:"next"`
 	Rule  string   `json:"rule"`
+	// Owner is whom to ask about the process: the job, pod or container
+	// the owner rule vouches for, else its user. "" with no process.
+	Owner string `json:"owner,omitempty"`
 }
 
 // attachTriage gives every finding about a process (and every zombie or
@@ -119,6 +122,9 @@ func classify(in triageInput) Triage {
 		if row.holds(fs) {
 			t := row.verdict(fs)
 			t.Rule = row.id
+			if t.Owner == "" && !fs.noProcess {
+				t.Owner = fs.toAsk()
+			}
 			return t
 		}
 	}

@@ -106,6 +106,18 @@ func (f *facts) source() string {
 	return ""
 }
 
+// toAsk is whom to ask about the process: its vouched-for owner, else its
+// user by name, else by uid.
+func (f *facts) toAsk() string {
+	if f.owner != "" {
+		return f.owner
+	}
+	if f.p.User != "" {
+		return "user " + f.p.User
+	}
+	return f.user
+}
+
 func (f *facts) mpsServer() bool { return f.p.MPSServer() && f.in.proc != nil }
 
 // why is the evidence that decided the verdict, then the notes of evidence

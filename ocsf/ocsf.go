@@ -44,6 +44,10 @@ type Finding struct {
 	Time         int64  `json:"time"` // ms since the epoch, as OCSF's timestamp_t
 	Message      string `json:"message"`
 	IsAlert      bool   `json:"is_alert"`
+	// DispositionID and Disposition (the security_control profile) say what
+	// gpusnap's triage makes of a diff's or check's finding (handlingOf).
+	DispositionID int    `json:"disposition_id,omitempty"`
+	Disposition   string `json:"disposition,omitempty"`
 
 	Metadata    Metadata    `json:"metadata"`
 	FindingInfo FindingInfo `json:"finding_info"`
@@ -55,11 +59,13 @@ type Finding struct {
 // Metadata names the product and the schema; correlation_uid groups the
 // findings of one run (its TO snapshot), tenant_uid the tenant diffed.
 type Metadata struct {
-	Product        Product `json:"product"`
-	Version        string  `json:"version"`
-	LogName        string  `json:"log_name"`
-	CorrelationUID string  `json:"correlation_uid,omitempty"`
-	TenantUID      string  `json:"tenant_uid,omitempty"`
+	Product Product `json:"product"`
+	Version string  `json:"version"`
+	LogName string  `json:"log_name"`
+	// Profiles names the OCSF profiles whose attributes a finding carries.
+	Profiles       []string `json:"profiles,omitempty"`
+	CorrelationUID string   `json:"correlation_uid,omitempty"`
+	TenantUID      string   `json:"tenant_uid,omitempty"`
 }
 
 // Product is gpusnap and its version.
@@ -166,6 +172,49 @@ var severities = map[diff.Severity]struct {
 	diff.High: {4, "High"}, diff.Critical: {5, "Critical"},
 }
 
+// The security_control profile's dispositions gpusnap writes (the
+// dictionary's disposition_id enum).
+const (
+	profileSecurityControl = "security_control"
+	dispositionAllowed     = 1
+	dispositionDetected    = 15
+	dispositionLogged      = 17
+	dispositionAlert       = 19
+)
+
+var dispositions = map[int]string{dispositionAllowed: "Allowed", dispositionDetected: "Detected", dispositionLogged: "Logged", dispositionAlert: "Alert"}
+
+// handling is what a SIEM is to do with a finding: its severity, its
+// disposition and whether it alerts.
+type handling struct {
+	severity    diff.Severity
+	disposition int
+	alert       bool
+}
+
+// handlingOf maps a finding's triage to its handling, so that what the
+// operator must do decides who is woken. A suspected compromise is critical
+// and alerts. Another team's job is logged, low and no alert (its owner is
+// asked, nobody paged). Any other alerts from medium up. docs/ocsf.md has
+// the table.
+func handlingOf(f *diff.Finding) handling {
+	class := ""
+	if f.Triage != nil {
+		class = f.Triage.Class
+	}
+	switch {
+	case f.Allowed != "":
+		return handling{f.Severity, dispositionAllowed, false}
+	case class == diff.ClassSuspectedCompromise:
+		return handling{diff.Critical, dispositionAlert, true}
+	case class == diff.ClassAnotherTenant:
+		return handling{min(f.Severity, diff.Low), dispositionLogged, false}
+	case f.Severity >= diff.Medium:
+		return handling{f.Severity, dispositionAlert, true}
+	}
+	return handling{f.Severity, dispositionDetected, false}
+}
+
 // FromResult renders each finding of a diff's or check's result.
 func FromResult(r *diff.Result, src Source) []Finding {
 	out := make([]Finding, 0, len(r.Findings))
@@ -175,12 +224,14 @@ func FromResult(r *diff.Result, src Source) []Finding {
 		if f.Time != nil {
 			at = *f.Time
 		}
-		o := newFinding(src, f.Kind, f.Summary, f.Severity, at, identity(f.Process), f.Device, f.GPUUUID)
+		h := handlingOf(f)
+		o := newFinding(src, f.Kind, f.Summary, h.severity, at, identity(f.Process), f.Device, f.GPUUUID)
+		o.IsAlert, o.DispositionID, o.Disposition = h.alert, h.disposition, dispositions[h.disposition]
+		o.Metadata.Profiles = []string{profileSecurityControl}
 		o.Metadata.CorrelationUID, o.Metadata.TenantUID = r.To, r.Tenant
 		if rule := diff.RuleOf(f.Kind); rule != nil {
 			o.FindingInfo.Title = rule.Title
 		}
-		o.IsAlert = f.Allowed == "" && f.Severity >= diff.Medium
 		ev := Evidence{Process: process(f.Process), File: deviceFile(f.Device), Data: map[string]any{"evidence": f.Evidence}}
 		if f.InheritedFrom != "" {
 			ev.Data["inherited_from"] = f.InheritedFrom
@@ -190,6 +241,9 @@ func FromResult(r *diff.Result, src Source) []Finding {
 		}
 		if f.Allowed != "" {
 			ev.Data["allowed"] = f.Allowed
+		}
+		if t := f.Triage; t != nil {
+			ev.Data["triage"] = t
 		}
 		o.Evidences = []Evidence{ev}
 		if p := f.Process; p != nil {

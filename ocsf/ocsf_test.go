@@ -73,7 +73,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 		t.Fatal("no finding of process 5000")
 	}
 	text, _ := json.Marshal(miner)
-	for _, want := range []string{`"severity":"High"`, `"path":"/tmp/.x/miner"`, `"path":"/dev/nvidia1"`, `"uid":"GPU-4a5b6c7d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"`,
+	for _, want := range []string{`"severity":"Critical"`, `"disposition":"Alert"`, `"is_alert":true`, `"profiles":["security_control"]`, `"class":"suspected_compromise"`, `"path":"/tmp/.x/miner"`, `"path":"/dev/nvidia1"`, `"uid":"GPU-4a5b6c7d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"`,
 		`"type":"Kubernetes Pod","uid":"1a2b3c4d-5e6f-7a8b-9c0d-112233445566"`, `"type":"Container"`, `"name":"gpusnap","vendor_name":"gpusnap","version":"1.2.3"`,
 		`"uid":"1001"`, `"log_name":"gpusnap check"`, `"title":"GPU in use before it is handed out"`, `"types":["gpu_in_use"]`, `"cmd_line":"python3 --pool stratum+tcp://pool.example:3333`} {
 		if !strings.Contains(string(text), want) {
@@ -90,6 +90,48 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 		t.Fatal("the ghost scenario found nothing")
 	}
 	validateLines(t, render(t, FromResult(d, Source{Host: to.Host.Hostname, Version: "1.2.3", Command: "diff"})))
+}
+
+// What the operator must do decides the handling: another team's job is
+// logged, low and no alert whatever its findings' severities, a suspected
+// compromise critical and an alert, an allowed finding allowed, and every
+// line is valid under the security_control profile it names.
+func TestHandlingByClass(t *testing.T) {
+	const other = "../fixtures/scenarios/mps-server-another-tenant/"
+	from, to := captureOf(t, other+"before/proc", other+"before/nvml.json"), captureOf(t, other+"after/proc", other+"after/nvml.json")
+	to.Tenant = "mps-server-another-tenant"
+	d := diff.Compare(from, to, diff.Options{ZombieThreshold: diff.DefaultZombieThreshold})
+	var tenants int
+	for i, f := range validateLines(t, render(t, FromResult(d, Source{Host: "h", Version: "1", Command: "diff"}))) {
+		if tr := d.Findings[i].Triage; tr == nil || tr.Class != diff.ClassAnotherTenant {
+			continue
+		}
+		tenants++
+		if d.Findings[i].Severity < diff.Medium || f["severity"] != "Low" || f["disposition"] != "Logged" || f["is_alert"] != false {
+			t.Errorf("another team's %s finding (%s): severity %v, disposition %v, is_alert %v; want Low, Logged, false",
+				d.Findings[i].Kind, d.Findings[i].Severity, f["severity"], f["disposition"], f["is_alert"])
+		}
+	}
+	if tenants == 0 {
+		t.Fatalf("no another_tenant finding in the scenario: %+v", d.Findings)
+	}
+	for _, c := range []struct {
+		f           diff.Finding
+		sev         diff.Severity
+		disposition int
+		alert       bool
+	}{
+		{diff.Finding{Severity: diff.Medium, Triage: &diff.Triage{Class: diff.ClassSuspectedCompromise}}, diff.Critical, dispositionAlert, true},
+		{diff.Finding{Severity: diff.High, Triage: &diff.Triage{Class: diff.ClassAnotherTenant}}, diff.Low, dispositionLogged, false},
+		{diff.Finding{Severity: diff.Info, Allowed: "exe=/usr/bin/x", Triage: &diff.Triage{Class: diff.ClassExpected}}, diff.Info, dispositionAllowed, false},
+		{diff.Finding{Severity: diff.High, Triage: &diff.Triage{Class: diff.ClassLeftoverWorker}}, diff.High, dispositionAlert, true},
+		{diff.Finding{Severity: diff.High}, diff.High, dispositionAlert, true},
+		{diff.Finding{Severity: diff.Low}, diff.Low, dispositionDetected, false},
+	} {
+		if h := handlingOf(&c.f); h != (handling{c.sev, c.disposition, c.alert}) {
+			t.Errorf("%s %+v: %+v, want %v %d %v", c.f.Severity, c.f.Triage, h, c.sev, c.disposition, c.alert)
+		}
+	}
 }
 
 // The same host, kind, process and device give the same finding_info.uid in

@@ -27,6 +27,8 @@ type compiled struct {
 	name        string
 	attrs       map[string]attrDef
 	constraints map[string][]string
+	// profileOf names the profile of each attribute only a profile adds.
+	profileOf map[string]string
 }
 
 // schema compiles the vendored files as the OCSF server does.
@@ -73,17 +75,22 @@ type rawDef struct {
 
 // compile folds a file's extends chain: a child's attribute fields replace
 // its parent's, a child's constraints (even empty) replace them whole.
-// $include pulls in profiles, which gpusnap declares none of: left out.
+// $include pulls in profiles: those vendored add their attributes, marked
+// as the profile's, and the others are left out.
 func (s *schema) compile(rel func(name string) string, name string) *compiled {
 	var d rawDef
 	readJSON(s.t, rel(name), &d)
-	c := &compiled{name: name, attrs: map[string]attrDef{}}
+	c := &compiled{name: name, attrs: map[string]attrDef{}, profileOf: map[string]string{}}
 	if d.Extends != "" {
 		p := s.compile(rel, d.Extends)
 		for k, v := range p.attrs {
 			c.attrs[k] = maps.Clone(v)
 		}
 		c.constraints = p.constraints
+		maps.Copy(c.profileOf, p.profileOf)
+	}
+	if raw, ok := d.Attributes["$include"]; ok {
+		s.include(c, raw)
 	}
 	if d.Constraints != nil {
 		c.constraints = d.Constraints
@@ -100,8 +107,34 @@ func (s *schema) compile(rel func(name string) string, name string) *compiled {
 			c.attrs[k] = attrDef{}
 		}
 		maps.Copy(c.attrs[k], a)
+		delete(c.profileOf, k) // the class's own now
 	}
 	return c
+}
+
+// include adds to c the attributes of each profile of the list raw that is
+// vendored, each marked as its profile's where c has no attribute so named.
+func (s *schema) include(c *compiled, raw json.RawMessage) {
+	var files []string
+	if err := json.Unmarshal(raw, &files); err != nil {
+		s.t.Fatalf("schema %s.$include: %v", c.name, err)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(schemaDir, f)); err != nil {
+			continue
+		}
+		var p rawDef
+		readJSON(s.t, f, &p)
+		for k, raw := range p.Attributes {
+			var a attrDef
+			if err := json.Unmarshal(raw, &a); err != nil {
+				s.t.Fatalf("schema %s.%s: %v", f, k, err)
+			}
+			if c.attrs[k] == nil {
+				c.attrs[k], c.profileOf[k] = a, p.Name
+			}
+		}
+	}
 }
 
 func (s *schema) object(name string) *compiled {
@@ -158,6 +191,9 @@ func (s *schema) validate(owner *compiled, v map[string]any, at string) []string
 			errs = append(errs, fmt.Sprintf("%s.%s: not an attribute of %s", at, name, owner.name))
 			continue
 		}
+		if p := owner.profileOf[name]; p != "" && !slices.Contains(profilesOf(v), p) {
+			errs = append(errs, fmt.Sprintf("%s.%s: only profile %s adds it, and metadata.profiles does not name it", at, name, p))
+		}
 		d := s.def(owner, name)
 		if dep, ok := d["@deprecated"]; ok {
 			errs = append(errs, fmt.Sprintf("%s.%s: deprecated (%v)", at, name, dep))
@@ -195,6 +231,19 @@ func (s *schema) validate(owner *compiled, v map[string]any, at string) []string
 		}
 	}
 	return errs
+}
+
+// profilesOf is what a finding's metadata.profiles names.
+func profilesOf(v map[string]any) []string {
+	var out []string
+	md, _ := v["metadata"].(map[string]any)
+	list, _ := md["profiles"].([]any)
+	for _, p := range list {
+		if s, ok := p.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // sibling checks an enum's name beside its id: severity beside severity_id
@@ -302,15 +351,20 @@ func TestSchemaValidatorRejects(t *testing.T) {
 		t.Fatalf("a finding as written: %v", errs)
 	}
 	for name, spoil := range map[string]func(map[string]any){
-		"unknown attribute":     func(v map[string]any) { v["gpu"] = "x" },
-		"required missing":      func(v map[string]any) { delete(v, "finding_info") },
-		"enum value":            func(v map[string]any) { v["severity_id"] = float64(7) },
-		"sibling caption":       func(v map[string]any) { v["severity"] = "Severe" },
-		"class name":            func(v map[string]any) { v["class_name"] = "Security Finding" },
-		"type uid":              func(v map[string]any) { v["type_uid"] = float64(200101) },
-		"wrong type":            func(v map[string]any) { v["time"] = "now" },
-		"nested required":       func(v map[string]any) { delete(v["metadata"].(map[string]any), "product") },
-		"profile attribute":     func(v map[string]any) { v["actor"] = map[string]any{} },
+		"unknown attribute": func(v map[string]any) { v["gpu"] = "x" },
+		"required missing":  func(v map[string]any) { delete(v, "finding_info") },
+		"enum value":        func(v map[string]any) { v["severity_id"] = float64(7) },
+		"sibling caption":   func(v map[string]any) { v["severity"] = "Severe" },
+		"class name":        func(v map[string]any) { v["class_name"] = "Security Finding" },
+		"type uid":          func(v map[string]any) { v["type_uid"] = float64(200101) },
+		"wrong type":        func(v map[string]any) { v["time"] = "now" },
+		"nested required":   func(v map[string]any) { delete(v["metadata"].(map[string]any), "product") },
+		"profile attribute": func(v map[string]any) { v["actor"] = map[string]any{} },
+		"profile not named": func(v map[string]any) { v["disposition_id"], v["disposition"] = float64(19), "Alert" },
+		"disposition enum": func(v map[string]any) {
+			v["metadata"].(map[string]any)["profiles"] = []any{"security_control"}
+			v["disposition_id"], v["disposition"] = float64(77), "Alert"
+		},
 		"at_least_one":          func(v map[string]any) { v["evidences"] = []any{map[string]any{}} },
 		"deprecated (1.8.0 on)": func(v map[string]any) { v["finding_info"].(map[string]any)["product_uid"] = "x" },
 	} {

@@ -26,13 +26,17 @@ func JSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// ResultText writes the report an operator reads: one summary line, what
-// was not checked, then one block per process (processBlocks). verbose gives
+// ResultText writes the report an operator reads: one summary line, the
+// lead (diff.LeadOf) where a finding is not allowed, what was not checked,
+// then one block per process (processBlocks). verbose gives
 // instead each finding in full, by severity. Every string a process controls
 // (comm, exe, cmdline, paths, maps lines) is escaped.
 func ResultText(w io.Writer, r *diff.Result, verbose bool) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, summaryLine(r))
+	if lead := diff.LeadOf(r.Findings); lead != "" {
+		fmt.Fprintln(b, "lead: "+safetext.Escape(lead))
+	}
 	if verbose {
 		writeScope(b, r, writeLine)
 		writeBySeverity(b, r.Findings)

@@ -86,12 +86,16 @@ func TestCleanReport(t *testing.T) {
 
 // TestTextReportShowsTriage: the text report carries each finding's
 // triage, as --json does: the class, the next step and the evidence that
-// decided it, escaped like everything a process controls.
+// decided it, and the lead under the summary line, escaped like everything
+// a process controls.
 func TestTextReportShowsTriage(t *testing.T) {
 	r := &diff.Result{Findings: []diff.Finding{{Kind: diff.KindLeftoverDeviceMapping, Severity: diff.High, Summary: "s",
-		Process: &diff.ProcessRef{PID: 9, StartTime: 1, Comm: "python3"},
-		Triage:  &diff.Triage{Class: diff.ClassLeftoverWorker, Why: []string{"reparented to PID 1\x1b[2J"}, Next: "kill -9 9"}}}}
+		Process: &diff.ProcessRef{PID: 9, StartTime: 1, Comm: "py\x1b[2J"},
+		Triage:  &diff.Triage{Class: diff.ClassLeftoverWorker, Why: []string{"reparented to PID 1\x1b[2J"}, Next: "kill -9 9", Owner: "user bob"}}}}
 	out := resultText(t, r)
+	if lines := strings.Split(out, "\n"); len(lines) < 2 || lines[1] != `lead: leftover_worker: pid 9 (py\x1b[2J), owner user bob` {
+		t.Errorf("text report's lead:\n%s", out)
+	}
 	if !strings.Contains(out, "triage: leftover_worker; next: kill -9 9\n") || !strings.Contains(out, "why: reparented to PID 1") ||
 		strings.Contains(out, "\x1b") {
 		t.Errorf("text report:\n%s", out)
@@ -106,6 +110,7 @@ func TestCheckText(t *testing.T) {
 		Summary:  diff.Summary{Total: 1, BySeverity: map[string]int{"high": 1}}}
 	out := resultText(t, r)
 	want := "gpusnap check: not clean: 1 high, 0 medium, 0 low, 0 info; GPUs 0,GPU-9; at 2026-11-29T20:00:00Z\n" +
+		"lead: orphan_gpu_process: pid 7777\n" +
 		"unchecked: GPU-9: NVML was not read\\x1b[2J\n\nHIGH\n" +
 		"  orphan_gpu_process: NVML lists PID 7777\n    process: pid 7777, no process behind it\n"
 	if out != want {
