@@ -163,7 +163,7 @@ func BenchmarkMapsScanner(b *testing.B) {
 // answers from memory, so this is the parsing alone; the stat system calls
 // come on top (BenchmarkMapsScannerRootStat).
 func BenchmarkMapsScannerRoot(b *testing.B) {
-	benchScanner(b, capture.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, capture.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		return bigMapsKind(inode), true
 	}})
 }
@@ -181,7 +181,7 @@ func BenchmarkMapsScannerRootStat(b *testing.B) {
 		b.Fatal(err)
 	}
 	var st unix.Stat_t
-	benchScanner(b, capture.MapsScanner{Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, capture.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		if err := unix.Fstatat(dirfd, "f", &st, 0); err != nil {
 			return snapshot.FileKind{}, false
 		}

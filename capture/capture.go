@@ -371,8 +371,12 @@ type worker struct {
 	maps MapsScanner
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
-	// per process) keeps "stat decides" affordable.
-	kinds map[fileID]snapshot.FileKind
+	// per process) keeps "stat decides" affordable. An entry answers only
+	// for the same path in the same mount namespace (mntOf).
+	kinds map[fileID]knownFile
+	// mnt is the ns/mnt link of the process being read, once read (mntRead).
+	mnt     string
+	mntRead bool
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
 	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
@@ -402,11 +406,21 @@ type fileID struct {
 	inode        uint64
 }
 
+// knownFile is what stat said of a file, with the path maps gave it and the
+// mount namespace of the process that mapped it. One maps dev field can
+// stand for files of several filesystems whose inode numbers repeat
+// (overlayfs layers, btrfs subvolumes): a tenant's device node could
+// otherwise pass for a library another process maps.
+type knownFile struct {
+	path, mnt string
+	kind      snapshot.FileKind
+}
+
 func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
 		r:          newReader(cfg.faults, cfg.live, !cfg.live),
-		kinds:      map[fileID]snapshot.FileKind{},
+		kinds:      map[fileID]knownFile{},
 		rootNS:     cfg.rootNS,
 		cgroups:    map[string]*cgroupSet{},
 		mapsBuf:    make([]byte, 64<<10), statusBuf: make([]byte, 4096), cmdBuf: make([]byte, 4096), small: make([]byte, 4096),
@@ -837,11 +851,11 @@ func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
 // process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
 // After a refusal it stops asking for the rest of the process: the kernel
 // refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
-func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (snapshot.FileKind, bool) {
+func (w *worker) mapFilesStat() func([]byte, []byte, uint32, uint32, uint64) (snapshot.FileKind, bool) {
 	refused := false
-	return func(rangeText []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
-		id := fileID{major, minor, inode}
-		if k, ok := w.kinds[id]; ok {
+	w.mnt, w.mntRead = "", false
+	return func(rangeText, path []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
+		if k, ok := w.knownKind(path, major, minor, inode); ok {
 			return k, true
 		}
 		if refused {
@@ -852,16 +866,35 @@ func (w *worker) mapFilesStat() func([]byte, uint32, uint32, uint64) (snapshot.F
 			refused = refusedErr(err)
 			return snapshot.FileKind{}, false
 		}
-		w.kinds[id] = k
+		if mnt, ok := w.mntOf(); ok {
+			w.kinds[fileID{major, minor, inode}] = knownFile{path: string(path), mnt: mnt, kind: k}
+		}
 		return k, true
 	}
 }
 
 // knownKind is what stat of map_files said of a file this worker has
-// stat'ed before (mapFilesStat's cache).
-func (w *worker) knownKind(major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
-	k, ok := w.kinds[fileID{major, minor, inode}]
-	return k, ok
+// stat'ed before (mapFilesStat's cache), where the same path was mapped
+// in the same mount namespace.
+func (w *worker) knownKind(path []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
+	e, ok := w.kinds[fileID{major, minor, inode}]
+	if !ok || e.path != string(path) {
+		return snapshot.FileKind{}, false
+	}
+	if mnt, ok := w.mntOf(); !ok || e.mnt != mnt {
+		return snapshot.FileKind{}, false
+	}
+	return e.kind, true
+}
+
+// mntOf is the mount namespace of the process being read, read once, and
+// whether it could be read: a path names one file only within one.
+func (w *worker) mntOf() (string, bool) {
+	if !w.mntRead {
+		w.mntRead = true
+		w.mnt, _ = w.r.readlinkAt(w.dirfd, w.dir, "ns/mnt")
+	}
+	return w.mnt, w.mnt != ""
 }
 
 // isProcfs reports whether root is a mounted procfs.

@@ -322,3 +322,107 @@ func TestLiveSuspectAnonBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveMapsInodeRepeated: an overlay whose layers lie on two filesystems
+// (xino off) shows each file under the overlay's one device number with its
+// layer's own inode number, so a library of the lower layer and a device
+// node of the upper one can read as one file in maps. A capture that took
+// the second for the first by (dev, inode) dismissed the node's rw-s
+// mapping as the library, or made the library a device.
+func TestLiveMapsInodeRepeated(t *testing.T) {
+	loop := livetest.NewLoop(t)
+	base := t.TempDir()
+	mount := func(target, fstype, data string) {
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount(fstype, target, fstype, 0, data); err != nil {
+			t.Skipf("live /proc test: mount of %s refused here: %v", fstype, err)
+		}
+		t.Cleanup(func() {
+			if err := syscall.Unmount(target, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", target, err)
+			}
+		})
+	}
+	lower, upper := filepath.Join(base, "lower"), filepath.Join(base, "upper")
+	mount(lower, "tmpfs", "mode=0755")
+	mount(upper, "tmpfs", "mode=0755")
+	for _, d := range []string{filepath.Join(upper, "u", "dev"), filepath.Join(upper, "w"), filepath.Join(lower, "dev")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := filepath.Join(upper, "u", "dev", "nvidia0")
+	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(node, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The lower layer's inode numbers count up from its own start: make
+	// files until the library has the node's number.
+	lib := ""
+	for i := 0; i < 10000 && lib == ""; i++ {
+		p := filepath.Join(lower, "dev", fmt.Sprintf("lib%d.so", i))
+		if err := os.WriteFile(p, make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var ls unix.Stat_t
+		if err := unix.Stat(p, &ls); err != nil {
+			t.Fatal(err)
+		}
+		if ls.Ino == st.Ino {
+			lib = filepath.Base(p)
+		}
+	}
+	if lib == "" {
+		t.Skipf("live /proc test: no lower-layer file reached inode %d", st.Ino)
+	}
+	merged := filepath.Join(base, "merged")
+	mount(merged, "overlay", "lowerdir="+lower+",upperdir="+filepath.Join(upper, "u")+",workdir="+filepath.Join(upper, "w")+",xino=off")
+	mapFile := func(path string, flag, prot int) {
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b, err := unix.Mmap(int(f.Fd()), 0, 4096, prot, unix.MAP_SHARED)
+		if err != nil {
+			t.Skipf("live /proc test: mmap of %s refused here: %v", path, err)
+		}
+		t.Cleanup(func() { _ = unix.Munmap(b) })
+	}
+	libPath, nodePath := filepath.Join(merged, "dev", lib), filepath.Join(merged, "dev", "nvidia0")
+	// The library on both sides of the node: whichever maps lists first,
+	// the other's line comes after it.
+	mapFile(libPath, os.O_RDONLY, unix.PROT_READ)
+	mapFile(nodePath, os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE)
+	mapFile(libPath, os.O_RDONLY, unix.PROT_READ)
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range strings.Split(string(maps), "\n") {
+		if f := strings.Fields(line); len(f) == 6 && (f[5] == libPath || f[5] == nodePath) {
+			ids = append(ids, f[3]+" "+f[4])
+		}
+	}
+	if len(ids) != 3 || ids[0] != ids[1] || ids[1] != ids[2] {
+		t.Skipf("live /proc test: this kernel's maps tells the two files apart (%q): nothing to test", ids)
+	}
+
+	var got []string
+	for _, p := range captureLive(t).Processes {
+		for _, m := range p.Mappings {
+			if p.PID == os.Getpid() && strings.HasPrefix(m.Path, merged) {
+				got = append(got, m.Path+" "+m.Perms+" "+m.DeviceNumber.String()+" "+m.Class)
+			}
+		}
+	}
+	if want := []string{nodePath + " rw-s " + loop.DeviceNumber() + " nvidia"}; !slices.Equal(got, want) {
+		t.Errorf("mappings of the overlay (both %s in maps): %q, want %q", ids[0], got, want)
+	}
+}

@@ -185,26 +185,30 @@ func parseDev(b []byte) (major, minor uint32, ok bool) {
 // mappings in the text of a maps file.
 type MapsScanner struct {
 	// Stat stats the file behind a mapping (stat of /proc/PID/map_files/NAME,
-	// NAME as mapFilesName gives it). ok is false when it could not be read;
-	// the path rule then decides. Nil means no stat at all (only the path rule).
-	Stat func(name []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
+	// NAME as mapFilesName gives it), whose path is as maps writes it. ok is
+	// false when it could not be read, and the path rule then decides. Nil
+	// means no stat at all (only the path rule).
+	Stat func(name, path []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Known, with Stat, answers for a file Stat has already stat'ed (by its
-	// maps dev field and inode) without a name: a line of a file known to
-	// be no device is then dismissed before it is parsed. Nil asks Stat.
-	Known func(devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
+	// path, maps dev field and inode) without a name: a line of a file known
+	// to be no device is then dismissed before it is parsed. Nil asks Stat.
+	Known func(path []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Classes decides NVIDIA or other for a device.
 	Classes snapshot.DeviceClasses
 
 	nameBuf []byte // the map_files name of the line being stat'ed
 
 	// The state of a scan, from Begin to End.
-	res      MapsResult
-	other    []snapshot.Mapping // device mappings of other devices, after NVIDIA's
-	runs     mappingRuns
-	anon     suspectAnon
-	lastFile []byte // "dev inode" of the last file found not to be a device
-	lineNo   int
-	errs     int // malformed lines
+	res   MapsResult
+	other []snapshot.Mapping // device mappings of other devices, after NVIDIA's
+	runs  mappingRuns
+	anon  suspectAnon
+	// lastFile and lastPath are the "dev inode" and path of the last file
+	// found not to be a device. Inode numbers repeat under one maps dev
+	// (overlayfs layers, btrfs subvolumes), so the path must match too.
+	lastFile, lastPath []byte
+	lineNo             int
+	errs               int // malformed lines
 }
 
 // Bounds of what one process's maps may cost, whatever a tenant maps.
@@ -395,7 +399,7 @@ func (s *MapsScanner) Begin() {
 	s.res, s.other = MapsResult{}, nil
 	s.runs.reset()
 	s.anon = suspectAnon{}
-	s.lastFile = s.lastFile[:0]
+	s.lastFile, s.lastPath = s.lastFile[:0], s.lastPath[:0]
 	s.lineNo, s.errs = 0, 0
 }
 
@@ -475,8 +479,8 @@ func (s *MapsScanner) Feed(data []byte) {
 		case len(path) > 0 && path[0] == '/':
 			// A library maps as several lines in a row: the same file as the
 			// line before, already found not to be a device.
-			if bytes.Equal(devIno, s.lastFile) || s.knownNoDevice(devIno, path) {
-				s.lastFile = append(s.lastFile[:0], devIno...)
+			if (bytes.Equal(devIno, s.lastFile) && bytes.Equal(path, s.lastPath)) || s.knownNoDevice(devIno, path) {
+				s.notDevice(devIno, path)
 				continue
 			}
 			// maps writes a path of any length, where readlink and the BPF
@@ -501,9 +505,9 @@ func (s *MapsScanner) Feed(data []byte) {
 			if unnamed {
 				m.Path, m.Deleted = nil, false
 			}
-			mp, ok := s.device(line, &m)
+			mp, ok := s.device(line, path, &m)
 			if !ok {
-				s.lastFile = append(s.lastFile[:0], devIno...)
+				s.notDevice(devIno, path)
 				continue
 			}
 			if unnamed {
@@ -536,8 +540,14 @@ func (s *MapsScanner) knownNoDevice(devIno, path []byte) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	kind, ok := s.Known(major, minor, inode)
+	kind, ok := s.Known(path, major, minor, inode)
 	return ok && !kind.Device
+}
+
+// notDevice remembers the file of a line found not to be a device.
+func (s *MapsScanner) notDevice(devIno, path []byte) {
+	s.lastFile = append(s.lastFile[:0], devIno...)
+	s.lastPath = append(s.lastPath[:0], path...)
 }
 
 // parseRange parses the address range of a maps line.
@@ -594,15 +604,16 @@ func pathField(rest []byte) (path, devIno []byte, ok bool) {
 	return trimLeftSpaces(rest), all[devStart : len(all)-len(rest)], true
 }
 
-// device decides whether a parsed file-backed line maps a device, and builds
-// its Mapping. Where stat of the mapped file works its file type decides;
-// otherwise the path rule of docs/spec.md (Device rule) does.
-func (s *MapsScanner) device(line []byte, m *MapsLine) (snapshot.Mapping, bool) {
+// device decides whether a parsed file-backed line (path as maps writes it)
+// maps a device, and builds its Mapping. Where stat of the mapped file works
+// its file type decides, otherwise the path rule of docs/spec.md (Device
+// rule) does.
+func (s *MapsScanner) device(line, path []byte, m *MapsLine) (snapshot.Mapping, bool) {
 	var kind snapshot.FileKind
 	known := false
 	if s.Stat != nil {
 		s.nameBuf = mapFilesName(s.nameBuf[:0], m.Start, m.End)
-		kind, known = s.Stat(s.nameBuf, m.DevMajor, m.DevMinor, m.Inode)
+		kind, known = s.Stat(s.nameBuf, path, m.DevMajor, m.DevMinor, m.Inode)
 	}
 	if bytes.HasPrefix(m.Path, dmabufPrefix) {
 		// Its inode has no file type: stat says nothing, the name says DMA-buf.

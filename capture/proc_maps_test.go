@@ -107,7 +107,7 @@ func TestScanMapsStatDecides(t *testing.T) {
 	cache := map[uint64]snapshot.FileKind{}
 	sc := MapsScanner{
 		Classes: ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n508 nvidia-uvm\n\nBlock devices:\n  7 loop\n")),
-		Stat: func(rangeText []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
+		Stat: func(rangeText, _ []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 			if k, ok := cache[inode]; ok {
 				return k, true
 			}
@@ -269,7 +269,7 @@ func FuzzParseMapsLine(f *testing.F) {
 // which would leave a low device mapping without its number.
 func TestScanMapsMapFilesName(t *testing.T) {
 	var names []string
-	sc := MapsScanner{Stat: func(name []byte, _, _ uint32, _ uint64) (snapshot.FileKind, bool) {
+	sc := MapsScanner{Stat: func(name, _ []byte, _, _ uint32, _ uint64) (snapshot.FileKind, bool) {
 		names = append(names, string(name))
 		return snapshot.FileKind{Device: true, Major: 7, Minor: 1}, true
 	}}
@@ -335,14 +335,14 @@ func TestScanMapsKnownSkipsParse(t *testing.T) {
 	var statted []uint64
 	sc := MapsScanner{
 		Classes: ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n")),
-		Stat: func(_ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+		Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 			statted = append(statted, inode)
 			if k, ok := known[inode]; ok {
 				return k, true
 			}
 			return snapshot.FileKind{}, true
 		},
-		Known: func(major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
+		Known: func(_ []byte, major, minor uint32, inode uint64) (snapshot.FileKind, bool) {
 			k, ok := known[inode]
 			return k, ok && (major == 0xfd && minor == 1 || major == 0 && (minor == 5 || minor == 0xd))
 		},
@@ -360,5 +360,33 @@ func TestScanMapsKnownSkipsParse(t *testing.T) {
 	}
 	if len(res.Errors) != 1 {
 		t.Errorf("errors %q, want the bad line's", res.Errors)
+	}
+}
+
+// TestScanMapsSameInodeOtherPath: two files under one maps dev field with one
+// inode number (an overlay's two layers) in consecutive lines are two files:
+// the second is stat'ed, and Known is asked by path.
+func TestScanMapsSameInodeOtherPath(t *testing.T) {
+	maps := "1000-2000 r--s 00000000 00:2f 5 /m/dev/lib.so\n" +
+		"2000-3000 rw-s 00000000 00:2f 5 /m/dev/nvidia0\n"
+	var known []string
+	sc := MapsScanner{
+		Stat: func(_, path []byte, _, _ uint32, _ uint64) (snapshot.FileKind, bool) {
+			if strings.HasSuffix(string(path), "nvidia0") {
+				return snapshot.FileKind{Device: true, Major: 7, Minor: 1}, true
+			}
+			return snapshot.FileKind{}, true
+		},
+		Known: func(path []byte, _, _ uint32, _ uint64) (snapshot.FileKind, bool) {
+			known = append(known, string(path))
+			return snapshot.FileKind{}, false
+		},
+	}
+	res := sc.ScanMaps([]byte(maps))
+	if len(res.Mappings) != 1 || res.Mappings[0].Path != "/m/dev/nvidia0" || res.Mappings[0].DeviceNumber.String() != "7:1" {
+		t.Errorf("mappings %+v, want the node's alone", res.Mappings)
+	}
+	if want := []string{"/m/dev/lib.so", "/m/dev/nvidia0"}; !slices.Equal(known, want) {
+		t.Errorf("Known asked for %q, want %q", known, want)
 	}
 }

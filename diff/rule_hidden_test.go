@@ -4,7 +4,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -55,5 +57,50 @@ func TestUnsettledCaptureFails(t *testing.T) {
 	}
 	if c := Check(to, CheckOptions{}); !c.Failed(Medium) {
 		t.Errorf("check of an unsettled capture: findings %+v", c.Findings)
+	}
+}
+
+// TestHiddenProcessNamed: a process behind a mount over /proc/PID is named
+// where something still holds its name. The event log's record of the PID
+// (its device use first) names a ghost new since FROM; FROM names a PID it
+// had, saying the PID could have been reused when the capture knew no start
+// time; a PID neither knows stays a bare PID, and a log record of another
+// process with that PID names nothing. Its device use in the log is a
+// transient one, hidden at TO rather than gone.
+func TestHiddenProcessNamed(t *testing.T) {
+	bash := proc(10, 5, "bash", "/usr/bin/bash")
+	ghost := &eventlog.Process{PID: 7, StartTime: 9000, Comm: "xmrig", Exe: "/dev/shm/.x/xmrig", UID: 1000}
+	events := eventsOf(
+		eventlog.Event{Time: t0.Add(5 * time.Minute), Kind: eventlog.KindExec, Process: ghost},
+		devEvent(6*time.Minute, eventlog.KindMmap, ghost, "/dev/nvidia0", "", "rw-s"),
+		eventlog.Event{Time: t0.Add(7 * time.Minute), Kind: eventlog.KindExec, Process: ghost},
+	)
+	r := compareWindow(Options{Events: events}, snap("from", bash), hide(snap("to", bash), 7, 0))
+	expect(t, r, "hidden_process high 7", "transient_gpu_process high 7 /dev/nvidia0")
+	if f := r.Findings[1]; !strings.Contains(f.Summary, "is hidden from /proc at TO") {
+		t.Errorf("the transient use of a hidden process: %+v", f)
+	}
+	f := r.Findings[0]
+	if f.Process.StartTime != 9000 || f.Process.Exe != "/dev/shm/.x/xmrig" || !strings.Contains(f.Summary, "pid 7 (xmrig, /dev/shm/.x/xmrig") ||
+		!strings.Contains(f.Summary, "the event log names it") || len(f.Evidence) != 2 || !strings.Contains(f.Evidence[1], "mmap") {
+		t.Errorf("named by the log: %+v", f)
+	}
+	// The log's PID 7 is another process than the one the BPF path saw.
+	r = compareWindow(Options{Events: events}, snap("from", bash), hide(snap("to", bash), 7, 9500))
+	if f := r.Findings[0]; f.Process.Exe != "" || !strings.HasPrefix(f.Summary, "pid 7 is hidden") {
+		t.Errorf("another process's record named it: %+v", f)
+	}
+	// FROM had the PID: it names it, and says the PID may have been reused.
+	miner := proc(7, 800, "python3", "/home/bob/.cache/m")
+	r = compare(snap("from", bash, miner), hide(snap("to", bash), 7, 0))
+	expect(t, r, "hidden_process high 7")
+	if f := r.Findings[0]; f.Process.StartTime != 800 || !strings.Contains(f.Summary, "pid 7 (python3, /home/bob/.cache/m") ||
+		!strings.Contains(f.Summary, "FROM names the PID (7@800), the same process unless the PID was reused") {
+		t.Errorf("named by FROM: %+v", f)
+	}
+	// Nothing names PID 8.
+	r = compare(snap("from", bash, miner), hide(snap("to", bash), 8, 0))
+	if f := r.Findings[0]; f.Process.Comm != "" || !strings.HasPrefix(f.Summary, "pid 8 is hidden") {
+		t.Errorf("named by nothing: %+v", f)
 	}
 }

@@ -142,6 +142,8 @@ func (c *comparison) eventTransients() []Finding {
 		ended := "is gone at TO"
 		if x := exits[u.proc.Key()]; x != nil {
 			ended = "ended at " + x.Time.UTC().Format("15:04:05.000") + " UTC"
+		} else if hiddenAt(c.to, snapshot.HiddenProcess{PID: u.proc.PID, StartTime: u.proc.StartTime}) != nil {
+			ended = "is hidden from /proc at TO, though the kernel still has its PID"
 		}
 		out = append(out, Finding{
 			Kind:     KindTransientGPUProcess,
