@@ -206,6 +206,12 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 	if !o.Yes {
 		return finishReap(g, rep, j.Verdict)
 	}
+	if len(plan.Actions) == 0 && j.Verdict == diff.VerdictClean {
+		// Nothing found and nothing to do: no evidence to keep, and the
+		// judgement just run is the proof.
+		rep.After = &reapAfter{Verdict: j.Verdict, Result: j.Result}
+		return finishReap(g, rep, j.Verdict)
+	}
 	ev, err := o.writeEvidence(ctx, g, j)
 	if err != nil {
 		// No evidence, no action: the plan is printed with why.
@@ -268,8 +274,11 @@ func printReap(g globals, rep reapReport) error {
 	for _, a := range rep.Plan.Actions {
 		w.WriteString("  " + safetext.Line(a.String()) + "\n")
 	}
-	if rep.Evidence != nil {
+	switch {
+	case rep.Evidence != nil:
 		w.WriteString("evidence: " + safetext.Line(rep.Evidence.String()) + "\n")
+	case !rep.DryRun && len(rep.Plan.Actions) == 0:
+		w.WriteString("evidence: none: nothing was found and nothing is to be done\n")
 	}
 	if len(rep.Outcomes) > 0 {
 		w.WriteString("done:\n")
