@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/reap"
 )
@@ -222,6 +223,7 @@ func waitExited(fd int, d time.Duration) bool {
 
 // report is gpusnap reap --json's output, as far as the tests read it.
 type report struct {
+	raw      []byte         // the whole output, for its schema
 	Verdict  string         `json:"verdict"`
 	DryRun   bool           `json:"dry_run"`
 	Plan     reap.Plan      `json:"plan"`
@@ -236,7 +238,8 @@ type report struct {
 		Log    string        `json:"log"`
 	} `json:"evidence"`
 	After *struct {
-		Verdict string `json:"verdict"`
+		Verdict string          `json:"verdict"`
+		GPUs    []reap.GPUAfter `json:"gpus"`
 	} `json:"after"`
 }
 
@@ -244,8 +247,8 @@ type report struct {
 func (h *liveHost) reap(args ...string) (int, report) {
 	h.t.Helper()
 	code, stdout, stderr := h.gpusnap(append([]string{"reap", "--json", "--tenant", h.tenant}, args...)...)
-	var r report
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+	r := report{raw: []byte(stdout)}
+	if err := json.Unmarshal(r.raw, &r); err != nil {
 		h.t.Fatalf("reap %v: exit %d: %v: %q %s", args, code, err, stdout, stderr)
 	}
 	if stderr != "" {
@@ -299,6 +302,7 @@ func TestLiveReapLeftover(t *testing.T) {
 		fd := pidfd(t, ghost)
 
 		code, r := h.reap()
+		dry := r
 		if code != 1 || !r.DryRun || r.Verdict != "not clean" {
 			t.Errorf("dry run: exit %d, dry_run %v, verdict %q: want 1, true, not clean", code, r.DryRun, r.Verdict)
 		}
@@ -316,11 +320,15 @@ func TestLiveReapLeftover(t *testing.T) {
 
 		siem := filepath.Join(filepath.Dir(h.db), "ocsf.jsonl")
 		code, r = h.reap("--yes", "--grace", "2s", "--ocsf-file", siem)
+		done := r
 		if code != 0 || r.After == nil || r.After.Verdict != "clean" {
 			t.Errorf("--yes: exit %d, after %+v: want 0 and clean; outcomes %+v", code, r.After, r.Outcomes)
 		}
 		if b, err := os.ReadFile(siem); err != nil || !bytes.Contains(b, []byte(`"activity_name":"Close"`)) || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(ghost.NSPID)+`,`)) {
 			t.Errorf("--ocsf-file: no Close of the ghost's findings: %v\n%s", err, b)
+		}
+		if r.After == nil || len(r.After.GPUs) != 1 || r.After.GPUs[0].GPU != "0" || r.After.GPUs[0].Verdict != "clean" {
+			t.Errorf("--yes: after, GPU by GPU: %+v: want the fake GPU 0, clean", r.After)
 		}
 		if o := outcome(r, reap.StepTerminate, ghost); o.Result != reap.ResultDone || o.Detail != "exited after SIGTERM" {
 			t.Errorf("terminate: %+v", o)
@@ -352,6 +360,7 @@ func TestLiveReapLeftover(t *testing.T) {
 		if runs, err := os.ReadDir(filepath.Join(filepath.Dir(h.db), "reap")); err != nil || len(runs) != 1 {
 			t.Errorf("evidence directories %v (%v): want only the first reap's", runs, err)
 		}
+		schematest.Validate(t, "reap", dry.raw, done.raw, r.raw)
 	})
 }
 
@@ -568,7 +577,11 @@ open(sys.argv[3]).read()' "$NODE" "$PIDS" `+path+` </dev/null >/dev/null 2>&1 &`
 		t.Errorf("exit %d, outcome %+v: want 1, and the process left with drain and reboot", code, o)
 	}
 	if exited(fd) || r.After == nil || r.After.Verdict != "not clean" {
-		t.Errorf("exited %v, after %+v", exited(fd), r.After)
+		t.Fatalf("exited %v, after %+v", exited(fd), r.After)
+	}
+	key := fmt.Sprintf("%d@%d (python3)", stuck.NSPID, stuck.StartTime)
+	if g := r.After.GPUs; len(g) != 1 || g[0].GPU != "0" || g[0].Verdict != "not clean" || !strings.Contains(strings.Join(g[0].Why, "; "), key) {
+		t.Errorf("after, GPU by GPU: %+v: want GPU 0 not clean, held by %s", g, key)
 	}
 }
 
