@@ -53,6 +53,22 @@ type CheckScope struct {
 	Verdict string `json:"verdict"`
 }
 
+// GPUUnchecked says why the GPU of minor n (-1 where not known), or of
+// uuid, could not be checked, or "" where it was or s is nil. It reads the
+// lines unchecked writes.
+func (s *CheckScope) GPUUnchecked(n int, uuid string) string {
+	if s == nil {
+		return ""
+	}
+	for _, u := range s.Unchecked {
+		byMinor := n >= 0 && (strings.HasPrefix(u, fmt.Sprintf("GPU %d: ", n)) || strings.HasPrefix(u, fmt.Sprintf("GPU %d (", n)))
+		if byMinor || strings.HasPrefix(u, "every GPU: ") || (uuid != "" && strings.HasPrefix(u, uuid+": ")) {
+			return u
+		}
+	}
+	return ""
+}
+
 // A check's verdicts, as its text and its exit status (0, 1, 2) give them.
 const (
 	VerdictClean    = "clean"

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/reap"
 )
@@ -222,6 +223,7 @@ func waitExited(fd int, d time.Duration) bool {
 
 // report is gpusnap reap --json's output, as far as the tests read it.
 type report struct {
+	raw      []byte         // the whole output, for its schema
 	Verdict  string         `json:"verdict"`
 	DryRun   bool           `json:"dry_run"`
 	Plan     reap.Plan      `json:"plan"`
@@ -236,7 +238,8 @@ type report struct {
 		Log    string        `json:"log"`
 	} `json:"evidence"`
 	After *struct {
-		Verdict string `json:"verdict"`
+		Verdict string          `json:"verdict"`
+		GPUs    []reap.GPUAfter `json:"gpus"`
 	} `json:"after"`
 }
 
@@ -244,8 +247,8 @@ type report struct {
 func (h *liveHost) reap(args ...string) (int, report) {
 	h.t.Helper()
 	code, stdout, stderr := h.gpusnap(append([]string{"reap", "--json", "--tenant", h.tenant}, args...)...)
-	var r report
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+	r := report{raw: []byte(stdout)}
+	if err := json.Unmarshal(r.raw, &r); err != nil {
 		h.t.Fatalf("reap %v: exit %d: %v: %q %s", args, code, err, stdout, stderr)
 	}
 	if stderr != "" {
@@ -292,116 +295,143 @@ const ghostScript = `"$WORKER" -g "$NODE" "$PIDS" </dev/null >/dev/null 2>&1`
 // evidence, freezes and ends it through its pidfd, and the judgement run
 // again finds the GPU clean: exit 0. As root and as a real user.
 func TestLiveReapLeftover(t *testing.T) {
+	asRootAndUser(t, func(t *testing.T, user string) {
+		h := newLiveHost(t, user)
+		h.baseline()
+		ghost := h.start(ghostScript, "ghost")["ghost"]
+		fd := pidfd(t, ghost)
+
+		code, r := h.reap()
+		dry := r
+		if code != 1 || !r.DryRun || r.Verdict != "not clean" {
+			t.Errorf("dry run: exit %d, dry_run %v, verdict %q: want 1, true, not clean", code, r.DryRun, r.Verdict)
+		}
+		if got := strings.Join(steps(r.Plan, ghost), ","); got != "freeze,terminate" {
+			t.Errorf("plan for the ghost: %s, want freeze,terminate: %+v", got, r.Plan)
+		}
+		for _, a := range r.Plan.Actions {
+			if a.Process.PID != 0 && (a.Rule == "" || a.Rule == a.Class || a.Finding == "") {
+				t.Errorf("an action names no finding or no triage rule: %+v", a)
+			}
+		}
+		if waitExited(fd, 200*time.Millisecond) || len(r.Outcomes) > 0 {
+			t.Fatalf("the dry run ended the ghost (%v) or did something: %+v", exited(fd), r.Outcomes)
+		}
+
+		siem := filepath.Join(filepath.Dir(h.db), "ocsf.jsonl")
+		code, r = h.reap("--yes", "--grace", "2s", "--ocsf-file", siem)
+		done := r
+		if code != 0 || r.After == nil || r.After.Verdict != "clean" {
+			t.Errorf("--yes: exit %d, after %+v: want 0 and clean; outcomes %+v", code, r.After, r.Outcomes)
+		}
+		if b, err := os.ReadFile(siem); err != nil || !bytes.Contains(b, []byte(`"activity_name":"Close"`)) || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(ghost.NSPID)+`,`)) {
+			t.Errorf("--ocsf-file: no Close of the ghost's findings: %v\n%s", err, b)
+		}
+		if r.After == nil || len(r.After.GPUs) != 1 || r.After.GPUs[0].GPU != "0" || r.After.GPUs[0].Verdict != "clean" {
+			t.Errorf("--yes: after, GPU by GPU: %+v: want the fake GPU 0, clean", r.After)
+		}
+		if o := outcome(r, reap.StepTerminate, ghost); o.Result != reap.ResultDone || o.Detail != "exited after SIGTERM" {
+			t.Errorf("terminate: %+v", o)
+		}
+		if !waitExited(fd, 5*time.Second) {
+			t.Errorf("the ghost %d still runs after reap --yes", ghost.PID)
+		}
+		ev := r.Evidence
+		switch {
+		case ev == nil || !ev.Verified:
+			t.Errorf("no verified evidence: %+v", ev)
+		case !strings.HasPrefix(ev.Log, fmt.Sprintf("%d actions recorded", len(r.Outcomes))):
+			t.Errorf("evidence log %q", ev.Log)
+		default:
+			if _, err := os.Stat(ev.Bundle.File); err != nil {
+				t.Errorf("bundle: %v", err)
+			}
+			if code, out, _ := h.gpusnap("verify", ev.Bundle.File); code != 0 {
+				t.Errorf("gpusnap verify %s: exit %d: %s", ev.Bundle.File, code, out)
+			}
+		}
+
+		// Reaped, the host is clean: a reap again plans nothing and keeps
+		// no evidence.
+		code, r = h.reap("--yes")
+		if code != 0 || len(r.Plan.Actions) != 0 || r.Evidence != nil || r.After == nil || r.After.Verdict != "clean" {
+			t.Errorf("--yes on a clean host: exit %d, plan %+v, evidence %+v, after %+v: want 0, nothing and no evidence", code, r.Plan, r.Evidence, r.After)
+		}
+		if runs, err := os.ReadDir(filepath.Join(filepath.Dir(h.db), "reap")); err != nil || len(runs) != 1 {
+			t.Errorf("evidence directories %v (%v): want only the first reap's", runs, err)
+		}
+		schematest.Validate(t, "reap", dry.raw, done.raw, r.raw)
+	})
+}
+
+// asRootAndUser runs test as root and as the real non-root user, each a
+// subtest: a tenant reaps its own leftovers without privilege.
+func asRootAndUser(t *testing.T, test func(t *testing.T, user string)) {
 	for _, user := range []string{"", nobody} {
 		name := "root"
 		if user != "" {
 			name = "uid " + user
 		}
-		t.Run(name, func(t *testing.T) {
-			h := newLiveHost(t, user)
-			h.baseline()
-			ghost := h.start(ghostScript, "ghost")["ghost"]
-			fd := pidfd(t, ghost)
-
-			code, r := h.reap()
-			if code != 1 || !r.DryRun || r.Verdict != "not clean" {
-				t.Errorf("dry run: exit %d, dry_run %v, verdict %q: want 1, true, not clean", code, r.DryRun, r.Verdict)
-			}
-			if got := strings.Join(steps(r.Plan, ghost), ","); got != "freeze,terminate" {
-				t.Errorf("plan for the ghost: %s, want freeze,terminate: %+v", got, r.Plan)
-			}
-			for _, a := range r.Plan.Actions {
-				if a.Process.PID != 0 && (a.Rule == "" || a.Rule == a.Class || a.Finding == "") {
-					t.Errorf("an action names no finding or no triage rule: %+v", a)
-				}
-			}
-			if waitExited(fd, 200*time.Millisecond) || len(r.Outcomes) > 0 {
-				t.Fatalf("the dry run ended the ghost (%v) or did something: %+v", exited(fd), r.Outcomes)
-			}
-
-			siem := filepath.Join(filepath.Dir(h.db), "ocsf.jsonl")
-			code, r = h.reap("--yes", "--grace", "2s", "--ocsf-file", siem)
-			if code != 0 || r.After == nil || r.After.Verdict != "clean" {
-				t.Errorf("--yes: exit %d, after %+v: want 0 and clean; outcomes %+v", code, r.After, r.Outcomes)
-			}
-			if b, err := os.ReadFile(siem); err != nil || !bytes.Contains(b, []byte(`"activity_name":"Close"`)) || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(ghost.NSPID)+`,`)) {
-				t.Errorf("--ocsf-file: no Close of the ghost's findings: %v\n%s", err, b)
-			}
-			if o := outcome(r, reap.StepTerminate, ghost); o.Result != reap.ResultDone || o.Detail != "exited after SIGTERM" {
-				t.Errorf("terminate: %+v", o)
-			}
-			if !waitExited(fd, 5*time.Second) {
-				t.Errorf("the ghost %d still runs after reap --yes", ghost.PID)
-			}
-			ev := r.Evidence
-			switch {
-			case ev == nil || !ev.Verified:
-				t.Errorf("no verified evidence: %+v", ev)
-			case !strings.HasPrefix(ev.Log, fmt.Sprintf("%d actions recorded", len(r.Outcomes))):
-				t.Errorf("evidence log %q", ev.Log)
-			default:
-				if _, err := os.Stat(ev.Bundle.File); err != nil {
-					t.Errorf("bundle: %v", err)
-				}
-				if code, out, _ := h.gpusnap("verify", ev.Bundle.File); code != 0 {
-					t.Errorf("gpusnap verify %s: exit %d: %s", ev.Bundle.File, code, out)
-				}
-			}
-		})
+		t.Run(name, func(t *testing.T) { test(t, user) })
 	}
 }
 
-// A worker that ignores SIGTERM is killed with SIGKILL once the grace ends.
+// A worker that ignores SIGTERM is killed with SIGKILL once the grace ends,
+// as root and as a real user.
 func TestLiveReapIgnoresTerm(t *testing.T) {
-	h := newLiveHost(t, "")
-	h.baseline()
-	ghost := h.start(`trap "" TERM; `+ghostScript, "ghost")["ghost"]
-	fd := pidfd(t, ghost)
-	began := time.Now()
-	code, r := h.reap("--yes", "--grace", "1s")
-	o := outcome(r, reap.StepTerminate, ghost)
-	if code != 0 || o.Result != reap.ResultDone || o.Detail != "killed (SIGKILL) after a grace of 1s" {
-		t.Errorf("exit %d, terminate %+v: want 0 and a kill after the grace", code, o)
-	}
-	if took := time.Since(began); took < time.Second {
-		t.Errorf("reap took %s: the grace was not waited", took)
-	}
-	if !waitExited(fd, 5*time.Second) {
-		t.Errorf("the ghost %d still runs", ghost.PID)
-	}
+	asRootAndUser(t, func(t *testing.T, user string) {
+		h := newLiveHost(t, user)
+		h.baseline()
+		ghost := h.start(`trap "" TERM; `+ghostScript, "ghost")["ghost"]
+		fd := pidfd(t, ghost)
+		began := time.Now()
+		code, r := h.reap("--yes", "--grace", "1s")
+		o := outcome(r, reap.StepTerminate, ghost)
+		if code != 0 || o.Result != reap.ResultDone || o.Detail != "killed (SIGKILL) after a grace of 1s" {
+			t.Errorf("exit %d, terminate %+v: want 0 and a kill after the grace", code, o)
+		}
+		if took := time.Since(began); took < time.Second {
+			t.Errorf("reap took %s: the grace was not waited", took)
+		}
+		if !waitExited(fd, 5*time.Second) {
+			t.Errorf("the ghost %d still runs", ghost.PID)
+		}
+	})
 }
 
 // A parent loop that starts the worker again: the plan ends the loop first,
 // and the judgement after proves nothing came back, as does another a
-// moment later.
+// moment later. As root and as a real user.
 func TestLiveReapParentLoop(t *testing.T) {
-	h := newLiveHost(t, "")
-	h.baseline()
-	loop := `setsid sh -c 'n=0; echo "loop $$ $$ $(cut -d" " -f22 /proc/$$/stat)" >> "$PIDS"
+	asRootAndUser(t, func(t *testing.T, user string) {
+		h := newLiveHost(t, user)
+		h.baseline()
+		loop := `setsid sh -c 'n=0; echo "loop $$ $$ $(cut -d" " -f22 /proc/$$/stat)" >> "$PIDS"
 while :; do n=$((n+1)); "$WORKER" "$NODE" "$PIDS.$n"; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
 until [ -s "$PIDS.1" ]; do sleep 0.05; done; sed 's/^tenant/worker/' "$PIDS.1" >> "$PIDS"`
-	procs := h.start(loop, "loop", "worker")
-	worker, parent := procs["worker"], procs["loop"]
-	wfd, pfd := pidfd(t, worker), pidfd(t, parent)
+		procs := h.start(loop, "loop", "worker")
+		worker, parent := procs["worker"], procs["loop"]
+		wfd, pfd := pidfd(t, worker), pidfd(t, parent)
 
-	_, r := h.reap()
-	if got := strings.Join(steps(r.Plan, worker), ","); got != "freeze,end_parent,terminate" {
-		t.Fatalf("plan: %s, want freeze,end_parent,terminate: %+v", got, r.Plan)
-	}
-	code, r := h.reap("--yes", "--grace", "2s")
-	if code != 0 || r.After == nil || r.After.Verdict != "clean" {
-		t.Errorf("--yes: exit %d, after %+v: want 0 and clean: %+v", code, r.After, r.Outcomes)
-	}
-	if o := outcome(r, reap.StepEndParent, parent); o.Result != reap.ResultDone {
-		t.Errorf("end_parent: %+v", o)
-	}
-	if !waitExited(wfd, 5*time.Second) || !waitExited(pfd, 5*time.Second) {
-		t.Errorf("the worker (%v) or its loop (%v) still runs", exited(wfd), exited(pfd))
-	}
-	time.Sleep(500 * time.Millisecond) // workload: the loop would start a worker again within its 0.2 s pause
-	if code, stdout, _ := h.gpusnap("diff", "--tenant", h.tenant); code != 0 {
-		t.Errorf("a moment later, diff: exit %d: something came back: %s", code, stdout)
-	}
+		_, r := h.reap()
+		if got := strings.Join(steps(r.Plan, worker), ","); got != "freeze,end_parent,terminate" {
+			t.Fatalf("plan: %s, want freeze,end_parent,terminate: %+v", got, r.Plan)
+		}
+		code, r := h.reap("--yes", "--grace", "2s")
+		if code != 0 || r.After == nil || r.After.Verdict != "clean" {
+			t.Errorf("--yes: exit %d, after %+v: want 0 and clean: %+v", code, r.After, r.Outcomes)
+		}
+		if o := outcome(r, reap.StepEndParent, parent); o.Result != reap.ResultDone {
+			t.Errorf("end_parent: %+v", o)
+		}
+		if !waitExited(wfd, 5*time.Second) || !waitExited(pfd, 5*time.Second) {
+			t.Errorf("the worker (%v) or its loop (%v) still runs", exited(wfd), exited(pfd))
+		}
+		time.Sleep(500 * time.Millisecond) // workload: the loop would start a worker again within its 0.2 s pause
+		if code, stdout, _ := h.gpusnap("diff", "--tenant", h.tenant); code != 0 {
+			t.Errorf("a moment later, diff: exit %d: something came back: %s", code, stdout)
+		}
+	})
 }
 
 // A worker of a unit with Restart=always (under a unit root of the test's,
@@ -547,7 +577,11 @@ open(sys.argv[3]).read()' "$NODE" "$PIDS" `+path+` </dev/null >/dev/null 2>&1 &`
 		t.Errorf("exit %d, outcome %+v: want 1, and the process left with drain and reboot", code, o)
 	}
 	if exited(fd) || r.After == nil || r.After.Verdict != "not clean" {
-		t.Errorf("exited %v, after %+v", exited(fd), r.After)
+		t.Fatalf("exited %v, after %+v", exited(fd), r.After)
+	}
+	key := fmt.Sprintf("%d@%d (python3)", stuck.NSPID, stuck.StartTime)
+	if g := r.After.GPUs; len(g) != 1 || g[0].GPU != "0" || g[0].Verdict != "not clean" || !strings.Contains(strings.Join(g[0].Why, "; "), key) {
+		t.Errorf("after, GPU by GPU: %+v: want GPU 0 not clean, held by %s", g, key)
 	}
 }
 

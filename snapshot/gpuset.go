@@ -160,7 +160,7 @@ func (s GPUSet) Select(gpus []GPUUse) (kept []GPUUse, uses func(*Process) bool) 
 		}
 	}
 	return kept, func(p *Process) bool {
-		return listed[p.PID] || slices.ContainsFunc(gpuMinors(p), func(n int) bool { return minors[n] })
+		return listed[p.PID] || slices.ContainsFunc(GPUMinors(p), func(n int) bool { return minors[n] })
 	}
 }
 

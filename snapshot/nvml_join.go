@@ -102,7 +102,7 @@ func newJoiner(s *Snapshot) *joiner {
 		if p.Defunct() {
 			continue // it uses no GPU
 		}
-		for _, minor := range gpuMinors(p) {
+		for _, minor := range GPUMinors(p) {
 			j.byMinor[minor] = append(j.byMinor[minor], p)
 		}
 	}
@@ -363,8 +363,8 @@ func (j *joiner) unlisted(minor int, uses []GPUProcessUse) []DeviceUser {
 	return out
 }
 
-// gpuMinors are the GPUs whose /dev/nvidiaN p holds or maps, each once.
-func gpuMinors(p *Process) []int {
+// GPUMinors are the GPUs whose /dev/nvidiaN p holds or maps, each once.
+func GPUMinors(p *Process) []int {
 	var out []int
 	add := func(m *int) {
 		if m != nil && !slices.Contains(out, *m) {

@@ -171,8 +171,21 @@ type reapReport struct {
 
 // reapAfter is the judgement run after the actions.
 type reapAfter struct {
-	Verdict string       `json:"verdict"`
-	Result  *diff.Result `json:"result"`
+	Verdict string `json:"verdict"`
+	// GPUs are the GPUs asked about, each clean or not: --gpus, else the
+	// tenant's allocation, else every GPU the judgements saw.
+	GPUs   []reap.GPUAfter `json:"gpus"`
+	Result *diff.Result    `json:"result"`
+}
+
+// after is reap's proof from the judgement after the actions, a, of the
+// GPUs asked about (before: the judgement acted on, whose GPUs count).
+func (o reapOptions) after(a, before *judgement) *reapAfter {
+	asked := o.GPUs
+	if asked == nil && before.From != nil {
+		asked = before.From.Allocation
+	}
+	return &reapAfter{Verdict: a.Verdict, Result: a.Result, GPUs: reap.GPUsAfter(a.Result, a.To, asked, diff.AtLeast(diff.Medium), before.To)}
 }
 
 // runReap reaps and records the run in --textfile's file: the actions by
@@ -206,6 +219,12 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 	if !o.Yes {
 		return finishReap(g, rep, j.Verdict)
 	}
+	if len(plan.Actions) == 0 && j.Verdict == diff.VerdictClean {
+		// Nothing found and nothing to do: no evidence to keep, and the
+		// judgement just run is the proof.
+		rep.After = o.after(j, j)
+		return finishReap(g, rep, j.Verdict)
+	}
 	ev, err := o.writeEvidence(ctx, g, j)
 	if err != nil {
 		// No evidence, no action: the plan is printed with why.
@@ -229,7 +248,7 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 		_ = finishReap(g, rep, diff.VerdictUnknown)
 		return statusError{exitError}
 	}
-	rep.After = &reapAfter{Verdict: after.Verdict, Result: after.Result}
+	rep.After = o.after(after, j)
 	run.Findings, run.GPUs = after.Result.Findings, snapshot.GPUUsage(after.To)
 	return finishReap(g, rep, after.Verdict)
 }
@@ -268,8 +287,11 @@ func printReap(g globals, rep reapReport) error {
 	for _, a := range rep.Plan.Actions {
 		w.WriteString("  " + safetext.Line(a.String()) + "\n")
 	}
-	if rep.Evidence != nil {
+	switch {
+	case rep.Evidence != nil:
 		w.WriteString("evidence: " + safetext.Line(rep.Evidence.String()) + "\n")
+	case !rep.DryRun && len(rep.Plan.Actions) == 0:
+		w.WriteString("evidence: none: nothing was found and nothing is to be done\n")
 	}
 	if len(rep.Outcomes) > 0 {
 		w.WriteString("done:\n")
@@ -279,6 +301,9 @@ func printReap(g globals, rep reapReport) error {
 	}
 	if a := rep.After; a != nil {
 		fmt.Fprintf(&w, "after: %s\n", a.Verdict)
+		for _, gpu := range a.GPUs {
+			w.WriteString("  " + safetext.Line(gpu.String()) + "\n")
+		}
 		for _, f := range resultFindings(a.Result) {
 			if f.Severity >= diff.Medium {
 				w.WriteString("  " + safetext.Line(f.Severity.String()+" "+f.Kind+": "+f.Summary) + "\n")

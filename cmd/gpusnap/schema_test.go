@@ -52,6 +52,10 @@ func TestJSONSchemas(t *testing.T) {
 	schematest.Validate(t, "findings", bundleMember(t, bundle, "data/findings.json"))
 	schematest.Validate(t, "check", out(1, append([]string{"check", "--json", "--gpus", "0"}, after...)...))
 	schematest.Validate(t, "ps", out(0, append([]string{"ps", "--json"}, after[2:]...)...))
+	// reap's plans (a dry run: --yes acts on the live host alone, whose
+	// reaps the reap package's live tests validate).
+	schematest.Validate(t, "reap", out(1, append([]string{"reap", "--json", "--gpus", "0"}, after...)...),
+		out(1, append([]string{"reap", "--json", "--tenant", name}, after...)...))
 
 	// ps --interval --json: each line a sample.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -111,6 +115,7 @@ func TestSchemasNameEveryField(t *testing.T) {
 		"findings": reflect.TypeFor[diff.Result](),
 		"ps":       reflect.TypeFor[psReport](),
 		"events":   reflect.TypeFor[eventlog.Event](),
+		"reap":     reflect.TypeFor[reapReport](),
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "docs", "schema", name+".schema.json"))
 		if err != nil {

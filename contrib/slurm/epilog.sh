@@ -39,9 +39,12 @@ if [ "${GPUSNAP_REAP:-}" = 1 ]; then
 	# The processes ended: "  done    terminate    PID@START (comm): ..." lines.
 	reaped=$(sed -n 's/^  done  *\(terminate\|end_parent\|kill_cgroup\|reap_defunct\)  *\([0-9]*@[0-9]* ([^)]*)\).*/\2/p' "$name.reap.txt" | tr '\n' ' ')
 	reaped=${reaped% }
+	# A clean node with nothing to do keeps no evidence.
+	evidence=
+	[ -e "$name.reap" ] && evidence="evidence $name.reap, "
 	case $rc in
 	0)
-		say "epilog: job $job: reaped ${reaped:-nothing}; node clean after; evidence $name.reap, report $name.reap.txt"
+		say "epilog: job $job: reaped ${reaped:-nothing}; node clean after; ${evidence}report $name.reap.txt"
 		exit 0
 		;;
 	1)

@@ -1,0 +1,163 @@
+package reap
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
+
+// GPUAfter is one GPU asked about, as the judgement after the actions sees
+// it: clean, not clean (a process still holds, maps or is listed on it, or
+// memory no process accounts for), or not known to be clean (not read).
+type GPUAfter struct {
+	// GPU is its minor number (the N of /dev/nvidiaN), or the UUID asked
+	// for where NVML gave no minor number.
+	GPU     string `json:"gpu"`
+	UUID    string `json:"uuid,omitempty"`
+	Verdict string `json:"verdict"`
+	// Why names what keeps it from being clean, one line each.
+	Why []string `json:"why,omitempty"`
+}
+
+func (g GPUAfter) String() string {
+	s := "gpu " + g.GPU
+	if g.UUID != "" && g.UUID != g.GPU {
+		s += " (" + g.UUID + ")"
+	}
+	s += ": " + g.Verdict
+	if len(g.Why) > 0 {
+		s += ": " + strings.Join(g.Why, "; ")
+	}
+	return s
+}
+
+// GPUsAfter says what r, judged on the host to, makes of each GPU of asked
+// (nil: every GPU the snapshots show). A failing finding lands on the GPUs
+// its process uses or its UUID names, and one naming no GPU on every GPU.
+// No GPU is clean unless r's verdict is (docs/reap.md, The proof).
+func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, failOn diff.FailOn, seen ...*snapshot.Snapshot) []GPUAfter {
+	if asked == nil {
+		asked = seenGPUs(append([]*snapshot.Snapshot{to}, seen...))
+	}
+	usage := snapshot.GPUUsage(to)
+	type gpu struct {
+		after GPUAfter
+		minor int // -1 where only a UUID names it
+		uses  func(*snapshot.Process) bool
+		uuids []string // its own and its MIG devices'
+	}
+	var gpus []*gpu
+	add := func(set snapshot.GPUSet, name string, minor int) {
+		kept, uses := set.Select(usage)
+		g := &gpu{after: GPUAfter{GPU: name}, minor: minor, uses: uses}
+		if minor < 0 {
+			g.after.UUID = name
+		}
+		for _, k := range kept {
+			g.after.UUID = k.UUID
+			g.uuids = append(g.uuids, k.UUID)
+			for _, m := range k.MIG {
+				g.uuids = append(g.uuids, m.UUID)
+			}
+		}
+		gpus = append(gpus, g)
+	}
+	for _, n := range asked.Minors {
+		add(snapshot.GPUSet{Minors: []int{n}}, strconv.Itoa(n), n)
+	}
+	for _, u := range asked.UUIDs {
+		i := slices.IndexFunc(usage, func(g snapshot.GPUUse) bool { return g.UUID == u })
+		if i >= 0 && usage[i].MinorNumber != nil && slices.Contains(asked.Minors, *usage[i].MinorNumber) {
+			continue // asked for twice
+		}
+		add(snapshot.GPUSet{UUIDs: []string{u}}, u, -1)
+	}
+	procs := map[string]*snapshot.Process{}
+	for i := range to.Processes {
+		p := &to.Processes[i]
+		procs[p.Key()] = p
+	}
+	for _, f := range r.Findings {
+		if !(&diff.Result{Findings: []diff.Finding{f}}).FailedOn(failOn) {
+			continue
+		}
+		var p *snapshot.Process
+		if f.Process != nil {
+			p = procs[f.Process.Key()]
+		}
+		landed := false
+		for _, g := range gpus {
+			if (p != nil && g.uses(p)) || (f.GPUUUID != "" && slices.Contains(g.uuids, f.GPUUUID)) {
+				g.after.Why = append(g.after.Why, why(f))
+				landed = true
+			}
+		}
+		if !landed {
+			for _, g := range gpus {
+				g.after.Why = append(g.after.Why, why(f)+" (names no GPU asked about: it may concern any)")
+			}
+		}
+	}
+	out := make([]GPUAfter, 0, len(gpus))
+	for _, g := range gpus {
+		g.after.Verdict = diff.VerdictClean
+		if len(g.after.Why) > 0 {
+			g.after.Verdict = diff.VerdictNotClean
+		} else if u := r.Check.GPUUnchecked(g.minor, g.after.UUID); u != "" {
+			g.after.Verdict, g.after.Why = diff.VerdictUnknown, []string{"not read: " + u}
+		}
+		out = append(out, g.after)
+	}
+	return out
+}
+
+// why is one line of what finding f says of a GPU.
+func why(f diff.Finding) string {
+	if f.Process == nil {
+		return f.Kind + ": " + f.Summary
+	}
+	s := fmt.Sprintf("%s (%s) %s", f.Process.Key(), f.Process.Comm, f.Kind)
+	if f.Triage != nil {
+		s += ", " + f.Triage.Class
+	}
+	return s
+}
+
+// seenGPUs are the GPUs the snapshots show: NVML's, the device nodes the
+// host showed, and those a process holds or maps. A GPU reaped clean is
+// seen in the judgement before, where it was used.
+func seenGPUs(snaps []*snapshot.Snapshot) *snapshot.GPUSet {
+	set := &snapshot.GPUSet{}
+	addMinor := func(n int) {
+		if !slices.Contains(set.Minors, n) {
+			set.Minors = append(set.Minors, n)
+		}
+	}
+	for _, s := range snaps {
+		if s == nil {
+			continue
+		}
+		for _, g := range s.NVML.Devices {
+			switch {
+			case g.MinorNumber != nil:
+				addMinor(*g.MinorNumber)
+			case g.UUID != "" && !slices.Contains(set.UUIDs, g.UUID):
+				set.UUIDs = append(set.UUIDs, g.UUID)
+			}
+		}
+		for _, n := range s.Host.GPUNodes {
+			addMinor(n)
+		}
+		for i := range s.Processes {
+			for _, n := range snapshot.GPUMinors(&s.Processes[i]) {
+				addMinor(n)
+			}
+		}
+	}
+	slices.Sort(set.Minors)
+	return set
+}
