@@ -157,7 +157,7 @@ func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 // GPU, by NVIDIA's tool or, for another vendor's device (a finding that
 // names a device and no NVIDIA UUID), by that vendor's.
 func zombieNext(f *Finding) string {
-	if f.Kind == KindZombieGPUMemory && f.GPUUUID == "" && f.Device != "" {
+	if f.GPUUUID == "" && f.Device != "" {
 		return "nothing to kill: drain the node, then reset the device (amd-smi reset --gpureset for AMD's) or reboot it to free the memory"
 	}
 	return "nothing to kill: drain the node, then reset the GPU (nvidia-smi -r -i N) or reboot it to free the memory"
@@ -210,6 +210,16 @@ func deref(n *uint64) uint64 {
 		return 0
 	}
 	return *n
+}
+
+// kfdGPU is the device KFD names gpu_id, or nil.
+func (ax *accelIndex) kfdGPU(id uint32) *snapshot.Accelerator {
+	for i := range ax.a.Devices {
+		if d := &ax.a.Devices[i]; d.KFDGPUID == id && id != 0 {
+			return d
+		}
+	}
+	return nil
 }
 
 // sameDevice is the device of this snapshot that d is: by PCI slot, else by name.

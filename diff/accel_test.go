@@ -112,9 +112,9 @@ func TestAccelUnaccountedMemory(t *testing.T) {
 	// Above it: 114 GiB of a process that left (its KFD entry stays).
 	to = withAccel(snap("b", live), mi300(base+124<<30, kfdProc(5150, 10<<30), kfdProc(5999, 114<<30)))
 	r := compare(from, to)
-	expect(t, r, "zombie_gpu_memory high 0 "+mi300Slot)
-	if !strings.Contains(r.Findings[0].Summary, "(114.00 GiB) more than at FROM") {
-		t.Errorf("summary: %s", r.Findings[0].Summary)
+	expect(t, r, "orphan_gpu_process high 5999 "+mi300Slot, "zombie_gpu_memory high 0 "+mi300Slot)
+	if !strings.Contains(r.Findings[1].Summary, "(114.00 GiB) more than at FROM") {
+		t.Errorf("summary: %s", r.Findings[1].Summary)
 	}
 	// One client in two processes (an fd passed over a socket) counts once.
 	a := proc(5150, 900, "python3", "/usr/bin/python3.11", holder(3, render, "rw", renderNo), client(render, 12, 20<<30, 1, 3))
@@ -145,4 +145,54 @@ func TestAccelCheck(t *testing.T) {
 	if r.Check.Verdict != VerdictClean {
 		t.Errorf("verdict %s: %v", r.Check.Verdict, got(r))
 	}
+}
+
+// KFD keeps a process's compute context, and its VRAM, until the kernel
+// releases it: an entry under a PID that no live process has, or a
+// zombie has, is an orphan, once per GPU it holds memory on. An entry
+// already orphaned at FROM predates the tenant, a live process's entry is
+// its own, and an unreadable PID may be alive.
+func TestAccelKFDOrphan(t *testing.T) {
+	worker := proc(5150, 900, "python3", "/usr/bin/python3.11", holder(3, kfdPath, "rw", kfdNo))
+	from := withAccel(snap("a", worker), mi300(20<<30, kfdProc(5150, 8<<30)))
+	to := withAccel(snap("b", worker), mi300(20<<30, kfdProc(5150, 8<<30)))
+	expect(t, compare(from, to))
+
+	// The worker exited; KFD still lists it, and its memory is no live
+	// process's.
+	to = withAccel(snap("b"), mi300(20<<30, kfdProc(5150, 8<<30)))
+	r := compare(from, to)
+	expect(t, r, "orphan_gpu_process high 5150 "+mi300Slot, "zombie_gpu_memory high 0 "+mi300Slot)
+	f := r.Findings[0]
+	if f.Summary != "KFD serves pid 5150 on amd 0000:03:00.0, which no live process accounts for" {
+		t.Errorf("summary: %s", f.Summary)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"kfd: proc/5150/vram_4711: 8589934592 bytes (8.00 GiB)", "no live process has this PID at TO", "at FROM PID 5150 was 5150@900 (python3"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if f.Process == nil || f.Process.Comm != "python3" || f.Triage == nil || f.Triage.Class != ClassZombieContext ||
+		!strings.Contains(f.Triage.Next, "amd-smi") {
+		t.Errorf("process %+v triage %+v", f.Process, f.Triage)
+	}
+
+	// A zombie keeps no context; one with no vram file names /dev/kfd.
+	z := proc(5150, 900, "python3", "/usr/bin/python3.11", defunct)
+	to = withAccel(snap("b", z), mi300(20<<30, snapshot.KFDProcess{PID: 5150}))
+	r = compare(from, to)
+	expect(t, r, "orphan_gpu_process high 5150 /dev/kfd", "zombie_gpu_memory high 0 "+mi300Slot)
+	if ev := strings.Join(r.Findings[0].Evidence, "\n"); !strings.Contains(ev, "defunct (state Z)") || !strings.Contains(ev, "lists no vram file") {
+		t.Errorf("evidence: %s", ev)
+	}
+
+	// Orphaned at FROM already: not the tenant's.
+	stale := withAccel(snap("a"), mi300(20<<30, kfdProc(5999, 8<<30)))
+	expect(t, compare(stale, withAccel(snap("b"), mi300(20<<30, kfdProc(5999, 8<<30)))))
+
+	// Unreadable at TO: alive, maybe (memory as at FROM).
+	to = withAccel(snap("b"), mi300(12<<30, kfdProc(5150, 8<<30)))
+	to.Scan.RefusedPIDs = []int{5150}
+	expect(t, compare(from, to))
 }
