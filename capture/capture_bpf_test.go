@@ -220,9 +220,12 @@ func identity(p *snapshot.Process) snapshot.Process {
 	q := *p
 	q.State, q.Threads, q.Mappings, q.Holders, q.Raw, q.SuspectAnon = "", 0, nil, nil, nil, nil
 	if q.KernelThread {
-		// A workqueue worker's name ends in the queue it runs this instant
-		// ("kworker/1:1-events"), which changes from one read to the next.
-		q.Comm, _, _ = strings.Cut(q.Comm, "-")
+		// A workqueue worker's name ends in the queue it last ran or runs
+		// this instant ("kworker/1:1-events", "kworker/u8:0+events_unbound"),
+		// which changes from one read to the next and only /proc shows.
+		if i := strings.IndexAny(q.Comm, "+-"); i >= 0 {
+			q.Comm = q.Comm[:i]
+		}
 	}
 	// The /proc path cannot read every file of every process (PID 1 refuses
 	// some even to root); the BPF path reads them in the kernel.

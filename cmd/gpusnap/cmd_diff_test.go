@@ -527,7 +527,7 @@ func checkHostileReport(t *testing.T, verbose bool, args ...string) {
 			if titles++; titles > 1 {
 				t.Errorf("line %d: a second block title (a forged one): %q", i, line)
 			}
-		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), line == "",
+		case i == 0 && strings.HasPrefix(line, "gpusnap diff: "), i == 1 && strings.HasPrefix(line, "lead: "), line == "",
 			strings.HasPrefix(line, "note: "), strings.HasPrefix(line, "maps diff of "),
 			strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || strings.HasPrefix(line, "@@") ||
 				strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-") || strings.HasPrefix(line, " "):

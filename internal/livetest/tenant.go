@@ -236,6 +236,19 @@ func buildC(t testing.TB, name string, source []byte, flags ...string) string {
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("livetest: gcc %s.c: %v\n%s", name, err, out)
 	}
+	// Each build is a binary of its own: its directory, appended past the
+	// ELF image, keeps a concurrent test's helper (another package's) from
+	// sharing its sha256 and so passing for this test's process come back.
+	f, err := os.OpenFile(bin, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.WriteString("\x00" + dir)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
 	return bin
 }
 
