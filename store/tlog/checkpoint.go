@@ -1,4 +1,4 @@
-package store
+package tlog
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	tlog "github.com/transparency-dev/formats/log"
+	tdlog "github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -41,7 +41,7 @@ func SignCheckpoint(head TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 
 // CheckpointBody is head's checkpoint text, without signatures.
 func CheckpointBody(head TreeHead) []byte {
-	return tlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
+	return tdlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
 }
 
 // cutKey splits a verifier key name+hash+key: a name holds no '+', the
@@ -65,13 +65,13 @@ func ParseCheckpoint(text []byte, pub ed25519.PublicKey) (head TreeHead, verifie
 	if !ok {
 		return head, false, errors.New("not a signed note: no blank line before its signatures")
 	}
-	var cp tlog.Checkpoint
+	var cp tdlog.Checkpoint
 	if _, err := cp.Unmarshal(append(body, '\n')); err != nil {
 		return head, false, err
 	}
 	head = TreeHead{Origin: cp.Origin, Size: cp.Size, Root: cp.Hash}
-	if len(cp.Hash) != hasher.Size() {
-		return head, false, fmt.Errorf("checkpoint root of %d bytes, want %d", len(cp.Hash), hasher.Size())
+	if len(cp.Hash) != Hasher.Size() {
+		return head, false, fmt.Errorf("checkpoint root of %d bytes, want %d", len(cp.Hash), Hasher.Size())
 	}
 	if pub == nil {
 		return head, false, nil
