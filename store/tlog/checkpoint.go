@@ -12,10 +12,10 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
-// A checkpoint is a C2SP signed note (c2sp.org/tlog-checkpoint): the origin,
-// the tree size and the base64 root hash, one line each, then a blank line
-// and the signature lines. The key's name in the note is the log's origin;
-// its ed25519 key is --sign-key's.
+// A checkpoint is a C2SP signed note (c2sp.org/tlog-checkpoint). It holds
+// the origin, the tree size and the base64 root hash, one line each, then a
+// blank line and the signature lines. The key's name in the note is the
+// log's origin, and its ed25519 key is --sign-key's.
 
 // algEd25519 is the signed-note algorithm byte of an ed25519 key.
 const algEd25519 = 1
@@ -44,8 +44,8 @@ func CheckpointBody(head TreeHead) []byte {
 	return tdlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
 }
 
-// cutKey splits a verifier key name+hash+key: a name holds no '+', the
-// base64 key may.
+// cutKey splits a verifier key into its name, hash and key. A name holds
+// no '+', though the base64 key may.
 func cutKey(vkey string) (name, hash, key string) {
 	parts := strings.SplitN(vkey, "+", 3)
 	if len(parts) != 3 {
@@ -58,8 +58,8 @@ func cutKey(vkey string) (name, hash, key string) {
 var ErrCheckpointSignature = errors.New("checkpoint signature does not verify")
 
 // ParseCheckpoint reads a checkpoint. With pub, it must carry a valid
-// signature of that key under the checkpoint's origin; without, its
-// signature is not checked (verified false).
+// signature of that key under the checkpoint's origin. Without pub, its
+// signature is not checked and verified is false.
 func ParseCheckpoint(text []byte, pub ed25519.PublicKey) (head TreeHead, verified bool, err error) {
 	body, _, ok := bytes.Cut(text, []byte("\n\n"))
 	if !ok {

@@ -1,5 +1,6 @@
-// Package tlog is the format of the store's log: its leaves, the digest a
-// leaf records of a snapshot, inclusion proofs and signed checkpoints. It
+// Package tlog is the format of the store's log. It defines the leaves, the
+// digest a leaf records of a snapshot, inclusion proofs and signed
+// checkpoints. It
 // holds no storage, so a bundle verifies a log's proofs without linking
 // the store (docs/store.md has the format).
 package tlog
@@ -25,11 +26,11 @@ const (
 	OpPut    = "put"    // a snapshot stored
 	OpAdopt  = "adopt"  // a snapshot found stored when the log began
 	OpRemove = "remove" // gpusnap rm
-	OpPrune  = "prune"  // gpusnap prune: every snapshot it removed
+	OpPrune  = "prune"  // every snapshot one gpusnap prune removed
 	OpResult = "result" // a diff's or check's findings
 )
 
-// leafHeader opens every leaf's text; a leaf of another version is refused.
+// leafHeader opens every leaf's text. A leaf of another version is refused.
 const leafHeader = "gpusnap-log-leaf/1"
 
 // Hasher is the log's RFC 6962 hasher, SHA-256.
@@ -40,21 +41,21 @@ type Leaf struct {
 	Index uint64
 	Op    string
 	// Snapshots are the snapshots the leaf stores or removes, each with its
-	// digest (SnapshotDigest); a result names those it compared.
+	// digest (SnapshotDigest). A result names those it compared.
 	Snapshots []LeafSnapshot
-	// Command and Findings are a result's: "diff" or "check", and the
-	// SHA-256 of its findings' JSON.
+	// Command ("diff" or "check") and Findings (the SHA-256 of the
+	// findings' JSON) belong to a result.
 	Command, Findings string
-	// Events are a result's seals of the event log its window read: where
-	// each segment's hash chain stood then, so that a segment removed or
-	// rewritten after the fact no longer matches (VerifyLog reports them
-	// for the caller to check, LogReport.Seals).
+	// Events are a result's seals of the event log its window read. They
+	// say where each segment's hash chain stood then, so that a segment
+	// removed or rewritten after the fact no longer matches (the store's
+	// VerifyLog reports them for the caller to check).
 	Events []EventSeal
 }
 
 // EventSeal is where one segment of the event log stood when a result was
-// recorded: its file name, and its line, seq and hash (hex SHA-256) of the
-// last chained record read.
+// recorded. It names the segment's file, and the line, seq and hash (hex
+// SHA-256) of the last chained record read.
 type EventSeal struct {
 	Segment string
 	Line    int
@@ -65,11 +66,11 @@ type EventSeal struct {
 // LeafSnapshot names one snapshot in a leaf.
 type LeafSnapshot struct {
 	ID     string
-	Digest string // hex SHA-256; empty in a result for a snapshot not stored
+	Digest string // hex SHA-256, empty in a result for a snapshot not stored
 }
 
-// Marshal writes the leaf's text: a header line, then one "key value" line
-// each, ids quoted as Go quotes strings so no id can break a line.
+// Marshal writes the leaf's text, a header line and then one "key value"
+// line each. Ids are quoted as Go quotes strings, so no id can break a line.
 func (l Leaf) Marshal() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\nindex %d\nop %s\n", leafHeader, l.Index, l.Op)
@@ -89,7 +90,7 @@ func (l Leaf) Marshal() []byte {
 	return b.Bytes()
 }
 
-// ParseLeaf reads a leaf's text; it must be exactly what Marshal writes.
+// ParseLeaf reads a leaf's text, which must be exactly what Marshal writes.
 func ParseLeaf(text []byte) (Leaf, error) {
 	var l Leaf
 	lines := strings.Split(string(text), "\n")
@@ -141,8 +142,8 @@ func appendLeafSnapshot(out []LeafSnapshot, value string) ([]LeafSnapshot, error
 	return append(out, LeafSnapshot{ID: id, Digest: digest}), nil
 }
 
-// appendEventSeal reads an events line: a quoted segment name, its line,
-// seq and hash.
+// appendEventSeal reads an events line, a quoted segment name and then its
+// line, seq and hash.
 func appendEventSeal(out []EventSeal, value string) ([]EventSeal, error) {
 	f := strings.Fields(value)
 	if len(f) != 4 {
@@ -163,17 +164,17 @@ func appendEventSeal(out []EventSeal, value string) ([]EventSeal, error) {
 	return append(out, EventSeal{Segment: seg, Line: line, Seq: seq, Hash: f[3]}), nil
 }
 
-// LeafHash is the RFC 6962 hash of a leaf's text: SHA-256 of 0x00 || text.
+// LeafHash is the RFC 6962 hash of a leaf's text, SHA-256 of 0x00 || text.
 func LeafHash(text []byte) []byte { return Hasher.HashLeaf(text) }
 
 // TreeHead is the log's size and root.
 type TreeHead struct {
 	Origin string `json:"origin"`
 	Size   uint64 `json:"size"`
-	Root   []byte `json:"root"` // RFC 6962 root hash; base64 in JSON
+	Root   []byte `json:"root"` // RFC 6962 root hash, base64 in JSON
 }
 
-// SnapshotDigest is the digest a leaf records of a stored snapshot: the
+// SnapshotDigest is the digest a leaf records of a stored snapshot, the
 // lower-case hex SHA-256 of this text.
 //
 //	gpusnap-snapshot/1
@@ -193,8 +194,8 @@ func SnapshotDigest(meta, header []byte, procSums [][sha256.Size]byte, procsNil 
 	} else {
 		fmt.Fprintf(h, "processes %d\n", len(procSums))
 	}
-	// Lines are hashed 64 at a time: a write a line cost a third more
-	// (the digest of 5,000 processes).
+	// Lines are hashed 64 at a time, which writes to the hash far less
+	// often than a line at a time.
 	const line = 2*sha256.Size + 1
 	var block [64 * line]byte
 	for len(procSums) > 0 {
@@ -209,7 +210,7 @@ func SnapshotDigest(meta, header []byte, procSums [][sha256.Size]byte, procsNil 
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Origin is the log's origin line for a host: gpusnap/<host id>.
+// Origin is the log's origin line for a host, gpusnap/<host id>.
 func Origin(host string) string { return "gpusnap/" + host }
 
 // Meta describes a stored snapshot without loading it.
@@ -226,8 +227,8 @@ func MetaOf(snap *snapshot.Snapshot) Meta {
 	return Meta{ID: snap.ID, Label: snap.Label, Tenant: snap.Tenant, Host: snap.Host.Hostname, Time: snap.Host.CaptureStart.UTC()}
 }
 
-// Digest is SnapshotDigest of snap as the store stores it: what a leaf records of
-// it. A copy of a snapshot (a bundle's before.json, read back) has the
+// Digest is SnapshotDigest of snap as the store stores it, which a leaf
+// records of it. A copy of a snapshot (a bundle's before.json, read back) has the
 // digest of its leaf exactly when its content is what was stored.
 func Digest(snap *snapshot.Snapshot) (string, error) {
 	header := *snap
