@@ -143,25 +143,27 @@ func appendLeafSnapshot(out []LeafSnapshot, value string) ([]LeafSnapshot, error
 }
 
 // appendEventSeal reads an events line, a quoted segment name and then its
-// line, seq and hash.
+// line, seq and hash. The name is read as a quoted string first, since
+// Marshal quotes any name, one with a space included.
 func appendEventSeal(out []EventSeal, value string) ([]EventSeal, error) {
-	f := strings.Fields(value)
-	if len(f) != 4 {
+	quoted, err := strconv.QuotedPrefix(value)
+	if err != nil {
+		return out, fmt.Errorf("events segment in %q: %w", value, err)
+	}
+	seg, _ := strconv.Unquote(quoted) // QuotedPrefix read it as one
+	f := strings.Fields(value[len(quoted):])
+	if len(f) != 3 {
 		return out, fmt.Errorf("events line %q", value)
 	}
-	seg, err := strconv.Unquote(f[0])
+	line, err := strconv.Atoi(f[0])
 	if err != nil {
-		return out, fmt.Errorf("events segment %s: %w", f[0], err)
+		return out, fmt.Errorf("events line number %s: %w", f[0], err)
 	}
-	line, err := strconv.Atoi(f[1])
+	seq, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil {
-		return out, fmt.Errorf("events line number %s: %w", f[1], err)
+		return out, fmt.Errorf("events seq %s: %w", f[1], err)
 	}
-	seq, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		return out, fmt.Errorf("events seq %s: %w", f[2], err)
-	}
-	return append(out, EventSeal{Segment: seg, Line: line, Seq: seq, Hash: f[3]}), nil
+	return append(out, EventSeal{Segment: seg, Line: line, Seq: seq, Hash: f[2]}), nil
 }
 
 // LeafHash is the RFC 6962 hash of a leaf's text, SHA-256 of 0x00 || text.
