@@ -29,7 +29,7 @@ const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
 	HookKprobe     Hook = "kprobe"     // kprobes on security_file_open and security_mmap_file
-	HookTracepoint Hook = "tracepoint" // syscall tracepoints: the open family on exit, mmap on entry; io_uring's opens; 32-bit calls
+	HookTracepoint Hook = "tracepoint" // syscall tracepoints, the open family on exit and mmap on entry, with io_uring's opens and 32-bit calls
 )
 
 // Hooks lists every hook, best first.
@@ -61,8 +61,8 @@ type Event struct {
 	Comm         string
 	Major, Minor uint32 // open, mmap: the device's own number
 	Mode         uint32 // open, mmap: the device's i_mode (its file type)
-	Flags        uint32 // open: f_flags; mmap: the flags asked for; exit: the exit code
-	Prot         uint32 // open: f_mode; mmap: the protection asked for
+	Flags        uint32 // f_flags of an open, the flags an mmap asked for, or an exit's code
+	Prot         uint32 // f_mode of an open, or the protection an mmap asked for
 	FD           int32  // -1 where the hook has no descriptor
 	Length       uint64 // mmap: the length asked for (0 where the hook has none)
 	Path         string // open, mmap: the device's path. A path cut short starts with ".../"

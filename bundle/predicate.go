@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // Predicate is the statement's predicate: what the bundle is about. The
@@ -35,8 +35,8 @@ type Predicate struct {
 type StoreEvidence struct {
 	// Checkpoint is the log's head as a C2SP checkpoint, signed with the
 	// bundle's key when it is signed (its body alone when not).
-	Checkpoint string                 `json:"checkpoint"`
-	Inclusion  []store.InclusionProof `json:"inclusion"`
+	Checkpoint string                `json:"checkpoint"`
+	Inclusion  []tlog.InclusionProof `json:"inclusion"`
 	// NotStored names a snapshot of the two that the store does not hold
 	// (TO captured for the bundle and not stored).
 	NotStored []string `json:"not_stored,omitempty"`

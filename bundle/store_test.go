@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // storeEvidenceOf stores in's snapshots in a new store and returns the
@@ -43,9 +44,9 @@ func storeEvidenceOf(t *testing.T, in *Input, key ed25519.PrivateKey) *StoreEvid
 	if err != nil {
 		t.Fatal(err)
 	}
-	note := append(store.CheckpointBody(proofs[0].Head), '\n')
+	note := append(tlog.CheckpointBody(proofs[0].Head), '\n')
 	if key != nil {
-		if note, err = store.SignCheckpoint(proofs[0].Head, key); err != nil {
+		if note, err = tlog.SignCheckpoint(proofs[0].Head, key); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // ErrUnreadable wraps every reason a file cannot be read as a bundle at all:
@@ -463,7 +463,7 @@ func (v *verifier) checkStore(pred *Predicate) {
 	if v.rep.Signature.Valid {
 		key, _ = base64.StdEncoding.DecodeString(pred.Signer.PublicKey)
 	}
-	head, verified, err := store.ParseCheckpoint([]byte(ev.Checkpoint), key)
+	head, verified, err := tlog.ParseCheckpoint([]byte(ev.Checkpoint), key)
 	if err != nil {
 		v.problem("store checkpoint", StatusAltered, err.Error())
 		return
@@ -497,8 +497,8 @@ func (v *verifier) checkStore(pred *Predicate) {
 }
 
 // matchesLeaf checks that the bag's snapshot file is the snapshot p's leaf
-// recorded: its digest (store.Digest) is the leaf's.
-func (v *verifier) matchesLeaf(file string, p store.InclusionProof) bool {
+// recorded: its digest (tlog.Digest) is the leaf's.
+func (v *verifier) matchesLeaf(file string, p tlog.InclusionProof) bool {
 	m := v.byName[file]
 	if m == nil || m.typ != "file" {
 		return false // named as removed by the manifests
@@ -512,8 +512,8 @@ func (v *verifier) matchesLeaf(file string, p store.InclusionProof) bool {
 		v.problem(file, StatusAltered, "not a snapshot: "+err.Error())
 		return false
 	}
-	leaf, _ := store.ParseLeaf([]byte(p.Leaf)) // p.Verify parsed it
-	d, err := store.Digest(&snap)
+	leaf, _ := tlog.ParseLeaf([]byte(p.Leaf)) // p.Verify parsed it
+	d, err := tlog.Digest(&snap)
 	if err != nil || snap.ID != p.Snapshot || d != leaf.Snapshots[0].Digest {
 		v.problem(file, StatusAltered, fmt.Sprintf("not the snapshot leaf %d of the store's log recorded (digest %s, the leaf's %s)", p.LeafIndex, d, leaf.Snapshots[0].Digest))
 		return false

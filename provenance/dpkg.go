@@ -1,5 +1,5 @@
-// Package provenance says where an executable came from: the Debian package
-// that installed its path, and whether the file still matches the package's
+// Package provenance says where an executable came from, naming the Debian
+// package that installed its path, and whether the file still matches the package's
 // own checksum, from the dpkg database alone (no dpkg run, no network).
 package provenance
 
@@ -25,7 +25,7 @@ const (
 // DefaultDir is dpkg's administrative directory.
 const DefaultDir = "/var/lib/dpkg"
 
-// Bounds on what a database costs to read: its files are root's, but a
+// Bounds on what a database costs to read. Its files are root's, but a
 // damaged or planted database must not cost a capture its memory or time.
 const (
 	maxFiles     = 1 << 16  // .list files looked at
@@ -33,11 +33,11 @@ const (
 	maxBytes     = 256 << 20
 )
 
-// DB is a dpkg database, read through its info directory only: nothing in it
+// DB is a dpkg database, read through its info directory only. Nothing in it
 // is followed out of that directory (os.Root).
 type DB struct {
 	info   *os.Root
-	lists  []string // the .list files, sorted; listed at the first scan
+	lists  []string // the .list files, sorted, listed at the first scan
 	listed bool
 	stamp  string
 	// Notes say what of the database could not be read.
@@ -45,9 +45,9 @@ type DB struct {
 }
 
 // Open opens the dpkg database in dir. A dir without an info directory is
-// no dpkg host: Open returns nil and no error, and every status is Unknown.
-// Open reads no file list: a caller whose owners are all known (Stamp)
-// costs the database two stat calls.
+// no dpkg host, where Open returns nil and no error and every status is
+// Unknown. Open reads no file list, so a caller whose owners are all known
+// (Stamp) costs the database two stat calls.
 func Open(dir string) (*DB, error) {
 	root, err := os.OpenRoot(dir + "/info")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -65,7 +65,7 @@ func Open(dir string) (*DB, error) {
 	return db, nil
 }
 
-// fileStamp names a file's version: its inode, size, mtime and ctime. The
+// fileStamp names a file's version by its inode, size, mtime and ctime. The
 // ctime cannot be set back by anyone, so a file rewritten then touched to
 // its old mtime still gets a new stamp.
 func fileStamp(fi fs.FileInfo) string {
@@ -76,11 +76,11 @@ func fileStamp(fi fs.FileInfo) string {
 	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
 }
 
-// Stamp names the database's version: the info directory's and the status
-// file's inode, size, mtime and ctime. dpkg rewrites status and renames
+// Stamp names the database's version by the info directory's and the
+// status file's inode, size, mtime and ctime. dpkg rewrites status and renames
 // each new .list into place on every install, upgrade and removal, so an
 // owner found under one stamp holds while the stamp does. "" means no
-// stamp could be read: nothing found may be kept.
+// stamp could be read, and nothing found may be kept.
 func (db *DB) Stamp() string {
 	if db == nil {
 		return ""
@@ -190,10 +190,10 @@ func (db *DB) Owners(paths []string) (owners map[string]string, complete bool) {
 	return owners, len(db.Notes) == notes
 }
 
-// unpackagedDirs hold no file any Debian package installs: /usr/local is
-// the administrator's (Debian Policy 9.1.2), the others users' and
+// unpackagedDirs hold no file any Debian package installs. /usr/local is
+// the administrator's (Debian Policy 9.1.2), and the others are users' and
 // scratch space. An exe there is not packaged without reading the
-// database, which costs tens of milliseconds per capture.
+// database, which would cost a read of it at every capture.
 var unpackagedDirs = []string{"/usr/local/", "/home/", "/root/", "/tmp/", "/var/tmp/", "/dev/shm/", "/run/user/"}
 
 // neverPackaged reports whether path lies where no package installs files,
@@ -221,7 +221,7 @@ func listsPath(data []byte, needle string) bool {
 }
 
 // aliases are the names a path may have in a package's file list on a
-// merged-/usr host: itself, and /bin/x for /usr/bin/x (or the other way).
+// merged-/usr host, itself and /bin/x for /usr/bin/x (or the other way).
 func aliases(path string) []string {
 	for _, dir := range []string{"/bin/", "/sbin/", "/lib/", "/lib64/"} {
 		if rest, ok := strings.CutPrefix(path, "/usr"+dir); ok {
@@ -235,8 +235,8 @@ func aliases(path string) []string {
 }
 
 // Status says whether a file whose MD5 is md5hex (lower-case hex) is pkg's
-// own file at path: Verified or Modified by pkg's md5sums, or Unknown with
-// why where the checksum could not be read. pkg "" is NotPackaged.
+// own file at path. It is Verified or Modified by pkg's md5sums, or Unknown
+// with why where the checksum could not be read. pkg "" is NotPackaged.
 func (db *DB) Status(pkg, path, md5hex string) (status, why string) {
 	switch {
 	case db == nil:
@@ -251,7 +251,7 @@ func (db *DB) Status(pkg, path, md5hex string) (status, why string) {
 		return Unknown, err.Error()
 	}
 	for _, alias := range aliases(path) {
-		// Each line: MD5, two spaces, the path without its leading slash.
+		// Each line holds an MD5, two spaces and the path without its leading slash.
 		for line := range bytes.Lines(data) {
 			sum, name, ok := bytes.Cut(bytes.TrimRight(line, "\n"), []byte("  "))
 			if !ok || string(name) != strings.TrimPrefix(alias, "/") {

@@ -144,8 +144,8 @@ func Build(r *diff.Result, to *snapshot.Snapshot, o Options) Plan {
 }
 
 // worstFirst orders findings so that a process's deciding finding comes
-// first: one whose triage spares it, whatever the others say; then one of
-// its use of a GPU; then by severity.
+// first. A finding whose triage spares the process comes before all others,
+// then one of its use of a GPU, then the rest by severity.
 func worstFirst(fs []diff.Finding, o Options) []diff.Finding {
 	out := slices.Clone(fs)
 	slices.SortStableFunc(out, func(a, b diff.Finding) int {

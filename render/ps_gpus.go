@@ -27,11 +27,11 @@ type PodAllocations interface {
 	Named(uid string) (Pod, bool)
 }
 
-// PsLastLine is what ps says last on stderr: that it found nothing, and
-// what it could not read (processes unreadable or hidden from /proc, a scan
-// that did not settle: what check and diff fail on), so that a run that
-// read nothing never reads as an all-clear; "" when it found processes and
-// read every one.
+// PsLastLine is what ps says last on stderr. It says that ps found
+// nothing, and what it could not read (processes unreadable or hidden from
+// /proc, a scan that did not settle, which check and diff fail on), so that
+// a run that read nothing never reads as an all-clear. It is "" when ps
+// found processes and read every one.
 func PsLastLine(found int, scan snapshot.Scan) string {
 	var parts []string
 	if found == 0 {

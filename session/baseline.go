@@ -9,7 +9,7 @@ import (
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // Allocation says where the GPUs a tenant was given come from, first that
@@ -72,10 +72,10 @@ func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, sna
 // Baseline captures the host and stores it as tenant's baseline with the
 // GPUs a names, and returns it with the head of the store's log after it.
 // An allocation the environment cannot give is an error before capturing.
-func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, store.TreeHead, error) {
+func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, tlog.TreeHead, error) {
 	snap, err := h.CaptureBaseline(ctx, tenant, a)
 	if err != nil {
-		return nil, store.TreeHead{}, err
+		return nil, tlog.TreeHead{}, err
 	}
 	_, head, err := h.Put(snap)
 	return snap, head, err
@@ -109,8 +109,8 @@ func (h *Host) CaptureBaseline(ctx context.Context, tenant string, a Allocation)
 // Put stores snap and returns the processes' JSON it stored and the head of
 // the store's log after its leaf. The store is opened after the capture, so
 // its lock is held for the write alone and not for the /proc walk.
-func (h *Host) Put(snap *snapshot.Snapshot) ([][]byte, store.TreeHead, error) {
-	var head store.TreeHead
+func (h *Host) Put(snap *snapshot.Snapshot) ([][]byte, tlog.TreeHead, error) {
+	var head tlog.TreeHead
 	st, err := h.Open(false)
 	if err != nil {
 		return nil, head, err

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // putN stores n snapshots of a few processes, a second apart from start,
@@ -37,7 +38,7 @@ func putN(t testing.TB, s *Store, start time.Time, n int) []string {
 	return ids
 }
 
-func mustVerify(t *testing.T, s *Store, cp *TreeHead) *LogReport {
+func mustVerify(t *testing.T, s *Store, cp *tlog.TreeHead) *LogReport {
 	t.Helper()
 	rep, err := s.VerifyLog(cp)
 	if err != nil {
@@ -53,7 +54,7 @@ func TestLogVerifiesAfterAppendsAndPrunes(t *testing.T) {
 	s, _ := openTemp(t)
 	s.db.NoSync = true // a test of the log, not of the disk
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var heads []TreeHead
+	var heads []tlog.TreeHead
 	for round := range 20 {
 		ids := putN(t, s, start.Add(time.Duration(round)*time.Hour), 50)
 		if _, err := s.Remove(ids[1], false); err != nil {
@@ -281,12 +282,12 @@ func TestCheckpointSignedNote(t *testing.T) {
 	// separator is.
 	for range 32 {
 		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		if _, err := SignCheckpoint(head, priv); err != nil {
+		if _, err := tlog.SignCheckpoint(head, priv); err != nil {
 			t.Fatalf("key %x: %v", priv.Public(), err)
 		}
 	}
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	note, err := SignCheckpoint(head, priv)
+	note, err := tlog.SignCheckpoint(head, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,19 +295,19 @@ func TestCheckpointSignedNote(t *testing.T) {
 	if lines[0] != head.Origin || lines[1] != "2" || lines[3] != "" || !strings.HasPrefix(lines[4], "— "+head.Origin+" ") {
 		t.Fatalf("not a C2SP checkpoint:\n%s", note)
 	}
-	got, ok, err := ParseCheckpoint(note, pub)
+	got, ok, err := tlog.ParseCheckpoint(note, pub)
 	if err != nil || !ok || got.Size != 2 || !bytes.Equal(got.Root, head.Root) {
 		t.Fatalf("%+v %v %v", got, ok, err)
 	}
 	other, _, _ := ed25519.GenerateKey(rand.Reader)
-	if _, _, err := ParseCheckpoint(note, other); !errors.Is(err, ErrCheckpointSignature) {
+	if _, _, err := tlog.ParseCheckpoint(note, other); !errors.Is(err, tlog.ErrCheckpointSignature) {
 		t.Errorf("another key: %v", err)
 	}
 	edited := bytes.Replace(note, []byte("\n2\n"), []byte("\n1\n"), 1)
-	if _, _, err := ParseCheckpoint(edited, pub); !errors.Is(err, ErrCheckpointSignature) {
+	if _, _, err := tlog.ParseCheckpoint(edited, pub); !errors.Is(err, tlog.ErrCheckpointSignature) {
 		t.Errorf("an edited size: %v", err)
 	}
-	if _, ok, err := ParseCheckpoint(edited, nil); err != nil || ok {
+	if _, ok, err := tlog.ParseCheckpoint(edited, nil); err != nil || ok {
 		t.Errorf("without a key it is read, not verified: %v %v", ok, err)
 	}
 }
@@ -370,7 +371,7 @@ func TestDigestIsTheLeafs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ParseLeaf([]byte(proofs[0].Leaf))
+	leaf, err := tlog.ParseLeaf([]byte(proofs[0].Leaf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,12 +384,12 @@ func TestDigestIsTheLeafs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, v := range map[string]*snapshot.Snapshot{"stored": snap, "read back": &back} {
-		if d, err := Digest(v); err != nil || d != leaf.Snapshots[0].Digest {
+		if d, err := tlog.Digest(v); err != nil || d != leaf.Snapshots[0].Digest {
 			t.Errorf("%s: digest %s (%v), the leaf's %s", name, d, err, leaf.Snapshots[0].Digest)
 		}
 	}
 	back.Processes[5].Comm = "edited"
-	if d, _ := Digest(&back); d == leaf.Snapshots[0].Digest {
+	if d, _ := tlog.Digest(&back); d == leaf.Snapshots[0].Digest {
 		t.Error("an edited snapshot has its leaf's digest")
 	}
 }
@@ -399,7 +400,7 @@ func TestDigestIsTheLeafs(t *testing.T) {
 // refused, as is one not in canonical form.
 func TestResultLeafSealsEvents(t *testing.T) {
 	s, _ := openTemp(t)
-	seals := []EventSeal{
+	seals := []tlog.EventSeal{
 		{Segment: "20261201T120000.000000000Z.jsonl", Line: 12, Seq: 40, Hash: strings.Repeat("ab", 32)},
 		{Segment: "20261201T130000.000000000Z.jsonl", Line: 3, Seq: 41, Hash: strings.Repeat("cd", 32)},
 	}
@@ -415,8 +416,8 @@ func TestResultLeafSealsEvents(t *testing.T) {
 	if len(rep.Problems) > 0 || len(rep.Seals) != 2 || rep.Seals[0].Leaf != without.Size || rep.Seals[1].EventSeal != seals[1] {
 		t.Fatalf("problems %+v, seals %+v", rep.Problems, rep.Seals)
 	}
-	l := Leaf{Index: 1, Op: OpResult, Command: "check", Findings: strings.Repeat("0", 64), Events: seals}
-	back, err := ParseLeaf(l.Marshal())
+	l := tlog.Leaf{Index: 1, Op: tlog.OpResult, Command: "check", Findings: strings.Repeat("0", 64), Events: seals}
+	back, err := tlog.ParseLeaf(l.Marshal())
 	if err != nil || len(back.Events) != 2 || back.Events[0] != seals[0] {
 		t.Fatalf("read back: %+v %v", back, err)
 	}
@@ -427,7 +428,7 @@ func TestResultLeafSealsEvents(t *testing.T) {
 		strings.Replace(text, `"20261201T120000.000000000Z.jsonl"`, "20261201T120000.000000000Z.jsonl", 1),
 		strings.Replace(text, " 12 40 ", " 012 40 ", 1),
 	} {
-		if _, err := ParseLeaf([]byte(bad)); err == nil {
+		if _, err := tlog.ParseLeaf([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}

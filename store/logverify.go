@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // LogProblem is one thing the log and the store disagree on. Leaf is the
@@ -24,11 +25,11 @@ type LogProblem struct {
 
 // LogReport is what VerifyLog found.
 type LogReport struct {
-	Head      TreeHead     `json:"head"` // recomputed from the leaves
-	Snapshots int          `json:"snapshots"`
-	Problems  []LogProblem `json:"problems"`
+	Head      tlog.TreeHead `json:"head"` // recomputed from the leaves
+	Snapshots int           `json:"snapshots"`
+	Problems  []LogProblem  `json:"problems"`
 	// Checkpoint is the earlier checkpoint proved against, when one was given.
-	Checkpoint *TreeHead `json:"checkpoint,omitempty"`
+	Checkpoint *tlog.TreeHead `json:"checkpoint,omitempty"`
 	// Seals are the event log's seals the result leaves recorded, for the
 	// caller to check against the event log (the store does not read it).
 	Seals []LeafSeal `json:"-"`
@@ -37,7 +38,7 @@ type LogReport struct {
 // LeafSeal is one seal of the event log, and the leaf that recorded it.
 type LeafSeal struct {
 	Leaf uint64
-	EventSeal
+	tlog.EventSeal
 }
 
 // live is a snapshot the log says is stored: the leaf that stored it and
@@ -66,7 +67,7 @@ func (v *logVerifier) problem(leaf int64, id, format string, args ...any) {
 // holds exactly the snapshots they say, with their digests, and a matching
 // baseline index. With cp, the log must also extend that earlier checkpoint
 // by an RFC 6962 consistency proof.
-func (s *Store) VerifyLog(cp *TreeHead) (*LogReport, error) {
+func (s *Store) VerifyLog(cp *tlog.TreeHead) (*LogReport, error) {
 	rep := &LogReport{Problems: []LogProblem{}, Checkpoint: cp}
 	err := s.view(func(tx *bolt.Tx) error {
 		v := &logVerifier{s: s, tx: tx, rep: rep, live: map[string]live{}}
@@ -95,7 +96,7 @@ func (v *logVerifier) readLeaves() error {
 	if leaves := v.tx.Bucket(bucketLog); leaves != nil {
 		err := leaves.ForEach(func(k, text []byte) error {
 			v.readLeaf(k, text)
-			h := LeafHash(text)
+			h := tlog.LeafHash(text)
 			v.hashes = append(v.hashes, h)
 			return rng.Append(h, nil)
 		})
@@ -109,7 +110,7 @@ func (v *logVerifier) readLeaves() error {
 	}
 	v.rep.Head.Size, v.rep.Head.Root = rng.End(), root
 	if v.rep.Head.Origin == "" {
-		v.rep.Head.Origin = Origin(hostID())
+		v.rep.Head.Origin = tlog.Origin(hostID())
 		if rng.End() > 0 {
 			v.problem(-1, "", "the log has %d leaves but no origin", rng.End())
 		}
@@ -133,7 +134,7 @@ func (v *logVerifier) readLeaf(k, text []byte) {
 	if len(k) != 8 || binary.BigEndian.Uint64(k) != pos {
 		v.problem(int64(pos), "", "leaf key %x where leaf %d belongs: a leaf was deleted or inserted", k, pos)
 	}
-	l, err := ParseLeaf(text)
+	l, err := tlog.ParseLeaf(text)
 	if err != nil {
 		v.problem(int64(pos), "", "%v", err)
 		return
@@ -153,15 +154,15 @@ func (v *logVerifier) readLeaf(k, text []byte) {
 	}
 }
 
-func (v *logVerifier) replay(pos uint64, op string, ref LeafSnapshot) {
+func (v *logVerifier) replay(pos uint64, op string, ref tlog.LeafSnapshot) {
 	cur, stored := v.live[ref.ID]
 	switch op {
-	case OpPut, OpAdopt:
+	case tlog.OpPut, tlog.OpAdopt:
 		if stored {
 			v.problem(int64(pos), ref.ID, "stores snapshot %s again, already stored by leaf %d", ref.ID, cur.leaf)
 		}
 		v.live[ref.ID] = live{leaf: pos, digest: ref.Digest}
-	case OpRemove, OpPrune:
+	case tlog.OpRemove, tlog.OpPrune:
 		switch {
 		case !stored:
 			v.problem(int64(pos), ref.ID, "removes snapshot %s, which no earlier leaf stores", ref.ID)
@@ -169,7 +170,7 @@ func (v *logVerifier) replay(pos uint64, op string, ref LeafSnapshot) {
 			v.problem(int64(pos), ref.ID, "removes snapshot %s with digest %s, stored by leaf %d as %s", ref.ID, ref.Digest, cur.leaf, cur.digest)
 		}
 		delete(v.live, ref.ID)
-	case OpResult:
+	case tlog.OpResult:
 	default:
 		v.problem(int64(pos), ref.ID, "unknown operation %q", op)
 	}
@@ -233,7 +234,7 @@ func (v *logVerifier) checkBaselines() {
 }
 
 // checkConsistency proves the log extends the earlier checkpoint cp.
-func (v *logVerifier) checkConsistency(cp TreeHead) {
+func (v *logVerifier) checkConsistency(cp tlog.TreeHead) {
 	head := v.rep.Head
 	switch {
 	case cp.Origin != head.Origin:
@@ -243,7 +244,7 @@ func (v *logVerifier) checkConsistency(cp TreeHead) {
 	default:
 		p, err := consistencyProof(v.hashes, cp.Size, head.Size)
 		if err == nil {
-			err = proof.VerifyConsistency(hasher, cp.Size, head.Size, p, cp.Root, head.Root)
+			err = proof.VerifyConsistency(tlog.Hasher, cp.Size, head.Size, p, cp.Root, head.Root)
 		}
 		if err != nil {
 			v.problem(-1, "", "the log's first %d leaves do not hash to the checkpoint's root: a leaf before %d was changed, or the log replaced (%v)", cp.Size, cp.Size, err)
@@ -273,7 +274,7 @@ func mth(leaves [][]byte) []byte {
 	for k*2 < len(leaves) {
 		k *= 2
 	}
-	return hasher.HashChildren(mth(leaves[:k]), mth(leaves[k:]))
+	return tlog.Hasher.HashChildren(mth(leaves[:k]), mth(leaves[k:]))
 }
 
 // proofHashes fills in the hashes of a proof's nodes from the leaves.
@@ -286,7 +287,7 @@ func proofHashes(leaves [][]byte, nodes proof.Nodes) ([][]byte, error) {
 		}
 		hashes[i] = h
 	}
-	return nodes.Rehash(hashes, hasher.HashChildren)
+	return nodes.Rehash(hashes, tlog.Hasher.HashChildren)
 }
 
 func consistencyProof(leaves [][]byte, size1, size2 uint64) ([][]byte, error) {
@@ -305,15 +306,6 @@ func causeOf(err error) string {
 	return err.Error()
 }
 
-// InclusionProof proves a snapshot's leaf is in the log at Head (RFC 6962).
-type InclusionProof struct {
-	Snapshot  string   `json:"snapshot"`
-	LeafIndex uint64   `json:"leaf_index"`
-	Leaf      string   `json:"leaf"` // the leaf's text
-	Hashes    [][]byte `json:"hashes"`
-	Head      TreeHead `json:"head"`
-}
-
 var errNotInLog = errors.New("no leaf of the store's log stores it")
 
 // IsNotInLog reports whether Inclusion's error says a snapshot is not in
@@ -322,8 +314,8 @@ func IsNotInLog(err error) bool { return errors.Is(err, errNotInLog) }
 
 // Inclusion proves that the leaf storing each of ids is in the log, all at
 // the log's current head. A snapshot no leaf stores is an error.
-func (s *Store) Inclusion(ids ...string) ([]InclusionProof, error) {
-	var out []InclusionProof
+func (s *Store) Inclusion(ids ...string) ([]tlog.InclusionProof, error) {
+	var out []tlog.InclusionProof
 	err := s.view(func(tx *bolt.Tx) error {
 		v := &logVerifier{s: s, tx: tx, rep: &LogReport{}, live: map[string]live{}}
 		if err := v.readLeaves(); err != nil {
@@ -343,25 +335,9 @@ func (s *Store) Inclusion(ids ...string) ([]InclusionProof, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, InclusionProof{Snapshot: id, LeafIndex: l.leaf, Leaf: string(texts.Get(seqKey(l.leaf))), Hashes: hashes, Head: v.rep.Head})
+			out = append(out, tlog.InclusionProof{Snapshot: id, LeafIndex: l.leaf, Leaf: string(texts.Get(seqKey(l.leaf))), Hashes: hashes, Head: v.rep.Head})
 		}
 		return nil
 	})
 	return out, err
-}
-
-// Verify checks the proof against its head, and that its leaf stores its
-// snapshot with digest (when digest is not empty).
-func (p InclusionProof) Verify() error {
-	l, err := ParseLeaf([]byte(p.Leaf))
-	if err != nil {
-		return err
-	}
-	if l.Index != p.LeafIndex || (l.Op != OpPut && l.Op != OpAdopt) || len(l.Snapshots) != 1 || l.Snapshots[0].ID != p.Snapshot {
-		return fmt.Errorf("leaf %d does not store snapshot %s", p.LeafIndex, p.Snapshot)
-	}
-	if err := proof.VerifyInclusion(hasher, p.LeafIndex, p.Head.Size, LeafHash([]byte(p.Leaf)), p.Hashes, p.Head.Root); err != nil {
-		return fmt.Errorf("snapshot %s: leaf %d is not in the log of size %d: %w", p.Snapshot, p.LeafIndex, p.Head.Size, err)
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // ErrProtected is returned by Remove for a tenant's latest baseline without force.
@@ -52,7 +53,7 @@ func (s *Store) Remove(idOrPrefix string, force bool) (string, error) {
 		if err := s.delete(tx, m); err != nil {
 			return err
 		}
-		if err := log.append(Leaf{Op: OpRemove, Snapshots: []LeafSnapshot{{ID: id, Digest: digest}}}); err != nil {
+		if err := log.append(tlog.Leaf{Op: tlog.OpRemove, Snapshots: []tlog.LeafSnapshot{{ID: id, Digest: digest}}}); err != nil {
 			return err
 		}
 		return s.sweep(tx)
@@ -123,13 +124,13 @@ func (s *Store) Prune(p Prune) ([]Meta, error) {
 		if err != nil {
 			return err
 		}
-		leaf := Leaf{Op: OpPrune}
+		leaf := tlog.Leaf{Op: tlog.OpPrune}
 		for _, m := range victims {
 			digest, err := s.storedDigest(tx, m.ID, nil)
 			if err != nil {
 				return err
 			}
-			leaf.Snapshots = append(leaf.Snapshots, LeafSnapshot{ID: m.ID, Digest: digest})
+			leaf.Snapshots = append(leaf.Snapshots, tlog.LeafSnapshot{ID: m.ID, Digest: digest})
 			if err := s.delete(tx, m); err != nil {
 				return err
 			}

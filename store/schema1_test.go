@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // schema1Copy copies testdata/schema1/store.bolt, written by the last gpusnap
@@ -31,7 +32,7 @@ func schema1Copy(t *testing.T) string {
 }
 
 // schema1Checkpoint is the checkpoint the old gpusnap signed of the store.
-func schema1Checkpoint(t *testing.T) *TreeHead {
+func schema1Checkpoint(t *testing.T) *tlog.TreeHead {
 	t.Helper()
 	text, err := os.ReadFile("testdata/schema1/checkpoint.txt")
 	if err != nil {
@@ -49,7 +50,7 @@ func schema1Checkpoint(t *testing.T) *TreeHead {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, verified, err := ParseCheckpoint(text, pub.(ed25519.PublicKey))
+	head, verified, err := tlog.ParseCheckpoint(text, pub.(ed25519.PublicKey))
 	if err != nil || !verified {
 		t.Fatalf("checkpoint: verified %v, %v", verified, err)
 	}
@@ -97,7 +98,7 @@ func wantSameJSON(t *testing.T, s *Store, before map[string][]byte) {
 }
 
 // wantVerified checks the store against its log and the old checkpoint.
-func wantVerified(t *testing.T, s *Store, cp *TreeHead, size uint64) {
+func wantVerified(t *testing.T, s *Store, cp *tlog.TreeHead, size uint64) {
 	t.Helper()
 	rep := mustVerify(t, s, cp)
 	if len(rep.Problems) > 0 || rep.Head.Size != size {

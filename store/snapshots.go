@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // fillSequential packs buckets whose keys only grow (time-sorted ids,
@@ -84,7 +85,7 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
 	}
-	mb, err := json.Marshal(metaOf(snap))
+	mb, err := json.Marshal(tlog.MetaOf(snap))
 	if err != nil {
 		return fmt.Errorf("store: encode snapshot: %w", err)
 	}
@@ -92,7 +93,7 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 	for i := range procs {
 		sums[i] = procs[i].sum
 	}
-	put := Leaf{Op: OpPut, Snapshots: []LeafSnapshot{{ID: snap.ID, Digest: SnapshotDigest(mb, hb, sums, snap.Processes == nil)}}}
+	put := tlog.Leaf{Op: tlog.OpPut, Snapshots: []tlog.LeafSnapshot{{ID: snap.ID, Digest: tlog.SnapshotDigest(mb, hb, sums, snap.Processes == nil)}}}
 	hb = compress(nil, hb)
 	id := []byte(snap.ID)
 

@@ -18,7 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // SchemaVersion is the layout this gpusnap writes and reads. A file of a newer
@@ -63,14 +63,9 @@ func (f Filter) match(m Meta) bool {
 		(f.Since.IsZero() || !m.Time.Before(f.Since))
 }
 
-// Meta describes a stored snapshot without loading it.
-type Meta struct {
-	ID     string    `json:"id"`
-	Label  string    `json:"label"`
-	Tenant string    `json:"tenant"`
-	Host   string    `json:"host"`
-	Time   time.Time `json:"time"`
-}
+// Meta describes a stored snapshot without loading it: the log's format
+// defines it, since a leaf's digest covers it.
+type Meta = tlog.Meta
 
 // Errors callers tell apart with errors.Is.
 var (
@@ -314,9 +309,4 @@ func (s *Store) buckets(tx *bolt.Tx, names ...[]byte) ([]*bolt.Bucket, error) {
 		}
 	}
 	return out, nil
-}
-
-// metaOf is what List shows of a snapshot.
-func metaOf(snap *snapshot.Snapshot) Meta {
-	return Meta{ID: snap.ID, Label: snap.Label, Tenant: snap.Tenant, Host: snap.Host.Hostname, Time: snap.Host.CaptureStart.UTC()}
 }

@@ -1,5 +1,5 @@
-// Package floor is the raw floor of a /proc capture: the kernel's own cost of
-// what any snapshot tool must at least ask of it. One thread reads every
+// Package floor is the raw floor of a /proc capture, the kernel's own cost
+// of what any snapshot tool must at least ask of it. One thread reads every
 // /proc/PID/maps and readlinks every /proc/PID/fd/N, with reused buffers and
 // bare system calls, and parses nothing but directory entries. gpusnap's speed
 // target is a ratio to this floor (bench/run.sh, BenchmarkRawFloor).
@@ -16,7 +16,7 @@ type Counts struct {
 	Links     int   // fd links read
 }
 
-// Walker walks a proc root; its buffers are reused from walk to walk.
+// Walker walks a proc root, reusing its buffers from walk to walk.
 type Walker struct {
 	dirBuf, fdBuf, readBuf, linkBuf []byte
 }

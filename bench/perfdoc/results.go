@@ -36,10 +36,11 @@ type hfResult struct {
 // cpu is the command's mean user+system time.
 func (h hfResult) cpu() float64 { return h.User + h.System }
 
-// stepResult is what one step measured: benchmark metrics by benchmark
-// (without its "Benchmark" prefix and GOMAXPROCS suffix) and unit, the
-// median where a benchmark ran more than once; hyperfine results by
-// command name; and named metrics the scripts and tests print.
+// stepResult is what one step measured. It keeps benchmark metrics by
+// benchmark (without its "Benchmark" prefix and GOMAXPROCS suffix) and
+// unit, the median where a benchmark ran more than once. It keeps
+// hyperfine results by command name, and the named metrics the scripts and
+// tests print.
 type stepResult struct {
 	step
 	out    string

@@ -19,7 +19,7 @@ import (
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 func baselineCommand() *cli.Command {
@@ -109,7 +109,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 // printBaseline prints a baseline: the gate's result r (nil: none) and the
 // id on stdout's last line, or with --json the snapshot with the store's log
 // and the gate's result as its check. An id is printed only once stored.
-func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result, verbose bool, storeErr error) error {
+func printBaseline(g globals, snap *snapshot.Snapshot, head tlog.TreeHead, r *diff.Result, verbose bool, storeErr error) error {
 	if g.JSON {
 		if storeErr != nil && r == nil {
 			return nil
@@ -131,7 +131,7 @@ func printBaseline(g globals, snap *snapshot.Snapshot, head store.TreeHead, r *d
 // more top-level fields: store_log, the head of the store's log after the
 // snapshot's leaf, which leaves the node with the prolog's output; and
 // check, the gate's result as check --json prints it, where r is not nil.
-func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head store.TreeHead, r *diff.Result) error {
+func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head tlog.TreeHead, r *diff.Result) error {
 	hold := &holdTail{w: w, n: len("}\n")}
 	if err := render.SnapshotJSON(hold, snap, nil); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 func bundleCommand() *cli.Command {
@@ -300,7 +301,7 @@ func fileSHA256(path string) (string, error) {
 // named as such.
 func storeEvidence(g globals, key ed25519.PrivateKey, ids ...string) (*bundle.StoreEvidence, error) {
 	ev := &bundle.StoreEvidence{}
-	var head store.TreeHead
+	var head tlog.TreeHead
 	err := readStore(g, func(st *store.Store) error {
 		var err error
 		if head, err = st.Head(); err != nil {

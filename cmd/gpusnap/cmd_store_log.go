@@ -21,6 +21,7 @@ import (
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 	"github.com/gpusnap/gpusnap/watch"
 )
 
@@ -55,7 +56,7 @@ func runStoreCheckpoint(_ context.Context, g globals, o storeCheckpointOptions) 
 	if err != nil {
 		return err
 	}
-	var head store.TreeHead
+	var head tlog.TreeHead
 	if err := readStore(g, func(st *store.Store) error {
 		head, err = st.Head()
 		return err
@@ -68,7 +69,7 @@ func runStoreCheckpoint(_ context.Context, g globals, o storeCheckpointOptions) 
 	}
 	if g.JSON {
 		return render.JSON(g.Stdout, struct {
-			store.TreeHead
+			tlog.TreeHead
 			Checkpoint string `json:"checkpoint"`
 		}{head, string(note)})
 	}
@@ -109,7 +110,7 @@ func parseStoreVerify(c *cli.Context) (storeVerifyOptions, error) {
 const maxCheckpoint = 64 << 10
 
 func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
-	var cp *store.TreeHead
+	var cp *tlog.TreeHead
 	verified := false
 	if o.Checkpoint != "" {
 		var pub ed25519.PublicKey
@@ -123,7 +124,7 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 		if err != nil {
 			return err
 		}
-		head, ok, err := store.ParseCheckpoint(text, pub)
+		head, ok, err := tlog.ParseCheckpoint(text, pub)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.Checkpoint, err)
 		}
@@ -227,10 +228,10 @@ func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, e
 	if err != nil {
 		return fmt.Errorf("%s result not recorded in the store's log: %w", command, err)
 	}
-	var seals []store.EventSeal
+	var seals []tlog.EventSeal
 	if events != nil {
 		for _, h := range events.Meta().Heads {
-			seals = append(seals, store.EventSeal{Segment: h.Segment, Line: h.Line, Seq: h.Seq, Hash: h.Hash})
+			seals = append(seals, tlog.EventSeal{Segment: h.Segment, Line: h.Line, Seq: h.Seq, Hash: h.Hash})
 		}
 	}
 	head, err := st.AppendResult(command, hex.EncodeToString(sum[:]), seals, ids...)
@@ -247,9 +248,9 @@ func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, e
 
 // checkpointText is head as a checkpoint: a signed note with key, its body
 // and the blank line alone without.
-func checkpointText(head store.TreeHead, key ed25519.PrivateKey) ([]byte, error) {
+func checkpointText(head tlog.TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 	if key == nil {
-		return append(store.CheckpointBody(head), '\n'), nil
+		return append(tlog.CheckpointBody(head), '\n'), nil
 	}
-	return store.SignCheckpoint(head, key)
+	return tlog.SignCheckpoint(head, key)
 }

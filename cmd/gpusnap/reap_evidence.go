@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/reap"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 // reapEvidence is what reap keeps before it acts: the bundle of the
@@ -92,7 +92,7 @@ func (e *reapEvidence) record(g globals, outcomes []reap.Outcome, j *judgement) 
 		if err != nil {
 			return err
 		}
-		var head store.TreeHead
+		var head tlog.TreeHead
 		for _, out := range outcomes {
 			b, err := json.Marshal(out)
 			if err != nil {

@@ -1,5 +1,5 @@
 // Package ghostcase is the case the evidence bundle and its report pages
-// are tested on: a tenant's ghost and a miner with a hostile name, as two
+// are tested on, a tenant's ghost and a miner with a hostile name, as two
 // snapshots and their diff. It is test data in code, shared by the bundle's
 // and the renderers' tests so that both check the same case.
 package ghostcase
@@ -11,8 +11,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// HostileComm and friends are what a tenant can name its processes: markup,
-// escape sequences, a forged line and bytes that are not UTF-8.
+// HostileComm and friends are what a tenant can name its processes, with
+// markup, escape sequences, a forged line and bytes that are not UTF-8.
 const (
 	HostileComm = "<script>alert(1)</script>"
 	HostileExe  = "/tmp/.x/\x1b[31mminer\xff"
@@ -22,7 +22,7 @@ const (
 // title, holds Markdown and HTML and is not UTF-8.
 var HostileCmdline = []string{"python3", "-c", "x\n- forged: line\x1b]0;pwned\x07", "`code` <img src=x onerror=alert(2)>", "bad\xfe\xffutf8"}
 
-// T0 is the FROM capture time; the rest of the case is placed from it.
+// T0 is the FROM capture time, and the rest of the case is placed from it.
 var T0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 func ptr[T any](v T) *T { return &v }
@@ -34,7 +34,7 @@ type Case struct {
 	TenantStart, TenantEnd time.Time
 }
 
-// New is a tenant's ghost: a forked child still mapping /dev/nvidia0
+// New is a tenant's ghost, a forked child still mapping /dev/nvidia0
 // read-write after its parent exited, a renamed miner from /tmp with a
 // hostile name, and nvidia-persistenced unchanged at both ends.
 func New() Case {
@@ -68,7 +68,7 @@ func New() Case {
 			Maps:    "7f1000000000-7f1000001000 r--s 00000000 00:06 812 /dev/nvidiactl\n",
 			Status:  "Name:\t" + HostileComm + "\nPid:\t666\n",
 			Cmdline: "python3\x00-c\x00x\n- forged: line\x1b]0;pwned\x07\x00",
-			Cgroup:  "0::/user.slice/x\xff.scope\n", // not UTF-8: kept byte for byte
+			Cgroup:  "0::/user.slice/x\xff.scope\n", // not UTF-8, and kept byte for byte
 		},
 	}
 	before := &snapshot.Snapshot{

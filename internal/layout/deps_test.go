@@ -29,13 +29,14 @@ func TestDataPackagesLinkNoCapture(t *testing.T) {
 	}
 }
 
-// TestReadersLinkNoGRPC: the packages that read, judge, bundle and print
-// snapshots link no gRPC. They take the kubelet's answer as kubelet's data,
+// TestReadersLinkNoGRPC: the packages that read, judge, store, bundle and
+// print snapshots link no gRPC. They take the kubelet's answer as kubelet's data,
 // never its client (kubelet/podresources), and a kernel log's position as
 // snapshot data: snapshot imports no other package of gpusnap's (kmsg
 // imports it), internal/ aside.
 func TestReadersLinkNoGRPC(t *testing.T) {
-	for _, pkg := range []string{"bundle", "render", "snapshot", "diff", "kubelet"} {
+	for _, pkg := range []string{"bundle", "render", "snapshot", "diff", "kubelet", "store", "store/tlog", "eventlog",
+		"metrics", "ocsf", "npd", "kmsg", "reap"} {
 		for _, dep := range deps(t, pkg) {
 			if strings.HasPrefix(dep, "google.golang.org/grpc") || dep == "github.com/gpusnap/gpusnap/kubelet/podresources" {
 				t.Errorf("%s links %s", pkg, dep)
@@ -53,16 +54,19 @@ func TestReadersLinkNoGRPC(t *testing.T) {
 	}
 }
 
-// TestArrowsLinkWhatTheyUse: a package links none of the packages below,
+// TestArrowsLinkWhatTheyUse: a package links none of the packages below (a
+// path ending in / stands for those under it),
 // each of which it once linked for one type. render takes the kubelet's
-// allocations as an interface.
+// allocations as an interface, and bundle verifies the log's proofs with
+// its format alone (store/tlog), not the store and bbolt.
 func TestArrowsLinkWhatTheyUse(t *testing.T) {
 	for pkg, forbidden := range map[string][]string{
-		"render": {"github.com/gpusnap/gpusnap/kubelet"},
+		"render": {"github.com/gpusnap/gpusnap/kubelet", "github.com/gpusnap/gpusnap/kubelet/"},
+		"bundle": {"github.com/gpusnap/gpusnap/store", "go.etcd.io/bbolt", "go.etcd.io/bbolt/"},
 	} {
 		for _, dep := range deps(t, pkg) {
 			for _, f := range forbidden {
-				if dep == f || strings.HasPrefix(dep, f+"/") {
+				if dep == f || strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f) {
 					t.Errorf("%s links %s", pkg, dep)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// New returns the compiled pattern of expr, compiled on the first call; it
+// New returns the compiled pattern of expr, compiled on the first call. It
 // panics then, as regexp.MustCompile does, if expr is not a valid pattern.
 func New(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })

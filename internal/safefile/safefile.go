@@ -1,6 +1,6 @@
 // Package safefile reads files that someone else handed over (keys, allow
-// lists, fixtures, bundles): only regular files, up to a size limit, opened
-// so that a FIFO or a device in their place cannot block or flood the reader.
+// lists, fixtures, bundles). It reads only regular files, up to a size
+// limit, opened so that a FIFO or a device in their place cannot block or flood the reader.
 package safefile
 
 import (
@@ -19,7 +19,7 @@ var ErrTooLarge = errors.New("larger than the limit")
 
 // Open opens path for reading and checks that it is a regular file. It opens
 // with O_NONBLOCK, so that a FIFO (whose open would wait for a writer) is
-// refused at once instead of hanging; reads of a regular file ignore the flag.
+// refused at once instead of hanging. Reads of a regular file ignore the flag.
 func Open(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {

@@ -30,7 +30,7 @@ func Create(ctx context.Context, name string, perm os.FileMode, force bool, writ
 		return err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // after a link, the name stays; after a rename, nothing is left
+	defer os.Remove(tmp) // after a link the name stays, and after a rename nothing is left
 	if err := f.Chmod(perm); err != nil {
 		f.Close()
 		return err
@@ -39,7 +39,7 @@ func Create(ctx context.Context, name string, perm os.FileMode, force bool, writ
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err // interrupted after the last chunk: still nothing published
+		return err // interrupted after the last chunk, with still nothing published
 	}
 	if fi, err := os.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("%s is a symbolic link: refusing to replace it", name)
@@ -53,14 +53,14 @@ func Create(ctx context.Context, name string, perm os.FileMode, force bool, writ
 		return err
 	}
 	if d, err := os.Open(dir); err == nil {
-		d.Sync() // make the new name durable; a directory that cannot sync is no error
+		d.Sync() // make the new name durable (a directory that cannot sync is no error)
 		d.Close()
 	}
 	return nil
 }
 
-// CheckTarget says why Create would refuse to write name: a symbolic link, an
-// existing file without force, a missing directory, or as root another user's
+// CheckTarget says why Create would refuse to write name, such as a symbolic
+// link, an existing file without force, a missing directory, or as root another user's
 // link on the way. Commands call it before the work ahead of the write, so a
 // wrong -o fails before anything is done.
 func CheckTarget(name string, force bool) error {
@@ -105,8 +105,8 @@ func fill(ctx context.Context, f *os.File, write func(io.Writer) error) error {
 	return err
 }
 
-// interruptible fails every write once ctx is done: a long write (a bundle
-// of many MB to a slow disk) ends at the next chunk after a SIGTERM.
+// interruptible fails every write once ctx is done, so that a long write (a
+// bundle of many MB to a slow disk) ends at the next chunk after a SIGTERM.
 type interruptible struct {
 	ctx context.Context
 	w   io.Writer

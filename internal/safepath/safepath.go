@@ -69,9 +69,9 @@ func Resolve(path string, trusted uint32) (string, error) {
 }
 
 // CheckAncestors refuses a resolved path that another user could move away
-// and replace: an existing directory above it owned by a user other than
-// trusted or root, or writable by its group or others, unless sticky (as
-// /tmp is) with the entry below it owned by trusted or root.
+// and replace. That is a path below an existing directory owned by a user
+// other than trusted or root, or writable by its group or others, unless
+// sticky (as /tmp is) with the entry below it owned by trusted or root.
 func CheckAncestors(resolved string, trusted uint32) error {
 	parts := strings.Split(strings.TrimPrefix(filepath.Clean(resolved), "/"), "/")
 	dir := "/"

@@ -30,7 +30,7 @@ func (b *bidiWriter) Write(p []byte) (int, error) {
 		data = append(b.carry, p...)
 		b.carry = nil
 	}
-	// Keep back a rune cut at the end: the next write completes it.
+	// Keep back a rune cut at the end, which the next write completes.
 	if n := incompleteTail(data); n > 0 {
 		b.carry = append([]byte(nil), data[len(data)-n:]...)
 		data = data[:len(data)-n]

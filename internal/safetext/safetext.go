@@ -1,6 +1,6 @@
 // Package safetext makes text from processes safe to print on a terminal.
 // Process names, command lines and paths are chosen by whoever started the
-// process; a hostile one can carry newlines that forge report lines, escape
+// process. A hostile one can carry newlines that forge report lines, escape
 // sequences that rewrite the screen, or bytes that are not UTF-8.
 package safetext
 
@@ -18,7 +18,7 @@ import (
 func Escape(s string) string { return escape(s, true) }
 
 // Line is Escape for a message that may already hold escapes of its own, such
-// as an error that quoted its arguments with %q: backslashes are kept as they
+// as an error that quoted its arguments with %q. Backslashes are kept as they
 // are, so they are not doubled, and everything else Escape escapes still is.
 func Line(s string) string { return escape(s, false) }
 
@@ -55,7 +55,7 @@ func escape(s string, backslash bool) string {
 }
 
 // clean reports whether s is printable ASCII (with no backslash, when
-// backslashes are escaped): the common case, which needs no copy.
+// backslashes are escaped). That is the common case, which needs no copy.
 func clean(s string, backslash bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -76,7 +76,7 @@ func Join(args []string) string {
 }
 
 // FromC is a NUL-terminated C char array (as cgo and BPF records carry
-// them) as a Go string: the bytes before the first NUL, or all of them.
+// them) as a Go string, the bytes before the first NUL or all of them.
 func FromC(b []int8) string {
 	out := make([]byte, 0, len(b))
 	for _, c := range b {

@@ -1,5 +1,5 @@
 // Package schematest checks gpusnap's JSON against the JSON Schemas in
-// docs/schema with Debian's python3-jsonschema: a validator that is not
+// docs/schema with Debian's python3-jsonschema. That validator is not
 // gpusnap's, so a field renamed in Go and not in the schema fails a test.
 package schematest
 
@@ -18,7 +18,7 @@ const python = "/usr/bin/python3"
 
 // validator validates each document (argv[2:]) against the schema
 // (argv[1]), then renames each top-level field of each document (of its
-// first element, for an array) and wants the schema to refuse it: a schema
+// first element, for an array) and wants the schema to refuse it. A schema
 // that let a renamed field through would not pin the output down.
 const validator = `
 import json, sys

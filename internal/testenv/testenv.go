@@ -1,5 +1,5 @@
 // Package testenv is the one rule for where a test runs. `go test -short`
-// runs what needs Go and gcc alone, in about a minute; a test that needs
+// runs what needs Go and gcc alone, in about a minute. A test that needs
 // root, another tool, or minutes says so here and is skipped, with its
 // reason, under -short or where the host lacks what it needs.
 package testenv
@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// NotShort skips the test under -short, saying why it is not short: a
-// tool beyond Go and gcc, root, or its time.
+// NotShort skips the test under -short, saying why it is not short (a
+// tool beyond Go and gcc, root, or its time).
 func NotShort(t testing.TB, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -41,8 +41,8 @@ func Tools(t testing.TB, tools ...string) {
 	}
 }
 
-// Missing skips a test for what it needs and the host lacks: something
-// .ci/run installs, so CI's test summary fails on this skip.
+// Missing skips a test for what it needs and the host lacks. .ci/run
+// installs what tests need, so CI's test summary fails on this skip.
 func Missing(t testing.TB, what string) {
 	t.Helper()
 	t.Skipf("%s is not installed (.ci/run installs it)", what)

@@ -1,6 +1,6 @@
 // Package kubelettest serves the kubelet's pod-resources v1 gRPC service on
-// a unix socket, from pods a test gives, as the kubelet serves it on a node:
-// the real service definition, the real transport.
+// a unix socket, from pods a test gives, as the kubelet serves it on a node.
+// It uses the real service definition and the real transport.
 package kubelettest
 
 import (
@@ -72,8 +72,8 @@ func Claim(namespace, name string, devices ...*podresourcesv1.ClaimResource) *po
 	return &podresourcesv1.DynamicResource{ClaimNamespace: namespace, ClaimName: name, ClaimResources: devices}
 }
 
-// ClaimDevice is one device of a claim: its driver, pool and name, its share
-// id ("" for none) and the CDI devices the driver prepared for it.
+// ClaimDevice is one device of a claim, with its driver, pool and name, its
+// share id ("" for none) and the CDI devices the driver prepared for it.
 func ClaimDevice(driver, pool, device, shareID string, cdiDevices ...string) *podresourcesv1.ClaimResource {
 	r := &podresourcesv1.ClaimResource{DriverName: driver, PoolName: pool, DeviceName: device}
 	if shareID != "" {
@@ -86,11 +86,11 @@ func ClaimDevice(driver, pool, device, shareID string, cdiDevices ...string) *po
 }
 
 // NVIDIAClaimSpec writes into dir the transient CDI spec that NVIDIA's DRA
-// driver writes for a prepared claim (k8s.gpu.nvidia.com-claim_<claim
-// uid>.yaml: vendor k8s.gpu.nvidia.com, class claim, device <claim
-// uid>-<device name>, whose edits add the GPU's node /dev/nvidia<minor>,
-// and a MIG device's capability nodes), and returns the device's qualified
-// CDI name, as the kubelet lists it.
+// driver writes for a prepared claim, and returns the device's qualified
+// CDI name, as the kubelet lists it. The spec is
+// k8s.gpu.nvidia.com-claim_<claim uid>.yaml, of vendor k8s.gpu.nvidia.com
+// and class claim, with a device <claim uid>-<device name> whose edits add
+// the GPU's node /dev/nvidia<minor> and a MIG device's capability nodes.
 func NVIDIAClaimSpec(t testing.TB, dir, claimUID, device string, minor int) string {
 	t.Helper()
 	caps := ""

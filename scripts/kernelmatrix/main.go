@@ -35,7 +35,7 @@ func main() {
 	}
 }
 
-// guest runs the tests as the guest's init and powers the guest off; the
+// guest runs the tests as the guest's init and powers the guest off. The
 // console (the serial port) carries their output, framed by marker lines.
 func guest() {
 	for _, m := range []struct{ src, dir, fs string }{
@@ -81,8 +81,8 @@ func guest() {
 const marker = "gpusnap-matrix:"
 
 // printTable writes the table of logs to w, one row a kernel (the logs of
-// one kernel's guests merged); ok is false where a guest's tests did not all
-// pass.
+// one kernel's guests merged). ok is false where a guest's tests did not
+// all pass.
 func printTable(w io.Writer, logs []string) (ok bool, err error) {
 	ok = true
 	fmt.Fprintln(w, "| kernel | capture iterators | lsm | fentry | kprobe | tracepoint | tests |")

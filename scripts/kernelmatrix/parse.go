@@ -9,8 +9,8 @@ import (
 type result struct {
 	kernel    string
 	iterators string            // which capture programs loaded, or why none did
-	hooks     map[string]string // per watch hook: what it caught, or why it was refused
-	costs     map[string]string // per watch hook: an open/close loop's speed with it, against none
+	hooks     map[string]string // what each watch hook caught, or why it was refused
+	costs     map[string]string // each watch hook's open/close loop speed, against none
 	failed    []string          // tests that failed or skipped (in a matrix guest a skip is a failure)
 	exit      string            // the test binary's exit, "" where the guest never said
 }
@@ -25,8 +25,8 @@ var (
 	noKfunc = regexp.MustCompile(`program \S+: fixing up kfuncs: kfunc "(\w+)": not supported`)
 )
 
-// parseLog reads the lines the tests log for the matrix ("matrix: ..."),
-// the tests' outcomes and the init's own marker lines.
+// parseLog reads the lines the tests log for the matrix (those that begin
+// "matrix"), the tests' outcomes and the init's own marker lines.
 func parseLog(log string) result {
 	r := result{kernel: "unknown", hooks: map[string]string{}, costs: map[string]string{}}
 	for _, line := range strings.Split(strings.ReplaceAll(log, "\r", ""), "\n") {
@@ -81,7 +81,7 @@ func (r result) verdict() string {
 	return "failed: " + strings.Join(r.failed, ", ")
 }
 
-// hook is the cell of a watch hook: what it caught, and what it cost.
+// hook is the cell of a watch hook, what it caught and what it cost.
 func (r result) hook(name string) string {
 	return strings.TrimPrefix(r.hooks[name]+r.costs[name], "; ")
 }

@@ -68,7 +68,7 @@ func summarize(in io.Reader, out io.Writer) ([]skip, error) {
 	return skips, sc.Err()
 }
 
-// reason is the message a skipped test logged last: the t.Skip text.
+// reason is the message a skipped test logged last, the t.Skip text.
 func reason(lines []string) string {
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
@@ -79,7 +79,7 @@ func reason(lines []string) string {
 	return "(no reason given)"
 }
 
-// report lists the skipped tests; it is false where one skipped for a tool
+// report lists the skipped tests. It is false where one skipped for a tool
 // that is not installed.
 func report(out io.Writer, skips []skip) bool {
 	ok := true

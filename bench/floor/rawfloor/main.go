@@ -1,5 +1,5 @@
 // Command rawfloor walks /proc once as the raw floor does (package floor) and
-// prints what it touched on stderr: bench/run.sh times it beside gpusnap.
+// prints what it touched on stderr. bench/run.sh times it beside gpusnap.
 package main
 
 import (

@@ -1,4 +1,4 @@
-package store
+package tlog
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"strings"
 
-	tlog "github.com/transparency-dev/formats/log"
+	tdlog "github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 )
 
-// A checkpoint is a C2SP signed note (c2sp.org/tlog-checkpoint): the origin,
-// the tree size and the base64 root hash, one line each, then a blank line
-// and the signature lines. The key's name in the note is the log's origin;
-// its ed25519 key is --sign-key's.
+// A checkpoint is a C2SP signed note (c2sp.org/tlog-checkpoint). It holds
+// the origin, the tree size and the base64 root hash, one line each, then a
+// blank line and the signature lines. The key's name in the note is the
+// log's origin, and its ed25519 key is --sign-key's.
 
 // algEd25519 is the signed-note algorithm byte of an ed25519 key.
 const algEd25519 = 1
@@ -41,11 +41,11 @@ func SignCheckpoint(head TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 
 // CheckpointBody is head's checkpoint text, without signatures.
 func CheckpointBody(head TreeHead) []byte {
-	return tlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
+	return tdlog.Checkpoint{Origin: head.Origin, Size: head.Size, Hash: head.Root}.Marshal()
 }
 
-// cutKey splits a verifier key name+hash+key: a name holds no '+', the
-// base64 key may.
+// cutKey splits a verifier key into its name, hash and key. A name holds
+// no '+', though the base64 key may.
 func cutKey(vkey string) (name, hash, key string) {
 	parts := strings.SplitN(vkey, "+", 3)
 	if len(parts) != 3 {
@@ -58,20 +58,20 @@ func cutKey(vkey string) (name, hash, key string) {
 var ErrCheckpointSignature = errors.New("checkpoint signature does not verify")
 
 // ParseCheckpoint reads a checkpoint. With pub, it must carry a valid
-// signature of that key under the checkpoint's origin; without, its
-// signature is not checked (verified false).
+// signature of that key under the checkpoint's origin. Without pub, its
+// signature is not checked and verified is false.
 func ParseCheckpoint(text []byte, pub ed25519.PublicKey) (head TreeHead, verified bool, err error) {
 	body, _, ok := bytes.Cut(text, []byte("\n\n"))
 	if !ok {
 		return head, false, errors.New("not a signed note: no blank line before its signatures")
 	}
-	var cp tlog.Checkpoint
+	var cp tdlog.Checkpoint
 	if _, err := cp.Unmarshal(append(body, '\n')); err != nil {
 		return head, false, err
 	}
 	head = TreeHead{Origin: cp.Origin, Size: cp.Size, Root: cp.Hash}
-	if len(cp.Hash) != hasher.Size() {
-		return head, false, fmt.Errorf("checkpoint root of %d bytes, want %d", len(cp.Hash), hasher.Size())
+	if len(cp.Hash) != Hasher.Size() {
+		return head, false, fmt.Errorf("checkpoint root of %d bytes, want %d", len(cp.Hash), Hasher.Size())
 	}
 	if pub == nil {
 		return head, false, nil
