@@ -96,8 +96,9 @@ func TestWrap(t *testing.T) {
 	}
 }
 
-// report.md and report.html lead with the blocks: each process's class, next
-// and why stand before the time line and the findings in full.
+// report.md and report.html lead with the lead line, then the blocks: each
+// process's class, next and why stand before the time line and the findings
+// in full.
 func TestReportsLeadWithBlocks(t *testing.T) {
 	p := pages(t, triaged())
 	for name, page := range map[string]string{"report.md": string(p.Markdown), "report.html": string(p.HTML)} {
@@ -107,9 +108,16 @@ func TestReportsLeadWithBlocks(t *testing.T) {
 			if name == "report.md" {
 				want = mdText(want)
 			}
-			if i := strings.Index(page, want); i < 0 || first < 0 || i < first {
-				t.Errorf("%s: %q not after the blocks' heading (at %d, heading at %d)", name, want, i, first)
+			if first < 0 || !strings.Contains(page[first:], want) {
+				t.Errorf("%s: %q not after the blocks' heading (at %d)", name, want, first)
 			}
+		}
+		class := diff.ClassSuspectedCompromise
+		if name == "report.md" {
+			class = mdText(class)
+		}
+		if lead := strings.Index(page, "Lead: "); lead < 0 || lead > first || !strings.Contains(page[lead:first], class) {
+			t.Errorf("%s: no lead naming the suspected compromise before the blocks", name)
 		}
 		if strings.Index(page, "Time line") < strings.Index(page, "kill -9 4243") {
 			t.Errorf("%s: the time line comes before the blocks", name)

@@ -26,6 +26,7 @@ type report struct {
 	Before    snapRow
 	After     snapRow
 	Verdict   string
+	Lead      string   // what to act on first (diff.LeadOf), escaped; "" with nothing to act on
 	Notes     []string // what the diff could not check
 	Summary   diff.Summary
 	Groups    []group
@@ -142,6 +143,7 @@ func newReport(in BundleInput) *report {
 		{"driver", safetext.Escape(in.After.NVML.DriverVersion)},
 	})
 	r.Verdict = verdict(in.Result)
+	r.Lead = safetext.Escape(diff.LeadOf(in.Result.Findings))
 	for _, n := range in.Result.Notes {
 		r.Notes = append(r.Notes, safetext.Escape(n))
 	}

@@ -53,6 +53,9 @@ const reportHTML = `<!DOCTYPE html>
 <body>
 <h1>{{.R.Title}}</h1>
 <p class="verdict{{if .R.Groups}} dirty{{end}}" id="verdict">{{.R.Verdict}}</p>
+{{- if .R.Lead}}
+<p class="lead" id="lead">Lead: {{.R.Lead}}</p>
+{{- end}}
 {{- if .R.Notes}}
 <ul class="notes" id="notes">
 {{- range .R.Notes}}

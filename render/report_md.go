@@ -13,6 +13,9 @@ func (r *report) markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", mdText(r.Title))
 	fmt.Fprintf(&b, "**%s**\n\n", mdText(r.Verdict))
+	if r.Lead != "" {
+		fmt.Fprintf(&b, "Lead: %s\n\n", mdText(r.Lead))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "> Note: %s\n>\n", mdText(n))
 	}

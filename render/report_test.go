@@ -77,7 +77,7 @@ func TestReportContents(t *testing.T) {
 	in := testInput()
 	md := string(pages(t, in).Markdown)
 	for _, want := range []string{
-		"**4 findings: 3 high, 1 medium.**\n\n> Note: NVML was not read at FROM: library not found\n",
+		"**4 findings: 3 high, 1 medium.**\n\nLead: unexpected\\_gpu\\_process: pid 666 (\\<script\\>alert(1)\\</script\\>); and 1 more\n\n> Note: NVML was not read at FROM: library not found\n",
 		"### high (3)", "### medium (1)",
 		"#### 1. unexpected_gpu_process:", "#### 4. leftover_device_mapping:",
 		"- inherited from: `4242@987600 (/usr/bin/python3.11)`",
@@ -101,10 +101,15 @@ func TestReportContents(t *testing.T) {
 		last = i
 	}
 
+	// The HTML page leads with the same line as report.md and the text report.
+	if html := string(pages(t, in).HTML); !strings.Contains(html, `<p class="lead" id="lead">Lead: unexpected_gpu_process: pid 666 (&lt;script&gt;alert(1)&lt;/script&gt;); and 1 more</p>`) {
+		t.Errorf("report.html lacks the lead line")
+	}
+
 	clean := testInput()
 	clean.Result.Findings, clean.Result.MapsDiffs = nil, nil
 	md = string(pages(t, clean).Markdown)
-	if !strings.Contains(md, "No findings") || strings.Contains(md, "raw/") {
+	if !strings.Contains(md, "No findings") || strings.Contains(md, "raw/") || strings.Contains(md, "Lead:") {
 		t.Errorf("a clean diff's report:\n%s", md)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,6 +109,49 @@ func TestLiveCheckGhost(t *testing.T) {
 	sc.Ghost.Kill(t)
 	if _, found := inUse("--gpus", "0"); found {
 		t.Error("the ghost is reported after it was killed")
+	}
+}
+
+// Memory no process accounts for on GPU 0 (NVML lists no process) while a
+// live ghost holds and maps its node: check's zombie verdict names the
+// ghost to kill first, then check again, and a reset only if memory is still
+// held with nothing on the node. Once the ghost is gone, next names it no
+// more. (Other tests' holders of nvidia0 nodes may stand beside it.)
+func TestLiveCheckZombieWithLiveHolders(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	sc := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{})
+	nvml := filepath.Join("..", "..", "fixtures", "scenarios", "zombie-memory", "after", "nvml.json")
+	zombie := func() (int, *diff.Triage) {
+		t.Helper()
+		code, stdout, stderr := gpusnap(t, "check", "--json", "--gpus", "0", "--nvml-fixture", nvml)
+		var r diff.Result
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("check: %v: %s", err, stderr)
+		}
+		for _, f := range r.Findings {
+			if f.Kind == diff.KindZombieGPUMemory {
+				return code, f.Triage
+			}
+		}
+		t.Fatalf("check: no zombie_gpu_memory: %s", stdout)
+		return code, nil
+	}
+	ghost := strconv.Itoa(sc.Ghost.PID)
+	code, tr := zombie()
+	names := func(tr *diff.Triage) bool {
+		return tr != nil && slices.Contains(strings.FieldsFunc(tr.Next, func(r rune) bool { return r == ' ' || r == ',' || r == '(' || r == ')' }), ghost)
+	}
+	switch {
+	case code != exitFindings:
+		t.Errorf("check: exit %d, want %d", code, exitFindings)
+	case tr == nil || tr.Class != diff.ClassZombieContext || tr.Rule != "zombie-live-holders" || !names(tr):
+		t.Errorf("zombie memory with the ghost %s holding GPU 0: %+v, want zombie-live-holders naming it", ghost, tr)
+	case !strings.Contains(tr.Next, "gpusnap check --gpus 0 again") || strings.Index(tr.Next, "kill -9") > strings.Index(tr.Next, "reset the GPU"):
+		t.Errorf("next %q: want the kill, the check again, then a reset", tr.Next)
+	}
+	sc.Ghost.Kill(t)
+	if _, tr = zombie(); tr == nil || tr.Class != diff.ClassZombieContext || names(tr) {
+		t.Errorf("zombie memory after the ghost %s was killed: %+v, want zombie_context naming it no more", ghost, tr)
 	}
 }
 

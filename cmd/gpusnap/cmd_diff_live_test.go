@@ -8,6 +8,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,6 +87,19 @@ func liveBaseline(t *testing.T, tenant string) []string {
 		t.Fatalf("baseline: exit %d: %s", code, stderr)
 	}
 	return flags
+}
+
+// binDir makes a directory under /var/lib, where jobs and services install
+// their binaries (a temp directory would be evidence in why), removed at
+// cleanup.
+func binDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/lib", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func decodeResult(t *testing.T, stdout, stderr string) diff.Result {

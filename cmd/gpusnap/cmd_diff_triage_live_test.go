@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,12 +23,7 @@ func TestLiveDiffTriage(t *testing.T) {
 	loop := livetest.NewLoop(t)
 	const tenant = "live-triage"
 	flags := liveBaseline(t, tenant)
-	// A job's binary lies where jobs install theirs, not in a staging directory.
-	jobDir, err := os.MkdirTemp("/var/lib", "gpusnap-triage-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(jobDir) })
+	jobDir := binDir(t, "gpusnap-triage-")
 	worker := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Fork: true, Exe: filepath.Join(jobDir, "tenant")})
 	shm, err := os.MkdirTemp("/dev/shm", ".cache-")
 	if err != nil {
@@ -93,5 +89,72 @@ func TestLiveDiffTriage(t *testing.T) {
 		t.Errorf("miner's egress %q does not name its namespace %s", e.Evidence, netns)
 	case e.Triage.Class != diff.ClassSuspectedCompromise:
 		t.Errorf("miner's egress triage %+v", e.Triage)
+	}
+}
+
+// A unit with Restart=always, in a unit root where systemd does not run
+// (the global --unit-root), starts two GPU users after the baseline: a
+// trainer whose name is its exe's, and a miner that calls itself python3.
+// A kill alone ends neither: the trainer's next stops the unit first, and
+// the miner's contains the node and stops the unit before the kill. Without
+// --unit-root the live / has no such unit, and the trainer is a service its
+// unit does not restart.
+func TestLiveDiffComesBackAndRenamedMiner(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	unit := fmt.Sprintf("gpusnap-comesback-%d.service", os.Getpid())
+	root := t.TempDir()
+	unitFile := filepath.Join(root, "etc", "systemd", "system", unit)
+	if err := os.MkdirAll(filepath.Dir(unitFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(unitFile, []byte("[Service]\nExecStart=/opt/trainer\nRestart=always\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	join := livetest.UnitCgroup(t, unit)
+	loop := livetest.NewLoop(t)
+	const tenant = "live-comes-back"
+	flags := liveBaseline(t, tenant)
+	dir := binDir(t, "gpusnap-comesback-")
+	trainer := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Exe: filepath.Join(dir, "trainer")})
+	miner := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Comm: "python3", Exe: filepath.Join(dir, "xmrig")})
+	join(trainer.Proc.PID)
+	join(miner.Proc.PID)
+
+	triage := func(args ...string) map[int]*diff.Triage {
+		t.Helper()
+		code, stdout, stderr := gpusnap(t, append(append([]string{"diff", "--json", "--tenant", tenant}, flags...), args...)...)
+		if code != 1 {
+			t.Fatalf("diff %q: exit %d, want 1: %s", args, code, stderr)
+		}
+		out := map[int]*diff.Triage{}
+		for _, f := range decodeResult(t, stdout, stderr).Findings {
+			if f.Process != nil && f.Triage != nil && f.Kind == diff.KindUnexpectedGPUProcess {
+				out[f.Process.PID] = f.Triage
+			}
+		}
+		return out
+	}
+	got := triage("--unit-root", root)
+	stop := "systemctl disable --now " + unit
+	switch tr := got[trainer.Proc.PID]; {
+	case tr == nil:
+		t.Errorf("trainer %d: no unexpected_gpu_process with a triage: %v", trainer.Proc.PID, got)
+	case tr.Class != diff.ClassLeftoverWorker || tr.Rule != "persistence-unit" || !strings.Contains(tr.Next, stop) ||
+		strings.Index(tr.Next, stop) > strings.Index(tr.Next, "kill -9 "+strconv.Itoa(trainer.Proc.PID)):
+		t.Errorf("trainer: %+v, want leftover_worker (persistence-unit) whose next runs %q before the kill", tr, stop)
+	case tr.Owner != "user root":
+		t.Errorf("trainer: owner %q, want user root", tr.Owner)
+	}
+	switch tr := got[miner.Proc.PID]; {
+	case tr == nil:
+		t.Errorf("miner %d: no unexpected_gpu_process with a triage: %v", miner.Proc.PID, got)
+	case tr.Class != diff.ClassSuspectedCompromise || tr.Rule != "compromise-persistent" || !strings.Contains(tr.Next, "contain the node") || !strings.Contains(tr.Next, stop):
+		t.Errorf("miner: %+v, want suspected_compromise (compromise-persistent) that contains the node and runs %q", tr, stop)
+	case !strings.Contains(strings.Join(tr.Why, "\n"), `comm "python3" disagrees`):
+		t.Errorf("miner: why %q does not say its name lies", tr.Why)
+	}
+
+	if tr := triage()[trainer.Proc.PID]; tr == nil || tr.Rule != "service" || !strings.Contains(tr.Next, "systemctl stop "+unit) {
+		t.Errorf("trainer without --unit-root: %+v, want the service row (systemctl stop %s)", tr, unit)
 	}
 }

@@ -10,14 +10,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/reap"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -53,7 +51,6 @@ func reapCommand() *cli.Command {
 			textfileFlag(),
 			&cli.StringFlag{Name: "ocsf-file", Usage: "with --yes: append, for each process acted on, its findings as OCSF updates (closed when it was ended) to the JSON-lines `FILE`"},
 			&cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"},
-			&cli.StringFlag{Name: "unit-root", Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test)"},
 		},
 		Action: action(parseReap, runReap),
 	}
@@ -75,14 +72,13 @@ type reapOptions struct {
 	Evidence    string // --evidence DIR; "" beside the store
 	SignKey     string
 	Compare     diff.Options // --allow, --zombie-threshold
-	UnitRoot    string
-	OCSFFile    string // --ocsf-file: the outcomes as OCSF finding updates
-	Textfile    string // --textfile: the actions and the verdict as metrics
+	OCSFFile    string       // --ocsf-file: the outcomes as OCSF finding updates
+	Textfile    string       // --textfile: the actions and the verdict as metrics
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
 	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"), JobEnded: c.Bool("job-ended"),
-		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), Textfile: c.String("textfile"), SignKey: c.String("sign-key"), UnitRoot: c.String("unit-root")}
+		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), Textfile: c.String("textfile"), SignKey: c.String("sign-key")}
 	var err error
 	if o.GPUs, err = gpuListFlag(c, "gpus", "reap"); err != nil {
 		return o, err
@@ -113,7 +109,7 @@ type judgement struct {
 // judge judges as diff --tenant or check --gpus does, and records the
 // result in the store's log as they do.
 func (o reapOptions) judge(ctx context.Context, g globals) (*judgement, error) {
-	host := o.host(g)
+	host := g.host()
 	if o.Tenant != "" {
 		p, err := host.Post(ctx, o.Tenant)
 		if err != nil {
@@ -142,17 +138,6 @@ func (o reapOptions) judge(ctx context.Context, g globals) (*judgement, error) {
 	co.Events, co.LogProblems = host.Window(co.Since, snap)
 	r := diff.Check(snap, co)
 	return &judgement{From: diff.CheckBaseline(snap), To: snap, Result: r, Window: diff.Options{Events: co.Events}, Verdict: r.Check.Verdict}, nil
-}
-
-// host is g's session host, whose capture reads --unit-root's units.
-func (o reapOptions) host(g globals) *session.Host {
-	h := g.host()
-	h.Capture = func(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
-		opts := g.captureOptions(label, tenant)
-		opts.UnitRoot = o.UnitRoot
-		return capture.Capture(ctx, opts)
-	}
-	return h
 }
 
 // reapReport is reap's output: --json prints it whole.

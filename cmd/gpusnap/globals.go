@@ -34,6 +34,7 @@ func globalFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nvml-timeout", EnvVars: []string{"GPUSNAP_NVML_TIMEOUT"}, Value: 10 * time.Second, Usage: "give up on a libnvidia-ml that does not answer after `DUR`: the snapshot records \"timed out\" and goes on"},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: store.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
 		&cli.StringFlag{Name: "hash-limit", EnvVars: []string{"GPUSNAP_HASH_LIMIT"}, Value: sizeText(capture.DefaultHashLimit), Usage: "hash the executable of a GPU-using process only up to `SIZE` (larger: hash_status too_large)"},
+		&cli.StringFlag{Name: "unit-root", EnvVars: []string{"GPUSNAP_UNIT_ROOT"}, Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test; default: / with the live /proc, none with another --proc-root)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
 	}
 }
@@ -51,6 +52,7 @@ type globals struct {
 	LockTimeout time.Duration
 	NVMLTimeout time.Duration
 	KernelLog   string // --kmsg; "" lets capture and diff pick (see capture.Options.KernelLog)
+	UnitRoot    string // --unit-root; "" lets capture pick (see capture.Options.UnitRoot)
 	HashLimit   int64  // --hash-limit, bytes
 	Stdout      io.Writer
 	Stderr      io.Writer
@@ -69,6 +71,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		LockTimeout: lookup(c, "lock-timeout", (*cli.Context).Duration),
 		NVMLTimeout: lookup(c, "nvml-timeout", (*cli.Context).Duration),
 		KernelLog:   lookup(c, "kmsg", (*cli.Context).String),
+		UnitRoot:    lookup(c, "unit-root", (*cli.Context).String),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
 	}
@@ -79,7 +82,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 	// An empty path given is a script's unset variable: reading the live
 	// /proc, the real NVML or the default store in its place would answer
 	// another question than the one asked.
-	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "sys-root": g.SysRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog} {
+	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "sys-root": g.SysRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog, "unit-root": g.UnitRoot} {
 		if v == "" && slices.ContainsFunc(c.Lineage(), func(ctx *cli.Context) bool { return ctx.IsSet(name) }) {
 			return g, usageError(fmt.Errorf("--%s is empty (or its environment variable is set to nothing)", name))
 		}
@@ -154,6 +157,7 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		ProcRoot:  g.ProcRoot,
 		SysRoot:   g.SysRoot,
 		KernelLog: g.KernelLog,
+		UnitRoot:  g.UnitRoot,
 		Path:      g.Capture,
 		Label:     label,
 		Tenant:    tenant,

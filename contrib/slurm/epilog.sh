@@ -1,14 +1,16 @@
 #!/bin/sh
 # gpusnap Slurm epilog (slurm.conf: Epilog=/usr/share/gpusnap/slurm/epilog.sh).
 #
-# slurmd runs it as root on the node after the job's processes were killed. It
-# calls no Slurm command: a non-zero exit is the whole answer, and Slurm then
-# drains the node. It diffs the host against the job's baseline (gpusnap diff
+# slurmd runs it as root on the node after the job's processes were killed. A
+# non-zero exit is the whole answer, and Slurm then drains the node. The one
+# Slurm command it runs, bounded, sets the drain reason first (drain in
+# settings.sh). It diffs the host against the job's baseline (gpusnap diff
 # --tenant): a process left mapping or holding a GPU, memory no process
 # accounts for, a GPU the job used outside its allocation. When something is
 # found it writes an evidence bundle to GPUSNAP_EVIDENCE_DIR, logs one line to
-# syslog (tag gpusnap), the diff's verdict line with the bundle's path, and
-# exits 1. A diff that could not run (no baseline, unreadable store) is not a
+# syslog (tag gpusnap), the diff's verdict and lead lines with the bundle's
+# path, drains the node with the lead as its reason (GPUSNAP_DRAIN_REASON),
+# and exits 1. A diff that could not run (no baseline, unreadable store) is not a
 # clean node either: exit 1, with the report's path. Every report and bundle a
 # run writes that is not clean is kept, under a name no earlier run has.
 #
@@ -49,10 +51,12 @@ if [ "${GPUSNAP_REAP:-}" = 1 ]; then
 		;;
 	1)
 		say "epilog: job $job left GPU state that reap did not end (reaped ${reaped:-nothing}): $(grep -m 1 '^  [a-z]* [a-z_]*: ' "$name.reap.txt" || tail -n 1 "$name.reap.txt"); evidence $name.reap, report $name.reap.txt"
+		drain "GPU state reap did not end; job $job; report $name.reap.txt"
 		exit 1
 		;;
 	*)
 		say "epilog: job $job: node not reaped or not checked: $(tail -n 1 "$name.reap.txt"); report $name.reap.txt"
+		drain "node not checked; job $job; report $name.reap.txt"
 		exit 1
 		;;
 	esac
@@ -65,11 +69,14 @@ case $? in
 	exit 0
 	;;
 1)
-	say "epilog: job $job left GPU state behind: $(verdict "$name.txt"); evidence $name.tar.gz, report $name.txt"
+	lead=$(lead "$name.txt")
+	say "epilog: job $job left GPU state behind: $(verdict "$name.txt"); lead: ${lead:-none}; evidence $name.tar.gz, report $name.txt"
+	drain "${lead:-GPU state left behind}; job $job; report $name.txt"
 	exit 1
 	;;
 *)
 	say "epilog: job $job: node not checked: $(tail -n 1 "$name.txt"); report $name.txt"
+	drain "node not checked; job $job; report $name.txt"
 	exit 1
 	;;
 esac

@@ -2,17 +2,18 @@
 # gpusnap Slurm prolog (slurm.conf: Prolog=/usr/share/gpusnap/slurm/prolog.sh).
 #
 # slurmd runs it as root on the node before the job starts, with SLURM_JOB_ID
-# and, for a job given GPUs, SLURM_JOB_GPUS in its environment. It calls no
-# Slurm command: a non-zero exit is the whole answer, and Slurm then drains
-# the node and requeues the job. It records the job's baseline, with its
+# and, for a job given GPUs, SLURM_JOB_GPUS in its environment. A non-zero
+# exit is the whole answer, and Slurm then drains the node and requeues the
+# job (the one Slurm command it runs sets the drain reason first). It records the job's baseline, with its
 # GPUs, for the epilog's diff, and judges those GPUs from that same capture
 # (gpusnap baseline --gpus): it refuses the node when one is held, mapped or
 # listed by a process not allowed, or holds memory no process accounts for.
 # One capture is the gate and the baseline, so no process can let go of a
 # GPU while it is checked and take it again before the baseline is taken.
-# The reason goes to syslog (tag gpusnap) with the path of the full report.
+# The reason goes to syslog (tag gpusnap) with the path of the full report,
+# and, as the epilog's, becomes the node's drain reason (GPUSNAP_DRAIN_REASON).
 #
-# The syslog line carries check's verdict line. Settings (GPUSNAP,
+# The syslog line carries check's verdict and lead lines. Settings (GPUSNAP,
 # GPUSNAP_DB, GPUSNAP_EVIDENCE_DIR, GPUSNAP_ALLOW, GPUSNAP_SYSLOG_SOCKET): the
 # environment, else /etc/default/gpusnap, else defaults (settings.sh).
 set -u
@@ -45,13 +46,17 @@ case $rc in
 	exit 0
 	;;
 1)
-	say "prolog: job $job: GPUs $SLURM_JOB_GPUS in use: $(verdict "$report"); node refused, report $report"
+	lead=$(lead "$report")
+	say "prolog: job $job: GPUs $SLURM_JOB_GPUS in use: $(verdict "$report"); lead: ${lead:-none}; node refused, report $report"
+	drain "GPUs $SLURM_JOB_GPUS in use: ${lead:-not clean}; job $job refused; report $report"
 	;;
 *)
 	if [ -n "${SLURM_JOB_GPUS:-}" ] && grep -q -E '^gpusnap check: ' "$report"; then
 		say "prolog: job $job: GPUs $SLURM_JOB_GPUS not known to be clean (gpusnap baseline exit $rc): $(verdict "$report"); node refused, report $report"
+		drain "GPUs $SLURM_JOB_GPUS not known to be clean; job $job refused; report $report"
 	else
 		say "prolog: job $job: no baseline: $(tail -n 1 "$report"); node refused, report $report"
+		drain "no baseline; job $job refused; report $report"
 	fi
 	;;
 esac

@@ -11,7 +11,9 @@
 #   GPUSNAP_SYSLOG_SOCKET  logger's socket (default: /dev/log)
 #   GPUSNAP_EXPECT_WATCH   1 where gpusnap watch records: a window its log misses fails (default: empty)
 #   GPUSNAP_REAP           1: the epilog reaps the job's leftovers before it decides to drain (default: empty)
-gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET GPUSNAP_EXPECT_WATCH GPUSNAP_REAP"
+#   GPUSNAP_DRAIN_REASON   1: a hook that refuses the node first drains it with scontrol, the reason naming the
+#                          report's lead; empty: Slurm drains it with its own reason alone (default: 1)
+gpusnap_settings="GPUSNAP GPUSNAP_DB GPUSNAP_EVIDENCE_DIR GPUSNAP_ALLOW GPUSNAP_SYSLOG_SOCKET GPUSNAP_EXPECT_WATCH GPUSNAP_REAP GPUSNAP_DRAIN_REASON"
 for conf in "${0%/*}/gpusnap.conf" /etc/default/gpusnap; do
 	[ -r "$conf" ] || continue
 	for var in $gpusnap_settings; do
@@ -30,6 +32,7 @@ done
 : "${GPUSNAP_EVIDENCE_DIR:=/var/lib/gpusnap/evidence}"
 : "${GPUSNAP_ALLOW:=}"
 : "${GPUSNAP_SYSLOG_SOCKET:=}"
+: "${GPUSNAP_DRAIN_REASON=1}"
 [ -n "${GPUSNAP_DB:-}" ] && export GPUSNAP_DB
 [ -n "${GPUSNAP_EXPECT_WATCH:-}" ] && export GPUSNAP_EXPECT_WATCH
 
@@ -44,6 +47,23 @@ say() {
 # a report without one (the command failed) gives its last line.
 verdict() {
 	grep -m 1 -E '^gpusnap (diff|check): ' "$1" || tail -n 1 "$1"
+}
+
+# lead is a report's lead line (what to act on first, and whose), less its
+# label, or "" where the report has none.
+lead() {
+	sed -n 's/^lead: //p' "$1" | head -n 1
+}
+
+# drain drains this node with the reason "gpusnap: $1" before the hook's
+# non-zero exit does. Slurm keeps the reason of a node drained already, where
+# its own would say only "Epilog error". It is the one Slurm command the hooks
+# run, bounded by a timeout, and GPUSNAP_DRAIN_REASON= turns it off. The exit
+# drains the node whether or not it ran.
+drain() {
+	[ "$GPUSNAP_DRAIN_REASON" = 1 ] || return 0
+	timeout 10 scontrol update NodeName="${SLURMD_NODENAME:-$(hostname -s)}" State=DRAIN Reason="gpusnap: $1" >/dev/null 2>&1 ||
+		echo "gpusnap: scontrol could not set the drain reason: Slurm's own stands" >&2
 }
 
 # fresh prints BASE, else BASE.1, BASE.2 ...: the first name that none of BASE's

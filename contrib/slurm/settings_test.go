@@ -55,6 +55,7 @@ func TestSettingsPrecedence(t *testing.T) {
 		"GPUSNAP_EVIDENCE_DIR":  "/conf/evidence dir",
 		"GPUSNAP_ALLOW":         "",
 		"GPUSNAP_SYSLOG_SOCKET": "",
+		"GPUSNAP_DRAIN_REASON":  "1",
 		"EXPORTED_DB":           "/env/gpusnap.db",
 	}
 	for k, v := range want {
@@ -62,9 +63,9 @@ func TestSettingsPrecedence(t *testing.T) {
 			t.Errorf("%s = %q, want %q (all: %q)", k, got[k], v, got)
 		}
 	}
-	got = probe(t, "GPUSNAP=/conf/gpusnap\n", []string{"PATH=" + bin + ":/usr/bin:/bin"}, "")
-	if got["GPUSNAP"] != "/conf/gpusnap" || got["GPUSNAP_EVIDENCE_DIR"] != "/var/lib/gpusnap/evidence" || got["EXPORTED_DB"] != "unset" {
-		t.Errorf("conf and defaults: %q", got)
+	got = probe(t, "GPUSNAP=/conf/gpusnap\nGPUSNAP_DRAIN_REASON=\n", []string{"PATH=" + bin + ":/usr/bin:/bin"}, "")
+	if got["GPUSNAP"] != "/conf/gpusnap" || got["GPUSNAP_EVIDENCE_DIR"] != "/var/lib/gpusnap/evidence" || got["EXPORTED_DB"] != "unset" || got["GPUSNAP_DRAIN_REASON"] != "" {
+		t.Errorf("conf and defaults (the drain reason turned off in the file): %q", got)
 	}
 }
 

@@ -94,8 +94,18 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	if c.cgroups != nil && !strings.Contains(report, fmt.Sprintf("pid %d (tenant, %s, user root, slurm job %s)", ghost, c.tenant, b)) {
 		t.Errorf("the ghost's findings do not name job %s from its cgroup:\n%s", b, report)
 	}
-	// The syslog line is the diff's verdict, not a warning it printed on stderr.
-	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind: gpusnap diff: ", " high, ", "; tenant "+b+"; from ", bundle)
+	// The syslog line is the diff's verdict, not a warning it printed on
+	// stderr, and its lead: the ghost, and job b as its owner where its
+	// cgroup says so. The node's drain reason is the lead, the job and the
+	// report.
+	lead := fmt.Sprintf(": pid %d (tenant), owner ", ghost)
+	if c.cgroups != nil {
+		lead += "slurm job " + b
+	}
+	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind: gpusnap diff: ", " high, ", "; tenant "+b+"; from ", "; lead: ", lead, bundle)
+	if !strings.HasPrefix(reason, "gpusnap: ") || !strings.Contains(reason, lead) || !strings.Contains(reason, "; job "+b+"; report "+filepath.Join(c.evDir, "job-"+b+".0.txt")) {
+		t.Errorf("job b: node reason %q, want gpusnap: CLASS%s..., the job and the report", reason, lead)
+	}
 	t.Logf("job b: node %s, bundle %s; %s", reason, bundle, firstLine(report))
 
 	// c: the ghost still maps GPU 0. The operator returns the node to
@@ -111,7 +121,12 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.dir, "c.ran")); err == nil {
 		t.Errorf("job c ran on the node its prolog refused\n%s", c.logs())
 	}
-	c.syslog.expect(t, "prolog: job "+cj+": GPUs 0 in use: gpusnap check: ", " high, ", "; GPUs 0; at ")
+	// The lead names the ghost; its class is the check's business.
+	ghostLead := fmt.Sprintf(": pid %d (tenant), owner ", ghost)
+	c.syslog.expect(t, "prolog: job "+cj+": GPUs 0 in use: gpusnap check: ", " high, ", "; GPUs 0; at ", "; lead: ", ghostLead)
+	if !strings.HasPrefix(reason, "gpusnap: GPUs 0 in use: ") || !strings.Contains(reason, ghostLead) || !strings.Contains(reason, "; job "+cj+" refused; report ") {
+		t.Errorf("job c: node reason %q, want gpusnap: GPUs 0 in use: CLASS%s..., the job refused and the report", reason, ghostLead)
+	}
 	t.Logf("job c: %s (restarts %s, reason %s), did not run; node %s", c.jobField(cj, "JobState"), c.jobField(cj, "Restarts"), c.jobField(cj, "Reason"), reason)
 	c.slurm("scancel", cj)
 	kill(t, ghost)
@@ -140,7 +155,54 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	kill(t, ghostD)
 	c.scontrol("update", "nodename="+nodeName, "state=resume")
 	c.waitNode("idle")
+	anotherTenantJobs(t, c)
 	reapJobs(t, c, stuck)
+}
+
+// anotherTenantJobs runs g beside h, another team's job that starts after
+// g's baseline and keeps its own GPU. g's epilog finds h's process new
+// since FROM: its class is another_tenant, and the syslog line and the
+// drain reason name h as the owner to ask. Then, with GPUSNAP_DRAIN_REASON
+// empty, i leaves a ghost: its syslog line still leads with it, and the
+// node drains with Slurm's own reason alone.
+func anotherTenantJobs(t *testing.T, c *cluster) {
+	if c.cgroups == nil {
+		t.Logf("jobs g, h: not run: without a cgroup of its job, another team's process is not told from a leftover")
+	} else {
+		g := c.submit("g", `until [ -s "$OUT/h.pids" ]; do sleep 0.1; done`)
+		h := c.submit("h", `exec "$TENANT" "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/h.pids"`)
+		c.waitJob(g, "COMPLETED", "FAILED")
+		reason := c.waitNode("drain")
+		var pid int
+		_, err := fmt.Sscanf(c.read(filepath.Join(c.dir, "h.pids")), "tenant %d", &pid)
+		must(t, err)
+		t.Cleanup(func() { kill(t, pid) }) // where the test ends before it cancels h
+		lead := fmt.Sprintf("another_tenant: pid %d (tenant), owner slurm job %s", pid, h)
+		c.syslog.expect(t, "epilog: job "+g+" left GPU state behind: gpusnap diff: ", "; lead: "+lead)
+		if !strings.HasPrefix(reason, "gpusnap: "+lead+"; job "+g+"; report ") {
+			t.Errorf("job g: node reason %q, want gpusnap: %s; job %s; report ...", reason, lead, g)
+		}
+		t.Logf("job g: node %s", reason)
+		c.slurm("scancel", h)
+		c.waitJob(h, "CANCELLED", "COMPLETED", "FAILED")
+		c.scontrol("update", "nodename="+nodeName, "state=resume")
+		c.waitNode("idle")
+	}
+	must(t, os.WriteFile(c.noReasonSwitch(), nil, 0o644))
+	defer os.Remove(c.noReasonSwitch())
+	i := c.submit("i", `exec "$TENANT" -g "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/i.pids"`)
+	c.waitJob(i, "COMPLETED", "FAILED")
+	ghost := c.ghost("i")
+	t.Cleanup(func() { kill(t, ghost) })
+	reason := c.waitNode("drain")
+	c.syslog.expect(t, "epilog: job "+i+" left GPU state behind: ", "; lead: ", fmt.Sprintf(": pid %d (tenant), owner ", ghost))
+	if strings.Contains(reason, "gpusnap") {
+		t.Errorf("job i: node reason %q: GPUSNAP_DRAIN_REASON= must leave Slurm's own", reason)
+	}
+	t.Logf("job i: node %s", reason)
+	kill(t, ghost)
+	c.scontrol("update", "nodename="+nodeName, "state=resume")
+	c.waitNode("idle")
 }
 
 // reapJobs runs the epilog with GPUSNAP_REAP=1. e: a setsid ghost keeps its
@@ -266,10 +328,14 @@ func (c *cluster) writeHooks(scripts string) {
 	for _, s := range []string{"prolog.sh", "epilog.sh"} {
 		must(t, os.WriteFile(filepath.Join(dir, "etc", s), []byte(fmt.Sprintf(
 			"#!/bin/sh\nexport GPUSNAP=%s GPUSNAP_DB=%s GPUSNAP_EVIDENCE_DIR=%s GPUSNAP_SYSLOG_SOCKET=%s GPUSNAP_ALLOW=%s\n"+
-				"[ -e %s ] && export GPUSNAP_REAP=1\nexec %s\n",
-			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, c.reapSwitch(), filepath.Join(scripts, s))), 0o755))
+				"[ -e %s ] && export GPUSNAP_REAP=1\n[ -e %s ] && export GPUSNAP_DRAIN_REASON=\nexec %s\n",
+			c.gpusnap, filepath.Join(dir, "gpusnap.db"), c.evDir, c.syslog.path, allow, c.reapSwitch(), c.noReasonSwitch(), filepath.Join(scripts, s))), 0o755))
 	}
 }
+
+// noReasonSwitch is the file whose presence makes the hooks run with
+// GPUSNAP_DRAIN_REASON empty.
+func (c *cluster) noReasonSwitch() string { return filepath.Join(c.dir, "etc", "noreason") }
 
 // reapSwitch is the file whose presence makes the hooks run with
 // GPUSNAP_REAP=1, as /etc/default/gpusnap would set it.
