@@ -214,7 +214,8 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 // reap ends what the pod left, as gpusnap reap --tenant POD_UID --job-ended
 // --yes does (the pod has ended), as the Slurm epilog does with
 // GPUSNAP_REAP=1: its evidence in BASE.reap, its report in BASE.reap.txt
-// (kept unless nothing was found), and one line naming what it ended.
+// (kept unless it was clean with nothing to do), and one line naming what
+// it ended.
 func (n *nriGate) reap(ctx context.Context, pod nri.Pod, base string) {
 	o := reapOptions{Tenant: pod.UID, Yes: true, JobEnded: true, Grace: n.o.ReapGrace, MemoryLimit: defaultMemoryLimit,
 		Evidence: base + ".reap", SignKey: n.o.SignKey, Textfile: n.o.Textfile,
