@@ -220,8 +220,11 @@ func (d decision) action(step, why string) Action {
 func (d decision) actions() []Action {
 	t := d.f.Triage
 	if why := sparedWhy(t.Class, d.opts); why != "" {
-		if t.Class == diff.ClassAnotherTenant || t.Class == diff.ClassExpected {
-			why += ": " + t.Next
+		switch {
+		case t.Class == diff.ClassAnotherTenant:
+			why += ": " + t.Next // whom to ask
+		case t.Class == diff.ClassExpected && d.f.Allowed != "":
+			why += " (" + d.f.Allowed + ")"
 		}
 		return []Action{d.action(StepLeave, why)}
 	}

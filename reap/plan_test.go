@@ -41,7 +41,7 @@ func TestBuildDecisionTable(t *testing.T) {
 		{name: "a leftover is frozen and terminated", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			want: []string{"freeze 100", "terminate 100"}},
 		{name: "an allowed process is left", procs: []snapshot.Process{proc(worker, 1, 1000, "dcgm")},
-			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassExpected }, want: []string{"leave 100"}, why: "allowed"},
+			mod: func(f *diff.Finding) { f.Triage.Class, f.Allowed = diff.ClassExpected, "comm=dcgm" }, want: []string{"leave 100"}, why: "allowed: an expected workload (comm=dcgm)"},
 		{name: "the tenant's running job is left", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassTenant }, want: []string{"leave 100"}, why: "let the job end"},
 		{name: "the tenant's own is a leftover once its job has ended", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
