@@ -44,16 +44,10 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 		asked = seenGPUs(append([]*snapshot.Snapshot{to}, seen...))
 	}
 	usage := snapshot.GPUUsage(to)
-	type gpu struct {
-		after GPUAfter
-		minor int // -1 where only a UUID names it
-		uses  func(*snapshot.Process) bool
-		uuids []string // its own and its MIG devices'
-	}
-	var gpus []*gpu
+	var gpus []*gpuAfter
 	add := func(set snapshot.GPUSet, name string, minor int) {
 		kept, uses := set.Select(usage)
-		g := &gpu{after: GPUAfter{GPU: name}, minor: minor, uses: uses}
+		g := &gpuAfter{after: GPUAfter{GPU: name}, minor: minor, uses: uses, lines: map[string]int{}}
 		if minor < 0 {
 			g.after.UUID = name
 		}
@@ -92,13 +86,13 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 		landed := false
 		for _, g := range gpus {
 			if (p != nil && g.uses(p)) || (f.GPUUUID != "" && slices.Contains(g.uuids, f.GPUUUID)) {
-				g.after.Why = append(g.after.Why, why(f))
+				g.why(f, "")
 				landed = true
 			}
 		}
 		if !landed {
 			for _, g := range gpus {
-				g.after.Why = append(g.after.Why, why(f)+" (names no GPU asked about: it may concern any)")
+				g.why(f, " (names no GPU asked about: it may concern any)")
 			}
 		}
 	}
@@ -115,16 +109,35 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 	return out
 }
 
-// why is one line of what finding f says of a GPU.
-func why(f diff.Finding) string {
+// gpuAfter is one GPU as GPUsAfter builds it.
+type gpuAfter struct {
+	after GPUAfter
+	minor int // -1 where only a UUID names it
+	uses  func(*snapshot.Process) bool
+	uuids []string       // its own and its MIG devices'
+	lines map[string]int // a process's line in after.Why, by PID@START and suffix
+}
+
+// why adds what finding f says of the GPU: one line a process, naming its
+// class and the kinds of its findings, and one line each finding of no
+// process.
+func (g *gpuAfter) why(f diff.Finding, suffix string) {
 	if f.Process == nil {
-		return f.Kind + ": " + f.Summary
+		g.after.Why = append(g.after.Why, f.Kind+": "+f.Summary+suffix)
+		return
 	}
-	s := fmt.Sprintf("%s (%s) %s", f.Process.Key(), f.Process.Comm, f.Kind)
+	key := f.Process.Key() + suffix
+	if i, ok := g.lines[key]; ok {
+		line := strings.TrimSuffix(g.after.Why[i], suffix)
+		g.after.Why[i] = line + ", " + f.Kind + suffix
+		return
+	}
+	class := ""
 	if f.Triage != nil {
-		s += ", " + f.Triage.Class
+		class = ", " + f.Triage.Class
 	}
-	return s
+	g.lines[key] = len(g.after.Why)
+	g.after.Why = append(g.after.Why, fmt.Sprintf("%s (%s)%s: %s%s", f.Process.Key(), f.Process.Comm, class, f.Kind, suffix))
 }
 
 // seenGPUs are the GPUs the snapshots show: NVML's, the device nodes the

@@ -36,9 +36,10 @@ func TestGPUsAfter(t *testing.T) {
 	unread := finding(diff.KindUnreadableProcess, diff.ClassLeftoverWorker, diff.Medium, unreadable)
 	medium := diff.AtLeast(diff.Medium)
 
-	got := GPUsAfter(&diff.Result{Findings: []diff.Finding{held, allowed, zombie}}, to, nil, medium, before)
+	mapped := finding(diff.KindLeftoverDeviceMapping, diff.ClassLeftoverWorker, diff.High, ghost)
+	got := GPUsAfter(&diff.Result{Findings: []diff.Finding{held, allowed, zombie, mapped}}, to, nil, medium, before)
 	want := []string{
-		"gpu 0 (GPU-a): not clean: 100@1100 (python3) leftover_device_holder, leftover_worker",
+		"gpu 0 (GPU-a): not clean: 100@1100 (python3), leftover_worker: leftover_device_holder, leftover_device_mapping",
 		"gpu 1 (GPU-b): not clean: zombie_gpu_memory: 1 GiB no process accounts for",
 		"gpu 2 (GPU-c): clean",
 		"gpu 3: clean",

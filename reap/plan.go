@@ -46,7 +46,14 @@ type Target struct {
 // Key is the target's PID@START.
 func (t Target) Key() string { return snapshot.ProcessKey(t.PID, t.StartTime) }
 
-func (t Target) String() string { return fmt.Sprintf("%s (%s)", t.Key(), t.Comm) }
+// String names the process, or says there is none: a finding of no
+// process (memory no process accounts for) plans a leave line too.
+func (t Target) String() string {
+	if t.PID == 0 {
+		return "(no process)"
+	}
+	return fmt.Sprintf("%s (%s)", t.Key(), t.Comm)
+}
 
 // Action is one line of a plan.
 type Action struct {
@@ -213,8 +220,11 @@ func (d decision) action(step, why string) Action {
 func (d decision) actions() []Action {
 	t := d.f.Triage
 	if why := sparedWhy(t.Class, d.opts); why != "" {
-		if t.Class == diff.ClassAnotherTenant || t.Class == diff.ClassExpected {
-			why += ": " + t.Next
+		switch {
+		case t.Class == diff.ClassAnotherTenant:
+			why += ": " + t.Next // whom to ask
+		case t.Class == diff.ClassExpected && d.f.Allowed != "":
+			why += " (" + d.f.Allowed + ")"
 		}
 		return []Action{d.action(StepLeave, why)}
 	}

@@ -41,7 +41,7 @@ func TestBuildDecisionTable(t *testing.T) {
 		{name: "a leftover is frozen and terminated", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			want: []string{"freeze 100", "terminate 100"}},
 		{name: "an allowed process is left", procs: []snapshot.Process{proc(worker, 1, 1000, "dcgm")},
-			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassExpected }, want: []string{"leave 100"}, why: "allowed"},
+			mod: func(f *diff.Finding) { f.Triage.Class, f.Allowed = diff.ClassExpected, "comm=dcgm" }, want: []string{"leave 100"}, why: "allowed: an expected workload (comm=dcgm)"},
 		{name: "the tenant's running job is left", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
 			mod: func(f *diff.Finding) { f.Triage.Class = diff.ClassTenant }, want: []string{"leave 100"}, why: "let the job end"},
 		{name: "the tenant's own is a leftover once its job has ended", procs: []snapshot.Process{proc(worker, 1, 1000, "python3")},
@@ -152,8 +152,8 @@ func TestBuildSparesAndZombies(t *testing.T) {
 		t.Fatalf("plan %+v: want two leaves", plan.Actions)
 	}
 	for _, a := range plan.Actions {
-		if a.Finding == diff.KindZombieGPUMemory && !strings.Contains(a.Why, "reset the GPU") {
-			t.Errorf("zombie: %+v", a)
+		if a.Finding == diff.KindZombieGPUMemory && (!strings.Contains(a.Why, "reset the GPU") || !strings.HasPrefix(a.String(), "leave        (no process) [")) {
+			t.Errorf("zombie: %+v, line %q", a, a)
 		}
 		if a.Process.PID == 100 && a.Class != diff.ClassExpected {
 			t.Errorf("the allowed process's leave names class %q", a.Class)

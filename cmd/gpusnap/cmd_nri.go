@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,7 +29,7 @@ func nriCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "nri",
 		Usage: "NRI plugin for containerd and CRI-O: baseline each pod, refuse a GPU container whose GPUs are not clean, diff each pod at its end",
-		UsageText: "gpusnap nri [--socket PATH] [--evidence-dir DIR] [--allow FILE] [--sign-key KEY] [--textfile FILE]\n\n" +
+		UsageText: "gpusnap nri [--socket PATH] [--evidence-dir DIR] [--allow FILE] [--sign-key KEY] [--textfile FILE] [--reap [--reap-grace DUR]]\n\n" +
 			"Runs until SIGTERM, connected to the runtime's NRI socket, the pod UID as the tenant:\n" +
 			"RunPodSandbox stores the pod's baseline (its GPUs from the kubelet's pod-resources API when it lists\n" +
 			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES, its CDI devices,\n" +
@@ -36,7 +37,8 @@ func nriCommand() *cli.Command {
 			"with the check's reason unless clean (the pod's first such container, where the kubelet gave no GPUs,\n" +
 			"stores the baseline that records them from the capture its check judged); StopPodSandbox (or\n" +
 			"RemovePodSandbox, when the stop was missed) diffs the pod, writing its report and bundle to --evidence-dir\n" +
-			"and one syslog line.\n" +
+			"and one syslog line. With --reap it first ends what the pod left, as gpusnap reap --tenant POD_UID\n" +
+			"--job-ended --yes does (evidence first, through pidfds, the pod judged again), and says what it ended.\n" +
 			"docs/kubernetes.md tells the whole story.\n\n" +
 			"Examples:\n  gpusnap nri --require-nvml --allow /etc/gpusnap/allow.list   # in the DaemonSet, beside watch\n" +
 			"  gpusnap nri --socket /run/nri/nri.sock --sign-key /etc/gpusnap/bundle.key",
@@ -47,6 +49,8 @@ func nriCommand() *cli.Command {
 			&cli.StringFlag{Name: "sign-key", Usage: "sign each bundle with the ed25519 private `KEY`"},
 			&cli.StringFlag{Name: "syslog-socket", Usage: "send each verdict line to the syslog `SOCKET` (default /dev/log where it exists)"},
 			textfileFlag(),
+			&cli.BoolFlag{Name: "reap", Usage: "at a pod's end, end what it left (as gpusnap reap --job-ended --yes) before judging it: the plugin then needs the host's /proc, KILL and a writable cgroup"},
+			&cli.DurationFlag{Name: "reap-grace", Value: 5 * time.Second, Usage: "with --reap: how long a leftover has after SIGTERM before SIGKILL (`DUR`)"},
 		}, podFlags()...),
 		Action: action(parseNRI, runNRI),
 	}
@@ -58,14 +62,19 @@ type nriOptions struct {
 	Allow                                       *diff.AllowList
 	Pods                                        *podresources.Options
 	CDISpecDirs                                 []string // where a container's CDI devices are looked up
+	Reap                                        bool     // --reap: end a pod's leftovers at its end
+	ReapGrace                                   time.Duration
 }
 
 func parseNRI(c *cli.Context) (nriOptions, error) {
 	o := nriOptions{Socket: c.String("socket"), Evidence: c.String("evidence-dir"), SignKey: c.String("sign-key"),
 		Syslog: c.String("syslog-socket"), Textfile: c.String("textfile"), Pods: parsePodFlags(c),
-		CDISpecDirs: c.StringSlice("cdi-spec-dir")}
-	if o.Socket == "" || o.Evidence == "" {
+		CDISpecDirs: c.StringSlice("cdi-spec-dir"), Reap: c.Bool("reap"), ReapGrace: c.Duration("reap-grace")}
+	switch {
+	case o.Socket == "" || o.Evidence == "":
 		return o, usageError(errors.New("--socket and --evidence-dir need a path"))
+	case o.ReapGrace < 0:
+		return o, usageError(fmt.Errorf("--reap-grace %s: want a duration of 0 or more (5s)", o.ReapGrace))
 	}
 	var err error
 	o.Allow, err = loadAllow(c)
@@ -173,6 +182,10 @@ func (n *nriGate) refusal(ctx context.Context, pod nri.Pod, g globals, o checkOp
 // syslog and stderr.
 func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	base := filepath.Join(n.o.Evidence, "pod-"+pod.UID)
+	if n.o.Reap {
+		n.reap(ctx, pod, base)
+		return
+	}
 	o := diffOptions{Tenant: pod.UID, FailOn: diff.AtLeast(diff.Medium), Textfile: n.o.Textfile,
 		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
 		Bundle:  diffBundle{path: base + ".tar.gz", signKey: n.o.SignKey, force: true}}
@@ -196,6 +209,61 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 		return
 	}
 	n.say(true, "pod %s: node not checked: %s; %s", pod, lines[len(lines)-1], where)
+}
+
+// reap ends what the pod left, as gpusnap reap --tenant POD_UID --job-ended
+// --yes does (the pod has ended), as the Slurm epilog does with
+// GPUSNAP_REAP=1: its evidence in BASE.reap, its report in BASE.reap.txt
+// (kept unless it was clean with nothing to do), and one line naming what
+// it ended.
+func (n *nriGate) reap(ctx context.Context, pod nri.Pod, base string) {
+	o := reapOptions{Tenant: pod.UID, Yes: true, JobEnded: true, Grace: n.o.ReapGrace, MemoryLimit: defaultMemoryLimit,
+		Evidence: base + ".reap", SignKey: n.o.SignKey, Textfile: n.o.Textfile,
+		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow}}
+	var report, notes bytes.Buffer
+	g := n.quiet(&report)
+	g.Stderr = &notes
+	rep, err := reapRun(ctx, g, o)
+	code := exitCode(err, &notes)
+	report.Write(notes.Bytes())
+	ended := "nothing"
+	if rep != nil && len(rep.Ended()) > 0 {
+		ended = strings.Join(rep.Ended(), ", ")
+	}
+	where := "nothing kept" // clean, and nothing was done
+	if code != exitClean || rep == nil || rep.Evidence != nil {
+		where = "report " + base + ".reap.txt"
+		if werr := safefile.Create(ctx, base+".reap.txt", 0o600, true, func(w io.Writer) error { _, err := w.Write(report.Bytes()); return err }); werr != nil {
+			where = "report not written: " + werr.Error()
+		}
+		if rep != nil && rep.Evidence != nil {
+			where = "evidence " + rep.Evidence.Dir + ", " + where
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(report.String()), "\n")
+	switch code {
+	case exitClean:
+		n.say(ended != "nothing", "pod %s: reaped %s; clean after; %s", pod, ended, where)
+	case exitFindings:
+		n.say(true, "pod %s left GPU state that reap did not end (reaped %s): %s; %s", pod, ended, firstStillFound(lines), where)
+	default:
+		n.say(true, "pod %s: not reaped or not checked: %s; %s", pod, lines[len(lines)-1], where)
+	}
+}
+
+// firstStillFound is the first finding reap's text names after its
+// actions, else its last line.
+func firstStillFound(lines []string) string {
+	after := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "after: "):
+			after = true
+		case after && !strings.HasPrefix(l, "  gpu ") && strings.HasPrefix(l, "  "):
+			return strings.TrimSpace(l)
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 func (n *nriGate) HasBaseline(uid string) (bool, error) { return n.g.host().HasBaseline(uid) }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
@@ -355,4 +357,106 @@ func TestNRIRefusesWhatItCannotCheckInTime(t *testing.T) {
 func hasFinding(report, kind string, pid int) bool {
 	_, ok := livetest.ReportFinding(report, kind, pid)
 	return ok
+}
+
+// TestNRIReapsPodLeftovers: gpusnap nri --reap, run in a pid and mount
+// namespace of the test's own (where it sees and can signal no other test's
+// processes), ends at a pod's end the setsid ghost the pod left on its fake
+// GPU: the evidence is written and verifies, the test's pidfd on the ghost
+// reports its exit, and the plugin's line (stderr and syslog) names the
+// ghost by PID@START. A clean pod's end ends nothing and keeps nothing.
+func TestNRIReapsPodLeftovers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NRI reap live test: needs root (loop devices, namespaces)")
+	}
+	livetest.Require(t, "losetup", "gcc", "unshare", "nsenter", "python3")
+	loop := livetest.NewLoop(t)
+	dir, err := os.MkdirTemp("/run", "gpusnap-nri-reap-")
+	noErr(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The tenant's binary outside /tmp: a binary under /tmp is a sign of
+	// compromise, whose memory reap would keep first.
+	b, err := os.ReadFile(livetest.TenantBinary(t))
+	noErr(t, err)
+	worker := filepath.Join(dir, "worker")
+	noErr(t, os.WriteFile(worker, b, 0o755))
+	db, ev, sock, logSock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock"), filepath.Join(dir, "log.sock")
+	logs := syslogSink(t, logSock)
+	rt := startNRIRuntime(t, dir)
+
+	var stderr livetest.LockedBuffer
+	plugin := gpusnapProc("--no-nvml", "--capture", "proc", "--db", db, "nri", "--socket", sock, "--evidence-dir", ev,
+		"--reap", "--reap-grace", "2s", "--syslog-socket", logSock)
+	// Registered before the namespace, so that it runs after the
+	// namespace's cleanup has ended the plugin.
+	t.Cleanup(func() {
+		if plugin.Process != nil {
+			_ = plugin.Process.Kill()
+			_ = plugin.Wait()
+		}
+	})
+	ns := livetest.NewNamespace(t)
+	in := ns.Command(plugin.Path, plugin.Args[1:]...)
+	in.Env, in.Stderr = plugin.Env, &stderr
+	plugin = in
+	noErr(t, plugin.Start())
+	waitUntil(t, "the plugin to synchronize", stderr.String, func() bool { return strings.Contains(stderr.String(), "synchronized with ") })
+
+	// A clean pod: nothing ended, nothing kept.
+	a := pod("aaaaaaaa-0000-4000-8000-0000000000a1", "clean")
+	rt.run(a)
+	rt.stop(a)
+	waitUntil(t, "the clean pod's reap", stderr.String, func() bool {
+		return strings.Contains(stderr.String(), a.Uid+"): reaped nothing; clean after; nothing kept")
+	})
+
+	// A pod that leaves a setsid ghost holding and mapping the fake GPU.
+	bp := pod("bbbbbbbb-0000-4000-8000-0000000000b2", "leaky")
+	rt.run(bp)
+	pids := filepath.Join(dir, "pids")
+	start := ns.Command("sh", "-c", `"$WORKER" -g "$NODE" "$PIDS" </dev/null >/dev/null 2>&1`)
+	start.Env = append(os.Environ(), "WORKER="+worker, "NODE="+loop.Node, "PIDS="+pids)
+	noErr(t, start.Run())
+	var ghost livetest.Proc
+	waitUntil(t, "the ghost's PID", stderr.String, func() bool {
+		text, _ := os.ReadFile(pids)
+		for _, line := range strings.Split(string(text), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[0] == "ghost" {
+				nspid, _ := strconv.Atoi(f[2])
+				ghost = ns.Proc(t, nspid)
+				return strconv.FormatUint(ghost.StartTime, 10) == f[3]
+			}
+		}
+		return false
+	})
+	fd, err := unix.PidfdOpen(ghost.PID, 0)
+	noErr(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	if !ghost.Alive() {
+		t.Fatalf("the ghost %d exited before the pod's end", ghost.PID)
+	}
+	rt.stop(bp)
+	name := fmt.Sprintf("%d@%d (worker)", ghost.NSPID, ghost.StartTime)
+	waitUntil(t, "the leaky pod's reap", stderr.String, func() bool {
+		return strings.Contains(stderr.String(), bp.Uid+"): reaped "+name+"; clean after; evidence ")
+	})
+	if err := testwait.For(5*time.Second, "the ghost to exit", func() bool {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return err == nil && n > 0
+	}); err != nil {
+		t.Errorf("the ghost %d still runs after the plugin reaped it", ghost.PID)
+	}
+	base := filepath.Join(ev, "pod-"+bp.Uid)
+	if code, out, errs := gpusnap(t, "verify", filepath.Join(base+".reap", "bundle.tar.gz")); code != 0 {
+		t.Errorf("verify the reap's bundle: exit %d: %s %s", code, out, errs)
+	}
+	report, err := os.ReadFile(base + ".reap.txt")
+	noErr(t, err)
+	if !strings.Contains(string(report), "done    terminate    "+name) || !strings.Contains(string(report), "after: clean\n  gpu 0: clean") {
+		t.Errorf("the reap's report:\n%s", report)
+	}
+	waitUntil(t, "the syslog line", logs.String, func() bool { return strings.Contains(logs.String(), bp.Uid+"): reaped "+name) })
+	if _, err := os.Stat(filepath.Join(ev, "pod-"+a.Uid+".reap.txt")); !os.IsNotExist(err) {
+		t.Errorf("the clean pod's reap kept a report: %v", err)
+	}
 }

@@ -154,6 +154,24 @@ type reapReport struct {
 	After *reapAfter `json:"after,omitempty"`
 }
 
+// Ended names the processes the actions ended, by PID@START (comm).
+func (r *reapReport) Ended() []string {
+	var out []string
+	for _, o := range r.Outcomes {
+		t := o.Action.Process
+		switch {
+		case o.Result != reap.ResultDone:
+			continue
+		case o.Action.Step == reap.StepEndParent:
+			t = *o.Action.Parent
+		case o.Action.Step != reap.StepTerminate && o.Action.Step != reap.StepKillCgroup && o.Action.Step != reap.StepReapParent:
+			continue
+		}
+		out = append(out, t.String())
+	}
+	return out
+}
+
 // reapAfter is the judgement run after the actions.
 type reapAfter struct {
 	Verdict string `json:"verdict"`
@@ -173,24 +191,33 @@ func (o reapOptions) after(a, before *judgement) *reapAfter {
 	return &reapAfter{Verdict: a.Verdict, Result: a.Result, GPUs: reap.GPUsAfter(a.Result, a.To, asked, diff.AtLeast(diff.Medium), before.To)}
 }
 
-// runReap reaps and records the run in --textfile's file: the actions by
-// step and outcome, the findings after.
+// runReap is gpusnap reap.
 func runReap(ctx context.Context, g globals, o reapOptions) error {
+	_, err := reapRun(ctx, g, o)
+	return err
+}
+
+// reapRun reaps, prints the report on g's stdout and records the run in
+// --textfile's file (the actions by step and outcome, the findings after).
+// It returns the report (nil when no judgement ran) and the error whose
+// exit status is reap's: gpusnap reap and the NRI plugin's reap at a pod's
+// end are this one function.
+func reapRun(ctx context.Context, g globals, o reapOptions) (*reapReport, error) {
 	run := metrics.Run{Command: "reap"}
-	err := reapAndReport(ctx, g, o, &run)
-	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
+	rep, err := reapAndReport(ctx, g, o, &run)
+	return rep, writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
 // reapAndReport judges, plans, acts with --yes and judges again, filling
 // run with what it did.
-func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.Run) error {
+func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.Run) (*reapReport, error) {
 	live := g.ProcRoot == "/proc"
 	if o.Yes && !live {
-		return usageError(errors.New("reap --yes acts on the live host: it cannot be combined with --proc-root"))
+		return nil, usageError(errors.New("reap --yes acts on the live host: it cannot be combined with --proc-root"))
 	}
 	j, err := o.judge(ctx, g)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mnt := ""
 	if live {
@@ -202,19 +229,19 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 		rep.GPUs = o.GPUs.String()
 	}
 	if !o.Yes {
-		return finishReap(g, rep, j.Verdict)
+		return &rep, finishReap(g, rep, j.Verdict)
 	}
 	if len(plan.Actions) == 0 && j.Verdict == diff.VerdictClean {
 		// Nothing found and nothing to do: no evidence to keep, and the
 		// judgement just run is the proof.
 		rep.After = o.after(j, j)
-		return finishReap(g, rep, j.Verdict)
+		return &rep, finishReap(g, rep, j.Verdict)
 	}
 	ev, err := o.writeEvidence(ctx, g, j)
 	if err != nil {
 		// No evidence, no action: the plan is printed with why.
 		_ = finishReap(g, rep, j.Verdict)
-		return fmt.Errorf("reap: nothing done: %w", err)
+		return &rep, fmt.Errorf("reap: nothing done: %w", err)
 	}
 	rep.Evidence = ev
 	actor := reap.Actor{Grace: o.Grace, CgroupRoot: mnt, KeepMemory: ev.keepMemory(o.MemoryLimit)}
@@ -231,11 +258,11 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 		warn(g, fmt.Errorf("the judgement after the actions: %w", err))
 		rep.After = &reapAfter{Verdict: diff.VerdictUnknown}
 		_ = finishReap(g, rep, diff.VerdictUnknown)
-		return statusError{exitError}
+		return &rep, statusError{exitError}
 	}
 	rep.After = o.after(after, j)
 	run.Findings, run.GPUs = after.Result.Findings, snapshot.GPUUsage(after.To)
-	return finishReap(g, rep, after.Verdict)
+	return &rep, finishReap(g, rep, after.Verdict)
 }
 
 // finishReap prints rep and returns the exit status verdict calls for.
