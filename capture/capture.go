@@ -249,6 +249,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMe
 		return nil, fmt.Errorf("capture path %q: want bpf or proc", path)
 	}
 	scan.CapturePath = PathProc
+	cfg.socks.built = true // the /proc walk reads every fd link: it indexes the sockets
 	return cfg.scan(ctx, pids)
 }
 
@@ -329,6 +330,8 @@ type scanConfig struct {
 	rootNS string
 	// procCache is the last capture's identities; nil reads every process whole.
 	procCache *processCache
+	// socks is the socket fds the scan saw, for unix peers (followUnixPeers).
+	socks socketIndex
 }
 
 // scan reads the processes with one worker per CPU: the kernel's work of
@@ -377,6 +380,10 @@ type worker struct {
 	// mnt is the ns/mnt link of the process being read, once read (mntRead).
 	mnt     string
 	mntRead bool
+	// sockInodes are the socket fds of the process being read, for the
+	// socket index; sockCut: some were left out.
+	sockInodes []uint64
+	sockCut    bool
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
 	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
@@ -439,6 +446,12 @@ func newWorker(cfg *scanConfig) *worker {
 func (w *worker) process(pid int) result {
 	res := result{p: snapshot.Process{PID: pid}}
 	w.dir = pidDir(w.root, pid)
+	w.sockInodes, w.sockCut = w.sockInodes[:0], false
+	defer func() {
+		if len(w.sockInodes) > 0 || w.sockCut {
+			w.socks.add(pid, w.sockInodes, w.sockCut)
+		}
+	}()
 	dirfd, hidden, err := w.openProcessDir(strconv.Itoa(pid))
 	if err != nil {
 		if vanishedErr(err) {

@@ -109,6 +109,7 @@ type sockFds struct {
 	p      *snapshot.Process
 	inodes map[uint64]bool
 	netns  uint64
+	unix   []uint64 // the inodes the tables placed as unix sockets
 }
 
 // readSockets joins each user's socket fds to its network namespace's
@@ -117,6 +118,8 @@ type sockFds struct {
 func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byNS := map[uint64][]*sockFds{}
 	var order []uint64
+	var all []*sockFds
+	defer func() { cfg.followUnixPeers(r, s, all) }()
 	for _, p := range users {
 		sf, err := cfg.socketFds(r, p)
 		if errors.Is(err, syscall.ENOENT) {
@@ -131,6 +134,7 @@ func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*sna
 		if len(sf.inodes) == 0 {
 			continue
 		}
+		all = append(all, sf)
 		if byNS[sf.netns] == nil {
 			order = append(order, sf.netns)
 		}
@@ -180,7 +184,7 @@ func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) m
 	unplaced := map[*sockFds][]uint64{}
 	for _, sf := range members {
 		for ino := range sf.inodes {
-			if !t.give(sf.p, ino) {
+			if !t.give(sf, ino) {
 				unplaced[sf] = append(unplaced[sf], ino)
 			}
 		}

@@ -17,3 +17,6 @@ func WithoutTriage(opts Options) Options {
 	opts.noCorroborate = true
 	return opts
 }
+
+// FindPID is findPID for the live tests: the snapshot's record of a PID.
+var FindPID = findPID

@@ -14,7 +14,6 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // TestLiveCredentials: the uids and NSpid of a process whose real and
@@ -31,15 +30,7 @@ func TestLiveCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{split, plain, os.Getpid()} {
-		var p *snapshot.Process
-		for i := range snap.Processes {
-			if snap.Processes[i].PID == pid {
-				p = &snap.Processes[i]
-			}
-		}
-		if p == nil {
-			t.Fatalf("the snapshot lacks pid %d", pid)
-		}
+		p := capture.FindPID(t, snap, pid)
 		uid, euid, nspid := statusIDs(t, pid)
 		if p.UID != uid || p.EUID != euid || !slices.Equal(p.NSpid, nspid) {
 			t.Errorf("pid %d: uid %d euid %d nspid %v, status says %d %d %v", pid, p.UID, p.EUID, p.NSpid, uid, euid, nspid)

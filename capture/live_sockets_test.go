@@ -1,14 +1,23 @@
 package capture_test
 
 import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -124,5 +133,104 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 		return strings.HasPrefix(e, "sockets: 3 of its sockets are in no network namespace a process of the host is in")
 	}) {
 		t.Errorf("sockets %+v, errors %q: want none placed, and 3 said not read", p.Sockets, p.Errors)
+	}
+}
+
+// TestLiveSocketsViaUnixPeer: a GPU user holds no connection of its own and
+// hands its traffic over a socketpair to a helper it forked, which holds
+// the pool connection. The capture follows the unix socket one hop (its
+// peer, by sock_diag) and keeps the helper's connection among the user's,
+// naming the helper in via_pid; a socketpair within the user is not a hop.
+func TestLiveSocketsViaUnixPeer(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	cmd := exec.Command("python3", "-c", `import mmap, os, socket, sys, time
+a, b = socket.socketpair()
+self_a, self_b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    a.close()
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    while True:
+        time.sleep(60)
+b.close()
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+print(pid, flush=True)
+while True:
+    time.sleep(60)`, loop.Node, strconv.Itoa(port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var helper int
+	t.Cleanup(func() {
+		if helper > 0 {
+			_ = syscall.Kill(helper, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
+	}
+	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", loop.Node)
+	remote := "127.0.0.1:" + strconv.Itoa(port)
+	if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
+		return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Both capture paths: the /proc walk indexes every socket fd; after the
+	// BPF path the holder is looked for fd table by fd table.
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, cmd.Process.Pid, helper, remote) })
+	}
+}
+
+// checkViaPeer holds the GPU user's record to the helper's one connection.
+func checkViaPeer(t *testing.T, snap *snapshot.Snapshot, pid, helper int, remote string) {
+	user := capture.FindPID(t, snap, pid)
+	var via []snapshot.Socket
+	for _, s := range user.Sockets {
+		if s.ViaPID != 0 {
+			via = append(via, s)
+		}
+	}
+	if len(via) != 1 || via[0].Remote != remote || via[0].State != "established" || via[0].ViaPID != helper || via[0].ViaStartTime == 0 {
+		t.Errorf("sockets via a peer %+v, want the helper %d's connection to %s (all %+v, errors %q, scan %q)", via, helper, remote, user.Sockets, user.Errors, snap.Scan.Errors)
+	}
+	if user.UnixSockets != 3 {
+		t.Errorf("unix sockets %d, want 3 (the helper's end's peer, and a pair within itself)", user.UnixSockets)
+	}
+	for _, e := range user.Errors {
+		if strings.HasPrefix(e, "sockets:") {
+			t.Errorf("error %q", e)
+		}
 	}
 }

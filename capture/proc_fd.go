@@ -81,6 +81,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 			}
 			continue
 		case len(target) == 0 || target[0] != '/':
+			w.noteSocket(target)
 			continue // socket, pipe, anon_inode: d_path starts every file's path with '/'
 		case w.live:
 			var fate fdFate

@@ -55,13 +55,15 @@ func (cfg *scanConfig) readNamespace(r *reader, pid int, ns uint64, want map[uin
 	return t, nil
 }
 
-// give records socket ino of p where the tables place it, and reports
-// whether they did.
-func (t *nsTables) give(p *snapshot.Process, ino uint64) bool {
+// give records socket ino of sf's process where the tables place it, and
+// reports whether they did.
+func (t *nsTables) give(sf *sockFds, ino uint64) bool {
+	p := sf.p
 	so, inet := t.inet[ino]
 	switch {
 	case t.unix[ino]:
 		p.UnixSockets++
+		sf.unix = append(sf.unix, ino)
 	case t.other[ino]:
 	case !inet:
 		return false
@@ -103,7 +105,7 @@ func (cfg *scanConfig) placeElsewhere(r *reader, s *snapshot.Snapshot, read []ui
 		for sf, inos := range unplaced {
 			left := inos[:0]
 			for _, ino := range inos {
-				if t.give(sf.p, ino) {
+				if t.give(sf, ino) {
 					delete(want, ino)
 				} else {
 					left = append(left, ino)

@@ -48,7 +48,7 @@ func egressConnections(c *comparison) []Finding {
 			if !s.Peer() || slices.ContainsFunc(before, func(b snapshot.Socket) bool { return sameConnection(b, s) }) {
 				continue
 			}
-			line := fmt.Sprintf("%s %s -> %s %s (netns %d)", s.Proto, s.Local, s.Remote, s.State, s.Netns)
+			line := fmt.Sprintf("%s %s -> %s %s (netns %d)%s", s.Proto, s.Local, s.Remote, s.State, s.Netns, viaText(s))
 			if miningPoolPorts[s.RemotePort()] {
 				pool = true
 				line += ": a mining-pool port"
@@ -73,6 +73,15 @@ func egressConnections(c *comparison) []Finding {
 		})
 	}
 	return out
+}
+
+// viaText names the process that holds a socket for another, at the other
+// end of one of its unix sockets, or is "".
+func viaText(s snapshot.Socket) string {
+	if s.ViaPID == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" via pid %d@%d, its unix socket's peer", s.ViaPID, s.ViaStartTime)
 }
 
 // sameConnection reports whether two sockets are one connection: the same

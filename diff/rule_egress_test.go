@@ -95,3 +95,34 @@ func TestTriageEgressIsWhatWasSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressViaUnixPeer: a connection the capture found at the other end of
+// a GPU user's unix socket is the user's egress, named with its helper; a
+// pool port there makes the finding high and the triage a compromise. An
+// unconnected UDP socket sends anywhere: the triage says egress is not known.
+func TestEgressViaUnixPeer(t *testing.T) {
+	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
+	via := tcp("127.0.0.1:40000", "127.0.0.1:3333", "established")
+	via.ViaPID, via.ViaStartTime = 201, 77
+	p := proc(100, 1, "python3", "/usr/bin/python3.11", gpu, cgroups("0::/"), sockets(via))
+	r := Compare(snap("from"), snap("to", p), Options{})
+	var egress *Finding
+	for i := range r.Findings {
+		if r.Findings[i].Kind == KindEgressConnection {
+			egress = &r.Findings[i]
+		}
+	}
+	if egress == nil || egress.Severity != High || !strings.Contains(strings.Join(egress.Evidence, "\n"), "127.0.0.1:3333 established (netns 4026531840) via pid 201@77, its unix socket's peer: a mining-pool port") {
+		t.Fatalf("egress finding %+v", egress)
+	}
+	if tr := egress.Triage; tr == nil || tr.Class != ClassSuspectedCompromise || !strings.Contains(strings.Join(tr.Why, "\n"), "via pid 201@77") {
+		t.Errorf("triage %+v, want a compromise naming the helper", egress.Triage)
+	}
+
+	udp := snapshot.Socket{Proto: "udp", Local: "0.0.0.0:5353", Remote: "0.0.0.0:0", State: "unconnected", Netns: 4026531840}
+	p = proc(100, 1, "python3", "/usr/bin/python3.11", gpu, cgroups("0::/"), sockets(udp))
+	f := first(t, Compare(snap("from"), snap("to", p), Options{}))
+	if f.Triage == nil || !strings.Contains(strings.Join(f.Triage.Why, "\n"), "an unconnected UDP socket sends where sendto says, which no table shows: egress not known") {
+		t.Errorf("unconnected UDP: triage %+v", f.Triage)
+	}
+}

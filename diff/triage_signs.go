@@ -91,7 +91,7 @@ var compromiseRules = []compromiseRule{
 	{"pool-egress", "it holds a connection to a mining-pool port", "", func(p *snapshot.Process, _ signContext) (string, string) {
 		for _, s := range p.Sockets {
 			if s.Peer() && miningPoolPorts[s.RemotePort()] {
-				return fmt.Sprintf("%s connection to %s: a mining-pool port", s.Proto, s.Remote), ""
+				return fmt.Sprintf("%s connection to %s%s: a mining-pool port", s.Proto, s.Remote, viaText(s)), ""
 			}
 		}
 		return "", ""

@@ -3,6 +3,7 @@ package diff
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -256,6 +257,8 @@ func (f *facts) seen() string {
 	seen := "no sign that it lies seen in " + read
 	if socketsUnread(f.p) {
 		seen += "; its sockets were not all read: egress not known"
+	} else if slices.ContainsFunc(f.p.Sockets, func(s snapshot.Socket) bool { return strings.HasPrefix(s.Proto, "udp") && !s.Peer() }) {
+		seen += "; an unconnected UDP socket sends where sendto says, which no table shows: egress not known"
 	}
 	return seen
 }

@@ -11,6 +11,11 @@ type Socket struct {
 	State  string `json:"state"`  // the kernel's TCP state, lower case (established, listen ...); for UDP connected or unconnected
 	Netns  uint64 `json:"netns"`  // inode of the network namespace (ns/net), as ip netns identify and lsns name it
 	Inode  uint64 `json:"-"`      // the socket's inode, which joins it to the fds that hold it
+	// ViaPID and ViaStartTime name the process that holds this socket where
+	// it is not the process's own: the one at the other end of one of its
+	// unix sockets, which may carry its traffic.
+	ViaPID       int    `json:"via_pid,omitempty"`
+	ViaStartTime uint64 `json:"via_start_time,omitempty"`
 }
 
 // RemotePort is the port of Remote, 0 where unconnected or unparsable.
