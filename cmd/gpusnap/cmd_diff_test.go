@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,9 @@ func TestDiffScenarios(t *testing.T) {
 				t.Fatalf("%s: %v", exp, err)
 			}
 			db := filepath.Join(t.TempDir(), "gpusnap.db")
+			tenant := scenarioEnv(t, dir, name)
 			side := func(s string) []string {
-				args := []string{"--db", db, "--tenant", name,
+				args := []string{"--db", db, "--tenant", tenant,
 					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
 				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
 					args = append(args, "--kmsg", kmsg)
@@ -115,7 +117,7 @@ func TestDiffScenarios(t *testing.T) {
 			if code != wantCode {
 				t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
 			}
-			if r.Tenant != name || r.Summary.Total != len(want.Findings) {
+			if r.Tenant != tenant || r.Summary.Total != len(want.Findings) {
 				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
 			}
 			checkScenarioTriage(t, r, want.Triage)
@@ -136,6 +138,32 @@ func TestDiffScenarios(t *testing.T) {
 			t.Errorf("no scenario's expected.json declares triage class %s", class)
 		}
 	}
+}
+
+// scenarioEnv sets the environment of a scenario's env file (KEY=VALUE
+// lines, a Slurm prolog's), for the test, and returns the tenant: the
+// file's SLURM_JOB_ID, as a prolog names it, else the scenario's name.
+func scenarioEnv(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "env"))
+	if errors.Is(err, os.ErrNotExist) {
+		return name
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := name
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			t.Fatalf("%s/env: %q is not KEY=VALUE", dir, line)
+		}
+		t.Setenv(k, v)
+		if k == "SLURM_JOB_ID" {
+			tenant = v
+		}
+	}
+	return tenant
 }
 
 // checkScenarioTriage checks that every finding of each PID expected.json's
