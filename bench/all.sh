@@ -100,7 +100,7 @@ step fallback "go test -run x -bench FallbackIdle -benchtime 1x ./watch/"
 step hooks "go test -count=1 -run TestHookCost -v ./bpf/"
 # The matrix's own directory: a matrix another run starts meanwhile in the
 # default one would overwrite its initramfs and logs.
-[[ -n "$quick" ]] || KERNEL_MATRIX_DIR="$res/kernel-matrix" step matrix "scripts/kernel-matrix.sh"
+[[ -n "$quick" ]] || KERNEL_MATRIX_DRM=1 KERNEL_MATRIX_DIR="$res/kernel-matrix" step matrix "scripts/kernel-matrix.sh"
 
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
 echo "procs_after=$(ls /proc | grep -c '^[0-9]')" >>"$res/host.txt"

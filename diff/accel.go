@@ -55,9 +55,10 @@ func (ax *accelIndex) device(path string, devno snapshot.DeviceNumber) *snapshot
 	return ax.byPath[path]
 }
 
-// markAccel sets, on each use of an accelerator node, its kind and whether
-// the process did work there: KFD is compute by itself; on a DRM or accel
-// node, a client of the node with device memory or engine time.
+// markAccel sets, on each use of an accelerator node, its kind, whether
+// the process did work there (KFD is compute by itself, and on a DRM or
+// accel node, a client of the node with device memory or engine time), and
+// the devices it is on.
 func (ax *accelIndex) markAccel(p *snapshot.Process, uses []*deviceUse) {
 	for _, u := range uses {
 		u.accelKind = ax.nodeKind(u.device, u.devno)
@@ -65,11 +66,21 @@ func (ax *accelIndex) markAccel(p *snapshot.Process, uses []*deviceUse) {
 		case "":
 		case snapshot.NodeKFD:
 			u.accelWork = true
+			if kp := ax.kfdPID[p.PID]; kp != nil {
+				for _, m := range kp.VRAM {
+					if d := ax.kfdGPU(m.GPUID); d != nil && m.Bytes > 0 {
+						u.accelDevs = append(u.accelDevs, d.Name)
+					}
+				}
+			}
 		default:
 			for i := range p.DRMClients {
 				if p.DRMClients[i].Node == u.device && p.DRMClients[i].Working() {
 					u.accelWork = true
 				}
+			}
+			if d := ax.device(u.device, u.devno); d != nil {
+				u.accelDevs = []string{d.Name}
 			}
 		}
 	}
@@ -95,9 +106,14 @@ func (u *deviceUse) idleAccelHolder() bool {
 // accelEvidence renders what the kernel said of the process's work on the
 // use's node: its DRM clients there, and for KFD its memory per GPU.
 func (c *comparison) accelEvidence(p *snapshot.Process, u *deviceUse) []string {
+	return accelEvidenceOf(c.toAccel, p, u)
+}
+
+// accelEvidenceOf is accelEvidence in the snapshot ax indexes.
+func accelEvidenceOf(ax *accelIndex, p *snapshot.Process, u *deviceUse) []string {
 	var out []string
 	if u.accelKind == snapshot.NodeKFD {
-		if kp := c.toAccel.kfdPID[p.PID]; kp != nil {
+		if kp := ax.kfdPID[p.PID]; kp != nil {
 			for _, m := range kp.VRAM {
 				out = append(out, fmt.Sprintf("kfd: vram %s on gpu_id %d", bytesText(m.Bytes), m.GPUID))
 			}
@@ -227,12 +243,7 @@ func (ax *accelIndex) sameDevice(d *snapshot.Accelerator) *snapshot.Accelerator 
 	if ax == nil {
 		return nil
 	}
-	for i := range ax.a.Devices {
-		if ax.a.Devices[i].Name == d.Name {
-			return &ax.a.Devices[i]
-		}
-	}
-	return nil
+	return ax.byName(d.Name)
 }
 
 // unaccountedAccel is device d's memory used less what the live processes

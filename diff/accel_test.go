@@ -66,7 +66,11 @@ func TestAccelLeftoverWorker(t *testing.T) {
 		"leftover_device_holder high 5150 /dev/dri/renderD128",
 		"leftover_device_holder high 5150 /dev/kfd",
 		"leftover_device_mapping high 5150 /dev/dri/renderD128",
-		"leftover_device_mapping high 5150 /dev/kfd")
+		"leftover_device_mapping high 5150 /dev/kfd",
+		"unexpected_gpu_process medium 5150")
+	if ev := strings.Join(r.Findings[4].Evidence, "\n"); !strings.Contains(ev, "holds /dev/kfd (1 descriptor)") || !strings.Contains(ev, "engine gfx 1234567 ns") {
+		t.Errorf("unexpected's evidence: %s", ev)
+	}
 	ev := strings.Join(r.Findings[0].Evidence, "\n")
 	if !strings.Contains(ev, "drm client 12 of amdgpu on 0000:03:00.0, vram 8589934592 bytes (8.00 GiB)") || !strings.Contains(ev, "engine gfx 1234567 ns") {
 		t.Errorf("render evidence: %s", ev)
@@ -92,10 +96,11 @@ func TestAccelHolderIsNotWork(t *testing.T) {
 	expect(t, compare(from, to),
 		"leftover_device_holder low 6100 /dev/dri/renderD128",
 		"other_device_mapping low 6100 /dev/dri/renderD128")
-	// The same browser with engine time is GPU work.
+	// The same browser with engine time is GPU work, and a GPU process new
+	// since FROM.
 	busy := proc(6100, 950, "chromium", "/usr/lib/chromium/chromium", holder(7, render, "rw", renderNo), client(render, 30, 0, 5, 7))
 	expect(t, compare(from, withAccel(snap("b", desktop, busy), mi300(512<<20))),
-		"leftover_device_holder high 6100 /dev/dri/renderD128")
+		"leftover_device_holder high 6100 /dev/dri/renderD128", "unexpected_gpu_process medium 6100")
 }
 
 // VRAM that no process accounts for: used (sysfs) less the live processes'

@@ -90,6 +90,7 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	gpus, scope := allGPUs, &CheckScope{GPUs: "all"}
 	if opts.GPUs != nil {
 		gpus = resolveGPUs(*opts.GPUs, c.toNVML)
+		gpus.resolveAccel(*opts.GPUs, c.toAccel)
 		scope.GPUs = opts.GPUs.String()
 		scope.Unchecked = c.unchecked(gpus, *opts.GPUs)
 	} else {
@@ -167,6 +168,9 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 		}
 		out = append(out, u+": "+why+", so no device node can be matched to it")
 	}
+	for _, id := range gpus.accelUnresolved {
+		out = append(out, id+": "+c.accelUnseen())
+	}
 	if c.toNVML.unavailable != "" {
 		for _, n := range asked.Minors {
 			if !c.nodeSeen(n) {
@@ -185,6 +189,14 @@ func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 		}
 	}
 	return out
+}
+
+// accelUnseen says why an accelerator ID names no device.
+func (c *comparison) accelUnseen() string {
+	if c.toAccel == nil {
+		return "no accelerator but NVIDIA's was read from the sys root"
+	}
+	return "no accelerator read from " + c.toAccel.a.SysRoot + " has this ID"
 }
 
 // noGPUSeen is what a check of every GPU could not check where NVML was

@@ -41,6 +41,10 @@ type deviceUse struct {
 	// work there (accel.go).
 	accelKind string
 	accelWork bool
+	// accelDevs name the accelerators (snapshot.Accelerator.Name) the use
+	// is on: its node's device, or for KFD each GPU the process holds
+	// memory on.
+	accelDevs []string
 }
 
 // deviceUses groups a process's device mappings and NVIDIA holders (and,

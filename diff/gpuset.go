@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -18,6 +19,11 @@ type gpuSet struct {
 	// unresolved are the UUIDs NVML did not show: a device node cannot be
 	// matched against them.
 	unresolved []string
+	// accel are the other vendors' accelerators in the set, by device name
+	// (snapshot.Accelerator.Name), and accelUnresolved the set's IDs that
+	// name none (resolveAccel).
+	accel           map[string]bool
+	accelUnresolved []string
 }
 
 // allGPUs is the set of every GPU, as check takes it without --gpus.
@@ -54,6 +60,28 @@ func resolveGPUs(s snapshot.GPUSet, ixs ...*nvmlIndex) *gpuSet {
 	return g
 }
 
+// resolveAccel resolves the set's accelerator IDs against the devices of
+// each end given, by their IDs.
+func (g *gpuSet) resolveAccel(s snapshot.GPUSet, axs ...*accelIndex) {
+	g.accel = make(map[string]bool)
+	for _, id := range s.Accel {
+		found := false
+		for _, ax := range axs {
+			if ax == nil {
+				continue
+			}
+			for i := range ax.a.Devices {
+				if d := &ax.a.Devices[i]; d.NamedBy(id) {
+					g.accel[d.Name], found = true, true
+				}
+			}
+		}
+		if !found {
+			g.accelUnresolved = append(g.accelUnresolved, id)
+		}
+	}
+}
+
 // resolved reports whether NVML at some end showed the UUID with a minor number.
 func (g *gpuSet) resolved(uuid string, ixs []*nvmlIndex) bool {
 	for _, ix := range ixs {
@@ -72,12 +100,17 @@ func (g *gpuSet) resolved(uuid string, ixs []*nvmlIndex) bool {
 }
 
 // hasDevice reports whether a device use falls on the set: a GPU node of a
-// listed minor, or, for the set of all GPUs, any NVIDIA device (nvidiactl and
-// nvidia-uvm serve every GPU) and any accelerator node worked on or held
-// (idleAccelHolder).
+// listed minor, an accelerator of the set worked on or its node held
+// (idleAccelHolder), or, for the set of all GPUs, any NVIDIA device
+// (nvidiactl and nvidia-uvm serve every GPU) and any accelerator node
+// worked on or held.
 func (g *gpuSet) hasDevice(u *deviceUse) bool {
-	if g.all {
-		return u.gpuWork() || u.idleAccelHolder() && len(u.holders) > 0
+	accel := u.gpuWork() && !u.nvidia() || u.idleAccelHolder() && len(u.holders) > 0
+	switch {
+	case g.all:
+		return u.nvidia() || accel
+	case u.accelKind != "":
+		return accel && slices.ContainsFunc(u.accelDevs, func(name string) bool { return g.accel[name] })
 	}
 	return u.nvidia() && u.gpuMinor != nil && g.minors[*u.gpuMinor]
 }

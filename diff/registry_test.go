@@ -199,7 +199,6 @@ var coveredByTests = map[string]string{
 	KindTransientGPUProcess:   "rule_transient_test.go",
 	KindHiddenDeviceUse:       "rule_window_test.go",
 	KindWindowNotCovered:      "rule_window_test.go",
-	KindOutOfAllocation:       "rule_allocation_test.go",
 	KindHiddenProcess:         "rule_hidden_test.go",
 	KindEgressConnection:      "rule_egress_test.go",
 	KindPersistence:           "rule_persistence_test.go",

@@ -18,11 +18,11 @@ var ruleOutOfAllocation = &Rule{
 	compare:    []func(*comparison) []Finding{outOfAllocation},
 }
 
-// outOfAllocation reports a process of FROM's tenant that holds, maps or is
-// listed on a GPU outside FROM's Allocation, at TO or in the tenant's
-// History, or that the window's event log shows opening or mapping its node.
-// Membership comes from its or an ancestor's cgroup (tenantMembers).
-// nvidiactl and nvidia-uvm serve every GPU, so they count for none.
+// outOfAllocation reports a process of FROM's tenant (by its or an
+// ancestor's cgroup) that holds, maps or is listed on a GPU outside FROM's
+// Allocation, or works on another vendor's accelerator outside it, at TO or
+// in the tenant's History, or opens or maps its node in the window's event
+// log. nvidiactl and nvidia-uvm count for no GPU.
 func outOfAllocation(c *comparison) []Finding {
 	alloc, tenant := c.from.Allocation, c.from.Tenant
 	if alloc == nil || tenant == "" {
@@ -34,6 +34,7 @@ func outOfAllocation(c *comparison) []Finding {
 	for _, u := range gpus.unresolved {
 		c.notes = append(c.notes, "allocation of "+tenant+" names "+u+", which NVML did not show: device nodes are not matched against it")
 	}
+	accel := c.accelAllocation(*alloc, gpus, tenant)
 	allocText := alloc.String()
 	if allocText == "" {
 		allocText = "no GPU"
@@ -41,9 +42,9 @@ func outOfAllocation(c *comparison) []Finding {
 	var out []Finding
 	seen := make(map[string]bool) // PID@START + GPU: once per process and GPU
 	for _, s := range snaps {
-		nv := c.toNVML
+		nv, ax := c.toNVML, c.toAccel
 		if s != c.to {
-			nv = indexNVML(&s.NVML, s.Processes)
+			nv, ax = indexNVML(&s.NVML, s.Processes), indexAccel(s.Accelerators)
 		}
 		for i := range s.Processes {
 			p := &s.Processes[i]
@@ -69,6 +70,9 @@ func outOfAllocation(c *comparison) []Finding {
 				out = append(out, c.allocationFinding(p, u.device, uuid,
 					fmt.Sprintf("uses %s (%s)%s, outside the allocation of %s (%s)", u.device, gpuName(u.gpuMinor, uuid), where, tenant, allocText),
 					append(base, append(mappingEvidence(u.mappings), holderEvidence(u.holders)...)...)))
+			}
+			if accel && ax != nil {
+				out = append(out, c.accelOutside(p, ax, gpus, fmt.Sprintf("%s, outside the allocation of %s (%s)", where, tenant, allocText), base, seen)...)
 			}
 			for _, e := range nv.byPID[p.PID] {
 				if gpus.hasPool(e.pool) {

@@ -21,8 +21,9 @@ var ruleUnexpectedGPUProcess = &Rule{
 }
 
 // unexpectedGPUProcesses reports a live process that uses a GPU at TO (NVML
-// lists it, or it holds or maps an NVIDIA device) and did not at FROM. High
-// when it shows a masquerade (see masquerade).
+// lists it, it holds or maps an NVIDIA device, or it works on another
+// vendor's accelerator) and did not at FROM. High when it shows a
+// masquerade (see masquerade).
 func unexpectedGPUProcesses(c *comparison) []Finding {
 	var out []Finding
 	seen := make(map[*snapshot.Process]bool)
@@ -37,11 +38,11 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 			// an orphan, reported as such, not this process's use.
 			nvml = nil
 		}
-		if len(nvml) == 0 && !p.UsesNVIDIA() {
+		if len(nvml) == 0 && !p.UsesNVIDIA() && !p.AcceleratorWork(c.to.Accelerators) {
 			return
 		}
 		before := c.fromByKey[idOf(p.PID, p.StartTime)]
-		if usedNVIDIA(before, c.fromNVML) {
+		if usedNVIDIA(before, c.fromNVML) || before != nil && before.AcceleratorWork(c.from.Accelerators) {
 			return
 		}
 		out = append(out, c.unexpected(p, before, nvml))
@@ -75,17 +76,20 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 				u.gpu, u.sample.SMUtil, u.sample.MemUtil))
 		}
 	}
-	for _, u := range deviceUses(p, nil) {
-		if !u.nvidia() {
+	for _, u := range deviceUses(p, c.toAccel) {
+		if !u.gpuWork() {
 			continue
 		}
-		gpu = cmp.Or(gpu, c.gpuUUID(u.gpuMinor))
+		if u.nvidia() {
+			gpu = cmp.Or(gpu, c.gpuUUID(u.gpuMinor))
+		}
 		if len(u.mappings) > 0 {
 			evidence = append(evidence, fmt.Sprintf("maps %s (%s)", u.device, count(len(u.mappings), "mapping")))
 		}
 		if len(u.holders) > 0 {
 			evidence = append(evidence, fmt.Sprintf("holds %s (%s)", u.device, count(len(u.holders), "descriptor")))
 		}
+		evidence = append(evidence, c.accelEvidence(p, u)...)
 	}
 	signs := masquerade(p)
 	sev := Medium

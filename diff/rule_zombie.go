@@ -182,12 +182,14 @@ func (c *comparison) newSince() string {
 }
 
 // zombieMemoryOfSet is zombie_gpu_memory in a check: of the pools of the GPUs
-// checked, and a note where NVML was not read; of every other vendor's
-// device where no list narrows the check (accelMemory).
+// checked, and a note where NVML was not read; of the other vendors'
+// devices checked (accelMemory), every one where no list narrows the check.
 func zombieMemoryOfSet(c *comparison, gpus *gpuSet) []Finding {
 	var out []Finding
-	if gpus.all {
-		out = accelMemory(c)
+	for _, f := range accelMemory(c) {
+		if gpus.all || gpus.accel[f.Device] {
+			out = append(out, f)
+		}
 	}
 	if c.toNVML.unavailable != "" {
 		c.notes = append(c.notes, "NVML was not read ("+c.toNVML.unavailable+"): GPU memory was not checked")

@@ -52,6 +52,11 @@ func TestAllocations(t *testing.T) {
 	if _, ok, err := a.GPUsOf("idx-uid", nil); !ok || err == nil || !strings.Contains(err.Error(), "GPU index 1, which NVML does not list") {
 		t.Errorf("an index without NVML: ok %v, %v", ok, err)
 	}
+	// AMD's and Intel's plugins' ids are the devices' accelerator IDs.
+	rocm := Allocations{Pods: []Pod{{Namespace: "ml", Name: "rocm", UID: "rocm-uid", GPUs: []string{"0000:83:00.0", "card1"}}}}
+	if set, ok, err := rocm.GPUsOf("rocm-uid", nil); !ok || err != nil || set.String() != "0000:83:00.0,card1" {
+		t.Errorf("GPUs of an AMD and Intel pod: %+v, %v, %v", set, ok, err)
+	}
 	// Every GPU pod is listed: a pod this node runs among none of them was
 	// given no GPU; one it does not run (yet) is not known.
 	const noGPU, notYet = "3a9f0c11-5b2d-4e6f-8a7c-1d2e3f4a5b6c", "8d1e2f30-4a5b-4c6d-9e7f-8091a2b3c4d5"

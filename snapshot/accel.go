@@ -1,6 +1,12 @@
 package snapshot
 
-import "strings"
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Accelerators is what the kernel showed of the host's accelerators other
 // than NVIDIA's (whose view is NVML's): DRM and accel devices from sysfs,
@@ -32,6 +38,11 @@ type Accelerator struct {
 	// sysfs device directory's name.
 	Name  string      `json:"name"`
 	Nodes []AccelNode `json:"nodes"`
+	// IDs are the names a scheduler or an operator gives the device by:
+	// VENDOR:N (its index among its vendor's devices in PCI slot order,
+	// as ROCm and Level Zero count them), its PCI slot, and its DRM card
+	// node's name (Intel's device plugin's). A GPUSet's Accel holds them.
+	IDs []string `json:"ids,omitempty"`
 	// KFDGPUID is KFD's id of the device (topology/nodes/N/gpu_id), which
 	// names it in KFD's per-process files; 0 when KFD does not serve it.
 	KFDGPUID uint32 `json:"kfd_gpu_id,omitempty"`
@@ -202,3 +213,46 @@ func (p *Process) AcceleratorWork(a *Accelerators) bool {
 	}
 	return false
 }
+
+// AccelVendors are the vendors an accelerator ID may name (VENDOR:N).
+var AccelVendors = []string{"amd", "intel", "habana"}
+
+// pciSlot and cardName match the other forms of an accelerator ID.
+var (
+	pciSlot  = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	cardName = regexp.MustCompile(`^card[0-9]{1,3}$`)
+)
+
+// accelItem reports whether a GPU list's item names another vendor's
+// accelerator: VENDOR:..., a PCI slot or a card node's name.
+func accelItem(item string) bool {
+	vendor, _, ok := strings.Cut(item, ":")
+	return ok && slices.Contains(AccelVendors, vendor) || pciSlot.MatchString(item) || cardName.MatchString(item)
+}
+
+// accelIDs reads one accelerator item: VENDOR:N, VENDOR:N-M (each index),
+// VENDOR:GPU-... (a vendor's UUID), a PCI slot or a card name.
+func accelIDs(item string) ([]string, error) {
+	vendor, rest, ok := strings.Cut(item, ":")
+	if !ok || !slices.Contains(AccelVendors, vendor) {
+		return []string{item}, nil // a PCI slot or card name, as matched
+	}
+	if strings.HasPrefix(rest, "GPU-") {
+		if len(rest) > maxUUIDLen || !validUUID(rest) {
+			return nil, fmt.Errorf("GPU list: %q is not a GPU UUID", item)
+		}
+		return []string{item}, nil
+	}
+	lo, hi, err := minorRange(rest)
+	if err != nil {
+		return nil, fmt.Errorf("GPU list: %q is not VENDOR:N, VENDOR:N-M or a VENDOR:GPU- UUID", item)
+	}
+	ids := make([]string, 0, hi-lo+1)
+	for n := lo; n <= hi; n++ {
+		ids = append(ids, vendor+":"+strconv.Itoa(n))
+	}
+	return ids, nil
+}
+
+// NamedBy reports whether id is one of the device's IDs.
+func (d *Accelerator) NamedBy(id string) bool { return slices.Contains(d.IDs, id) }

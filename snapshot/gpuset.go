@@ -14,6 +14,9 @@ import (
 type GPUSet struct {
 	Minors []int    `json:"minors,omitempty"`
 	UUIDs  []string `json:"uuids,omitempty"`
+	// Accel names other vendors' accelerators by one of their IDs
+	// (Accelerator.IDs), amd:0, a PCI slot or a card node's name.
+	Accel []string `json:"accel,omitempty"`
 }
 
 // Limits of a GPU list: a minor of 255 or above is not a GPU (nvidiactl is
@@ -25,8 +28,9 @@ const (
 )
 
 // ParseGPUList reads a GPU list as Slurm and CUDA write one: "0,1", "0-3",
-// "GPU-8f2c...,MIG-1a2b...", or a mix. An empty list is an empty set (a job
-// given no GPU). Duplicates are dropped; the set comes back sorted.
+// "GPU-8f2c...,MIG-1a2b...", or a mix, and other vendors' accelerators by
+// their IDs ("amd:0-1", "0000:03:00.0", "card1"). An empty list is an empty
+// set (a job given no GPU). Duplicates are dropped; the set comes back sorted.
 func ParseGPUList(list string) (GPUSet, error) {
 	var s GPUSet
 	list = strings.TrimSpace(list)
@@ -40,6 +44,12 @@ func ParseGPUList(list string) (GPUSet, error) {
 	for _, item := range items {
 		item = strings.TrimSpace(item)
 		switch {
+		case accelItem(item):
+			ids, err := accelIDs(item)
+			if err != nil {
+				return s, err
+			}
+			s.Accel = append(s.Accel, ids...)
 		case strings.HasPrefix(item, "GPU-") || strings.HasPrefix(item, "MIG-"):
 			if len(item) > maxUUIDLen || !validUUID(item) {
 				return s, fmt.Errorf("GPU list: %q is not a GPU UUID", item)
@@ -59,6 +69,8 @@ func ParseGPUList(list string) (GPUSet, error) {
 	s.Minors = slices.Compact(s.Minors)
 	slices.Sort(s.UUIDs)
 	s.UUIDs = slices.Compact(s.UUIDs)
+	slices.Sort(s.Accel)
+	s.Accel = slices.Compact(s.Accel)
 	return s, nil
 }
 
@@ -103,38 +115,84 @@ func validUUID(s string) bool {
 
 // String writes the set as a list ParseGPUList reads back: "0,1,GPU-...".
 func (s GPUSet) String() string {
-	parts := make([]string, 0, len(s.Minors)+len(s.UUIDs))
+	parts := make([]string, 0, len(s.Minors)+len(s.UUIDs)+len(s.Accel))
 	for _, n := range s.Minors {
 		parts = append(parts, strconv.Itoa(n))
 	}
 	parts = append(parts, s.UUIDs...)
+	parts = append(parts, s.Accel...)
 	return strings.Join(parts, ",")
 }
 
-// AllocationEnv are the variables a Slurm prolog is given that name the job's
-// GPUs, in the order they are trusted: SLURM_JOB_GPUS is Slurm's own;
-// CUDA_VISIBLE_DEVICES, in a prolog, holds the same global numbers.
-var AllocationEnv = []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}
+// AllocationEnv are the variables a Slurm prolog (or a job's launcher) is
+// given that name the job's GPUs, NVIDIA's then AMD's then Intel's. Of
+// each vendor's the first set is trusted (envVendors): SLURM_JOB_GPUS is
+// Slurm's own, and CUDA_VISIBLE_DEVICES holds the same numbers in a prolog.
+var AllocationEnv = []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}
 
-// AllocationFromEnv finds the GPUs a scheduler gave a job in its environment.
-// In a Slurm prolog (SLURM_JOB_ID set) without either variable the job was
-// given no GPU: the set is empty, not unknown, so every GPU it uses is
-// outside its allocation. Elsewhere, without them, there is no allocation
-// (nil). source names the variable read.
+// envVendors are AllocationEnv's groups, one a vendor, in its order. Their
+// indexes name NVIDIA's minors, AMD's amd:N and Intel's intel:N.
+var envVendors = []struct {
+	vendor string // "" for NVIDIA's, whose list ParseGPUList reads
+	names  []string
+}{
+	{"", []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}},
+	{"amd", []string{"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}},
+	{"intel", []string{"ZE_AFFINITY_MASK"}},
+}
+
+// AllocationFromEnv finds the GPUs a scheduler gave a job in its
+// environment, each vendor's from its first variable set, and names the
+// variables read. In a Slurm prolog (SLURM_JOB_ID set) without any the job
+// was given no GPU, so every GPU it uses is outside its allocation.
+// Elsewhere, without them, there is no allocation (nil).
 func AllocationFromEnv(getenv func(string) string) (set *GPUSet, source string, err error) {
-	for _, name := range AllocationEnv {
-		if v := getenv(name); v != "" {
-			s, err := ParseGPUList(v)
+	var sources []string
+	for _, g := range envVendors {
+		for _, name := range g.names {
+			v := getenv(name)
+			if v == "" {
+				continue
+			}
+			s, err := vendorList(g.vendor, v)
 			if err != nil {
 				return nil, name, fmt.Errorf("%s: %w", name, err)
 			}
-			return &s, name, nil
+			if set == nil {
+				set = &GPUSet{}
+			}
+			set.Minors = append(set.Minors, s.Minors...)
+			set.UUIDs = append(set.UUIDs, s.UUIDs...)
+			set.Accel = append(set.Accel, s.Accel...)
+			sources = append(sources, name)
+			break
 		}
+	}
+	if set != nil {
+		return set, strings.Join(sources, ", "), nil
 	}
 	if getenv("SLURM_JOB_ID") != "" {
 		return &GPUSet{}, "SLURM_JOB_ID without SLURM_JOB_GPUS", nil
 	}
 	return nil, "", nil
+}
+
+// vendorList reads one vendor's variable: NVIDIA's as ParseGPUList does,
+// another's indexes ("0,2"; Level Zero's "0.1" is tile 1 of device 0) as
+// VENDOR:N, and an AMD UUID (GPU-...) as amd:GPU-....
+func vendorList(vendor, v string) (GPUSet, error) {
+	if vendor == "" {
+		return ParseGPUList(v)
+	}
+	items := strings.Split(v, ",")
+	for i, item := range items {
+		item = strings.TrimSpace(item)
+		if dev, _, tile := strings.Cut(item, "."); tile && vendor == "intel" {
+			item = dev
+		}
+		items[i] = vendor + ":" + item
+	}
+	return ParseGPUList(strings.Join(items, ","))
 }
 
 // Select keeps, of gpus, those the set names by minor number, by UUID or by

@@ -12,6 +12,13 @@ func TestParseGPUList(t *testing.T) {
 		{" 3, 1-2 ,1", "1,2,3", ""},
 		{"GPU-8f2c1e4a-0000-1111-2222-333344445555,0", "0,GPU-8f2c1e4a-0000-1111-2222-333344445555", ""},
 		{"MIG-5b3c", "MIG-5b3c", ""},
+		{"amd:1-2,0,card1,0000:03:00.0,amd:0,intel:0", "0,0000:03:00.0,amd:0,amd:1,amd:2,card1,intel:0", ""},
+		{"amd:GPU-8f2c1e4a5b6c7d8e", "amd:GPU-8f2c1e4a5b6c7d8e", ""},
+		{"amd:x", "", "not VENDOR:N"},
+		{"amd:2-1", "", "not VENDOR:N"},
+		{"amd:GPU-../x", "", "not a GPU UUID"},
+		{"nvidia:0", "", "not a GPU number"},
+		{"0000:03:00.8", "", "not a GPU number"},
 		{"", "", ""},
 		{"3-1", "", "not a GPU number"},
 		{"0-99999", "", "not a GPU number"},
@@ -51,6 +58,11 @@ func TestAllocationFromEnv(t *testing.T) {
 		{env("SLURM_JOB_ID", "7", "SLURM_JOB_GPUS", "1,3", "CUDA_VISIBLE_DEVICES", "0"), "1,3", "SLURM_JOB_GPUS", false},
 		{env("CUDA_VISIBLE_DEVICES", "GPU-ab12"), "GPU-ab12", "CUDA_VISIBLE_DEVICES", false},
 		{env("SLURM_JOB_ID", "7"), "", "SLURM_JOB_ID without SLURM_JOB_GPUS", false},
+		{env("ROCR_VISIBLE_DEVICES", "1,0", "HIP_VISIBLE_DEVICES", "0"), "amd:0,amd:1", "ROCR_VISIBLE_DEVICES", false},
+		{env("HIP_VISIBLE_DEVICES", "GPU-8f2c1e4a5b6c7d8e"), "amd:GPU-8f2c1e4a5b6c7d8e", "HIP_VISIBLE_DEVICES", false},
+		{env("ZE_AFFINITY_MASK", "0.1,2"), "intel:0,intel:2", "ZE_AFFINITY_MASK", false},
+		{env("SLURM_JOB_ID", "7", "SLURM_JOB_GPUS", "1", "ROCR_VISIBLE_DEVICES", "0", "ZE_AFFINITY_MASK", "0"), "1,amd:0,intel:0",
+			"SLURM_JOB_GPUS, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK", false},
 		{env(), "", "", true},
 	} {
 		s, source, err := AllocationFromEnv(tc.env)
@@ -59,6 +71,9 @@ func TestAllocationFromEnv(t *testing.T) {
 		}
 	}
 	if _, _, err := AllocationFromEnv(env("SLURM_JOB_GPUS", "x")); err == nil || !strings.Contains(err.Error(), "SLURM_JOB_GPUS") {
+		t.Errorf("bad variable: %v", err)
+	}
+	if _, _, err := AllocationFromEnv(env("ROCR_VISIBLE_DEVICES", "0,x")); err == nil || !strings.Contains(err.Error(), "ROCR_VISIBLE_DEVICES: GPU list: \"amd:x\"") {
 		t.Errorf("bad variable: %v", err)
 	}
 }

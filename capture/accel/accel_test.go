@@ -165,6 +165,9 @@ func TestReadSysfs(t *testing.T) {
 	if amd.Nodes[1].Kind != snapshot.NodeRender || amd.Nodes[1].Path != "/dev/dri/renderD128" || amd.Nodes[1].DeviceNumber.String() != "226:128" {
 		t.Errorf("amd nodes: %+v", amd.Nodes)
 	}
+	if strings.Join(amd.IDs, ",") != "amd:0,0000:03:00.0,card1" || strings.Join(byName["0000:0a:00.0"].IDs, ",") != "intel:0,0000:0a:00.0" {
+		t.Errorf("ids: amd %q, intel %q", amd.IDs, byName["0000:0a:00.0"].IDs)
+	}
 	if strings.Join(amd.PerProcess, ",") != "drm fdinfo,kfd" {
 		t.Errorf("amd per process: %q", amd.PerProcess)
 	}
@@ -177,6 +180,30 @@ func TestReadSysfs(t *testing.T) {
 	if a.KFDNode.String() != "235:0" || len(a.KFDProcesses) != 2 || a.KFDProcesses[0].PID != 5150 ||
 		a.KFDProcesses[0].VRAM[0] != (snapshot.KFDMemory{GPUID: 4711, Bytes: 114000000000}) {
 		t.Errorf("kfd: %v %+v", a.KFDNode, a.KFDProcesses)
+	}
+}
+
+// A vendor's devices are numbered in PCI slot order, each vendor from 0,
+// whatever order sysfs lists their nodes in: ROCm's and Level Zero's
+// indexes.
+func TestDeviceIDs(t *testing.T) {
+	f := map[string]string{}
+	pciDRM(f, "0000:c3:00.0", "0x1002", "amdgpu", "card0", "226:0")
+	pciDRM(f, "0000:03:00.0", "0x1002", "amdgpu", "card9", "226:9")
+	pciDRM(f, "0000:03:00.0", "0x1002", "amdgpu", "renderD129", "226:129")
+	pciDRM(f, "0000:83:00.0", "0x1002", "amdgpu", "card2", "226:2")
+	pciDRM(f, "0000:0a:00.0", "0x1af4", "virtio-pci", "card3", "226:3")
+	a, err := Read(sysTree(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range a.Devices {
+		got = append(got, d.Name+"="+strings.Join(d.IDs, ","))
+	}
+	want := "0000:c3:00.0=amd:2,0000:c3:00.0,card0 0000:83:00.0=amd:1,0000:83:00.0,card2 0000:0a:00.0=0000:0a:00.0,card3 0000:03:00.0=amd:0,0000:03:00.0,card9"
+	if strings.Join(got, " ") != want {
+		t.Errorf("ids:\n %s\nwant\n %s", strings.Join(got, " "), want)
 	}
 }
 

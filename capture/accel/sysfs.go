@@ -135,6 +135,7 @@ func Read(sysRoot string) (*snapshot.Accelerators, error) {
 		}
 	}
 	readKFD(s, a)
+	nameDevices(a)
 	if len(a.Devices) == 0 && a.KFDNode.IsZero() && len(a.KFDProcesses) == 0 && len(a.Errors) == 0 {
 		return nil, nil // no accelerator but NVIDIA's: the snapshot is as before
 	}

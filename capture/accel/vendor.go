@@ -1,7 +1,11 @@
 package accel
 
 import (
+	"cmp"
+	"path"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -79,4 +83,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// nameDevices gives each device its IDs (snapshot.Accelerator.IDs): a known
+// vendor's VENDOR:N, N its place among that vendor's devices by PCI slot
+// (the order ROCm and Level Zero enumerate them in), then its PCI slot and
+// its card node's name, as device plugins hand them out.
+func nameDevices(a *snapshot.Accelerators) {
+	order := make([]*snapshot.Accelerator, len(a.Devices))
+	for i := range a.Devices {
+		order[i] = &a.Devices[i]
+	}
+	slices.SortStableFunc(order, func(x, y *snapshot.Accelerator) int {
+		return cmp.Or(cmp.Compare(x.Vendor, y.Vendor), cmp.Compare(x.PCISlot, y.PCISlot), cmp.Compare(x.Name, y.Name))
+	})
+	index := map[string]int{}
+	for _, d := range order {
+		d.IDs = nil
+		if slices.Contains(snapshot.AccelVendors, d.Vendor) {
+			d.IDs = append(d.IDs, d.Vendor+":"+strconv.Itoa(index[d.Vendor]))
+			index[d.Vendor]++
+		}
+		if d.PCISlot != "" {
+			d.IDs = append(d.IDs, d.PCISlot)
+		}
+		for _, n := range d.Nodes {
+			if n.Kind == snapshot.NodeCard && strings.HasPrefix(path.Base(n.Path), "card") {
+				d.IDs = append(d.IDs, path.Base(n.Path))
+			}
+		}
+	}
 }

@@ -36,8 +36,8 @@ func baselineCommand() *cli.Command {
 			"  id=$(gpusnap baseline --tenant \"$SLURM_JOB_ID\" --gpus \"$SLURM_JOB_GPUS\")   # a Slurm prolog\n  gpusnap baseline --tenant pod-7f3c --json | jq .id",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "tenant", Usage: "the tenant `T` about to run (required)"},
-			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given, judged as check judges them: `LIST` of minor numbers (0,1 or 0-3) and UUIDs " +
-				"(default: the kubelet's, when T is a pod UID it lists; else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES, not judged; in a Slurm prolog without them, none); " +
+			&cli.StringFlag{Name: "gpus", Usage: "the GPUs T was given, judged as check judges them: `LIST` of minor numbers (0,1 or 0-3), UUIDs and other vendors' IDs (amd:0, a PCI slot, card1) " +
+				"(default: the kubelet's, when T is a pod UID it lists; else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES, with ROCR_VISIBLE_DEVICES, else HIP_VISIBLE_DEVICES, and ZE_AFFINITY_MASK, not judged; in a Slurm prolog without them, none); " +
 				"diff --tenant T reports T's use of any other GPU"},
 		}, gateFlags(), podFlags()),
 		Action: action(parseBaseline, runBaseline),

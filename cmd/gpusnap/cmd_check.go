@@ -35,7 +35,7 @@ func checkCommand() *cli.Command {
 			"Examples:\n  gpusnap check --gpus \"$SLURM_JOB_GPUS\" --require-nvml   # Slurm prolog: a failure requeues the job\n" +
 			"  gpusnap check --gpus 0-3 --allow ./site-allow.list   # another list than " + diff.DefaultAllowPath + "\n  gpusnap check --gpus GPU-8f2c1e4a-... --json",
 		Flags: slices.Concat([]cli.Flag{
-			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them) and UUIDs"},
+			&cli.StringFlag{Name: "gpus", Usage: "the GPUs to check: `LIST` of minor numbers (0,1 or 0-3, as SLURM_JOB_GPUS has them), UUIDs, and other vendors' accelerators by ID (amd:0, intel:0-1, a PCI slot 0000:03:00.0, card1)"},
 			textfileFlag(),
 			&cli.BoolFlag{Name: "npd", Usage: "speak Node Problem Detector's custom-plugin protocol: one line of at most 80 bytes naming the worst finding; exit 0 ok, 1 problem, 2 unknown (docs/kubernetes.md)"},
 			&cli.BoolFlag{Name: "idle", Usage: "check only the GPUs the kubelet has given no pod (asks --pod-resources; NVML must be read)"},

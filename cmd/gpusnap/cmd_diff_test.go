@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,9 @@ func TestDiffScenarios(t *testing.T) {
 				t.Fatalf("%s: %v", exp, err)
 			}
 			db := filepath.Join(t.TempDir(), "gpusnap.db")
+			tenant := scenarioEnv(t, dir, name)
 			side := func(s string) []string {
-				args := []string{"--db", db, "--tenant", name,
+				args := []string{"--db", db, "--tenant", tenant,
 					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
 				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
 					args = append(args, "--kmsg", kmsg)
@@ -115,7 +117,7 @@ func TestDiffScenarios(t *testing.T) {
 			if code != wantCode {
 				t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
 			}
-			if r.Tenant != name || r.Summary.Total != len(want.Findings) {
+			if r.Tenant != tenant || r.Summary.Total != len(want.Findings) {
 				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
 			}
 			checkScenarioTriage(t, r, want.Triage)
@@ -136,6 +138,32 @@ func TestDiffScenarios(t *testing.T) {
 			t.Errorf("no scenario's expected.json declares triage class %s", class)
 		}
 	}
+}
+
+// scenarioEnv sets the environment of a scenario's env file (KEY=VALUE
+// lines, a Slurm prolog's), for the test, and returns the tenant: the
+// file's SLURM_JOB_ID, as a prolog names it, else the scenario's name.
+func scenarioEnv(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "env"))
+	if errors.Is(err, os.ErrNotExist) {
+		return name
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := name
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			t.Fatalf("%s/env: %q is not KEY=VALUE", dir, line)
+		}
+		t.Setenv(k, v)
+		if k == "SLURM_JOB_ID" {
+			tenant = v
+		}
+	}
+	return tenant
 }
 
 // checkScenarioTriage checks that every finding of each PID expected.json's
@@ -628,5 +656,85 @@ func TestBaselineAllocation(t *testing.T) {
 	if code, _, stderr := gpusnap(t, append([]string{"baseline", "--tenant", "4242", "--db", db}, before...)...); code != exitError ||
 		!strings.Contains(stderr, "SLURM_JOB_GPUS") {
 		t.Errorf("bad SLURM_JOB_GPUS: exit %d: %s", code, stderr)
+	}
+}
+
+// TestNVIDIAOnlyHostUnchanged runs every scenario of NVIDIA's alone with a
+// sys root whose only DRM device is NVIDIA's (nvidia-drm, left to NVML):
+// the text report is its golden byte for byte, and the snapshot records no
+// accelerators, so such a host reads as it did before other vendors were.
+func TestNVIDIAOnlyHostUnchanged(t *testing.T) {
+	sys := t.TempDir()
+	dev := "devices/pci0000:00/0000:00:01.0/0000:18:00.0"
+	for name, target := range map[string]string{
+		"class/drm/card0": "../../" + dev + "/drm/card0", "class/drm/renderD128": "../../" + dev + "/drm/renderD128",
+		dev + "/drm/card0/device": "../../../0000:18:00.0", dev + "/drm/renderD128/device": "../../../0000:18:00.0",
+		dev + "/subsystem": "../../../../bus/pci", dev + "/driver": "../../../../bus/pci/drivers/nvidia",
+	} {
+		if err := os.MkdirAll(filepath.Join(sys, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(sys, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, filepath.Join(sys, dev, "vendor"), "0x10de\n")
+	mustWrite(t, filepath.Join(sys, dev, "drm/card0/dev"), "226:0\n")
+	mustWrite(t, filepath.Join(sys, dev, "drm/renderD128/dev"), "226:128\n")
+	dirs, _ := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "*", "expected.txt"))
+	ran := 0
+	for _, golden := range dirs {
+		dir := filepath.Dir(golden)
+		name := filepath.Base(dir)
+		if fileExists(filepath.Join(dir, "before", "sys")) || fileExists(filepath.Join(dir, "env")) {
+			continue // another vendor's host, or an allocation from the environment
+		}
+		ran++
+		t.Run(name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "gpusnap.db")
+			side := func(s string) []string {
+				args := []string{"--db", db, "--tenant", name, "--sys-root", sys,
+					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
+				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
+					args = append(args, "--kmsg", kmsg)
+				}
+				return args
+			}
+			code, stdout, stderr := gpusnap(t, append([]string{"baseline", "--json"}, side("before")...)...)
+			if code != 0 || strings.Contains(stdout, `"accelerators"`) {
+				t.Fatalf("baseline: exit %d, accelerators recorded: %v: %s", code, strings.Contains(stdout, `"accelerators"`), stderr)
+			}
+			if fileExists(filepath.Join(dir, "during")) {
+				if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+					t.Fatalf("snapshot during: exit %d: %s", code, stderr)
+				}
+			}
+			args := append([]string{"diff"}, side("after")...)
+			if fileExists(filepath.Join(dir, "allow")) {
+				args = append(args, "--allow", filepath.Join(dir, "allow"))
+			}
+			_, text, _ := gpusnap(t, args...)
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := normalize(text); got != string(want) {
+				t.Errorf("with an NVIDIA-only sys root the report differs from %s:\n--- got\n%s\n--- want\n%s", golden, got, want)
+			}
+		})
+	}
+	if ran < 20 {
+		t.Errorf("%d NVIDIA scenarios ran: fewer than expected", ran)
+	}
+}
+
+// mustWrite writes a file, its directories first.
+func mustWrite(t *testing.T, name, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

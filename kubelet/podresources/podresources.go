@@ -40,6 +40,11 @@ const (
 	migResourcePre = "nvidia.com/mig-" // MIG devices under the device plugin's mixed strategy
 	replicaSep     = "::"              // a time-sliced replica's id is <device id>::<replica>
 	sharedSuffix   = ".shared"         // the device plugin's renamed shared resources
+	// AMD's device plugin hands out amd.com/gpu by PCI slot (0000:03:00.0),
+	// Intel's gpu.intel.com/i915 and /xe by card node and share (card1-0),
+	// several pods a card where its shared-dev-num allows.
+	amdResource   = "amd.com/gpu"
+	intelResource = "gpu.intel.com/"
 )
 
 // Options say where to ask.
@@ -112,9 +117,20 @@ func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, e
 
 // devicePluginGPUs adds the GPUs of one device-plugin resource: any
 // nvidia.com/gpu* resource and the MIG ones, each id without a time-sliced
-// replica's suffix. Several pods may then share a GPU.
+// replica's suffix, AMD's by PCI slot and Intel's by card name. Several
+// pods may then share a GPU.
 func devicePluginGPUs(p *kubelet.Pod, d *podresourcesv1.ContainerDevices) {
 	r := d.GetResourceName()
+	if r == amdResource || strings.HasPrefix(r, intelResource) {
+		for _, id := range d.GetDeviceIds() {
+			// A share past the first says the card is shared.
+			if card, share, ok := strings.Cut(id, "-"); ok && strings.HasPrefix(card, "card") {
+				id, p.Shared = card, p.Shared || share != "0"
+			}
+			p.GPUs = append(p.GPUs, id)
+		}
+		return
+	}
 	if !strings.HasPrefix(r, gpuResourcePre) && !strings.HasPrefix(r, migResourcePre) {
 		return
 	}

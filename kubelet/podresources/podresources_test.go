@@ -139,6 +139,9 @@ func TestDRAPods(t *testing.T) {
 		kubelettest.Pod("ml", "by-name", kubelettest.DRAContainer("worker", gpuDRA("old", "gpu-6", "", "k8s.gpu.nvidia.com/claim=gone-gpu-6"))),
 		kubelettest.Pod("ml", "sliced", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu", gpuA+"::3"))),
 		kubelettest.Pod("ml", "renamed", kubelettest.Container("worker", kubelettest.Devices("nvidia.com/gpu.shared", gpuB+"::0"))),
+		kubelettest.Pod("ml", "rocm", kubelettest.Container("worker", kubelettest.Devices("amd.com/gpu", "0000:83:00.0", "0000:03:00.0"))),
+		kubelettest.Pod("ml", "xe", kubelettest.Container("worker", kubelettest.Devices("gpu.intel.com/xe", "card1-0"))),
+		kubelettest.Pod("ml", "i915-shared", kubelettest.Container("worker", kubelettest.Devices("gpu.intel.com/i915", "card0-1"))),
 		kubelettest.Pod("ml", "mixed",
 			kubelettest.Container("plugin", kubelettest.Devices("nvidia.com/mig-1g.10gb", migA)),
 			kubelettest.DRAContainer("dra", gpuDRA("train", "gpu-1", "", train),
@@ -163,15 +166,18 @@ func TestDRAPods(t *testing.T) {
 		got[p.Name] = fmt.Sprintf("%v %s shared=%v", p.GPUs, strings.Join(minors, ""), p.Shared)
 	}
 	want := map[string]string{
-		"dra":     "[] [1] shared=false",
-		"dra-mig": "[] [3] shared=false",
-		"share-a": "[] [5] shared=true",
-		"share-b": "[] [5] shared=true",
-		"by-name": "[] [6] shared=false",
-		"sliced":  "[" + gpuA + "]  shared=true",
-		"renamed": "[" + gpuB + "]  shared=true",
-		"mixed":   "[" + migA + "] [1] shared=false",
-		"unknown": "[] [] shared=false",
+		"dra":         "[] [1] shared=false",
+		"dra-mig":     "[] [3] shared=false",
+		"share-a":     "[] [5] shared=true",
+		"share-b":     "[] [5] shared=true",
+		"by-name":     "[] [6] shared=false",
+		"sliced":      "[" + gpuA + "]  shared=true",
+		"renamed":     "[" + gpuB + "]  shared=true",
+		"rocm":        "[0000:03:00.0 0000:83:00.0]  shared=false",
+		"xe":          "[card1]  shared=false",
+		"i915-shared": "[card0]  shared=true",
+		"mixed":       "[" + migA + "] [1] shared=false",
+		"unknown":     "[] [] shared=false",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("pods:\n got %v\nwant %v", got, want)

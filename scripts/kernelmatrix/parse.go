@@ -11,6 +11,7 @@ type result struct {
 	iterators string            // which capture programs loaded, or why none did
 	hooks     map[string]string // what each watch hook caught, or why it was refused
 	costs     map[string]string // each watch hook's open/close loop speed, against none
+	drm       string            // what the DRM guest's capture, diff and check saw of vgem
 	failed    []string          // tests that failed or skipped (in a matrix guest a skip is a failure)
 	exit      string            // the test binary's exit, "" where the guest never said
 }
@@ -51,6 +52,8 @@ func parseLog(log string) result {
 		}
 		text := m[1]
 		switch {
+		case strings.HasPrefix(text, "drm: "):
+			r.drm = strings.TrimPrefix(text, "drm: ")
 		case strings.HasPrefix(text, "capture iterators: "):
 			r.iterators = noKfunc.ReplaceAllString(strings.TrimPrefix(text, "capture iterators: "), "no kfunc $1")
 		case caughtLine.MatchString(text):
@@ -90,6 +93,9 @@ func (r result) hook(name string) string {
 func (r *result) merge(o result) {
 	if r.iterators == "" {
 		r.iterators = o.iterators
+	}
+	if r.drm == "" {
+		r.drm = o.drm
 	}
 	for _, m := range []struct{ to, from map[string]string }{{r.hooks, o.hooks}, {r.costs, o.costs}} {
 		for k, v := range m.from {

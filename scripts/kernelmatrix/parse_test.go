@@ -75,8 +75,39 @@ func TestPrintTableMergesAKernelsGuests(t *testing.T) {
 		t.Fatalf("ok %v, err %v: a failed cost guest passed", ok, err)
 	}
 	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := "| 6.12 | not run | not run | not run | loads; caught 1000/1000 users; open/close 0.971x (empty programs 0.990x) | not run | failed: TestHookCost/lsm (fail) |"
+	want := "| 6.12 | not run | not run | not run | loads; caught 1000/1000 users; open/close 0.971x (empty programs 0.990x) | not run | not run | failed: TestHookCost/lsm (fail) |"
 	if len(rows) != 3 || rows[2] != want {
 		t.Errorf("table:\n%s\nwant the row\n%s", out.String(), want)
+	}
+}
+
+// The DRM guest's log (a generic kernel with vgem loaded, running
+// TestDRMGuest of capture/accel) gives its kernel's row a drm cell; a
+// module the kernel refused, or the test failing, fails the row.
+func TestDRMGuestLog(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "drm.log")
+	lines := []string{
+		"\x1bc\x1b[?7l\x1b[2J[    0.032000] ..MP-BIOS bug: 8254 timer not connected to IO-APIC",
+		"gpusnap-matrix: kernel 6.12.117+deb12-amd64",
+		"=== RUN   TestDRMGuest",
+		"    drm_guest_test.go:97: matrix: drm: vgem 226:0 and 226:128; ghost and holder named (3 findings), fdinfo with no drm- keys",
+		"--- PASS: TestDRMGuest (0.31s)",
+		"PASS",
+		"gpusnap-matrix: exit 0",
+	}
+	if err := os.WriteFile(log, []byte(strings.Join(lines, "\r\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ok, err := printTable(&out, []string{log})
+	want := "| 6.12.117+deb12-amd64 | not run | not run | not run | not run | not run | vgem 226:0 and 226:128; ghost and holder named (3 findings), fdinfo with no drm- keys | all pass |"
+	if rows := strings.Split(strings.TrimSpace(out.String()), "\n"); !ok || err != nil || len(rows) != 3 || rows[2] != want {
+		t.Errorf("ok %v err %v table:\n%s\nwant the row\n%s", ok, err, out.String(), want)
+	}
+	r := parseLog(strings.Join(append(lines[:2:2], "gpusnap-matrix: module vgem.ko.xz: exec format error",
+		"    drm_guest_test.go:115: no vgem device in the DRM guest: <nil>", "--- FAIL: TestDRMGuest (0.01s)", "gpusnap-matrix: exit 1"), "\n"))
+	if r.passed() || r.verdict() != "failed: TestDRMGuest (fail)" || r.drm != "" {
+		t.Errorf("a guest without vgem: %q passed %v drm %q", r.verdict(), r.passed(), r.drm)
 	}
 }
