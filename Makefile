@@ -31,6 +31,10 @@ IMAGE ?= ghcr.io/gpusnap/gpusnap
 
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 GOBUILD := $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)'
+# The release binary leaves out urfave/cli's Markdown and roff renderers,
+# which every command paid for at start-up (docs/performance.md, Start-up):
+# the man pages come from gpusnap-man, the same source built with them.
+RELEASE_TAGS := urfave_cli_no_docs
 
 DEB := $(DIST)/gpusnap_$(VERSION)_$(ARCH).deb
 OCI := $(DIST)/gpusnap-$(VERSION)-$(ARCH).oci.tar
@@ -44,6 +48,10 @@ version:
 # Always handed to go build: its cache knows what changed. deb and image
 # build their own copy in BUILD, so that builds in two trees never share one.
 gpusnap $(BUILD)/gpusnap: FORCE
+	mkdir -p $(@D) && $(GOBUILD) -tags $(RELEASE_TAGS) -o $@ ./cmd/gpusnap
+
+# Only the package's build runs it (gpusnap-man man DIR): it is not installed.
+$(BUILD)/gpusnap-man: FORCE
 	mkdir -p $(@D) && $(GOBUILD) -o $@ ./cmd/gpusnap
 
 check:
@@ -54,7 +62,7 @@ bench:
 	bench/all.sh
 
 # The package's tree, in the paths docs/install.md lists.
-deb: $(BUILD)/gpusnap
+deb: $(BUILD)/gpusnap $(BUILD)/gpusnap-man
 	rm -rf $(BUILD)/deb && umask 022 && R=$(BUILD)/deb && \
 	install -D -m 0755 $(BUILD)/gpusnap $$R/usr/bin/gpusnap && \
 	install -D -m 0644 -t $$R/lib/systemd/system contrib/systemd/gpusnap-watch.service \
@@ -63,7 +71,7 @@ deb: $(BUILD)/gpusnap
 	install -D -m 0644 -t $$R/usr/share/gpusnap/slurm contrib/slurm/settings.sh && \
 	install -D -m 0644 packaging/default $$R/etc/default/gpusnap && \
 	install -D -m 0644 contrib/allow/allow.list $$R/etc/gpusnap/allow.list && \
-	install -d $$R/usr/share/man/man1 && $(BUILD)/gpusnap man $$R/usr/share/man/man1 && gzip -9n $$R/usr/share/man/man1/*.1 && \
+	install -d $$R/usr/share/man/man1 && $(BUILD)/gpusnap-man man $$R/usr/share/man/man1 && gzip -9n $$R/usr/share/man/man1/*.1 && \
 	install -d $$R/usr/share/bash-completion/completions $$R/usr/share/zsh/vendor-completions $$R/usr/share/fish/vendor_completions.d && \
 	$(BUILD)/gpusnap completion bash >$$R/usr/share/bash-completion/completions/gpusnap && \
 	$(BUILD)/gpusnap completion zsh >$$R/usr/share/zsh/vendor-completions/_gpusnap && \

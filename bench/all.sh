@@ -10,7 +10,7 @@
 # steps named (the page's last table names them), the other rows "not run".
 # --keep DIR leaves every step's raw output there. A step that fails is
 # named on the page, its rows "not measured", and the script exits 1.
-# Needs root (the BPF path, other callers, loop devices), go, hyperfine,
+# Needs root (the BPF path, other callers, loop devices), go, make, hyperfine,
 # fuser, lsof, gcc, losetup, git and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ while (($#)); do
 	shift
 done
 [[ $(id -u) == 0 ]] || { echo "bench/all.sh: needs root (the BPF path, other callers, loop devices)" >&2; exit 2; }
-for tool in go hyperfine fuser lsof gcc losetup git python3; do
+for tool in go make hyperfine fuser lsof gcc losetup git python3; do
 	command -v "$tool" >/dev/null || { echo "bench/all.sh: $tool is not installed" >&2; exit 2; }
 done
 
@@ -37,9 +37,9 @@ mkdir -p "$res"
 [[ -n "$keep" ]] || trap 'rm -rf "$res"' EXIT
 
 if [[ -n "$quick" ]]; then
-	sizes="100" runs=3 few=2x many=20x extra=100 codecN=200 idle=3 util=100x npdN=1x watchrun="ROUNDS=1 LOOPS=50000 SECONDS_=2" hostile="RUNS=3 COUNT=20000 CHILDREN=10"
+	sizes="100" runs=3 startupRuns=20 few=2x many=20x extra=100 codecN=200 idle=3 util=100x npdN=1x watchrun="ROUNDS=1 LOOPS=50000 SECONDS_=2" hostile="RUNS=3 COUNT=20000 CHILDREN=10"
 else
-	sizes="500 2000 5000" runs=10 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
+	sizes="500 2000 5000" runs=10 startupRuns=200 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
 fi
 
 {
@@ -69,6 +69,7 @@ step() {
 	printf '%s\t%s\t%d\t%d\n' "$name" "$cmd" "$rc" $(($(date +%s) - t0)) >>"$res/steps.tsv"
 }
 
+step startup "RUNS=$startupRuns bench/startup.sh"
 for n in $sizes; do
 	step "command-$n" "N=$n RUNS=$runs bench/run.sh"
 done

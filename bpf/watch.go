@@ -14,7 +14,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,8 +116,10 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 		return nil, fmt.Errorf("kernel BTF is missing (/sys/kernel/btf/vmlinux: %v): BPF needs CONFIG_DEBUG_INFO_BTF", err)
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
-	// to the cgroup, and may refuse raising it.
-	_ = rlimit.RemoveMemlock()
+	// to the cgroup, and may refuse raising it. Raised here, not through
+	// cilium/ebpf's rlimit package, whose init probes the kernel in every
+	// command (docs/performance.md, Start-up).
+	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY})
 	spec, err := loadWatch()
 	if err != nil {
 		return nil, fmt.Errorf("the watch programs: %w", err)

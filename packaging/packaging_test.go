@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testenv"
 )
 
 // repo is the repository root, from this package's directory.
@@ -348,4 +349,59 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %q: %v\n%s%s", name, args, err, out, stderr)
 	}
 	return string(out)
+}
+
+// startupCosts are packages whose init work every command would pay for
+// and no command of the release binary needs: urfave/cli's Markdown and
+// roff renderers (the man command's alone) and cilium/ebpf's rlimit, whose
+// init probes the kernel (docs/performance.md, Start-up).
+var startupCosts = []string{
+	"github.com/cpuguy83/go-md2man/v2/md2man",
+	"github.com/russross/blackfriday/v2",
+	"github.com/cilium/ebpf/rlimit",
+}
+
+// TestReleaseLeavesStartupCostsOut reads the build commands make runs for
+// the release binary and for gpusnap-man, which writes the package's man
+// pages, and lists what each links: the release binary links none of
+// startupCosts, and gpusnap-man still has the renderers its man command
+// needs (else the tags the test reads would prove nothing).
+func TestReleaseLeavesStartupCostsOut(t *testing.T) {
+	testenv.Tools(t, "make")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
+	}
+	build := t.TempDir()
+	plan := run(t, "make", "-n", "-s", "-C", repo, "GO="+gobin, "BUILD="+build, build+"/gpusnap", build+"/gpusnap-man")
+	tags := map[string]string{}
+	built := regexp.MustCompile(` build .*-o (\S+) \./cmd/gpusnap`)
+	for line := range strings.Lines(plan) {
+		m := built.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		tag := ""
+		if f := strings.Fields(line); slices.Contains(f, "-tags") {
+			tag = f[slices.Index(f, "-tags")+1]
+		}
+		tags[filepath.Base(m[1])] = tag
+	}
+	for _, bin := range []string{"gpusnap", "gpusnap-man"} {
+		if _, ok := tags[bin]; !ok {
+			t.Fatalf("make builds no %s from ./cmd/gpusnap:\n%s", bin, plan)
+		}
+	}
+	deps := func(tag string) []string {
+		return strings.Fields(run(t, gobin, "list", "-deps", "-tags", tag, repo+"/cmd/gpusnap"))
+	}
+	release := deps(tags["gpusnap"])
+	for _, pkg := range startupCosts {
+		if slices.Contains(release, pkg) {
+			t.Errorf("the release gpusnap (tags %q) links %s", tags["gpusnap"], pkg)
+		}
+	}
+	if man := deps(tags["gpusnap-man"]); !slices.Contains(man, startupCosts[0]) {
+		t.Errorf("gpusnap-man (tags %q) lacks %s: it cannot write the man pages", tags["gpusnap-man"], startupCosts[0])
+	}
 }

@@ -12,16 +12,14 @@ import (
 )
 
 // StoredSnapshotJSON prints a snapshot's stored JSON (compact, as
-// json.Marshal writes it) exactly as SnapshotJSON prints the snapshot,
-// indenting it without decoding and re-encoding it: for a host of a
-// thousand processes that is most of show's time.
+// json.Marshal writes it, as store.GetJSON returns it) exactly as
+// SnapshotJSON prints the snapshot, indenting it without decoding and
+// re-encoding it, and without json.Indent's validating scan, which cost more
+// than the rest of show --json (docs/performance.md, The store). raw must be
+// valid JSON: GetJSON checks what it did not make itself.
 func StoredSnapshotJSON(w io.Writer, raw []byte) error {
-	var buf bytes.Buffer
-	buf.Grow(2 * len(raw))
-	if err := json.Indent(&buf, append(raw, '\n'), "", "  "); err != nil {
-		return err
-	}
-	_, err := buf.WriteTo(w)
+	out := appendIndent(make([]byte, 0, 2*len(raw)), raw, "")
+	_, err := w.Write(append(out, '\n'))
 	return err
 }
 

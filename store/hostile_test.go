@@ -113,6 +113,18 @@ func TestHeaderCompressionBomb(t *testing.T) {
 	wantDamaged(t, err, "compression bomb", time.Since(start))
 }
 
+// TestHeaderNotJSON: a header that inflates to what is not JSON is damage
+// to GetJSON, which show --json indents without a validating scan.
+func TestHeaderNotJSON(t *testing.T) {
+	snap := fakeSnapshot(time.Now(), snapshot.LabelSnapshot, "", 1)
+	path := storeOf(t, snap)
+	broken := compress(nil, []byte(`{"id":"x","processes":null,"host":{"name":"`))
+	craft(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Put([]byte(snap.ID), broken) })
+	start := time.Now()
+	_, err := reopen(t, path).GetJSON(snap.ID)
+	wantDamaged(t, err, "header is not JSON", time.Since(start))
+}
+
 // TestCorruptRecordNotReused: a record that no longer matches its hash
 // is not reused by the next snapshot of the same processes: the store is
 // damaged, said, and nothing is written.

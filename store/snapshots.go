@@ -455,6 +455,12 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
+		// The processes' JSON is json.Marshal's own output, the header is
+		// what the store read: show --json indents it without a second
+		// validating scan.
+		if !json.Valid(r.header) {
+			return s.damaged("snapshot %s: header is not JSON", id)
+		}
 		if r.procs == nil {
 			out = r.header
 			return nil

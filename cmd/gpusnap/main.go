@@ -131,11 +131,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			watchCommand(),
 			eventsCommand(),
 			completionCommand(),
-			manCommand(),
 			nriCommand(),
 			reapCommand(),
 		},
 	}
+	app.Commands = append(app.Commands, docCommands()...)
 	for _, cmd := range app.Commands {
 		withGlobalFlags(cmd, cmd.Name)
 	}

@@ -1,6 +1,7 @@
 package safetext
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -20,6 +21,20 @@ type bidiWriter struct {
 	out   []byte
 }
 
+// The first bytes of the bidi characters' UTF-8 encodings: U+061C is D8 9C,
+// the others E2 80 or E2 81 and a third byte.
+const bidiLeadArabic, bidiLeadPunct = 0xd8, 0xe2
+
+// nextBidiLead is the index of the first byte of p that can start a bidi
+// character, or -1.
+func nextBidiLead(p []byte) int {
+	a, b := bytes.IndexByte(p, bidiLeadArabic), bytes.IndexByte(p, bidiLeadPunct)
+	if a < 0 || b >= 0 && b < a {
+		return b
+	}
+	return a
+}
+
 func isBidi(r rune) bool {
 	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }
@@ -35,21 +50,29 @@ func (b *bidiWriter) Write(p []byte) (int, error) {
 		b.carry = append([]byte(nil), data[len(data)-n:]...)
 		data = data[:len(data)-n]
 	}
-	b.out = b.out[:0]
-	for i := 0; i < len(data); {
-		if data[i] < utf8.RuneSelf {
-			b.out = append(b.out, data[i])
-			i++
-			continue
+	next := nextBidiLead(data)
+	if next < 0 {
+		// Nothing to escape: written as given, without a copy.
+		if _, err := b.w.Write(data); err != nil {
+			return 0, err
 		}
-		r, size := utf8.DecodeRune(data[i:])
+		return len(p), nil
+	}
+	b.out = b.out[:0]
+	for next >= 0 {
+		// The bytes before a byte that may start a bidi character are
+		// copied whole: no other rune has such a byte in its middle.
+		b.out = append(b.out, data[:next]...)
+		r, size := utf8.DecodeRune(data[next:])
 		if isBidi(r) {
 			b.out = fmt.Appendf(b.out, `\u%04x`, r)
 		} else {
-			b.out = append(b.out, data[i:i+size]...)
+			b.out = append(b.out, data[next:next+size]...)
 		}
-		i += size
+		data = data[next+size:]
+		next = nextBidiLead(data)
 	}
+	b.out = append(b.out, data...)
 	if _, err := b.w.Write(b.out); err != nil {
 		return 0, err
 	}

@@ -3,7 +3,9 @@ package safetext
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
+	"unicode/utf8"
 )
 
 // A process name with U+202E (right-to-left override) reaches --json output
@@ -30,4 +32,37 @@ func TestJSONWriterEscapesBidi(t *testing.T) {
 			t.Fatalf("chunks of %d: decoded %q, %v", chunk, back["comm"], err)
 		}
 	}
+}
+
+// FuzzJSONWriter holds the writer to escaping each bidi rune of its input
+// and copying every other byte, whatever the write boundaries: what one
+// Write copies whole, byte by byte decoding would have copied too.
+func FuzzJSONWriter(f *testing.F) {
+	f.Add([]byte("miner\u202egpj\u061c \u200e\u2069 é 日本 \xe2\x80 \xd8"), uint8(3))
+	f.Add([]byte("\xe2\x80\xae\xe2\x81\xa6\xd8\x9c\xe2\x82\xac"), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		size := int(chunk)%16 + 1
+		var got bytes.Buffer
+		w := JSONWriter(&got)
+		for i := 0; i < len(data); i += size {
+			if _, err := w.Write(data[i:min(i+size, len(data))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A rune cut by the end waits for a write that would finish it.
+		whole := data[:len(data)-incompleteTail(data)]
+		var want []byte
+		for len(whole) > 0 {
+			r, n := utf8.DecodeRune(whole)
+			if isBidi(r) {
+				want = fmt.Appendf(want, `\u%04x`, r)
+			} else {
+				want = append(want, whole[:n]...)
+			}
+			whole = whole[n:]
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("writes of %d: %q, want %q", size, got.Bytes(), want)
+		}
+	})
 }
