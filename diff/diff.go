@@ -19,7 +19,10 @@ const DefaultZombieThreshold = 64 << 20
 // no allow list, no maps diffs and no history.
 type Options struct {
 	ZombieThreshold uint64 // bytes; --zombie-threshold, default 64 MiB
-	MapsDiff        bool   // fill Result.MapsDiffs
+	// JobEnded says the tenant's job has ended (--job-ended: a Slurm epilog,
+	// a pod's end). What its cgroup still names is a leftover, not the job.
+	JobEnded bool
+	MapsDiff bool // fill Result.MapsDiffs
 	// History holds earlier stored snapshots (of the tenant), to tell which
 	// tenant process a surviving mapping was inherited from.
 	History []*snapshot.Snapshot

@@ -67,7 +67,7 @@ func (c *comparison) snapshots() []*snapshot.Snapshot {
 
 // triageInput gathers what classify weighs about f.
 func (c *comparison) triageInput(f *Finding, tenant string, members map[string]string) triageInput {
-	in := triageInput{finding: f, tenant: tenant, member: members}
+	in := triageInput{finding: f, tenant: tenant, member: members, jobEnded: c.opts.JobEnded}
 	if f.Process == nil || ruleFor(f.Kind).WithoutProcess {
 		in.holders = c.nodeHolders(f.GPUUUID)
 		in.unread = len(c.toUnread)
@@ -97,6 +97,8 @@ type triageInput struct {
 	before  *snapshot.Process // the same process at FROM, or nil
 	tenant  string
 	member  map[string]string // the tenant's processes by PID@START, with why
+	// jobEnded says the tenant's job has ended (Options.JobEnded).
+	jobEnded bool
 	// mpsClients are proc's live MPS clients at TO, where it is an MPS server.
 	mpsClients []*snapshot.Process
 	signs      signContext

@@ -42,7 +42,7 @@ var triageTable = []triageRow{
 	{"mps-serving", "its clients' owner's: `tenant`, `another_tenant`", "CUDA MPS's server, serving live MPS clients",
 		func(f *facts) bool { return f.mpsServer() && len(f.in.mpsClients) > 0 }, mpsServing},
 	{"tenant", ClassTenant, "the tenant's (its own or an ancestor's cgroup names the tenant), still where its job started it",
-		func(f *facts) bool { return f.member != "" && f.in.reparented == "" }, tenantOwn},
+		func(f *facts) bool { return f.member != "" && f.in.reparented == "" && !f.in.jobEnded }, tenantOwn},
 	{"another-tenant", ClassAnotherTenant, "its own cgroup names another job, pod or container than the tenant's, and only root can make that cgroup",
 		func(f *facts) bool { return f.in.tenant != "" && f.member == "" && f.owner != "" }, anotherTenant},
 	{"job-own", ClassTenant, "no tenant asked about (`gpusnap ps`), and its own cgroup names a job, pod or container that only root can make",
@@ -57,6 +57,8 @@ var triageTable = []triageRow{
 		func(f *facts) bool { return len(f.in.returned) > 0 }, persistenceReturned},
 	{"mps-idle", ClassLeftoverWorker, "CUDA MPS's server, serving no live client",
 		func(f *facts) bool { return f.mpsServer() }, mpsIdle},
+	{"job-ended", ClassLeftoverWorker, "the tenant's, and the tenant's job has ended (`--job-ended`: an epilog)",
+		func(f *facts) bool { return f.member != "" && f.in.jobEnded }, jobEnded},
 	{"service", ClassLeftoverWorker, "it runs as a unit of the system's manager that does not restart it",
 		func(f *facts) bool { return systemService(f.p) && f.in.reparented == "" }, service},
 	{"leftover-reparented", ClassLeftoverWorker, "it left the session its job started it in and its parent exited: init or a subreaper adopted it",
@@ -232,6 +234,14 @@ func leftoverReparented(f *facts) Triage {
 		why = append(why, f.member)
 	}
 	return leftoverVerdict(f, append(why, f.in.reparented), f.kill()+": it outlived its job")
+}
+
+func jobEnded(f *facts) Triage {
+	why := []string{f.member, "the tenant's job has ended: what it still runs outlived it"}
+	if f.in.reparented != "" {
+		why = append(why, f.in.reparented)
+	}
+	return leftoverVerdict(f, why, f.kill()+": it outlived its job")
 }
 
 func leftoverUnowned(f *facts) Triage {

@@ -81,6 +81,7 @@ type triageCase struct {
 	kind     string
 	pid      int
 	host     bool // judged as gpusnap ps judges TO's process pid, with no diff
+	jobEnded bool // diffed with Options.JobEnded
 	next     []string
 	why      []string
 }
@@ -149,6 +150,8 @@ func triageCases() []triageCase {
 		{rule: "mps-serving", to: withGPUs(snap("to", server, client), mpsGPU(0, 28*mib, gp(901, 4<<30))), pid: 900, host: true,
 			next: []string{"leave it while its clients run"}, why: []string{"its client 901 belongs to slurm job 4242"}},
 		{rule: "tenant", from: idle(0), to: tenantSnap("to", "4242", py(16, job("4242"))), next: []string{"let its job end"}, why: []string{"slurm job 4242's"}},
+		{rule: "job-ended", from: idle(0), to: tenantSnap("to", "4242", py(16, job("4242"))), jobEnded: true,
+			next: []string{"kill -9 16 (python3, bob): it outlived its job"}, why: []string{"slurm job 4242's", "the tenant's job has ended"}},
 		{rule: "another-tenant", from: idle(0), to: tenantSnap("to", "4242", py(18, job("77"))),
 			next: []string{"ask the owner of slurm job 77 to confirm it; no page", "stays refused"}},
 		{rule: "job-own", from: snap("from"), to: snap("to", py(22, job("77"))), next: []string{"slurm job 77's own"}},
@@ -183,7 +186,7 @@ func TestDecisionTableRows(t *testing.T) {
 	covered := map[string]bool{}
 	for _, c := range triageCases() {
 		covered[c.rule] = true
-		opts := Options{ZombieThreshold: DefaultZombieThreshold, History: c.history}
+		opts := Options{ZombieThreshold: DefaultZombieThreshold, History: c.history, JobEnded: c.jobEnded}
 		if c.allow != "" {
 			al, err := ParseAllow(strings.NewReader(c.allow), "allow")
 			if err != nil {

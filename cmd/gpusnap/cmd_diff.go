@@ -33,6 +33,7 @@ func diffCommand() *cli.Command {
 			&cli.StringFlag{Name: "zombie-threshold", Value: sizeText(diff.DefaultZombieThreshold), Usage: "GPU memory growth no live process accounts for, above which it is a zombie (`SIZE`: 64MiB, 1GiB, 1048576)"},
 			allowFlag("expected workloads, downgraded to info"),
 			&cli.BoolFlag{Name: "maps-diff", Usage: "add a unified diff of the maps of each process involved"},
+			jobEndedFlag(),
 			verboseFlag(),
 			textfileFlag(),
 			expectWatchFlag(),
@@ -69,11 +70,17 @@ func parseDiff(c *cli.Context) (diffOptions, error) {
 	if o.Compare, err = parseCompare(c); err != nil {
 		return o, err
 	}
+	o.Compare.JobEnded = c.Bool("job-ended")
 	if o.OCSF, err = parseOCSF(c); err != nil {
 		return o, err
 	}
 	o.Bundle, err = parseDiffBundle(c)
 	return o, err
+}
+
+// jobEndedFlag is --job-ended, of diff and reap: the tenant's job has ended.
+func jobEndedFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"}
 }
 
 // parseCompare reads the comparison flags diff and bundle share:

@@ -50,7 +50,7 @@ func reapCommand() *cli.Command {
 			allowFlag("expected workloads: never reaped"),
 			textfileFlag(),
 			&cli.StringFlag{Name: "ocsf-file", Usage: "with --yes: append, for each process acted on, its findings as OCSF updates (closed when it was ended) to the JSON-lines `FILE`"},
-			&cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"},
+			jobEndedFlag(),
 		},
 		Action: action(parseReap, runReap),
 	}

@@ -5,8 +5,9 @@
 # non-zero exit is the whole answer, and Slurm then drains the node. The one
 # Slurm command it runs, bounded, sets the drain reason first (drain in
 # settings.sh). It diffs the host against the job's baseline (gpusnap diff
-# --tenant): a process left mapping or holding a GPU, memory no process
-# accounts for, a GPU the job used outside its allocation. When something is
+# --tenant --job-ended: what the job's cgroup still runs is a leftover): a
+# process left mapping or holding a GPU, memory no process accounts for, a
+# GPU the job used outside its allocation. When something is
 # found it writes an evidence bundle to GPUSNAP_EVIDENCE_DIR, logs one line to
 # syslog (tag gpusnap), the diff's verdict and lead lines with the bundle's
 # path, drains the node with the lead as its reason (GPUSNAP_DRAIN_REASON),
@@ -61,7 +62,7 @@ if [ "${GPUSNAP_REAP:-}" = 1 ]; then
 		;;
 	esac
 fi
-"$GPUSNAP" diff $nvml --tenant "$job" --bundle "$name.tar.gz" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.txt" 2>&1
+"$GPUSNAP" diff $nvml --tenant "$job" --job-ended --bundle "$name.tar.gz" ${GPUSNAP_ALLOW:+--allow "$GPUSNAP_ALLOW"} >"$name.txt" 2>&1
 case $? in
 0)
 	# Clean: this run's own report goes, unless a bundle was written beside it.

@@ -95,16 +95,16 @@ func TestSlurmPrologEpilog(t *testing.T) {
 		t.Errorf("the ghost's findings do not name job %s from its cgroup:\n%s", b, report)
 	}
 	// The syslog line is the diff's verdict, not a warning it printed on
-	// stderr, and its lead: the ghost, and job b as its owner where its
-	// cgroup says so. The node's drain reason is the lead, the job and the
-	// report.
-	lead := fmt.Sprintf(": pid %d (tenant), owner ", ghost)
+	// stderr, and its lead: the ghost, a leftover of the ended job (and job
+	// b as its owner where its cgroup says so). The node's drain reason is
+	// the lead, the job and the report.
+	lead := fmt.Sprintf("leftover_worker: pid %d (tenant), owner ", ghost)
 	if c.cgroups != nil {
 		lead += "slurm job " + b
 	}
 	c.syslog.expect(t, "epilog: job "+b+" left GPU state behind: gpusnap diff: ", " high, ", "; tenant "+b+"; from ", "; lead: ", lead, bundle)
-	if !strings.HasPrefix(reason, "gpusnap: ") || !strings.Contains(reason, lead) || !strings.Contains(reason, "; job "+b+"; report "+filepath.Join(c.evDir, "job-"+b+".0.txt")) {
-		t.Errorf("job b: node reason %q, want gpusnap: CLASS%s..., the job and the report", reason, lead)
+	if !strings.HasPrefix(reason, "gpusnap: "+lead) || !strings.Contains(reason, "; job "+b+"; report "+filepath.Join(c.evDir, "job-"+b+".0.txt")) {
+		t.Errorf("job b: node reason %q, want gpusnap: %s..., the job and the report", reason, lead)
 	}
 	t.Logf("job b: node %s, bundle %s; %s", reason, bundle, firstLine(report))
 
