@@ -21,8 +21,8 @@ type bidiWriter struct {
 	out   []byte
 }
 
-// The first bytes of the bidi characters' UTF-8 encodings: U+061C is D8 9C,
-// the others E2 80 or E2 81 and a third byte.
+// The first bytes of the bidi characters' UTF-8 encodings. U+061C is D8 9C,
+// and the others are E2 80 or E2 81 and a third byte.
 const bidiLeadArabic, bidiLeadPunct = 0xd8, 0xe2
 
 // nextBidiLead is the index of the first byte of p that can start a bidi
@@ -52,7 +52,7 @@ func (b *bidiWriter) Write(p []byte) (int, error) {
 	}
 	next := nextBidiLead(data)
 	if next < 0 {
-		// Nothing to escape: written as given, without a copy.
+		// With nothing to escape, data is written as given, without a copy.
 		if _, err := b.w.Write(data); err != nil {
 			return 0, err
 		}
@@ -61,7 +61,7 @@ func (b *bidiWriter) Write(p []byte) (int, error) {
 	b.out = b.out[:0]
 	for next >= 0 {
 		// The bytes before a byte that may start a bidi character are
-		// copied whole: no other rune has such a byte in its middle.
+		// copied whole, since no other rune has such a byte in its middle.
 		b.out = append(b.out, data[:next]...)
 		r, size := utf8.DecodeRune(data[next:])
 		if isBidi(r) {
