@@ -88,7 +88,6 @@ var colonHabitToday = map[string]float64{
 	"fixtures/hostile":     0.56,
 	"internal/livetest":    0.49,
 	"kmsg":                 0.49,
-	"kubelet/cdi":          0.74,
 	"kubelet/podresources": 0.45,
 	"kubelet":              0.62,
 	"metrics":              0.43,

@@ -22,7 +22,7 @@ type bidiWriter struct {
 }
 
 // The first bytes of the bidi characters' UTF-8 encodings. U+061C is D8 9C,
-// the others E2 80 or E2 81 and a third byte.
+// and the others are E2 80 or E2 81 and a third byte.
 const bidiLeadArabic, bidiLeadPunct = 0xd8, 0xe2
 
 // nextBidiLead is the index of the first byte of p that can start a bidi
@@ -52,7 +52,7 @@ func (b *bidiWriter) Write(p []byte) (int, error) {
 	}
 	next := nextBidiLead(data)
 	if next < 0 {
-		// Nothing to escape, so it is written as given, without a copy.
+		// With nothing to escape, data is written as given, without a copy.
 		if _, err := b.w.Write(data); err != nil {
 			return 0, err
 		}

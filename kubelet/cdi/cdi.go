@@ -1,7 +1,7 @@
 // Package cdi reads this node's Container Device Interface specs, which
-// drivers write for the runtime to inject a container's devices, for one
-// thing: which GPUs a qualified CDI device name (vendor/class=name) gives,
-// by the NVIDIA nodes its spec lists. DRA drivers name a claim's devices so
+// drivers write for the runtime to inject a container's devices. It reads
+// them for one thing, which GPUs a qualified CDI device name
+// (vendor/class=name) gives, by the NVIDIA nodes its spec lists. DRA drivers name a claim's devices so
 // (k8s.gpu.nvidia.com/claim=<claim uid>-gpu-0, a spec per claim).
 package cdi
 
@@ -22,13 +22,13 @@ import (
 )
 
 // DefaultSpecDirs are the directories runtimes read CDI specs from by
-// default (containerd's and CRI-O's cdi_spec_dirs): static specs in
-// /etc/cdi, a driver's transient ones in /var/run/cdi.
+// default (containerd's and CRI-O's cdi_spec_dirs). Static specs are in
+// /etc/cdi, and a driver's transient ones in /var/run/cdi.
 var DefaultSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 
-// Bounds: a node holds a spec per prepared claim and a few base specs; a
-// directory or file past these is not read further, and what it would have
-// said is then not known.
+// Bounds on what is read. A node holds a spec per prepared claim and a few
+// base specs. A directory or file past these is not read further, and what
+// it would have said is then not known.
 const (
 	maxSpecFiles = 4096
 	maxSpecSize  = 4 << 20
@@ -39,8 +39,8 @@ type Specs struct {
 	devices map[string][]int // vendor/class=name -> GPU minors of its nodes
 }
 
-// spec is what a CDI spec says that gpusnap reads: its kind, its devices'
-// names, and the device nodes each device, and every device of the spec,
+// spec is what a CDI spec says that gpusnap reads. That is its kind, its
+// devices' names, and the device nodes each device, and every device of the spec,
 // adds to a container (CDI's containerEdits.deviceNodes).
 type spec struct {
 	Kind    string `json:"kind"`
@@ -62,8 +62,8 @@ type edits struct {
 }
 
 // gpus are the GPU minors the device nodes name, by the one device
-// classifier: the host path where the spec gives one, its number where it
-// gives a character device's.
+// classifier. It takes the host path where the spec gives one, and the
+// number where it gives a character device's.
 func (e edits) gpus() []int {
 	var out []int
 	for _, n := range e.DeviceNodes {
@@ -78,7 +78,7 @@ func (e edits) gpus() []int {
 }
 
 // Read reads the specs of dirs (DefaultSpecDirs when nil). A directory that
-// does not exist has none; a spec that cannot be read is named in the error
+// does not exist has none. A spec that cannot be read is named in the error
 // and its devices stay unknown, so a name it would have resolved does not.
 func Read(dirs []string) (*Specs, error) {
 	if dirs == nil {
@@ -112,7 +112,7 @@ func (s *Specs) readDir(dir string) []error {
 	}
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
-		// A link may point out of the directory: runtimes read it, gpusnap does not.
+		// A link may point out of the directory. Runtimes read it, but gpusnap does not.
 		if (ext != ".json" && ext != ".yaml") || !e.Type().IsRegular() {
 			continue
 		}
@@ -124,7 +124,7 @@ func (s *Specs) readDir(dir string) []error {
 }
 
 // readSpec adds a spec's devices. A name already read keeps the GPUs of
-// both, as a runtime that finds it twice refuses it: every GPU it could be.
+// both, every GPU it could be, as a runtime that finds it twice refuses it.
 func (s *Specs) readSpec(path string) error {
 	data, err := safefile.ReadFile(path, maxSpecSize)
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Specs) readSpec(path string) error {
 }
 
 // GPUs are the GPU minors (the N of /dev/nvidiaN) the qualified CDI device
-// name gives a container, and whether a spec lists that device: a device
+// name gives a container, and whether a spec lists that device. A device
 // listed with no GPU node gives none.
 func (s *Specs) GPUs(name string) ([]int, bool) {
 	if s == nil {
