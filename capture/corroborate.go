@@ -109,7 +109,14 @@ type sockFds struct {
 	p      *snapshot.Process
 	inodes map[uint64]bool
 	netns  uint64
-	unix   []uint64 // the inodes the tables placed as unix sockets
+	unix   []unixSock // the sockets the tables placed as unix ones
+}
+
+// unixSock is a unix socket of a process, with the network namespace whose
+// tables placed it (the one it was made in) and a process in that one.
+type unixSock struct {
+	ino, ns uint64
+	pid     int
 }
 
 // readSockets joins each user's socket fds to its network namespace's

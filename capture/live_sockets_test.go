@@ -136,6 +136,29 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 	}
 }
 
+// relayScript maps the node argv[1] rw-s and forks a helper that holds a
+// TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
+// argv[3] "moved" it then enters a fresh network namespace. It prints the
+// helper's PID.
+const relayScript = `import mmap, os, socket, sys, time
+a, b = socket.socketpair()
+self_a, self_b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    a.close()
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    while True:
+        time.sleep(60)
+b.close()
+if sys.argv[3] == "moved":
+    import ctypes
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+print(pid, flush=True)
+while True:
+    time.sleep(60)`
+
 // TestLiveSocketsViaUnixPeer: a GPU user holds no connection of its own and
 // hands its traffic over a socketpair to a helper it forked, which holds
 // the pool connection. The capture follows the unix socket one hop (its
@@ -159,57 +182,50 @@ func TestLiveSocketsViaUnixPeer(t *testing.T) {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	cmd := exec.Command("python3", "-c", `import mmap, os, socket, sys, time
-a, b = socket.socketpair()
-self_a, self_b = socket.socketpair()
-pid = os.fork()
-if pid == 0:
-    a.close()
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
-    while True:
-        time.sleep(60)
-b.close()
-fd = os.open(sys.argv[1], os.O_RDWR)
-m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
-print(pid, flush=True)
-while True:
-    time.sleep(60)`, loop.Node, strconv.Itoa(port))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var helper int
-	t.Cleanup(func() {
-		if helper > 0 {
-			_ = syscall.Kill(helper, syscall.SIGKILL)
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, rerr := bufio.NewReader(out).ReadString('\n')
-	if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
-	}
-	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", loop.Node)
-	remote := "127.0.0.1:" + strconv.Itoa(port)
-	if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
-		data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
-		return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	// The user stays in the helper's network namespace, or moves to a
+	// fresh one after its socketpair was made there (the pair lives on
+	// where it was made, and is looked for there).
+	for _, where := range []string{"stays", "moved"} {
+		t.Run(where, func(t *testing.T) {
+			cmd := exec.Command("python3", "-c", relayScript, loop.Node, strconv.Itoa(port), where)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var helper int
+			t.Cleanup(func() {
+				if helper > 0 {
+					_ = syscall.Kill(helper, syscall.SIGKILL)
+				}
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			})
+			line, rerr := bufio.NewReader(out).ReadString('\n')
+			if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+				t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
+			}
+			livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", loop.Node)
+			remote := "127.0.0.1:" + strconv.Itoa(port)
+			if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
+				data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
+				return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
+			}); err != nil {
+				t.Fatal(err)
+			}
 
-	// Both capture paths: the /proc walk indexes every socket fd; after the
-	// BPF path the holder is looked for fd table by fd table.
-	for _, path := range []string{capture.PathProc, capture.PathAuto} {
-		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, cmd.Process.Pid, helper, remote) })
+			// Both capture paths: the /proc walk indexes every socket fd; after the
+			// BPF path the holder is looked for fd table by fd table.
+			for _, path := range []string{capture.PathProc, capture.PathAuto} {
+				snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, cmd.Process.Pid, helper, remote) })
+			}
+		})
 	}
 }
 

@@ -17,6 +17,8 @@ var otherTables = []struct {
 
 // nsTables is what one network namespace's tables say of the inodes asked for.
 type nsTables struct {
+	ns    uint64 // the namespace's inode
+	pid   int    // a process in it, through whose /proc/PID it was read
 	inet  map[uint64]snapshot.Socket
 	unix  map[uint64]bool
 	other map[uint64]bool // netlink, packet, raw, icmp, udplite
@@ -35,7 +37,7 @@ func (cfg *scanConfig) readNamespace(r *reader, pid int, ns uint64, want map[uin
 		}
 		socks, _ = parseNetTable(data, table, ns, want, socks)
 	}
-	t := &nsTables{inet: make(map[uint64]snapshot.Socket, len(socks)), unix: map[uint64]bool{}, other: map[uint64]bool{}}
+	t := &nsTables{ns: ns, pid: pid, inet: make(map[uint64]snapshot.Socket, len(socks)), unix: map[uint64]bool{}, other: map[uint64]bool{}}
 	for _, so := range socks {
 		t.inet[so.Inode] = so
 	}
@@ -63,7 +65,7 @@ func (t *nsTables) give(sf *sockFds, ino uint64) bool {
 	switch {
 	case t.unix[ino]:
 		p.UnixSockets++
-		sf.unix = append(sf.unix, ino)
+		sf.unix = append(sf.unix, unixSock{ino: ino, ns: t.ns, pid: t.pid})
 	case t.other[ino]:
 	case !inet:
 		return false

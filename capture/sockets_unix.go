@@ -83,16 +83,21 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 	if !cfg.live {
 		return
 	}
-	byNS := map[uint64][]*sockFds{}
+	// A socket lives in the namespace it was made in, which its process
+	// may have left: each is looked for in the dump of its own.
+	type member struct {
+		sf *sockFds
+		u  unixSock
+	}
+	byNS := map[uint64][]member{}
 	var order []uint64
 	for _, sf := range sfs {
-		if len(sf.unix) == 0 {
-			continue
+		for _, u := range sf.unix {
+			if byNS[u.ns] == nil {
+				order = append(order, u.ns)
+			}
+			byNS[u.ns] = append(byNS[u.ns], member{sf, u})
 		}
-		if byNS[sf.netns] == nil {
-			order = append(order, sf.netns)
-		}
-		byNS[sf.netns] = append(byNS[sf.netns], sf)
 	}
 	type hop struct {
 		sf        *sockFds
@@ -103,27 +108,31 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 	for i, ns := range order {
 		members := byNS[ns]
 		if i >= netnsPerCapture {
-			for _, sf := range members {
-				sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: unix peers not followed: more than %d network namespaces", netnsPerCapture))
+			for _, m := range members {
+				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d not followed: more than %d network namespaces", m.u.ino, netnsPerCapture))
 			}
 			continue
 		}
-		peers, err := cfg.unixPeers(members[0].p.PID)
+		asked := map[uint64]bool{}
+		for _, m := range members {
+			asked[m.u.ino] = true
+		}
+		peers, err := cfg.unixPeers(members[0].u.pid, asked)
 		if errors.Is(err, unix.EPERM) {
 			s.Scan.Errors = append(s.Scan.Errors, "sockets: unix socket peers not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
 			return
 		}
-		for _, sf := range members {
-			if err != nil {
-				sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: unix peers in network namespace %d: %s", ns, errText(err)))
-				continue
-			}
-			for _, ino := range sf.unix {
-				// Unconnected, or a socketpair within the process: no hop.
-				if peer := peers[ino]; peer != 0 && !sf.inodes[peer] {
-					hops = append(hops, hop{sf, ino, peer})
-					want[peer] = true
-				}
+		for _, m := range members {
+			peer, listed := peers[m.u.ino]
+			switch {
+			case err != nil:
+				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix peers in network namespace %d: %s", ns, errText(err)))
+			case !listed:
+				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix socket %d is not in the sock_diag dump of network namespace %d: its peer was not seen", m.u.ino, ns))
+			case peer != 0 && !m.sf.inodes[peer]:
+				// Not unconnected, nor a socketpair within the process: a hop.
+				hops = append(hops, hop{m.sf, m.u.ino, peer})
+				want[peer] = true
 			}
 		}
 	}
@@ -228,8 +237,8 @@ func (cfg *scanConfig) helperSockets(r *reader, q *snapshot.Process) *snapshot.P
 }
 
 // unixPeers dumps the unix sockets of pid's network namespace through
-// sock_diag, and returns each connected one's peer by inode.
-func (cfg *scanConfig) unixPeers(pid int) (map[uint64]uint64, error) {
+// sock_diag, and returns the peer of each one asked for by inode (0: none).
+func (cfg *scanConfig) unixPeers(pid int, asked map[uint64]bool) (map[uint64]uint64, error) {
 	fd, err := diagSocketIn(cfg.root + "/" + strconv.Itoa(pid) + "/ns/net")
 	if err != nil {
 		return nil, err
@@ -278,7 +287,7 @@ func (cfg *scanConfig) unixPeers(pid int) (map[uint64]uint64, error) {
 			if n++; n > unixDiagMessages {
 				return nil, fmt.Errorf("sock_diag: more than %d unix sockets", unixDiagMessages)
 			}
-			if ino, peer, ok := parseUnixDiag(m.Data); ok && peer != 0 {
+			if ino, peer, ok := parseUnixDiag(m.Data); ok && asked[ino] {
 				peers[ino] = peer
 			}
 		}
