@@ -39,7 +39,7 @@ mkdir -p "$res"
 if [[ -n "$quick" ]]; then
 	sizes="100" runs=3 startupRuns=20 few=2x many=20x extra=100 codecN=200 idle=3 util=100x npdN=1x watchrun="ROUNDS=1 LOOPS=50000 SECONDS_=2" hostile="RUNS=3 COUNT=20000 CHILDREN=10"
 else
-	sizes="500 2000 5000" runs=10 startupRuns=200 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
+	sizes="500 2000 5000 20000" runs=10 startupRuns=200 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
 fi
 
 {

@@ -28,7 +28,7 @@ source bench/lib.sh
 
 N=${N:-500}
 RUNS=${RUNS:-30}
-require_tools go hyperfine fuser lsof
+require_tools go hyperfine fuser lsof /usr/bin/time
 
 go build -o "$work/gpusnap" ./cmd/gpusnap
 go build -o "$work/rawfloor" ./bench/floor/rawfloor
@@ -68,11 +68,14 @@ fi
 # Each command must work before it is timed: hyperfine -i below only forgives
 # fuser's exit status 1 (no process uses the nodes).
 $snap >"$work/snap.json" 2>"$work/capture.txt"
-$snap --capture proc >/dev/null 2>&1
+# The /proc path's peak RSS (GNU time's %M, KiB): what a capture of this
+# host holds at once.
+/usr/bin/time -f %M -o "$work/rss.txt" $snap --capture proc >/dev/null 2>&1
 "$work/rawfloor" 2>"$work/floor.txt"
 procs=$(ls /proc | grep -c '^[0-9]')
 echo "host: $(uname -r), $(nproc) CPUs, $procs processes ($N sleeps added), hyperfine $(hyperfine --version | cut -d' ' -f2)"
 echo "metric procs $procs"
+echo "metric proc-rss-MiB $(awk '{ printf "%.1f", $1 / 1024 }' "$work/rss.txt")"
 echo "floor: $(cat "$work/floor.txt")"
 echo "fuser -v ${nodes[*]}; lsof ${nodes[*]}"
 echo "snapshot: $(cat "$work/capture.txt")"

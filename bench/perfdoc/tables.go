@@ -63,6 +63,7 @@ func commandTable(sizes []string) table {
 			hyperfineRatio("`snapshot --capture proc` / `fuser -v`", s, "proc", "fuser", atMost(0.5, "x")),
 			hyperfineRatio("`snapshot --capture proc` / `lsof`", s, "proc", "lsof", nil),
 			hyperfineRatio("BPF path / `--capture proc`", s, "snapshot", "proc", nil),
+			benchMetric("`snapshot --json --capture proc`, peak RSS", s, "", metrics{fig: "proc-rss-MiB", unit: "MiB", cpuNote: "—"}, nil),
 		)
 	}
 	return table{"The command against the floor and peer tools",

@@ -33,6 +33,13 @@ func main() {
 	// it while a capture grows it is work thrown away at exit. Set here, not in
 	// run, so in-process tests keep the runtime's default.
 	debug.SetGCPercent(400)
+	// On a host of tens of thousands of processes that headroom is tens of
+	// MiB of garbage. Past 64 MiB the collector runs as the heap needs, so
+	// peak memory grows with what is live. An operator's GOMEMLIMIT stands
+	// (docs/performance-notes.md, "Peak memory").
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(64 << 20)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
