@@ -99,8 +99,8 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 }
 
 // weakExe reports whether an entry's exe pattern may match a path outside
-// systemDirs, where dpkg's checksums vouch for the file, and the entry pins
-// no sha256.
+// snapshot.SystemDirs, where dpkg's checksums vouch for the file, and the
+// entry pins no sha256.
 func (e *allowEntry) weakExe() bool {
 	if e.names("sha256") {
 		return false
@@ -109,11 +109,7 @@ func (e *allowEntry) weakExe() bool {
 		if f.name != "exe" {
 			continue
 		}
-		inside := false
-		for _, d := range systemDirs {
-			inside = inside || strings.HasPrefix(f.pattern, d)
-		}
-		if !inside {
+		if !snapshot.InSystemDir(f.pattern) {
 			return true
 		}
 	}
