@@ -36,8 +36,9 @@ type allowEntry struct {
 	text   string // the entry as written
 	fields []allowField
 	// hostOnly: the entry names an exe and no cgroup, container or pod, so
-	// it speaks of the host's program: a process in a container's cgroup or
-	// in another mount namespace, whose paths are another root's, is not it.
+	// it speaks of the host's program: a process in a container's or a
+	// pod's cgroup, or in another mount namespace, whose paths are another
+	// root's, is not it.
 	hostOnly bool
 }
 
@@ -291,7 +292,7 @@ func (e *allowEntry) names(field string) bool {
 }
 
 func (e *allowEntry) matches(f *Finding, p *snapshot.Process) bool {
-	if e.hostOnly && p != nil && (p.ContainerID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
+	if e.hostOnly && p != nil && (p.ContainerID != "" || p.PodUID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
 		return false
 	}
 	for _, fld := range e.fields {

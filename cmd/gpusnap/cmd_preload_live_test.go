@@ -94,7 +94,7 @@ time.sleep(1000)`
 // host's program. The unmodified packaged interpreter it names, mapping the
 // GPU rw-s, passes it on the host, and does not in a mount namespace of its
 // own (root's, or the root of a user namespace that uid 65534 made), whose
-// paths are another root's, nor in a container's cgroup.
+// paths are another root's, nor in a container's or a pod's cgroup.
 func TestLiveAllowedExeOnlyOnTheHost(t *testing.T) {
 	livetest.Require(t, "losetup", "setpriv", "unshare", "/usr/bin/python3")
 	root := capture.CgroupV2Root()
@@ -117,12 +117,14 @@ func TestLiveAllowedExeOnlyOnTheHost(t *testing.T) {
 	places := []struct {
 		name   string
 		prefix []string
+		join   func(pid int)
 		allow  bool
 	}{
-		{"the host", nil, true},
-		{"a container's cgroup", nil, false},
-		{"root's mount namespace", []string{"unshare", "-m"}, false},
-		{"uid 65534's user and mount namespace", append(nobody, "unshare", "-U", "-r", "-m"), false},
+		{"the host", nil, nil, true},
+		{"a container's cgroup", nil, func(pid int) { writeProcs(t, container, pid) }, false},
+		{"a pod's cgroup", nil, livetest.PodCgroup(t, "0e1d2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"), false},
+		{"root's mount namespace", []string{"unshare", "-m"}, nil, false},
+		{"uid 65534's user and mount namespace", append(nobody, "unshare", "-U", "-r", "-m"), nil, false},
 	}
 	pids := make([]int, len(places))
 	for i, place := range places {
@@ -133,8 +135,8 @@ func TestLiveAllowedExeOnlyOnTheHost(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
-		if i == 1 {
-			writeProcs(t, container, cmd.Process.Pid)
+		if place.join != nil {
+			place.join(cmd.Process.Pid)
 		}
 		pids[i] = cmd.Process.Pid
 	}
