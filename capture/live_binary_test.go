@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,14 +19,18 @@ import (
 )
 
 // mapWithPython runs python (the interpreter at that path) mapping node
-// MAP_SHARED read-write until the test ends, and returns its PID.
-func mapWithPython(t testing.TB, python, node string) int {
+// MAP_SHARED read-write, with each of libs loaded (ctypes), until the test
+// ends, and returns its PID.
+func mapWithPython(t testing.TB, python, node string, libs ...string) int {
 	t.Helper()
-	cmd := exec.Command(python, "-c", `import mmap, os, sys, time
+	cmd := exec.Command(python, append([]string{"-c", `import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
+for lib in sys.argv[2:]:
+    import ctypes
+    ctypes.CDLL(lib)
 print("ready", flush=True)
-time.sleep(3600)`, node)
+time.sleep(3600)`, node}, libs...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -266,4 +271,54 @@ func sha256File(t *testing.T, path string) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// A library the tenant brought, loaded by an unmodified packaged program
+// with no loader variable to show for it (dlopen), is code the program's
+// file does not vouch for. Where the host's dpkg database does not list it,
+// and on a host with no dpkg database, where it lies outside the
+// directories only packages install into. The program's own packaged
+// libraries are neither.
+func TestLiveForeignCodeTheProgramLoaded(t *testing.T) {
+	livetest.Require(t, "gcc")
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Fatalf("/usr/bin/python3: %v (.ci/run installs python3-minimal)", err)
+	}
+	dir, err := os.MkdirTemp("/var/lib", "gpusnap-code-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	src, lib := filepath.Join(dir, "tenant.c"), filepath.Join(dir, "libtenant.so")
+	if err := os.WriteFile(src, []byte("int tenant(void) { return 1; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	loop := livetest.NewLoop(t)
+	pid := mapWithPython(t, python, loop.Node, lib)
+	for _, tc := range []struct{ name, dpkg, want string }{
+		{"the host's dpkg database", "", lib + ": no package installed it"},
+		{"no dpkg database", filepath.Join(t.TempDir(), "none"), lib + ": no package database, and outside the packaged directories"},
+	} {
+		snap, err := capture.Capture(t.Context(), capture.Options{DpkgDir: tc.dpkg, BinaryCache: filepath.Join(t.TempDir(), "cache")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == pid })
+		if i < 0 || snap.Processes[i].ForeignCode == nil {
+			t.Fatalf("%s: pid %d not captured with its code read", tc.name, pid)
+		}
+		mapped := snap.Processes[i].ForeignCode.Mapped
+		if !slices.Contains(mapped, tc.want) {
+			t.Errorf("%s: mapped %q, want %q", tc.name, mapped, tc.want)
+		}
+		for _, m := range mapped {
+			if strings.HasPrefix(m, "/usr/") {
+				t.Errorf("%s: a packaged library named: %q", tc.name, m)
+			}
+		}
+	}
 }

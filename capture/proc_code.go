@@ -28,10 +28,11 @@ var loaderVars = []string{"LD_PRELOAD=", "LD_LIBRARY_PATH=", "LD_AUDIT="}
 var kernelCode = map[string]bool{"[vdso]": true, "[vsyscall]": true, "[uprobes]": true}
 
 // readForeignCode fills each user's ForeignCode on the live procfs: the
-// executable mappings of files no package installed (dpkg: nil where the
-// host has none, and then not judged), of deleted files and of no file, the
-// loader's variables in its environment, and whether its mount namespace
-// is the capture's (a library's path in another is not this host's).
+// executable mappings of files no package installed (where the host has no
+// dpkg database, of files outside snapshot.SystemDirs), of deleted files
+// and of no file, the loader's variables in its environment, and whether
+// its mount namespace is the capture's (a library's path in another is not
+// this host's).
 func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenance.DB, known *binaryCache) {
 	if !cfg.live {
 		return
@@ -61,11 +62,15 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 		if code.filesCut {
 			c.Unread = append(c.Unread, "maps: past "+strconv.Itoa(codeFilesLimit)+" executable files: the packages of the rest")
 		}
-		c.Mapped, files[p] = append(c.Mapped, code.foreign...), code.files
-		if c.OtherMountNamespace || dpkg == nil {
-			delete(files, p) // another root's paths, or no database to ask
+		c.Mapped = append(c.Mapped, code.foreign...)
+		switch {
+		case c.OtherMountNamespace: // another root's paths
+		case dpkg == nil:
+			c.Mapped = append(c.Mapped, outsideSystemDirs(code.files)...)
+		default:
+			files[p] = code.files
+			paths = append(paths, code.files...)
 		}
-		paths = append(paths, files[p]...)
 	}
 	owners, complete := ownersOf(paths, dpkg, known)
 	for p, fs := range files {
@@ -83,6 +88,19 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 			c.Mapped = append(c.Mapped[:snapshot.MaxForeignCode], strconv.Itoa(len(c.Mapped)-snapshot.MaxForeignCode)+" more")
 		}
 	}
+}
+
+// outsideSystemDirs names, on a host with no package database to ask, each
+// of files that lies outside the directories only packages install into:
+// only root puts a library there, and a tenant's lies elsewhere.
+func outsideSystemDirs(files []string) []string {
+	var foreign []string
+	for _, f := range files {
+		if !snapshot.InSystemDir(f) {
+			foreign = append(foreign, f+": no package database, and outside the packaged directories")
+		}
+	}
+	return foreign
 }
 
 // readBounded reads a file of the process directory dir up to limit; what

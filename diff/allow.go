@@ -36,8 +36,9 @@ type allowEntry struct {
 	text   string // the entry as written
 	fields []allowField
 	// hostOnly: the entry names an exe and no cgroup, container or pod, so
-	// it speaks of the host's program: a process in a container's cgroup or
-	// in another mount namespace, whose paths are another root's, is not it.
+	// it speaks of the host's program: a process in a container's or a
+	// pod's cgroup, or in another mount namespace, whose paths are another
+	// root's, is not it.
 	hostOnly bool
 }
 
@@ -99,8 +100,8 @@ var allowFields = map[string]func(f *Finding, p *snapshot.Process) []string{
 }
 
 // weakExe reports whether an entry's exe pattern may match a path outside
-// systemDirs, where dpkg's checksums vouch for the file, and the entry pins
-// no sha256.
+// snapshot.SystemDirs, where dpkg's checksums vouch for the file, and the
+// entry pins no sha256.
 func (e *allowEntry) weakExe() bool {
 	if e.names("sha256") {
 		return false
@@ -109,11 +110,7 @@ func (e *allowEntry) weakExe() bool {
 		if f.name != "exe" {
 			continue
 		}
-		inside := false
-		for _, d := range systemDirs {
-			inside = inside || strings.HasPrefix(f.pattern, d)
-		}
-		if !inside {
+		if !snapshot.InSystemDir(f.pattern) {
 			return true
 		}
 	}
@@ -295,7 +292,7 @@ func (e *allowEntry) names(field string) bool {
 }
 
 func (e *allowEntry) matches(f *Finding, p *snapshot.Process) bool {
-	if e.hostOnly && p != nil && (p.ContainerID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
+	if e.hostOnly && p != nil && (p.ContainerID != "" || p.PodUID != "" || p.ForeignCode != nil && p.ForeignCode.OtherMountNamespace) {
 		return false
 	}
 	for _, fld := range e.fields {

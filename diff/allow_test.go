@@ -82,6 +82,7 @@ func TestAllowMatchesUIDAndGlobs(t *testing.T) {
 		// an exe entry naming no cgroup is the host's program
 		{"exe=/a", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true})), false},
 		{"exe=/a", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), false},
+		{"exe=/a", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.PodUID = "6b1f3c2a" }), false},
 		{"exe=/a container=c0ffee", proc(1, 1, "a", "/a", func(p *snapshot.Process) { p.ContainerID = "c0ffee" }), true},
 		{"exe=/a cgroup=/system.slice/*", proc(1, 1, "a", "/a", foreign(snapshot.ForeignCode{OtherMountNamespace: true}),
 			func(p *snapshot.Process) { p.Cgroups = []string{"0::/system.slice/x.service"} }), true},

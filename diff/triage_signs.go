@@ -83,7 +83,7 @@ var compromiseRules = []compromiseRule{
 		return "", ""
 	}},
 	{"unpackaged-system-exe", "its exe lies in a system directory, yet no package installed it", "", func(p *snapshot.Process, _ signContext) (string, string) {
-		if pk := p.Package; pk != nil && pk.Status == provenance.NotPackaged && inSystemDir(p.Exe) {
+		if pk := p.Package; pk != nil && pk.Status == provenance.NotPackaged && snapshot.InSystemDir(p.Exe) {
 			return fmt.Sprintf("exe %s lies in a system directory, yet no package installed it", p.Exe), ""
 		}
 		return "", ""
@@ -115,18 +115,6 @@ func tempDirSign(p *snapshot.Process, ctx signContext) (string, string) {
 		return "", fmt.Sprintf("its exe %s lies under %s, but its name is its exe's and it runs as its job's user in the job's cgroup: a job's own build, no sign by itself", p.Exe, dir)
 	}
 	return fmt.Sprintf("masquerade: exe %s lies under %s", p.Exe, dir), ""
-}
-
-// systemDirs are where only packages install executables.
-var systemDirs = []string{"/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/", "/usr/lib/", "/lib/", "/usr/libexec/"}
-
-func inSystemDir(exe string) bool {
-	for _, d := range systemDirs {
-		if strings.HasPrefix(exe, d) {
-			return true
-		}
-	}
-	return false
 }
 
 // compromiseSigns lists the signs that p lies about what it is, by

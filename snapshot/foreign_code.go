@@ -1,12 +1,15 @@
 package snapshot
 
+import "strings"
+
 // ForeignCode is what the capture read, for a process that uses a GPU on the
 // live procfs, of code it runs beside its exe: an allowed binary vouches for
 // its own file, not for a library a tenant loads into it.
 type ForeignCode struct {
 	// Mapped names each executable mapping of a file no package installed,
 	// of a deleted file, or of no file at all: "/tmp/x.so: no package
-	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40". At most
+	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40". A host with
+	// no dpkg database names each file outside SystemDirs. At most
 	// MaxForeignCode are kept.
 	Mapped []string `json:"mapped,omitempty"`
 	// LoaderEnv are the dynamic loader's variables the process's environment
@@ -43,4 +46,20 @@ func (p *Process) RunsForeignCode() []string {
 		why = append(why, "not read: "+u)
 	}
 	return why
+}
+
+// SystemDirs are the directories only packages install executables into,
+// which only root can write: what dpkg's checksums vouch for, and where a
+// host without a package database still tells a library of its own from
+// one a tenant brought.
+var SystemDirs = []string{"/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/", "/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/", "/usr/libexec/"}
+
+// InSystemDir reports whether path lies in one of SystemDirs.
+func InSystemDir(path string) bool {
+	for _, d := range SystemDirs {
+		if strings.HasPrefix(path, d) {
+			return true
+		}
+	}
+	return false
 }

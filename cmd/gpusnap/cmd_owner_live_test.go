@@ -23,9 +23,10 @@ import (
 // the user, a container with a writable cgroupfs) names cgroups there after
 // another's Slurm job and pod and moves a process that maps the GPU rw-s
 // into each; a second tenant is handed the very directory of a job and a pod
-// at the place their managers put them. No id read from a cgroup anyone but
-// root could write is another tenant's: each process is a leftover worker to
-// kill, not another tenant's to leave alone, and no slurm_job= or pod=
+// at the place their managers put them. The first also names a cgroup as a
+// container runtime's scope. No id read from a cgroup anyone but root could
+// write is another tenant's: each process is a leftover worker to kill, not
+// another tenant's to leave alone, and no slurm_job=, pod= or container=
 // allow entry vouches for it.
 func TestLiveOwnerNotFromADelegatedCgroup(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc", "setpriv")
@@ -40,6 +41,7 @@ func TestLiveOwnerNotFromADelegatedCgroup(t *testing.T) {
 	podUID := "6b1f3c2a-0d4e-4f5a-8b7c-9d0e1f2a3b4c"
 	job := strconv.Itoa(700000000 + int(randomUint16()))
 	pod2 := "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+	container := hex.EncodeToString(randomBytes(32))
 	deleg := "gpusnap-deleg-" + hex.EncodeToString(randomBytes(6)) + ".service"
 
 	// The first tenant's subtree, as systemd delegates one: the directory
@@ -62,6 +64,7 @@ func TestLiveOwnerNotFromADelegatedCgroup(t *testing.T) {
 		{deleg, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(podUID, "-", "_") + ".slice/main"},
 		{anchoredJob, "step_0"},
 		{anchoredPod, "main"},
+		{deleg, "docker-" + container + ".scope"},
 	}
 	var pids []int
 	for i, place := range places {
@@ -74,7 +77,7 @@ func TestLiveOwnerNotFromADelegatedCgroup(t *testing.T) {
 	}
 
 	allow := filepath.Join(t.TempDir(), "allow.list")
-	if err := os.WriteFile(allow, []byte("slurm_job=777\npod="+podUID+"\nslurm_job="+job+"\npod="+pod2+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(allow, []byte("slurm_job=777\npod="+podUID+"\nslurm_job="+job+"\npod="+pod2+"\ncontainer="+container+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, extra := range [][]string{nil, {"--allow", allow}} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 )
@@ -38,26 +40,9 @@ func TestLivePreloadIntoAnAllowedProgram(t *testing.T) {
 	loop := livetest.NewLoop(t)
 	const tenant = "live-preload"
 	flags := liveBaseline(t, tenant)
-	dir, err := os.MkdirTemp("/var/lib", "gpusnap-preload-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	node := filepath.Join(dir, "dev", "nvidia0")
+	dir, node := everyonesNode(t, loop)
 	lib := filepath.Join(dir, "libgrab.so")
 	src := filepath.Join(dir, "grab.c")
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mknod(node, syscall.S_IFBLK|0o666, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
-		t.Skipf("live /proc test: mknod refused: %v", err)
-	}
-	if err := os.Chmod(node, 0o666); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(src, []byte(preloadSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +62,7 @@ func TestLivePreloadIntoAnAllowedProgram(t *testing.T) {
 		pids = append(pids, cmd.Process.Pid)
 	}
 
-	allow := filepath.Join(t.TempDir(), "allow.list")
-	if err := os.WriteFile(allow, []byte("exe=/usr/bin/sleep\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant, "--allow", allow}, flags...)...)
-	if code != 1 {
-		t.Errorf("diff: exit %d, want 1: %s", code, stderr)
-	}
-	r := decodeResult(t, stdout, stderr)
+	allow, r := diffAllowing(t, tenant, flags, "exe=/usr/bin/sleep")
 	for _, pid := range pids {
 		n := 0
 		for _, f := range r.Findings {
@@ -103,4 +80,117 @@ func TestLivePreloadIntoAnAllowedProgram(t *testing.T) {
 	if code, _, stderr := gpusnap(t, "check", "--json", "--no-nvml", "--allow", allow); code != 1 {
 		t.Errorf("check: exit %d, want 1: %s", code, stderr)
 	}
+}
+
+// mapperSource maps the node argv[1] names MAP_SHARED read-write and sleeps:
+// a packaged interpreter doing GPU work with no code of the tenant's beside
+// its own files.
+const mapperSource = `import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 4096)
+time.sleep(1000)`
+
+// An exe allow entry that names no cgroup, container or pod speaks of the
+// host's program. The unmodified packaged interpreter it names, mapping the
+// GPU rw-s, passes it on the host, and does not in a mount namespace of its
+// own (root's, or the root of a user namespace that uid 65534 made), whose
+// paths are another root's, nor in a container's or a pod's cgroup.
+func TestLiveAllowedExeOnlyOnTheHost(t *testing.T) {
+	livetest.Require(t, "losetup", "setpriv", "unshare", "/usr/bin/python3")
+	root := capture.CgroupV2Root()
+	if root == "" {
+		t.Skip("live /proc test: no cgroup v2 hierarchy to make a container's cgroup in")
+	}
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, node := everyonesNode(t, livetest.NewLoop(t))
+	const tenant = "live-allow-host"
+	flags := liveBaseline(t, tenant)
+	container := filepath.Join(root, "docker-"+hex.EncodeToString(randomBytes(32))+".scope")
+	if err := os.Mkdir(container, 0o755); err != nil {
+		t.Skipf("live /proc test: cannot create a cgroup here: %v", err)
+	}
+	t.Cleanup(func() { removeCgroup(t, root, container) })
+	nobody := []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}
+	places := []struct {
+		name   string
+		prefix []string
+		join   func(pid int)
+		allow  bool
+	}{
+		{"the host", nil, nil, true},
+		{"a container's cgroup", nil, func(pid int) { writeProcs(t, container, pid) }, false},
+		{"a pod's cgroup", nil, livetest.PodCgroup(t, "0e1d2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"), false},
+		{"root's mount namespace", []string{"unshare", "-m"}, nil, false},
+		{"uid 65534's user and mount namespace", append(nobody, "unshare", "-U", "-r", "-m"), nil, false},
+	}
+	pids := make([]int, len(places))
+	for i, place := range places {
+		args := append(append([]string{}, place.prefix...), python, "-c", mapperSource, node)
+		cmd := exec.Command(args[0], args[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
+		if place.join != nil {
+			place.join(cmd.Process.Pid)
+		}
+		pids[i] = cmd.Process.Pid
+	}
+
+	_, r := diffAllowing(t, tenant, flags, "exe="+python)
+	for i, place := range places {
+		n := 0
+		for _, f := range r.Findings {
+			if f.Process == nil || f.Process.PID != pids[i] {
+				continue
+			}
+			n++
+			if allowed := f.Allowed != ""; allowed != place.allow {
+				t.Errorf("%s: %s allowed %q, want allowed %v", place.name, f.Kind, f.Allowed, place.allow)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no finding for pid %d", place.name, pids[i])
+		}
+	}
+}
+
+// everyonesNode makes a node of loop that any uid may open read-write, in a
+// directory under /var/lib any uid may enter, removed at cleanup.
+func everyonesNode(t *testing.T, loop *livetest.Loop) (dir, node string) {
+	t.Helper()
+	dir = binDir(t, "gpusnap-node-")
+	node = filepath.Join(dir, "dev", "nvidia0")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mknod(node, syscall.S_IFBLK|0o666, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+		t.Skipf("live /proc test: mknod refused: %v", err)
+	}
+	if err := os.Chmod(node, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	return dir, node
+}
+
+// diffAllowing writes an allow list of the one entry and runs diff --json of
+// tenant with it, which must exit 1, returning the list's path and the result.
+func diffAllowing(t *testing.T, tenant string, flags []string, entry string) (allow string, r diff.Result) {
+	t.Helper()
+	allow = filepath.Join(t.TempDir(), "allow.list")
+	if err := os.WriteFile(allow, []byte(entry+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant, "--allow", allow}, flags...)...)
+	if code != 1 {
+		t.Errorf("diff: exit %d, want 1: %s", code, stderr)
+	}
+	return allow, decodeResult(t, stdout, stderr)
 }
