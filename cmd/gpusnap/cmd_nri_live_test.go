@@ -188,7 +188,7 @@ func TestNRIPodLifecycle(t *testing.T) {
 	}
 	allow := filepath.Join(dir, "allow")
 	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts, containers and hidden processes, and the daemon holding GPUs 6 and 7\n"+
-		"exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nkind=hidden_process\n"+
+		"exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\ndevice=/var/lib/gpusnap-*\nkind=hidden_process\n"+
 		"exe=*/sleep device="+dir+"/dev/*\n"), 0o644))
 	db, ev, sock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock")
 	logs := syslogSink(t, filepath.Join(dir, "log.sock"))

@@ -316,10 +316,11 @@ func (c *cluster) writeHooks(scripts string) {
 	t, dir := c.t, c.dir
 	allow := filepath.Join(dir, "etc", "allow")
 	// Other packages' live tests run meanwhile: their ghosts and containers
-	// (under /tmp), their jobs' binaries (under /var/lib), their miner
+	// (under /tmp), their jobs' binaries and the nodes a packaged program
+	// maps (under /var/lib), their miner
 	// (under /dev/shm) and the processes their evasive tests hide or make
 	// unreadable are not this cluster's.
-	must(t, os.WriteFile(allow, []byte("exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nexe=/var/lib/gpusnap-*\nexe=/dev/shm/*\n"+
+	must(t, os.WriteFile(allow, []byte("exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nexe=/var/lib/gpusnap-*\ndevice=/var/lib/gpusnap-*\nexe=/dev/shm/*\n"+
 		"kind=hidden_process\nkind=unreadable_process\n"+
 		"# the cluster's daemons holding its GPUs\nexe="+dir+"/daemon/*\n"), 0o644))
 	// Slurm runs a wrapper that exports the settings, as a site's own
