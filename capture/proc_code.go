@@ -38,7 +38,10 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 		return
 	}
 	r := newReader(cfg.faults, true, false)
-	ownMnt, _ := r.readlinkAt(cfg.rootfd, cfg.root, "self/ns/mnt")
+	// The capturing thread's namespace, where its paths resolve. The
+	// process's (self) is its main thread's, which a thread that took a
+	// private namespace of its own (watch's tracefs mount) may be.
+	ownMnt, _ := r.readlinkAt(cfg.rootfd, cfg.root, "thread-self/ns/mnt")
 	files := map[*snapshot.Process][]string{}
 	var paths []string
 	buf := make([]byte, 64<<10)

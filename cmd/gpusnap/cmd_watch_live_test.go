@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
+	"golang.org/x/sys/unix"
 )
 
 // TestLiveWatchTransientTenant is the whole story on this host: a baseline,
@@ -197,5 +202,110 @@ func waitEvents(t *testing.T, db string, pids []int) {
 		return all
 	}); waited != nil {
 		t.Fatalf("%v (last read: %v)", waited, err)
+	}
+}
+
+// TestLiveGateLingererUnderWatch: with gpusnap watch recording, a poller
+// (a root shell) runs a holder that maps the job's GPU rw-s. The holder
+// lets go of the GPU (it exits) before the prolog's gate, baseline --gpus,
+// runs, as a squatter that sees gpusnap start does. The gate fails on the
+// holder the log saw, gone now while its parent of the same uid lives, and
+// names it. Once the poller has gone too, nothing of the holder's kin can
+// take the GPU again, and the same gate is clean.
+func TestLiveGateLingererUnderWatch(t *testing.T) {
+	livetest.Require(t, "gcc")
+	livetest.OwnFakeGPUs(t)
+	loop := livetest.NewLoop(t)
+	// The GPU is a node outside /tmp: other packages' live tests map
+	// theirs, named nvidia0 too, under /tmp (and in containers' /dev), and
+	// the allow list takes those out of this test's verdicts.
+	dir, err := os.MkdirTemp("/run", "gpusnap-lingerer-")
+	if err != nil {
+		t.Skipf("cannot make the test's directory under /run: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	node := filepath.Join(dir, "dev", "nvidia0")
+	if err := os.MkdirAll(filepath.Dir(node), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mknod(node, syscall.S_IFBLK|0o600, int(unix.Mkdev(loop.Major, loop.Minor))); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "gpusnap.db")
+	g := []string{"--db", db, "--no-nvml"}
+	// Without NVML a GPU is seen by its users: an allowed daemon holds it.
+	livetest.HoldAt(t, filepath.Join(dir, "daemon", "nvidia-persistenced"), node)
+	allow := filepath.Join(dir, "allow")
+	if err := os.WriteFile(allow, []byte("exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\nexe=/var/lib/gpusnap-*\nexe=/dev/shm/*\n"+
+		"kind=hidden_process\nkind=unreadable_process\nexe="+dir+"/daemon/*\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, g...)
+
+	// The poller runs the holder and goes on polling once it is gone.
+	tenant := livetest.CopyExe(t, livetest.TenantBinary(t), filepath.Join(dir, "bin", "squat"))
+	pidfile := filepath.Join(dir, "pids")
+	poller := exec.Command("/bin/sh", "-c", `"$0" "$1" "$2" & while sleep 1; do :; done`, tenant, node, pidfile)
+	if err := poller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan error, 1)
+	go func() { polled <- poller.Wait() }()
+	t.Cleanup(func() {
+		poller.Process.Kill()
+		<-polled
+	})
+	var holder, nspid int
+	var start uint64
+	if err := testwait.For(30*time.Second, "the holder's PID file", func() bool {
+		b, err := os.ReadFile(pidfile)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscanf(string(b), "tenant %d %d %d", &holder, &nspid, &start)
+		return err == nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	livetest.WaitMapped(t, holder, "rw-s", node)
+	if err := syscall.Kill(holder, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, db, []int{holder})
+
+	gate := func(tenant string) (int, *diff.Result, string) {
+		t.Helper()
+		code, out, errs := gpusnap(t, append([]string{"baseline", "--tenant", tenant, "--gpus", "0", "--allow", allow, "--json"}, g...)...)
+		var snap struct {
+			Check *diff.Result `json:"check"`
+		}
+		if err := json.Unmarshal([]byte(out), &snap); err != nil || snap.Check == nil {
+			t.Fatalf("baseline --gpus 0 of %s: exit %d, %v: %s", tenant, code, err, errs)
+		}
+		for _, f := range snap.Check.Findings {
+			errs += "\n" + f.Kind + " " + f.Severity.String() + ": " + f.Summary
+		}
+		return code, snap.Check, errs
+	}
+	code, r, errs := gate("job-1")
+	named := false
+	for _, f := range r.Findings {
+		if f.Kind == diff.KindTransientGPUProcess && f.Severity == diff.High && f.Process != nil &&
+			f.Process.PID == holder && f.Process.StartTime == start && strings.Contains(f.Summary, "its parent") {
+			named = true
+		}
+	}
+	if code != exitFindings || !named {
+		t.Fatalf("gate with the holder %d@%d gone and its poller %d alive: exit %d, holder named %v, want exit %d naming it\n%s",
+			holder, start, poller.Process.Pid, code, named, exitFindings, errs)
+	}
+
+	// The poller gone as well: no kin of the holder runs, and the GPU is clean.
+	if err := poller.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	polled <- <-polled
+	if code, _, errs := gate("job-2"); code != exitClean {
+		t.Errorf("gate with the holder and its poller gone: exit %d, want %d\n%s", code, exitClean, errs)
 	}
 }

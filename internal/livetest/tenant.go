@@ -75,7 +75,7 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 	t.Helper()
 	bin := buildTenant(t)
 	if opts.Exe != "" {
-		bin = copyExe(t, bin, opts.Exe)
+		bin = CopyExe(t, bin, opts.Exe)
 	}
 	sc := &Scenario{Loop: loop, Path: loop.Node}
 	args := []string{"-g"}
@@ -133,7 +133,7 @@ func HoldMappings(t testing.TB, path string, count int) Proc {
 // is exe's name cut to 15 bytes, as the kernel gives it at exec.
 func HoldAt(t testing.TB, exe, path string) Proc {
 	t.Helper()
-	return holdBin(t, copyExe(t, buildTenant(t), exe), path)
+	return holdBin(t, CopyExe(t, buildTenant(t), exe), path)
 }
 
 func hold(t testing.TB, args ...string) Proc {
@@ -197,9 +197,9 @@ func waitLeaderExited(t testing.TB, p Proc) {
 	}
 }
 
-// copyExe copies the helper bin to path (mode 0755, directories made) and
+// CopyExe copies the helper bin to path (mode 0755, directories made) and
 // returns path; Cleanup removes the file.
-func copyExe(t testing.TB, bin, path string) string {
+func CopyExe(t testing.TB, bin, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(bin)
 	if err == nil {

@@ -48,7 +48,7 @@ func StartWorker(t testing.TB, node string, opts WorkerOptions) Worker {
 	t.Helper()
 	bin := buildTenant(t)
 	if opts.Exe != "" {
-		bin = copyExe(t, bin, opts.Exe)
+		bin = CopyExe(t, bin, opts.Exe)
 	}
 	args := []string{bin}
 	if opts.Comm != "" {
