@@ -169,8 +169,10 @@ func anotherTenantJobs(t *testing.T, c *cluster) {
 	if c.cgroups == nil {
 		t.Logf("jobs g, h: not run: without a cgroup of its job, another team's process is not told from a leftover")
 	} else {
-		g := c.submit("g", `until [ -s "$OUT/h.pids" ]; do sleep 0.1; done`)
-		h := c.submit("h", `exec "$TENANT" "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/h.pids"`)
+		// h starts its process only once g runs, so after g's prolog took
+		// the baseline: on a loaded host Slurm may start h's script first.
+		g := c.submit("g", `echo up > "$OUT/g.up"; until [ -s "$OUT/h.pids" ]; do sleep 0.1; done`)
+		h := c.submit("h", `until [ -s "$OUT/g.up" ]; do sleep 0.1; done; exec "$TENANT" "$GPU_DIR/nvidia$SLURM_JOB_GPUS" "$OUT/h.pids"`)
 		c.waitJob(g, "COMPLETED", "FAILED")
 		reason := c.waitNode("drain")
 		var pid int
