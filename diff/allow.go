@@ -317,6 +317,11 @@ func (c *comparison) applyAllow(findings []Finding) {
 	}
 	for i := range findings {
 		f := &findings[i]
+		// What a hidden PID of unknown start time holds is unknown: no
+		// entry may vouch for it.
+		if f.Kind == KindHiddenProcess && f.Process != nil && f.Process.StartTime == 0 {
+			continue
+		}
 		// A PID NVML lists with no process behind it has no process fields
 		// to match: only entries naming no process field can allow it.
 		var p *snapshot.Process

@@ -38,22 +38,30 @@ func hiddenProcesses(c *comparison) []Finding {
 	logged := c.hiddenInLog(hidden)
 	var out []Finding
 	for _, h := range hidden {
-		ref, named := &ProcessRef{PID: h.PID, StartTime: h.StartTime, Comm: h.Comm}, ""
-		evidence := []string{h.Why}
+		ref := &ProcessRef{PID: h.PID, StartTime: h.StartTime, Comm: h.Comm}
+		var name *ProcessRef
+		named, evidence := "", []string{h.Why}
 		if e := logged[h.PID]; e != nil {
-			ref = eventProcessRef(e.Process)
+			name = eventProcessRef(e.Process)
 			named = "; the event log names it"
 			evidence = append(evidence, "event: "+eventEvidence(e))
 		} else if p := c.fromByPID[h.PID]; p != nil && (h.StartTime == 0 || p.StartTime == h.StartTime) {
-			ref = processRef(p)
+			name = processRef(p)
 			named = fmt.Sprintf("; FROM names the PID (%d@%d)", p.PID, p.StartTime)
 			if h.StartTime == 0 {
 				named += ", the same process unless the PID was reused"
+				evidence = append(evidence, "FROM: "+describe(name))
 			}
 		}
+		// Only a known start time makes the name the process's. Without
+		// one the PID may hold anything, so the finding keeps the bare PID
+		// and no allow entry or triage reads the named process's fields.
+		if name != nil && h.StartTime != 0 {
+			ref = name
+		}
 		who := fmt.Sprintf("pid %d", h.PID)
-		if named != "" {
-			who = describe(ref)
+		if name != nil {
+			who = describe(name)
 		}
 		out = append(out, Finding{
 			Kind:     KindHiddenProcess,

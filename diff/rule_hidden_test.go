@@ -65,7 +65,8 @@ func TestUnsettledCaptureFails(t *testing.T) {
 // (its device use first) names a ghost new since FROM; FROM names a PID it
 // had, saying the PID could have been reused when the capture knew no start
 // time; a PID neither knows stays a bare PID, and a log record of another
-// process with that PID names nothing. Its device use in the log is a
+// process with that PID names nothing. With no start time known the name is
+// the summary's only: the finding's process stays the bare PID. Its device use in the log is a
 // transient one, hidden at TO rather than gone.
 func TestHiddenProcessNamed(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
@@ -81,7 +82,7 @@ func TestHiddenProcessNamed(t *testing.T) {
 		t.Errorf("the transient use of a hidden process: %+v", f)
 	}
 	f := r.Findings[0]
-	if f.Process.StartTime != 9000 || f.Process.Exe != "/dev/shm/.x/xmrig" || !strings.Contains(f.Summary, "pid 7 (xmrig, /dev/shm/.x/xmrig") ||
+	if f.Process.StartTime != 0 || f.Process.Exe != "" || !strings.Contains(f.Summary, "pid 7 (xmrig, /dev/shm/.x/xmrig") ||
 		!strings.Contains(f.Summary, "the event log names it") || len(f.Evidence) != 2 || !strings.Contains(f.Evidence[1], "mmap") {
 		t.Errorf("named by the log: %+v", f)
 	}
@@ -94,7 +95,7 @@ func TestHiddenProcessNamed(t *testing.T) {
 	miner := proc(7, 800, "python3", "/home/bob/.cache/m")
 	r = compare(snap("from", bash, miner), hide(snap("to", bash), 7, 0))
 	expect(t, r, "hidden_process high 7")
-	if f := r.Findings[0]; f.Process.StartTime != 800 || !strings.Contains(f.Summary, "pid 7 (python3, /home/bob/.cache/m") ||
+	if f := r.Findings[0]; f.Process.StartTime != 0 || f.Process.Exe != "" || !strings.Contains(f.Summary, "pid 7 (python3, /home/bob/.cache/m") ||
 		!strings.Contains(f.Summary, "FROM names the PID (7@800), the same process unless the PID was reused") {
 		t.Errorf("named by FROM: %+v", f)
 	}
@@ -102,5 +103,48 @@ func TestHiddenProcessNamed(t *testing.T) {
 	r = compare(snap("from", bash, miner), hide(snap("to", bash), 8, 0))
 	if f := r.Findings[0]; f.Process.Comm != "" || !strings.HasPrefix(f.Summary, "pid 8 is hidden") {
 		t.Errorf("named by nothing: %+v", f)
+	}
+}
+
+// TestHiddenProcessNotAllowedByFrom: a tenant hides a process on a PID an
+// allowed daemon had at FROM, on the /proc path (no start time). Neither
+// FROM's process nor the log's record of the PID vouches for what the PID
+// holds now: no allow entry downgrades it, and its triage takes no class
+// from FROM's process. With the start time known, FROM's same process is
+// allowed as before.
+func TestHiddenProcessNotAllowedByFrom(t *testing.T) {
+	bash := proc(10, 5, "bash", "/usr/bin/bash")
+	daemon := proc(7, 800, "nv-hostengine", "/usr/bin/nv-hostengine")
+	daemon.User = "root"
+	allow, err := ParseAllow(strings.NewReader("exe=/usr/bin/nv-hostengine user=root\n"), "allow.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := compareWindow(Options{Allow: allow}, snap("from", bash, daemon), hide(snap("to", bash), 7, 0))
+	expect(t, r, "hidden_process high 7")
+	f := r.Findings[0]
+	if f.Allowed != "" || f.Triage == nil || f.Triage.Class == ClassExpected ||
+		!strings.Contains(f.Summary, "nv-hostengine") || !strings.Contains(strings.Join(f.Evidence, "\n"), "FROM: pid 7 (nv-hostengine") {
+		t.Errorf("allowed through FROM's process at its PID: %+v", f)
+	}
+	// FROM had another job's process at the PID: the tenant's hidden one
+	// is not that job's.
+	other := proc(7, 800, "python3", "/usr/bin/python3", set(func(p *snapshot.Process) {
+		p.SlurmJobID = "77"
+		p.Cgroups = []string{"0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0"}
+	}))
+	r = Compare(tenantSnap("from", "4242", bash, other), hide(tenantSnap("to", "4242", bash), 7, 0), Options{})
+	if f := r.Findings[0]; f.Triage == nil || f.Triage.Class == ClassAnotherTenant || f.Severity != High {
+		t.Errorf("triaged as FROM's process at its PID: %+v %+v", f, f.Triage)
+	}
+	ghost := &eventlog.Process{PID: 7, StartTime: 800, Comm: "nv-hostengine", Exe: "/usr/bin/nv-hostengine"}
+	events := eventsOf(eventlog.Event{Time: t0.Add(5 * time.Minute), Kind: eventlog.KindExec, Process: ghost})
+	r = compareWindow(Options{Allow: allow, Events: events}, snap("from", bash, daemon), hide(snap("to", bash), 7, 0))
+	if f := r.Findings[0]; f.Severity != High || f.Allowed != "" {
+		t.Errorf("allowed through the log's record of its PID: %+v", f)
+	}
+	r = compareWindow(Options{Allow: allow}, snap("from", bash, daemon), hide(snap("to", bash), 7, 800))
+	if f := r.Findings[0]; f.Severity != Info || f.Process.StartTime != 800 {
+		t.Errorf("the same process, start time known: %+v", f)
 	}
 }

@@ -1,6 +1,7 @@
 package reap
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -70,6 +71,16 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 		}
 		add(snapshot.GPUSet{UUIDs: []string{u}}, u, -1)
 	}
+	snaps := append([]*snapshot.Snapshot{to}, seen...)
+	for _, id := range asked.Accel {
+		g := &gpuAfter{after: GPUAfter{GPU: id}, minor: -1, accel: id, lines: map[string]int{}}
+		devs := accelNamed(id, snaps)
+		g.uses = accelUses(devs, to.Accelerators)
+		if len(devs) == 0 {
+			g.unseen = "no accelerator the snapshots show has the ID " + id
+		}
+		gpus = append(gpus, g)
+	}
 	procs := map[string]*snapshot.Process{}
 	for i := range to.Processes {
 		p := &to.Processes[i]
@@ -101,7 +112,7 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 		g.after.Verdict = diff.VerdictClean
 		if len(g.after.Why) > 0 {
 			g.after.Verdict = diff.VerdictNotClean
-		} else if u := r.Check.GPUUnchecked(g.minor, g.after.UUID); u != "" {
+		} else if u := cmp.Or(g.unseen, r.Check.GPUUnchecked(g.minor, cmp.Or(g.accel, g.after.UUID))); u != "" {
 			g.after.Verdict, g.after.Why = diff.VerdictUnknown, []string{"not read: " + u}
 		}
 		out = append(out, g.after)
@@ -112,10 +123,13 @@ func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, fa
 // gpuAfter is one GPU as GPUsAfter builds it.
 type gpuAfter struct {
 	after GPUAfter
-	minor int // -1 where only a UUID names it
-	uses  func(*snapshot.Process) bool
-	uuids []string       // its own and its MIG devices'
-	lines map[string]int // a process's line in after.Why, by PID@START and suffix
+	minor int // -1 where only a UUID or an accelerator ID names it
+	// accel is the other vendor's accelerator ID asked for (amd:0), and
+	// unseen says why no device of the snapshots has it.
+	accel, unseen string
+	uses          func(*snapshot.Process) bool
+	uuids         []string       // its own and its MIG devices'
+	lines         map[string]int // a process's line in after.Why, by PID@START and suffix
 }
 
 // why adds what finding f says of the GPU: one line a process, naming its
@@ -173,4 +187,63 @@ func seenGPUs(snaps []*snapshot.Snapshot) *snapshot.GPUSet {
 	}
 	slices.Sort(set.Minors)
 	return set
+}
+
+// accelNamed are the other vendors' accelerators of snaps that id names
+// (amd:0, a PCI slot, a card node's name), as a diff resolves an
+// allocation's IDs.
+func accelNamed(id string, snaps []*snapshot.Snapshot) []*snapshot.Accelerator {
+	var out []*snapshot.Accelerator
+	for _, s := range snaps {
+		if s == nil || s.Accelerators == nil {
+			continue
+		}
+		for i := range s.Accelerators.Devices {
+			if d := &s.Accelerators.Devices[i]; d.NamedBy(id) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// accelUses says whether a process uses one of devs: it holds or maps one
+// of their nodes (by device number or path), or KFD (a) says it
+// holds memory on one.
+func accelUses(devs []*snapshot.Accelerator, a *snapshot.Accelerators) func(*snapshot.Process) bool {
+	paths, numbers, kfd := map[string]bool{}, map[snapshot.DeviceNumber]bool{}, map[int]bool{}
+	gpuIDs := map[uint32]bool{}
+	for _, d := range devs {
+		for _, n := range d.Nodes {
+			paths[n.Path] = n.Path != ""
+			numbers[n.DeviceNumber] = !n.DeviceNumber.IsZero()
+		}
+		gpuIDs[d.KFDGPUID] = d.KFDGPUID != 0
+	}
+	if a != nil {
+		for _, kp := range a.KFDProcesses {
+			for _, m := range kp.VRAM {
+				kfd[kp.PID] = kfd[kp.PID] || m.Bytes > 0 && gpuIDs[m.GPUID]
+			}
+		}
+	}
+	// A path matches too: a node bound elsewhere under that name is a
+	// finding's to tell, and the line errs on not clean.
+	node := func(path string, n snapshot.DeviceNumber) bool { return numbers[n] || paths[path] }
+	return func(p *snapshot.Process) bool {
+		if kfd[p.PID] {
+			return true
+		}
+		for _, h := range p.Holders {
+			if node(h.Target, h.DeviceNumber) {
+				return true
+			}
+		}
+		for _, m := range p.Mappings {
+			if node(m.Path, m.DeviceNumber) {
+				return true
+			}
+		}
+		return false
+	}
 }

@@ -44,16 +44,7 @@ func TestGPUsAfter(t *testing.T) {
 		"gpu 2 (GPU-c): clean",
 		"gpu 3: clean",
 	}
-	check := func(name string, got []GPUAfter, want []string) {
-		t.Helper()
-		var lines []string
-		for _, g := range got {
-			lines = append(lines, g.String())
-		}
-		if strings.Join(lines, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s:\n%s\nwant\n%s", name, strings.Join(lines, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	check := func(name string, got []GPUAfter, want []string) { t.Helper(); checkLines(t, name, got, want) }
 	check("every GPU seen", got, want)
 
 	got = GPUsAfter(&diff.Result{Findings: []diff.Finding{allowed, unread}}, to, &snapshot.GPUSet{Minors: []int{0, 1}}, medium)
@@ -70,4 +61,50 @@ func TestGPUsAfter(t *testing.T) {
 		"gpu 5: not known to be clean: not read: GPU 5: NVML does not show it",
 		"gpu GPU-z: not known to be clean: not read: GPU-z: NVML does not show it, so no device node can be matched to it",
 	})
+}
+
+// Other vendors' accelerators asked for by ID (reap --gpus amd:0, an
+// allocation naming AMD or Intel devices) get a line each, as NVIDIA's GPUs
+// do: one whose render node a failing finding's process holds, or on which
+// KFD says it holds memory, is not clean; another is clean; an ID no
+// snapshot's device has is not known to be clean.
+func TestGPUsAfterAccel(t *testing.T) {
+	render := snapshot.DeviceNumber{Major: snapshot.DRMMajor, Minor: 128}
+	ghost := proc(100, 1, 1000, "python3")
+	ghost.Holders = []snapshot.Holder{{FD: 5, Target: "/dev/dri/renderD128", DeviceNumber: render, Class: "drm"}}
+	kfdUser := proc(101, 1, 1000, "hip")
+	kfdUser.Holders = []snapshot.Holder{{FD: 6, Target: "/dev/kfd", DeviceNumber: snapshot.DeviceNumber{Major: 511}}}
+	to := &snapshot.Snapshot{Processes: []snapshot.Process{ghost, kfdUser}, Accelerators: &snapshot.Accelerators{
+		Devices: []snapshot.Accelerator{
+			{Vendor: "amd", Name: "0000:03:00.0", IDs: []string{"amd:0", "0000:03:00.0", "card0"},
+				Nodes: []snapshot.AccelNode{{Path: "/dev/dri/renderD128", DeviceNumber: render, Kind: snapshot.NodeRender}}},
+			{Vendor: "amd", Name: "0000:04:00.0", IDs: []string{"amd:1", "0000:04:00.0", "card1"}, KFDGPUID: 4242,
+				Nodes: []snapshot.AccelNode{{Path: "/dev/dri/renderD129", DeviceNumber: snapshot.DeviceNumber{Major: snapshot.DRMMajor, Minor: 129}, Kind: snapshot.NodeRender}}},
+			{Vendor: "intel", Name: "0000:05:00.0", IDs: []string{"intel:0", "0000:05:00.0", "card2"}},
+		},
+		KFDProcesses: []snapshot.KFDProcess{{PID: 101, VRAM: []snapshot.KFDMemory{{GPUID: 4242, Bytes: 1 << 30}}}},
+	}}
+	r := &diff.Result{Findings: []diff.Finding{
+		finding(diff.KindLeftoverDeviceHolder, diff.ClassLeftoverWorker, diff.High, ghost),
+		finding(diff.KindLeftoverDeviceHolder, diff.ClassLeftoverWorker, diff.High, kfdUser),
+	}}
+	got := GPUsAfter(r, to, &snapshot.GPUSet{Accel: []string{"amd:0", "card1", "intel:0", "amd:7"}}, diff.AtLeast(diff.Medium))
+	checkLines(t, "accelerators asked for", got, []string{
+		"gpu amd:0: not clean: 100@1100 (python3), leftover_worker: leftover_device_holder",
+		"gpu card1: not clean: 101@1101 (hip), leftover_worker: leftover_device_holder",
+		"gpu intel:0: clean",
+		"gpu amd:7: not known to be clean: not read: no accelerator the snapshots show has the ID amd:7",
+	})
+}
+
+// checkLines fails t unless the GPUs' lines are want.
+func checkLines(t *testing.T, name string, got []GPUAfter, want []string) {
+	t.Helper()
+	var lines []string
+	for _, g := range got {
+		lines = append(lines, g.String())
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n%s\nwant\n%s", name, strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -217,9 +217,9 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 // (kept unless it was clean with nothing to do), and one line naming what
 // it ended.
 func (n *nriGate) reap(ctx context.Context, pod nri.Pod, base string) {
-	o := reapOptions{Tenant: pod.UID, Yes: true, JobEnded: true, Grace: n.o.ReapGrace, MemoryLimit: defaultMemoryLimit,
+	o := reapOptions{Tenant: pod.UID, Yes: true, Grace: n.o.ReapGrace, MemoryLimit: defaultMemoryLimit,
 		Evidence: base + ".reap", SignKey: n.o.SignKey, Textfile: n.o.Textfile,
-		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow}}
+		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow, JobEnded: true}}
 	var report, notes bytes.Buffer
 	g := n.quiet(&report)
 	g.Stderr = &notes

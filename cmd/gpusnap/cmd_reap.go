@@ -67,17 +67,16 @@ type reapOptions struct {
 	Yes         bool
 	Grace       time.Duration
 	StopUnits   bool
-	JobEnded    bool // --job-ended: the tenant's own processes are leftovers
 	MemoryLimit uint64
 	Evidence    string // --evidence DIR; "" beside the store
 	SignKey     string
-	Compare     diff.Options // --allow, --zombie-threshold
+	Compare     diff.Options // --allow, --zombie-threshold, --job-ended (the tenant's own processes are leftovers)
 	OCSFFile    string       // --ocsf-file: the outcomes as OCSF finding updates
 	Textfile    string       // --textfile: the actions and the verdict as metrics
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
-	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"), JobEnded: c.Bool("job-ended"),
+	o := reapOptions{Tenant: c.String("tenant"), Yes: c.Bool("yes"), Grace: c.Duration("grace"), StopUnits: c.Bool("stop-units"),
 		Evidence: c.String("evidence"), OCSFFile: c.String("ocsf-file"), Textfile: c.String("textfile"), SignKey: c.String("sign-key")}
 	var err error
 	if o.GPUs, err = gpuListFlag(c, "gpus", "reap"); err != nil {
@@ -92,8 +91,13 @@ func parseReap(c *cli.Context) (reapOptions, error) {
 	if o.MemoryLimit, err = parseSize(c.String("memory-limit")); err != nil {
 		return o, usageError(fmt.Errorf("--memory-limit: %w", err))
 	}
-	o.Compare, err = parseCompare(c)
-	return o, err
+	if o.Compare, err = parseCompare(c); err != nil {
+		return o, err
+	}
+	// --job-ended is the judgement's as much as the plan's: reap and diff
+	// --job-ended give the job's processes one class.
+	o.Compare.JobEnded = c.Bool("job-ended")
+	return o, nil
 }
 
 // judgement is what reap acts on: a result and the host it judged.
@@ -223,7 +227,7 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 	if live {
 		mnt = reap.CgroupV2Mount()
 	}
-	plan := reap.Build(j.Result, j.To, reap.Options{StopUnits: o.StopUnits, JobEnded: o.JobEnded, Cgroups: reap.Cgroups(mnt)})
+	plan := reap.Build(j.Result, j.To, reap.Options{StopUnits: o.StopUnits, JobEnded: o.Compare.JobEnded, Cgroups: reap.Cgroups(mnt)})
 	rep := reapReport{Tenant: o.Tenant, Judged: j.To.ID, Verdict: j.Verdict, DryRun: !o.Yes, Plan: plan}
 	if o.GPUs != nil {
 		rep.GPUs = o.GPUs.String()
