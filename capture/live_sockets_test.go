@@ -138,8 +138,9 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 
 // relayScript maps the node argv[1] rw-s and forks a helper that holds a
 // TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
-// argv[3] "moved" it then enters a fresh network namespace. It prints the
-// helper's PID.
+// argv[3] "moved" it then enters a fresh network namespace. With argv[4]
+// it then forks that many harmless children, each joined to it by a
+// socketpair. It prints the helper's PID.
 const relayScript = `import mmap, os, socket, sys, time
 a, b = socket.socketpair()
 self_a, self_b = socket.socketpair()
@@ -150,6 +151,14 @@ if pid == 0:
     while True:
         time.sleep(60)
 b.close()
+decoys = []
+for i in range(int(sys.argv[4]) if len(sys.argv) > 4 else 0):
+    x, y = socket.socketpair()
+    if os.fork() == 0:
+        while True:
+            time.sleep(60)
+    y.close()
+    decoys.append(x)
 if sys.argv[3] == "moved":
     import ctypes
     assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
@@ -167,47 +176,13 @@ while True:
 func TestLiveSocketsViaUnixPeer(t *testing.T) {
 	livetest.Require(t, "python3")
 	loop := livetest.NewLoop(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := poolListener(t)
 	// The user stays in the helper's network namespace, or moves to a
 	// fresh one after its socketpair was made there (the pair lives on
 	// where it was made, and is looked for there).
 	for _, where := range []string{"stays", "moved"} {
 		t.Run(where, func(t *testing.T) {
-			cmd := exec.Command("python3", "-c", relayScript, loop.Node, strconv.Itoa(port), where)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var helper int
-			t.Cleanup(func() {
-				if helper > 0 {
-					_ = syscall.Kill(helper, syscall.SIGKILL)
-				}
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			})
-			line, rerr := bufio.NewReader(out).ReadString('\n')
-			if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-				t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
-			}
-			livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", loop.Node)
+			user, helper := startRelay(t, loop.Node, port, where)
 			remote := "127.0.0.1:" + strconv.Itoa(port)
 			if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
 				data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
@@ -223,7 +198,7 @@ func TestLiveSocketsViaUnixPeer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, cmd.Process.Pid, helper, remote) })
+				t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, user, helper, remote) })
 			}
 		})
 	}
@@ -249,4 +224,70 @@ func checkViaPeer(t *testing.T, snap *snapshot.Snapshot, pid, helper int, remote
 			t.Errorf("error %q", e)
 		}
 	}
+}
+
+// TestLiveSocketsUnixPeersPastCap: a GPU user joined by socketpairs to more
+// harmless children than the capture follows, besides its pool helper,
+// must not pass for a user without egress. Past the cap its record carries
+// a sockets error, so triage reads its egress as not known.
+func TestLiveSocketsUnixPeersPastCap(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	pid, _ := startRelay(t, loop.Node, poolListener(t), "stays", "20")
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := capture.FindPID(t, snap, pid)
+		if !slices.ContainsFunc(user.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: unix peers past 16 not followed") }) {
+			t.Errorf("%s: errors %q, want the peers past the cap named", cmp.Or(path, "auto"), user.Errors)
+		}
+	}
+}
+
+// startRelay runs relayScript with args after the node and port, in a
+// process group of its own that is killed at cleanup, and waits for it to
+// map the node. It returns the PIDs of the GPU user and its helper.
+func startRelay(t *testing.T, node string, port int, args ...string) (user, helper int) {
+	t.Helper()
+	cmd := exec.Command("python3", append([]string{"-c", relayScript, node, strconv.Itoa(port)}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
+	}
+	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
+	return cmd.Process.Pid, helper
+}
+
+// poolListener listens on a loopback port for the test's life, accepting
+// and holding every connection, and returns the port.
+func poolListener(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -26,7 +26,7 @@ const (
 	socketIndexEntries = 1 << 18
 	// socketIndexPerProcess bounds what one process adds to the index.
 	socketIndexPerProcess = 256
-	// peersPerUser bounds the helpers followed from one GPU user.
+	// peersPerUser bounds the distinct helpers followed from one GPU user.
 	peersPerUser = 16
 	// unixDiagMessages bounds the unix sockets one namespace's dump reads.
 	unixDiagMessages = 1 << 20
@@ -145,7 +145,11 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
 	helpers := map[int]*snapshot.Process{} // each read once per capture
-	followed := map[*sockFds]int{}
+	// Each user's helpers are the distinct holders of its peers, followed in
+	// PID order so that the choice does not hang on map order, the first
+	// peersPerUser of them. Past that its egress is not known, an error.
+	cands := map[*sockFds][]int{}
+	var users []*sockFds
 	for _, h := range hops {
 		if len(holders[h.peer]) == 0 {
 			why := "held by no process the capture read"
@@ -155,16 +159,28 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 			h.sf.p.Errors = append(h.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d (socket %d) is %s: its connections were not seen", h.ino, h.peer, why))
 			continue
 		}
+		if _, seen := cands[h.sf]; !seen {
+			users = append(users, h.sf)
+			cands[h.sf] = []int{}
+		}
 		for _, pid := range holders[h.peer] {
-			q := byPID[pid]
-			if q == nil || q == h.sf.p || followed[h.sf] >= peersPerUser {
-				continue
+			if q := byPID[pid]; q != nil && q != h.sf.p && !slices.Contains(cands[h.sf], pid) {
+				cands[h.sf] = append(cands[h.sf], pid)
 			}
-			followed[h.sf]++
+		}
+	}
+	for _, sf := range users {
+		pids := cands[sf]
+		slices.Sort(pids)
+		if len(pids) > peersPerUser {
+			sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: unix peers past %d not followed (%d processes hold them): egress not known", peersPerUser, len(pids)))
+			pids = pids[:peersPerUser]
+		}
+		for _, pid := range pids {
 			if helpers[pid] == nil {
-				helpers[pid] = cfg.helperSockets(r, q)
+				helpers[pid] = cfg.helperSockets(r, byPID[pid])
 			}
-			giveVia(h.sf.p, helpers[pid])
+			giveVia(sf.p, helpers[pid])
 		}
 	}
 	for _, sf := range sfs {
