@@ -140,7 +140,8 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 // TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
 // argv[3] "moved" it then enters a fresh network namespace. With argv[4]
 // it then forks that many harmless children, each joined to it by a
-// socketpair. It prints the helper's PID.
+// socketpair, and with argv[5] that many more that inherit the helper's
+// end of the pair. It prints the helper's PID.
 const relayScript = `import mmap, os, socket, sys, time
 a, b = socket.socketpair()
 self_a, self_b = socket.socketpair()
@@ -150,6 +151,10 @@ if pid == 0:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
     while True:
         time.sleep(60)
+for i in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):
+    if os.fork() == 0:
+        while True:
+            time.sleep(60)
 b.close()
 decoys = []
 for i in range(int(sys.argv[4]) if len(sys.argv) > 4 else 0):
@@ -183,13 +188,7 @@ func TestLiveSocketsViaUnixPeer(t *testing.T) {
 	for _, where := range []string{"stays", "moved"} {
 		t.Run(where, func(t *testing.T) {
 			user, helper := startRelay(t, loop.Node, port, where)
-			remote := "127.0.0.1:" + strconv.Itoa(port)
-			if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
-				data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
-				return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
-			}); err != nil {
-				t.Fatal(err)
-			}
+			remote := waitConnected(t, helper, port)
 
 			// Both capture paths: the /proc walk indexes every socket fd; after the
 			// BPF path the holder is looked for fd table by fd table.
@@ -290,4 +289,44 @@ func poolListener(t *testing.T) int {
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestLiveSocketsUnixPeerManyHolders: the helper's end of a GPU user's
+// socketpair is also held by decoy children, more than the scan's index
+// keeps for one socket. The holders cut off are not silently dropped: the
+// user has a sockets error, or (the BPF path reads every fd table) the
+// helper's connection.
+func TestLiveSocketsUnixPeerManyHolders(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	port := poolListener(t)
+	pid, helper := startRelay(t, loop.Node, port, "stays", "0", "8")
+	remote := waitConnected(t, helper, port)
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := capture.FindPID(t, snap, pid)
+		cut := slices.ContainsFunc(user.Errors, func(e string) bool {
+			return strings.HasPrefix(e, "sockets: the peer of unix socket") && strings.Contains(e, "held by more than")
+		})
+		seen := slices.ContainsFunc(user.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote })
+		if path == capture.PathProc && !cut || !cut && !seen {
+			t.Errorf("%s: errors %q, sockets %+v: want the cut holders named, or the helper %d followed", cmp.Or(path, "auto"), user.Errors, user.Sockets, helper)
+		}
+	}
+}
+
+// waitConnected waits for helper to hold an established connection to
+// the loopback port, and returns its address.
+func waitConnected(t *testing.T, helper, port int) string {
+	t.Helper()
+	if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
+		return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
 }

@@ -26,6 +26,8 @@ const (
 	socketIndexEntries = 1 << 18
 	// socketIndexPerProcess bounds what one process adds to the index.
 	socketIndexPerProcess = 256
+	// holdersPerSocket bounds the holders the index keeps for one socket.
+	holdersPerSocket = 4
 	// peersPerUser bounds the distinct helpers followed from one GPU user.
 	peersPerUser = 16
 	// unixDiagMessages bounds the unix sockets one namespace's dump reads.
@@ -37,6 +39,7 @@ const (
 type socketIndex struct {
 	mu      sync.Mutex
 	holders map[uint64][]int // socket inode: the PIDs holding it, the first few
+	cut     map[uint64]bool  // socket inode: more processes hold it than holders keeps
 	full    bool             // some socket fds were not indexed
 	built   bool             // the /proc walk indexed fds (the BPF path does not)
 }
@@ -52,7 +55,12 @@ func (x *socketIndex) add(pid int, inodes []uint64, cut bool) {
 	for _, ino := range inodes {
 		h := x.holders[ino]
 		switch {
-		case len(h) >= 4 || slices.Contains(h, pid):
+		case slices.Contains(h, pid):
+		case len(h) >= holdersPerSocket:
+			if x.cut == nil {
+				x.cut = map[uint64]bool{}
+			}
+			x.cut[ino] = true
 		case len(x.holders) >= socketIndexEntries && h == nil:
 			x.full = true
 		default:
@@ -139,7 +147,7 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 	if len(hops) == 0 {
 		return
 	}
-	holders, full := cfg.peerHolders(r, s, want)
+	holders, cut, full := cfg.peerHolders(r, s, want)
 	byPID := map[int]*snapshot.Process{}
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
@@ -158,6 +166,9 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 			}
 			h.sf.p.Errors = append(h.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d (socket %d) is %s: its connections were not seen", h.ino, h.peer, why))
 			continue
+		}
+		if cut[h.peer] {
+			h.sf.p.Errors = append(h.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d (socket %d) is held by more than %d processes: the others' connections were not seen", h.ino, h.peer, holdersPerSocket))
 		}
 		if _, seen := cands[h.sf]; !seen {
 			users = append(users, h.sf)
@@ -205,14 +216,14 @@ func giveVia(p, h *snapshot.Process) {
 
 // peerHolders finds the processes that hold the sockets in want: in the
 // index the /proc walk built, or, after the BPF path (whose walk keeps
-// device files alone), by reading fd tables until each is found. full
-// says some fds were not looked at.
-func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uint64]bool) (map[uint64][]int, bool) {
+// device files alone), by reading fd tables until each is found. cut
+// names the sockets whose holders were not all kept, full says some fds
+// were not looked at.
+func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uint64]bool) (holders map[uint64][]int, cut map[uint64]bool, full bool) {
 	if cfg.socks.built {
-		return cfg.socks.holders, cfg.socks.full
+		return cfg.socks.holders, cfg.socks.cut, cfg.socks.full
 	}
 	found := map[uint64][]int{}
-	full := false
 	for i := 0; i < len(s.Processes) && len(found) < len(want); i++ {
 		p := &s.Processes[i]
 		if p.Defunct() {
@@ -231,7 +242,7 @@ func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uin
 			}
 		}
 	}
-	return found, full
+	return found, nil, full
 }
 
 // helperSockets reads the internet sockets of q, a process at the other end
