@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,11 +140,14 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 
 // relayScript maps the node argv[1] rw-s and forks a helper that holds a
 // TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
-// argv[3] "moved" it then enters a fresh network namespace. With argv[4]
+// argv[3] "moved" it then enters a fresh network namespace (with "inside",
+// before the pair is made there). With argv[4]
 // it then forks that many harmless children, each joined to it by a
 // socketpair, and with argv[5] that many more that inherit the helper's
 // end of the pair. It prints the helper's PID.
-const relayScript = `import mmap, os, socket, sys, time
+const relayScript = `import ctypes, mmap, os, socket, sys, time
+if sys.argv[3] == "inside":
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
 a, b = socket.socketpair()
 self_a, self_b = socket.socketpair()
 pid = os.fork()
@@ -165,7 +170,6 @@ for i in range(int(sys.argv[4]) if len(sys.argv) > 4 else 0):
     y.close()
     decoys.append(x)
 if sys.argv[3] == "moved":
-    import ctypes
     assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
 fd = os.open(sys.argv[1], os.O_RDWR)
 m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
@@ -329,4 +333,52 @@ func waitConnected(t *testing.T, helper, port int) string {
 		t.Fatal(err)
 	}
 	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// TestLiveSocketsUnixPeersWithoutSysAdmin: a capture without CAP_SYS_ADMIN
+// cannot enter the network namespace a moved user left its pair in. That
+// user carries a sockets error, and the helper of a user whose pair is in
+// the capture's own namespace is still followed.
+func TestLiveSocketsUnixPeersWithoutSysAdmin(t *testing.T) {
+	if out := os.Getenv("GPUSNAP_TEST_SNAPSHOT"); out != "" {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	livetest.Require(t, "python3", "setpriv")
+	loop := livetest.NewLoop(t)
+	port := poolListener(t)
+	stays, helper := startRelay(t, loop.Node, port, "stays")
+	moved, _ := startRelay(t, loop.Node, port, "inside")
+	remote := waitConnected(t, helper, port)
+	out := filepath.Join(t.TempDir(), "snap.json")
+	cmd := exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", os.Args[0], "-test.run=^TestLiveSocketsUnixPeersWithoutSysAdmin$")
+	cmd.Env = append(os.Environ(), "GPUSNAP_TEST_SNAPSHOT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("capture without CAP_SYS_ADMIN: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap snapshot.Snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if u := capture.FindPID(t, &snap, moved); !slices.ContainsFunc(u.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: ") }) {
+		t.Errorf("moved user errors %q, want a sockets error", u.Errors)
+	}
+	u := capture.FindPID(t, &snap, stays)
+	if !slices.ContainsFunc(u.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote }) {
+		t.Errorf("user in the capture's namespace: sockets %+v, errors %q, want the helper %d's connection", u.Sockets, u.Errors, helper)
+	}
 }

@@ -127,8 +127,7 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 		}
 		peers, err := cfg.unixPeers(members[0].u.pid, asked)
 		if errors.Is(err, unix.EPERM) {
-			s.Scan.Errors = append(s.Scan.Errors, "sockets: unix socket peers not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
-			return
+			err = errors.New("not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
 		}
 		for _, m := range members {
 			peer, listed := peers[m.u.ino]
