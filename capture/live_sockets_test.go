@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,9 +140,14 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 
 // relayScript maps the node argv[1] rw-s and forks a helper that holds a
 // TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
-// argv[3] "moved" it then enters a fresh network namespace. It prints the
-// helper's PID.
-const relayScript = `import mmap, os, socket, sys, time
+// argv[3] "moved" it then enters a fresh network namespace (with "inside",
+// before the pair is made there). With argv[4]
+// it then forks that many harmless children, each joined to it by a
+// socketpair, and with argv[5] that many more that inherit the helper's
+// end of the pair. It prints the helper's PID.
+const relayScript = `import ctypes, mmap, os, socket, sys, time
+if sys.argv[3] == "inside":
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
 a, b = socket.socketpair()
 self_a, self_b = socket.socketpair()
 pid = os.fork()
@@ -149,9 +156,20 @@ if pid == 0:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
     while True:
         time.sleep(60)
+for i in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):
+    if os.fork() == 0:
+        while True:
+            time.sleep(60)
 b.close()
+decoys = []
+for i in range(int(sys.argv[4]) if len(sys.argv) > 4 else 0):
+    x, y = socket.socketpair()
+    if os.fork() == 0:
+        while True:
+            time.sleep(60)
+    y.close()
+    decoys.append(x)
 if sys.argv[3] == "moved":
-    import ctypes
     assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
 fd = os.open(sys.argv[1], os.O_RDWR)
 m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
@@ -167,54 +185,14 @@ while True:
 func TestLiveSocketsViaUnixPeer(t *testing.T) {
 	livetest.Require(t, "python3")
 	loop := livetest.NewLoop(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := poolListener(t)
 	// The user stays in the helper's network namespace, or moves to a
 	// fresh one after its socketpair was made there (the pair lives on
 	// where it was made, and is looked for there).
 	for _, where := range []string{"stays", "moved"} {
 		t.Run(where, func(t *testing.T) {
-			cmd := exec.Command("python3", "-c", relayScript, loop.Node, strconv.Itoa(port), where)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var helper int
-			t.Cleanup(func() {
-				if helper > 0 {
-					_ = syscall.Kill(helper, syscall.SIGKILL)
-				}
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			})
-			line, rerr := bufio.NewReader(out).ReadString('\n')
-			if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-				t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
-			}
-			livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", loop.Node)
-			remote := "127.0.0.1:" + strconv.Itoa(port)
-			if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
-				data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
-				return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
-			}); err != nil {
-				t.Fatal(err)
-			}
+			user, helper := startRelay(t, loop.Node, port, where)
+			remote := waitConnected(t, helper, port)
 
 			// Both capture paths: the /proc walk indexes every socket fd; after the
 			// BPF path the holder is looked for fd table by fd table.
@@ -223,7 +201,7 @@ func TestLiveSocketsViaUnixPeer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, cmd.Process.Pid, helper, remote) })
+				t.Run(cmp.Or(path, "auto"), func(t *testing.T) { checkViaPeer(t, snap, user, helper, remote) })
 			}
 		})
 	}
@@ -248,5 +226,159 @@ func checkViaPeer(t *testing.T, snap *snapshot.Snapshot, pid, helper int, remote
 		if strings.HasPrefix(e, "sockets:") {
 			t.Errorf("error %q", e)
 		}
+	}
+}
+
+// TestLiveSocketsUnixPeersPastCap: a GPU user joined by socketpairs to more
+// harmless children than the capture follows, besides its pool helper,
+// must not pass for a user without egress. Past the cap its record carries
+// a sockets error, so triage reads its egress as not known.
+func TestLiveSocketsUnixPeersPastCap(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	pid, _ := startRelay(t, loop.Node, poolListener(t), "stays", "20")
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := capture.FindPID(t, snap, pid)
+		if !slices.ContainsFunc(user.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: unix peers past 16 not followed") }) {
+			t.Errorf("%s: errors %q, want the peers past the cap named", cmp.Or(path, "auto"), user.Errors)
+		}
+	}
+}
+
+// startRelay runs relayScript with args after the node and port, in a
+// process group of its own that is killed at cleanup, and waits for it to
+// map the node. It returns the PIDs of the GPU user and its helper.
+func startRelay(t *testing.T, node string, port int, args ...string) (user, helper int) {
+	t.Helper()
+	cmd := exec.Command("python3", append([]string{"-c", relayScript, node, strconv.Itoa(port)}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
+	}
+	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
+	return cmd.Process.Pid, helper
+}
+
+// poolListener listens on a loopback port for the test's life, accepting
+// and holding every connection, and returns the port.
+func poolListener(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestLiveSocketsUnixPeerManyHolders: the helper's end of a GPU user's
+// socketpair is also held by decoy children, more than the scan's index
+// keeps for one socket. The holders cut off are not silently dropped: the
+// user has a sockets error, or (the BPF path reads every fd table) the
+// helper's connection.
+func TestLiveSocketsUnixPeerManyHolders(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	port := poolListener(t)
+	pid, helper := startRelay(t, loop.Node, port, "stays", "0", "8")
+	remote := waitConnected(t, helper, port)
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := capture.FindPID(t, snap, pid)
+		cut := slices.ContainsFunc(user.Errors, func(e string) bool {
+			return strings.HasPrefix(e, "sockets: the peer of unix socket") && strings.Contains(e, "held by more than")
+		})
+		seen := slices.ContainsFunc(user.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote })
+		if path == capture.PathProc && !cut || !cut && !seen {
+			t.Errorf("%s: errors %q, sockets %+v: want the cut holders named, or the helper %d followed", cmp.Or(path, "auto"), user.Errors, user.Sockets, helper)
+		}
+	}
+}
+
+// waitConnected waits for helper to hold an established connection to
+// the loopback port, and returns its address.
+func waitConnected(t *testing.T, helper, port int) string {
+	t.Helper()
+	if err := testwait.For(10*time.Second, "the helper to connect", func() bool {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/net/tcp")
+		return strings.Contains(string(data), fmt.Sprintf(":%04X 01", port))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// TestLiveSocketsUnixPeersWithoutSysAdmin: a capture without CAP_SYS_ADMIN
+// cannot enter the network namespace a moved user left its pair in. That
+// user carries a sockets error, and the helper of a user whose pair is in
+// the capture's own namespace is still followed.
+func TestLiveSocketsUnixPeersWithoutSysAdmin(t *testing.T) {
+	if out := os.Getenv("GPUSNAP_TEST_SNAPSHOT"); out != "" {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	livetest.Require(t, "python3", "setpriv")
+	loop := livetest.NewLoop(t)
+	port := poolListener(t)
+	stays, helper := startRelay(t, loop.Node, port, "stays")
+	moved, _ := startRelay(t, loop.Node, port, "inside")
+	remote := waitConnected(t, helper, port)
+	out := filepath.Join(t.TempDir(), "snap.json")
+	cmd := exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", os.Args[0], "-test.run=^TestLiveSocketsUnixPeersWithoutSysAdmin$")
+	cmd.Env = append(os.Environ(), "GPUSNAP_TEST_SNAPSHOT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("capture without CAP_SYS_ADMIN: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap snapshot.Snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if u := capture.FindPID(t, &snap, moved); !slices.ContainsFunc(u.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: ") }) {
+		t.Errorf("moved user errors %q, want a sockets error", u.Errors)
+	}
+	u := capture.FindPID(t, &snap, stays)
+	if !slices.ContainsFunc(u.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote }) {
+		t.Errorf("user in the capture's namespace: sockets %+v, errors %q, want the helper %d's connection", u.Sockets, u.Errors, helper)
 	}
 }

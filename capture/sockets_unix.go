@@ -26,7 +26,9 @@ const (
 	socketIndexEntries = 1 << 18
 	// socketIndexPerProcess bounds what one process adds to the index.
 	socketIndexPerProcess = 256
-	// peersPerUser bounds the helpers followed from one GPU user.
+	// holdersPerSocket bounds the holders the index keeps for one socket.
+	holdersPerSocket = 4
+	// peersPerUser bounds the distinct helpers followed from one GPU user.
 	peersPerUser = 16
 	// unixDiagMessages bounds the unix sockets one namespace's dump reads.
 	unixDiagMessages = 1 << 20
@@ -37,6 +39,7 @@ const (
 type socketIndex struct {
 	mu      sync.Mutex
 	holders map[uint64][]int // socket inode: the PIDs holding it, the first few
+	cut     map[uint64]bool  // socket inode: more processes hold it than holders keeps
 	full    bool             // some socket fds were not indexed
 	built   bool             // the /proc walk indexed fds (the BPF path does not)
 }
@@ -52,7 +55,12 @@ func (x *socketIndex) add(pid int, inodes []uint64, cut bool) {
 	for _, ino := range inodes {
 		h := x.holders[ino]
 		switch {
-		case len(h) >= 4 || slices.Contains(h, pid):
+		case slices.Contains(h, pid):
+		case len(h) >= holdersPerSocket:
+			if x.cut == nil {
+				x.cut = map[uint64]bool{}
+			}
+			x.cut[ino] = true
 		case len(x.holders) >= socketIndexEntries && h == nil:
 			x.full = true
 		default:
@@ -119,8 +127,7 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 		}
 		peers, err := cfg.unixPeers(members[0].u.pid, asked)
 		if errors.Is(err, unix.EPERM) {
-			s.Scan.Errors = append(s.Scan.Errors, "sockets: unix socket peers not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
-			return
+			err = errors.New("not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
 		}
 		for _, m := range members {
 			peer, listed := peers[m.u.ino]
@@ -139,13 +146,17 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 	if len(hops) == 0 {
 		return
 	}
-	holders, full := cfg.peerHolders(r, s, want)
+	holders, cut, full := cfg.peerHolders(r, s, want)
 	byPID := map[int]*snapshot.Process{}
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
 	helpers := map[int]*snapshot.Process{} // each read once per capture
-	followed := map[*sockFds]int{}
+	// Each user's helpers are the distinct holders of its peers, followed in
+	// PID order so that the choice does not hang on map order, the first
+	// peersPerUser of them. Past that its egress is not known, an error.
+	cands := map[*sockFds][]int{}
+	var users []*sockFds
 	for _, h := range hops {
 		if len(holders[h.peer]) == 0 {
 			why := "held by no process the capture read"
@@ -155,16 +166,31 @@ func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*s
 			h.sf.p.Errors = append(h.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d (socket %d) is %s: its connections were not seen", h.ino, h.peer, why))
 			continue
 		}
+		if cut[h.peer] {
+			h.sf.p.Errors = append(h.sf.p.Errors, fmt.Sprintf("sockets: the peer of unix socket %d (socket %d) is held by more than %d processes: the others' connections were not seen", h.ino, h.peer, holdersPerSocket))
+		}
+		if _, seen := cands[h.sf]; !seen {
+			users = append(users, h.sf)
+			cands[h.sf] = []int{}
+		}
 		for _, pid := range holders[h.peer] {
-			q := byPID[pid]
-			if q == nil || q == h.sf.p || followed[h.sf] >= peersPerUser {
-				continue
+			if q := byPID[pid]; q != nil && q != h.sf.p && !slices.Contains(cands[h.sf], pid) {
+				cands[h.sf] = append(cands[h.sf], pid)
 			}
-			followed[h.sf]++
+		}
+	}
+	for _, sf := range users {
+		pids := cands[sf]
+		slices.Sort(pids)
+		if len(pids) > peersPerUser {
+			sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: unix peers past %d not followed (%d processes hold them): egress not known", peersPerUser, len(pids)))
+			pids = pids[:peersPerUser]
+		}
+		for _, pid := range pids {
 			if helpers[pid] == nil {
-				helpers[pid] = cfg.helperSockets(r, q)
+				helpers[pid] = cfg.helperSockets(r, byPID[pid])
 			}
-			giveVia(h.sf.p, helpers[pid])
+			giveVia(sf.p, helpers[pid])
 		}
 	}
 	for _, sf := range sfs {
@@ -189,14 +215,14 @@ func giveVia(p, h *snapshot.Process) {
 
 // peerHolders finds the processes that hold the sockets in want: in the
 // index the /proc walk built, or, after the BPF path (whose walk keeps
-// device files alone), by reading fd tables until each is found. full
-// says some fds were not looked at.
-func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uint64]bool) (map[uint64][]int, bool) {
+// device files alone), by reading fd tables until each is found. cut
+// names the sockets whose holders were not all kept, full says some fds
+// were not looked at.
+func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uint64]bool) (holders map[uint64][]int, cut map[uint64]bool, full bool) {
 	if cfg.socks.built {
-		return cfg.socks.holders, cfg.socks.full
+		return cfg.socks.holders, cfg.socks.cut, cfg.socks.full
 	}
 	found := map[uint64][]int{}
-	full := false
 	for i := 0; i < len(s.Processes) && len(found) < len(want); i++ {
 		p := &s.Processes[i]
 		if p.Defunct() {
@@ -215,7 +241,7 @@ func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uin
 			}
 		}
 	}
-	return found, full
+	return found, nil, full
 }
 
 // helperSockets reads the internet sockets of q, a process at the other end
