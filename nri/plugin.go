@@ -1,11 +1,13 @@
 // Package nri is gpusnap's NRI plugin, the per-pod lifecycle on containerd
-// and CRI-O. It baselines at RunPodSandbox with the pod UID as tenant,
-// refuses a GPU container at CreateContainer whose GPUs are not clean, and
-// diffs at StopPodSandbox (or RemovePodSandbox when the stop was missed). The
-// work is the CLI's baseline, check and diff, behind Gate.
+// and CRI-O. It baselines at RunPodSandbox with the pod UID as tenant and
+// refuses there a pod whose GPUs the kubelet lists and that baseline finds
+// not clean, refuses a GPU container at CreateContainer whose GPUs are not
+// clean, and diffs at StopPodSandbox (or RemovePodSandbox when the stop was
+// missed). The work is the CLI's baseline, check and diff, behind Gate.
 package nri
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,11 +26,10 @@ import (
 // check and diff --tenant.
 type Gate interface {
 	// Baseline stores the pod's baseline, with gpus as its allocation, or
-	// (gpus nil) the kubelet's when it lists the pod; it says whether an
-	// allocation was recorded. Given gpus, it judges them as Check does
-	// from the capture it stores (no gap to step off a GPU in), and its
-	// error is Check's, the baseline stored all the same.
-	Baseline(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) (allocated bool, err error)
+	// (gpus nil) the kubelet's when it lists the pod. The allocation it
+	// recorded is judged as Check judges it, from the capture it stores (no
+	// gap to step off a GPU in). Its error says the baseline was not stored.
+	Baseline(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) (Judged, error)
 	// Check checks gpus (nil: every GPU); a non-nil error is the one-line
 	// reason the GPUs are not known to be clean.
 	Check(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) error
@@ -36,6 +37,14 @@ type Gate interface {
 	Diff(ctx context.Context, pod Pod)
 	// HasBaseline says whether the store holds a baseline of the pod.
 	HasBaseline(uid string) (bool, error)
+}
+
+// Judged is a stored baseline's allocation (nil: none recorded) and the
+// check of it from the same capture: NotClean is Check's error, nil when
+// clean or when no GPU was judged.
+type Judged struct {
+	Allocation *snapshot.GPUSet
+	NotClean   error
 }
 
 // Pod is a pod as the plugin names it. The runtime hands over what the pod's
@@ -158,18 +167,25 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api
 }
 
 // RunPodSandbox stores the pod's baseline. A pod whose baseline cannot be
-// taken is refused: its end could not be diffed.
+// taken is refused: its end could not be diffed. So is a pod whose GPUs the
+// kubelet lists and the baseline finds not clean. A process on them at the
+// baseline that let go before a container's check would pass that check,
+// and the runtime tries the sandbox again with a new baseline.
 func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
 	pod, err := podOf(s)
 	if err != nil {
 		return err
 	}
-	allocated, err := within(ctx, p, func(ctx context.Context) (bool, error) { return p.gate.Baseline(ctx, pod, nil) })
+	j, err := within(ctx, p, func(ctx context.Context) (Judged, error) { return p.gate.Baseline(ctx, pod, nil) })
 	if err != nil {
 		return fmt.Errorf("gpusnap: pod %s: no baseline: %w", pod, err)
 	}
+	if j.NotClean != nil {
+		p.logf("refused pod %s: %v", pod, j.NotClean)
+		return fmt.Errorf("gpusnap: pod %s: GPUs %s not clean: %w", pod, gpuText(j.Allocation), j.NotClean)
+	}
 	p.mu.Lock()
-	p.pods[s.GetId()] = &podState{allocated: allocated}
+	p.pods[s.GetId()] = &podState{allocated: j.Allocation != nil}
 	p.mu.Unlock()
 	return nil
 }
@@ -194,11 +210,12 @@ func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.
 		st.gpuSeen = true
 	}
 	p.mu.Unlock()
-	_, err = within(ctx, p, func(ctx context.Context) (bool, error) {
+	_, err = within(ctx, p, func(ctx context.Context) (struct{}, error) {
 		if first && gpus != nil {
-			return p.gate.Baseline(ctx, pod, gpus)
+			j, err := p.gate.Baseline(ctx, pod, gpus)
+			return struct{}{}, cmp.Or(err, j.NotClean)
 		}
-		return false, p.gate.Check(ctx, pod, gpus)
+		return struct{}{}, p.gate.Check(ctx, pod, gpus)
 	})
 	if err != nil {
 		p.logf("refused container %s of pod %s: %v", bounded(c.GetName()), pod, err)
@@ -256,7 +273,7 @@ func (p *Plugin) diff(s *api.PodSandbox) {
 // within runs fn under NRI's request timeout, less a margin to answer in:
 // what does not finish by then is refused, never let through by a runtime
 // that stopped waiting.
-func within(ctx context.Context, p *Plugin, fn func(context.Context) (bool, error)) (bool, error) {
+func within[T any](ctx context.Context, p *Plugin, fn func(context.Context) (T, error)) (T, error) {
 	timeout := stub.DefaultRequestTimeout
 	if p.stub != nil {
 		timeout = p.stub.RequestTimeout()
@@ -264,19 +281,20 @@ func within(ctx context.Context, p *Plugin, fn func(context.Context) (bool, erro
 	ctx, cancel := context.WithTimeout(ctx, timeout-p.margin)
 	defer cancel()
 	type result struct {
-		ok  bool
+		v   T
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		ok, err := fn(ctx)
-		ch <- result{ok, err}
+		v, err := fn(ctx)
+		ch <- result{v, err}
 	}()
 	select {
 	case r := <-ch:
-		return r.ok, r.err
+		return r.v, r.err
 	case <-ctx.Done():
-		return false, fmt.Errorf("did not finish within NRI's request timeout (%s)", timeout)
+		var zero T
+		return zero, fmt.Errorf("did not finish within NRI's request timeout (%s)", timeout)
 	}
 }
 

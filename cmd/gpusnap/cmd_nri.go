@@ -32,7 +32,7 @@ func nriCommand() *cli.Command {
 		UsageText: "gpusnap nri [--socket PATH] [--evidence-dir DIR] [--allow FILE] [--sign-key KEY] [--textfile FILE] [--reap [--reap-grace DUR]]\n\n" +
 			"Runs until SIGTERM, connected to the runtime's NRI socket, the pod UID as the tenant:\n" +
 			"RunPodSandbox stores the pod's baseline (its GPUs from the kubelet's pod-resources API when it lists\n" +
-			"the pod); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES, its CDI devices,\n" +
+			"the pod, and then the pod is refused unless they are clean in that capture); CreateContainer of a container given GPUs (its devices, NVIDIA_VISIBLE_DEVICES, its CDI devices,\n" +
 			"a DRA claim's among them, through the CDI specs of --cdi-spec-dir) checks them and refuses the container\n" +
 			"with the check's reason unless clean (the pod's first such container, where the kubelet gave no GPUs,\n" +
 			"stores the baseline that records them from the capture its check judged); StopPodSandbox (or\n" +
@@ -120,27 +120,31 @@ func (n *nriGate) quiet(w io.Writer) globals {
 	return g
 }
 
-// Baseline stores the pod's baseline. Given gpus, the same capture is
-// judged as Check judges one, and the GPUs not clean are refused as Check
-// refuses them, the baseline stored all the same.
-func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (bool, error) {
+// Baseline stores the pod's baseline, and judges the allocation it
+// recorded (the GPUs given, else the kubelet's) from that capture as Check
+// judges one: the GPUs not clean are refused as Check refuses them, the
+// baseline stored all the same. A pod the kubelet runs with no GPU is not
+// judged.
+func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (nri.Judged, error) {
 	// The runtime's GPUs, else the kubelet's; the plugin's own environment is not the pod's.
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	h := g.host()
 	snap, err := h.CaptureBaseline(ctx, pod.UID, session.Allocation{Given: gpus, Pods: n.o.Pods})
 	if err != nil {
-		return false, err
+		return nri.Judged{}, err
 	}
 	if _, _, err := h.Put(snap); err != nil {
-		return false, err
+		return nri.Judged{}, err
 	}
-	if gpus == nil {
-		return snap.Allocation != nil, nil
+	j := nri.Judged{Allocation: snap.Allocation}
+	if j.Allocation == nil || j.Allocation.String() == "" {
+		return j, nil
 	}
-	o := n.checkOptions(gpus)
+	o := n.checkOptions(j.Allocation)
 	r := judgeCapture(g, o, snap, &metrics.Run{}, snap.ID)
-	return true, n.refusal(ctx, pod, g, o, r, snap.Host.Hostname, &report)
+	j.NotClean = n.refusal(ctx, pod, g, o, r, snap.Host.Hostname, &report)
+	return j, nil
 }
 
 func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) error {

@@ -89,13 +89,21 @@ func gpuContainer(p *adaptation.PodSandbox, n int) *adaptation.Container {
 // reaches it.
 func (r *nriRuntime) run(p *adaptation.PodSandbox) {
 	r.t.Helper()
+	if err := r.tryRun(p); err != nil {
+		r.t.Fatalf("RunPodSandbox %s: %v", p.Uid, err)
+	}
+}
+
+// tryRun is run that returns the refusal: a pod refused is not running.
+func (r *nriRuntime) tryRun(p *adaptation.PodSandbox) error {
 	defer r.rt.BlockPluginSync().Unblock()
 	if err := r.rt.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: p}); err != nil {
-		r.t.Fatalf("RunPodSandbox %s: %v", p.Uid, err)
+		return err
 	}
 	r.mu.Lock()
 	r.pods = append(r.pods, p)
 	r.mu.Unlock()
+	return nil
 }
 
 func (r *nriRuntime) create(p *adaptation.PodSandbox, c *adaptation.Container) error {
@@ -142,37 +150,32 @@ func waitUntil(t *testing.T, what string, out func() string, cond func() bool) {
 	}
 }
 
-// TestNRIPodLifecycle drives gpusnap nri through NRI's own runtime side over
-// its socket, on two fake GPUs (loop devices named nvidia6 and nvidia7): a
-// clean pod; a pod that leaves a setsid child mapping its GPU (the diff is
-// high, the bundle verifies, syslog has the line); the next pod's container
-// on that GPU refused with the check's reason, on the other GPU let through;
-// a restart that re-syncs, where a pod with no baseline is said and its
-// diff is no clean one.
-func TestNRIPodLifecycle(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("NRI live test: needs root (loop devices, mknod)")
-	}
+// fakeGPUNode makes fake GPUs of the given minors (loop devices named
+// nvidiaN in DIR/dev, DIR under /run) held by a daemon, as
+// nvidia-persistenced holds a host's GPUs, and an allow list (DIR/allow)
+// of that daemon and of other tests' ghosts. It returns DIR, the nodes and
+// the allow list.
+func fakeGPUNode(t *testing.T, prefix string, minors ...int) (dir string, nodes []string, allow string) {
+	t.Helper()
 	// Outside /tmp: other packages' live tests leave ghosts of their own on
 	// nvidia0 nodes under /tmp; the allow list takes those out of verdicts.
 	livetest.OwnFakeGPUs(t)
-	dir, err := os.MkdirTemp("/run", "gpusnap-nri-")
+	dir, err := os.MkdirTemp("/run", prefix)
 	if err != nil {
 		t.Skipf("NRI live test: no directory under /run: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	noErr(t, os.Mkdir(filepath.Join(dir, "dev"), 0o755))
-	// GPUs 6 and 7: other tests' fake GPUs are nvidia0 and nvidia1.
-	var nodes []string
-	for i := 6; i <= 7; i++ {
+	// Other tests' fake GPUs are nvidia0 and nvidia1.
+	for _, i := range minors {
 		l := livetest.NewLoop(t)
 		node := filepath.Join(dir, "dev", fmt.Sprintf("nvidia%d", i))
 		noErr(t, syscall.Mknod(node, syscall.S_IFBLK|0o666, int(l.Major)<<8|int(l.Minor&0xff)|int(l.Minor&^0xff)<<12))
 		nodes = append(nodes, node)
 	}
-	// A daemon holds both nodes, as nvidia-persistenced holds a host's GPUs:
+	// A daemon holds every node, as nvidia-persistenced holds a host's GPUs:
 	// a check sees a GPU through its node, and without NVML nothing else
-	// shows GPUs 6 and 7 (an unseen GPU is never clean).
+	// shows these GPUs (an unseen GPU is never clean).
 	var held []*os.File
 	for _, node := range nodes {
 		f, err := os.Open(node)
@@ -186,10 +189,25 @@ func TestNRIPodLifecycle(t *testing.T) {
 	for _, f := range held {
 		f.Close()
 	}
-	allow := filepath.Join(dir, "allow")
-	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts, containers and hidden processes, and the daemon holding GPUs 6 and 7\n"+
+	allow = filepath.Join(dir, "allow")
+	noErr(t, os.WriteFile(allow, []byte("# other tests' ghosts, containers and hidden processes, and the daemon holding the fake GPUs\n"+
 		"exe=/tmp/*\ndevice=/tmp/*\ndevice=/dev/nvidia*\ndevice=/var/lib/gpusnap-*\nkind=hidden_process\n"+
 		"exe=*/sleep device="+dir+"/dev/*\n"), 0o644))
+	return dir, nodes, allow
+}
+
+// TestNRIPodLifecycle drives gpusnap nri through NRI's own runtime side over
+// its socket, on two fake GPUs (loop devices named nvidia6 and nvidia7): a
+// clean pod; a pod that leaves a setsid child mapping its GPU (the diff is
+// high, the bundle verifies, syslog has the line); the next pod's container
+// on that GPU refused with the check's reason, on the other GPU let through;
+// a restart that re-syncs, where a pod with no baseline is said and its
+// diff is no clean one.
+func TestNRIPodLifecycle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NRI live test: needs root (loop devices, mknod)")
+	}
+	dir, nodes, allow := fakeGPUNode(t, "gpusnap-nri-", 6, 7)
 	db, ev, sock := filepath.Join(dir, "gpusnap.db"), filepath.Join(dir, "evidence"), filepath.Join(dir, "nri.sock")
 	logs := syslogSink(t, filepath.Join(dir, "log.sock"))
 	rt := startNRIRuntime(t, dir)
