@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("7 (a) b (c)) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0"))
 	f.Add([]byte("1 (x\ny) Z 0 0 0"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := parseStat(data)
+		st, err := ParseStat(data)
 		if err != nil {
 			return
 		}
@@ -39,7 +39,7 @@ func FuzzParseStatus(f *testing.F) {
 	f.Add([]byte("Uid:\t0\t0\t0\t0"))
 	f.Add([]byte("NSpid:\t1\nUid:\t1 x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := parseStatus(data)
+		st, err := ParseStatus(data)
 		if err != nil {
 			return
 		}
@@ -59,7 +59,7 @@ func FuzzParseFdinfoFlags(f *testing.F) {
 	f.Add([]byte("flags:\t03\n"))
 	f.Add([]byte("flags: 99\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		flags, access, err := parseFdinfoFlags(data)
+		flags, access, err := ParseFdinfoFlags(data)
 		if err != nil {
 			return
 		}
@@ -76,13 +76,13 @@ func FuzzParseRingFiles(f *testing.F) {
 	f.Add([]byte("UserFiles:\tx\n"))
 	f.Add([]byte("UserFiles:\t1\n 0: \\1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		slots, files, ok := parseRingFiles(data)
+		slots, files, ok := ParseRingFiles(data)
 		if !ok && (slots != 0 || files != nil) {
 			t.Fatalf("no UserFiles line, yet %d slots and %d files from %q", slots, len(files), data)
 		}
 		for _, rf := range files {
-			if len(rf.path) > len(data) {
-				t.Fatalf("unescaped path %q longer than the input %q", rf.path, data)
+			if len(rf.Path) > len(data) {
+				t.Fatalf("unescaped path %q longer than the input %q", rf.Path, data)
 			}
 		}
 	})
@@ -111,7 +111,7 @@ func FuzzParseNetTable(f *testing.F) {
 	f.Add([]byte(header+"   0: 0100007F:0D05 00000000:0000 07 0 0 0 0 0 4242\n"), "udp")
 	f.Fuzz(func(t *testing.T, data []byte, proto string) {
 		want := map[uint64]bool{4242: true}
-		socks, bad := parseNetTable(data, proto, 7, want, nil)
+		socks, bad := ParseNetTable(data, proto, 7, want, nil)
 		if bad < 0 || bad+len(socks) > bytes.Count(data, []byte{'\n'})+1 {
 			t.Fatalf("%d sockets and %d bad lines from %d lines", len(socks), bad, bytes.Count(data, []byte{'\n'})+1)
 		}
@@ -150,7 +150,7 @@ func FuzzParseBtime(f *testing.F) {
 	f.Add([]byte("btime -1\n"))
 	f.Add([]byte("btime 99999999999999999999\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := parseBtime(data)
+		n, err := ParseBtime(data)
 		if err == nil && (n < 0 || n > 1<<40) {
 			t.Fatalf("boot time %d out of range from %q", n, data)
 		}
@@ -162,7 +162,7 @@ func FuzzParseCmdline(f *testing.F) {
 	f.Add("setproctitle without NULs")
 	f.Add("\x00\x00")
 	f.Fuzz(func(t *testing.T, text string) {
-		args := parseCmdline(text)
+		args := ParseCmdline(text)
 		if got, want := strings.Join(args, "\x00"), strings.TrimSuffix(text, "\x00"); got != want {
 			t.Fatalf("arguments %q do not join back to %q", args, want)
 		}
@@ -173,7 +173,7 @@ func FuzzDeviceMinor(f *testing.F) {
 	f.Add([]byte("Model: \t\t NVIDIA H100\nIRQ:   \t\t 0\nDevice Minor: \t 3\n"))
 	f.Add([]byte("Device Minor: -1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, ok := deviceMinor(data)
+		n, ok := DeviceMinor(data)
 		if ok && (n < 0 || !bytes.Contains(data, []byte(strconv.Itoa(n)))) {
 			t.Fatalf("minor %d from %q", n, data)
 		}
