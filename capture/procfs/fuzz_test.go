@@ -2,7 +2,10 @@ package procfs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,6 +179,146 @@ func FuzzDeviceMinor(f *testing.F) {
 		n, ok := DeviceMinor(data)
 		if ok && (n < 0 || !bytes.Contains(data, []byte(strconv.Itoa(n)))) {
 			t.Fatalf("minor %d from %q", n, data)
+		}
+	})
+}
+
+// FuzzScanMaps: a scan fed in pieces cut at line ends finds what a scan of
+// the whole text finds, and stays within the bounds of one process's maps.
+func FuzzScanMaps(f *testing.F) {
+	f.Add([]byte("7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 1043 /dev/nvidia0\n7f00-7f10 r-xp 0 00:00 0 \nbad\n"), uint8(1))
+	f.Add([]byte("1000-5001000 rwxp 00000000 00:00 0 [anon:jit]\n2000-3000 rw-s 0 00:05 7 /tmp/x (deleted)\n2000-3000 r--s 0 00:05 7 /tmp/x (deleted)"), uint8(2))
+	f.Add([]byte("1000-2000 rw-s 00000000 00:05 1051 /dev/nvidia0\n2000-3000 rw-s 00000000 00:05 1052 /dev/nvidia1\n3000-4000 r--p 0 fd:01 9 /usr/lib/libc.so.6\n"), uint8(0))
+	classes := ParseDevices([]byte("Character devices:\n195 nvidia-frontend\n508 nvidia-uvm\n"))
+	// stat answers by inode: unreadable, an NVIDIA node, or a regular file.
+	stat := func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+		switch inode % 3 {
+		case 0:
+			return snapshot.FileKind{}, false
+		case 1:
+			return snapshot.FileKind{Device: true, Char: true, Major: 195, Minor: uint32(inode % 256)}, true
+		}
+		return snapshot.FileKind{}, true
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint8) {
+		sc := MapsScanner{Classes: classes, Stat: stat}
+		whole := sc.ScanMaps(data)
+		k := 0
+		for range cut {
+			i := bytes.IndexByte(data[k:], '\n')
+			if i < 0 {
+				break
+			}
+			k += i + 1
+		}
+		sc.Begin()
+		sc.Feed(data[:k])
+		sc.Feed(data[k:])
+		if pieces := sc.End(); !reflect.DeepEqual(whole, pieces) {
+			t.Fatalf("cut after byte %d of %q:\nwhole  %+v\npieces %+v", k, data, whole, pieces)
+		}
+		if len(whole.Mappings) > 4*snapshot.MappingsPerDevice+(MaxRuns+1)*16 || len(whole.Runs) > MaxRuns+1 ||
+			len(whole.SuspectAnon) > snapshot.MappingsPerDevice || len(whole.Errors) > MaxMapsErrors+1 {
+			t.Fatalf("%d mappings, %d runs, %d suspect, %d errors from %q", len(whole.Mappings), len(whole.Runs), len(whole.SuspectAnon), len(whole.Errors), data)
+		}
+		for _, m := range whole.Mappings {
+			if !bytes.Contains(data, []byte(m.Path)) || m.Class == "" {
+				t.Fatalf("mapping %+v is not in %q", m, data)
+			}
+		}
+	})
+}
+
+// FuzzParseCgroup: the lines are the text's, and each owner id stands in
+// the directory it names, in a hierarchy the text has.
+func FuzzParseCgroup(f *testing.F) {
+	hex := strings.Repeat("c0ffee00", 8)
+	f.Add("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaa_bb.slice/cri-containerd-" + hex + ".scope\n")
+	f.Add("12:pids:/docker/" + hex + "\n4:memory:/slurm/uid_1000/job_42/step_0\n0::/system.slice/ssh.service\n")
+	f.Add("0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n1:name=systemd:/kubelet/kubepods/podx/" + hex)
+	f.Fuzz(func(t *testing.T, data string) {
+		lines, a := ParseCgroup(data)
+		if strings.Join(lines, "\n") != strings.TrimRight(data, "\n") {
+			t.Fatalf("lines %q are not the text %q", lines, data)
+		}
+		for _, o := range []struct {
+			id  string
+			dir OwnerDir
+			ok  bool
+		}{
+			{a.ContainerID, a.Dirs.Container, isHex64(a.ContainerID) && strings.Contains(a.Dirs.Container.Path, a.ContainerID)},
+			{a.PodUID, a.Dirs.Pod, a.Dirs.Pod.Path != ""},
+			{a.SlurmJobID, a.Dirs.SlurmJob, isDigits(a.SlurmJobID) && strings.HasSuffix(a.Dirs.SlurmJob.Path, "/job_"+a.SlurmJobID)},
+		} {
+			if o.id == "" && o.dir != (OwnerDir{}) || o.id != "" && !o.ok {
+				t.Fatalf("id %q in directory %+v from %q", o.id, o.dir, data)
+			}
+			if o.id != "" && (!strings.Contains(data, o.dir.Hierarchy+":") || !strings.Contains(data, strings.TrimLeft(o.dir.Path, "/"))) {
+				t.Fatalf("directory %+v is not in %q", o.dir, data)
+			}
+		}
+		if a.SystemdUnit != "" && !strings.Contains(data, a.SystemdUnit) {
+			t.Fatalf("unit %q is not in %q", a.SystemdUnit, data)
+		}
+	})
+}
+
+// FuzzTableInodes: each inode found is one asked for, written in the table.
+func FuzzTableInodes(f *testing.F) {
+	f.Add([]byte("Num       RefCount Protocol Flags    Type St Inode Path\n0000000000000000: 00000002 00000000 00010000 0001 01 4242 /run/x.sock\n"), uint8(6))
+	f.Add([]byte("sk       RefCnt Type Proto  Iface R Rmem   User   Inode\n0000000000000000 3      3    0003   2     1 0      0      18446744073709551615\n"), uint8(8))
+	want := map[uint64]bool{1: true, 4242: true, 1<<64 - 1: true}
+	f.Fuzz(func(t *testing.T, data []byte, field uint8) {
+		for inode := range TableInodes(data, int(field%12), want) {
+			if !want[inode] || !bytes.Contains(data, []byte(strconv.FormatUint(inode, 10))) {
+				t.Fatalf("inode %d from field %d of %q", inode, field%12, data)
+			}
+		}
+	})
+}
+
+// FuzzParseDec: a number is what strconv reads, of at most 20 digits.
+func FuzzParseDec(f *testing.F) {
+	f.Add([]byte("4242"))
+	f.Add([]byte("18446744073709551616"))
+	f.Add([]byte("+1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, ok := ParseDec(b)
+		want, err := strconv.ParseUint(string(b), 10, 64)
+		if ok != (err == nil && len(b) <= 20) || ok && v != want {
+			t.Fatalf("%q read as %d, %v (strconv %d, %v)", b, v, ok, want, err)
+		}
+	})
+}
+
+// FuzzDirentInts: of directory entries encoded as getdents64 writes them,
+// the numbers kept are the names that are canonical decimals in range, and
+// the other names that start with a digit are named, the first few.
+func FuzzDirentInts(f *testing.F) {
+	f.Add("./../self/1/4242/04242/4194304/sys/0/12x")
+	f.Add("1/2/3")
+	f.Fuzz(func(t *testing.T, names string) {
+		var buf []byte
+		var want []int
+		var bad []string
+		for name := range strings.SplitSeq(names, "/") {
+			if name == "" || len(name) > 255 || strings.IndexByte(name, 0) >= 0 {
+				continue
+			}
+			reclen := (19 + len(name) + 1 + 7) &^ 7
+			rec := make([]byte, reclen)
+			binary.LittleEndian.PutUint16(rec[16:], uint16(reclen))
+			copy(rec[19:], name)
+			buf = append(buf, rec...)
+			if v, err := strconv.ParseUint(name, 10, 64); err == nil && v >= 1 && v < PIDMax && strconv.FormatUint(v, 10) == name {
+				want = append(want, int(v))
+			} else if name[0] >= '0' && name[0] <= '9' && len(bad) < 8 {
+				bad = append(bad, name)
+			}
+		}
+		r := NewReader(nil, false, false)
+		if got := r.appendDirentInts(buf, nil, 1, PIDMax-1); !slices.Equal(got, want) || !slices.Equal(r.BadNames, bad) {
+			t.Fatalf("from %q kept %v and named %q, want %v and %q", names, got, r.BadNames, want, bad)
 		}
 	})
 }

@@ -150,6 +150,7 @@ func parseHex(b []byte) (uint64, bool) {
 	return v, true
 }
 
+// ParseDec reads b as an unsigned decimal of at most 20 digits, with no sign.
 func ParseDec(b []byte) (uint64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
