@@ -23,10 +23,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/prometheus/procfs"
+	promprocfs "github.com/prometheus/procfs"
 
 	"github.com/gpusnap/gpusnap/bench/floor"
 	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -154,7 +155,7 @@ func bigMaps(b *testing.B) string {
 // a byte check dismisses every line whose path has no "/dev/" before it is
 // parsed.
 func BenchmarkMapsScanner(b *testing.B) {
-	benchScanner(b, capture.MapsScanner{})
+	benchScanner(b, procfs.MapsScanner{})
 }
 
 // BenchmarkMapsScannerRoot is the scanner as it runs as root on the live
@@ -163,7 +164,7 @@ func BenchmarkMapsScanner(b *testing.B) {
 // answers from memory, so this is the parsing alone; the stat system calls
 // come on top (BenchmarkMapsScannerRootStat).
 func BenchmarkMapsScannerRoot(b *testing.B) {
-	benchScanner(b, capture.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, procfs.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		return bigMapsKind(inode), true
 	}})
 }
@@ -181,7 +182,7 @@ func BenchmarkMapsScannerRootStat(b *testing.B) {
 		b.Fatal(err)
 	}
 	var st unix.Stat_t
-	benchScanner(b, capture.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
+	benchScanner(b, procfs.MapsScanner{Stat: func(_, _ []byte, _, _ uint32, inode uint64) (snapshot.FileKind, bool) {
 		if err := unix.Fstatat(dirfd, "f", &st, 0); err != nil {
 			return snapshot.FileKind{}, false
 		}
@@ -198,7 +199,7 @@ func bigMapsKind(inode uint64) snapshot.FileKind {
 	return snapshot.FileKind{}
 }
 
-func benchScanner(b *testing.B, sc capture.MapsScanner) {
+func benchScanner(b *testing.B, sc procfs.MapsScanner) {
 	path := filepath.Join(bigMaps(b), "1", "maps")
 	buf := make([]byte, 0, 8<<20)
 	found := 0
@@ -215,7 +216,7 @@ func benchScanner(b *testing.B, sc capture.MapsScanner) {
 }
 
 func BenchmarkProcfsProcMaps(b *testing.B) {
-	fs, err := procfs.NewFS(bigMaps(b))
+	fs, err := promprocfs.NewFS(bigMaps(b))
 	if err != nil {
 		b.Fatal(err)
 	}

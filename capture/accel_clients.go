@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/gpusnap/gpusnap/capture/accel"
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -19,7 +20,7 @@ func sysRoot(given, procRoot string) string {
 
 // readAccelerators records the accelerators under the sys root in s, and
 // each process's DRM clients from the fdinfo of its accelerator holders.
-func (cfg *scanConfig) readAccelerators(r *reader, s *snapshot.Snapshot, root string) error {
+func (cfg *scanConfig) readAccelerators(r *procfs.Reader, s *snapshot.Snapshot, root string) error {
 	if root == "" {
 		return nil
 	}
@@ -37,7 +38,7 @@ func (cfg *scanConfig) readAccelerators(r *reader, s *snapshot.Snapshot, root st
 
 // drmClients reads the fdinfo of each accelerator node p holds: its access
 // mode, and its DRM client, one per client id however many fds share it.
-func (cfg *scanConfig) drmClients(r *reader, p *snapshot.Process, kfd snapshot.DeviceNumber, buf []byte) []byte {
+func (cfg *scanConfig) drmClients(r *procfs.Reader, p *snapshot.Process, kfd snapshot.DeviceNumber, buf []byte) []byte {
 	byID := map[string]int{} // driver, device and client id -> index in p.DRMClients
 	for i := range p.Holders {
 		h := &p.Holders[i]
@@ -50,9 +51,9 @@ func (cfg *scanConfig) drmClients(r *reader, p *snapshot.Process, kfd snapshot.D
 			dir += "/task/" + strconv.Itoa(h.TID)
 		}
 		var err error
-		buf, err = r.readWholeAt(cfg.rootfd, cfg.root, dir+"/fdinfo/"+strconv.Itoa(h.FD), buf)
+		buf, err = r.ReadWholeAt(cfg.rootfd, cfg.root, dir+"/fdinfo/"+strconv.Itoa(h.FD), buf)
 		if err == nil {
-			h.Flags, h.Access, err = parseFdinfoFlags(buf)
+			h.Flags, h.Access, err = procfs.ParseFdinfoFlags(buf)
 		}
 		if err != nil {
 			p.Errors = append(p.Errors, threadError(h.TID, "fdinfo "+strconv.Itoa(h.FD)+": "+errText(err)))

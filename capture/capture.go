@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -130,12 +131,12 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 	}
 	defer unix.Close(cfg.rootfd)
 	s.Scan.Errors = append(s.Scan.Errors, errs...)
-	pids, err := r.listPIDs(cfg.rootfd)
+	pids, err := r.ListPIDs(cfg.rootfd)
 	if err != nil {
 		return nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
 	}
-	if len(r.badNames) > 0 {
-		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("proc root: %s: ignored entries that are no PID (a leading zero, 0, or %d and above): %q", root, pidMax, r.badNames))
+	if len(r.BadNames) > 0 {
+		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("proc root: %s: ignored entries that are no PID (a leading zero, 0, or %d and above): %q", root, procfs.PIDMax, r.BadNames))
 	}
 	if len(pids) == 0 {
 		// gpusnap itself is a process: a root without one is a mistyped
@@ -189,7 +190,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 // keepProcesses makes the scan's results s's processes: a process that
 // vanished or hid is counted (the BPF walk's hidden ones kept, with what it
 // read beneath the mount), a refused one counted and kept.
-func (cfg *scanConfig) keepProcesses(r *reader, results []result, s *snapshot.Snapshot) {
+func (cfg *scanConfig) keepProcesses(r *procfs.Reader, results []result, s *snapshot.Snapshot) {
 	s.Processes = make([]snapshot.Process, 0, len(results))
 	for _, res := range results {
 		switch {
@@ -370,8 +371,8 @@ func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 // worker reads processes one at a time with reused buffers.
 type worker struct {
 	*scanConfig
-	r    *reader
-	maps MapsScanner
+	r    *procfs.Reader
+	maps procfs.MapsScanner
 	// kinds caches stat of map_files by the maps dev field and inode: every
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable. An entry answers only
@@ -426,7 +427,7 @@ type knownFile struct {
 func newWorker(cfg *scanConfig) *worker {
 	w := &worker{
 		scanConfig: cfg,
-		r:          newReader(cfg.faults, cfg.live, !cfg.live),
+		r:          procfs.NewReader(cfg.faults, cfg.live, !cfg.live),
 		kinds:      map[fileID]knownFile{},
 		rootNS:     cfg.rootNS,
 		cgroups:    map[string]*cgroupSet{},
@@ -445,7 +446,7 @@ func newWorker(cfg *scanConfig) *worker {
 // and then who it runs as.
 func (w *worker) process(pid int) result {
 	res := result{p: snapshot.Process{PID: pid}}
-	w.dir = pidDir(w.root, pid)
+	w.dir = procfs.PIDDir(w.root, pid)
 	w.sockInodes, w.sockCut = w.sockInodes[:0], false
 	defer func() {
 		if len(w.sockInodes) > 0 || w.sockCut {
@@ -454,14 +455,14 @@ func (w *worker) process(pid int) result {
 	}()
 	dirfd, hidden, err := w.openProcessDir(strconv.Itoa(pid))
 	if err != nil {
-		if vanishedErr(err) {
+		if procfs.VanishedErr(err) {
 			res.vanished = true
 			return res
 		}
 		w.note(&res, "dir", err)
 		return res
 	}
-	defer w.r.close(dirfd, true)
+	defer w.r.Close(dirfd, true)
 	w.dirfd = dirfd
 	if res.hidden = hidden; res.hidden != "" {
 		// A tenant's tree in the process's place: none of it is the
@@ -471,10 +472,10 @@ func (w *worker) process(pid int) result {
 	}
 	id, done := w.identity(&res)
 	if id.threadfd >= 0 {
-		defer w.r.close(id.threadfd, true)
+		defer w.r.Close(id.threadfd, true)
 	}
 	if id.pidfd >= 0 {
-		defer w.r.close(id.pidfd, true)
+		defer w.r.Close(id.pidfd, true)
 	}
 	if !done {
 		w.devices(&res, &id)
@@ -488,7 +489,7 @@ func (w *worker) process(pid int) result {
 // or a read failed.
 func (w *worker) provenIdentity(res *result, id *identity) *cachedIdentity {
 	p := &res.p
-	if w.procCache == nil || !id.marks.known() || p.LiveThread != 0 || res.vanished || len(p.Errors) > 0 || p.PIDNamespace == "" {
+	if w.procCache == nil || !id.marks.Known() || p.LiveThread != 0 || res.vanished || len(p.Errors) > 0 || p.PIDNamespace == "" {
 		return nil
 	}
 	if id.known != nil {
@@ -504,13 +505,13 @@ func (w *worker) provenIdentity(res *result, id *identity) *cachedIdentity {
 // (RESOLVE_NO_XDEV), proving the directory the root's own without an fstat.
 // One with a mount over it is opened again and looked at.
 func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err error) {
-	if w.live && !w.r.noOpenat2 {
-		dirfd, err = w.r.openNoXdev(w.rootfd, name)
-		if err == nil || !errors.Is(err, syscall.EXDEV) && !w.r.noOpenat2 {
+	if w.live && !w.r.NoOpenat2 {
+		dirfd, err = w.r.OpenNoXdev(w.rootfd, name)
+		if err == nil || !errors.Is(err, syscall.EXDEV) && !w.r.NoOpenat2 {
 			return dirfd, "", err
 		}
 	}
-	if dirfd, err = w.r.openat(w.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true); err != nil {
+	if dirfd, err = w.r.OpenAt(w.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true); err != nil {
 		return -1, "", err
 	}
 	return dirfd, w.otherFS(dirfd), nil
@@ -519,11 +520,11 @@ func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err erro
 // note records a failed read of the process being read; it reports whether
 // the process is gone.
 func (w *worker) note(res *result, what string, err error) bool {
-	if vanishedErr(err) && w.gone() {
+	if procfs.VanishedErr(err) && w.gone() {
 		res.vanished = true
 		return true
 	}
-	if refusedErr(err) {
+	if procfs.RefusedErr(err) {
 		res.refused = true
 	}
 	// A file that is not there is not one that could not be read: a
@@ -547,8 +548,8 @@ type identity struct {
 	status          []byte
 	cmdline, cgroup string
 	cmdlineCut      *snapshot.Cut
-	exe             string    // the exe link's text
-	marks           execMarks // stat's
+	exe             string           // the exe link's text
+	marks           procfs.ExecMarks // stat's
 	// known is the process cache's identity of the process where stat and
 	// exe prove it still holds; pidfd is then a pidfd of the process
 	// opened before its maps were read (-1 when none).
@@ -564,12 +565,12 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	p := &res.p
 	dirfd := w.dirfd
 	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1, pidfd: -1}
-	data, err := w.r.readTaskFileAt(dirfd, w.dir, "stat", w.small)
+	data, err := w.r.ReadTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
 		// Without stat there is no identity (no start time): a process whose
 		// stat is gone has exited between the listing and now.
-		if vanishedErr(err) {
+		if procfs.VanishedErr(err) {
 			res.vanished = true
 			return id, true
 		}
@@ -577,7 +578,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		return id, true
 	}
 	var flags uint64
-	if st, err := parseStat(data); err != nil {
+	if st, err := procfs.ParseStat(data); err != nil {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
 		if w.live && st.PID != p.PID {
@@ -589,7 +590,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		}
 		p.Comm, p.State, p.Threads, p.PPID, p.StartTime, flags = st.Comm, st.State, st.Threads, st.PPID, st.StartTime, st.Flags
 		id.marks = st.Marks
-		res.exiting = flags&pfExiting != 0
+		res.exiting = flags&procfs.PFExiting != 0
 		if !w.boot.IsZero() {
 			p.Started = snapshot.StartedAt(w.boot, st.StartTime)
 		}
@@ -598,7 +599,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
 	// command line and no exe, and maps, holds and belongs to nothing worth a
 	// read: it runs as root in the root cgroup. Nothing more is read for it.
-	if flags&pfKthread != 0 {
+	if flags&procfs.PFKthread != 0 {
 		p.KernelThread = true
 		p.User = w.users.name(0)
 		return id, true
@@ -616,12 +617,12 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		}
 	}
 
-	exe, err := w.r.readlinkAt(dirfd, w.dir, "exe")
+	exe, err := w.r.ReadlinkAt(dirfd, w.dir, "exe")
 	noExe := errors.Is(err, syscall.ENOENT)
 	switch {
 	case err == nil:
 		id.exe = exe
-		p.Exe, p.ExeDeleted = cutDeletedString(exe)
+		p.Exe, p.ExeDeleted = procfs.CutDeletedString(exe)
 	case noExe && w.gone():
 		res.vanished = true
 		return id, true
@@ -632,7 +633,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		return id, true
 	}
 
-	cg, err := w.r.readWholeAt(dirfd, w.dir, "cgroup", w.small)
+	cg, err := w.r.ReadWholeAt(dirfd, w.dir, "cgroup", w.small)
 	w.small = cg
 	if err != nil && w.note(res, "cgroup", err) {
 		return id, true
@@ -648,18 +649,18 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 // last capture saw, else reads it; it reports whether the process is gone.
 func (w *worker) commandLine(res *result, id *identity, exeRead bool) (gone bool) {
 	p := &res.p
-	if known := w.procCache.recall(procKey{p.PID, p.StartTime}, procStat{Comm: p.Comm, Marks: id.marks}); exeRead && known != nil && known.exe == id.exe && p.LiveThread == 0 {
+	if known := w.procCache.recall(procKey{p.PID, p.StartTime}, procfs.Stat{Comm: p.Comm, Marks: id.marks}); exeRead && known != nil && known.exe == id.exe && p.LiveThread == 0 {
 		id.known, id.cmdline, id.cmdlineCut = known, known.cmdline, known.cmdlineCut
 		id.pidfd = w.pidfdOf(p)
 	} else {
-		cmdline, cut, err := w.r.readCappedAt(w.dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
+		cmdline, cut, err := w.r.ReadCappedAt(w.dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
 		w.cmdBuf = cmdline
 		if err != nil && w.note(res, "cmdline", err) {
 			return true
 		}
 		id.cmdline, id.cmdlineCut = string(cmdline), cut
 	}
-	p.Cmdline, p.CmdlineCut = parseCmdline(id.cmdline), id.cmdlineCut
+	p.Cmdline, p.CmdlineCut = procfs.ParseCmdline(id.cmdline), id.cmdlineCut
 	return false
 }
 
@@ -685,7 +686,7 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 		// still this process's when the pidfd took it (a PID is reused
 		// only once its process is reaped, and its directory then reads
 		// nothing).
-		link, err := w.r.readlinkBytesAt(w.dirfd, w.dir, "ns/pid")
+		link, err := w.r.ReadlinkBytesAt(w.dirfd, w.dir, "ns/pid")
 		switch {
 		case err == nil && string(link) == w.rootNS:
 			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, []int{p.PID}, w.rootNS
@@ -693,19 +694,19 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 			return false
 		case err == nil:
 			ns = string(link) // another pid namespace: its NSpid is in status
-		case vanishedErr(err) && w.gone():
+		case procfs.VanishedErr(err) && w.gone():
 			res.vanished = true
 			return true
 		}
 		// Refused (no ptrace access without root): status says it all.
 	}
-	status, err := w.r.readTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
+	status, err := w.r.ReadTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
 	w.statusBuf, id.status = status, status
 	if err != nil {
 		if w.note(res, "status", err) {
 			return true
 		}
-	} else if st, err := parseStatus(status); err != nil {
+	} else if st, err := procfs.ParseStatus(status); err != nil {
 		p.Errors = append(p.Errors, "status: "+err.Error())
 	} else {
 		p.UID, p.EUID, p.NSpid = st.UID, st.EUID, st.NSpid
@@ -727,9 +728,9 @@ func (w *worker) pidfdCreds(p *snapshot.Process, pidfd int) (uid, euid int, ok b
 		if pidfd = w.pidfdOf(p); pidfd < 0 {
 			return 0, 0, false
 		}
-		defer w.r.close(pidfd, true)
+		defer w.r.Close(pidfd, true)
 	}
-	info, err := w.r.pidfdInfo(pidfd)
+	info, err := w.r.PidfdInfo(pidfd)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTTY) || errors.Is(err, syscall.EINVAL) {
 		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO: not asked again
 	}
@@ -745,7 +746,7 @@ func (w *worker) pidfdOf(p *snapshot.Process) int {
 	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 {
 		return -1
 	}
-	fd, err := w.r.pidfdOpen(p.PID)
+	fd, err := w.r.PidfdOpen(p.PID)
 	if errors.Is(err, syscall.ENOSYS) {
 		w.noPidfdInfo = true
 	}
@@ -769,7 +770,7 @@ func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
 	}
 	if ns == "" {
 		var err error
-		if ns, err = w.r.readlinkAt(w.dirfd, w.dir, "ns/pid"); err != nil {
+		if ns, err = w.r.ReadlinkAt(w.dirfd, w.dir, "ns/pid"); err != nil {
 			return w.note(res, "ns/pid", err)
 		}
 	}
@@ -799,7 +800,7 @@ func (w *worker) devices(res *result, id *identity) {
 	p.Mappings, p.MappingRuns = mr.Mappings, mr.Runs
 	p.Errors = append(p.Errors, mr.Errors...)
 
-	w.holderRuns.runs.reset()
+	w.holderRuns.runs.Reset()
 	hs, errs, err := w.holders(w.dirfd, w.dir)
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
@@ -812,7 +813,7 @@ func (w *worker) devices(res *result, id *identity) {
 		p.Errors = append(p.Errors, errs...)
 		gone = err != nil && w.note(res, "fd", err)
 	}
-	p.HolderRuns = w.holderRuns.runs.result()
+	p.HolderRuns = w.holderRuns.runs.Result()
 	if gone || w.credentials(res, id) {
 		return
 	}
@@ -830,12 +831,12 @@ func (w *worker) devices(res *result, id *identity) {
 // still runs, and opens its task directory (O_PATH) relative to the
 // process's. ok is false when every thread is gone or the kernel refuses.
 func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
-	taskfd, err := w.r.openDirAt(w.dirfd, w.dir, "task")
+	taskfd, err := w.r.OpenDirAt(w.dirfd, w.dir, "task")
 	if err != nil {
 		return 0, -1, false
 	}
-	defer w.r.close(taskfd, true)
-	tids, err := w.r.listInts(taskfd, nil, 1, pidMax-1)
+	defer w.r.Close(taskfd, true)
+	tids, err := w.r.ListInts(taskfd, nil, 1, procfs.PIDMax-1)
 	if err != nil {
 		return 0, -1, false
 	}
@@ -844,15 +845,15 @@ func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
 			continue
 		}
 		name := strconv.Itoa(tid)
-		data, err := w.r.readTaskFileAt(taskfd, w.dir+"/task", name+"/stat", w.small)
+		data, err := w.r.ReadTaskFileAt(taskfd, w.dir+"/task", name+"/stat", w.small)
 		w.small = data
 		if err != nil {
 			continue
 		}
-		if st, err := parseStat(data); err != nil || st.State == "Z" || st.State == "X" {
+		if st, err := procfs.ParseStat(data); err != nil || st.State == "Z" || st.State == "X" {
 			continue
 		}
-		fd, err := w.r.openat(taskfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		fd, err := w.r.OpenAt(taskfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 		if err == nil {
 			return tid, fd, true
 		}
@@ -874,9 +875,9 @@ func (w *worker) mapFilesStat() func([]byte, []byte, uint32, uint32, uint64) (sn
 		if refused {
 			return snapshot.FileKind{}, false
 		}
-		k, err := w.r.statAt(w.dirfd, w.dir, "map_files/"+string(rangeText))
+		k, err := w.r.StatAt(w.dirfd, w.dir, "map_files/"+string(rangeText))
 		if err != nil {
-			refused = refusedErr(err)
+			refused = procfs.RefusedErr(err)
 			return snapshot.FileKind{}, false
 		}
 		if mnt, ok := w.mntOf(); ok {
@@ -905,7 +906,7 @@ func (w *worker) knownKind(path []byte, major, minor uint32, inode uint64) (snap
 func (w *worker) mntOf() (string, bool) {
 	if !w.mntRead {
 		w.mntRead = true
-		w.mnt, _ = w.r.readlinkAt(w.dirfd, w.dir, "ns/mnt")
+		w.mnt, _ = w.r.ReadlinkAt(w.dirfd, w.dir, "ns/mnt")
 	}
 	return w.mnt, w.mnt != ""
 }
@@ -923,7 +924,7 @@ func isProcfs(root string) bool {
 func (w *worker) gone() bool {
 	var st unix.Stat_t
 	err := unix.Fstatat(w.dirfd, "stat", &st, unix.AT_SYMLINK_NOFOLLOW)
-	return vanishedErr(err)
+	return procfs.VanishedErr(err)
 }
 
 // userCache maps uids to user names, looked up once per capture. A nil
@@ -964,18 +965,18 @@ func errText(err error) string {
 // pid namespace. errs say what could not be read; the caller closes
 // cfg.rootfd. Only the live procfs has this host's links and users, so a
 // copied tree gets the path rule alone.
-func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *scanConfig, r *reader, errs []string, err error) {
+func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *scanConfig, r *procfs.Reader, errs []string, err error) {
 	live := isProcfs(root)
 	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("proc root: %s: %s", root, errText(err))
 	}
-	r = newReader(faults, false, !live)
+	r = procfs.NewReader(faults, false, !live)
 	errs = readHost(r, rootfd, root, h)
 	h.GPUNodes = gpuNodes(r, rootfd, root, live)
 	classes := snapshot.DeviceClasses{}
-	if data, err := r.readFileAt(rootfd, root, "devices", nil); err == nil {
-		classes = ParseDevices(data)
+	if data, err := r.ReadFileAt(rootfd, root, "devices", nil); err == nil {
+		classes = procfs.ParseDevices(data)
 		h.NVIDIADriver = snapshot.DriverNotLoaded
 		if classes.Registered {
 			h.NVIDIADriver = snapshot.DriverLoaded
@@ -992,7 +993,7 @@ func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *sc
 		cfg.users = &userCache{names: map[int]string{}}
 		if cfg.ownPIDs = ownPIDNamespace(rootfd); !cfg.ownPIDs {
 			errs = append(errs, "proc root: "+root+" is the procfs of another pid namespace: threads' own fd tables were not looked for (kcmp takes this namespace's PIDs)")
-		} else if ns, err := r.readlinkAt(rootfd, root, "self/ns/pid"); err == nil {
+		} else if ns, err := r.ReadlinkAt(rootfd, root, "self/ns/pid"); err == nil {
 			cfg.rootNS = ns
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -120,15 +121,15 @@ type bpfScan struct {
 	unwalked            map[uint32]bool // read the /proc path's way instead
 
 	// The mapping walk's.
-	anon map[uint32]*suspectAnon
-	runs map[uint32]*mappingRuns // the maps scanner's rule: 256 lines per device, the rest counted
+	anon map[uint32]*procfs.SuspectAnon
+	runs map[uint32]*procfs.MappingRuns // the maps scanner's rule: 256 lines per device, the rest counted
 	id   []byte
 	// A process's records come in a row: its Process and runs are looked
 	// up once per row, not per mapping (a tenant may have 100,000).
 	last struct {
 		pid, tid uint32
 		p        *snapshot.Process
-		rs       *mappingRuns
+		rs       *procfs.MappingRuns
 	}
 
 	// For the file walk: threads' own fd tables, by process, each table's key
@@ -164,7 +165,7 @@ type kernelCmdline struct {
 type cgroupSet struct {
 	text   string
 	lines  []string
-	a      attribution
+	a      procfs.Attribution
 	owners []snapshot.OwnerCgroup // read on the live procfs only
 }
 
@@ -181,8 +182,8 @@ func newBPFScan(cfg *scanConfig, n int) *bpfScan {
 		cmdlines:     make([]kernelCmdline, 0, size),
 		walkedBy:     map[uint32]uint32{},
 		unwalked:     map[uint32]bool{},
-		anon:         map[uint32]*suspectAnon{},
-		runs:         map[uint32]*mappingRuns{},
+		anon:         map[uint32]*procfs.SuspectAnon{},
+		runs:         map[uint32]*procfs.MappingRuns{},
 		ownTables:    map[uint32]map[uint64]uint32{},
 		holderRunsOf: map[uint32]*holderRuns{},
 		baseTable:    map[uint32]uint64{},
@@ -207,7 +208,7 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 	}
 	s.index[r.Pid] = len(s.results)
 	s.cgroupKeys = append(s.cgroupKeys, r.CgroupKey)
-	if uint64(r.Flags)&pfKthread != 0 {
+	if uint64(r.Flags)&procfs.PFKthread != 0 {
 		// As the /proc path: nothing more is read for a kernel thread.
 		p.KernelThread = true
 		p.User = cfg.users.name(0)
@@ -228,7 +229,7 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 	case r.RecFlags&bpf.RecordPathError != 0:
 		p.Errors = append(p.Errors, "exe: "+syscall.ENAMETOOLONG.Error())
 	case len(exe) > 0:
-		p.Exe, p.ExeDeleted = cutDeletedString(string(exe))
+		p.Exe, p.ExeDeleted = procfs.CutDeletedString(string(exe))
 	}
 	s.results = append(s.results, result{p: p})
 }
@@ -272,18 +273,18 @@ func (s *bpfScan) vma(r *bpf.VMARecord, path []byte) {
 	}
 	if last.rs == nil {
 		if last.rs = s.runs[r.Pid]; last.rs == nil {
-			last.rs = &mappingRuns{}
+			last.rs = &procfs.MappingRuns{}
 			s.runs[r.Pid] = last.rs
 		}
 	}
 	// A line past its device's first 256 is counted before anything
 	// of it is rendered.
 	s.id = strconv.AppendUint(append(strconv.AppendUint(s.id[:0], uint64(r.S_dev), 16), ' '), r.Ino, 10)
-	if last.rs.counted(s.id, path, perms[:], nil, r.End-r.Start) {
+	if last.rs.Counted(s.id, path, perms[:], nil, r.End-r.Start) {
 		return
 	}
 	m := bpfMapping(r, perms)
-	m.Path, m.Deleted = cutDeletedString(string(path))
+	m.Path, m.Deleted = procfs.CutDeletedString(string(path))
 	if r.Kind == bpf.VMADMABuf {
 		m.Class = snapshot.ClassOther
 	} else {
@@ -294,7 +295,7 @@ func (s *bpfScan) vma(r *bpf.VMARecord, path []byte) {
 		m.DeviceNumber, m.DeviceType = kind.DeviceNumber()
 		m.Class, m.GPUMinor = s.cfg.classes.Classify(m.Path, kind, true)
 	}
-	last.rs.keep(s.id, path, perms[:], m.Class, m.GPUMinor)
+	last.rs.Keep(s.id, path, perms[:], m.Class, m.GPUMinor)
 	p.Mappings = append(p.Mappings, m)
 }
 
@@ -302,11 +303,11 @@ func (s *bpfScan) vma(r *bpf.VMARecord, path []byte) {
 func (s *bpfScan) anonExec(r *bpf.VMARecord, path []byte, perms [4]byte) {
 	a := s.anon[r.Pid]
 	if a == nil {
-		a = &suspectAnon{}
+		a = &procfs.SuspectAnon{}
 		s.anon[r.Pid] = a
 	}
-	if a.full() {
-		a.count(r.End-r.Start, perms[:])
+	if a.Full() {
+		a.Count(r.End-r.Start, perms[:])
 		return
 	}
 	m := bpfMapping(r, perms)
@@ -314,7 +315,7 @@ func (s *bpfScan) anonExec(r *bpf.VMARecord, path []byte, perms [4]byte) {
 		m.Path = "[anon:" + string(path) + "]"
 	}
 	m.Class = snapshot.ClassAnonExec
-	a.keep(m)
+	a.Keep(m)
 }
 
 // file adds the holder of a file record to its process.
@@ -377,7 +378,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 	if !last.valid || r.Mode != last.mode || r.Rdev != last.rdev || !bytes.Equal(path, last.path) {
 		h := snapshot.Holder{}
 		if path != nil {
-			h.Target, h.Deleted = cutDeletedString(string(path))
+			h.Target, h.Deleted = procfs.CutDeletedString(string(path))
 		}
 		kind := kernelDevice(r.Mode, r.Rdev)
 		h.DeviceNumber, h.DeviceType = kind.DeviceNumber()
@@ -393,7 +394,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 	if h.Class == snapshot.ClassNVIDIA {
 		// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
 		h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
-		h.Access, _ = AccessMode(uint64(r.Flags))
+		h.Access, _ = procfs.AccessMode(uint64(r.Flags))
 	}
 	return h
 }
@@ -444,20 +445,20 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	}
 	p.Mappings = nvidiaFirst(p.Mappings, func(m snapshot.Mapping) bool { return m.Class == snapshot.ClassNVIDIA })
 	if rs := s.runs[pid]; rs != nil {
-		p.MappingRuns = rs.result()
+		p.MappingRuns = rs.Result()
 	}
 	p.Holders = nvidiaFirst(p.Holders, func(h snapshot.Holder) bool { return h.Class == snapshot.ClassNVIDIA })
 	if hr := s.holderRunsOf[pid]; hr != nil {
-		p.HolderRuns = hr.runs.result()
+		p.HolderRuns = hr.runs.Result()
 	}
-	w.dir = pidDir(cfg.root, p.PID)
+	w.dir = procfs.PIDDir(cfg.root, p.PID)
 	name := strconv.Itoa(p.PID)
 	if s.kthreadComm[p.PID] {
 		// /proc names a kernel thread by its full name or workqueue
 		// ("kworker/0:1-events"), more than the 16 bytes of comm.
-		if data, err := w.r.readTaskFileAt(cfg.rootfd, cfg.root, name+"/stat", w.small); err == nil {
+		if data, err := w.r.ReadTaskFileAt(cfg.rootfd, cfg.root, name+"/stat", w.small); err == nil {
 			w.small = data
-			if st, err := parseStat(data); err == nil {
+			if st, err := procfs.ParseStat(data); err == nil {
 				p.Comm = st.Comm
 			}
 		}
@@ -483,10 +484,10 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	}
 	kc := s.cmdlines[i]
 	if p.Exe == "" && (threadDir || kc.procExe) {
-		exe, err := w.r.readlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe")
+		exe, err := w.r.ReadlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe")
 		switch {
 		case err == nil:
-			p.Exe, p.ExeDeleted = cutDeletedString(exe)
+			p.Exe, p.ExeDeleted = procfs.CutDeletedString(exe)
 		case kc.procExe && !errors.Is(err, syscall.ENOENT): // ENOENT: a zombie's, no exe to have
 			p.Errors = append(p.Errors, "exe: "+errText(err))
 		}
@@ -494,20 +495,20 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	cmdline := kc.text
 	var cut *snapshot.Cut
 	if !kc.have {
-		data, c, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
+		data, c, err := w.r.ReadCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
 		w.cmdBuf, cmdline, cut = data, string(data), c
 		if err != nil {
-			if vanishedErr(err) {
+			if procfs.VanishedErr(err) {
 				res.vanished = true
 				return
 			}
-			if refusedErr(err) {
+			if procfs.RefusedErr(err) {
 				res.refused = true
 			}
 			p.Errors = append(p.Errors, "cmdline: "+errText(err))
 		}
 	}
-	p.Cmdline, p.CmdlineCut = parseCmdline(cmdline), cut
+	p.Cmdline, p.CmdlineCut = procfs.ParseCmdline(cmdline), cut
 	set, ok := s.cgroupSet(w, res, name, s.cgroupKeys[i])
 	if !ok {
 		return
@@ -527,10 +528,10 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*c
 		return set, true
 	}
 	set := &cgroupSet{}
-	data, err := w.r.readWholeAt(s.cfg.rootfd, s.cfg.root, name+"/cgroup", w.small)
+	data, err := w.r.ReadWholeAt(s.cfg.rootfd, s.cfg.root, name+"/cgroup", w.small)
 	w.small = data
 	if err != nil {
-		if vanishedErr(err) {
+		if procfs.VanishedErr(err) {
 			res.vanished = true
 			return nil, false
 		}
@@ -549,17 +550,17 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*c
 func (s *bpfScan) evidence(w *worker, p *snapshot.Process, name, taskDir, cmdline string, cut *snapshot.Cut, cgroup string) {
 	cfg := s.cfg
 	if a := s.anon[uint32(p.PID)]; a != nil {
-		p.SuspectAnon = a.kept
-		if r := a.counted(); r != nil {
+		p.SuspectAnon = a.Kept
+		if r := a.Counted(); r != nil {
 			p.MappingRuns = append(p.MappingRuns, *r)
 		}
 	}
-	maps, mapsCut, err := w.r.readCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, snapshot.TextLimit, false)
+	maps, mapsCut, err := w.r.ReadCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, snapshot.TextLimit, false)
 	w.mapsBuf = maps
 	if err != nil {
 		p.Errors = append(p.Errors, "maps: "+errText(err))
 	}
-	status, err := w.r.readFileAt(cfg.rootfd, cfg.root, name+"/status", w.statusBuf)
+	status, err := w.r.ReadFileAt(cfg.rootfd, cfg.root, name+"/status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		p.Errors = append(p.Errors, "status: "+errText(err))

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -19,7 +20,7 @@ import (
 func testMemory(t *testing.T, path string) (*refusalMemory, *[]string) {
 	t.Helper()
 	var h snapshot.Host
-	r := newReader(nil, false, false)
+	r := procfs.NewReader(nil, false, false)
 	rootfd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

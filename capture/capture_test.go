@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -124,7 +125,7 @@ func TestCaptureFixtureIdentity(t *testing.T) {
 			t.Errorf("pid %d uid %d named %q from this host's user database", p.PID, p.UID, p.User)
 		}
 	}
-	for pid, want := range map[int]attribution{
+	for pid, want := range map[int]procfs.Attribution{
 		6000: {SlurmJobID: "4242"},
 		6100: {SlurmJobID: "4243", SystemdUnit: "slurmstepd.scope"},
 		7000: {ContainerID: strings.Repeat("0123abcd", 8), Runtime: "cri-o", PodUID: "9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", SystemdUnit: "crio-" + strings.Repeat("0123abcd", 8) + ".scope"},
@@ -133,9 +134,9 @@ func TestCaptureFixtureIdentity(t *testing.T) {
 		7300: {SystemdUnit: "ssh.service"},
 	} {
 		p := findPID(t, s, pid)
-		got := attribution{ContainerID: p.ContainerID, Runtime: p.ContainerRuntime, PodUID: p.PodUID, SlurmJobID: p.SlurmJobID, SystemdUnit: p.SystemdUnit}
+		got := procfs.Attribution{ContainerID: p.ContainerID, Runtime: p.ContainerRuntime, PodUID: p.PodUID, SlurmJobID: p.SlurmJobID, SystemdUnit: p.SystemdUnit}
 		if got != want {
-			t.Errorf("pid %d attribution %+v, want %+v", pid, got, want)
+			t.Errorf("pid %d procfs.Attribution %+v, want %+v", pid, got, want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -40,8 +41,8 @@ func CgroupV2Root() string {
 // directories that carry those ids: watch names a process by the path of
 // its cgroup id, under the owner rule the capture's snapshots are judged by.
 func CgroupOwner(path string) (containerID, podUID, slurmJobID string, facts []snapshot.OwnerCgroup) {
-	var a attribution
-	a.fill("", path)
+	var a procfs.Attribution
+	a.Fill("", path)
 	return a.ContainerID, a.PodUID, a.SlurmJobID, readOwnerCgroups(a)
 }
 
@@ -49,20 +50,20 @@ func CgroupOwner(path string) (containerID, podUID, slurmJobID string, facts []s
 // directory and every directory above it in the live cgroup filesystem:
 // the facts the owner rule (snapshot.OwnerDoubt) weighs. Nil where a has no
 // id.
-func readOwnerCgroups(a attribution) []snapshot.OwnerCgroup {
+func readOwnerCgroups(a procfs.Attribution) []snapshot.OwnerCgroup {
 	var facts []snapshot.OwnerCgroup
 	for _, o := range []struct {
 		owner, id string
-		dir       ownerDir
+		dir       procfs.OwnerDir
 	}{
-		{snapshot.OwnerSlurmJob, a.SlurmJobID, a.dirs.slurmJob},
-		{snapshot.OwnerPod, a.PodUID, a.dirs.pod},
-		{snapshot.OwnerContainer, a.ContainerID, a.dirs.container},
+		{snapshot.OwnerSlurmJob, a.SlurmJobID, a.Dirs.SlurmJob},
+		{snapshot.OwnerPod, a.PodUID, a.Dirs.Pod},
+		{snapshot.OwnerContainer, a.ContainerID, a.Dirs.Container},
 	} {
 		if o.id == "" {
 			continue
 		}
-		f := snapshot.OwnerCgroup{Owner: o.owner, Dir: o.dir.path, Hierarchy: o.dir.hierarchy}
+		f := snapshot.OwnerCgroup{Owner: o.owner, Dir: o.dir.Path, Hierarchy: o.dir.Hierarchy}
 		f.Delegated, f.Unread = delegation(o.dir)
 		facts = append(facts, f)
 	}
@@ -74,12 +75,12 @@ func readOwnerCgroups(a attribution) []snapshot.OwnerCgroup {
 // non-root uid or group can write; unread says why the walk could not be
 // made. Nothing is followed through a link: cgroupfs has none, and a path
 // element that is one is refused.
-func delegation(dir ownerDir) (delegated, unread string) {
-	mount, err := hierarchyMount(dir.hierarchy)
+func delegation(dir procfs.OwnerDir) (delegated, unread string) {
+	mount, err := hierarchyMount(dir.Hierarchy)
 	if err != nil {
 		return "", err.Error()
 	}
-	elems := strings.Split(strings.Trim(dir.path, "/"), "/")
+	elems := strings.Split(strings.Trim(dir.Path, "/"), "/")
 	if len(elems) > maxOwnerDepth {
 		return "", fmt.Sprintf("%d levels deep, past the %d read", len(elems), maxOwnerDepth)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -62,7 +63,7 @@ func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 // the evidence triage weighs beside its device use: its sockets, its
 // lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
 // the host.
-func (cfg *scanConfig) corroborate(ctx context.Context, r *reader, s *snapshot.Snapshot, opts Options) {
+func (cfg *scanConfig) corroborate(ctx context.Context, r *procfs.Reader, s *snapshot.Snapshot, opts Options) {
 	users := gpuUsers(s)
 	if len(users) == 0 {
 		return
@@ -122,7 +123,7 @@ type unixSock struct {
 // readSockets joins each user's socket fds to its network namespace's
 // tables, each namespace read once (keyed by its inode, as osquery does),
 // and only for the inodes its GPU users hold.
-func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
+func (cfg *scanConfig) readSockets(r *procfs.Reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byNS := map[uint64][]*sockFds{}
 	var order []uint64
 	var all []*sockFds
@@ -168,7 +169,7 @@ func (cfg *scanConfig) readSockets(r *reader, s *snapshot.Snapshot, users []*sna
 // joinNamespace reads one network namespace's tables through the first of
 // its members whose /proc/PID/net can be read, and gives each member its
 // sockets. It returns the sockets it could not place there, by member.
-func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) map[*sockFds][]uint64 {
+func (cfg *scanConfig) joinNamespace(r *procfs.Reader, ns uint64, members []*sockFds) map[*sockFds][]uint64 {
 	want := map[uint64]bool{}
 	for _, sf := range members {
 		for ino := range sf.inodes {
@@ -202,31 +203,31 @@ func (cfg *scanConfig) joinNamespace(r *reader, ns uint64, members []*sockFds) m
 
 // socketFds reads the socket inodes of p's fd table (its live thread's,
 // where the leader has exited) and the inode of its network namespace.
-func (cfg *scanConfig) socketFds(r *reader, p *snapshot.Process) (*sockFds, error) {
+func (cfg *scanConfig) socketFds(r *procfs.Reader, p *snapshot.Process) (*sockFds, error) {
 	dir := strconv.Itoa(p.PID)
 	if p.LiveThread != 0 {
 		dir += "/task/" + strconv.Itoa(p.LiveThread)
 	}
-	taskfd, err := r.openat(cfg.rootfd, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	taskfd, err := r.OpenAt(cfg.rootfd, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		return nil, err
 	}
-	defer r.close(taskfd, true)
+	defer r.Close(taskfd, true)
 	path := cfg.root + "/" + dir
-	nsLink, err := r.readlinkAt(taskfd, path, "ns/net")
+	nsLink, err := r.ReadlinkAt(taskfd, path, "ns/net")
 	if err != nil {
 		return nil, fmt.Errorf("ns/net: %w", err)
 	}
 	netns, ok := nsInode(nsLink, "net")
 	if !ok {
-		return nil, fmt.Errorf("ns/net: %q is no net:[INODE]", truncate([]byte(nsLink), 64))
+		return nil, fmt.Errorf("ns/net: %q is no net:[INODE]", procfs.Truncate([]byte(nsLink), 64))
 	}
-	fdfd, err := r.openDirAt(taskfd, path, "fd")
+	fdfd, err := r.OpenDirAt(taskfd, path, "fd")
 	if err != nil {
 		return nil, fmt.Errorf("fd: %w", err)
 	}
-	defer r.close(fdfd, true)
-	fds, err := r.listInts(fdfd, nil, 0, 1<<31-1)
+	defer r.Close(fdfd, true)
+	fds, err := r.ListInts(fdfd, nil, 0, 1<<31-1)
 	if err != nil {
 		return nil, fmt.Errorf("fd: %s", errText(err))
 	}
@@ -236,9 +237,9 @@ func (cfg *scanConfig) socketFds(r *reader, p *snapshot.Process) (*sockFds, erro
 		fds = fds[:socketFdsPerProcess]
 	}
 	for _, fd := range fds {
-		target, err := r.readlinkAt(fdfd, path+"/fd", strconv.Itoa(fd))
+		target, err := r.ReadlinkAt(fdfd, path+"/fd", strconv.Itoa(fd))
 		if err != nil {
-			if refusedErr(err) {
+			if procfs.RefusedErr(err) {
 				return nil, fmt.Errorf("fd: %s", errText(err))
 			}
 			continue // closed since the listing

@@ -1,13 +1,13 @@
 package capture
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,7 +15,7 @@ import (
 // shows: each <root>/driver/nvidia/gpus/*/information's "Device Minor:" line,
 // and, on the live procfs, each /dev/nvidiaN character device. A check asked
 // about a GPU that neither NVML nor these show has not seen it.
-func gpuNodes(r *reader, rootfd int, root string, live bool) []int {
+func gpuNodes(r *procfs.Reader, rootfd int, root string, live bool) []int {
 	var out []int
 	add := func(n int) {
 		if !slices.Contains(out, n) {
@@ -24,11 +24,11 @@ func gpuNodes(r *reader, rootfd int, root string, live bool) []int {
 	}
 	dirs, _ := os.ReadDir(filepath.Join(root, "driver", "nvidia", "gpus"))
 	for _, d := range dirs {
-		data, err := r.readFileAt(rootfd, root, "driver/nvidia/gpus/"+d.Name()+"/information", nil)
+		data, err := r.ReadFileAt(rootfd, root, "driver/nvidia/gpus/"+d.Name()+"/information", nil)
 		if err != nil {
 			continue
 		}
-		if n, ok := deviceMinor(data); ok {
+		if n, ok := procfs.DeviceMinor(data); ok {
 			add(n)
 		}
 	}
@@ -44,16 +44,4 @@ func gpuNodes(r *reader, rootfd int, root string, live bool) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// deviceMinor is the "Device Minor: N" line of the driver's
-// /proc/driver/nvidia/gpus/BUS/information: the N of the GPU's /dev/nvidiaN.
-func deviceMinor(data []byte) (int, bool) {
-	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-		if v, ok := bytes.CutPrefix(line, []byte("Device Minor:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			return n, err == nil && n >= 0
-		}
-	}
-	return 0, false
 }

@@ -1,11 +1,10 @@
 package capture
 
 import (
-	"bytes"
-	"errors"
 	"strings"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -14,10 +13,10 @@ import (
 // <root>/sys/kernel. A fixture root without them records each as unreadable,
 // never the test machine's facts. The capture's own reader reads them, only
 // regular files beneath a tree.
-func readHost(r *reader, rootfd int, root string, h *snapshot.Host) (errs []string) {
-	if data, err := r.readFileAt(rootfd, root, "stat", nil); err != nil {
+func readHost(r *procfs.Reader, rootfd int, root string, h *snapshot.Host) (errs []string) {
+	if data, err := r.ReadFileAt(rootfd, root, "stat", nil); err != nil {
 		errs = append(errs, "boot time: "+root+"/stat: "+errText(err))
-	} else if btime, err := parseBtime(data); err != nil {
+	} else if btime, err := procfs.ParseBtime(data); err != nil {
 		errs = append(errs, "boot time: "+root+"/stat: "+err.Error())
 	} else {
 		h.BootTime = time.Unix(btime, 0).UTC()
@@ -30,7 +29,7 @@ func readHost(r *reader, rootfd int, root string, h *snapshot.Host) (errs []stri
 		{"kernel release", "sys/kernel/osrelease", &h.KernelRelease},
 		{"boot id", "sys/kernel/random/boot_id", &h.BootID},
 	} {
-		data, err := r.readFileAt(rootfd, root, f.path, nil)
+		data, err := r.ReadFileAt(rootfd, root, f.path, nil)
 		if err != nil {
 			errs = append(errs, f.name+": "+root+"/"+f.path+": "+errText(err))
 			continue
@@ -38,19 +37,4 @@ func readHost(r *reader, rootfd int, root string, h *snapshot.Host) (errs []stri
 		*f.dst = strings.TrimSpace(string(data))
 	}
 	return errs
-}
-
-// parseBtime finds the "btime SECONDS" line of /proc/stat (proc(5)): the
-// boot time, in seconds since the epoch.
-func parseBtime(data []byte) (int64, error) {
-	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
-			n, ok := parseDec(bytes.TrimSpace(v))
-			if !ok || n > 1<<40 {
-				return 0, errors.New("bad btime line")
-			}
-			return int64(n), nil
-		}
-	}
-	return 0, errors.New("no btime line")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -72,14 +73,14 @@ func TestMappingRunsManyDevices(t *testing.T) {
 		}
 	}
 	p := findPID(t, captureFixture(t, tenantTree(t, b.Bytes(), []byte("x\x00")), nil), 90)
-	if len(p.Mappings) > 4*snapshot.MappingsPerDevice+(maxRuns+1)*16 {
+	if len(p.Mappings) > 4*snapshot.MappingsPerDevice+(procfs.MaxRuns+1)*16 {
 		t.Errorf("%d mappings kept", len(p.Mappings))
 	}
 	lines := len(p.Mappings)
 	for _, r := range p.MappingRuns {
 		lines += r.Lines
 	}
-	if lines != 30000 || len(p.MappingRuns) > maxRuns+1 || p.MappingRuns[len(p.MappingRuns)-1].Path != "" {
+	if lines != 30000 || len(p.MappingRuns) > procfs.MaxRuns+1 || p.MappingRuns[len(p.MappingRuns)-1].Path != "" {
 		t.Errorf("%d lines accounted for in %d mappings and %d runs, want 30000 and a shared last run", lines, len(p.Mappings), len(p.MappingRuns))
 	}
 }
@@ -115,7 +116,7 @@ func TestMapsErrorsBounded(t *testing.T) {
 			n++
 		}
 	}
-	if n != maxMapsErrors+1 || !slices.Contains(p.Errors, "maps: 199984 more malformed lines") {
+	if n != procfs.MaxMapsErrors+1 || !slices.Contains(p.Errors, "maps: 199984 more malformed lines") {
 		t.Errorf("%d errors, last %q", len(p.Errors), p.Errors[len(p.Errors)-1])
 	}
 }
@@ -151,7 +152,7 @@ func TestMapsScannedAsReadKeepsWhatWholeKeeps(t *testing.T) {
 		if got, ok := p.Raw.Cuts["maps"]; ok != (wantCut != nil) || (ok && got != *wantCut) {
 			t.Errorf("size %d: cut %+v (%v), want %+v", size, got, ok, wantCut)
 		}
-		whole := (&MapsScanner{Classes: snapshot.DeviceClasses{}}).ScanMaps(text)
+		whole := (&procfs.MapsScanner{Classes: snapshot.DeviceClasses{}}).ScanMaps(text)
 		if !reflect.DeepEqual(p.Mappings, whole.Mappings) || !reflect.DeepEqual(p.MappingRuns, whole.Runs) {
 			t.Errorf("size %d: %d mappings and runs %v, the whole text's %d and %v", size, len(p.Mappings), p.MappingRuns, len(whole.Mappings), whole.Runs)
 		}

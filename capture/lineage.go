@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -13,7 +14,7 @@ import (
 // processes, its and its ancestors' process groups and sessions (read again
 // from stat: the BPF path does not carry them), whether it was reparented
 // (its session is not its parent's), and its wchan when in D state.
-func (cfg *scanConfig) readLineage(r *reader, s *snapshot.Snapshot, users []*snapshot.Process) {
+func (cfg *scanConfig) readLineage(r *procfs.Reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byPID := make(map[int]*snapshot.Process, len(s.Processes))
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
@@ -33,10 +34,10 @@ func (cfg *scanConfig) readLineage(r *reader, s *snapshot.Snapshot, users []*sna
 			p.Reparented = parent.Session != p.Session
 		}
 		if p.State == "D" {
-			data, err := r.readFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/wchan", nil)
+			data, err := r.ReadFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/wchan", nil)
 			switch {
 			case err == nil:
-				p.Wchan = strings.TrimSpace(string(truncate(data, 128)))
+				p.Wchan = strings.TrimSpace(string(procfs.Truncate(data, 128)))
 			case !errors.Is(err, syscall.ENOENT):
 				p.Errors = append(p.Errors, "wchan: "+errText(err))
 			}
@@ -63,12 +64,12 @@ func ancestry(p *snapshot.Process, byPID map[int]*snapshot.Process) []snapshot.A
 
 // readGroup reads p's process group and session from its stat, if p is
 // still the process that started at its start time, and says whether it did.
-func (cfg *scanConfig) readGroup(r *reader, p *snapshot.Process) bool {
-	data, err := r.readTaskFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/stat", nil)
+func (cfg *scanConfig) readGroup(r *procfs.Reader, p *snapshot.Process) bool {
+	data, err := r.ReadTaskFileAt(cfg.rootfd, cfg.root, strconv.Itoa(p.PID)+"/stat", nil)
 	if err != nil {
 		return false
 	}
-	st, err := parseStat(data)
+	st, err := procfs.ParseStat(data)
 	if err != nil || st.StartTime != p.StartTime {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/provenance"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -37,11 +38,11 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 	if !cfg.live {
 		return
 	}
-	r := newReader(cfg.faults, true, false)
+	r := procfs.NewReader(cfg.faults, true, false)
 	// The capturing thread's namespace, where its paths resolve. The
 	// process's (self) is its main thread's, which a thread that took a
 	// private namespace of its own (watch's tracefs mount) may be.
-	ownMnt, _ := r.readlinkAt(cfg.rootfd, cfg.root, "thread-self/ns/mnt")
+	ownMnt, _ := r.ReadlinkAt(cfg.rootfd, cfg.root, "thread-self/ns/mnt")
 	files := map[*snapshot.Process][]string{}
 	var paths []string
 	buf := make([]byte, 64<<10)
@@ -52,7 +53,7 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 		}
 		c := &snapshot.ForeignCode{}
 		p.ForeignCode = c
-		mnt, err := r.readlinkAt(cfg.rootfd, cfg.root, dir+"/ns/mnt")
+		mnt, err := r.ReadlinkAt(cfg.rootfd, cfg.root, dir+"/ns/mnt")
 		if err != nil {
 			c.Unread = append(c.Unread, "ns/mnt: "+errText(err))
 		}
@@ -108,8 +109,8 @@ func outsideSystemDirs(files []string) []string {
 
 // readBounded reads a file of the process directory dir up to limit; what
 // could not be read whole is said in c.Unread.
-func readBounded(r *reader, cfg *scanConfig, dir, name string, buf []byte, limit int, c *snapshot.ForeignCode) (text, next []byte) {
-	text, cut, err := r.readCappedAt(cfg.rootfd, cfg.root, dir+"/"+name, buf, limit, false)
+func readBounded(r *procfs.Reader, cfg *scanConfig, dir, name string, buf []byte, limit int, c *snapshot.ForeignCode) (text, next []byte) {
+	text, cut, err := r.ReadCappedAt(cfg.rootfd, cfg.root, dir+"/"+name, buf, limit, false)
 	switch {
 	case err != nil:
 		c.Unread = append(c.Unread, name+": "+errText(err))
@@ -150,18 +151,18 @@ func newCodeScan(exe string) *codeScan { return &codeScan{seen: map[string]bool{
 // read streams the maps of dir through buf, a buffer's worth at a time: a
 // tenant's maps may run to megabytes, and only its executable lines cost
 // more than a scan. What could not be read whole is said in c.Unread.
-func (s *codeScan) read(r *reader, cfg *scanConfig, dir string, buf []byte, c *snapshot.ForeignCode) []byte {
-	fd, err := r.openRead(cfg.rootfd, cfg.root, dir+"/maps", false)
+func (s *codeScan) read(r *procfs.Reader, cfg *scanConfig, dir string, buf []byte, c *snapshot.ForeignCode) []byte {
+	fd, err := r.OpenRead(cfg.rootfd, cfg.root, dir+"/maps", false)
 	if err != nil {
 		c.Unread = append(c.Unread, "maps: "+errText(err))
 		return buf
 	}
-	defer r.close(fd, false)
+	defer r.Close(fd, false)
 	buf, total := buf[:0], 0
 	for {
 		carried := len(buf)
 		var full bool
-		buf, full, err = r.readFd(fd, buf, cap(buf), false, false)
+		buf, full, err = r.ReadFd(fd, buf, cap(buf), false, false)
 		total += len(buf) - carried
 		if err != nil {
 			c.Unread = append(c.Unread, "maps: "+errText(err))

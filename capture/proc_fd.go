@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -26,12 +26,12 @@ import (
 // errs are per-fd errors worth recording.
 func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs []string, err error) {
 	dir := taskDir + "/fd"
-	dirfd, err := w.r.openDirAt(taskfd, taskDir, "fd")
+	dirfd, err := w.r.OpenDirAt(taskfd, taskDir, "fd")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer w.r.close(dirfd, true)
-	w.fds, err = w.r.listInts(dirfd, w.fds[:0], 0, 1<<31-1)
+	defer w.r.Close(dirfd, true)
+	w.fds, err = w.r.ListInts(dirfd, w.fds[:0], 0, 1<<31-1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -49,15 +49,15 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 		// as no device. Only a path can be a device node, under any name
 		// (a container's mknod, a bind mount): on the live procfs its stat
 		// decides (fdKind).
-		target, err := w.r.readlinkBytesAt(dirfd, dir, name)
+		target, err := w.r.ReadlinkBytesAt(dirfd, dir, name)
 		var kind snapshot.FileKind
 		known := false
 		var unnamedErr error
 		switch {
-		case refusedErr(err):
+		case procfs.RefusedErr(err):
 			// The kernel refuses every fd of a process alike (ptrace access).
 			return withOther(hs, other), errs, err
-		case vanishedErr(err): // an fd closed since the listing is no news
+		case procfs.VanishedErr(err): // an fd closed since the listing is no news
 			continue
 		case err != nil && w.live:
 			var fate fdFate
@@ -93,7 +93,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 			}
 			known = fate == fdDevice // else the path rule decides
 		}
-		path, deleted := cutDeleted(target)
+		path, deleted := procfs.CutDeleted(target)
 		if !known && !snapshot.DevicePathRule(path, deleted, false) {
 			continue
 		}
@@ -113,10 +113,10 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 			}
 			continue
 		}
-		info, ierr := w.r.readWholeAt(taskfd, taskDir, "fdinfo/"+name, w.small)
+		info, ierr := w.r.ReadWholeAt(taskfd, taskDir, "fdinfo/"+name, w.small)
 		w.small = info
 		if ierr == nil {
-			h.Flags, h.Access, ierr = parseFdinfoFlags(info)
+			h.Flags, h.Access, ierr = procfs.ParseFdinfoFlags(info)
 		}
 		if ierr != nil {
 			errs = append(errs, "fdinfo "+strconv.Itoa(fd)+": "+errText(ierr))
@@ -158,11 +158,11 @@ const (
 // linkErr is readlink's error (a path past PATH_MAX): a device is then kept
 // by its number alone, and an anonymous inode's error recorded.
 func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.FileKind, fdFate, error) {
-	kind, err := w.r.statAt(dirfd, dir, name)
+	kind, err := w.r.StatAt(dirfd, dir, name)
 	switch {
-	case refusedErr(err):
+	case procfs.RefusedErr(err):
 		return kind, fdRefused, err
-	case vanishedErr(err):
+	case procfs.VanishedErr(err):
 		return kind, fdGone, err
 	case err == nil && kind.Device:
 		return kind, fdDevice, linkErr
@@ -180,17 +180,17 @@ func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.Fi
 // are counted in the node's run. This bounds a tenant holding 500,000 fds in
 // each of 17 tables.
 type holderRuns struct {
-	runs mappingRuns
+	runs procfs.MappingRuns
 	id   []byte
 }
 
 // kept reports whether h is kept one by one, counting it otherwise.
 func (r *holderRuns) kept(h *snapshot.Holder) bool {
 	r.id = strconv.AppendUint(append(strconv.AppendUint(r.id[:0], uint64(h.DeviceNumber.Major), 10), ':'), uint64(h.DeviceNumber.Minor), 10)
-	if r.runs.counted(r.id, []byte(h.Target), []byte(h.Access), nil, 0) {
+	if r.runs.Counted(r.id, []byte(h.Target), []byte(h.Access), nil, 0) {
 		return false
 	}
-	r.runs.keep(r.id, []byte(h.Target), []byte(h.Access), h.Class, h.GPUMinor)
+	r.runs.Keep(r.id, []byte(h.Target), []byte(h.Access), h.Class, h.GPUMinor)
 	return true
 }
 
@@ -200,13 +200,6 @@ func (r *holderRuns) kept(h *snapshot.Holder) bool {
 // classifies it, and a tenant must not hide a GPU that way.
 func unnamedDeviceFd(fd int, err error) string {
 	return "fd " + strconv.Itoa(fd) + ": " + errText(err) + ": kept by its device number, without a path"
-}
-
-func cutDeletedString(s string) (string, bool) {
-	if strings.HasSuffix(s, " (deleted)") {
-		return s[:len(s)-len(" (deleted)")], true
-	}
-	return s, false
 }
 
 // maxFdTables bounds the fd tables of one process's threads that are read:
@@ -225,13 +218,13 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 	if base == 0 {
 		base = pid
 	}
-	taskfd, err := w.r.openDirAt(pidfd, procDir, "task")
+	taskfd, err := w.r.OpenDirAt(pidfd, procDir, "task")
 	if err == nil {
-		defer w.r.close(taskfd, true)
-		w.tids, err = w.r.listInts(taskfd, w.tids[:0], 1, pidMax-1)
+		defer w.r.Close(taskfd, true)
+		w.tids, err = w.r.ListInts(taskfd, w.tids[:0], 1, procfs.PIDMax-1)
 	}
 	switch {
-	case err != nil && vanishedErr(err):
+	case err != nil && procfs.VanishedErr(err):
 		return nil, nil, nil
 	case err != nil:
 		return nil, []string{"task: " + errText(err) + ": threads' own fd tables not looked for"}, nil
@@ -245,7 +238,7 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 		switch same, err := sameFdTable(base, tid); {
 		case errors.Is(err, unix.ENOSYS):
 			return hs, append(errs, "task fd tables: kcmp is not in this kernel (CONFIG_KCMP): a thread's own fd table was not looked for"), nil
-		case err != nil && refusedErr(err):
+		case err != nil && procfs.RefusedErr(err):
 			return hs, errs, err
 		case errors.Is(err, unix.ESRCH) && taskGone(taskfd, base):
 			// The thread the process is read by ended since: the rest
@@ -262,12 +255,12 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 		}
 		tables = append(tables, tid)
 		dir := procDir + "/task/" + strconv.Itoa(tid)
-		tfd, err := w.r.openat(taskfd, strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+		tfd, err := w.r.OpenAt(taskfd, strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 		if err != nil {
 			continue // the thread ended since the listing
 		}
 		ths, terrs, err := w.holders(tfd, dir)
-		w.r.close(tfd, true)
+		w.r.Close(tfd, true)
 		for i := range ths {
 			ths[i].TID = tid
 		}
@@ -276,7 +269,7 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 			errs = append(errs, threadError(tid, e))
 		}
 		switch {
-		case err != nil && refusedErr(err):
+		case err != nil && procfs.RefusedErr(err):
 			return hs, errs, err
 		case err != nil: // a ring's registered files unknown: said once the tables are read
 			unread = fmt.Errorf("task %d: %w", tid, err)

@@ -80,7 +80,7 @@ func TestHolderRunsKeepNewAccess(t *testing.T) {
 			}
 		}
 	}
-	runs := r.runs.result()
+	runs := r.runs.Result()
 	if kept != snapshot.MappingsPerDevice+1 || len(runs) != 1 || runs[0].Lines != 1000-kept || runs[0].Path != "/dev/nvidia0" {
 		t.Errorf("%d kept, runs %+v", kept, runs)
 	}

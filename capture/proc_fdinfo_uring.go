@@ -1,23 +1,13 @@
 package capture
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
-
-// The fdinfo of an io_uring fd (io_uring/fdinfo.c) lists the ring's
-// registered files, one line per slot, paths escaped as by seq_file_path:
-//
-//	UserFiles:	3
-//	    0: /dev/nvidia0
-//	    2: /dev/null
-//
-// Such a file has no fd of its own, so /proc/PID/fd shows only the ring. A
-// ring busy in another thread (its lock not free) lists no file.
 
 // ringTarget is the fd link of an io_uring instance.
 const ringTarget = "anon_inode:[io_uring]"
@@ -31,66 +21,6 @@ const ringInfoLimit = 4 << 20
 // table is read again before its files count as unknown.
 const ringTries = 3
 
-// ringFile is one registered file of a ring's fdinfo.
-type ringFile struct {
-	slot int
-	path []byte // unescaped, " (deleted)" included
-}
-
-// parseRingFiles returns the slot count of the UserFiles line (ok: there
-// was one) and the files listed after it.
-func parseRingFiles(data []byte) (slots int, files []ringFile, ok bool) {
-	in := false
-	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-		if !in {
-			rest, found := bytes.CutPrefix(line, []byte("UserFiles:"))
-			if !found {
-				continue
-			}
-			n, err := strconv.Atoi(string(bytes.TrimSpace(rest)))
-			if err != nil {
-				return 0, nil, false
-			}
-			slots, in, ok = n, true, true
-			continue
-		}
-		num, path, found := bytes.Cut(bytes.TrimLeft(line, " "), []byte(": "))
-		slot, err := strconv.Atoi(string(num))
-		if !found || err != nil {
-			break // the next section (UserBufs:)
-		}
-		files = append(files, ringFile{slot: slot, path: unescapeOctal(path)})
-	}
-	return slots, files, ok
-}
-
-// unescapeOctal undoes seq_file's escaping of a path: a backslash and three
-// octal digits stand for one byte.
-func unescapeOctal(b []byte) []byte {
-	if bytes.IndexByte(b, '\\') < 0 {
-		return b
-	}
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\\' && i+3 < len(b) && isOctal(b[i+1:i+4]) {
-			out = append(out, (b[i+1]-'0')<<6|(b[i+2]-'0')<<3|(b[i+3]-'0'))
-			i += 3
-			continue
-		}
-		out = append(out, b[i])
-	}
-	return out
-}
-
-func isOctal(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '7' {
-			return false
-		}
-	}
-	return len(b) == 3
-}
-
 // errRingUnread: a ring's registered files could not all be read.
 var errRingUnread = errors.New("registered files unknown")
 
@@ -103,17 +33,17 @@ func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other 
 	name := "fdinfo/" + strconv.Itoa(ringfd)
 	what := "fd " + strconv.Itoa(ringfd) + " (io_uring)"
 	var slots int
-	var files []ringFile
+	var files []procfs.RingFile
 	for try := 0; ; try++ {
-		fd, err := w.r.openRead(taskfd, taskDir, name, false)
+		fd, err := w.r.OpenRead(taskfd, taskDir, name, false)
 		if err != nil {
-			if vanishedErr(err) {
+			if procfs.VanishedErr(err) {
 				return nil, nil, nil, nil // the ring was closed since the listing
 			}
 			return nil, nil, nil, fmt.Errorf("%s: fdinfo: %s: %w", what, errText(err), errRingUnread)
 		}
-		data, full, rerr := w.r.readFd(fd, w.ring[:0], ringInfoLimit, false, false)
-		w.r.close(fd, false)
+		data, full, rerr := w.r.ReadFd(fd, w.ring[:0], ringInfoLimit, false, false)
+		w.r.Close(fd, false)
 		w.ring = data
 		switch {
 		case rerr != nil:
@@ -122,7 +52,7 @@ func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other 
 			return nil, nil, nil, fmt.Errorf("%s: fdinfo longer than %d bytes: the files past them: %w", what, ringInfoLimit, errRingUnread)
 		}
 		var ok bool
-		if slots, files, ok = parseRingFiles(data); !ok {
+		if slots, files, ok = procfs.ParseRingFiles(data); !ok {
 			return nil, nil, nil, fmt.Errorf("%s: fdinfo has no UserFiles count (a format this capture does not know): %w", what, errRingUnread)
 		}
 		if slots == 0 || len(files) > 0 {
@@ -134,11 +64,11 @@ func (w *worker) ringHolders(taskfd int, taskDir string, ringfd int) (hs, other 
 	}
 	nvidia := 0
 	for _, f := range files {
-		path, deleted := cutDeletedString(string(f.path))
+		path, deleted := procfs.CutDeletedString(string(f.Path))
 		if !snapshot.DevicePathRule([]byte(path), deleted, false) {
 			continue
 		}
-		slot := f.slot
+		slot := f.Slot
 		h := snapshot.Holder{FD: ringfd, RingSlot: &slot, Target: path, Deleted: deleted}
 		h.Class, h.GPUMinor = w.classes.Classify(path, snapshot.FileKind{}, false)
 		if h.Class == snapshot.ClassNVIDIA {

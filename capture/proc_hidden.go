@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +14,7 @@ import (
 // pins the PID with pidfd_open, rereads stat, and signals 0 through the pidfd
 // to tell a reaped process from a live one. A PID that now reads as a process
 // is left to the next listing.
-func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string, hidden bool) {
+func (cfg *scanConfig) hiddenProbe(r *procfs.Reader, pid int, shown string) (why string, hidden bool) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	how := "pidfd_open succeeds"
 	if err != nil {
@@ -45,20 +46,20 @@ func (cfg *scanConfig) hiddenProbe(r *reader, pid int, shown string) (why string
 // readsAsProcess reports whether root/name is a directory of the proc
 // root's own filesystem whose stat parses and names PID name: a process as
 // /proc shows one (a bind mount of another process's directory names that one).
-func (cfg *scanConfig) readsAsProcess(r *reader, name string) bool {
-	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+func (cfg *scanConfig) readsAsProcess(r *procfs.Reader, name string) bool {
+	fd, err := r.OpenAt(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		return false
 	}
-	defer r.close(fd, true)
+	defer r.Close(fd, true)
 	if cfg.otherFS(fd) != "" {
 		return false
 	}
-	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 1024))
+	data, err := r.ReadTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 1024))
 	if err != nil {
 		return false
 	}
-	st, err := parseStat(data)
+	st, err := procfs.ParseStat(data)
 	return err == nil && strconv.Itoa(st.PID) == name
 }
 
@@ -82,14 +83,14 @@ func (cfg *scanConfig) otherFS(fd int) string {
 // scan.Hidden where the kernel still has the process, and reports whether
 // it did. On another pid namespace's procfs nothing can be probed: a
 // mount over a directory there is said in scan.Errors.
-func (cfg *scanConfig) hidden(r *reader, res result, scan *snapshot.Scan) bool {
+func (cfg *scanConfig) hidden(r *procfs.Reader, res result, scan *snapshot.Scan) bool {
 	shown := res.hidden
 	if shown == "" {
 		shown = "reads as no process (no stat in it)"
 	}
 	if !cfg.ownPIDs {
 		if res.hidden != "" {
-			scan.Errors = append(scan.Errors, pidDir(cfg.root, res.p.PID)+" "+shown+": not read, and not probed (a PID of another pid namespace)")
+			scan.Errors = append(scan.Errors, procfs.PIDDir(cfg.root, res.p.PID)+" "+shown+": not read, and not probed (a PID of another pid namespace)")
 		}
 		return false
 	}
@@ -105,22 +106,22 @@ func (cfg *scanConfig) hidden(r *reader, res result, scan *snapshot.Scan) bool {
 // lies on another filesystem than the proc root (otherFS), or on the live
 // procfs its stat names another PID; "" when it is the process's, or cannot
 // be opened (the process is gone).
-func (cfg *scanConfig) mountedOver(r *reader, name string) string {
-	fd, err := r.openat(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+func (cfg *scanConfig) mountedOver(r *procfs.Reader, name string) string {
+	fd, err := r.OpenAt(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		return ""
 	}
-	defer r.close(fd, true)
+	defer r.Close(fd, true)
 	if why := cfg.otherFS(fd); why != "" || !cfg.live {
 		return why
 	}
 	// The same procfs can be bound there too: another process's directory,
 	// whose stat names that process.
-	data, err := r.readTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
+	data, err := r.ReadTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
 	if err != nil {
 		return ""
 	}
-	if st, err := parseStat(data); err == nil && strconv.Itoa(st.PID) != name {
+	if st, err := procfs.ParseStat(data); err == nil && strconv.Itoa(st.PID) != name {
 		return boundOver(st.PID)
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -17,15 +18,15 @@ const mapsWhole = snapshot.TextLimit
 // readMaps reads and scans the maps of the process being read. raw is the
 // text to keep for a process that uses an NVIDIA device: all of it (newRaw
 // cuts it), or, for a text scanned as it was read, its first TextLimit bytes
-// with cut naming the whole. errTruncated comes with a result: the scan
-// stopped at maxFileSize.
-func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *snapshot.Cut, err error) {
-	fd, err := w.r.openRead(w.dirfd, w.dir, "maps", false)
+// with cut naming the whole. procfs.ErrTruncated comes with a result: the scan
+// stopped at procfs.MaxFileSize.
+func (w *worker) readMaps() (mr procfs.MapsResult, raw []byte, cut *snapshot.Cut, err error) {
+	fd, err := w.r.OpenRead(w.dirfd, w.dir, "maps", false)
 	if err != nil {
 		return mr, nil, nil, err
 	}
-	defer w.r.close(fd, false)
-	buf, full, err := w.r.readFd(fd, w.mapsBuf[:0], mapsWhole, false, false)
+	defer w.r.Close(fd, false)
+	buf, full, err := w.r.ReadFd(fd, w.mapsBuf[:0], mapsWhole, false, false)
 	w.mapsBuf = buf
 	if err != nil {
 		return mr, nil, nil, err
@@ -42,7 +43,7 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *snapshot.Cut, err e
 	h := sha256.New()
 	h.Write(buf)
 	total := int64(len(buf))
-	skipping := false // inside a line longer than the buffer: its path is past pathMax, kept unnamed
+	skipping := false // inside a line longer than the buffer: its path is past procfs.PathMax, kept unnamed
 	w.maps.Begin()
 	for {
 		// buf holds whole lines, then the start of one: scan the former,
@@ -63,12 +64,12 @@ func (w *worker) readMaps() (mr MapsResult, raw []byte, cut *snapshot.Cut, err e
 			w.maps.Feed(buf) // a malformed line as long as the buffer: counted once
 			buf, skipping = buf[:0], true
 		}
-		if total >= maxFileSize {
-			err = errTruncated
+		if total >= procfs.MaxFileSize {
+			err = procfs.ErrTruncated
 			break
 		}
 		carried := len(buf)
-		buf, full, err = w.r.readFd(fd, buf, cap(buf), false, false)
+		buf, full, err = w.r.ReadFd(fd, buf, cap(buf), false, false)
 		h.Write(buf[carried:])
 		total += int64(len(buf) - carried)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ type ProcRoot struct {
 	Errs []string
 
 	mu  sync.Mutex // r and buf serve one point read at a time
-	r   *reader
+	r   *procfs.Reader
 	buf []byte
 }
 
@@ -48,7 +49,7 @@ func (p *ProcRoot) Classes() snapshot.DeviceClasses { return p.cfg.classes }
 func (p *ProcRoot) PIDs() ([]int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.r.listPIDs(p.cfg.rootfd)
+	return p.r.ListPIDs(p.cfg.rootfd)
 }
 
 // Processes reads the processes pids as Capture reads each, and leaves out
@@ -76,7 +77,7 @@ func (p *ProcRoot) Exe(pid int, start uint64) (exe string, deleted, ok bool) {
 	defer p.mu.Unlock()
 	ok = p.inPID(pid, func(dirfd int, dir string) bool {
 		var err error
-		if exe, err = p.r.readlinkAt(dirfd, dir, "exe"); err != nil {
+		if exe, err = p.r.ReadlinkAt(dirfd, dir, "exe"); err != nil {
 			return false
 		}
 		st, ok := p.statAt(dirfd, dir)
@@ -105,21 +106,21 @@ func (p *ProcRoot) StartTime(pid int) (start uint64, ok bool) {
 // inPID runs fn on pid's directory, held open; false when it cannot be
 // opened. The caller holds mu.
 func (p *ProcRoot) inPID(pid int, fn func(dirfd int, dir string) bool) bool {
-	dirfd, err := p.r.openat(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
+	dirfd, err := p.r.OpenAt(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
 		return false
 	}
-	defer p.r.close(dirfd, true)
-	return fn(dirfd, pidDir(p.cfg.root, pid))
+	defer p.r.Close(dirfd, true)
+	return fn(dirfd, procfs.PIDDir(p.cfg.root, pid))
 }
 
 // statAt reads and parses the stat of the process whose directory is open.
-func (p *ProcRoot) statAt(dirfd int, dir string) (procStat, bool) {
+func (p *ProcRoot) statAt(dirfd int, dir string) (procfs.Stat, bool) {
 	var err error
-	if p.buf, err = p.r.readTaskFileAt(dirfd, dir, "stat", p.buf); err != nil {
-		return procStat{}, false
+	if p.buf, err = p.r.ReadTaskFileAt(dirfd, dir, "stat", p.buf); err != nil {
+		return procfs.Stat{}, false
 	}
-	st, err := parseStat(p.buf)
+	st, err := procfs.ParseStat(p.buf)
 	return st, err == nil
 }
 

@@ -10,12 +10,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
 // processCacheBytes bounds the process cache file: a process's command line
-// is kept to snapshot.CmdlineLimit, and a host has at most pidMax processes,
+// is kept to snapshot.CmdlineLimit, and a host has at most procfs.PIDMax processes,
 // but a file past this bound is refused rather than read.
 const processCacheBytes = 256 << 20
 
@@ -34,7 +35,7 @@ type procKey struct {
 // what proves it has not exec'd since (the exec marks and comm of its stat,
 // and its exe link).
 type cachedIdentity struct {
-	marks      execMarks
+	marks      procfs.ExecMarks
 	comm, exe  string // stat's comm and the exe link's text, " (deleted)" and all
 	cmdline    string
 	cmdlineCut *snapshot.Cut
@@ -77,8 +78,8 @@ func loadProcessCache(path, boot, pidNS string) (*processCache, string) {
 
 // recall returns what the last capture knew of the process of key, if its
 // stat's marks and comm are still those the last capture saw.
-func (c *processCache) recall(key procKey, st procStat) *cachedIdentity {
-	if c == nil || !st.Marks.known() {
+func (c *processCache) recall(key procKey, st procfs.Stat) *cachedIdentity {
+	if c == nil || !st.Marks.Known() {
 		return nil
 	}
 	e := c.entries[key]
@@ -164,14 +165,14 @@ func (c *processCache) decode(data []byte) error {
 		return d.err // another boot's PIDs, or another namespace's, are other processes
 	}
 	for d.err == nil && len(d.data) > 0 {
-		key := procKey{pid: int(d.uint(pidMax - 1)), start: d.uint(1<<64 - 1)}
+		key := procKey{pid: int(d.uint(procfs.PIDMax - 1)), start: d.uint(1<<64 - 1)}
 		e := &cachedIdentity{}
 		for i := range e.marks {
 			e.marks[i] = d.uint(1<<64 - 1)
 		}
 		e.nspid = make([]int, d.uint(32)) // the kernel nests at most 32 pid namespaces
 		for i := range e.nspid {
-			e.nspid[i] = int(d.uint(pidMax - 1))
+			e.nspid[i] = int(d.uint(procfs.PIDMax - 1))
 		}
 		e.comm, e.exe, e.cmdline, e.pidNS = d.string(), d.string(), d.string(), d.string()
 		if d.byte() == 1 {

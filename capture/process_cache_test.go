@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/internal/livetest"
 	"github.com/gpusnap/gpusnap/internal/testwait"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -20,10 +21,10 @@ import (
 // The check itself: an identity is taken from the cache only where every
 // exec mark and the comm are those the cache holds, and the marks were read.
 func TestRecallNeedsEveryMarkAndComm(t *testing.T) {
-	marks := execMarks{0x5000, 0x6000, 0x7ffd0000, 0x8000, 0x9000, 0xa000, 0x7ffd1000, 0x7ffd1040, 0x7ffd1040, 0x7ffd2000}
+	marks := procfs.ExecMarks{0x5000, 0x6000, 0x7ffd0000, 0x8000, 0x9000, 0xa000, 0x7ffd1000, 0x7ffd1040, 0x7ffd1040, 0x7ffd2000}
 	key := procKey{pid: 42, start: 1000}
 	c := &processCache{entries: map[procKey]*cachedIdentity{key: {marks: marks, comm: "trainer", cmdline: "trainer\x00"}}}
-	same := procStat{Comm: "trainer", Marks: marks}
+	same := procfs.Stat{Comm: "trainer", Marks: marks}
 	if c.recall(key, same) == nil {
 		t.Fatal("the same marks and comm: not recalled")
 	}
@@ -36,8 +37,8 @@ func TestRecallNeedsEveryMarkAndComm(t *testing.T) {
 	}
 	renamed := same
 	renamed.Comm = "renamed"
-	unread := procStat{Comm: "trainer"} // stat's marks hidden from a caller not allowed to ptrace: 0
-	for name, st := range map[string]procStat{"another comm": renamed, "marks not read": unread} {
+	unread := procfs.Stat{Comm: "trainer"} // stat's marks hidden from a caller not allowed to ptrace: 0
+	for name, st := range map[string]procfs.Stat{"another comm": renamed, "marks not read": unread} {
 		if c.recall(key, st) != nil {
 			t.Errorf("%s: recalled", name)
 		}
@@ -59,7 +60,7 @@ func TestProcessCacheFile(t *testing.T) {
 	if note != "" || len(c.entries) != 0 {
 		t.Fatalf("no file: %d entries, note %q", len(c.entries), note)
 	}
-	e := &cachedIdentity{marks: execMarks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, comm: "a b", exe: "/x (deleted)", cmdline: "a\x00b\x00",
+	e := &cachedIdentity{marks: procfs.ExecMarks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, comm: "a b", exe: "/x (deleted)", cmdline: "a\x00b\x00",
 		cmdlineCut: &snapshot.Cut{Length: 1 << 20, SHA256: strings.Repeat("ab", 32), Partial: true}, nspid: []int{7, 1}, pidNS: "pid:[9]"}
 	results := []result{{p: snapshot.Process{PID: 7, StartTime: 99}, cache: e}, {p: snapshot.Process{PID: 8}}, {p: snapshot.Process{PID: 9}, cache: e, vanished: true}}
 	if note := c.save(context.Background(), results); note != "" {
@@ -197,7 +198,7 @@ func captureRecorded(t *testing.T, opts Options) recorded {
 
 func cmdlineOf(pid int) []string {
 	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return parseCmdline(string(data))
+	return procfs.ParseCmdline(string(data))
 }
 
 func commOf(pid int) string {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -76,7 +77,7 @@ func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []resul
 				}
 			}
 		}
-		pids, err := w.r.listPIDs(cfg.rootfd)
+		pids, err := w.r.ListPIDs(cfg.rootfd)
 		if err != nil {
 			return nil, fmt.Errorf("proc root: %s: %s", cfg.root, errText(err))
 		}
@@ -100,13 +101,13 @@ func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []resul
 // reading none past maxChildren. Kernels without CONFIG_PROC_CHILDREN have
 // no such file: the listing alone finds the successor there.
 func (w *worker) children(pid int, n *int) []int {
-	dir := pidDir(w.root, pid)
-	taskfd, err := w.r.openDirAt(w.rootfd, w.root, strconv.Itoa(pid)+"/task")
+	dir := procfs.PIDDir(w.root, pid)
+	taskfd, err := w.r.OpenDirAt(w.rootfd, w.root, strconv.Itoa(pid)+"/task")
 	if err != nil {
 		return nil
 	}
-	defer w.r.close(taskfd, true)
-	w.tids, err = w.r.listInts(taskfd, w.tids[:0], 1, pidMax-1)
+	defer w.r.Close(taskfd, true)
+	w.tids, err = w.r.ListInts(taskfd, w.tids[:0], 1, procfs.PIDMax-1)
 	if err != nil {
 		return nil
 	}
@@ -117,18 +118,18 @@ func (w *worker) children(pid int, n *int) []int {
 		}
 		*n++
 		name := strconv.Itoa(tid) + "/children"
-		fd, err := w.r.openRead(taskfd, dir+"/task", name, false)
+		fd, err := w.r.OpenRead(taskfd, dir+"/task", name, false)
 		if err != nil {
 			continue
 		}
-		data, _, err := w.r.readFd(fd, w.small[:0], childrenLimit, false, false)
-		w.r.close(fd, false)
+		data, _, err := w.r.ReadFd(fd, w.small[:0], childrenLimit, false, false)
+		w.r.Close(fd, false)
 		w.small = data
 		if err != nil {
 			continue
 		}
 		for _, f := range strings.Fields(string(data)) {
-			if c, err := strconv.Atoi(f); err == nil && c > 0 && c < pidMax {
+			if c, err := strconv.Atoi(f); err == nil && c > 0 && c < procfs.PIDMax {
 				out = append(out, c)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -27,26 +28,26 @@ type nsTables struct {
 // readNamespace reads the tables of network namespace ns through
 // /proc/PID/net, for the inodes in want. An internet table that cannot be
 // read is an error; the other tables only place sockets.
-func (cfg *scanConfig) readNamespace(r *reader, pid int, ns uint64, want map[uint64]bool) (*nsTables, error) {
+func (cfg *scanConfig) readNamespace(r *procfs.Reader, pid int, ns uint64, want map[uint64]bool) (*nsTables, error) {
 	dir := strconv.Itoa(pid) + "/net/"
 	var socks []snapshot.Socket
 	for _, table := range netTables {
-		data, err := r.readFileAt(cfg.rootfd, cfg.root, dir+table, nil)
+		data, err := r.ReadFileAt(cfg.rootfd, cfg.root, dir+table, nil)
 		if err != nil {
 			return nil, err
 		}
-		socks, _ = parseNetTable(data, table, ns, want, socks)
+		socks, _ = procfs.ParseNetTable(data, table, ns, want, socks)
 	}
 	t := &nsTables{ns: ns, pid: pid, inet: make(map[uint64]snapshot.Socket, len(socks)), unix: map[uint64]bool{}, other: map[uint64]bool{}}
 	for _, so := range socks {
 		t.inet[so.Inode] = so
 	}
 	for _, o := range otherTables {
-		data, err := r.readFileAt(cfg.rootfd, cfg.root, dir+o.name, nil)
+		data, err := r.ReadFileAt(cfg.rootfd, cfg.root, dir+o.name, nil)
 		if err != nil {
 			continue
 		}
-		for ino := range tableInodes(data, o.field, want) {
+		for ino := range procfs.TableInodes(data, o.field, want) {
 			if o.name == "unix" {
 				t.unix[ino] = true
 			} else {
@@ -81,7 +82,7 @@ func (t *nsTables) give(sf *sockFds, ino uint64) bool {
 // the namespaces of s's other processes, read excepted: a process can
 // connect, then move to a fresh namespace, and its sockets stay where they
 // were made. A socket still not placed is said as not read.
-func (cfg *scanConfig) placeElsewhere(r *reader, s *snapshot.Snapshot, read []uint64, unplaced map[*sockFds][]uint64) {
+func (cfg *scanConfig) placeElsewhere(r *procfs.Reader, s *snapshot.Snapshot, read []uint64, unplaced map[*sockFds][]uint64) {
 	want := map[uint64]bool{}
 	for _, inos := range unplaced {
 		for _, ino := range inos {
@@ -94,7 +95,7 @@ func (cfg *scanConfig) placeElsewhere(r *reader, s *snapshot.Snapshot, read []ui
 	}
 	for i := 0; i < len(s.Processes) && len(want) > 0 && len(tried) < netnsPerCapture; i++ {
 		pid := s.Processes[i].PID
-		link, err := r.readlinkAt(cfg.rootfd, cfg.root, strconv.Itoa(pid)+"/ns/net")
+		link, err := r.ReadlinkAt(cfg.rootfd, cfg.root, strconv.Itoa(pid)+"/ns/net")
 		ns, ok := nsInode(link, "net")
 		if err != nil || !ok || tried[ns] {
 			continue

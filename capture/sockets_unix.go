@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -87,7 +88,7 @@ func (w *worker) noteSocket(target []byte) {
 // processes at the other end of its unix sockets, one hop. A peer that no
 // process read holds, or a namespace whose sockets could not be dumped, is
 // an error of the user: its egress is then not known.
-func (cfg *scanConfig) followUnixPeers(r *reader, s *snapshot.Snapshot, sfs []*sockFds) {
+func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, sfs []*sockFds) {
 	if !cfg.live {
 		return
 	}
@@ -218,7 +219,7 @@ func giveVia(p, h *snapshot.Process) {
 // device files alone), by reading fd tables until each is found. cut
 // names the sockets whose holders were not all kept, full says some fds
 // were not looked at.
-func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uint64]bool) (holders map[uint64][]int, cut map[uint64]bool, full bool) {
+func (cfg *scanConfig) peerHolders(r *procfs.Reader, s *snapshot.Snapshot, want map[uint64]bool) (holders map[uint64][]int, cut map[uint64]bool, full bool) {
 	if cfg.socks.built {
 		return cfg.socks.holders, cfg.socks.cut, cfg.socks.full
 	}
@@ -247,7 +248,7 @@ func (cfg *scanConfig) peerHolders(r *reader, s *snapshot.Snapshot, want map[uin
 // helperSockets reads the internet sockets of q, a process at the other end
 // of a GPU user's unix socket, into a scratch record: its own unix sockets
 // are not followed (one hop).
-func (cfg *scanConfig) helperSockets(r *reader, q *snapshot.Process) *snapshot.Process {
+func (cfg *scanConfig) helperSockets(r *procfs.Reader, q *snapshot.Process) *snapshot.Process {
 	h := &snapshot.Process{PID: q.PID, StartTime: q.StartTime, LiveThread: q.LiveThread}
 	sf, err := cfg.socketFds(r, h)
 	switch {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -204,7 +205,7 @@ func unitSetting(data []byte, section, key, value string) string {
 		case in:
 			k, v, ok := strings.Cut(line, "=")
 			if ok && strings.TrimSpace(k) == key {
-				value = string(truncate([]byte(strings.TrimSpace(v)), 128))
+				value = string(procfs.Truncate([]byte(strings.TrimSpace(v)), 128))
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
@@ -95,7 +96,7 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		}
 		if e.Kind == bpf.KindOpen {
 			ev.Kind = eventlog.KindOpen
-			ev.Access, _ = capture.AccessMode(uint64(e.Flags))
+			ev.Access, _ = procfs.AccessMode(uint64(e.Flags))
 		} else {
 			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
 		}

@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 // procfs NewStatus is not used: it re-reads the file into a fresh buffer and
 // converts every line to strings, and Capture keeps the raw text anyway.
 
-type procStatus struct {
+type Status struct {
 	UID, EUID int
 	NSpid     []int
 	HasUID    bool
 }
 
-func parseStatus(data []byte) (procStatus, error) {
-	var st procStatus
+func ParseStatus(data []byte) (Status, error) {
+	var st Status
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -52,7 +52,7 @@ func parseStatus(data []byte) (procStatus, error) {
 // decFields parses whitespace-separated decimal fields.
 func decFields(b []byte, out []int) ([]int, error) {
 	for f := range bytes.FieldsSeq(b) {
-		v, ok := parseDec(f)
+		v, ok := ParseDec(f)
 		if !ok || v > 1<<32 {
 			return out, fmt.Errorf("bad number %q", f)
 		}

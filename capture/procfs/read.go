@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"crypto/sha256"
@@ -15,12 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reader does the raw system calls of one capture worker, with buffers reused
+// Reader does the raw system calls of one capture worker, with buffers reused
 // from process to process. It uses syscall directly rather than os: os.Open
 // registers every file with the runtime poller (an extra epoll_ctl per /proc
 // file) and os.ReadFile allocates a fresh buffer per file, which together cost
 // more than the parsing at this scale.
-type reader struct {
+type Reader struct {
 	// faults, when set (tests only), returns an error to report for a path
 	// instead of touching it: how tests make a read refused even to root.
 	faults func(path string) error
@@ -30,31 +30,31 @@ type reader struct {
 	// tree: the root is not the live procfs but a directory tree someone
 	// handed over, whose every file is an adversary's: see openat.
 	tree bool
-	// noOpenat2: the kernel (before Linux 5.6) or a seccomp filter refuses
-	// openat2, and openNoXdev is not tried again.
-	noOpenat2 bool
+	// NoOpenat2: the kernel (before Linux 5.6) or a seccomp filter refuses
+	// openat2, and OpenNoXdev is not tried again.
+	NoOpenat2 bool
 	how       unix.OpenHow // openNoXdev's: on the heap, so that the kernel's pointer to it stays good
 	name      []byte       // cName's
 	dirBuf    []byte
 	lnkBuf    []byte
 	rest      []byte // what readCappedAt reads past what it keeps
-	// badNames keeps the first few directory entries that start with a
+	// BadNames keeps the first few directory entries that start with a
 	// digit but are no canonical number in range ("04242", "0", "4194304").
-	badNames []string
+	BadNames []string
 }
 
-// maxFileSize bounds every file a capture reads: a process's maps (a
+// MaxFileSize bounds every file a capture reads: a process's maps (a
 // tenant's 100,000 mappings are about 10 MB), and in a tree any file at all,
 // where a sparse terabyte or /dev/zero would otherwise be read to the end.
-const maxFileSize = 64 << 20
+const MaxFileSize = 64 << 20
 
-// pidMax is the kernel's PID_MAX_LIMIT (4194304): no PID is at or above it.
-const pidMax = 1 << 22
+// PIDMax is the kernel's PID_MAX_LIMIT (4194304): no PID is at or above it.
+const PIDMax = 1 << 22
 
 var (
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("larger than 64 MiB (not read)")
-	errTruncated  = errors.New("longer than 64 MiB (read no further)")
+	ErrTruncated  = errors.New("longer than 64 MiB (read no further)")
 	errSymlink    = errors.New("a symbolic link in a --proc-root tree (not followed)")
 )
 
@@ -63,7 +63,7 @@ var (
 // the live procfs (r.quick) such calls are RawSyscalls, sparing the runtime's
 // bookkeeping. A call that can wait on a lock, driver or filesystem, or any
 // in a tree, stays ordinary, since a blocked RawSyscall stalls GC.
-func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
+func (r *Reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) {
 	var n uintptr
 	var e syscall.Errno
 	if quick && r.quick {
@@ -82,7 +82,7 @@ func (r *reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) 
 // (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and opened O_NONBLOCK, so a link out
 // of the tree is refused and a FIFO does not wait for a writer. On the live
 // procfs the kernel's own links are the truth.
-func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, error) {
+func (r *Reader) OpenAt(dirfd int, name string, flags int, quick bool) (int, error) {
 	if r.tree {
 		return r.openBeneath(dirfd, name, flags)
 	}
@@ -98,7 +98,7 @@ func (r *reader) openat(dirfd int, name string, flags int, quick bool) (int, err
 	}
 }
 
-func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
+func (r *Reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 	if flags&unix.O_PATH == 0 {
 		flags |= unix.O_NONBLOCK | unix.O_NOCTTY
 	}
@@ -120,11 +120,11 @@ func (r *reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 	}
 }
 
-// openNoXdev opens directory name in dirfd (O_PATH) on the live procfs,
+// OpenNoXdev opens directory name in dirfd (O_PATH) on the live procfs,
 // refusing to cross a mount on the way (openat2 RESOLVE_NO_XDEV: EXDEV). It
 // is quick (see sys). Where openat2 is refused (ENOSYS, or EPERM from a
-// seccomp filter), noOpenat2 is set and the error returned.
-func (r *reader) openNoXdev(dirfd int, name string) (int, error) {
+// seccomp filter), NoOpenat2 is set and the error returned.
+func (r *Reader) OpenNoXdev(dirfd int, name string) (int, error) {
 	p, err := r.cName(name)
 	if err != nil {
 		return -1, err
@@ -138,7 +138,7 @@ func (r *reader) openNoXdev(dirfd int, name string) (int, error) {
 		case syscall.EINTR, syscall.EAGAIN:
 			continue
 		case syscall.ENOSYS, syscall.EPERM:
-			r.noOpenat2 = true
+			r.NoOpenat2 = true
 		}
 		return -1, err
 	}
@@ -156,7 +156,7 @@ func notRegular(mode uint32) error {
 // names, and a fresh copy of each (syscall.BytePtrFromString) was a fifth of
 // its allocations. The buffer is on the heap, where it does not move while
 // the kernel reads it.
-func (r *reader) cName(name string) (*byte, error) {
+func (r *Reader) cName(name string) (*byte, error) {
 	if strings.IndexByte(name, 0) >= 0 {
 		return nil, syscall.EINVAL
 	}
@@ -164,18 +164,18 @@ func (r *reader) cName(name string) (*byte, error) {
 	return &r.name[0], nil
 }
 
-// close closes fd (quick: see sys).
-func (r *reader) close(fd int, quick bool) {
+// Close closes fd (quick: see sys).
+func (r *Reader) Close(fd int, quick bool) {
 	_, _ = r.sys(quick, syscall.SYS_CLOSE, uintptr(fd), 0, 0, 0)
 }
 
-func newReader(faults func(string) error, quick, tree bool) *reader {
-	return &reader{faults: faults, quick: quick, tree: tree, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
+func NewReader(faults func(string) error, quick, tree bool) *Reader {
+	return &Reader{faults: faults, quick: quick, tree: tree, dirBuf: make([]byte, 8192), lnkBuf: make([]byte, 4096)}
 }
 
 // fault asks the test hook about dir/name (name alone when dir is ""),
 // building the path only when there is a hook.
-func (r *reader) fault(dir, name string) error {
+func (r *Reader) fault(dir, name string) error {
 	if r.faults == nil {
 		return nil
 	}
@@ -185,57 +185,57 @@ func (r *reader) fault(dir, name string) error {
 	return r.faults(dir + "/" + name)
 }
 
-// readFileAt reads the whole of name in the directory open as dirfd (path
+// ReadFileAt reads the whole of name in the directory open as dirfd (path
 // dir) into buf[:0], growing it, until a read returns nothing, because seq
 // files come a page at a time. A process's files are read relative to its
 // /proc/PID directory, since a full path makes the kernel look up /proc/PID
 // again each time.
-func (r *reader) readFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+func (r *Reader) ReadFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, false, false)
 }
 
-// readWholeAt reads a file the kernel renders whole on the first read (the
+// ReadWholeAt reads a file the kernel renders whole on the first read (the
 // single_open seq files, cgroup among them): a read shorter than the buffer is
 // its end, which saves the empty read that would confirm it.
-func (r *reader) readWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+func (r *Reader) ReadWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, false)
 }
 
-// readTaskFileAt reads stat or status, which the kernel renders whole on the
+// ReadTaskFileAt reads stat or status, which the kernel renders whole on the
 // first read from the task's own fields, taking no lock a tenant can hold. So
 // a read shorter than the buffer is their end, and they are read with raw
 // system calls (see sys, which also says why cgroup is not).
-func (r *reader) readTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
+func (r *Reader) ReadTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, true)
 }
 
-// read reads name, at most maxFileSize bytes of it: a longer file is an
-// error (its first maxFileSize bytes are returned with it). In a tree only a
+// read reads name, at most MaxFileSize bytes of it: a longer file is an
+// error (its first MaxFileSize bytes are returned with it). In a tree only a
 // regular file of at most that size is read at all.
-func (r *reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
-	fd, err := r.openRead(dirfd, dir, name, quick)
+func (r *Reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
+	fd, err := r.OpenRead(dirfd, dir, name, quick)
 	if err != nil {
 		return buf[:0], err
 	}
-	defer r.close(fd, quick)
-	buf, full, err := r.readFd(fd, buf[:0], maxFileSize, shortIsEnd, quick)
+	defer r.Close(fd, quick)
+	buf, full, err := r.ReadFd(fd, buf[:0], MaxFileSize, shortIsEnd, quick)
 	if err == nil && full {
-		err = errTruncated // a live file (a tree's was checked before): its first 64 MiB are read
+		err = ErrTruncated // a live file (a tree's was checked before): its first 64 MiB are read
 	}
 	return buf, err
 }
 
-// readCappedAt reads name keeping at most limit bytes: a longer file is read
-// on to its end or maxFileSize, unkept, and named by its length and SHA-256
+// ReadCappedAt reads name keeping at most limit bytes: a longer file is read
+// on to its end or MaxFileSize, unkept, and named by its length and SHA-256
 // in the Cut. cmdline is read so (a short read is its end), and maps where
 // only its raw text is kept, as a tenant's can be 10 MB.
-func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *snapshot.Cut, error) {
-	fd, err := r.openRead(dirfd, dir, name, false)
+func (r *Reader) ReadCappedAt(dirfd int, dir, name string, buf []byte, limit int, shortIsEnd bool) ([]byte, *snapshot.Cut, error) {
+	fd, err := r.OpenRead(dirfd, dir, name, false)
 	if err != nil {
 		return buf[:0], nil, err
 	}
-	defer r.close(fd, false)
-	buf, full, err := r.readFd(fd, buf[:0], limit, shortIsEnd, false)
+	defer r.Close(fd, false)
+	buf, full, err := r.ReadFd(fd, buf[:0], limit, shortIsEnd, false)
 	if err != nil || !full {
 		return buf, nil, err
 	}
@@ -245,8 +245,8 @@ func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int
 	if cap(r.rest) == 0 {
 		r.rest = make([]byte, 64<<10)
 	}
-	for n < maxFileSize {
-		k, err := syscall.Read(fd, r.rest[:min(int64(len(r.rest)), maxFileSize-n)])
+	for n < MaxFileSize {
+		k, err := syscall.Read(fd, r.rest[:min(int64(len(r.rest)), MaxFileSize-n)])
 		if err == syscall.EINTR {
 			continue
 		}
@@ -262,16 +262,16 @@ func (r *reader) readCappedAt(dirfd int, dir, name string, buf []byte, limit int
 	if n == int64(len(buf)) {
 		return buf, nil, nil // exactly limit bytes: nothing was cut
 	}
-	return buf, &snapshot.Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= maxFileSize}, nil
+	return buf, &snapshot.Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= MaxFileSize}, nil
 }
 
-// openRead opens name to read it. In a tree only a regular file of at most
-// maxFileSize is opened at all.
-func (r *reader) openRead(dirfd int, dir, name string, quick bool) (int, error) {
+// OpenRead opens name to read it. In a tree only a regular file of at most
+// MaxFileSize is opened at all.
+func (r *Reader) OpenRead(dirfd int, dir, name string, quick bool) (int, error) {
 	if err := r.fault(dir, name); err != nil {
 		return -1, err
 	}
-	fd, err := r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC, quick)
+	fd, err := r.OpenAt(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC, quick)
 	if err != nil || !r.tree {
 		return fd, err
 	}
@@ -281,20 +281,20 @@ func (r *reader) openRead(dirfd int, dir, name string, quick bool) (int, error) 
 	case err != nil:
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		err = notRegular(st.Mode)
-	case st.Size > maxFileSize:
+	case st.Size > MaxFileSize:
 		err = errTooLarge
 	}
 	if err != nil {
-		r.close(fd, quick)
+		r.Close(fd, quick)
 		return -1, err
 	}
 	return fd, nil
 }
 
-// readFd appends what fd holds to buf, growing it, until a read returns
+// ReadFd appends what fd holds to buf, growing it, until a read returns
 // nothing (or, with shortIsEnd, less than asked) or buf holds limit bytes;
 // full reports the latter.
-func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (_ []byte, full bool, err error) {
+func (r *Reader) ReadFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (_ []byte, full bool, err error) {
 	for {
 		if len(buf) >= limit {
 			return buf, true, nil
@@ -324,27 +324,27 @@ func (r *reader) readFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (
 	}
 }
 
-// readlinkAt reads the link name in the directory open as dirfd, whose path
+// ReadlinkAt reads the link name in the directory open as dirfd, whose path
 // is dir.
-func (r *reader) readlinkAt(dirfd int, dir, name string) (string, error) {
-	b, err := r.readlinkBytesAt(dirfd, dir, name)
+func (r *Reader) ReadlinkAt(dirfd int, dir, name string) (string, error) {
+	b, err := r.ReadlinkBytesAt(dirfd, dir, name)
 	return string(b), err
 }
 
-// readlinkBytesAt is readlinkAt into the reader's buffer, valid until its
+// ReadlinkBytesAt is ReadlinkAt into the reader's buffer, valid until its
 // next readlink: most fd links (sockets, pipes) are looked at and dropped.
-func (r *reader) readlinkBytesAt(dirfd int, dir, name string) ([]byte, error) {
+func (r *Reader) ReadlinkBytesAt(dirfd int, dir, name string) ([]byte, error) {
 	if err := r.fault(dir, name); err != nil {
 		return nil, err
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && r.tree {
 		// The link itself is never followed, but the directories on its
 		// way could be links out of the tree: open them beneath it first.
-		parent, err := r.openat(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
+		parent, err := r.OpenAt(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
 		if err != nil {
 			return nil, err
 		}
-		defer r.close(parent, false)
+		defer r.Close(parent, false)
 		dirfd, name = parent, name[i+1:]
 	}
 	p, err := r.cName(name)
@@ -367,9 +367,9 @@ func (r *reader) readlinkBytesAt(dirfd int, dir, name string) ([]byte, error) {
 	}
 }
 
-// statAt stats name in the directory open as dirfd, whose path is dir,
+// StatAt stats name in the directory open as dirfd, whose path is dir,
 // following links (as stat of map_files and fd links must).
-func (r *reader) statAt(dirfd int, dir, name string) (snapshot.FileKind, error) {
+func (r *Reader) StatAt(dirfd int, dir, name string) (snapshot.FileKind, error) {
 	if err := r.fault(dir, name); err != nil {
 		return snapshot.FileKind{}, err
 	}
@@ -405,46 +405,46 @@ func (r *reader) statAt(dirfd int, dir, name string) (snapshot.FileKind, error) 
 	return snapshot.FileKind{}, nil
 }
 
-// pidfdInfo asks the kernel, through pidfd, for the credentials of its
+// PidfdInfo asks the kernel, through pidfd, for the credentials of its
 // process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
 // nothing: they are quick (see sys).
-func (r *reader) pidfdInfo(pidfd int) (unix.PidfdInfo, error) {
+func (r *Reader) PidfdInfo(pidfd int) (unix.PidfdInfo, error) {
 	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
 	_, err := r.sys(true, unix.SYS_IOCTL, uintptr(pidfd), unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
 	return info, err
 }
 
-// pidfdOpen opens a pidfd of process pid (see pidfdInfo).
-func (r *reader) pidfdOpen(pid int) (int, error) {
+// PidfdOpen opens a pidfd of process pid (see PidfdInfo).
+func (r *Reader) PidfdOpen(pid int) (int, error) {
 	fd, err := r.sys(true, unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0, 0)
 	return int(fd), err
 }
 
-// listPIDs lists the PIDs in the open proc root dirfd, in directory order.
-func (r *reader) listPIDs(dirfd int) ([]int, error) {
-	fd, err := r.openDirAt(dirfd, "", ".")
+// ListPIDs lists the PIDs in the open proc root dirfd, in directory order.
+func (r *Reader) ListPIDs(dirfd int) ([]int, error) {
+	fd, err := r.OpenDirAt(dirfd, "", ".")
 	if err != nil {
 		return nil, err
 	}
-	defer r.close(fd, true)
-	return r.listInts(fd, nil, 1, pidMax-1)
+	defer r.Close(fd, true)
+	return r.ListInts(fd, nil, 1, PIDMax-1)
 }
 
-// openDirAt opens directory name (in dirfd, whose path is dir) to list it
+// OpenDirAt opens directory name (in dirfd, whose path is dir) to list it
 // and to stat and readlink its entries relative to it, which spares the
 // kernel the walk of its path per entry.
-func (r *reader) openDirAt(dirfd int, dir, name string) (int, error) {
+func (r *Reader) OpenDirAt(dirfd int, dir, name string) (int, error) {
 	if err := r.fault(dir, name); err != nil {
 		return -1, err
 	}
-	return r.openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
+	return r.OpenAt(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, true)
 }
 
-// listInts appends the numeric names of the open directory fd, from lo to hi,
-// to out, counting other numeric-looking names in badNames. It reads until a
+// ListInts appends the numeric names of the open directory fd, from lo to hi,
+// to out, counting other numeric-looking names in BadNames. It reads until a
 // getdents returns nothing, because procfs stops one short when a signal is
 // pending, and the Go runtime preempts with signals.
-func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
+func (r *Reader) ListInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 	for {
 		un, err := r.sys(true, unix.SYS_GETDENTS64, uintptr(fd), uintptr(unsafe.Pointer(&r.dirBuf[0])), uintptr(len(r.dirBuf)), 0)
 		n := int(un)
@@ -465,7 +465,7 @@ func (r *reader) listInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 // canonical decimal numbers from lo to hi, without allocating a string per
 // name. A name with a leading zero ("04242") would be read as another
 // entry's number a second time: it is no number, nor is one out of range.
-func (r *reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
+func (r *Reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
 	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
 	for len(buf) >= nameOff {
 		reclen := int(buf[16]) | int(buf[17])<<8
@@ -477,13 +477,13 @@ func (r *reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
 		if len(name) == 0 || name[0] < '0' || name[0] > '9' {
 			continue // ".", "..", "self", "sys": not meant as numbers
 		}
-		v, ok := parseDec(name)
+		v, ok := ParseDec(name)
 		if ok && v >= lo && v <= hi && (name[0] != '0' || len(name) == 1) {
 			out = append(out, int(v))
 			continue
 		}
-		if len(r.badNames) < 8 {
-			r.badNames = append(r.badNames, string(name))
+		if len(r.BadNames) < 8 {
+			r.BadNames = append(r.BadNames, string(name))
 		}
 	}
 	return out
@@ -498,19 +498,19 @@ func nulTrim(b []byte) []byte {
 	return b
 }
 
-// vanishedErr reports whether err means the process is gone: ENOENT once its
+// VanishedErr reports whether err means the process is gone: ENOENT once its
 // directory is gone, ESRCH while the kernel tears it down.
-func vanishedErr(err error) bool {
+func VanishedErr(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
 }
 
-// refusedErr reports whether err is the kernel refusing the read: a
+// RefusedErr reports whether err is the kernel refusing the read: a
 // non-dumpable process, PID 1 in some containers, or no ptrace access.
-func refusedErr(err error) bool {
+func RefusedErr(err error) bool {
 	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
 }
 
-// pidDir is root/pid without fmt.
-func pidDir(root string, pid int) string {
+// PIDDir is root/pid without fmt.
+func PIDDir(root string, pid int) string {
 	return root + "/" + strconv.Itoa(pid)
 }

@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 // flags in octal. Their O_ACCMODE bits say how the fd was opened: 0 read,
 // 1 write, 2 read-write.
 
-// parseFdinfoFlags returns the octal flags text and the access mode.
-func parseFdinfoFlags(data []byte) (flags, access string, err error) {
+// ParseFdinfoFlags returns the octal flags text and the access mode.
+func ParseFdinfoFlags(data []byte) (flags, access string, err error) {
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		rest, ok := bytes.CutPrefix(line, []byte("flags:"))
 		if !ok {

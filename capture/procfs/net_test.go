@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"testing"
@@ -27,12 +27,12 @@ const (
 
 func TestParseNetTable(t *testing.T) {
 	want := map[uint64]bool{41001: true, 41002: true, 41003: true, 41005: true, 41006: true, 41007: true}
-	got, bad := parseNetTable([]byte(netTCP), "tcp", 7, want, nil)
+	got, bad := ParseNetTable([]byte(netTCP), "tcp", 7, want, nil)
 	if bad != 2 {
 		t.Errorf("bad lines %d, want 2 (garbage, a non-numeric inode)", bad)
 	}
-	got, _ = parseNetTable([]byte(netTCP6), "tcp6", 7, want, got)
-	got, _ = parseNetTable([]byte(netUDP), "udp", 7, want, got)
+	got, _ = ParseNetTable([]byte(netTCP6), "tcp6", 7, want, got)
+	got, _ = ParseNetTable([]byte(netUDP), "udp", 7, want, got)
 	exp := []snapshot.Socket{
 		{Proto: "tcp", Local: "127.0.0.1:3333", Remote: "0.0.0.0:0", State: "listen", Netns: 7, Inode: 41001},
 		{Proto: "tcp", Local: "127.0.0.1:41668", Remote: "127.0.0.1:3333", State: "established", Netns: 7, Inode: 41002},

@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import "strings"
 
@@ -6,9 +6,9 @@ import "strings"
 // rewrite it (setproctitle), leaving no final NUL or spaces instead: the last
 // argument is kept either way. A kernel thread's is empty.
 
-// parseCmdline splits the text of a command line into its arguments, which
+// ParseCmdline splits the text of a command line into its arguments, which
 // share the text's memory: one allocation for them all.
-func parseCmdline(text string) []string {
+func ParseCmdline(text string) []string {
 	text = strings.TrimSuffix(text, "\x00")
 	if text == "" {
 		return nil

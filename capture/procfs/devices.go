@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"

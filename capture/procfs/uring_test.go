@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"fmt"
@@ -14,20 +14,20 @@ const ringInfo = "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t21125\nSqMask:\t
 	"    0: /dev/nvidia0\n    2: /srv/my\\040job/dev/nvidia1\\040(deleted)\nUserBufs:\t0\nPollList:\nCqOverflowList:\nNAPI:\tdisabled\n"
 
 func TestParseRingFiles(t *testing.T) {
-	slots, files, ok := parseRingFiles([]byte(ringInfo))
+	slots, files, ok := ParseRingFiles([]byte(ringInfo))
 	got := fmt.Sprint(slots, ok)
 	for _, f := range files {
-		got += fmt.Sprintf(" %d=%q", f.slot, f.path)
+		got += fmt.Sprintf(" %d=%q", f.Slot, f.Path)
 	}
 	if want := `3 true 0="/dev/nvidia0" 2="/srv/my job/dev/nvidia1 (deleted)"`; got != want {
 		t.Errorf("parsed %s, want %s", got, want)
 	}
 	// The ring's lock was busy: the count, no file.
-	if slots, files, ok := parseRingFiles([]byte("UserFiles:\t4\nUserBufs:\t0\n")); slots != 4 || len(files) != 0 || !ok {
+	if slots, files, ok := ParseRingFiles([]byte("UserFiles:\t4\nUserBufs:\t0\n")); slots != 4 || len(files) != 0 || !ok {
 		t.Errorf("busy ring: %d slots, %d files, ok %v", slots, len(files), ok)
 	}
 	// No count at all (a kernel format this parser does not know).
-	if _, _, ok := parseRingFiles([]byte("pos:\t0\nflags:\t02\n")); ok {
+	if _, _, ok := ParseRingFiles([]byte("pos:\t0\nflags:\t02\n")); ok {
 		t.Error("an fdinfo without UserFiles parsed as a ring's")
 	}
 	// A backslash not followed by three octal digits is kept.

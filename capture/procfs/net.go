@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"
@@ -23,10 +23,10 @@ import (
 var tcpStates = [...]string{1: "established", 2: "syn_sent", 3: "syn_recv", 4: "fin_wait1", 5: "fin_wait2",
 	6: "time_wait", 7: "close", 8: "close_wait", 9: "last_ack", 10: "listen", 11: "closing", 12: "new_syn_recv"}
 
-// parseNetTable appends to out, for each line of a net/{tcp,udp}[6] table
+// ParseNetTable appends to out, for each line of a net/{tcp,udp}[6] table
 // whose inode is in want, that socket. Malformed lines are skipped and
 // counted in bad: the table is the kernel's, but a tree's is anyone's.
-func parseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool, out []snapshot.Socket) (_ []snapshot.Socket, bad int) {
+func ParseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool, out []snapshot.Socket) (_ []snapshot.Socket, bad int) {
 	udp := proto == "udp" || proto == "udp6"
 	header := true
 	for line := range bytes.Lines(data) {
@@ -96,9 +96,9 @@ func parseNetAddr(b []byte) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
-// tableInodes returns the inodes of a net table (field, counted from 0:
+// TableInodes returns the inodes of a net table (field, counted from 0:
 // 6 in unix, 8 in packet, 9 in netlink and raw) that are in want.
-func tableInodes(data []byte, field int, want map[uint64]bool) map[uint64]bool {
+func TableInodes(data []byte, field int, want map[uint64]bool) map[uint64]bool {
 	found := map[uint64]bool{}
 	for line := range bytes.Lines(data) {
 		f := bytes.Fields(line)

@@ -1,10 +1,11 @@
-package capture
+package procfs
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -19,9 +20,9 @@ import (
 // filters lines by cheap byte checks first and parses only the device and
 // anonymous executable ones (bench/ measures both).
 
-// pathMax is PATH_MAX: the longest path the kernel renders for readlink and
+// PathMax is PATH_MAX: the longest path the kernel renders for readlink and
 // d_path is one byte shorter.
-const pathMax = 4096
+const PathMax = 4096
 
 // suspectAnonSize is the size from which an anonymous executable mapping is
 // suspect: CUDA driver allocations look like this.
@@ -87,10 +88,10 @@ func ParseMapsLine(line []byte) (MapsLine, error) {
 		return m, fmt.Errorf("%w: bad dev field %q", errMapsLine, dev)
 	}
 	ino, rest, _ := cutField(rest)
-	if m.Inode, ok = parseDec(ino); !ok {
+	if m.Inode, ok = ParseDec(ino); !ok {
 		return m, fmt.Errorf("%w: bad inode %q", errMapsLine, ino)
 	}
-	m.Path, m.Deleted = cutDeleted(trimLeftSpaces(rest))
+	m.Path, m.Deleted = CutDeleted(trimLeftSpaces(rest))
 	return m, nil
 }
 
@@ -113,7 +114,7 @@ func trimLeftSpaces(b []byte) []byte {
 
 var deletedSuffix = []byte(" (deleted)")
 
-func cutDeleted(path []byte) ([]byte, bool) {
+func CutDeleted(path []byte) ([]byte, bool) {
 	if bytes.HasSuffix(path, deletedSuffix) {
 		return path[:len(path)-len(deletedSuffix)], true
 	}
@@ -149,7 +150,8 @@ func parseHex(b []byte) (uint64, bool) {
 	return v, true
 }
 
-func parseDec(b []byte) (uint64, bool) {
+// ParseDec reads b as an unsigned decimal of at most 20 digits, with no sign.
+func ParseDec(b []byte) (uint64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -201,8 +203,8 @@ type MapsScanner struct {
 	// The state of a scan, from Begin to End.
 	res   MapsResult
 	other []snapshot.Mapping // device mappings of other devices, after NVIDIA's
-	runs  mappingRuns
-	anon  suspectAnon
+	runs  MappingRuns
+	anon  SuspectAnon
 	// lastFile and lastPath are the "dev inode" and path of the last file
 	// found not to be a device. Inode numbers repeat under one maps dev
 	// (overlayfs layers, btrfs subvolumes), so the path must match too.
@@ -214,8 +216,8 @@ type MapsScanner struct {
 // Bounds of what one process's maps may cost, whatever a tenant maps.
 const (
 	maxKeptMappings = 4 * snapshot.MappingsPerDevice // every device together
-	maxRuns         = 64                             // devices with a run of their own; the rest share one
-	maxMapsErrors   = 16                             // malformed lines named one by one
+	MaxRuns         = 64                             // devices with a run of their own; the rest share one
+	MaxMapsErrors   = 16                             // malformed lines named one by one
 )
 
 // deviceRun is what ScanMaps has seen of one device (one file: dev and
@@ -228,23 +230,23 @@ type deviceRun struct {
 	run    snapshot.MappingRun
 }
 
-// mappingRuns is the one rule, for both capture paths, of what a process's
+// MappingRuns is the one rule, for both capture paths, of what a process's
 // device mappings may cost. Per device the first MappingsPerDevice lines are
 // kept, then (or past maxKeptMappings) only a line of permissions not yet
 // kept, so a writable mapping among 100,000 read-only ones is seen. The rest
-// are counted in the device's run, devices past maxRuns sharing one.
-type mappingRuns struct {
+// are counted in the device's run, devices past MaxRuns sharing one.
+type MappingRuns struct {
 	runs []deviceRun
 	kept int // device lines kept, every device together
 }
 
-func (m *mappingRuns) reset() { m.runs, m.kept = m.runs[:0], 0 }
+func (m *MappingRuns) Reset() { m.runs, m.kept = m.runs[:0], 0 }
 
-// counted counts the line of a device mapping (its file's id and path, as
+// Counted counts the line of a device mapping (its file's id and path, as
 // maps writes it, its permissions, and its size: that of the maps address
 // range addr, parsed only when needed, or, with no addr, size) in its
 // device's run when it is not to be kept, and reports whether it was.
-func (m *mappingRuns) counted(id, path, perms, addr []byte, size uint64) bool {
+func (m *MappingRuns) Counted(id, path, perms, addr []byte, size uint64) bool {
 	if len(m.runs) == 0 {
 		return false
 	}
@@ -259,12 +261,12 @@ func (m *mappingRuns) counted(id, path, perms, addr []byte, size uint64) bool {
 		}
 		size = end - start
 	}
-	r.count(size, perms)
+	r.Count(size, perms)
 	return true
 }
 
-// keep records a device line kept one by one.
-func (m *mappingRuns) keep(id, path, perms []byte, class string, gpuMinor *int) {
+// Keep records a device line kept one by one.
+func (m *MappingRuns) Keep(id, path, perms []byte, class string, gpuMinor *int) {
 	r := m.run(id, path)
 	if r.kept == 0 {
 		r.run.Class, r.run.GPUMinor = class, gpuMinor
@@ -276,8 +278,8 @@ func (m *mappingRuns) keep(id, path, perms []byte, class string, gpuMinor *int) 
 	m.kept++
 }
 
-// result is the runs of lines not kept.
-func (m *mappingRuns) result() []snapshot.MappingRun {
+// Result is the runs of lines not kept.
+func (m *MappingRuns) Result() []snapshot.MappingRun {
 	var out []snapshot.MappingRun
 	for i := range m.runs {
 		if m.runs[i].run.Lines > 0 {
@@ -287,25 +289,25 @@ func (m *mappingRuns) result() []snapshot.MappingRun {
 	return out
 }
 
-func (m *mappingRuns) find(id, path []byte) *deviceRun {
+func (m *MappingRuns) find(id, path []byte) *deviceRun {
 	for i := range m.runs {
 		if bytes.Equal(m.runs[i].devIno, id) && bytes.Equal(m.runs[i].path, path) {
 			return &m.runs[i]
 		}
 	}
-	if len(m.runs) > maxRuns {
-		return &m.runs[maxRuns] // the run shared by the devices past maxRuns
+	if len(m.runs) > MaxRuns {
+		return &m.runs[MaxRuns] // the run shared by the devices past MaxRuns
 	}
 	return nil
 }
 
-func (m *mappingRuns) run(id, path []byte) *deviceRun {
+func (m *MappingRuns) run(id, path []byte) *deviceRun {
 	if r := m.find(id, path); r != nil {
 		return r
 	}
-	if len(m.runs) == maxRuns {
+	if len(m.runs) == MaxRuns {
 		m.runs = append(m.runs, deviceRun{})
-		return &m.runs[maxRuns]
+		return &m.runs[MaxRuns]
 	}
 	// Copies: a scan fed in pieces outlives each piece. They go into the
 	// buffers a slot had before the last reset: runs are reset for every
@@ -317,12 +319,12 @@ func (m *mappingRuns) run(id, path []byte) *deviceRun {
 	}
 	r := &m.runs[len(m.runs)-1]
 	*r = deviceRun{devIno: append(r.devIno[:0], id...), path: append(r.path[:0], path...), perms: r.perms[:0]}
-	r.run.Path, _ = cutDeletedString(string(path))
+	r.run.Path, _ = CutDeletedString(string(path))
 	return r
 }
 
-// count counts a line not kept.
-func (r *deviceRun) count(size uint64, perms []byte) { countLine(&r.run, size, perms) }
+// Count counts a line not kept.
+func (r *deviceRun) Count(size uint64, perms []byte) { countLine(&r.run, size, perms) }
 
 // countLine counts a line not kept in run r.
 func countLine(r *snapshot.MappingRun, size uint64, perms []byte) {
@@ -336,27 +338,27 @@ func countLine(r *snapshot.MappingRun, size uint64, perms []byte) {
 	r.Perms = append(r.Perms, string(perms))
 }
 
-// suspectAnon keeps a process's suspect anonymous executable mappings, for
+// SuspectAnon keeps a process's suspect anonymous executable mappings, for
 // both capture paths: the first MappingsPerDevice one by one, the rest
 // counted in a run of class anon_exec (a tenant can make tens of thousands,
 // 64 MiB of address space each).
-type suspectAnon struct {
-	kept []snapshot.Mapping
+type SuspectAnon struct {
+	Kept []snapshot.Mapping
 	run  snapshot.MappingRun
 }
 
-// full reports whether the next mapping is counted, not kept.
-func (a *suspectAnon) full() bool { return len(a.kept) >= snapshot.MappingsPerDevice }
+// Full reports whether the next mapping is counted, not kept.
+func (a *SuspectAnon) Full() bool { return len(a.Kept) >= snapshot.MappingsPerDevice }
 
-func (a *suspectAnon) keep(m snapshot.Mapping) { a.kept = append(a.kept, m) }
+func (a *SuspectAnon) Keep(m snapshot.Mapping) { a.Kept = append(a.Kept, m) }
 
-func (a *suspectAnon) count(size uint64, perms []byte) {
+func (a *SuspectAnon) Count(size uint64, perms []byte) {
 	a.run.Class = snapshot.ClassAnonExec
 	countLine(&a.run, size, perms)
 }
 
-// counted is the run of the mappings not kept, or nil.
-func (a *suspectAnon) counted() *snapshot.MappingRun {
+// Counted is the run of the mappings not kept, or nil.
+func (a *SuspectAnon) Counted() *snapshot.MappingRun {
 	if a.run.Lines == 0 {
 		return nil
 	}
@@ -397,8 +399,8 @@ func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 // is scanned as it is read, in bounded memory.
 func (s *MapsScanner) Begin() {
 	s.res, s.other = MapsResult{}, nil
-	s.runs.reset()
-	s.anon = suspectAnon{}
+	s.runs.Reset()
+	s.anon = SuspectAnon{}
 	s.lastFile, s.lastPath = s.lastFile[:0], s.lastPath[:0]
 	s.lineNo, s.errs = 0, 0
 }
@@ -406,18 +408,18 @@ func (s *MapsScanner) Begin() {
 // End finishes a scan and returns what it found.
 func (s *MapsScanner) End() MapsResult {
 	res := s.res
-	if s.errs > maxMapsErrors {
-		res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", s.errs-maxMapsErrors))
+	if s.errs > MaxMapsErrors {
+		res.Errors = append(res.Errors, fmt.Sprintf("maps: %d more malformed lines", s.errs-MaxMapsErrors))
 	}
-	res.Runs = s.runs.result()
-	res.SuspectAnon, res.AnonRun = s.anon.kept, s.anon.counted()
+	res.Runs = s.runs.Result()
+	res.SuspectAnon, res.AnonRun = s.anon.Kept, s.anon.Counted()
 	res.Mappings = append(res.Mappings, s.other...)
 	s.res, s.other = MapsResult{}, nil
 	return res
 }
 
 func (s *MapsScanner) malformed(text string) {
-	if s.errs++; s.errs <= maxMapsErrors {
+	if s.errs++; s.errs <= MaxMapsErrors {
 		s.res.Errors = append(s.res.Errors, text)
 	}
 }
@@ -469,12 +471,12 @@ func (s *MapsScanner) Feed(data []byte) {
 			}
 			switch {
 			case m.End-m.Start < suspectAnonSize:
-			case s.anon.full():
-				s.anon.count(m.End-m.Start, m.Perms[:])
+			case s.anon.Full():
+				s.anon.Count(m.End-m.Start, m.Perms[:])
 			default:
 				mp := newMapping(line, &m)
 				mp.Class = snapshot.ClassAnonExec
-				s.anon.keep(mp)
+				s.anon.Keep(mp)
 			}
 		case len(path) > 0 && path[0] == '/':
 			// A library maps as several lines in a row: the same file as the
@@ -487,14 +489,14 @@ func (s *MapsScanner) Feed(data []byte) {
 			// path's d_path stop at PATH_MAX: a longer one (a tenant's
 			// nested directories) is kept unnamed, as they keep it, and
 			// classified by its device number.
-			unnamed := len(path) >= pathMax
+			unnamed := len(path) >= PathMax
 			if unnamed {
 				path = nil
 			}
 			// A device's line past its first MappingsPerDevice, with
 			// permissions already kept: counted, not kept, nor parsed past
 			// its address.
-			if s.runs.counted(devIno, path, perms, line[:sp], 0) {
+			if s.runs.Counted(devIno, path, perms, line[:sp], 0) {
 				continue
 			}
 			m, err := ParseMapsLine(line)
@@ -513,7 +515,7 @@ func (s *MapsScanner) Feed(data []byte) {
 			if unnamed {
 				s.res.Errors = append(s.res.Errors, "maps: "+mp.Address+": "+syscall.ENAMETOOLONG.Error())
 			}
-			s.runs.keep(devIno, path, perms, mp.Class, mp.GPUMinor)
+			s.runs.Keep(devIno, path, perms, mp.Class, mp.GPUMinor)
 			if mp.Class == snapshot.ClassNVIDIA {
 				s.res.Mappings = append(s.res.Mappings, mp)
 			} else {
@@ -536,7 +538,7 @@ func (s *MapsScanner) knownNoDevice(devIno, path []byte) bool {
 		return false
 	}
 	major, minor, ok1 := parseDev(dev)
-	inode, ok2 := parseDec(bytes.TrimRight(ino, " "))
+	inode, ok2 := ParseDec(bytes.TrimRight(ino, " "))
 	if !ok1 || !ok2 {
 		return false
 	}
@@ -659,4 +661,11 @@ func newMapping(line []byte, m *MapsLine) snapshot.Mapping {
 		Path:    string(m.Path),
 		Deleted: m.Deleted,
 	}
+}
+
+func CutDeletedString(s string) (string, bool) {
+	if strings.HasSuffix(s, " (deleted)") {
+		return s[:len(s)-len(" (deleted)")], true
+	}
+	return s, false
 }

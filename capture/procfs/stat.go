@@ -1,4 +1,4 @@
-package capture
+package procfs
 
 import (
 	"bytes"
@@ -12,16 +12,16 @@ import (
 // Fields are numbered from 1 as in proc(5); starttime is field 22, in clock
 // ticks since boot.
 
-// pfKthread is PF_KTHREAD in the flags field: set by the kernel on its own
+// PFKthread is PF_KTHREAD in the flags field: set by the kernel on its own
 // threads only, so no process can pose as one.
-const pfKthread = 0x00200000
+const PFKthread = 0x00200000
 
-// pfExiting is PF_EXITING: the task has begun to exit (its mappings and
+// PFExiting is PF_EXITING: the task has begun to exit (its mappings and
 // fds are going or gone).
-const pfExiting = 0x00000004
+const PFExiting = 0x00000004
 
-// procStat holds the fields of /proc/PID/stat that a snapshot keeps.
-type procStat struct {
+// Stat holds the fields of /proc/PID/stat that a snapshot keeps.
+type Stat struct {
 	PID       int // field 1: the task's PID, as the reading procfs's pid namespace numbers it
 	Comm      string
 	State     string // field 3: the kernel's state letter
@@ -31,18 +31,18 @@ type procStat struct {
 	Flags     uint64 // field 9: PF_* of the task
 	Threads   int    // field 20: threads in the thread group
 	StartTime uint64 // field 22
-	// Marks are what an exec replaces (see execMarks).
-	Marks execMarks
+	// Marks are what an exec replaces (see ExecMarks).
+	Marks ExecMarks
 }
 
-// execMarks are stat's fields 26-28 and 45-51, the addresses of the code,
+// ExecMarks are stat's fields 26-28 and 45-51, the addresses of the code,
 // stack, data, heap start, arguments and environment. An exec maps a new
 // image at a new, randomised stack and prctl(PR_SET_MM) moves them: marks
 // unchanged since the last capture mean neither happened. A reader not
 // allowed to ptrace the process reads 0 or 1 (see known).
-type execMarks [10]uint64
+type ExecMarks [10]uint64
 
-// markField is where stat's field n goes in execMarks, or -1.
+// markField is where stat's field n goes in ExecMarks, or -1.
 func markField(n int) int {
 	switch {
 	case n >= 26 && n <= 28:
@@ -53,18 +53,18 @@ func markField(n int) int {
 	return -1
 }
 
-// known reports whether the marks were read: the stack and the arguments
+// Known reports whether the marks were read: the stack and the arguments
 // lie at an address no process has at 0 or 1.
-func (m execMarks) known() bool {
+func (m ExecMarks) Known() bool {
 	return m[2] > 1 && m[6] > 1 && m[7] > m[6]
 }
 
-func parseStat(data []byte) (procStat, error) {
-	var st procStat
+func ParseStat(data []byte) (Stat, error) {
+	var st Stat
 	open := bytes.IndexByte(data, '(')
 	end := bytes.LastIndexByte(data, ')')
 	if open < 0 || end < open {
-		return st, fmt.Errorf("no (comm) in %q", truncate(data, 64))
+		return st, fmt.Errorf("no (comm) in %q", Truncate(data, 64))
 	}
 	st.Comm = string(data[open+1 : end])
 	if pid, err := strconv.Atoi(string(bytes.TrimSpace(data[:open]))); err == nil {
@@ -129,7 +129,7 @@ func parseStat(data []byte) (procStat, error) {
 			st.StartTime = v
 		default:
 			if i := markField(field); i >= 0 {
-				st.Marks[i], _ = parseDec(val) // a mark unparsed is 0: unknown
+				st.Marks[i], _ = ParseDec(val) // a mark unparsed is 0: unknown
 			}
 		}
 	}
@@ -141,7 +141,7 @@ func parseStat(data []byte) (procStat, error) {
 
 // statNumber parses one decimal field of stat, at most limit.
 func statNumber(val []byte, name string, limit uint64) (uint64, error) {
-	v, ok := parseDec(val)
+	v, ok := ParseDec(val)
 	if !ok || v > limit {
 		return 0, fmt.Errorf("bad %s %q", name, val)
 	}
@@ -149,7 +149,7 @@ func statNumber(val []byte, name string, limit uint64) (uint64, error) {
 }
 
 // truncate shortens b for an error message.
-func truncate(b []byte, n int) []byte {
+func Truncate(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[:n]
 	}
