@@ -5,8 +5,8 @@ import (
 	"errors"
 )
 
-// ParseBtime finds the "btime SECONDS" line of /proc/stat (proc(5)): the
-// boot time, in seconds since the epoch.
+// ParseBtime finds the "btime SECONDS" line of /proc/stat (proc(5)), the
+// boot time in seconds since the epoch.
 func ParseBtime(data []byte) (int64, error) {
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {

@@ -3,7 +3,7 @@ package procfs
 import "strings"
 
 // /proc/PID/cgroup is one line per hierarchy, "ID:controllers:path" (cgroup
-// v2: "0::/path"). The paths name who runs the process:
+// v2 "0::/path"). The paths name who runs the process.
 //
 //	docker (systemd)       /system.slice/docker-<64 hex>.scope
 //	docker (cgroupfs)      /docker/<64 hex>
@@ -25,13 +25,13 @@ type Attribution struct {
 // OwnerDirs are the directories whose names carry an Attribution's ids.
 type OwnerDirs struct{ Container, Pod, SlurmJob OwnerDir }
 
-// OwnerDir is one cgroup directory: its path in the hierarchy of the v1
+// OwnerDir is one cgroup directory, its path in the hierarchy of the v1
 // controllers named ("" for cgroup v2).
 type OwnerDir struct{ Hierarchy, Path string }
 
 // ParseCgroup returns the lines of a cgroup file and what they reveal. The v2
-// line is read first: on a hybrid host it is the one systemd and the
-// container runtimes keep current; v1 lines fill what it lacks.
+// line is read first, since on a hybrid host it is the one systemd and the
+// container runtimes keep current. v1 lines fill what it lacks.
 func ParseCgroup(data string) ([]string, Attribution) {
 	lines := strings.Split(strings.TrimRight(data, "\n"), "\n")
 	if len(lines) == 1 && lines[0] == "" {
@@ -61,7 +61,7 @@ var scopePrefixes = []struct{ prefix, runtime string }{
 
 // Fill sets the fields of a still empty from one cgroup path of hierarchy.
 // A job or pod id is read only where its manager puts it (slurmJobAnchor,
-// kubepodsAnchor). The outermost id wins: a container that may write its
+// kubepodsAnchor). The outermost id wins, as a container that may write its
 // own cgroup subtree names cgroups only below its own.
 func (a *Attribution) Fill(hierarchy, path string) {
 	elems := strings.Split(strings.Trim(path, "/"), "/")
@@ -80,7 +80,7 @@ func (a *Attribution) Fill(hierarchy, path string) {
 			kubepods = i
 		case kubepods >= 0 && i <= kubepods+2 && strings.Contains(e, "kubepods") && strings.HasSuffix(e, ".slice"):
 			// kubepods-burstable-pod1a2b_3c4d.slice (or kubelet-kubepods-... under
-			// a kubelet --cgroup-root): systemd cannot have '-' in a name part.
+			// a kubelet --cgroup-root). systemd cannot have '-' in a name part.
 			if j := strings.LastIndex(e, "-pod"); j >= 0 {
 				a.setPod(strings.ReplaceAll(strings.TrimSuffix(e[j+4:], ".slice"), "_", "-"), dir(i))
 			}
@@ -91,7 +91,7 @@ func (a *Attribution) Fill(hierarchy, path string) {
 				a.SlurmJobID, a.Dirs.SlurmJob = e[4:], dir(i)
 			}
 		case isHex64(e) && i > 0:
-			// cgroupfs drivers: /docker/<id>, /kubepods/.../pod<uid>/<id>.
+			// The cgroupfs drivers' /docker/<id> and /kubepods/.../pod<uid>/<id>.
 			rt := ""
 			if elems[i-1] == "docker" {
 				rt = "docker"
@@ -105,7 +105,7 @@ func (a *Attribution) Fill(hierarchy, path string) {
 }
 
 // slurmJobAnchor reports whether elems[i] (job_N) is where slurmstepd puts
-// a job: directly below /system.slice/slurmstepd.scope (or
+// a job, directly below /system.slice/slurmstepd.scope (or
 // <node>_slurmstepd.scope with multiple slurmd) on cgroup v2, or
 // /slurm/uid_N (/slurm_<node>/uid_N) on v1.
 func slurmJobAnchor(elems []string, i int) bool {
@@ -121,7 +121,7 @@ func slurmJobAnchor(elems []string, i int) bool {
 }
 
 // kubepodsAnchor reports whether elems[i] is the kubelet's kubepods
-// cgroup: kubepods(.slice) at the root, or kubepods (kubelet-kubepods.slice)
+// cgroup, kubepods(.slice) at the root or kubepods (kubelet-kubepods.slice)
 // directly below a kubelet --cgroup-root of /kubelet (/kubelet.slice).
 func kubepodsAnchor(elems []string, i int) bool {
 	switch i {

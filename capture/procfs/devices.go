@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// /proc/devices lists the registered majors:
+// /proc/devices lists the registered majors.
 //
 //	Character devices:
 //	  1 mem

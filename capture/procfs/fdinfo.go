@@ -7,9 +7,9 @@ import (
 	"strconv"
 )
 
-// /proc/PID/fdinfo/FD holds "flags:\t0100002" among other lines: the open(2)
-// flags in octal. Their O_ACCMODE bits say how the fd was opened: 0 read,
-// 1 write, 2 read-write.
+// /proc/PID/fdinfo/FD holds the open(2) flags in octal, "flags:\t0100002",
+// among other lines. Their O_ACCMODE bits say how the fd was opened, 0 for
+// read, 1 for write and 2 for read-write.
 
 // ParseFdinfoFlags returns the octal flags text and the access mode.
 func ParseFdinfoFlags(data []byte) (flags, access string, err error) {
@@ -33,7 +33,7 @@ func ParseFdinfoFlags(data []byte) (flags, access string, err error) {
 }
 
 // AccessMode is r, w or rw from the O_ACCMODE bits of open(2) flags, as
-// fdinfo and the capture name a holder's access; watch names an open so.
+// fdinfo and the capture name a holder's access. watch names an open so.
 func AccessMode(flags uint64) (string, error) {
 	switch flags & 3 { // O_ACCMODE
 	case 0:

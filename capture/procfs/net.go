@@ -11,7 +11,7 @@ import (
 )
 
 // /proc/PID/net/{tcp,tcp6,udp,udp6} list the sockets of the process's network
-// namespace, one a line after a header:
+// namespace, one a line after a header.
 //
 //	 0: 0100007F:0D05 00000000:0000 0A ... 12345 ...
 //
@@ -25,7 +25,7 @@ var tcpStates = [...]string{1: "established", 2: "syn_sent", 3: "syn_recv", 4: "
 
 // ParseNetTable appends to out, for each line of a net/{tcp,udp}[6] table
 // whose inode is in want, that socket. Malformed lines are skipped and
-// counted in bad: the table is the kernel's, but a tree's is anyone's.
+// counted in bad, since the table is the kernel's but a tree's is anyone's.
 func ParseNetTable(data []byte, proto string, netns uint64, want map[uint64]bool, out []snapshot.Socket) (_ []snapshot.Socket, bad int) {
 	udp := proto == "udp" || proto == "udp6"
 	header := true
@@ -87,7 +87,7 @@ func parseNetAddr(b []byte) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, errNetAddr(b)
 	}
-	// Each 32-bit word was printed as a host-order number: hex.Decode read
+	// Each 32-bit word was printed as a host-order number. hex.Decode read
 	// it big-endian, and the word's bytes are that number in host order.
 	for w := 0; w < len(raw); w += 4 {
 		binary.NativeEndian.PutUint32(raw[w:], binary.BigEndian.Uint32(raw[w:]))
@@ -96,8 +96,8 @@ func parseNetAddr(b []byte) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
-// TableInodes returns the inodes of a net table (field, counted from 0:
-// 6 in unix, 8 in packet, 9 in netlink and raw) that are in want.
+// TableInodes returns the inodes of a net table that are in want. field
+// counts from 0 (6 in unix, 8 in packet, 9 in netlink and raw).
 func TableInodes(data []byte, field int, want map[uint64]bool) map[uint64]bool {
 	found := map[uint64]bool{}
 	for line := range bytes.Lines(data) {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 )
 
-// DeviceMinor is the "Device Minor: N" line of the driver's
-// /proc/driver/nvidia/gpus/BUS/information: the N of the GPU's /dev/nvidiaN.
+// DeviceMinor is the N of the "Device Minor: N" line of the driver's
+// /proc/driver/nvidia/gpus/BUS/information, that of the GPU's /dev/nvidiaN.
 func DeviceMinor(data []byte) (int, bool) {
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		if v, ok := bytes.CutPrefix(line, []byte("Device Minor:")); ok {

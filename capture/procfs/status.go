@@ -5,12 +5,12 @@ import (
 	"fmt"
 )
 
-// /proc/PID/status is "Key:\tvalue" lines. A snapshot keeps:
+// /proc/PID/status is "Key:\tvalue" lines. A snapshot keeps two.
 //
 //	Uid:	1000	1000	1000	1000   (real, effective, saved, filesystem)
 //	NSpid:	4242	1                  (host PID first, innermost namespace last)
 //
-// procfs NewStatus is not used: it re-reads the file into a fresh buffer and
+// procfs NewStatus is not used. It re-reads the file into a fresh buffer and
 // converts every line to strings, and Capture keeps the raw text anyway.
 
 type Status struct {

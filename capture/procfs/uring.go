@@ -6,7 +6,7 @@ import (
 )
 
 // The fdinfo of an io_uring fd (io_uring/fdinfo.c) lists the ring's
-// registered files, one line per slot, paths escaped as by seq_file_path:
+// registered files, one line per slot, paths escaped as by seq_file_path.
 //
 //	UserFiles:	3
 //	    0: /dev/nvidia0
@@ -14,14 +14,15 @@ import (
 //
 // Such a file has no fd of its own, so /proc/PID/fd shows only the ring. A
 // ring busy in another thread (its lock not free) lists no file.
+
 // RingFile is one registered file of a ring's fdinfo.
 type RingFile struct {
 	Slot int
 	Path []byte // unescaped, " (deleted)" included
 }
 
-// ParseRingFiles returns the slot count of the UserFiles line (ok: there
-// was one) and the files listed after it.
+// ParseRingFiles returns the slot count of the UserFiles line and the
+// files listed after it. ok says there was such a line.
 func ParseRingFiles(data []byte) (slots int, files []RingFile, ok bool) {
 	in := false
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
@@ -47,8 +48,8 @@ func ParseRingFiles(data []byte) (slots int, files []RingFile, ok bool) {
 	return slots, files, ok
 }
 
-// unescapeOctal undoes seq_file's escaping of a path: a backslash and three
-// octal digits stand for one byte.
+// unescapeOctal undoes seq_file's escaping of a path, where a backslash
+// and three octal digits stand for one byte.
 func unescapeOctal(b []byte) []byte {
 	if bytes.IndexByte(b, '\\') < 0 {
 		return b

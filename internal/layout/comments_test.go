@@ -82,7 +82,7 @@ var colonHabitToday = map[string]float64{
 	"bundle":               0.44,
 	"capture/accel":        0.65,
 	"capture":              0.55,
-	"capture/procfs":       0.47,
+	"capture/procfs":       0.33,
 	"cmd/gpusnap":          0.58,
 	"diff":                 0.51,
 	"eventlog":             0.54,
