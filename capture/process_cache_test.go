@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,29 +130,34 @@ func (r *pathRecorder) read(path string) bool {
 	return r.paths[path]
 }
 
-// A process that exec'd, moved its cgroup or changed its name between two
-// captures shows what it is now in the second, while one that did none of
-// them is not asked its command line again. The exec is of the same binary
-// under the same name: only stat's exec marks reveal it, so a cache trusted
-// without them would show the first command line.
+// A process that exec'd, moved its cgroup, changed its name or its uids
+// between two captures shows what it is now in the second, while one that
+// did none of them is not asked its command line again. The exec is of the
+// same binary under the same name: only stat's exec marks reveal it, so a
+// cache trusted without them would show the first command line. The uids
+// change without an exec, so the process is taken from the cache and its
+// uids must still be read.
 func TestProcessCacheSeesChanges(t *testing.T) {
-	livetest.Require(t, "sh", "sleep")
+	livetest.Require(t, "sh", "sleep", "perl")
 	cgDir, cgPath := livetest.Cgroup(t)
 	execs, goExec := waitingShell(t, `read x; exec sh -c 'read y' after-the-exec-a-longer-command-line`, "before")
 	mover, _ := waitingShell(t, `read x`)
 	renamer, goRename := waitingShell(t, `read x; printf renamed > /proc/$$/comm; read y`)
 	still, _ := waitingShell(t, `read x`)
+	setuid, goSetuid := waitingShell(t, `exec perl -e '<STDIN>; $< = $> = 65534; <STDIN>'`)
 	opts := Options{Path: PathProc, ProcessCache: filepath.Join(t.TempDir(), "processes")}
 	first := captureRecorded(t, opts).snap
 
 	goExec()
 	goRename()
+	goSetuid()
 	if err := os.WriteFile(filepath.Join(cgDir, "cgroup.procs"), []byte(strconv.Itoa(mover.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wantExec := []string{"sh", "-c", "read y", "after-the-exec-a-longer-command-line"}
 	waitFor(t, "the exec", func() bool { return slices.Equal(cmdlineOf(execs.Process.Pid), wantExec) })
 	waitFor(t, "the rename", func() bool { return commOf(renamer.Process.Pid) == "renamed" })
+	waitFor(t, "the setuid", func() bool { return uidsOf(setuid.Process.Pid) == "65534\t65534\t" })
 	second := captureRecorded(t, opts)
 
 	was, is := findPID(t, first, execs.Process.Pid), findPID(t, second.snap, execs.Process.Pid)
@@ -166,6 +172,11 @@ func TestProcessCacheSeesChanges(t *testing.T) {
 	}
 	if got := findPID(t, second.snap, renamer.Process.Pid); got.Comm != "renamed" || len(got.Cmdline) != 3 {
 		t.Errorf("after a rename: comm %q, command line %q", got.Comm, got.Cmdline)
+	}
+	if was, is := findPID(t, first, setuid.Process.Pid), findPID(t, second.snap, setuid.Process.Pid); was.UID != 0 || is.UID != 65534 || is.EUID != 65534 {
+		t.Errorf("after a setuid without an exec: uid %d, euid %d (%d before), want 65534", is.UID, is.EUID, was.UID)
+	} else if cmdline := "/proc/" + strconv.Itoa(is.PID) + "/cmdline"; second.paths.read(cmdline) {
+		t.Errorf("the process that changed its uids: %s read again, so the cache was not tried", cmdline)
 	}
 	p := findPID(t, second.snap, still.Process.Pid)
 	if cmdline := "/proc/" + strconv.Itoa(p.PID) + "/cmdline"; second.paths.read(cmdline) {
@@ -206,9 +217,88 @@ func commOf(pid int) string {
 	return strings.TrimSpace(string(data))
 }
 
+// uidsOf is the real and effective uid of process pid as its status shows
+// them, each followed by a tab.
+func uidsOf(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for line := range strings.Lines(string(data)) {
+		if uids, ok := strings.CutPrefix(line, "Uid:\t"); ok {
+			f := strings.Fields(uids)
+			if len(f) >= 2 {
+				return f[0] + "\t" + f[1] + "\t"
+			}
+		}
+	}
+	return ""
+}
+
 func waitFor(t *testing.T, what string, done func() bool) {
 	t.Helper()
 	if err := testwait.For(20*time.Second, what, done); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cache file that is damaged, of another version, or no regular file (a
+// link, a FIFO) is no cache: the capture says so in its errors and reads
+// every process whole. A damaged file is replaced by a good one, which the
+// next capture takes without a word, but a link or FIFO is left as it is
+// (nothing is written through or over a link) and noted again each time.
+func TestProcessCacheDamagedIsIgnored(t *testing.T) {
+	livetest.Require(t, "sh")
+	still, _ := waitingShell(t, `read x`)
+	cmdline := "/proc/" + strconv.Itoa(still.Process.Pid) + "/cmdline"
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	captureRecorded(t, Options{Path: PathProc, ProcessCache: good})
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		plant    func(path string) error
+		replaced bool
+	}{
+		{"cut", func(path string) error { return os.WriteFile(path, data[:len(data)-2], 0o600) }, true},
+		{"other version", func(path string) error { return os.WriteFile(path, []byte("gpusnap process cache 0\n"), 0o600) }, true},
+		{"not a cache", func(path string) error { return os.WriteFile(path, []byte(`{"binaries":[]}`), 0o600) }, true},
+		{"a symlink", func(path string) error { return os.Symlink(good, path) }, false},
+		{"a FIFO", func(path string) error { return syscall.Mkfifo(path, 0o600) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := tc.plant(path); err != nil {
+				t.Fatal(err)
+			}
+			captureIgnoring(t, path, cmdline)
+			if !tc.replaced {
+				captureIgnoring(t, path, cmdline)
+				if st, err := os.Lstat(path); err != nil || st.Mode().IsRegular() {
+					t.Errorf("%s: replaced (%v, %v)", path, st, err)
+				}
+			} else if again := captureRecorded(t, Options{Path: PathProc, ProcessCache: path}); again.paths.read(cmdline) {
+				t.Errorf("the file written in its place: %s read again", cmdline)
+			}
+		})
+	}
+}
+
+// captureIgnoring captures with the process cache at path, which must be
+// noted as ignored, with the file cmdline read.
+func captureIgnoring(t *testing.T, path, cmdline string) {
+	t.Helper()
+	rec := &pathRecorder{paths: map[string]bool{}}
+	snap, err := capture(context.Background(), WithoutTriage(Options{Path: PathProc, ProcessCache: path}), rec.fault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(snap.Scan.Errors, func(e string) bool {
+		return strings.HasPrefix(e, "process cache: "+path+": ") && strings.HasSuffix(e, "(every process is read whole)")
+	}) {
+		t.Errorf("no note of the cache in the scan's errors %q", snap.Scan.Errors)
+	}
+	if !rec.read(cmdline) {
+		t.Errorf("%s not read through a cache that is none", cmdline)
 	}
 }
