@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkProcPath is the /proc capture against the raw floor on a host of
-// 600, 2,000 and 5,000 processes (sleeps are added up to the count; set
+// 600, 2,000, 5,000 and 20,000 processes (sleeps are added up to the count; set
 // PROCPATH_SIZES, e.g. "20000", for others), in one run, the floor, the
 // capture without a process cache and the capture with the caches the one
 // before it left beside a store (process and binary), alternated so all
@@ -24,11 +24,11 @@ import (
 //
 // proc/floor-cpu and cached/floor-cpu are CPU, user and system, of this
 // process (the kernel's work for it included), against the one-thread floor
-// over all rounds; -min and -median are of the rounds' own ratios, which a
+// over all rounds; -min, -median and -max are of the rounds' own ratios, which a
 // shared host's load moves less. It runs without the BPF path, so it holds
 // on kernels that refuse it.
 func BenchmarkProcPath(b *testing.B) {
-	sizes := []int{600, 2000, 5000}
+	sizes := []int{600, 2000, 5000, 20000}
 	if s := os.Getenv("PROCPATH_SIZES"); s != "" {
 		sizes = nil
 		for _, f := range strings.Fields(s) {
@@ -76,6 +76,7 @@ func benchProcPath(b *testing.B) {
 	b.ReportMetric(float64(cached.cpu)/float64(fl.cpu), "cached/floor-cpu")
 	b.ReportMetric(float64(cached.wall)/float64(fl.wall), "cached/floor-wall")
 	b.ReportMetric(slices.Min(cachedRatio), "cached/floor-cpu-min")
+	b.ReportMetric(slices.Max(cachedRatio), "cached/floor-cpu-max")
 	b.ReportMetric(median(cachedRatio), "cached/floor-cpu-median")
 	b.ReportMetric(median(procRatio), "proc/floor-cpu-median")
 }

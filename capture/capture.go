@@ -63,8 +63,8 @@ type Options struct {
 	// holds): an unchanged binary is not read again. "" keeps none.
 	BinaryCache string
 	// ProcessCache is a file that keeps, from one /proc capture to the
-	// next, what a process cannot change without an exec (its command line
-	// and pid namespace) with what proves it did not exec (see
+	// next, what a process cannot change (its pid namespace and NSpid) with
+	// what proves it the same process that did not exec (see
 	// processCache). "" keeps none: every process is read whole.
 	ProcessCache string
 	// UnitRoot is the root that systemd's unit directories (etc/systemd/system,
@@ -495,8 +495,7 @@ func (w *worker) provenIdentity(res *result, id *identity) *cachedIdentity {
 	if id.known != nil {
 		return id.known
 	}
-	return &cachedIdentity{marks: id.marks, comm: p.Comm, exe: id.exe, cmdline: id.cmdline, cmdlineCut: id.cmdlineCut,
-		nspid: slices.Clone(p.NSpid), pidNS: p.PIDNamespace}
+	return &cachedIdentity{marks: id.marks, comm: p.Comm, exe: id.exe, nspid: slices.Clone(p.NSpid), pidNS: p.PIDNamespace}
 }
 
 // openProcessDir opens the directory of process name in the proc root
@@ -644,22 +643,24 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	return id, false
 }
 
-// commandLine takes the process's command line from the process cache
-// where its stat's marks and comm and its exe link (exeRead) are those the
-// last capture saw, else reads it; it reports whether the process is gone.
+// commandLine reads the process's command line, every time: a process can
+// write over its arguments in place (setproctitle) without an exec, and the
+// kernel shows that memory as it is now. Where the process's stat marks and
+// comm and its exe link (exeRead) are those the last capture saw, the
+// process cache's identity is taken (id.known). It reports whether the
+// process is gone.
 func (w *worker) commandLine(res *result, id *identity, exeRead bool) (gone bool) {
 	p := &res.p
 	if known := w.procCache.recall(procKey{p.PID, p.StartTime}, procfs.Stat{Comm: p.Comm, Marks: id.marks}); exeRead && known != nil && known.exe == id.exe && p.LiveThread == 0 {
-		id.known, id.cmdline, id.cmdlineCut = known, known.cmdline, known.cmdlineCut
+		id.known = known
 		id.pidfd = w.pidfdOf(p)
-	} else {
-		cmdline, cut, err := w.r.ReadCappedAt(w.dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
-		w.cmdBuf = cmdline
-		if err != nil && w.note(res, "cmdline", err) {
-			return true
-		}
-		id.cmdline, id.cmdlineCut = string(cmdline), cut
 	}
+	cmdline, cut, err := w.r.ReadCappedAt(w.dirfd, w.dir, "cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
+	w.cmdBuf = cmdline
+	if err != nil && w.note(res, "cmdline", err) {
+		return true
+	}
+	id.cmdline, id.cmdlineCut = string(cmdline), cut
 	p.Cmdline, p.CmdlineCut = procfs.ParseCmdline(id.cmdline), id.cmdlineCut
 	return false
 }

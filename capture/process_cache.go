@@ -12,16 +12,15 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture/procfs"
 	"github.com/gpusnap/gpusnap/internal/safefile"
-	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// processCacheBytes bounds the process cache file: a process's command line
-// is kept to snapshot.CmdlineLimit, and a host has at most procfs.PIDMax processes,
-// but a file past this bound is refused rather than read.
+// processCacheBytes bounds the process cache file: a host has at most
+// procfs.PIDMax processes, each a record of a few hundred bytes, and a file past
+// this bound is refused rather than read.
 const processCacheBytes = 256 << 20
 
 // processCacheMagic opens the file; another version is a cold cache.
-const processCacheMagic = "gpusnap process cache 1\n"
+const processCacheMagic = "gpusnap process cache 2\n"
 
 // procKey names one process for its whole life: a PID is reused only by
 // another process, which starts at another time.
@@ -30,23 +29,21 @@ type procKey struct {
 	start uint64
 }
 
-// cachedIdentity is what a process cannot change without an exec: its
-// command line as the kernel gave it, its pid namespace and NSpid, with
-// what proves it has not exec'd since (the exec marks and comm of its stat,
-// and its exe link).
+// cachedIdentity is what a process cannot change at all, its pid namespace
+// and NSpid, with what proves it the same process that has not exec'd since
+// (the exec marks and comm of its stat, and its exe link).
 type cachedIdentity struct {
-	marks      procfs.ExecMarks
-	comm, exe  string // stat's comm and the exe link's text, " (deleted)" and all
-	cmdline    string
-	cmdlineCut *snapshot.Cut
-	nspid      []int
-	pidNS      string
+	marks     procfs.ExecMarks
+	comm, exe string // stat's comm and the exe link's text, " (deleted)" and all
+	nspid     []int
+	pidNS     string
 }
 
 // processCache is what one /proc capture hands the next: a process whose
 // stat marks, comm and exe link are those the last capture saw is not asked
-// its command line or pid namespace again; the rest is read every time. It
-// holds for one boot and pid namespace, as trusted as the store beside it.
+// its pid namespace or NSpid again. The rest is read every time, its command
+// line too (see commandLine). It holds for one boot and pid namespace, as
+// trusted as the store beside it.
 type processCache struct {
 	path    string
 	boot    string // the host's boot ID
@@ -110,8 +107,7 @@ func (c *processCache) save(ctx context.Context, results []result) string {
 }
 
 // encode lays the file out: the magic, the boot ID and pid namespace, then
-// one record a process: PID, start time, marks, NSpid, the texts, and the
-// command line's cut.
+// one record a process: PID, start time, marks, NSpid and the texts.
 func (c *processCache) encode(results []result) []byte {
 	buf := appendString(appendString([]byte(processCacheMagic), c.boot), c.pidNS)
 	for i := range results {
@@ -128,16 +124,8 @@ func (c *processCache) encode(results []result) []byte {
 		for _, n := range e.nspid {
 			buf = binary.AppendUvarint(buf, uint64(n))
 		}
-		for _, s := range []string{e.comm, e.exe, e.cmdline, e.pidNS} {
+		for _, s := range []string{e.comm, e.exe, e.pidNS} {
 			buf = appendString(buf, s)
-		}
-		if cut := e.cmdlineCut; cut == nil {
-			buf = append(buf, 0)
-		} else {
-			buf = append(buf, 1)
-			buf = binary.AppendUvarint(buf, uint64(cut.Length))
-			buf = appendString(buf, cut.SHA256)
-			buf = append(buf, boolByte(cut.Partial))
 		}
 	}
 	return buf
@@ -145,13 +133,6 @@ func (c *processCache) encode(results []result) []byte {
 
 func appendString(buf []byte, s string) []byte {
 	return append(binary.AppendUvarint(buf, uint64(len(s))), s...)
-}
-
-func boolByte(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // decode reads the file's records; a file of another boot or pid namespace
@@ -174,10 +155,7 @@ func (c *processCache) decode(data []byte) error {
 		for i := range e.nspid {
 			e.nspid[i] = int(d.uint(procfs.PIDMax - 1))
 		}
-		e.comm, e.exe, e.cmdline, e.pidNS = d.string(), d.string(), d.string(), d.string()
-		if d.byte() == 1 {
-			e.cmdlineCut = &snapshot.Cut{Length: int64(d.uint(1<<63 - 1)), SHA256: d.string(), Partial: d.byte() == 1}
-		}
+		e.comm, e.exe, e.pidNS = d.string(), d.string(), d.string()
 		c.entries[key] = e
 	}
 	return d.err
@@ -205,13 +183,6 @@ func (d *cacheDecoder) bytes(n int) []byte {
 	b := d.data[:n]
 	d.data = d.data[n:]
 	return b
-}
-
-func (d *cacheDecoder) byte() byte {
-	if b := d.bytes(1); b != nil {
-		return b[0]
-	}
-	return 0
 }
 
 func (d *cacheDecoder) uint(limit uint64) uint64 {
