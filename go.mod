@@ -6,6 +6,7 @@ require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/nri v0.12.5
+	github.com/hanwen/go-fuse/v2 v2.9.0
 	github.com/in-toto/attestation v1.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

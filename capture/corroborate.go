@@ -59,22 +59,45 @@ func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 	return out
 }
 
+// withCode is users and the other processes whose code an exe allow entry
+// may be asked to vouch for: those that map a device, or whose maps or fds
+// could not be read (other_device_mapping, unreadable_process).
+func withCode(s *snapshot.Snapshot, users []*snapshot.Process) []*snapshot.Process {
+	out := slices.Clone(users)
+	seen := map[*snapshot.Process]bool{}
+	for _, p := range users {
+		seen[p] = true
+	}
+	for i := range s.Processes {
+		p := &s.Processes[i]
+		if (len(p.Mappings) > 0 || len(p.Unreadable) > 0) && !p.Defunct() && !seen[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // corroborate reads, for every process that uses a GPU and for no other,
 // the evidence triage weighs beside its device use: its sockets, its
-// lineage, and its binary's hash and package. Its cost is bounded by the GPU users, not by
-// the host.
+// lineage and its units. Its cost is bounded by the GPU users, not by the
+// host. Its binary's hash and package and its foreign code are read for
+// withCode's processes too, so that an exe allow entry vouches for no
+// process whose code was not read.
 func (cfg *scanConfig) corroborate(ctx context.Context, r *procfs.Reader, s *snapshot.Snapshot, opts Options) {
 	users := gpuUsers(s)
-	if len(users) == 0 {
+	coded := withCode(s, users)
+	if len(coded) == 0 {
 		return
 	}
-	cfg.readSockets(r, s, users)
-	cfg.readLineage(r, s, users)
-	units := opts.UnitRoot
-	if units == "" && cfg.live {
-		units = "/"
+	if len(users) > 0 {
+		cfg.readSockets(r, s, users)
+		cfg.readLineage(r, s, users)
+		units := opts.UnitRoot
+		if units == "" && cfg.live {
+			units = "/"
+		}
+		readUnits(units, users, &s.Scan)
 	}
-	readUnits(units, users, &s.Scan)
 	dir := opts.DpkgDir
 	if dir == "" && cfg.live {
 		dir = provenance.DefaultDir
@@ -94,8 +117,8 @@ func (cfg *scanConfig) corroborate(ctx context.Context, r *procfs.Reader, s *sna
 			s.Scan.Errors = append(s.Scan.Errors, note)
 		}
 	}
-	cfg.readBinaries(users, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg, known)
-	cfg.readForeignCode(users, dpkg, known)
+	cfg.readBinaries(coded, cmp.Or(opts.HashLimit, DefaultHashLimit), dpkg, known)
+	cfg.readForeignCode(coded, dpkg, known)
 	if dpkg != nil {
 		s.Scan.Errors = append(s.Scan.Errors, dpkg.Notes...)
 	}

@@ -105,13 +105,15 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 
 // readBinaries hashes each user's exe and names the package that owns its
 // path, on the live procfs only: a tree's exe links name another machine's
-// files. dpkg is nil where the host has no dpkg database; known (nil: none)
+// files. An exe on a filesystem a server answers (FUSE), or on one that
+// could not be told, is not read, and its ForeignCode says so. dpkg is nil where the host has no dpkg database; known (nil: none)
 // holds what earlier captures found of the same binaries and paths.
 func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg *provenance.DB, known *binaryCache) {
 	if !cfg.live {
 		return
 	}
 	h := &exeHasher{limit: limit, cache: map[exeKey]exeDigest{}, known: known}
+	mounts := newExeMounts()
 	var paths []string
 	md5s := map[*snapshot.Process]string{}
 	for _, p := range users {
@@ -122,7 +124,14 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 		if p.LiveThread != 0 {
 			dir += "/task/" + strconv.Itoa(p.LiveThread)
 		}
-		d := h.hash(cfg.rootfd, dir, p.Exe)
+		var d exeDigest
+		if why, served := mounts.refusal(cfg.rootfd, cfg.root, dir); why != "" {
+			// Not read: its bytes are a server's word, or of a filesystem unknown.
+			d = exeDigest{status: snapshot.HashUnreadable, err: "exe: " + why}
+			p.ForeignCode = refusedExe(p.Exe, why, served)
+		} else {
+			d = h.hash(cfg.rootfd, dir, p.Exe)
+		}
 		p.ExeSHA256, p.HashStatus, md5s[p] = d.sha256, d.status, d.md5
 		if d.err != "" {
 			p.Errors = append(p.Errors, d.err)
@@ -137,4 +146,13 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 			p.Errors = append(p.Errors, "package: "+why)
 		}
 	}
+}
+
+// refusedExe is the ForeignCode record of an exe whose bytes no digest
+// vouches for: an exe entry never matches its process.
+func refusedExe(exe, why string, served bool) *snapshot.ForeignCode {
+	if served {
+		return &snapshot.ForeignCode{Mapped: []string{exe + ": " + why}}
+	}
+	return &snapshot.ForeignCode{Unread: []string{"exe: " + why}}
 }

@@ -51,8 +51,11 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 		if p.LiveThread != 0 {
 			dir += "/task/" + strconv.Itoa(p.LiveThread)
 		}
-		c := &snapshot.ForeignCode{}
-		p.ForeignCode = c
+		c := p.ForeignCode // readBinaries' record of an exe it refused, else none
+		if c == nil {
+			c = &snapshot.ForeignCode{}
+			p.ForeignCode = c
+		}
 		mnt, err := r.ReadlinkAt(cfg.rootfd, cfg.root, dir+"/ns/mnt")
 		if err != nil {
 			c.Unread = append(c.Unread, "ns/mnt: "+errText(err))

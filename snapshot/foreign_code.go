@@ -8,9 +8,9 @@ import "strings"
 type ForeignCode struct {
 	// Mapped names each executable mapping of a file no package installed,
 	// of a deleted file, or of no file at all: "/tmp/x.so: no package
-	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40". A host with
-	// no dpkg database names each file outside SystemDirs. At most
-	// MaxForeignCode are kept.
+	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40", and the exe
+	// where a FUSE server answers its reads. A host with no dpkg database
+	// names each file outside SystemDirs. At most MaxForeignCode are kept.
 	Mapped []string `json:"mapped,omitempty"`
 	// LoaderEnv are the dynamic loader's variables the process's environment
 	// sets (LD_PRELOAD=..., LD_LIBRARY_PATH=...), each value cut at 256 bytes.

@@ -27,8 +27,8 @@ func TestLiveCheckAllowBoundExe(t *testing.T) {
 	if err := os.WriteFile(allow, []byte("exe=/usr/bin/sleep\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	real := startHolding(t, false, "exec 3<>"+loop.Node+"; exec /usr/bin/sleep 300")
-	bound := startHolding(t, true, "exec 3<>"+loop.Node+"; mount --bind /usr/bin/tail /usr/bin/sleep && exec /usr/bin/sleep -f /dev/null")
+	real := startHolding(t, false, "/usr/bin/sleep", "exec 3<>"+loop.Node+"; exec /usr/bin/sleep 300")
+	bound := startHolding(t, true, "/usr/bin/sleep", "exec 3<>"+loop.Node+"; mount --bind /usr/bin/tail /usr/bin/sleep && exec /usr/bin/sleep -f /dev/null")
 	code, stdout, stderr := gpusnap(t, "check", "--json", "--no-nvml", "--allow", allow)
 	var r diff.Result
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
@@ -49,9 +49,9 @@ func TestLiveCheckAllowBoundExe(t *testing.T) {
 }
 
 // startHolding runs script (in a private mount namespace where private)
-// and waits until its process runs /usr/bin/sleep (by its exe link) with
-// fd 3 open; it is killed, by PID, at cleanup.
-func startHolding(t *testing.T, private bool, script string) int {
+// and waits until its process runs exe (by its exe link) with fd 3 open;
+// it is killed, by PID, at cleanup.
+func startHolding(t *testing.T, private bool, exe, script string) int {
 	t.Helper()
 	args := []string{"sh", "-c", script}
 	if private {
@@ -67,10 +67,10 @@ func startHolding(t *testing.T, private bool, script string) int {
 		_ = cmd.Wait()
 	})
 	proc := fmt.Sprintf("/proc/%d", pid)
-	testwait.Until(t, 10*time.Second, fmt.Sprintf("%q to hold its node as /usr/bin/sleep", script), func() bool {
-		exe, _ := os.Readlink(filepath.Join(proc, "exe"))
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%q to hold its node as %s", script, exe), func() bool {
+		runs, _ := os.Readlink(filepath.Join(proc, "exe"))
 		_, err := os.Readlink(filepath.Join(proc, "fd", "3"))
-		return err == nil && exe == "/usr/bin/sleep"
+		return err == nil && runs == exe
 	})
 	return pid
 }

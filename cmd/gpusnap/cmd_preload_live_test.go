@@ -41,14 +41,7 @@ func TestLivePreloadIntoAnAllowedProgram(t *testing.T) {
 	const tenant = "live-preload"
 	flags := liveBaseline(t, tenant)
 	dir, node := everyonesNode(t, loop)
-	lib := filepath.Join(dir, "libgrab.so")
-	src := filepath.Join(dir, "grab.c")
-	if err := os.WriteFile(src, []byte(preloadSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v: %s", err, out)
-	}
+	lib := preloadLibrary(t, dir)
 	var pids []int
 	for _, user := range [][]string{nil, {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}} {
 		args := append(append([]string{}, user...), "/usr/bin/sleep", "1000")
@@ -79,6 +72,66 @@ func TestLivePreloadIntoAnAllowedProgram(t *testing.T) {
 	}
 	if code, _, stderr := gpusnap(t, "check", "--json", "--no-nvml", "--allow", allow); code != 1 {
 		t.Errorf("check: exit %d, want 1: %s", code, stderr)
+	}
+}
+
+// preloadLibrary builds preloadSource into dir and returns its path.
+func preloadLibrary(t *testing.T, dir string) string {
+	t.Helper()
+	lib := filepath.Join(dir, "libgrab.so")
+	src := filepath.Join(dir, "grab.c")
+	if err := os.WriteFile(src, []byte(preloadSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	return lib
+}
+
+// The same refusal holds for a process that uses no GPU: the packaged
+// sleep run with the tenant's LD_PRELOAD library, whose constructor maps a
+// device that is no GPU (the loop device's own node) rw-s, is an
+// other_device_mapping that exe=/usr/bin/sleep does not allow. The capture
+// reads the code of every process that maps a device or could not be read,
+// not only of GPU users.
+func TestLivePreloadIntoAnAllowedProgramOffTheGPU(t *testing.T) {
+	livetest.Require(t, "losetup", "gcc")
+	if _, err := os.Stat("/usr/bin/sleep"); err != nil {
+		t.Skip("live /proc test: no /usr/bin/sleep to allow")
+	}
+	loop := livetest.NewLoop(t)
+	const tenant = "live-preload-other"
+	flags := liveBaseline(t, tenant)
+	lib := preloadLibrary(t, binDir(t, "gpusnap-preload-"))
+	cmd := exec.Command("/usr/bin/sleep", "1000")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "GPU_NODE="+loop.Dev)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	livetest.WaitMapped(t, pid, "rw-s", loop.Dev)
+	allow := filepath.Join(t.TempDir(), "allow.list")
+	if err := os.WriteFile(allow, []byte("exe=/usr/bin/sleep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant, "--allow", allow}, flags...)...)
+	if code == 2 {
+		t.Fatalf("diff: exit 2: %s", stderr)
+	}
+	found := false
+	for _, f := range decodeResult(t, stdout, stderr).Findings {
+		if f.Process == nil || f.Process.PID != pid {
+			continue
+		}
+		found = found || f.Kind == diff.KindOtherDeviceMapping
+		if f.Allowed != "" {
+			t.Errorf("pid %d: %s allowed by %q", pid, f.Kind, f.Allowed)
+		}
+	}
+	if !found {
+		t.Errorf("no other_device_mapping of %s for pid %d (sleep with LD_PRELOAD)", loop.Dev, pid)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -303,4 +304,25 @@ func TestStoreThatIsADirectory(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the directory was written to: %v", entries)
 	}
+}
+
+// gpusnapWithin runs gpusnap as a process of its own, killed after a
+// minute (a wait on a FUSE server is killable), and returns its stdout.
+func gpusnapWithin(t *testing.T, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := gpusnapProc(args...)
+	run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	run.Env = cmd.Env
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	err := run.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gpusnap %s did not finish in a minute (waiting on the FUSE server?): %s", strings.Join(args, " "), stderr.String())
+	}
+	if code := run.ProcessState.ExitCode(); code != 0 && code != exitFindings {
+		t.Fatalf("gpusnap %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
 }

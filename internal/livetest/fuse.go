@@ -2,13 +2,18 @@ package livetest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/internal/testwait"
@@ -73,4 +78,66 @@ open(sys.argv[2]).read()`, node, path)
 		t.Fatalf("livetest: pid %d did not enter D state reading %s: state %c, wchan %q, %v", pid, path, state, data, err)
 	}
 	return Proc{PID: pid, NSPID: pid, StartTime: start}
+}
+
+// StallingFUSE mounts at mnt a FUSE passthrough of backing, with
+// allow_other, named tenantfs. Once the flag it returns is set, its nodes'
+// open and getattr requests wait (until the request is interrupted,
+// or the test ends), as a tenant's server that stops answering.
+func StallingFUSE(t testing.TB, backing, mnt string) *atomic.Bool {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("live /proc test: cannot open /dev/fuse here: %v", err)
+	}
+	unix.Close(fd)
+	var stall atomic.Bool
+	release := make(chan struct{})
+	loop, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	root := &stallingNode{LoopbackNode: loop.(*fs.LoopbackNode), stall: &stall, release: release}
+	server, err := fs.Mount(mnt, root, &fs.Options{MountOptions: fuse.MountOptions{AllowOther: true, DirectMountStrict: true,
+		FsName: "tenantfs", Name: "tenantfs"}})
+	if err != nil {
+		t.Fatalf("livetest: FUSE mount at %s: %v", mnt, err)
+	}
+	t.Cleanup(func() {
+		close(release)
+		_ = server.Unmount()
+	})
+	return &stall
+}
+
+// stallingNode is a passthrough node whose open and getattr wait while
+// stall is set.
+type stallingNode struct {
+	*fs.LoopbackNode
+	stall   *atomic.Bool
+	release chan struct{}
+}
+
+// WrapChild makes each node below the root a stallingNode too.
+func (n *stallingNode) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &stallingNode{LoopbackNode: ops.(*fs.LoopbackNode), stall: n.stall, release: n.release}
+}
+
+func (n *stallingNode) wait(ctx context.Context) {
+	if n.stall.Load() {
+		select {
+		case <-ctx.Done():
+		case <-n.release:
+		}
+	}
+}
+
+func (n *stallingNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.wait(ctx)
+	return n.LoopbackNode.Open(ctx, flags)
+}
+
+func (n *stallingNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.wait(ctx)
+	return n.LoopbackNode.Getattr(ctx, f, out)
 }

@@ -1,0 +1,95 @@
+package capture
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/capture/procfs"
+)
+
+// mountinfoLimit bounds one mount namespace's mountinfo. A tenant with a
+// namespace of its own can make it long, and an exe whose mount lies past
+// it is of a filesystem unknown.
+const mountinfoLimit = 4 << 20
+
+// servedFS reports whether files of a filesystem type are answered by a
+// server in user space, to each reader as it likes (FUSE: fuse, fuse.NAME,
+// fuseblk). A digest of such a file vouches only for what its server chose
+// to show, and a read of it waits on the server.
+func servedFS(fstype string) bool {
+	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
+}
+
+// exeMounts tells the filesystem a process's exe lies on without asking
+// that filesystem: statx of the exe link asking no attribute gives the
+// mount id from the kernel alone (a FUSE server is not asked), found in the
+// process's mountinfo, read once per mount namespace.
+type exeMounts struct {
+	r    *procfs.Reader
+	byNS map[string]map[uint64]string // mount namespace, mount id: filesystem type
+	buf  []byte
+}
+
+func newExeMounts() *exeMounts {
+	return &exeMounts{r: procfs.NewReader(nil, true, false), byNS: map[string]map[uint64]string{}, buf: make([]byte, 64<<10)}
+}
+
+// refusal says why the exe of the task directory dir is not hashed nor
+// vouched for by its path: a served filesystem (served true), or one that
+// could not be told. It is "" for a file the kernel serves.
+func (m *exeMounts) refusal(rootfd int, root, dir string) (why string, served bool) {
+	var stx unix.Statx_t
+	if err := unix.Statx(rootfd, dir+"/exe", unix.AT_STATX_DONT_SYNC, 0, &stx); err != nil {
+		return "its mount: " + errText(err), false
+	}
+	ns, err := m.r.ReadlinkAt(rootfd, root, dir+"/ns/mnt")
+	if err != nil {
+		return "its mount namespace: " + errText(err), false
+	}
+	mounts, ok := m.byNS[ns]
+	if !ok {
+		var text []byte
+		text, _, err = m.r.ReadCappedAt(rootfd, root, dir+"/mountinfo", m.buf, mountinfoLimit, false)
+		if err != nil {
+			return "mountinfo: " + errText(err), false
+		}
+		m.buf = text
+		mounts = parseMountTypes(text)
+		m.byNS[ns] = mounts
+	}
+	fstype, ok := mounts[stx.Mnt_id]
+	switch {
+	case !ok:
+		return "its mount " + strconv.FormatUint(stx.Mnt_id, 10) + " is in no mount table of the process (detached, or past " +
+			strconv.Itoa(mountinfoLimit>>20) + " MiB): its filesystem is unknown", false
+	case servedFS(fstype):
+		return "on a " + fstype + " filesystem, whose server answers what the file holds", true
+	}
+	return "", false
+}
+
+// parseMountTypes reads mountinfo text into each mount's filesystem type,
+// by mount id: "36 35 98:0 /a /b rw - ext4 /dev/x rw".
+func parseMountTypes(text []byte) map[uint64]string {
+	types := map[uint64]string{}
+	for line := range bytes.Lines(text) {
+		f := strings.Fields(string(line))
+		sep := -1
+		for i, x := range f {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(f) {
+			continue
+		}
+		if id, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+			types[id] = f[sep+1]
+		}
+	}
+	return types
+}
