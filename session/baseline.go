@@ -9,6 +9,7 @@ import (
 	"github.com/gpusnap/gpusnap/kubelet"
 	"github.com/gpusnap/gpusnap/kubelet/podresources"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
@@ -109,25 +110,19 @@ func (h *Host) CaptureBaseline(ctx context.Context, tenant string, a Allocation)
 // Put stores snap and returns the processes' JSON it stored and the head of
 // the store's log after its leaf. The store is opened after the capture, so
 // its lock is held for the write alone and not for the /proc walk.
-func (h *Host) Put(snap *snapshot.Snapshot) ([][]byte, tlog.TreeHead, error) {
-	var head tlog.TreeHead
-	st, err := h.Open(false)
-	if err != nil {
-		return nil, head, err
-	}
-	procs, err := st.EncodeProcesses(snap)
-	if err == nil {
-		err = st.PutEncoded(snap, procs)
-	}
-	if err == nil {
+func (h *Host) Put(snap *snapshot.Snapshot) (procs [][]byte, head tlog.TreeHead, err error) {
+	err = h.use(true, func(st *store.Store) error {
+		if procs, err = st.EncodeProcesses(snap); err != nil {
+			return err
+		}
+		if err = st.PutEncoded(snap, procs); err != nil {
+			return err
+		}
 		head, err = st.Head()
-	}
+		return err
+	})
 	if err != nil {
-		_ = st.Close()
 		return nil, head, err
-	}
-	if err := st.Close(); err != nil {
-		return nil, head, fmt.Errorf("store %s: %w", h.DB, err)
 	}
 	return procs, head, nil
 }

@@ -7,7 +7,9 @@ package session
 import (
 	"context"
 	"strings"
+	"time"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -15,6 +17,7 @@ import (
 
 // Host is where tenant sessions run: how to capture it, where its store is
 // and how to open it, and where warnings go. Every func field is required.
+// A Host serves one command: it holds the store for it (Hold).
 type Host struct {
 	// DB is the store's path: a tenant diff with no store there stops
 	// before capturing, and the event log lies beside it.
@@ -33,6 +36,22 @@ type Host struct {
 	// Warn prints one line on stderr for trouble that does not end the
 	// command; the line is already safe to print.
 	Warn func(line string)
+	// Version is the gpusnap that writes bundles, as they record it.
+	Version string
+	// Retain is how long watch keeps the event log's segments: a segment
+	// gone that started longer ago than this was pruned, not removed.
+	Retain time.Duration
+	// Trace, when not nil, is told of each open of the store.
+	Trace *Trace
+
+	// The hold of the store (Hold): whether one runs, whether it writes,
+	// and the store it opened, nil until the first need.
+	holding, holdWrite, heldWrite bool
+	held                          *store.Store
+	// settled is the snapshot the event log was last waited for, and
+	// settledProblem what the wait found.
+	settled        *snapshot.Snapshot
+	settledProblem *eventlog.Problem
 }
 
 // warnErr warns with err's text made one safe line.

@@ -10,6 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/kmsg"
 	"github.com/gpusnap/gpusnap/snapshot"
+	"github.com/gpusnap/gpusnap/store"
 )
 
 // Compare diffs p with the kernel log and watch's events between its ends,
@@ -20,13 +21,12 @@ func (h *Host) Compare(p Pair, opts *diff.Options) (*diff.Result, error) {
 	from, to := p.From, p.To
 	opts.KernelLog = kmsg.ReadWindow(h.KernelLog, from.KernelLog, to.KernelLog)
 	opts.Events, opts.LogProblems = h.Window(from.Host.CaptureStart, to)
-	return diff.CompareWithHistory(from, to, opts, func() ([]*snapshot.Snapshot, error) {
-		st, err := h.Open(true)
-		if err != nil {
-			return nil, err
-		}
-		defer st.Close()
-		return st.History(from, to, diff.HistoryLimit)
+	return diff.CompareWithHistory(from, to, opts, func() (history []*snapshot.Snapshot, err error) {
+		err = h.Read(func(st *store.Store) error {
+			history, err = st.History(from, to, diff.HistoryLimit)
+			return err
+		})
+		return history, err
 	})
 }
 
@@ -37,10 +37,8 @@ func (h *Host) Compare(p Pair, opts *diff.Options) (*diff.Result, error) {
 func (h *Host) Window(since time.Time, to *snapshot.Snapshot) (eventlog.Source, []eventlog.Problem) {
 	dir := eventlog.JournalDir(h.DB)
 	var problems []eventlog.Problem
-	if _, err := os.Lstat(dir); err == nil {
-		if p := eventlog.WaitReached(dir, to.Host.CaptureStart, eventlog.DefaultFlushWait); p != nil {
-			problems = append(problems, *p)
-		}
+	if p := h.settle(to); p != nil {
+		problems = append(problems, *p)
 	}
 	end := to.Host.CaptureStart
 	if to.Host.CaptureEnd.After(end) {
@@ -58,4 +56,19 @@ func (h *Host) Window(since time.Time, to *snapshot.Snapshot) (eventlog.Source, 
 		h.Warn(fmt.Sprintf("%d lines of the event log are not events (damaged, or torn by a watch that died mid-write)", m.Damaged))
 	}
 	return w, problems
+}
+
+// settle waits, bounded, for the event log to reach to's capture start, once
+// for each snapshot, and returns what kept it from doing so.
+func (h *Host) settle(to *snapshot.Snapshot) *eventlog.Problem {
+	if h.settled == to {
+		return h.settledProblem
+	}
+	dir := eventlog.JournalDir(h.DB)
+	var p *eventlog.Problem
+	if _, err := os.Lstat(dir); err == nil {
+		p = eventlog.WaitReached(dir, to.Host.CaptureStart, eventlog.DefaultFlushWait)
+	}
+	h.settled, h.settledProblem = to, p
+	return p
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +14,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 func baselineCommand() *cli.Command {
@@ -85,14 +84,24 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	if err != nil {
 		return err
 	}
-	_, head, storeErr := h.Put(snap)
+	// The gate judges before the store is opened, so the store is held for
+	// the writes alone: the baseline, then the gate's result.
 	var r *diff.Result
+	var events eventlog.Source
 	verbose := false
 	if o.Gate != nil {
-		r = judgeCapture(g, *o.Gate, snap, &metrics.Run{}, snap.ID)
+		r, events = checkCapture(g, h, *o.Gate, snap, &metrics.Run{})
 		verbose = o.Gate.Verbose
 	}
-	if err := printBaseline(g, snap, head, r, verbose, storeErr); err != nil {
+	h.Hold(true)
+	_, head, storeErr := h.Put(snap)
+	if r != nil {
+		recordCheck(g, h, r, events, &metrics.Run{}, snap.ID)
+	}
+	if err := h.Release(); err != nil && storeErr == nil {
+		storeErr = err
+	}
+	if err := printBaseline(g, snap, session.LogHead(head), r, verbose, storeErr); err != nil {
 		return err
 	}
 	switch {
@@ -109,7 +118,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 // printBaseline prints a baseline: the gate's result r (nil: none) and the
 // id on stdout's last line, or with --json the snapshot with the store's log
 // and the gate's result as its check. An id is printed only once stored.
-func printBaseline(g globals, snap *snapshot.Snapshot, head tlog.TreeHead, r *diff.Result, verbose bool, storeErr error) error {
+func printBaseline(g globals, snap *snapshot.Snapshot, head *diff.LogHead, r *diff.Result, verbose bool, storeErr error) error {
 	if g.JSON {
 		if storeErr != nil && r == nil {
 			return nil
@@ -131,7 +140,7 @@ func printBaseline(g globals, snap *snapshot.Snapshot, head tlog.TreeHead, r *di
 // more top-level fields: store_log, the head of the store's log after the
 // snapshot's leaf, which leaves the node with the prolog's output; and
 // check, the gate's result as check --json prints it, where r is not nil.
-func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head tlog.TreeHead, r *diff.Result) error {
+func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head *diff.LogHead, r *diff.Result) error {
 	hold := &holdTail{w: w, n: len("}\n")}
 	if err := render.SnapshotJSON(hold, snap, nil); err != nil {
 		return err
@@ -139,7 +148,7 @@ func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head tlog.TreeHe
 	if string(hold.tail) != "}\n" {
 		return fmt.Errorf("snapshot JSON ends in %q, not an object", hold.tail)
 	}
-	logJSON, err := json.MarshalIndent(diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}, "  ", "  ")
+	logJSON, err := json.MarshalIndent(head, "  ", "  ")
 	if err != nil {
 		return err
 	}

@@ -3,26 +3,17 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
-	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/safefile"
-	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/session"
-	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
-	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
 func bundleCommand() *cli.Command {
@@ -78,6 +69,11 @@ type diffBundle struct {
 	force   bool
 	signKey string
 	opts    bundleOpts
+	// Set by prepare: whether the diff asks for the bundle, and the bundle
+	// to write or why it cannot be.
+	wanted bool
+	bundle session.Bundle
+	err    error
 }
 
 func parseDiffBundle(c *cli.Context) (diffBundle, error) {
@@ -95,22 +91,33 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 	return b, err
 }
 
-// write writes the bundle of a diff when asked and warranted, and says so on
-// stderr: stdout holds the diff. Its error is a line on stderr after the
-// findings, never in their place.
-func (b diffBundle) write(ctx context.Context, g globals, failOn diff.FailOn, from, to *snapshot.Snapshot, opts diff.Options, r *diff.Result) error {
+// prepare readies the bundle of a diff when asked and warranted: its files
+// read, and the store's proofs gathered in the hold of the store that judged
+// the pair, before the hold is let go.
+func (b *diffBundle) prepare(h *session.Host, failOn diff.FailOn, p session.Pair, r *diff.Result) {
 	if b.path == "" || !(b.always || r.FailedOn(failOn)) {
-		return nil
+		return
 	}
-	if err := b.opts.readFiles(b.path, b.force, b.signKey); err != nil {
-		return err
+	b.wanted = true
+	if b.err = b.opts.readFiles(b.path, b.force, b.signKey); b.err == nil {
+		b.bundle = b.opts.bundle(b.path)
+		h.Prove(&b.bundle, p.From, p.To)
+	}
+}
+
+// write writes the bundle prepare readied, and says so on stderr: stdout
+// holds the diff. Its error is a line on stderr after the findings, never
+// in their place.
+func (b *diffBundle) write(ctx context.Context, g globals, h *session.Host, p session.Pair, opts diff.Options, r *diff.Result) error {
+	if !b.wanted || b.err != nil {
+		return b.err
 	}
 	if !opts.MapsDiff {
 		// The bundle holds every involved process's maps diff, printed or not.
 		opts.MapsDiff = true
-		r = diff.Compare(from, to, opts)
+		r = diff.Compare(p.From, p.To, opts)
 	}
-	w, err := writeBundle(ctx, g, b.path, b.opts, from, to, r, opts)
+	w, err := h.WriteBundle(ctx, b.bundle, p.From, p.To, r, opts)
 	if err != nil {
 		return err
 	}
@@ -156,21 +163,16 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 		return err
 	}
 	host := g.host()
-	var p session.Pair
-	var err error
-	if o.Tenant != "" {
-		p, err = host.Latest(ctx, o.Tenant)
-	} else {
-		p, err = host.Stored(ctx, o.FromID, o.ToID)
+	host.Hold(false)
+	b := o.Write.bundle(o.Output)
+	p, r, err := bundlePair(ctx, host, o, &b)
+	if rerr := host.Release(); err == nil {
+		err = rerr
 	}
 	if err != nil {
 		return err
 	}
-	r, err := host.Compare(p, &o.Compare)
-	if err != nil {
-		return err
-	}
-	w, err := writeBundle(ctx, g, o.Output, o.Write, p.From, p.To, r, o.Compare)
+	w, err := host.WriteBundle(ctx, b, p.From, p.To, r, o.Compare)
 	if err != nil {
 		return err
 	}
@@ -186,11 +188,33 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 	return err
 }
 
+// bundlePair judges the pair the bundle command names and proves it in the
+// store's log for b, all in host's hold of the store: the bundle is written
+// once the hold is let go.
+func bundlePair(ctx context.Context, host *session.Host, o bundleOptions, b *session.Bundle) (session.Pair, *diff.Result, error) {
+	var p session.Pair
+	var err error
+	if o.Tenant != "" {
+		p, err = host.Latest(ctx, o.Tenant)
+	} else {
+		p, err = host.Stored(ctx, o.FromID, o.ToID)
+	}
+	if err != nil {
+		return p, nil, err
+	}
+	r, err := host.Compare(p, &o.Compare)
+	if err != nil {
+		return p, nil, err
+	}
+	host.Prove(b, p.From, p.To)
+	return p, r, nil
+}
+
 // bundleOpts are bundleFlags, read and checked before any capture or store
 // access, so a bad key or output path fails fast.
 type bundleOpts struct {
 	force                  bool
-	signKey                []byte
+	signKey                ed25519.PrivateKey
 	tenantStart, tenantEnd time.Time
 }
 
@@ -211,6 +235,11 @@ func (o *bundleOpts) readFiles(path string, force bool, signKey string) error {
 	return nil
 }
 
+// bundle is the bundle to write to path.
+func (o bundleOpts) bundle(path string) session.Bundle {
+	return session.Bundle{Path: path, Force: o.force, SignKey: o.signKey, TenantStart: o.tenantStart, TenantEnd: o.tenantEnd}
+}
+
 // bundleTimes reads --tenant-start and --tenant-end.
 func bundleTimes(c *cli.Context) (bundleOpts, error) {
 	var o bundleOpts
@@ -224,112 +253,4 @@ func bundleTimes(c *cli.Context) (bundleOpts, error) {
 		}
 	}
 	return o, nil
-}
-
-// written describes a bundle just written, for the line or JSON that says so.
-type written struct {
-	File    string       `json:"file"`
-	SHA256  string       `json:"sha256"`
-	Bag     string       `json:"bag"` // the tarball's one directory
-	From    string       `json:"from"`
-	To      string       `json:"to"`
-	Tenant  string       `json:"tenant,omitempty"`
-	Files   int          `json:"files"`
-	Summary diff.Summary `json:"summary"`
-	Signer  string       `json:"signer,omitempty"` // the signing key, base64
-	// StoreProved: the bundle carries the store log's checkpoint and the
-	// inclusion of its stored snapshots.
-	StoreProved bool `json:"store_proved"`
-}
-
-func (w written) String() string {
-	signed := "unsigned"
-	if w.Signer != "" {
-		signed = "signed by " + w.Signer
-	}
-	return fmt.Sprintf("wrote %s: %s to %s, findings: %d, %s, sha256 %s",
-		safetext.Escape(w.File), safetext.Escape(w.From), safetext.Escape(w.To), w.Summary.Total, signed, w.SHA256)
-}
-
-// writeBundle writes the bundle of a diff to path.
-// window carries what the bundle shows of the time between the snapshots:
-// the kernel log and the watch's events.
-func writeBundle(ctx context.Context, g globals, path string, o bundleOpts, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (written, error) {
-	in := bundle.Input{
-		Before: from, After: to, Result: res, KernelLog: window.KernelLog, Events: window.Events,
-		Version: capture.Version, UID: os.Getuid(),
-		TenantStart: o.tenantStart, TenantEnd: o.tenantEnd,
-		SignKey: o.signKey,
-	}
-	var err error
-	if in.Store, err = storeEvidence(g, o.signKey, from.ID, to.ID); err != nil {
-		// The bundle goes out without the log's proofs, and says so.
-		warn(g, fmt.Errorf("bundle: the store's log is not in the bundle: %w", err))
-	}
-	m, err := bundle.WriteFile(ctx, path, in, o.force)
-	if err != nil {
-		return written{}, fmt.Errorf("bundle: %w", err)
-	}
-	sum, err := fileSHA256(path)
-	if err != nil {
-		return written{}, fmt.Errorf("bundle: %w", err)
-	}
-	p := m.Predicate
-	w := written{File: path, SHA256: sum, Bag: m.Bag, From: from.ID, To: to.ID, Tenant: p.Tenant, Files: m.Files, Summary: res.Summary, StoreProved: p.Store != nil}
-	if p.Signer != nil {
-		w.Signer = p.Signer.PublicKey
-	}
-	return w, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// storeEvidence proves the bundle's snapshots in the store's log: the log's
-// checkpoint (signed with key, when given) and each stored snapshot's
-// inclusion at it; a snapshot not stored (a TO captured for the bundle) is
-// named as such.
-func storeEvidence(g globals, key ed25519.PrivateKey, ids ...string) (*bundle.StoreEvidence, error) {
-	ev := &bundle.StoreEvidence{}
-	var head tlog.TreeHead
-	err := readStore(g, func(st *store.Store) error {
-		var err error
-		if head, err = st.Head(); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			p, err := st.Inclusion(id)
-			switch {
-			case err != nil && !store.IsNotInLog(err):
-				return err
-			case err != nil:
-				ev.NotStored = append(ev.NotStored, id)
-			default:
-				ev.Inclusion = append(ev.Inclusion, p...)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(ev.Inclusion) > 0 {
-		head = ev.Inclusion[0].Head // the proofs' head: a write since Head is not in them
-	}
-	note, err := checkpointText(head, key)
-	if err != nil {
-		return nil, err
-	}
-	ev.Checkpoint = string(note)
-	return ev, nil
 }

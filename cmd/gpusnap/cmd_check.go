@@ -18,6 +18,7 @@ import (
 	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/npd"
 	"github.com/gpusnap/gpusnap/ocsf"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -168,15 +169,29 @@ func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run)
 // window before it, filling run with what it saw, and records the result
 // in the store's log beside the snapshots ids (a baseline stored of snap).
 func judgeCapture(g globals, o checkOptions, snap *snapshot.Snapshot, run *metrics.Run, ids ...string) *diff.Result {
+	h := g.host()
+	r, events := checkCapture(g, h, o, snap, run)
+	recordCheck(g, h, r, events, run, ids...)
+	return r
+}
+
+// checkCapture checks snap with the event log of the window before it, and
+// returns the result and the log it read.
+func checkCapture(g globals, h *session.Host, o checkOptions, snap *snapshot.Snapshot, run *metrics.Run) (*diff.Result, eventlog.Source) {
 	o.Since = checkSince(g, snap, o.Window)
-	o.Events, o.LogProblems = g.host().Window(o.Since, snap)
+	o.Events, o.LogProblems = h.Window(o.Since, snap)
 	r := diff.Check(snap, o.CheckOptions)
 	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(snap), len(r.Notes)+len(r.Check.Unchecked)
-	if err := recordResult(g, "check", r, run, o.Events, ids...); err != nil {
-		// The gate's verdict stands without the log: said, not fatal.
+	return r, o.Events
+}
+
+// recordCheck records a check's result in the store's log. The gate's
+// verdict stands without the log: said, not fatal.
+func recordCheck(g globals, h *session.Host, r *diff.Result, events eventlog.Source, run *metrics.Run, ids ...string) {
+	if err := h.Record("check", r, events, ids...); err != nil {
 		warn(g, err)
 	}
-	return r
+	run.StoreLog = r.StoreLog
 }
 
 // reportCheck prints a check's result and returns its exit status.

@@ -105,30 +105,44 @@ func runDiff(ctx context.Context, g globals, o diffOptions) error {
 }
 
 // diffAndReport runs the diff and prints it, filling run with what it saw.
+// The store is opened once, read-write: the pair, its history, the record
+// of the verdict and the bundle's proofs are read and written in one hold,
+// let go before anything is printed.
 func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.Run) error {
 	host := g.host()
-	var p session.Pair
-	var err error
+	host.Hold(true)
+	p, r, logErr, err := diffPair(ctx, host, &o, run)
+	releaseErr := host.Release()
+	if err != nil {
+		return err
+	}
+	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(p.To.Host.Hostname, "diff")) }
+	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r, o.Verbose) }); err != nil {
+		return err
+	}
+	return diffVerdict(g, r.FailedOn(o.FailOn), p.StoreErr, logErr, releaseErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, host, p, o.Compare, r))
+}
+
+// diffPair judges the pair the diff names, records the verdict in the
+// store's log and readies the bundle. A verdict not recorded is logErr,
+// said after the findings.
+func diffPair(ctx context.Context, host *session.Host, o *diffOptions, run *metrics.Run) (p session.Pair, r *diff.Result, logErr, err error) {
 	if o.Tenant != "" {
 		p, err = host.Post(ctx, o.Tenant)
 	} else {
 		p, err = host.Stored(ctx, o.FromID, o.ToID)
 	}
 	if err != nil {
-		return err
+		return p, nil, nil, err
 	}
-	from, to := p.From, p.To
-	r, err := host.Compare(p, &o.Compare)
-	if err != nil {
-		return err
+	if r, err = host.Compare(p, &o.Compare); err != nil {
+		return p, nil, nil, err
 	}
-	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(to), len(r.Notes)
-	logErr := recordResult(g, "diff", r, run, o.Compare.Events, from.ID, to.ID)
-	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(to.Host.Hostname, "diff")) }
-	if err := o.OCSF.print(g, findings, func() error { return printResult(g, r, o.Verbose) }); err != nil {
-		return err
-	}
-	return diffVerdict(g, r.FailedOn(o.FailOn), p.StoreErr, logErr, o.OCSF.appendFile(findings), o.Bundle.write(ctx, g, o.FailOn, from, to, o.Compare, r))
+	run.Findings, run.GPUs, run.Unchecked = r.Findings, snapshot.GPUUsage(p.To), len(r.Notes)
+	logErr = host.Record("diff", r, o.Compare.Events, p.From.ID, p.To.ID)
+	run.StoreLog = r.StoreLog
+	o.Bundle.prepare(host, o.FailOn, p, r)
+	return p, r, logErr, nil
 }
 
 // diffVerdict is the exit status of a diff that ran: the findings decide it,

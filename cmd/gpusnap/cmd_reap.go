@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/reap"
 	"github.com/gpusnap/gpusnap/render"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -112,8 +113,7 @@ type judgement struct {
 
 // judge judges as diff --tenant or check --gpus does, and records the
 // result in the store's log as they do.
-func (o reapOptions) judge(ctx context.Context, g globals) (*judgement, error) {
-	host := g.host()
+func (o reapOptions) judge(ctx context.Context, g globals, host *session.Host) (*judgement, error) {
 	if o.Tenant != "" {
 		p, err := host.Post(ctx, o.Tenant)
 		if err != nil {
@@ -146,14 +146,14 @@ func (o reapOptions) judge(ctx context.Context, g globals) (*judgement, error) {
 
 // reapReport is reap's output: --json prints it whole.
 type reapReport struct {
-	Tenant   string         `json:"tenant,omitempty"`
-	GPUs     string         `json:"gpus,omitempty"`
-	Judged   string         `json:"judged"` // the snapshot judged
-	Verdict  string         `json:"verdict"`
-	DryRun   bool           `json:"dry_run"`
-	Plan     reap.Plan      `json:"plan"`
-	Evidence *reapEvidence  `json:"evidence,omitempty"`
-	Outcomes []reap.Outcome `json:"outcomes,omitempty"`
+	Tenant   string            `json:"tenant,omitempty"`
+	GPUs     string            `json:"gpus,omitempty"`
+	Judged   string            `json:"judged"` // the snapshot judged
+	Verdict  string            `json:"verdict"`
+	DryRun   bool              `json:"dry_run"`
+	Plan     reap.Plan         `json:"plan"`
+	Evidence *session.Evidence `json:"evidence,omitempty"`
+	Outcomes []reap.Outcome    `json:"outcomes,omitempty"`
 	// After is the same judgement, run again after the actions.
 	After *reapAfter `json:"after,omitempty"`
 }
@@ -219,8 +219,11 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 	if o.Yes && !live {
 		return nil, usageError(errors.New("reap --yes acts on the live host: it cannot be combined with --proc-root"))
 	}
-	j, err := o.judge(ctx, g)
+	host := g.host()
+	host.Hold(true)
+	j, err := o.judge(ctx, g, host)
 	if err != nil {
+		_ = host.Release()
 		return nil, err
 	}
 	mnt := ""
@@ -232,32 +235,41 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 	if o.GPUs != nil {
 		rep.GPUs = o.GPUs.String()
 	}
-	if !o.Yes {
+	if !o.Yes || len(plan.Actions) == 0 && j.Verdict == diff.VerdictClean {
+		if err := host.Release(); err != nil {
+			warn(g, err)
+		}
+		if o.Yes {
+			// Nothing found and nothing to do: no evidence to keep, and the
+			// judgement just run is the proof.
+			rep.After = o.after(j, j)
+		}
 		return &rep, finishReap(g, rep, j.Verdict)
 	}
-	if len(plan.Actions) == 0 && j.Verdict == diff.VerdictClean {
-		// Nothing found and nothing to do: no evidence to keep, and the
-		// judgement just run is the proof.
-		rep.After = o.after(j, j)
-		return &rep, finishReap(g, rep, j.Verdict)
+	dir, b, err := o.evidenceBundle(g, host, j)
+	if rerr := host.Release(); rerr != nil {
+		warn(g, rerr)
 	}
-	ev, err := o.writeEvidence(ctx, g, j)
+	var ev *session.Evidence
+	if err == nil {
+		ev, err = keepEvidence(ctx, host, dir, b, j)
+	}
 	if err != nil {
 		// No evidence, no action: the plan is printed with why.
 		_ = finishReap(g, rep, j.Verdict)
 		return &rep, fmt.Errorf("reap: nothing done: %w", err)
 	}
 	rep.Evidence = ev
-	actor := reap.Actor{Grace: o.Grace, CgroupRoot: mnt, KeepMemory: ev.keepMemory(o.MemoryLimit)}
+	actor := reap.Actor{Grace: o.Grace, CgroupRoot: mnt, KeepMemory: ev.KeepMemory(o.MemoryLimit)}
 	rep.Outcomes = actor.Run(ctx, plan)
 	for _, out := range rep.Outcomes {
 		run.Reaped = append(run.Reaped, metrics.Reaped{Step: out.Action.Step, Result: out.Result})
 	}
-	ev.record(g, rep.Outcomes, j)
+	recordActions(g, host, ev, rep.Outcomes, j)
 	if err := o.appendOCSF(j, rep.Outcomes); err != nil {
 		warn(g, fmt.Errorf("--ocsf-file: %w", err))
 	}
-	after, err := o.judge(ctx, g)
+	after, err := o.judge(ctx, g, host)
 	if err != nil {
 		warn(g, fmt.Errorf("the judgement after the actions: %w", err))
 		rep.After = &reapAfter{Verdict: diff.VerdictUnknown}

@@ -51,7 +51,7 @@ func TestReapJobEndedJudgesAsDiff(t *testing.T) {
 	for _, cmd := range app.Commands {
 		if cmd.Name == "reap" {
 			cmd.Action = action(parseReap, func(ctx context.Context, g globals, o reapOptions) (err error) {
-				judged, err = o.judge(ctx, g)
+				judged, err = o.judge(ctx, g, g.host())
 				return err
 			})
 		}

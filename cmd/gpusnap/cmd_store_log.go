@@ -3,26 +3,19 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/bundle"
-	"github.com/gpusnap/gpusnap/diff"
-	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
-	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/store"
-	"github.com/gpusnap/gpusnap/store/tlog"
-	"github.com/gpusnap/gpusnap/watch"
 )
 
 func storeCheckpointCommand() *cli.Command {
@@ -56,24 +49,14 @@ func runStoreCheckpoint(_ context.Context, g globals, o storeCheckpointOptions) 
 	if err != nil {
 		return err
 	}
-	var head tlog.TreeHead
-	if err := readStore(g, func(st *store.Store) error {
-		head, err = st.Head()
-		return err
-	}); err != nil {
-		return err
-	}
-	note, err := checkpointText(head, key)
+	cp, err := g.host().Checkpoint(key)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		return render.JSON(g.Stdout, struct {
-			tlog.TreeHead
-			Checkpoint string `json:"checkpoint"`
-		}{head, string(note)})
+		return render.JSON(g.Stdout, cp)
 	}
-	_, err = g.Stdout.Write(note)
+	_, err = io.WriteString(g.Stdout, cp.Checkpoint)
 	return err
 }
 
@@ -110,34 +93,24 @@ func parseStoreVerify(c *cli.Context) (storeVerifyOptions, error) {
 const maxCheckpoint = 64 << 10
 
 func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
-	var cp *tlog.TreeHead
-	verified := false
+	var pub ed25519.PublicKey
+	var text []byte
 	if o.Checkpoint != "" {
-		var pub ed25519.PublicKey
 		var err error
 		if o.Pub != "" {
 			if pub, err = bundle.ReadPublicKey(o.Pub); err != nil {
 				return err
 			}
 		}
-		text, err := safefile.ReadFile(o.Checkpoint, maxCheckpoint)
-		if err != nil {
+		if text, err = safefile.ReadFile(o.Checkpoint, maxCheckpoint); err != nil {
 			return err
 		}
-		head, ok, err := tlog.ParseCheckpoint(text, pub)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.Checkpoint, err)
-		}
-		cp, verified = &head, ok
 	}
-	var rep *store.LogReport
-	if err := readStore(g, func(st *store.Store) (err error) {
-		rep, err = st.VerifyLog(cp)
-		return err
-	}); err != nil {
+	proof, err := g.host().VerifyLog(o.Checkpoint, text, pub, time.Now())
+	if err != nil {
 		return err
 	}
-	checkSeals(g, rep, time.Now())
+	rep, verified := proof.LogReport, proof.CheckpointVerified
 	if g.JSON {
 		if err := render.JSON(g.Stdout, struct {
 			Path               string `json:"path"`
@@ -154,38 +127,6 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 		return statusError{exitFindings}
 	}
 	return nil
-}
-
-// maxSealProblems bounds the problems the event log's seals add to a
-// verify: one removed segment is named by every result that sealed it.
-const maxSealProblems = 64
-
-// checkSeals adds to rep a problem for each seal in the result leaves that
-// the event log no longer holds (a segment rewritten, cut back or removed). A
-// removed segment that started more than watch's default retention before now
-// counts as pruned, because retention and deletion look alike from then on.
-func checkSeals(g globals, rep *store.LogReport, now time.Time) {
-	if len(rep.Seals) == 0 {
-		return
-	}
-	heads := make([]eventlog.Head, len(rep.Seals))
-	for i, s := range rep.Seals {
-		heads[i] = eventlog.Head{Segment: s.Segment, Line: s.Line, Seq: s.Seq, Hash: s.Hash}
-	}
-	added := 0
-	for i, err := range eventlog.CheckHeads(eventlog.JournalDir(g.DB), heads) {
-		if err == nil || added == maxSealProblems {
-			continue
-		}
-		if errors.Is(err, eventlog.ErrSegmentGone) {
-			if start, ok := eventlog.SegmentStart(heads[i].Segment); ok && start.Before(now.Add(-watch.DefaultRetain)) {
-				continue
-			}
-			err = fmt.Errorf("%w: removed from the event log after this result read it", err)
-		}
-		added++
-		rep.Problems = append(rep.Problems, store.LogProblem{Leaf: int64(rep.Seals[i].Leaf), Detail: "the event log this result read: " + err.Error()})
-	}
 }
 
 func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verified bool) {
@@ -211,46 +152,4 @@ func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verifi
 	} else {
 		fmt.Fprintf(g.Stdout, "store %s is NOT consistent with its log (problems: %d)\n", g.DB, len(rep.Problems))
 	}
-}
-
-// recordResult appends to the store's log a result leaf for r: its findings'
-// SHA-256, the snapshots compared and the seals of the event log segments
-// read. It sets the log's new head in r and run, for the JSON and the
-// textfile. A result that could not be recorded is the error, reported beside
-// the verdict.
-func recordResult(g globals, command string, r *diff.Result, run *metrics.Run, events eventlog.Source, ids ...string) error {
-	findings, err := json.Marshal(r.Findings)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(findings)
-	st, err := openStore(g, false)
-	if err != nil {
-		return fmt.Errorf("%s result not recorded in the store's log: %w", command, err)
-	}
-	var seals []tlog.EventSeal
-	if events != nil {
-		for _, h := range events.Meta().Heads {
-			seals = append(seals, tlog.EventSeal{Segment: h.Segment, Line: h.Line, Seq: h.Seq, Hash: h.Hash})
-		}
-	}
-	head, err := st.AppendResult(command, hex.EncodeToString(sum[:]), seals, ids...)
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s result not recorded in the store's log: %w", command, err)
-	}
-	r.StoreLog = &diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}
-	run.StoreLog = r.StoreLog
-	return nil
-}
-
-// checkpointText is head as a checkpoint: a signed note with key, its body
-// and the blank line alone without.
-func checkpointText(head tlog.TreeHead, key ed25519.PrivateKey) ([]byte, error) {
-	if key == nil {
-		return append(tlog.CheckpointBody(head), '\n'), nil
-	}
-	return tlog.SignCheckpoint(head, key)
 }

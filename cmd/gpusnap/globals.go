@@ -15,6 +15,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/nvmlread"
+	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -56,6 +57,9 @@ type globals struct {
 	HashLimit   int64  // --hash-limit, bytes
 	Stdout      io.Writer
 	Stderr      io.Writer
+	// Trace is the session's trace the command's context carries (a
+	// test's), nil when none.
+	Trace *session.Trace
 }
 
 func loadGlobals(c *cli.Context) (globals, error) {
@@ -74,6 +78,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		UnitRoot:    lookup(c, "unit-root", (*cli.Context).String),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
+		Trace:       session.ContextTrace(c.Context),
 	}
 	if g.JSON {
 		// A tenant's bidi controls would reorder the raw JSON on a screen.

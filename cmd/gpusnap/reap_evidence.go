@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,40 +9,33 @@ import (
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/reap"
-	"github.com/gpusnap/gpusnap/store/tlog"
+	"github.com/gpusnap/gpusnap/session"
 )
 
-// reapEvidence is what reap keeps before it acts: the bundle of the
-// judgement, verified, and the memory of each suspected compromise.
-type reapEvidence struct {
-	Dir      string        `json:"dir"`
-	Bundle   written       `json:"bundle"`
-	Verified bool          `json:"verified"`
-	Memory   []reap.Memory `json:"memory,omitempty"`
-	// Log is the store's log after the leaves of the actions, or why
-	// they are not in it.
-	Log string `json:"log"`
-}
-
-func (e *reapEvidence) String() string {
-	return fmt.Sprintf("%s, verified intact; %s", e.Bundle, e.Log)
-}
-
-// writeEvidence writes the bundle of j under the evidence directory and
-// verifies it: an action follows only evidence that reads back intact.
-func (o reapOptions) writeEvidence(ctx context.Context, g globals, j *judgement) (*reapEvidence, error) {
+// evidenceBundle readies the bundle of j under the evidence directory, its
+// store proofs gathered in host's hold of the store that judged it, and
+// returns the directory and the bundle.
+func (o reapOptions) evidenceBundle(g globals, host *session.Host, j *judgement) (string, session.Bundle, error) {
 	dir := o.Evidence
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(g.DB), "reap", j.To.ID)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("evidence: %w", err)
+		return "", session.Bundle{}, fmt.Errorf("evidence: %w", err)
 	}
 	path := filepath.Join(dir, "bundle.tar.gz")
 	var bo bundleOpts
 	if err := bo.readFiles(path, false, o.SignKey); err != nil {
-		return nil, err
+		return "", session.Bundle{}, err
 	}
+	b := bo.bundle(path)
+	host.Prove(&b, j.From, j.To)
+	return dir, b, nil
+}
+
+// keepEvidence writes and verifies the bundle of j that evidenceBundle
+// readied: an action follows only evidence that reads back intact.
+func keepEvidence(ctx context.Context, host *session.Host, dir string, b session.Bundle, j *judgement) (*session.Evidence, error) {
 	r := j.Result
 	if j.Result.Check == nil {
 		// The bundle holds every involved process's maps diff.
@@ -54,63 +43,17 @@ func (o reapOptions) writeEvidence(ctx context.Context, g globals, j *judgement)
 		opts.MapsDiff = true
 		r = diff.Compare(j.From, j.To, opts)
 	}
-	w, err := writeBundle(ctx, g, path, bo, j.From, j.To, r, j.Window)
-	if err != nil {
-		return nil, err
-	}
-	var trusted ed25519.PublicKey
-	if bo.signKey != nil {
-		trusted = ed25519.PrivateKey(bo.signKey).Public().(ed25519.PublicKey)
-	}
-	v, err := verifyBundle(path, trusted)
-	if err != nil {
-		return nil, fmt.Errorf("evidence %s: %w", path, err)
-	}
-	if !v.Intact() {
-		return nil, fmt.Errorf("evidence %s does not verify: %d problems", path, len(v.Problems))
-	}
-	return &reapEvidence{Dir: dir, Bundle: w, Verified: true}, nil
+	return host.KeepEvidence(ctx, dir, b, j.From, j.To, r, j.Window)
 }
 
-// keepMemory keeps a target's memory under the evidence directory.
-func (e *reapEvidence) keepMemory(limit uint64) func(t reap.Target) (string, error) {
-	return func(t reap.Target) (string, error) {
-		m, err := reap.KeepMemory(e.Dir, int64(min(limit, 1<<62)), t)
-		if err != nil {
-			return "", err
-		}
-		e.Memory = append(e.Memory, m)
-		return m.String(), nil
-	}
-}
-
-// record appends one leaf a action to the store's log: the step, and the
-// SHA-256 of the outcome's JSON, naming the snapshot judged.
-func (e *reapEvidence) record(g globals, outcomes []reap.Outcome, j *judgement) {
-	err := func() error {
-		st, err := openStore(g, false)
-		if err != nil {
-			return err
-		}
-		var head tlog.TreeHead
-		for _, out := range outcomes {
-			b, err := json.Marshal(out)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			if head, err = st.AppendResult("reap "+out.Action.Step+" "+out.Result, hex.EncodeToString(sum[:]), nil, j.To.ID); err != nil {
-				return errors.Join(err, st.Close())
-			}
-		}
-		if err := st.Close(); err != nil {
-			return err
-		}
-		e.Log = fmt.Sprintf("%d actions recorded in the store's log (size %d)", len(outcomes), head.Size)
-		return nil
-	}()
+// recordActions appends to the store's log one leaf an action, naming the
+// snapshot judged, and says in ev's Log what the log holds of them.
+func recordActions(g globals, host *session.Host, ev *session.Evidence, outcomes []reap.Outcome, j *judgement) {
+	log, err := host.RecordActions(outcomes, j.To.ID)
 	if err != nil {
-		e.Log = "the actions are not in the store's log: " + err.Error()
-		warn(g, errors.New(e.Log))
+		ev.Log = "the actions are not in the store's log: " + err.Error()
+		warn(g, errors.New(ev.Log))
+		return
 	}
+	ev.Log = log
 }

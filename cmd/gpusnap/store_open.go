@@ -8,13 +8,15 @@ import (
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/watch"
 )
 
 // host is the host tenant sessions run on, as the global flags say: captured
-// by captureHost, its store --db, warnings on stderr.
+// by captureHost, its store --db, warnings on stderr. Each command makes
+// its own: a Host holds the store for one command.
 func (g globals) host() *session.Host {
 	return &session.Host{
-		DB: g.DB, KernelLog: g.KernelLog,
+		DB: g.DB, KernelLog: g.KernelLog, Version: capture.Version, Retain: watch.DefaultRetain, Trace: g.Trace,
 		Capture: func(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
 			return captureHost(ctx, g, label, tenant)
 		},
@@ -24,20 +26,10 @@ func (g globals) host() *session.Host {
 	}
 }
 
-// readStore opens --db read-only, runs read, and closes it before returning:
-// a reader copies what it needs and lets go of the store before it writes
-// output, so a reader whose stdout is blocked (`show --json | less`) never
-// holds the lock a prolog's baseline waits for.
+// readStore runs read on --db opened read-only, and closes it before
+// returning, as session.Host.Read does for every reader.
 func readStore(g globals, read func(*store.Store) error) error {
-	st, err := openStore(g, true)
-	if err != nil {
-		return err
-	}
-	err = read(st)
-	if cerr := st.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("store %s: %w", g.DB, cerr)
-	}
-	return err
+	return g.host().Read(read)
 }
 
 // openStore opens --db; readers open it read-only and never block each other.

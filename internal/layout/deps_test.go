@@ -4,7 +4,10 @@
 package layout
 
 import (
+	"go/ast"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -71,6 +74,55 @@ func TestArrowsLinkWhatTheyUse(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// bundleForCmd is what cmd may use of package bundle: the keys that keygen
+// writes and the bundle verifier that verify prints. Writing a bundle and
+// gathering its store proofs are the session's.
+var bundleForCmd = map[string]bool{"ReadPrivateKey": true, "ReadPublicKey": true, "WriteKeyPair": true, "KeyID": true,
+	"Verify": true, "VerifyDir": true, "Verification": true}
+
+// TestCmdHoldsNoStoreOrBundleLogic: what follows a verdict (its record in the
+// store's log, a checkpoint, a bundle and its proofs) is package session's,
+// and cmd parses flags and prints. So cmd imports neither the log's format
+// (store/tlog) nor bbolt, and uses of bundle only bundleForCmd.
+func TestCmdHoldsNoStoreOrBundleLogic(t *testing.T) {
+	const cmd = "github.com/gpusnap/gpusnap/cmd/gpusnap"
+	out, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", cmd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", cmd, err, out)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if imp == "github.com/gpusnap/gpusnap/store/tlog" || imp == "go.etcd.io/bbolt" || strings.HasPrefix(imp, "go.etcd.io/bbolt/") {
+			t.Errorf("cmd/gpusnap imports %s: the store's log is package session's to write and prove", imp)
+		}
+	}
+	root, err := filepath.Abs("../../cmd/gpusnap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for name, f := range sourceFilesUnder(t, fset, root) {
+		local := ""
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"github.com/gpusnap/gpusnap/bundle"` {
+				local = "bundle"
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || local == "" {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && !bundleForCmd[sel.Sel.Name] {
+				t.Errorf("cmd/gpusnap/%s:%d uses bundle.%s: writing a bundle is package session's", name, fset.Position(sel.Pos()).Line, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }
 
