@@ -16,6 +16,7 @@ import (
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/eventlog"
+	"github.com/gpusnap/gpusnap/internal/scenariodir"
 	"github.com/gpusnap/gpusnap/internal/testenv"
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
@@ -43,9 +44,9 @@ func render(t *testing.T, fs []Finding) []byte {
 }
 
 const (
-	gpuhost = "../fixtures/proc/gpuhost"
-	h100x8  = "../fixtures/nvml/h100x8.json"
-	ghost   = "../fixtures/scenarios/leftover-ghost-in-container/"
+	gpuhost       = "../fixtures/proc/gpuhost"
+	h100x8        = "../fixtures/nvml/h100x8.json"
+	ghostScenario = "../fixtures/scenarios/leftover-ghost-in-container"
 )
 
 // Every finding of a check on the gpuhost fixture (a masquerading miner,
@@ -84,6 +85,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 		t.Errorf("a tenant's control or bidi bytes went out raw")
 	}
 
+	ghost := scenariodir.ForTest(t, ghostScenario) + "/"
 	from, to := captureOf(t, ghost+"before/proc", ghost+"before/nvml.json"), captureOf(t, ghost+"after/proc", ghost+"after/nvml.json")
 	d := diff.Compare(from, to, diff.Options{ZombieThreshold: diff.DefaultZombieThreshold})
 	if len(d.Findings) == 0 {
@@ -97,7 +99,7 @@ func TestFindingsValidateAgainstSchema(t *testing.T) {
 // compromise critical and an alert, an allowed finding allowed, and every
 // line is valid under the security_control profile it names.
 func TestHandlingByClass(t *testing.T) {
-	const other = "../fixtures/scenarios/mps-server-another-tenant/"
+	other := scenariodir.ForTest(t, "../fixtures/scenarios/mps-server-another-tenant") + "/"
 	from, to := captureOf(t, other+"before/proc", other+"before/nvml.json"), captureOf(t, other+"after/proc", other+"after/nvml.json")
 	to.Tenant = "mps-server-another-tenant"
 	d := diff.Compare(from, to, diff.Options{ZombieThreshold: diff.DefaultZombieThreshold})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/internal/scenariodir"
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -26,11 +27,12 @@ type fixture struct {
 func newFixture(t *testing.T, db, scenario string) *fixture {
 	t.Helper()
 	f := &fixture{side: "before"}
+	published := scenariodir.ForTest(t, filepath.Join("..", "fixtures", "scenarios", scenario))
 	f.host = &Host{
 		DB: db,
 		Capture: func(ctx context.Context, label, tenant string) (*snapshot.Snapshot, error) {
 			f.captures++
-			dir := filepath.Join("..", "fixtures", "scenarios", scenario, f.side)
+			dir := filepath.Join(published, f.side)
 			return capture.Capture(ctx, capture.Options{ProcRoot: filepath.Join(dir, "proc"), Path: capture.PathProc,
 				NVML: nvmlread.Options{FixturePath: filepath.Join(dir, "nvml.json")}, Label: label, Tenant: tenant})
 		},

@@ -217,7 +217,7 @@ func TestBundleErrors(t *testing.T) {
 // findings as diff --json and every involved process's maps diff, and is not
 // written when the diff passes, unless --bundle-always.
 func TestDiffBundle(t *testing.T) {
-	scenario := filepath.Join("..", "..", "fixtures", "scenarios", "leftover-ghost-in-container")
+	scenario := scenarioDir("leftover-ghost-in-container")
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	side := func(s string) []string {
 		return []string{"--db", db, "--tenant", "job-9",

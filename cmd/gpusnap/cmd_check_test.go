@@ -17,7 +17,7 @@ import (
 
 // scenarioEnd is the --proc-root and --nvml-fixture flags of one end of a scenario.
 func scenarioEnd(name, end string) []string {
-	dir := filepath.Join("..", "..", "fixtures", "scenarios", name, end)
+	dir := filepath.Join(scenarioDir(name), end)
 	return []string{"--proc-root", filepath.Join(dir, "proc"), "--nvml-fixture", filepath.Join(dir, "nvml.json")}
 }
 
@@ -120,7 +120,7 @@ func TestLiveCheckGhost(t *testing.T) {
 func TestLiveCheckZombieWithLiveHolders(t *testing.T) {
 	livetest.Require(t, "losetup", "gcc")
 	sc := livetest.StartGhost(t, livetest.NewLoop(t), livetest.Options{})
-	nvml := filepath.Join("..", "..", "fixtures", "scenarios", "zombie-memory", "after", "nvml.json")
+	nvml := filepath.Join(scenarioDir("zombie-memory"), "after", "nvml.json")
 	zombie := func() (int, *diff.Triage) {
 		t.Helper()
 		code, stdout, stderr := gpusnap(t, "check", "--json", "--gpus", "0", "--nvml-fixture", nvml)
@@ -167,7 +167,7 @@ var fromOrTo = regexp.MustCompile(`\b(FROM|TO)\b`)
 // finding.
 func TestCheckCleanScenarios(t *testing.T) {
 	cases := map[string][]string{
-		"h200-idle": {"--proc-root", filepath.Join("..", "..", "fixtures", "scenarios", "clean-persistenced-unchanged", "after", "proc"),
+		"h200-idle": {"--proc-root", filepath.Join(scenarioDir("clean-persistenced-unchanged"), "after", "proc"),
 			"--nvml-fixture", filepath.Join("..", "..", "fixtures", "nvml", "h200-idle.json")},
 	}
 	for _, name := range []string{"clean-persistenced-unchanged", "allowed-workload", "other-device-unchanged",

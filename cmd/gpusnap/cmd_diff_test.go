@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/diff"
+	"github.com/gpusnap/gpusnap/internal/scenariodir"
 	"github.com/gpusnap/gpusnap/internal/schematest"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
@@ -38,92 +39,18 @@ func (f expectedFinding) String() string {
 // findings (kind, severity, pid) must be expected.json's, and nothing else;
 // the exit status 1 exactly when one is at or above medium.
 func TestDiffScenarios(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "*", "expected.json"))
+	dirs, err := filepath.Glob(filepath.Join(scenarioRoot, "*", "expected.json"))
 	if err != nil || len(dirs) < 10 {
 		t.Fatalf("scenarios: %v (%d found)", err, len(dirs))
 	}
 	reached := map[string]bool{} // the triage classes the scenarios declare
 	var outputs [][]byte         // each scenario's diff --json, for its schema
 	for _, exp := range dirs {
-		dir := filepath.Dir(exp)
-		name := filepath.Base(dir)
+		name := filepath.Base(filepath.Dir(exp))
 		t.Run(name, func(t *testing.T) {
-			var want struct {
-				Findings []expectedFinding
-				// Triage is the class every finding of a PID must carry.
-				Triage map[string]string
-			}
-			data, err := os.ReadFile(exp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(data, &want); err != nil {
-				t.Fatalf("%s: %v", exp, err)
-			}
-			db := filepath.Join(t.TempDir(), "gpusnap.db")
-			tenant := scenarioEnv(t, dir, name)
-			side := func(s string) []string {
-				args := []string{"--db", db, "--tenant", tenant,
-					"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
-				if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
-					args = append(args, "--kmsg", kmsg)
-				}
-				if sys := filepath.Join(dir, s, "sys"); fileExists(sys) {
-					args = append(args, "--sys-root", sys)
-				}
-				return args
-			}
-			if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
-				t.Fatalf("baseline: exit %d: %s", code, stderr)
-			}
-			if _, err := os.Stat(filepath.Join(dir, "during")); err == nil {
-				if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
-					t.Fatalf("snapshot during: exit %d: %s", code, stderr)
-				}
-			}
-			args := append([]string{"diff", "--json"}, side("after")...)
-			if _, err := os.Stat(filepath.Join(dir, "allow")); err == nil {
-				args = append(args, "--allow", filepath.Join(dir, "allow"))
-			}
-			code, stdout, stderr := gpusnap(t, args...)
+			stdout, triage := diffScenario(t, fromScenarioTree(t, name), filepath.Join(scenarioRoot, name))
 			outputs = append(outputs, []byte(stdout))
-			var r diff.Result
-			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-				t.Fatalf("diff --json: exit %d, %v: %s %s", code, err, stdout, stderr)
-			}
-			var got []expectedFinding
-			for _, f := range r.Findings {
-				e := expectedFinding{Kind: f.Kind, Severity: f.Severity.String()}
-				if f.Severity > diff.HighestRaised {
-					t.Errorf("%s is %s, above diff.HighestRaised (%s): --fail-on refuses what a rule raises", f.Kind, f.Severity, diff.HighestRaised)
-				}
-				if f.Process != nil {
-					e.PID = f.Process.PID
-				}
-				got = append(got, e)
-			}
-			key := func(a, b expectedFinding) int { return strings.Compare(a.String(), b.String()) }
-			slices.SortFunc(got, key)
-			slices.SortFunc(want.Findings, key)
-			if !slices.Equal(got, want.Findings) {
-				t.Errorf("findings:\n  %v\nwant:\n  %v\nreport:\n%s", got, want.Findings, stdout)
-			}
-			wantCode := 0
-			for _, f := range want.Findings {
-				if sev, _ := diff.ParseSeverity(f.Severity); sev >= diff.Medium {
-					wantCode = 1
-				}
-			}
-			if code != wantCode {
-				t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
-			}
-			if r.Tenant != tenant || r.Summary.Total != len(want.Findings) {
-				t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
-			}
-			checkScenarioTriage(t, r, want.Triage)
-			_, text, _ := gpusnap(t, slices.DeleteFunc(args, func(a string) bool { return a == "--json" })...)
-			checkGolden(t, filepath.Join(dir, "expected.txt"), text)
-			for _, class := range want.Triage {
+			for _, class := range triage {
 				reached[class] = true
 			}
 		})
@@ -138,6 +65,116 @@ func TestDiffScenarios(t *testing.T) {
 			t.Errorf("no scenario's expected.json declares triage class %s", class)
 		}
 	}
+}
+
+// TestDiffScenarioPublishedLayout runs scenarios as a user writes them,
+// before/ and after/ in full rather than changes to a base, through the
+// same harness and goldens: one with a during/ side, one with a kernel
+// log, and one with an environment and sys roots.
+func TestDiffScenarioPublishedLayout(t *testing.T) {
+	tree := t.TempDir()
+	root, cwd := filepath.Join(tree, "fixtures", "scenarios"), filepath.Join(tree, "cmd", "gpusnap")
+	for _, d := range []string{root, cwd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"leftover-ghost-in-container", "xid-79-tenant", "rocm-worker-outside-allocation"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(root, name)
+			if err := scenariodir.Materialize(filepath.Join(scenarioRoot, name), dir); err != nil {
+				t.Fatal(err)
+			}
+			if !scenariodir.Published(dir) || fileExists(filepath.Join(dir, scenariodir.ChangesFile)) {
+				t.Fatalf("%s is not in the published layout", dir)
+			}
+			t.Chdir(cwd)
+			diffScenario(t, dir, filepath.Join(scenarioRoot, name))
+		})
+	}
+}
+
+// diffScenario runs the scenario laid out at dir, a path from the test's
+// directory, whose expected.json and expected.txt lie in src. It returns
+// diff --json's output and the triage classes expected.json declares.
+func diffScenario(t *testing.T, src, dir string) (string, map[string]string) {
+	t.Helper()
+	exp := filepath.Join(src, "expected.json")
+	var want struct {
+		Findings []expectedFinding
+		// Triage is the class every finding of a PID must carry.
+		Triage map[string]string
+	}
+	data, err := os.ReadFile(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatalf("%s: %v", exp, err)
+	}
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	tenant := scenarioEnv(t, dir, filepath.Base(src))
+	side := func(s string) []string {
+		args := []string{"--db", db, "--tenant", tenant,
+			"--proc-root", filepath.Join(dir, s, "proc"), "--nvml-fixture", filepath.Join(dir, s, "nvml.json")}
+		if kmsg := filepath.Join(dir, s, "kmsg"); fileExists(kmsg) {
+			args = append(args, "--kmsg", kmsg)
+		}
+		if sys := filepath.Join(dir, s, "sys"); fileExists(sys) {
+			args = append(args, "--sys-root", sys)
+		}
+		return args
+	}
+	if code, _, stderr := gpusnap(t, append([]string{"baseline"}, side("before")...)...); code != 0 {
+		t.Fatalf("baseline: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "during")); err == nil {
+		if code, _, stderr := gpusnap(t, append([]string{"snapshot"}, side("during")...)...); code != 0 {
+			t.Fatalf("snapshot during: exit %d: %s", code, stderr)
+		}
+	}
+	args := append([]string{"diff", "--json"}, side("after")...)
+	if _, err := os.Stat(filepath.Join(dir, "allow")); err == nil {
+		args = append(args, "--allow", filepath.Join(dir, "allow"))
+	}
+	code, stdout, stderr := gpusnap(t, args...)
+	var r diff.Result
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("diff --json: exit %d, %v: %s %s", code, err, stdout, stderr)
+	}
+	var got []expectedFinding
+	for _, f := range r.Findings {
+		e := expectedFinding{Kind: f.Kind, Severity: f.Severity.String()}
+		if f.Severity > diff.HighestRaised {
+			t.Errorf("%s is %s, above diff.HighestRaised (%s): --fail-on refuses what a rule raises", f.Kind, f.Severity, diff.HighestRaised)
+		}
+		if f.Process != nil {
+			e.PID = f.Process.PID
+		}
+		got = append(got, e)
+	}
+	key := func(a, b expectedFinding) int { return strings.Compare(a.String(), b.String()) }
+	slices.SortFunc(got, key)
+	slices.SortFunc(want.Findings, key)
+	if !slices.Equal(got, want.Findings) {
+		t.Errorf("findings:\n  %v\nwant:\n  %v\nreport:\n%s", got, want.Findings, stdout)
+	}
+	wantCode := 0
+	for _, f := range want.Findings {
+		if sev, _ := diff.ParseSeverity(f.Severity); sev >= diff.Medium {
+			wantCode = 1
+		}
+	}
+	if code != wantCode {
+		t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
+	}
+	if r.Tenant != tenant || r.Summary.Total != len(want.Findings) {
+		t.Errorf("tenant %q, total %d", r.Tenant, r.Summary.Total)
+	}
+	checkScenarioTriage(t, r, want.Triage)
+	_, text, _ := gpusnap(t, slices.DeleteFunc(args, func(a string) bool { return a == "--json" })...)
+	checkGolden(t, filepath.Join(src, "expected.txt"), text)
+	return stdout, want.Triage
 }
 
 // scenarioEnv sets the environment of a scenario's env file (KEY=VALUE
@@ -197,7 +234,47 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-func scenarioDir(name string) string { return filepath.Join("..", "..", "fixtures", "scenarios", name) }
+// scenarioRoot holds the repository's scenarios, each in the published
+// layout or the compact form (fixtures/scenarios/README.md). The goldens
+// print it, in the path of each scenario's files.
+var scenarioRoot = filepath.Join("..", "..", "fixtures", "scenarios")
+
+// scenarios lays them out in the published layout, each once, in the
+// fixtures/scenarios of a tree of TestMain's. From that tree's
+// cmd/gpusnap, scenarioCwd, scenarioRoot names the laid-out scenarios.
+var (
+	scenarios   *scenariodir.Cache
+	scenarioCwd string
+)
+
+// scenarioDir is where the scenario name lies in the published layout, an
+// absolute path. It panics where the fixture tree is broken, which
+// scenariodir's own tests report by name.
+func scenarioDir(name string) string {
+	dir, err := scenarios.Dir(name)
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}
+
+// fromScenarioTree lays the scenario name out and moves the test into
+// scenarioCwd, from where scenarioRoot names it as the goldens print it.
+// It returns the absolute path of the scenario's own directory, which
+// holds its goldens.
+func fromScenarioTree(t *testing.T, name string) string {
+	t.Helper()
+	src, err := filepath.Abs(filepath.Join(scenarioRoot, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenarioDir(name)
+	if err := os.MkdirAll(scenarioCwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(scenarioCwd)
+	return src
+}
 
 // sideArgs are the global flags that read one side of a scenario.
 func sideArgs(db, name, side string) []string {
@@ -681,16 +758,17 @@ func TestNVIDIAOnlyHostUnchanged(t *testing.T) {
 	mustWrite(t, filepath.Join(sys, dev, "vendor"), "0x10de\n")
 	mustWrite(t, filepath.Join(sys, dev, "drm/card0/dev"), "226:0\n")
 	mustWrite(t, filepath.Join(sys, dev, "drm/renderD128/dev"), "226:128\n")
-	dirs, _ := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "*", "expected.txt"))
+	dirs, _ := filepath.Glob(filepath.Join(scenarioRoot, "*", "expected.txt"))
 	ran := 0
 	for _, golden := range dirs {
-		dir := filepath.Dir(golden)
-		name := filepath.Base(dir)
-		if fileExists(filepath.Join(dir, "before", "sys")) || fileExists(filepath.Join(dir, "env")) {
+		name := filepath.Base(filepath.Dir(golden))
+		if laid := scenarioDir(name); fileExists(filepath.Join(laid, "before", "sys")) || fileExists(filepath.Join(laid, "env")) {
 			continue // another vendor's host, or an allocation from the environment
 		}
 		ran++
 		t.Run(name, func(t *testing.T) {
+			golden := filepath.Join(fromScenarioTree(t, name), "expected.txt")
+			dir := filepath.Join(scenarioRoot, name)
 			db := filepath.Join(t.TempDir(), "gpusnap.db")
 			side := func(s string) []string {
 				args := []string{"--db", db, "--tenant", name, "--sys-root", sys,

@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/scenariodir"
 )
 
 // gpusnapProcessEnv, set to 1, makes the test binary gpusnap itself, its
@@ -42,6 +43,11 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	os.Setenv("GPUSNAP_DB", filepath.Join(dir, "gpusnap.db"))
+	scenarioCwd = filepath.Join(dir, "tree", "cmd", "gpusnap")
+	if scenarios, err = scenariodir.NewCache(scenarioRoot, filepath.Join(dir, "tree", "fixtures", "scenarios")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

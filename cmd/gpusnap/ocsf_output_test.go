@@ -56,7 +56,7 @@ func TestCheckFormatOCSF(t *testing.T) {
 // diff --tenant --format ocsf: a container's ghost, tagged with the tenant.
 func TestDiffFormatOCSF(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
-	dir := "../../fixtures/scenarios/leftover-ghost-in-container/"
+	dir := scenarioDir("leftover-ghost-in-container") + "/"
 	at := func(when string) []string {
 		return []string{"--db", db, "--proc-root", dir + when + "/proc", "--nvml-fixture", dir + when + "/nvml.json"}
 	}

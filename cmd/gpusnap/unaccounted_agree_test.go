@@ -29,12 +29,14 @@ func TestUnaccountedAgrees(t *testing.T) {
 	for _, fx := range fixtures {
 		hosts = append(hosts, host{filepath.Base(fx), psFixture, fx})
 	}
-	mps, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "scenarios", "mps-*", "after"))
+	mps, err := filepath.Glob(filepath.Join(scenarioRoot, "mps-*", "expected.json"))
 	if err != nil || len(mps) < 3 {
 		t.Fatalf("MPS scenarios: %v (%d found)", err, len(mps))
 	}
-	for _, dir := range mps {
-		hosts = append(hosts, host{filepath.Base(filepath.Dir(dir)), filepath.Join(dir, "proc"), filepath.Join(dir, "nvml.json")})
+	for _, exp := range mps {
+		name := filepath.Base(filepath.Dir(exp))
+		dir := filepath.Join(scenarioDir(name), "after")
+		hosts = append(hosts, host{name, filepath.Join(dir, "proc"), filepath.Join(dir, "nvml.json")})
 	}
 	for _, h := range hosts {
 		procRoot, fx := h.procRoot, h.fx

@@ -47,19 +47,25 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadOpen(f, limit)
+}
+
+// ReadOpen is ReadFile of a file the caller opened and checked, within
+// limit bytes.
+func ReadOpen(f *os.File, limit int64) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %w: %d bytes, at most %d", path, ErrTooLarge, st.Size(), limit)
+		return nil, fmt.Errorf("%s: %w: %d bytes, at most %d", f.Name(), ErrTooLarge, st.Size(), limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: grew past %d bytes while read", path, ErrTooLarge, limit)
+		return nil, fmt.Errorf("%s: %w: grew past %d bytes while read", f.Name(), ErrTooLarge, limit)
 	}
 	return data, nil
 }

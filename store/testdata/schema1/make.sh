@@ -20,7 +20,8 @@ for i in $(seq 0 399); do
 done >>"$work/root/4242/maps"
 printf 'python3\0train.py\0--name\0caf\xe9\0' >"$work/root/4242/cmdline"
 
-scen="$repo/fixtures/scenarios/cuda-ghost-keeps-context"
+scen="$work/scenario"
+(cd "$repo" && go run ./fixtures/scenariotool materialize cuda-ghost-keeps-context "$scen")
 rm -f "$here/store.bolt" "$here/checkpoint.txt"
 g() { "$old" --db "$here/store.bolt" --lock-timeout 5s "$@"; }
 g snapshot --proc-root "$work/root" --nvml-fixture "$repo/fixtures/nvml/h100x8.json" >/dev/null
