@@ -27,7 +27,7 @@ gcc -O2 -Wall -o "$work/watchload" bench/watchload/watchload.c
 truncate -s 1M "$work/gpu.img"
 loopdev=$(losetup -f --show "$work/gpu.img")
 mkdir "$work/dev"
-mknod "$work/dev/nvidia0" b "$(stat -c '%t' "$loopdev" | xargs printf '%d')" "$(stat -c '%T' "$loopdev" | xargs printf '%d')"
+mknod "$work/dev/nvidia0" b "$((0x$(stat -c '%t' "$loopdev")))" "$((0x$(stat -c '%T' "$loopdev")))"
 echo x > "$work/plain"
 watch_pid=
 stop_watch() {
