@@ -189,9 +189,12 @@ var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookTracepo
 // fd-table lookup too (three helper reads: 3.1-5.3% of an open over four
 // runs of 6.1 and 6.12). Each bound sits above the worst run measured
 // (1.7% on the security hooks) by the guests' run-to-run spread. The kprobe
-// programs test a regular file with one helper read (its f_mode) and must
-// stay within one point of the empty programs beside them.
-var matrixAboveFloor = map[Hook]float64{HookLSM: 0.03, HookFentry: 0.03, HookKprobe: 0.01, HookTracepoint: 0.07}
+// programs test a regular file with one helper read (its f_mode), and their
+// target is one point above the empty programs beside them. Their bound adds
+// the spread of one point the guests show between two like runs (6.1 gave
+// 0.7 then 1.4 points, and fentry's programs once ran 0.8 points faster than
+// its empty ones).
+var matrixAboveFloor = map[Hook]float64{HookLSM: 0.03, HookFentry: 0.03, HookKprobe: 0.02, HookTracepoint: 0.07}
 
 // TestHookCost times an open/close loop of a regular file (not a device:
 // what every process on a watched host does) with each hook's watch
