@@ -7,8 +7,9 @@
 #   loop      an open/close loop on a regular file (not a device), timed without a
 #             watch and with one, alternated ROUNDS times (3): the ratio of speeds
 #   rate      RATE opens a second (10000) of a loop-device node named nvidia0 for
-#             SECONDS (5), with the watch on: events recorded against opens made,
-#             lost events, and the watch's slowest and mean event-to-disk latency
+#             SECONDS (5), paced, beside FLOOD (100000) opens of it as fast as one
+#             process makes them, with the watch on: opens recorded against opens
+#             made, events the kernel dropped, and the watch's CPU meanwhile
 # Ratios within one run: the host is shared and noisy. Needs gcc, losetup, python3, root.
 # PARTS="idle loop rate" (the default) chooses what to run. Each figure is also
 # printed as a line "metric NAME VALUE", which bench/all.sh reads.
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 N=${N:-500} IDLE=${IDLE:-60} ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECONDS_=${SECONDS_:-5}
-LOOPS=${LOOPS:-200000} PARTS=${PARTS:-idle loop rate}
+LOOPS=${LOOPS:-200000} FLOOD=${FLOOD:-100000} PARTS=${PARTS:-idle loop rate}
 require_tools go gcc losetup python3
 [[ $(id -u) == 0 ]] || { echo "bench/watch.sh: needs root (BPF)" >&2; exit 2; }
 
@@ -26,7 +27,7 @@ gcc -O2 -Wall -o "$work/watchload" bench/watchload/watchload.c
 truncate -s 1M "$work/gpu.img"
 loopdev=$(losetup -f --show "$work/gpu.img")
 mkdir "$work/dev"
-mknod "$work/dev/nvidia0" b "$(stat -c '%t' "$loopdev" | xargs printf '%d')" "$(stat -c '%T' "$loopdev" | xargs printf '%d')"
+mknod "$work/dev/nvidia0" b "$((0x$(stat -c '%t' "$loopdev")))" "$((0x$(stat -c '%T' "$loopdev")))"
 echo x > "$work/plain"
 watch_pid=
 stop_watch() {
@@ -79,8 +80,14 @@ done
 
 [[ " $PARTS " == *" rate "* ]] || exit 0
 start_watch "$work/rate.db" bpf
+c0=$(cpu_ticks "$watch_pid") t0=$(date +%s.%N)
+"$work/watchload" loop "$work/dev/nvidia0" "$FLOOD" >/dev/null &
+flood_pid=$!
 made=$("$work/watchload" rate "$work/dev/nvidia0" "$RATE" "$SECONDS_")
+wait "$flood_pid"
+made=$((made + FLOOD))
 sleep 1.5
+c1=$(cpu_ticks "$watch_pid") t1=$(date +%s.%N)
 stop_watch
 # A record of repeated opens stands for count of them; only watchload's are
 # counted: other processes of a shared host may open nvidia-named nodes too.
@@ -88,6 +95,10 @@ recorded=$("$work/gpusnap" events --db "$work/rate.db" --json 2>/dev/null | pyth
 import json, sys
 print(sum(max(e.get("count", 0), 1) for e in json.load(sys.stdin)
           if e.get("kind") == "open" and e.get("process", {}).get("comm") == "watchload"))')
+lost=$(sed -n 's/.*stopped: .* events recorded, \([0-9]*\) lost.*/\1/p' "$work/rate.db.log")
+cpu=$(awk -v t=$((c1 - c0)) -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", t/(b-a)}')
 echo "metric rate-made $made"
 echo "metric rate-recorded $recorded"
-echo "rate: $made opens of nvidia0 at ${RATE}/s, $recorded open events recorded; $(grep 'stopped' "$work/rate.db.log")"
+[[ -z "$lost" ]] || echo "metric rate-lost $lost"
+echo "metric rate-cpu-pct $cpu"
+echo "rate: $made opens of nvidia0 ($((made - FLOOD)) at ${RATE}/s, $FLOOD unpaced), $recorded recorded, ${lost:-unknown} lost; watch's CPU meanwhile $cpu% of one core; $(grep 'stopped' "$work/rate.db.log")"

@@ -172,22 +172,29 @@ func costLine(none float64, results []costResult) string {
 
 // matrixRatios are the least speeds of an open/close loop, against nothing
 // attached, that each hook must keep in the kernel matrix's cost guests
-// (instructions counted, nothing else running). A kprobe's own dispatch
-// costs the kernel about 5% of an open and close on 6.12 before any program
-// runs; the syscall tracepoints' slow path and raw sys_exit about 10%. The
-// guests' figures still move by up to 1.5% from run to run (empty programs
-// on lsm: 0.994x, then 1.007x), so each bound sits 1.5-2% under the worst
-// run measured (kprobe 0.938x, tracepoint 0.864x on 6.12). On a shared host
-// the figures are only logged: its load moves them more than that.
-var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookKprobe: 0.92, HookTracepoint: 0.84}
+// (instructions counted, nothing else running). The syscall tracepoints'
+// slow path and raw sys_exit cost the kernel about 10% of an open and close
+// before any program runs. The guests' figures still move by up to 1.5% from
+// run to run (empty programs on lsm: 0.994x, then 1.007x), so each bound
+// sits 1.5-2% under the worst run measured (tracepoint 0.864x on 6.12). The
+// kprobe hook has no such bound: a kprobe's own dispatch is the kernel's
+// price (about 5% of an open and close on 6.12), and what the watch adds to
+// it is held by matrixAboveFloor. On a shared host the figures are only
+// logged: its load moves them more than that.
+var matrixRatios = map[Hook]float64{HookLSM: 0.95, HookFentry: 0.95, HookTracepoint: 0.84}
 
 // matrixAboveFloor is the most that the watch's programs may cost an open
 // and close of a regular file above empty programs on the same points: a
 // test of the file's type on the security hooks; in tracepoint mode the
 // fd-table lookup too (three helper reads: 3.1-5.3% of an open over four
 // runs of 6.1 and 6.12). Each bound sits above the worst run measured
-// (1.7% on the security hooks) by the guests' run-to-run spread.
-var matrixAboveFloor = map[Hook]float64{HookLSM: 0.03, HookFentry: 0.03, HookKprobe: 0.03, HookTracepoint: 0.07}
+// (1.7% on the security hooks) by the guests' run-to-run spread. The kprobe
+// programs test a regular file with one helper read (its f_mode), and their
+// target is one point above the empty programs beside them. Their bound adds
+// the spread of one point the guests show between two like runs (6.1 gave
+// 0.7 then 1.4 points, and fentry's programs once ran 0.8 points faster than
+// its empty ones).
+var matrixAboveFloor = map[Hook]float64{HookLSM: 0.03, HookFentry: 0.03, HookKprobe: 0.02, HookTracepoint: 0.07}
 
 // TestHookCost times an open/close loop of a regular file (not a device:
 // what every process on a watched host does) with each hook's watch
@@ -211,8 +218,8 @@ func TestHookCost(t *testing.T) {
 				return
 			}
 			floor, watch := results[0].ratio, results[1].ratio
-			if watch < matrixRatios[hook] {
-				t.Errorf("%s: an open and close runs at %.3fx with the watch, below %.2fx", hook, watch, matrixRatios[hook])
+			if least, ok := matrixRatios[hook]; ok && watch < least {
+				t.Errorf("%s: an open and close runs at %.3fx with the watch, below %.2fx", hook, watch, least)
 			}
 			if watch < floor-matrixAboveFloor[hook] {
 				t.Errorf("%s: the watch's programs cost an open and close %.3f of its speed above empty programs (%.3fx), more than %.2f", hook, floor-watch, floor, matrixAboveFloor[hook])

@@ -69,7 +69,21 @@ type Event struct {
 	ExecNS       uint64 // open, mmap: on a process's first use of a device, when it last exec'd (0: not since it started)
 	ChildPID     uint32 // fork
 	ChildStartNS uint64 // fork
+	// Run numbers the process's run of like opens or mappings this event
+	// starts (a whole event) or counts (a run's record), 0 for none: see
+	// struct run in c/watch.c. A run's record carries neither path nor exe,
+	// its run's first event named them.
+	Run     uint32
+	Count   uint64 // a run's record: how many like events it stands for (0: one, this one)
+	FirstNS uint64 // a run's record: the first of them (TimeNS is the last)
 }
+
+// Runs is how many runs of like events the kernel counts for one process,
+// and RunsProcs for how many processes at a time (struct run in c/watch.c).
+const (
+	Runs      = uint32(watchRunLimitRUNS)
+	RunsProcs = int(watchRunLimitRUNS_PROCS)
+)
 
 // Char reports whether the device is a character device.
 func (e *Event) Char() bool { return e.Mode&syscall.S_IFMT == syscall.S_IFCHR }
@@ -166,10 +180,11 @@ type sharedMaps struct {
 	Seen         *ebpf.Map `ebpf:"seen"`
 	Bss          *ebpf.Map `ebpf:".bss"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	Runs         *ebpf.Map `ebpf:"runs"`
 }
 
 func (m *sharedMaps) replacements() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{"events": m.Events, "nvidia_majors": m.NvidiaMajors, "seen": m.Seen, ".bss": m.Bss, "scratch": m.Scratch}
+	return map[string]*ebpf.Map{"events": m.Events, "nvidia_majors": m.NvidiaMajors, "seen": m.Seen, ".bss": m.Bss, "scratch": m.Scratch, "runs": m.Runs}
 }
 
 // attachBest attaches the first of hooks the kernel takes. unmounted, where
@@ -337,6 +352,29 @@ func (w *Watch) Stop() error {
 	return w.reader.Flush()
 }
 
+// Counted returns, after Stop, a record of each run whose count the
+// kernel holds still (its like events since the run's last record), for
+// user space to write: with the programs detached nothing counts into them
+// any more. Each is as the kernel would have sent it.
+func (w *Watch) Counted() ([]Event, error) {
+	var (
+		tgid uint32
+		rs   watchProcRuns
+		out  []Event
+	)
+	it := w.maps.Runs.Iterate()
+	for it.Next(&tgid, &rs) {
+		for i, r := range rs.R {
+			if r.State != uint32(watchRunStateRUN_COUNTING) || r.Count == 0 {
+				continue
+			}
+			out = append(out, Event{Kind: Kind(r.Like >> 16), PID: tgid, TID: tgid, StartNS: rs.StartNs, FD: -1,
+				TimeNS: r.LastNs, FirstNS: r.FirstNs, Count: r.Count, Run: uint32(i) + 1})
+		}
+	}
+	return out, it.Err()
+}
+
 // Lost is how many events the ring buffer had no room for since Open.
 func (w *Watch) Lost() (uint64, error) {
 	var n uint64
@@ -351,7 +389,7 @@ func (w *Watch) Close() error {
 	}
 	w.closeLinks()
 	w.closeCollection()
-	for _, m := range []*ebpf.Map{w.maps.Events, w.maps.NvidiaMajors, w.maps.Seen, w.maps.Bss, w.maps.Scratch} {
+	for _, m := range []*ebpf.Map{w.maps.Events, w.maps.NvidiaMajors, w.maps.Seen, w.maps.Bss, w.maps.Scratch, w.maps.Runs} {
 		if m != nil {
 			_ = m.Close()
 		}
@@ -375,9 +413,10 @@ func (w *Watch) closeLinks() {
 
 // decode reads an event as watch.c laid it out.
 func decode(raw []byte) (Event, error) {
-	// A record without an exe ends where the exe would start (watch.c's emit).
+	// A record without an exe ends where the exe would start, and one
+	// without a path where the path would (watch.c's emit).
 	var k watchEvent
-	if len(raw) < int(unsafe.Offsetof(k.Exe)) {
+	if len(raw) < int(unsafe.Offsetof(k.Path)) {
 		return Event{}, fmt.Errorf("short event: %d bytes", len(raw))
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&k)), unsafe.Sizeof(k)), raw)
@@ -387,6 +426,7 @@ func decode(raw []byte) (Event, error) {
 		Comm:  cString(k.Comm[:]),
 		Major: k.RdevMajor, Minor: k.RdevMinor, Mode: k.Mode, Flags: k.Flags, Prot: k.Prot,
 		FD: k.Fd, Length: k.Length, ChildPID: k.ChildPid, ChildStartNS: k.ChildStartNs, ExecNS: k.ExecNs,
+		Run: k.Run, Count: k.Count, FirstNS: k.FirstNs,
 	}
 	if k.ExeDepth > 0 {
 		slots := unsafe.Slice((*byte)(unsafe.Pointer(&k.Exe[0])), len(k.Exe))

@@ -38,10 +38,12 @@ type watchEvent struct {
 	Complete     uint32
 	ExeDepth     uint32
 	ExeComplete  uint32
+	Run          uint32
+	Count        uint64
+	FirstNs      uint64
 	Comm         [16]int8
 	Path         [960]int8
 	Exe          [960]int8
-	_            [4]byte
 }
 
 type watchEventKind uint32
@@ -62,6 +64,38 @@ const (
 	watchPathLimitPATH_LEN   watchPathLimit = 960
 )
 
+type watchProcRuns struct {
+	_       structs.HostLayout
+	StartNs uint64
+	R       [8]struct {
+		_         structs.HostLayout
+		Dentry    uint64
+		Mnt       uint64
+		Count     uint64
+		FirstNs   uint64
+		LastNs    uint64
+		EmittedNs uint64
+		Like      uint32
+		State     uint32
+	}
+}
+
+type watchRunLimit uint32
+
+const (
+	watchRunLimitRUNS       watchRunLimit = 8
+	watchRunLimitRUNS_PROCS watchRunLimit = 16384
+	watchRunLimitREPEAT_NS  watchRunLimit = 1000000000
+)
+
+type watchRunState uint32
+
+const (
+	watchRunStateRUN_FREE     watchRunState = 0
+	watchRunStateRUN_CLAIMED  watchRunState = 1
+	watchRunStateRUN_COUNTING watchRunState = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -69,6 +103,7 @@ const (
 	watchMapEvents                = "events"
 	watchMapExecs                 = "execs"
 	watchMapNvidiaMajors          = "nvidia_majors"
+	watchMapRuns                  = "runs"
 	watchMapScratch               = "scratch"
 	watchMapSeen                  = "seen"
 	watchProgFentryFileOpen       = "fentry_file_open"
@@ -89,9 +124,13 @@ const (
 	watchProgTpIa32Exit           = "tp_ia32_exit"
 	watchProgTpIoUringComplete    = "tp_io_uring_complete"
 	watchVarLost                  = "lost"
+	watchVarRunsZero              = "runs_zero"
 	watchVarUnusedEvent           = "unused_event"
 	watchVarUnusedEventKind       = "unused_event_kind"
 	watchVarUnusedPathLimit       = "unused_path_limit"
+	watchVarUnusedRunLimit        = "unused_run_limit"
+	watchVarUnusedRunState        = "unused_run_state"
+	watchVarUnusedRuns            = "unused_runs"
 )
 
 // loadWatch returns the embedded CollectionSpec for watch.
@@ -162,6 +201,7 @@ type watchMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Execs        *ebpf.MapSpec `ebpf:"execs"`
 	NvidiaMajors *ebpf.MapSpec `ebpf:"nvidia_majors"`
+	Runs         *ebpf.MapSpec `ebpf:"runs"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
 	Seen         *ebpf.MapSpec `ebpf:"seen"`
 }
@@ -171,9 +211,13 @@ type watchMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type watchVariableSpecs struct {
 	Lost            *ebpf.VariableSpec `ebpf:"lost"`
+	RunsZero        *ebpf.VariableSpec `ebpf:"runs_zero"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventKind *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedPathLimit *ebpf.VariableSpec `ebpf:"unused_path_limit"`
+	UnusedRunLimit  *ebpf.VariableSpec `ebpf:"unused_run_limit"`
+	UnusedRunState  *ebpf.VariableSpec `ebpf:"unused_run_state"`
+	UnusedRuns      *ebpf.VariableSpec `ebpf:"unused_runs"`
 }
 
 // watchObjects contains all objects after they have been loaded into the kernel.
@@ -199,6 +243,7 @@ type watchMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	Execs        *ebpf.Map `ebpf:"execs"`
 	NvidiaMajors *ebpf.Map `ebpf:"nvidia_majors"`
+	Runs         *ebpf.Map `ebpf:"runs"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
 	Seen         *ebpf.Map `ebpf:"seen"`
 }
@@ -208,6 +253,7 @@ func (m *watchMaps) Close() error {
 		m.Events,
 		m.Execs,
 		m.NvidiaMajors,
+		m.Runs,
 		m.Scratch,
 		m.Seen,
 	)
@@ -218,9 +264,13 @@ func (m *watchMaps) Close() error {
 // It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type watchVariables struct {
 	Lost            *ebpf.Variable `ebpf:"lost"`
+	RunsZero        *ebpf.Variable `ebpf:"runs_zero"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventKind *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedPathLimit *ebpf.Variable `ebpf:"unused_path_limit"`
+	UnusedRunLimit  *ebpf.Variable `ebpf:"unused_run_limit"`
+	UnusedRunState  *ebpf.Variable `ebpf:"unused_run_state"`
+	UnusedRuns      *ebpf.Variable `ebpf:"unused_runs"`
 }
 
 // watchPrograms contains all programs after they have been loaded into the kernel.

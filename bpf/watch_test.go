@@ -40,12 +40,17 @@ func openWatch(t *testing.T, hooks ...Hook) *Watch {
 	return w
 }
 
-// TestEachHook runs the open and mapping check with each hook alone: where
-// the kernel refuses one (fentry and LSM on some hosts), its test skips and
-// says why.
+// TestEachHook runs the open and mapping check, then the runs check, with
+// each hook alone (one load a hook: a load takes minutes in the kernel
+// matrix's emulated guests). Where the kernel refuses one (fentry and LSM on
+// some hosts), its test skips and says why.
 func TestEachHook(t *testing.T) {
 	for _, hook := range Hooks {
-		t.Run(string(hook), func(t *testing.T) { checkOpenMap(t, openWatch(t, hook)) })
+		t.Run(string(hook), func(t *testing.T) {
+			w := openWatch(t, hook)
+			checkOpenMap(t, w)
+			checkRuns(t, w, 2) // the open and the mapping of checkOpenMap's node
+		})
 	}
 }
 
@@ -71,31 +76,23 @@ func checkShortUsers(t *testing.T, w *Watch, n int) {
 		mu    sync.Mutex
 		users = map[uint32]*seen{}
 	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			e, err := w.Read()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			s := users[e.PID]
-			if s == nil {
-				s = &seen{}
-				users[e.PID] = s
-			}
-			switch e.Kind {
-			case KindOpen:
-				s.open = s.open || (e.Path == node && e.Flags&unix.O_ACCMODE == unix.O_RDWR)
-			case KindMmap:
-				s.mmap = s.mmap || e.Prot&unix.PROT_WRITE != 0
-			case KindExit:
-				s.exit = true
-			}
-			mu.Unlock()
+	done := readEach(w, func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := users[e.PID]
+		if s == nil {
+			s = &seen{}
+			users[e.PID] = s
 		}
-	}()
+		switch e.Kind {
+		case KindOpen:
+			s.open = s.open || (e.Path == node && e.Flags&unix.O_ACCMODE == unix.O_RDWR)
+		case KindMmap:
+			s.mmap = s.mmap || e.Prot&unix.PROT_WRITE != 0
+		case KindExit:
+			s.exit = true
+		}
+	})
 	began := time.Now()
 	pids := runDeviceUsers(t, node, n)
 	c := 0
@@ -120,6 +117,23 @@ func checkShortUsers(t *testing.T, w *Watch, n int) {
 	}
 	w.Close()
 	<-done
+}
+
+// readEach hands each event w reads to each, until Read fails (the watch
+// stopped or closed): the channel returned is closed then.
+func readEach(w *Watch, each func(Event)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			e, err := w.Read()
+			if err != nil {
+				return
+			}
+			each(e)
+		}
+	}()
+	return done
 }
 
 // deviceUserBinEnv names a static device user run as `BIN -w NODE`: the
@@ -244,5 +258,95 @@ func checkOpenMap(t *testing.T, w *Watch) {
 	}
 	if lost, err := w.Lost(); err != nil || lost != 0 {
 		t.Errorf("lost %d, %v", lost, err)
+	}
+}
+
+// checkRuns opens a node named nvidia0 2,000 times from this process over
+// more than a second, then eight other nodes once each, where the process
+// holds taken runs already. The first open of nvidia0 goes out whole, naming
+// its run; the rest are counted in it: in run records (a count, the first
+// time, no path) at most once a second, and the counts left when the watch
+// stops in Counted. They add up to 2,000. Each other node starts a run of
+// its own until the process's runs are all taken, and goes out whole in
+// none after. It stops the watch.
+func checkRuns(t *testing.T, w *Watch, taken int) {
+	const opens = 2000
+	nodes := []string{fakeNode(t, "nvidia0")}
+	for i := range Runs {
+		nodes = append(nodes, fakeNode(t, fmt.Sprintf("nvidia%d", i+1)))
+	}
+	var events []Event
+	done := readEach(w, func(e Event) {
+		if e.PID == uint32(os.Getpid()) && e.Kind == KindOpen {
+			events = append(events, e)
+		}
+	})
+	began := time.Now()
+	for i := range opens {
+		fd, err := unix.Open(nodes[0], unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		if i%200 == 0 {
+			time.Sleep(130 * time.Millisecond) // workload: the opens span more than a second
+		}
+	}
+	for _, node := range nodes[1:] {
+		fd, err := unix.Open(node, unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	took := time.Since(began)
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	counted, err := w.Counted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, whole, inRecords, left, records := uint32(0), map[string]uint32{}, uint64(0), uint64(0), 0
+	for _, e := range events {
+		if e.Count == 0 {
+			if _, dup := whole[e.Path]; dup {
+				t.Errorf("a second whole open of %s: %+v", e.Path, e)
+			}
+			whole[e.Path] = e.Run
+			if e.Path == nodes[0] {
+				run = e.Run
+			}
+		}
+	}
+	for _, e := range events {
+		if e.Count > 0 && (e.Run != run || e.Path != "" || e.FirstNS > e.TimeNS) {
+			t.Errorf("a run's record: %+v (nvidia0's run %d)", e, run)
+		}
+		if e.Count > 0 && e.Run == run {
+			inRecords += e.Count
+			records++
+		}
+	}
+	for _, e := range counted {
+		if e.PID == uint32(os.Getpid()) && e.Run == run {
+			left += e.Count
+		}
+	}
+	lost, _ := w.Lost()
+	t.Logf("matrix: %s counted %d opens of one node in %s: 1 whole, %d in %d records, %d left at the stop; lost %d",
+		w.Hook, opens, took.Round(time.Millisecond), inRecords, records, left, lost)
+	if run == 0 || 1+inRecords+left != opens || records == 0 || lost != 0 {
+		t.Errorf("%s: run %d: 1 + %d + %d opens counted, want %d in all, some in records (lost %d)", w.Hook, run, inRecords, left, opens, lost)
+	}
+	runs := map[uint32]bool{run: true}
+	for i, node := range nodes[1:] {
+		r, ok := whole[node]
+		free := i < int(Runs)-1-taken
+		if !ok || free && (r == 0 || runs[r]) || !free && r != 0 {
+			t.Errorf("%s: open of %s: reported %v in run %d (runs taken before it: %v)", w.Hook, node, ok, r, runs)
+		}
+		runs[r] = true
 	}
 }

@@ -23,7 +23,23 @@ type kernelSource struct {
 	classes snapshot.DeviceClasses
 	// bootBase is the wall-clock time of boot, to date CLOCK_BOOTTIME stamps.
 	bootBase time.Time
+	// runs are the first events of the kernel's runs of like events, by
+	// process and run: a run's record names only its run (bpf.Event.Run).
+	runs map[runKey]eventlog.Event
 }
+
+// runKey names one run of one process.
+type runKey struct {
+	pid   int
+	start uint64
+	run   uint32
+}
+
+// maxRuns bounds the runs kept: twice what the kernel counts at a time
+// (runs end with their process's exec or exit), against exits not read.
+// Past it they are all let go, and a run's record then finds no first
+// event: it is recorded as a loss.
+const maxRuns = 2 * bpf.RunsProcs * int(bpf.Runs)
 
 // blindSpots says what each hook cannot see.
 var blindSpots = map[bpf.Hook][]string{
@@ -43,7 +59,7 @@ func unattachedBlind(tp string) string {
 }
 
 func newKernelSource(w *bpf.Watch, proc *capture.ProcRoot) *kernelSource {
-	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(proc), classes: proc.Classes(), bootBase: bootBase()}
+	return &kernelSource{w: w, source: string(w.Hook), ids: newIdentities(proc), classes: proc.Classes(), bootBase: bootBase(), runs: map[runKey]eventlog.Event{}}
 }
 
 // bootBase is the wall-clock time at which CLOCK_BOOTTIME was zero.
@@ -56,11 +72,19 @@ func bootBase() time.Time {
 	return now.Add(-time.Duration(ts.Nano()))
 }
 
-// run reads events until the watch is stopped and the ring buffer drained.
+// run reads events until the watch is stopped and the ring buffer drained,
+// then records what the kernel's runs counted since their last records.
 func (k *kernelSource) run(emit func(...eventlog.Event)) error {
 	for {
 		e, err := k.w.Read()
-		if errors.Is(err, bpf.ErrStopped) || errors.Is(err, bpf.ErrClosed) {
+		if errors.Is(err, bpf.ErrStopped) {
+			counted, err := k.w.Counted()
+			for i := range counted {
+				k.handle(&counted[i], emit)
+			}
+			return err
+		}
+		if errors.Is(err, bpf.ErrClosed) {
 			return nil
 		}
 		if err != nil {
@@ -78,12 +102,17 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		// The kernel reports the exec of a device user only: its
 		// descriptors may live on in the new program.
 		p, _ := k.process(e, start)
+		k.endRuns(p) // the kernel sent their records before the exec
 		p.Exe, p.ExeDeleted = e.Exe, false
 		if kept := k.ids.lookup(p.PID, p.StartTime); kept != nil {
 			kept.Exe, kept.ExeDeleted, kept.Comm = p.Exe, false, p.Comm
 		}
 		emit(eventlog.Event{Time: at, Kind: eventlog.KindExec, Source: k.source, Process: p})
 	case bpf.KindOpen, bpf.KindMmap:
+		if e.Count > 0 {
+			k.runRecord(e, at, start, emit)
+			return
+		}
 		dev := k.device(e)
 		if dev.Class != snapshot.ClassNVIDIA {
 			return
@@ -101,6 +130,12 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 			ev.Kind, ev.Perms, ev.Length = eventlog.KindMmap, mmapPerms(e.Prot, e.Flags), e.Length
 		}
 		k.ids.used(p.Key(), &ev)
+		if e.Run > 0 {
+			if len(k.runs) >= maxRuns {
+				clear(k.runs)
+			}
+			k.runs[runKey{p.PID, p.StartTime, e.Run}] = ev
+		}
 		if exec != nil {
 			emit(*exec, ev)
 		} else {
@@ -119,8 +154,33 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 			inherits...)...)
 	case bpf.KindExit:
 		p, _ := k.process(e, start)
+		k.endRuns(p)
 		code := int(e.Flags)
 		emit(eventlog.Event{Time: at, Kind: eventlog.KindExit, Source: k.source, Process: p, ExitCode: &code, Lineage: k.ids.forget(p)})
+	}
+}
+
+// runRecord records a kernel run's record: the run's first event, standing
+// for Count like events from FirstNS to the record's time. Where that first
+// event was not read, the count is recorded as a loss: the events are
+// known, the device they were of is not.
+func (k *kernelSource) runRecord(e *bpf.Event, at time.Time, start uint64, emit func(...eventlog.Event)) {
+	p, _ := k.process(e, start)
+	ev, ok := k.runs[runKey{p.PID, p.StartTime, e.Run}]
+	if !ok {
+		emit(eventlog.Event{Time: at, Kind: eventlog.KindLost, Source: k.source, Process: p,
+			Note: strconv.FormatUint(e.Count, 10) + " like opens or mappings counted in a run whose first event was not read"})
+		return
+	}
+	ev.Process, ev.FD = p, nil
+	ev.Time, ev.Last, ev.Count = k.bootBase.Add(time.Duration(e.FirstNS)), at, e.Count
+	emit(ev)
+}
+
+// endRuns lets go of a process's runs, at its exec and exit.
+func (k *kernelSource) endRuns(p *eventlog.Process) {
+	for run := range bpf.Runs {
+		delete(k.runs, runKey{p.PID, p.StartTime, run + 1})
 	}
 }
 

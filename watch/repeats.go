@@ -10,7 +10,9 @@ import (
 // of like events a second (two unprivileged ones wrote 57 MB/s). The first is
 // recorded as it comes and the like ones after it counted, in one record at
 // most every repeatEvery and before the exit and stop records. An idle
-// interval ends the run.
+// interval ends the run. The kernel counts such runs too (its records come
+// with Count), so that a flood does not fill its ring buffer: they are
+// counted here as the events they stand for.
 
 // Lineages: a device user's descendants write fork, exit and inherit records
 // at every fork, and one that forks and exits every few hundred microseconds
@@ -78,7 +80,7 @@ func (rs *repeats) take(e *eventlog.Event) bool {
 			run.first, run.firstProc = e.Time, e.Process
 		}
 		run.last, run.idleFlushes = *e, 0
-		run.count++
+		run.count += max(e.Count, 1) // a kernel run's record stands for Count
 		return true
 	}
 	if rs.n >= maxRepeatRuns {
@@ -96,7 +98,11 @@ func (rs *repeats) take(e *eventlog.Event) bool {
 // record is the one record of what run counted.
 func (run *repeatRun) record() eventlog.Event {
 	e := run.last
-	e.Time, e.Last, e.Count, e.FD = run.first, run.last.Time, run.count, nil
+	last := run.last.Time
+	if !run.last.Last.IsZero() {
+		last = run.last.Last
+	}
+	e.Time, e.Last, e.Count, e.FD = run.first, last, run.count, nil
 	if e.Lineage != "" && run.firstProc != nil && run.firstProc.Key() != e.Process.Key() {
 		e.First = run.firstProc
 	}

@@ -34,16 +34,7 @@ kill $sp; echo $n`
 func TestLiveOpenFloodCoalesced(t *testing.T) {
 	livetest.Require(t, "setpriv", "bash")
 	livetest.OwnNoisyHost(t)
-	loop := livetest.NewLoop(t)
-	// The test's own node, and the directories to it, for user nobody.
-	for _, p := range []string{filepath.Dir(filepath.Dir(filepath.Dir(loop.Node))), filepath.Dir(filepath.Dir(loop.Node)), filepath.Dir(loop.Node)} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(loop.Node, 0o666); err != nil {
-		t.Fatal(err)
-	}
+	loop := nobodysLoop(t)
 	db := filepath.Join(t.TempDir(), "gpusnap.db")
 	w := startWatch(t, db, Options{Mode: ModeBPF})
 	const seconds = 4
@@ -128,4 +119,82 @@ sample:
 	if peak > 256<<20 {
 		t.Errorf("heap in use reached %.1f MiB", float64(peak)/(1<<20))
 	}
+}
+
+// nobodysLoop is a loop device's node named nvidia0 that user nobody may
+// open read-write, with the directories to it.
+func nobodysLoop(t *testing.T) *livetest.Loop {
+	t.Helper()
+	loop := livetest.NewLoop(t)
+	for _, p := range []string{filepath.Dir(filepath.Dir(filepath.Dir(loop.Node))), filepath.Dir(filepath.Dir(loop.Node)), filepath.Dir(loop.Node)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(loop.Node, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	return loop
+}
+
+// TestLiveOpenFlood10k: unprivileged tenants open and close the node at
+// 10,000 opens a second, paced (four processes at 2,500 each for 3 s), and
+// one as fast as it can (100,000 opens), while 200 short-lived workers each
+// open and map it once. The kernel counts the repeats in its runs: nothing
+// is dropped, every open of every flood is counted in the log, in a few
+// records a second, and every worker is in the log with its open, mapping
+// and exit.
+func TestLiveOpenFlood10k(t *testing.T) {
+	livetest.OwnNoisyHost(t)
+	loop := nobodysLoop(t)
+	flood, burst := livetest.BuildFlood(t), livetest.BuildBurst(t)
+	db := filepath.Join(t.TempDir(), "gpusnap.db")
+	w := startWatch(t, db, Options{Mode: ModeBPF})
+	const paced, seconds = 4, 3
+	var floods []*livetest.Flood
+	for range paced {
+		floods = append(floods, livetest.StartFlood(t, flood, 10000/paced, 10000/paced*seconds, loop.Node))
+	}
+	floods = append(floods, livetest.StartFlood(t, flood, 0, 100000, loop.Node))
+	workers := livetest.Burst(t, burst, loop.Node, 200)
+	opened := map[int]uint64{}
+	var pids []int
+	for _, f := range floods {
+		pid, n := f.Wait(t)
+		opened[pid] = n
+		pids = append(pids, pid)
+	}
+	w.waitLogged(t, "the floods' and workers' exits", logged(append(pids, workers...), eventlog.KindExit))
+	stats := w.stop(t)
+	res := readAll(t, db)
+	recorded, records := map[int]uint64{}, map[int]int{}
+	for _, e := range res.Events {
+		if e.Kind == eventlog.KindOpen && e.Device.Path == loop.Node {
+			recorded[e.Process.PID] += max(e.Count, 1)
+			records[e.Process.PID]++
+		}
+	}
+	if stats.Lost != 0 {
+		t.Errorf("%d events lost", stats.Lost)
+	}
+	for _, pid := range pids {
+		t.Logf("flood pid %d: %d opens, %d recorded in %d records", pid, opened[pid], recorded[pid], records[pid])
+		if recorded[pid] != opened[pid] {
+			t.Errorf("flood pid %d: %d opens, %d recorded", pid, opened[pid], recorded[pid])
+		}
+		if records[pid] > 3*seconds+4 {
+			t.Errorf("flood pid %d: %d records for %d s of repeats", pid, records[pid], seconds)
+		}
+	}
+	events := byPID(res.Events)
+	for _, pid := range workers {
+		kinds := map[string]bool{}
+		for _, e := range events[pid] {
+			kinds[e.Kind] = true
+		}
+		if !kinds[eventlog.KindOpen] || !kinds[eventlog.KindMmap] || !kinds[eventlog.KindExit] {
+			t.Errorf("worker %d: recorded %v, want its open, mapping and exit", pid, kinds)
+		}
+	}
+	t.Logf("%d records in all, %d lost", len(res.Events), stats.Lost)
 }

@@ -133,7 +133,8 @@ func TestGapIsNotAFigure(t *testing.T) {
 	// 0/0 in a benchmark's metric: go test prints NaN.
 	write("overfloor.out", "BenchmarkCaptureOverFloor/proc-2   \t 1\t  9000 ns/op\t  NaN x-floor\t  NaN x-floor-cpu\t 0 capture-cpu-ms\t 0 floor-cpu-ms\n")
 	write("watch.out", "metric loop-ratio 0.912\n")
-	write("hooks.out", "    cost_test.go:205: matrix: tracepoint open/close: empty programs 0.950x, watch 0.921x (CPU ns per open+close: none 1234, empty programs 1300, watch 1340)\n")
+	write("hooks.out", "    cost_test.go:205: matrix: tracepoint open/close: empty programs 0.950x, watch 0.921x (CPU ns per open+close: none 1234, empty programs 1300, watch 1340)\n"+
+		"    cost_test.go:205: matrix: kprobe open/close: empty programs 0.990x, watch 0.983x (CPU ns per open+close: none 1234, empty programs 1250, watch 1260)\n")
 	write("compare.out", "BenchmarkCompare-2   \t 100\t  7100000 ns/op\nFAIL\n")
 	write("nvml.out", "BenchmarkReadNVML8x100-2   \t 1000\t  110000 ns/op\n")
 	r, err := readResults(dir)
@@ -155,6 +156,7 @@ func TestGapIsNotAFigure(t *testing.T) {
 		"open/close with empty fentry programs / bare (the kernel's floor)":         true,
 		"open/close with the kprobe watch / bare":                                   true,
 		"open/close with empty kprobe programs / bare (the kernel's floor)":         true,
+		"open/close: the kprobe watch's speed below the empty kprobe programs'":     true,
 	}
 	want := 1 // the kernel matrix
 	for _, tab := range tables([]string{"100"}, false) {
@@ -182,6 +184,9 @@ func TestGapIsNotAFigure(t *testing.T) {
 		}
 		if strings.HasPrefix(line, "| open/close with the tracepoint watch") && !strings.Contains(line, "**0.921x** | 1234 ns bare") {
 			t.Errorf("the hook's row: %s", line)
+		}
+		if strings.HasPrefix(line, "| open/close: the kprobe watch's speed below") && !strings.Contains(line, "**0.7 points** | 1234 ns bare | thread CPU clock | <= 1 points | yes") {
+			t.Errorf("the kprobe watch against its floor: %s", line)
 		}
 		if strings.HasPrefix(line, "| open/close with the lsm watch") && !strings.Contains(line, "refused here") {
 			t.Errorf("a hook the kernel refused: %s", line)

@@ -60,6 +60,9 @@ struct event {
 	u32 complete;      // 1 when path reaches the root; 0 when it was cut
 	u32 exe_depth;     // the same, for exe
 	u32 exe_complete;
+	u32 run;           // open, mmap: the run (1 to RUNS) of like events it starts or counts; 0: none
+	u64 count;         // a run's record: how many like events it stands for (0: one event, the record itself)
+	u64 first_ns;      // a run's record: the first of them (time_ns is the last)
 	char comm[16];
 	// open, mmap: the device's path.
 	char path[PATH_LEN];
@@ -69,15 +72,74 @@ struct event {
 	char exe[PATH_LEN];
 };
 
-// Keep struct event and the enums in the object's BTF, for bpf2go's Go types.
+// Repeats: a process that opens or maps the same node the same way in a
+// loop is counted here, not reported event by event. A run is one process's
+// like events (the same node, by dentry and mount, kind, and access or
+// protection). Its first event goes out whole, naming the run, and the
+// like ones after it are counted in the run's slot: at most one record a
+// REPEAT_NS carries the count (and the first time) since the last, and the
+// counts left go out at the process's exec and exit, and when the watch
+// stops (user space reads the slots then). A process has RUNS slots, and
+// the map room for RUNS_PROCS processes: past either, events go out one by
+// one as before, so a flood can fill neither for another process.
+enum run_limit {
+	RUNS = 8,
+	RUNS_PROCS = 16384,
+	REPEAT_NS = 1000000000,
+};
+
+// run_state: a slot is free, being claimed by one thread, or counting.
+enum run_state {
+	RUN_FREE = 0,
+	RUN_CLAIMED = 1,
+	RUN_COUNTING = 2,
+};
+
+struct run {
+	u64 dentry;     // the node's dentry and mount: its path
+	u64 mnt;
+	u64 count;      // like events counted since the run's last record
+	u64 first_ns;   // the first of them
+	u64 last_ns;    // the last of them
+	u64 emitted_ns; // when the run's last record went out
+	u32 like;       // kind << 16, then the access mode (open) or protection and sharing (mmap)
+	u32 state;      // enum run_state
+};
+
+// runs: a process's runs, by tgid; start_ns tells a reused PID.
+struct proc_runs {
+	u64 start_ns;
+	struct run r[RUNS];
+};
+
+// Keep struct event, struct proc_runs and the enums in the object's BTF, for
+// bpf2go's Go types.
 const struct event *unused_event __attribute__((unused));
+const struct proc_runs *unused_runs __attribute__((unused));
 const enum event_kind *unused_event_kind __attribute__((unused));
 const enum path_limit *unused_path_limit __attribute__((unused));
+const enum run_limit *unused_run_limit __attribute__((unused));
+const enum run_state *unused_run_state __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 24); // 16 MiB: more than a second of 10,000 device opens a second
+	// 16 MiB: with repeats counted in runs, a flood of like events is one
+	// record a second; 16 MiB holds more than a second of 10,000 events a
+	// second that no run counts (docs/watch.md).
+	__uint(max_entries, 1 << 24);
 } events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RUNS_PROCS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, u32);
+	__type(value, struct proc_runs);
+} runs SEC(".maps");
+
+// runs_zero is a process's runs before its first: the value a new entry of
+// runs is made from (too large for the stack).
+const struct proc_runs runs_zero = {};
 
 // nvidia_majors: the character majors of the NVIDIA driver (195 and those
 // /proc/devices names nvidia-*), filled by user space before attaching.
@@ -118,13 +180,18 @@ struct {
 // lost counts the events the ring buffer had no room for; user space reports it.
 u64 lost = 0;
 
-// emit copies the event to the ring buffer; without an exe (the process was
-// named before) the exe slots, last in the event, are left out.
-static __always_inline void emit(struct event *e)
+// emit copies the event to the ring buffer and reports whether it went.
+// The slots it does not use, last in the event, are left out: the exe where
+// the process was named before, and the path too where it has none (exec,
+// fork, exit, a run's record). A record not written counts as the events it
+// stands for among those lost.
+static __always_inline int emit(struct event *e)
 {
-	u64 size = e->exe_depth ? sizeof(*e) : offsetof(struct event, exe);
-	if (bpf_ringbuf_output(&events, e, size, 0) < 0)
-		__sync_fetch_and_add(&lost, 1);
+	u64 size = e->exe_depth ? sizeof(*e) : e->depth ? offsetof(struct event, exe) : offsetof(struct event, path);
+	if (bpf_ringbuf_output(&events, e, size, 0) == 0)
+		return 1;
+	__sync_fetch_and_add(&lost, e->count ? e->count : 1);
+	return 0;
 }
 
 // begin fills a scratch event with the current process's identity.
@@ -153,6 +220,8 @@ static __always_inline struct event *begin(u32 kind)
 	e->rdev_major = e->rdev_minor = e->mode = e->flags = e->prot = e->depth = e->complete = 0;
 	e->exe_depth = e->exe_complete = 0;
 	e->exec_ns = 0;
+	e->run = 0;
+	e->count = e->first_ns = 0;
 
 	struct pid *tp = BPF_CORE_READ(leader, thread_pid);
 	u32 level = BPF_CORE_READ(tp, level);
@@ -236,8 +305,157 @@ static __always_inline int nvidia_name(struct event *e)
 	return e->depth >= 3 && name_is(&e->path[2 * NAME_LEN], "dev", 4);
 }
 
+// like_of is what makes two events of one process on one node alike, as
+// user space records them: the kind, and an open's access mode or a
+// mapping's protection and sharing (MAP_TYPE).
+static __always_inline u32 like_of(u32 kind, u32 f_flags, u32 flags, u32 prot)
+{
+	if (kind == EV_OPEN)
+		return kind << 16 | (f_flags & 3);
+	return kind << 16 | (prot & 7) << 8 | (flags & 0xf);
+}
+
+// process_runs returns the runs of the process with tgid and start, made
+// empty on its first use of a device (or where a PID's earlier process left
+// its own). 0 where the map is full: its events then go out one by one.
+static __always_inline struct proc_runs *process_runs(u32 tgid, u64 start)
+{
+	struct proc_runs *rs = bpf_map_lookup_elem(&runs, &tgid);
+	if (rs && rs->start_ns == start)
+		return rs;
+	if (bpf_map_update_elem(&runs, &tgid, &runs_zero, BPF_ANY) < 0)
+		return 0;
+	rs = bpf_map_lookup_elem(&runs, &tgid);
+	if (rs)
+		rs->start_ns = start;
+	return rs;
+}
+
+// run_count counts one like event at now in run r.
+static __always_inline void run_count(struct run *r, u64 now)
+{
+	if (__sync_fetch_and_add(&r->count, 1) == 0)
+		r->first_ns = now;
+	r->last_ns = now;
+}
+
+// The run functions below are global functions: the verifier checks each
+// once, not once for every path of every program that calls it, and their
+// arguments are numbers (the runs are looked up again in each).
+
+// run_record sends the count run i of the process tgid holds as one record,
+// with the like event at now where there is one (now != 0). Nothing goes
+// where nothing is counted. The count is taken with an exchange: a thread
+// counting meanwhile counts into the next record.
+__noinline int run_record(u32 tgid, u32 i, u64 now)
+{
+	struct proc_runs *rs = bpf_map_lookup_elem(&runs, &tgid);
+	if (!rs || i >= RUNS)
+		return 0;
+	struct run *r = &rs->r[i];
+	u64 first = r->first_ns, last = r->last_ns;
+	u64 n = __sync_lock_test_and_set(&r->count, 0);
+	if (now) {
+		first = n ? first : now;
+		last = now;
+		n++;
+	}
+	if (!n)
+		return 0;
+	struct event *e = begin(r->like >> 16);
+	if (!e) {
+		__sync_fetch_and_add(&lost, n);
+		return 0;
+	}
+	e->start_ns = rs->start_ns;
+	e->time_ns = last;
+	e->first_ns = first;
+	e->count = n;
+	e->run = i + 1;
+	return emit(e);
+}
+
+// runs_end sends the counts the runs of tgid hold and forgets them, at the
+// process's exec (the new program's uses start runs of their own) and exit.
+// It reports whether a run had started: the process used a device (runs
+// are made before the device's name is checked, so an entry alone does not
+// say so).
+static __always_inline int runs_end(u32 tgid)
+{
+	struct proc_runs *rs = bpf_map_lookup_elem(&runs, &tgid);
+	if (!rs)
+		return 0;
+	int used = 0;
+	for (u32 i = 0; i < RUNS; i++) {
+		used |= rs->r[i].state == RUN_COUNTING;
+		run_record(tgid, i, 0);
+	}
+	bpf_map_delete_elem(&runs, &tgid);
+	return used;
+}
+
+// What run_take did with an event, where it claimed no slot.
+enum run_taken {
+	RUN_COUNTED = -2, // counted in its run (and sent in its record, where one was due): nothing more to send
+	RUN_NONE = -1,    // no run and no free slot: sent alone
+};
+
+// run_take counts a like event of the process tgid (started at start) in
+// its run, or claims a free slot for a new run: it returns the slot (its
+// caller sends the event, then calls run_start), or a run_taken.
+__noinline int run_take(u32 tgid, u64 start, u64 dentry, u64 mnt, u32 like)
+{
+	struct proc_runs *rs = process_runs(tgid, start);
+	if (!rs)
+		return RUN_NONE;
+	u64 now = bpf_ktime_get_boot_ns();
+	for (u32 i = 0; i < RUNS; i++) {
+		struct run *r = &rs->r[i];
+		if (r->state != RUN_COUNTING || r->dentry != dentry || r->mnt != mnt || r->like != like)
+			continue;
+		// A REPEAT_NS since the run's last record, this event sends one
+		// (one thread wins the exchange of emitted_ns).
+		u64 at = r->emitted_ns;
+		if (now - at < REPEAT_NS || __sync_val_compare_and_swap(&r->emitted_ns, at, now) != at)
+			run_count(r, now);
+		else
+			run_record(tgid, i, now);
+		return RUN_COUNTED;
+	}
+	for (u32 i = 0; i < RUNS; i++) {
+		if (rs->r[i].state == RUN_FREE && __sync_val_compare_and_swap(&rs->r[i].state, RUN_FREE, RUN_CLAIMED) == RUN_FREE)
+			return i;
+	}
+	return RUN_NONE;
+}
+
+// run_start makes the slot run_take claimed (slot_like: the slot, then
+// like in the low 32 bits) the run of the event sent at at (user space keeps
+// that event as the run's template), or frees it again where no event was
+// sent (at 0). BPF calls take five arguments at most.
+__noinline int run_start(u32 tgid, u64 slot_like, u64 at, u64 dentry, u64 mnt)
+{
+	struct proc_runs *rs = bpf_map_lookup_elem(&runs, &tgid);
+	u32 slot = slot_like >> 32;
+	if (!rs || slot >= RUNS)
+		return 0;
+	struct run *r = &rs->r[slot];
+	if (!at) {
+		r->state = RUN_FREE;
+		return 0;
+	}
+	r->dentry = dentry;
+	r->mnt = mnt;
+	r->like = (u32)slot_like;
+	r->count = 0;
+	r->emitted_ns = at;
+	r->state = RUN_COUNTING;
+	return 0;
+}
+
 // report_file reports an open or mapping of file when it is a device that
-// may be an NVIDIA device, and marks the process seen.
+// may be an NVIDIA device, and marks the process seen. A like event of a
+// run is counted instead (see struct run).
 static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 flags, u32 prot, u64 length)
 {
 	if (!file)
@@ -261,12 +479,22 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 			return 0;
 	}
 
+	u64 dentry = (u64)BPF_CORE_READ(file, f_path.dentry), mnt = (u64)BPF_CORE_READ(file, f_path.mnt);
+	u32 like = like_of(kind, f_flags, flags, prot);
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	int slot = run_take(tgid, BPF_CORE_READ(task, group_leader, start_boottime), dentry, mnt, like);
+	if (slot == RUN_COUNTED)
+		return 0;
+
 	struct event *e = begin(kind);
-	if (!e)
+	if (e)
+		fill_path(e, file);
+	if (!e || (!by_major && !nvidia_name(e))) {
+		if (slot >= 0)
+			run_start(tgid, (u64)slot << 32, 0, 0, 0);
 		return 0;
-	fill_path(e, file);
-	if (!by_major && !nvidia_name(e))
-		return 0;
+	}
 	e->rdev_major = major;
 	e->rdev_minor = minor;
 	e->mode = mode;
@@ -288,7 +516,13 @@ static __always_inline int report_file(struct file *file, u32 kind, s32 fd, u32 
 			e->exec_ns = *at;
 		bpf_map_update_elem(&seen, &e->pid, &e->start_ns, BPF_ANY);
 	}
-	emit(e);
+	if (slot >= 0)
+		e->run = slot + 1;
+	u64 at = e->time_ns;
+	if (!emit(e))
+		at = 0;
+	if (slot >= 0)
+		run_start(tgid, (u64)slot << 32 | like, at, dentry, mnt);
 	return 0;
 }
 
@@ -490,16 +724,28 @@ int BPF_PROG(fentry_mmap_file, struct file *file, unsigned long prot, unsigned l
 // LSM programs: only opens and mappings of files pay for them, where a
 // syscall tracepoint sends every system call down the slow path.
 
+// FMODE_ATOMIC_POS: do_dentry_open sets it in f_mode, before the security
+// hook, on a regular file or a directory only.
+#define FMODE_ATOMIC_POS 0x8000
+
+// kprobe_file's first test: a kprobe's file is a plain pointer, read with
+// helper calls, so a regular file (what almost every open is) is told by
+// one read, its f_mode, where report_file's type test takes two.
+static __always_inline int kprobe_file(struct file *file)
+{
+	return file && !(BPF_CORE_READ(file, f_mode) & FMODE_ATOMIC_POS);
+}
+
 SEC("kprobe/security_file_open")
 int BPF_KPROBE(kprobe_file_open, struct file *file)
 {
-	return report_file(file, EV_OPEN, -1, 0, 0, 0);
+	return kprobe_file(file) ? report_file(file, EV_OPEN, -1, 0, 0, 0) : 0;
 }
 
 SEC("kprobe/security_mmap_file")
 int BPF_KPROBE(kprobe_mmap_file, struct file *file, unsigned long prot, unsigned long flags)
 {
-	return report_file(file, EV_MMAP, -1, flags, prot, 0);
+	return kprobe_file(file) ? report_file(file, EV_MMAP, -1, flags, prot, 0) : 0;
 }
 
 // Process life, in every mode, reported only for processes seen using a
@@ -512,7 +758,8 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u64 now = bpf_ktime_get_boot_ns();
 	bpf_map_update_elem(&execs, &tgid, &now, BPF_ANY);
-	if (!bpf_map_lookup_elem(&seen, &tgid))
+	int ran = runs_end(tgid);
+	if (!ran && !bpf_map_lookup_elem(&seen, &tgid))
 		return 0;
 	struct event *e = begin(EV_EXEC);
 	if (!e)
@@ -547,11 +794,15 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	u32 tgid = BPF_CORE_READ(p, tgid);
 	u64 *started = bpf_map_lookup_elem(&seen, &tgid);
-	if (!started || *started != BPF_CORE_READ(p, group_leader, start_boottime))
+	int used = started && *started == BPF_CORE_READ(p, group_leader, start_boottime);
+	if (!used && !bpf_map_lookup_elem(&runs, &tgid))
 		return 0;
 	// do_exit counts the thread out of signal->live before this tracepoint:
 	// zero is the last thread, the process's end.
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	// A process with a run used a device, whether or not seen still holds it.
+	if (!runs_end(tgid) && !used)
 		return 0;
 	bpf_map_delete_elem(&seen, &tgid);
 	struct event *e = begin(EV_EXIT);
