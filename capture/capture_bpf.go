@@ -140,6 +140,13 @@ type bpfScan struct {
 	ownTables    map[uint32]map[uint64]uint32
 	holderRunsOf map[uint32]*holderRuns // the /proc path's rule of what fds may cost
 	baseTable    map[uint32]uint64
+	// The records of a process's table come in a row: the process of the
+	// last one taken from the process's table is looked up once a row.
+	lastTable struct {
+		pid, tid uint32
+		key      uint64
+		p        *snapshot.Process
+	}
 	// Most fds a host holds on devices are of a few nodes (/dev/null, a
 	// tty), one after another: the last one's rendering is reused.
 	lastFile struct {
@@ -336,10 +343,13 @@ func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 	var p *snapshot.Process
 	tid := 0
 	own := r.RecFlags&bpf.RecordOwnTable != 0
-	if !own {
+	if last := &s.lastTable; !own && last.p != nil && r.Pid == last.pid && r.Tid == last.tid && r.FilesKey == last.key {
+		p = last.p
+	} else if !own {
 		if q, ok := s.from(r.Pid, r.Tid); ok {
 			p = q
 			s.baseTable[r.Pid] = r.FilesKey
+			last.pid, last.tid, last.key, last.p = r.Pid, r.Tid, r.FilesKey, q
 		} else if key, ok := s.baseTable[r.Pid]; !ok || key == r.FilesKey {
 			return // another thread sharing the process's table
 		} else {
