@@ -81,7 +81,7 @@ step watch "N=$extra IDLE=$idle $watchrun bench/watch.sh"
 step hostile "$hostile bench/hostile.sh"
 if [[ -n "$quick" ]]; then
 	step procpath "go test -run x -bench 'ProcPath/600\$' -benchtime $few ./bench/"
-	step paths "go test -run x -bench 'Paths/500\$|HeavyProcess' -benchtime 1x ./bench/"
+	step paths "go test -run x -bench 'Paths/600\$|HeavyProcess' -benchtime 1x ./bench/"
 else
 	step procpath "go test -run x -bench ProcPath -benchtime $few ./bench/"
 	step paths "go test -run x -bench 'Paths|HeavyProcess' -benchtime 5x ./bench/"

@@ -140,6 +140,13 @@ type bpfScan struct {
 	ownTables    map[uint32]map[uint64]uint32
 	holderRunsOf map[uint32]*holderRuns // the /proc path's rule of what fds may cost
 	baseTable    map[uint32]uint64
+	// The records of a process's table come in a row: the process of the
+	// last one taken from the process's table is looked up once a row.
+	lastTable struct {
+		pid, tid uint32
+		key      uint64
+		p        *snapshot.Process
+	}
 	// Most fds a host holds on devices are of a few nodes (/dev/null, a
 	// tty), one after another: the last one's rendering is reused.
 	lastFile struct {
@@ -151,6 +158,13 @@ type bpfScan struct {
 
 	// The fill-in's: cgroup text, read and parsed once per css_set.
 	cgroups map[uint64]*cgroupSet
+}
+
+// procDir is where fillIn reads a process's files: rel+NAME in the
+// directory open as fd, whose path is dir.
+type procDir struct {
+	fd       int
+	dir, rel string
 }
 
 // kernelCmdline is what the task walk gave of a process's command line
@@ -329,10 +343,13 @@ func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 	var p *snapshot.Process
 	tid := 0
 	own := r.RecFlags&bpf.RecordOwnTable != 0
-	if !own {
+	if last := &s.lastTable; !own && last.p != nil && r.Pid == last.pid && r.Tid == last.tid && r.FilesKey == last.key {
+		p = last.p
+	} else if !own {
 		if q, ok := s.from(r.Pid, r.Tid); ok {
 			p = q
 			s.baseTable[r.Pid] = r.FilesKey
+			last.pid, last.tid, last.key, last.p = r.Pid, r.Tid, r.FilesKey, q
 		} else if key, ok := s.baseTable[r.Pid]; !ok || key == r.FilesKey {
 			return // another thread sharing the process's table
 		} else {
@@ -465,26 +482,34 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 		return
 	}
 	// What /proc shows of the process must be its own: a directory a
-	// mount hides (a tenant's tree in its place) is read no further.
-	if res.hidden = cfg.mountedOver(w.r, name); res.hidden != "" {
+	// mount hides (a tenant's tree in its place) is read no further. Its
+	// files are read in the directory opened to prove it (in /proc where
+	// it could not be opened, which then says why).
+	fd, hidden := cfg.ownDir(w.r, name)
+	d := procDir{fd: cfg.rootfd, dir: cfg.root, rel: name + "/"}
+	if fd >= 0 {
+		defer w.r.Close(fd, true)
+		d = procDir{fd: fd, dir: cfg.root + "/" + name}
+	}
+	if res.hidden = hidden; hidden != "" {
 		return
 	}
 	// A leader that has exited while its threads run has no mm: its
 	// mappings and fds came from a live thread, and so do its command
 	// line and exe, read in that thread's task directory (where it
 	// maps and holds no device, no thread was seen: /proc/PID's are read).
-	taskDir := name
+	taskRel := d.rel
 	tid := s.vmaWalker[pid]
 	if tid == 0 {
 		tid = s.walkedBy[pid] // its fds' walker, where it maps no device
 	}
 	threadDir := p.State == "Z" && p.Threads > 1 && tid != 0 && tid != pid
 	if threadDir {
-		taskDir += "/task/" + strconv.FormatUint(uint64(tid), 10)
+		taskRel += "task/" + strconv.FormatUint(uint64(tid), 10) + "/"
 	}
 	kc := s.cmdlines[i]
 	if p.Exe == "" && (threadDir || kc.procExe) {
-		exe, err := w.r.ReadlinkAt(cfg.rootfd, cfg.root, taskDir+"/exe")
+		exe, err := w.r.ReadlinkAt(d.fd, d.dir, taskRel+"exe")
 		switch {
 		case err == nil:
 			p.Exe, p.ExeDeleted = procfs.CutDeletedString(exe)
@@ -495,7 +520,7 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	cmdline := kc.text
 	var cut *snapshot.Cut
 	if !kc.have {
-		data, c, err := w.r.ReadCappedAt(cfg.rootfd, cfg.root, taskDir+"/cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
+		data, c, err := w.r.ReadCappedAt(d.fd, d.dir, taskRel+"cmdline", w.cmdBuf, snapshot.CmdlineLimit, true)
 		w.cmdBuf, cmdline, cut = data, string(data), c
 		if err != nil {
 			if procfs.VanishedErr(err) {
@@ -509,26 +534,26 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 		}
 	}
 	p.Cmdline, p.CmdlineCut = procfs.ParseCmdline(cmdline), cut
-	set, ok := s.cgroupSet(w, res, name, s.cgroupKeys[i])
+	set, ok := s.cgroupSet(w, res, d, s.cgroupKeys[i])
 	if !ok {
 		return
 	}
 	setCgroups(p, set)
 	if p.UsesNVIDIA() {
-		s.evidence(w, p, name, taskDir, cmdline, cut, set.text)
+		s.evidence(w, p, d, taskRel, cmdline, cut, set.text)
 	}
 }
 
-// cgroupSet is the cgroup set of key, read in process name's
-// /proc/PID/cgroup where it is the first of the set; false where the
+// cgroupSet is the cgroup set of key, read in the process's
+// /proc/PID/cgroup (in d) where it is the first of the set; false where the
 // process vanished meanwhile (res says so). A read that fails otherwise is
 // an error of the process, with no cgroup, and is not kept for the set.
-func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*cgroupSet, bool) {
+func (s *bpfScan) cgroupSet(w *worker, res *result, d procDir, key uint64) (*cgroupSet, bool) {
 	if set, ok := s.cgroups[key]; ok {
 		return set, true
 	}
 	set := &cgroupSet{}
-	data, err := w.r.ReadWholeAt(s.cfg.rootfd, s.cfg.root, name+"/cgroup", w.small)
+	data, err := w.r.ReadWholeAt(d.fd, d.dir, d.rel+"cgroup", w.small)
 	w.small = data
 	if err != nil {
 		if procfs.VanishedErr(err) {
@@ -547,20 +572,20 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, name string, key uint64) (*c
 // evidence adds to an NVIDIA user its suspect anonymous mappings and the
 // raw text of its files: the first TextLimit bytes of maps, the rest hashed
 // as read (the mappings themselves came from the iterator), and its status.
-func (s *bpfScan) evidence(w *worker, p *snapshot.Process, name, taskDir, cmdline string, cut *snapshot.Cut, cgroup string) {
-	cfg := s.cfg
+// Maps is read in the task directory taskRel (within d) the mappings came from.
+func (s *bpfScan) evidence(w *worker, p *snapshot.Process, d procDir, taskRel, cmdline string, cut *snapshot.Cut, cgroup string) {
 	if a := s.anon[uint32(p.PID)]; a != nil {
 		p.SuspectAnon = a.Kept
 		if r := a.Counted(); r != nil {
 			p.MappingRuns = append(p.MappingRuns, *r)
 		}
 	}
-	maps, mapsCut, err := w.r.ReadCappedAt(cfg.rootfd, cfg.root, taskDir+"/maps", w.mapsBuf, snapshot.TextLimit, false)
+	maps, mapsCut, err := w.r.ReadCappedAt(d.fd, d.dir, taskRel+"maps", w.mapsBuf, snapshot.TextLimit, false)
 	w.mapsBuf = maps
 	if err != nil {
 		p.Errors = append(p.Errors, "maps: "+errText(err))
 	}
-	status, err := w.r.ReadFileAt(cfg.rootfd, cfg.root, name+"/status", w.statusBuf)
+	status, err := w.r.ReadFileAt(d.fd, d.dir, d.rel+"status", w.statusBuf)
 	w.statusBuf = status
 	if err != nil {
 		p.Errors = append(p.Errors, "status: "+errText(err))

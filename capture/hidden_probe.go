@@ -102,29 +102,40 @@ func (cfg *scanConfig) hidden(r *procfs.Reader, res result, scan *snapshot.Scan)
 	return true
 }
 
-// mountedOver says how root/name is not the process's own directory: it
-// lies on another filesystem than the proc root (otherFS), or on the live
-// procfs its stat names another PID; "" when it is the process's, or cannot
-// be opened (the process is gone).
-func (cfg *scanConfig) mountedOver(r *procfs.Reader, name string) string {
+// ownDir opens root/name (O_PATH) for reading the process's files and says
+// how it is not the process's own directory: it lies on another filesystem
+// than the proc root (otherFS), or on the live procfs its stat names another
+// PID. It returns -1 and "" where the directory cannot be opened (the process
+// is gone). On the live procfs an open that refuses to cross a mount
+// (RESOLVE_NO_XDEV) proves the directory the process's own at the cost of
+// that open: only a directory with a mount over it is looked at further.
+func (cfg *scanConfig) ownDir(r *procfs.Reader, name string) (int, string) {
+	if cfg.live && !r.NoOpenat2 {
+		fd, err := r.OpenNoXdev(cfg.rootfd, name)
+		if err == nil {
+			return fd, ""
+		}
+		if !errors.Is(err, unix.EXDEV) && !r.NoOpenat2 {
+			return -1, ""
+		}
+	}
 	fd, err := r.OpenAt(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {
-		return ""
+		return -1, ""
 	}
-	defer r.Close(fd, true)
 	if why := cfg.otherFS(fd); why != "" || !cfg.live {
-		return why
+		return fd, why
 	}
 	// The same procfs can be bound there too: another process's directory,
 	// whose stat names that process.
 	data, err := r.ReadTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
 	if err != nil {
-		return ""
+		return fd, ""
 	}
 	if st, err := procfs.ParseStat(data); err == nil && strconv.Itoa(st.PID) != name {
-		return boundOver(st.PID)
+		return fd, boundOver(st.PID)
 	}
-	return ""
+	return fd, ""
 }
 
 // boundOver says that a process's directory reads as process other's: a

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,6 +195,53 @@ func TestLiveProcBoundOver(t *testing.T) {
 		for _, q := range snap.Processes {
 			if q.PID == pid && q.Comm == "sleep" {
 				t.Errorf("%s: pid %d read as the decoy: %+v", path, pid, q)
+			}
+		}
+	}
+}
+
+// TestLiveHiddenWithoutDevice: the same mounts (an empty directory, a tmpfs
+// of made-up files, another process's directory bound) over /proc/PID of a
+// process that maps no device, which the BPF path completes from /proc
+// itself rather than leaving it to the /proc path. Each path records the PID
+// as hidden and reads nothing of the mounted tree as the process.
+func TestLiveHiddenWithoutDevice(t *testing.T) {
+	livetest.Require(t, "sleep", "mount")
+	fakeStat := "1 (bash) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n"
+	decoy := exec.Command("sleep", "300")
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decoy.Process.Kill(); _ = decoy.Wait() })
+	for _, how := range []string{"empty", "fake", "bound"} {
+		plain := exec.Command("sleep", "300")
+		if err := plain.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = plain.Process.Kill(); _ = plain.Wait() })
+		pid := plain.Process.Pid
+		switch how {
+		case "empty":
+			livetest.HideProc(t, pid, nil)
+		case "fake":
+			livetest.HideProc(t, pid, map[string]string{"stat": fakeStat, "cgroup": "0::/system.slice/sshd.service\n"})
+		default:
+			livetest.HideProcBehind(t, pid, decoy.Process.Pid)
+		}
+		for _, path := range []string{capture.PathProc, capture.PathBPF} {
+			snap := capturePath(t, path)
+			hidden := slices.ContainsFunc(snap.Scan.Hidden, func(h snapshot.HiddenProcess) bool {
+				return h.PID == pid && strings.Contains(h.Why, "pidfd_open")
+			})
+			if !hidden {
+				t.Errorf("%s, %s mount: pid %d not hidden; hidden %+v", path, how, pid, snap.Scan.Hidden)
+			}
+			// The BPF path keeps what its kernel walks saw (the fds on
+			// /dev/null the harness gave it); nothing may come of the tree.
+			for _, q := range snap.Processes {
+				if q.PID == pid && (path == capture.PathProc || q.Comm != "sleep" || len(q.Cgroups) > 0 || q.Raw != nil || len(q.Holders) == 0) {
+					t.Errorf("%s, %s mount: pid %d kept with the mounted tree's text: %+v", path, how, pid, q)
+				}
 			}
 		}
 	}

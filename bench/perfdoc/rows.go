@@ -127,6 +127,7 @@ type metrics struct {
 	cpuA, cpuB string  // CPU ms metrics
 	cpu        string  // one CPU ms metric
 	cpuNote    string  // what the CPU cell says where no metric fills it
+	lo, hi     string  // metrics of the least and most of the rounds, printed after the figure
 }
 
 // benchMetric is a row read from one benchmark's metrics, or where bench is
@@ -156,6 +157,14 @@ func benchMetric(what, stepName, bench string, m metrics, t *target) row {
 		f := figure{value: v, text: format(v, m.unit), cpu: "not measured apart", wall: "—", procs: b["procs"] + b["processes"]}
 		if m.cpuNote != "" {
 			f.cpu = m.cpuNote
+		}
+		if m.lo != "" {
+			lo, errLo := get(m.lo)
+			hi, errHi := get(m.hi)
+			if err := errors.Join(errLo, errHi); err != nil {
+				return figure{}, err
+			}
+			f.text += " [" + format(lo, m.unit) + "-" + format(hi, m.unit) + "]"
 		}
 		if m.wall != "" {
 			w, err := get(m.wall)
