@@ -37,9 +37,9 @@ mkdir -p "$res"
 [[ -n "$keep" ]] || trap 'rm -rf "$res"' EXIT
 
 if [[ -n "$quick" ]]; then
-	sizes="100" runs=3 startupRuns=20 few=2x many=20x extra=100 codecN=200 idle=3 util=100x npdN=1x watchrun="ROUNDS=1 LOOPS=50000 SECONDS_=2" hostile="RUNS=3 COUNT=20000 CHILDREN=10"
+	sizes="100" gateSizes=600 gateRounds=1 gateRuns=2 runs=3 startupRuns=20 few=2x many=20x extra=100 codecN=200 idle=3 util=100x npdN=1x watchrun="ROUNDS=1 LOOPS=50000 SECONDS_=2" hostile="RUNS=3 COUNT=20000 CHILDREN=10"
 else
-	sizes="500 2000 5000 20000" runs=10 startupRuns=200 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
+	sizes="500 2000 5000 20000" gateSizes="600 5000" gateRounds=5 gateRuns=5 runs=10 startupRuns=200 few=10x many=1s extra=500 codecN=5000 idle=60 util=1800x npdN=3x watchrun="ROUNDS=3" hostile="RUNS=10"
 fi
 
 {
@@ -74,6 +74,9 @@ for n in $sizes; do
 	step "command-$n" "N=$n RUNS=$runs bench/run.sh"
 done
 step check "N=$extra RUNS=$runs bench/check.sh"
+for n in $gateSizes; do
+	step "gate-$n" "N=$n ROUNDS=$gateRounds RUNS=$gateRuns bench/gate.sh"
+done
 step tenant "N=$extra RUNS=$runs bench/diff.sh"
 step codec "N=$codecN RUNS=$runs OLD_REV=none bench/codec.sh"
 step store "STORE_RUNS=$runs bench/store.sh"

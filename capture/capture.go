@@ -76,6 +76,15 @@ type Options struct {
 	// other than NVIDIA's are read (capture/accel); "" means /sys on the
 	// live procfs, and none for another proc root.
 	SysRoot string
+	// GPUIdentityOnly is the gate's capture (check): on the /proc path, a
+	// process that holds and maps no device but a terminal or a memory
+	// device (null, zero, random) is read for its stat, maps and fds alone.
+	// Who the others are (exe, command line, cgroup, credentials) is read
+	// in full, as are the processes NVML or KFD lists and the ancestors of
+	// every GPU user. A process whose maps or fds could not be read in full
+	// is read whole, so what was not seen is still said. The process cache
+	// is neither read nor written.
+	GPUIdentityOnly bool
 
 	noCorroborate bool // a benchmark's capture without triage's reads
 }
@@ -144,7 +153,8 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
 	slices.Sort(pids)
-	if cfg.live && cfg.ownPIDs {
+	cfg.glance = opts.GPUIdentityOnly
+	if cfg.live && cfg.ownPIDs && !cfg.glance {
 		var note string
 		if cfg.procCache, note = loadProcessCache(opts.ProcessCache, s.Host.BootID, cfg.rootNS); note != "" {
 			s.Scan.Errors = append(s.Scan.Errors, note)
@@ -157,7 +167,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 	if results, err = cfg.settle(ctx, pids, results, &s.Scan); err != nil {
 		return nil, err
 	}
-	if s.Scan.CapturePath == PathProc {
+	if s.Scan.CapturePath == PathProc && !cfg.glance {
 		if note := cfg.procCache.save(ctx, results); note != "" {
 			s.Scan.Errors = append(s.Scan.Errors, note)
 		}
@@ -177,6 +187,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		return nil, nvErr
 	}
 	s.NVML = nv
+	cfg.fillIdentity(ctx, results, s)
 	if !opts.noCorroborate {
 		cfg.corroborate(ctx, r, s, opts) // once NVML has named the GPU users
 	}
@@ -303,6 +314,8 @@ type result struct {
 	// it maps and holds nothing any more, and a successor it forked may be
 	// what uses its devices now.
 	exiting bool
+	// glanced: only stat, maps and fds were read (scanConfig.glance).
+	glanced bool
 	// hidden says how the process's directory lies on another filesystem
 	// than the proc root's (a mount over /proc/PID): nothing in it was
 	// read. On the /proc path such a process is also vanished; the BPF
@@ -329,6 +342,9 @@ type scanConfig struct {
 	// rootNS is the proc root's pid namespace (its ns/pid link), where it
 	// is the capture's own; "" where not known.
 	rootNS string
+	// glance: the /proc walk reads who a process is only where it uses a
+	// device (Options.GPUIdentityOnly).
+	glance bool
 	// procCache is the last capture's identities; nil reads every process whole.
 	procCache *processCache
 	// socks is the socket fds the scan saw, for unix peers (followUnixPeers).
@@ -356,7 +372,7 @@ func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 					return
 				}
 				for i := lo; i < min(lo+8, len(pids)); i++ {
-					results[i] = w.process(pids[i])
+					results[i] = w.read(pids[i], cfg.glance)
 				}
 			}
 		})
@@ -444,7 +460,11 @@ func newWorker(cfg *scanConfig) *worker {
 // early: stat first (no stat, no process), maps and fds last. The identity
 // step reads who the process is, the devices step what it maps and holds,
 // and then who it runs as.
-func (w *worker) process(pid int) result {
+func (w *worker) process(pid int) result { return w.read(pid, false) }
+
+// read is process, where glance first reads the process as glance does and
+// reads it whole only where that is not all there is to read.
+func (w *worker) read(pid int, glance bool) result {
 	res := result{p: snapshot.Process{PID: pid}}
 	w.dir = procfs.PIDDir(w.root, pid)
 	w.sockInodes, w.sockCut = w.sockInodes[:0], false
@@ -469,6 +489,13 @@ func (w *worker) process(pid int) result {
 		// process's, which is as good as gone unless probed (hidden).
 		res.vanished = true
 		return res
+	}
+	if glance {
+		if w.glance(&res) {
+			return res
+		}
+		res = result{p: snapshot.Process{PID: pid}}
+		w.sockInodes, w.sockCut = w.sockInodes[:0], false
 	}
 	id, done := w.identity(&res)
 	if id.threadfd >= 0 {
@@ -557,10 +584,9 @@ type identity struct {
 	mapsRead bool // maps were read through the process's directory
 }
 
-// identity reads who the process is (stat, cmdline, exe, cgroup) from
-// w.dirfd; who it runs as is read once its fds are (credentials). done says nothing more is to be read: the
-// process is gone, has no stat, or is a kernel thread.
-func (w *worker) identity(res *result) (id identity, done bool) {
+// statIdentity reads the process's stat: its identity (PID and start
+// time), name, state and parent. done is as identity's.
+func (w *worker) statIdentity(res *result) (id identity, done bool) {
 	p := &res.p
 	dirfd := w.dirfd
 	id = identity{leaderfd: dirfd, leaderDir: w.dir, threadfd: -1, pidfd: -1}
@@ -603,6 +629,18 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 		p.User = w.users.name(0)
 		return id, true
 	}
+	return id, false
+}
+
+// identity reads who the process is (stat, cmdline, exe, cgroup) from
+// w.dirfd; who it runs as is read once its fds are (credentials). done says nothing more is to be read: the
+// process is gone, has no stat, or is a kernel thread.
+func (w *worker) identity(res *result) (id identity, done bool) {
+	if id, done = w.statIdentity(res); done {
+		return id, true
+	}
+	p := &res.p
+	dirfd := w.dirfd
 
 	// A leader that has exited while its other threads run is a zombie
 	// whose /proc/PID shows no command line, exe, maps or fds: they are read
@@ -787,9 +825,28 @@ func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
 // keeps the raw text of one that uses an NVIDIA device.
 func (w *worker) devices(res *result, id *identity) {
 	p := &res.p
+	mr, maps, mapsCut, gone := w.readDevices(res, id)
+	if gone || w.credentials(res, id) {
+		return
+	}
+
+	if p.UsesNVIDIA() {
+		p.SuspectAnon = mr.SuspectAnon
+		if mr.AnonRun != nil {
+			p.MappingRuns = append(p.MappingRuns, *mr.AnonRun)
+		}
+		p.Raw = newRaw(maps, mapsCut, id.status, id.cmdline, id.cmdlineCut, id.cgroup)
+	}
+}
+
+// readDevices reads what the process maps and holds (maps, then its fds
+// and, for a process of gpusnap's own, its threads'). It returns the maps
+// read and reports whether the process is gone.
+func (w *worker) readDevices(res *result, id *identity) (mr procfs.MapsResult, maps []byte, mapsCut *snapshot.Cut, gone bool) {
+	p := &res.p
 	mr, maps, mapsCut, err := w.readMaps()
 	if err != nil && w.note(res, "maps", err) {
-		return
+		return mr, maps, mapsCut, true
 	}
 	id.mapsRead = err == nil
 	// A user process always maps its executable: empty maps mean its memory
@@ -805,7 +862,7 @@ func (w *worker) devices(res *result, id *identity) {
 	hs, errs, err := w.holders(w.dirfd, w.dir)
 	p.Holders = hs
 	p.Errors = append(p.Errors, errs...)
-	gone := err != nil && w.note(res, "fd", err)
+	gone = err != nil && w.note(res, "fd", err)
 	if !gone && w.ownPIDs && p.Threads > 1 {
 		hs, errs, err := w.threadHolders(id.leaderfd, id.leaderDir, p.PID, p.LiveThread)
 		if len(hs) > 0 {
@@ -815,17 +872,7 @@ func (w *worker) devices(res *result, id *identity) {
 		gone = err != nil && w.note(res, "fd", err)
 	}
 	p.HolderRuns = w.holderRuns.runs.Result()
-	if gone || w.credentials(res, id) {
-		return
-	}
-
-	if p.UsesNVIDIA() {
-		p.SuspectAnon = mr.SuspectAnon
-		if mr.AnonRun != nil {
-			p.MappingRuns = append(p.MappingRuns, *mr.AnonRun)
-		}
-		p.Raw = newRaw(maps, mapsCut, id.status, id.cmdline, id.cmdlineCut, id.cgroup)
-	}
+	return mr, maps, mapsCut, gone
 }
 
 // liveThread finds a thread of process pid other than its exited leader that

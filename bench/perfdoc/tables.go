@@ -24,6 +24,7 @@ func tables(sizes []string, quick bool) []table {
 		commandTable(sizes),
 		inProcessTable(quick),
 		{"Where the BPF path is refused", "`--capture auto` where the kernel refuses the BPF path, run as two callers it refuses (uid 65534, refused the first map; uid 65534 with CAP_BPF, refused the programs after the BTF read), against `--capture proc`, alternated; `before` is auto with the remembered refusal removed; \"without a store directory\" is auto whose `--db` lies in a directory not yet made, remembered in the runtime directory.", refusedRows()},
+		gateTable(quick),
 		{"check and diff", "The commands an operator and the Slurm prolog run, against the bare snapshot, in one hyperfine run each (extra sleeps as the command's table's smallest row).", []row{
 			hyperfineRatio("`check` / `snapshot`", "check", "check", "snapshot", atMost(1.0, "x")),
 			hyperfineRatio("`check` / `snapshot --no-store`", "check", "check", "nostore", nil),
@@ -49,6 +50,28 @@ func tables(sizes []string, quick bool) []table {
 		}},
 		watchTable(),
 	}
+}
+
+// gateTable is bench/gate.sh's: the gate against fuser at 600 and 5,000
+// processes (600 alone in a quick run).
+func gateTable(quick bool) table {
+	sizes := []string{"600", "5000"}
+	if quick {
+		sizes = sizes[:1]
+	}
+	var rows []row
+	for _, n := range sizes {
+		s := "gate-" + n
+		rows = append(rows,
+			benchMetric("`check --gpus 0` (BPF path where it loads) / `fuser -v`", s, "", metrics{fig: "check-x-fuser-cpu", unit: "x", wall: "check-x-fuser-wall", cpuA: "check-cpu-ms", cpuB: "fuser-cpu-ms"}, atMost(1.2, "x")),
+			benchMetric("`check --gpus 0 --capture proc` / `fuser -v`", s, "", metrics{fig: "proc-x-fuser-cpu", unit: "x", wall: "proc-x-fuser-wall", cpuA: "proc-cpu-ms", cpuB: "fuser-cpu-ms"}, atMost(1.2, "x")),
+			benchMetric("what `check --gpus 0` adds to a job start (wall)", s, "", metrics{fig: "check-wall-ms", unit: "ms", cpu: "check-cpu-ms"}, nil),
+			benchMetric("what `check --gpus 0 --capture proc` adds to a job start (wall)", s, "", metrics{fig: "proc-wall-ms", unit: "ms", cpu: "proc-cpu-ms"}, nil),
+		)
+	}
+	return table{"The gate",
+		"`bench/gate.sh`: `gpusnap check --gpus 0 --no-nvml` (a Slurm prolog's gate) by each capture path against `fuser -v /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm`, on a host of N processes, in a mount namespace whose `/dev` holds those nodes and with a BPF filesystem mounted, as systemd mounts one. The figure is the median of five alternated hyperfine rounds' CPU ratios, wall the median of their wall ratios; its wall time is what the gate adds to a job start.",
+		rows}
 }
 
 func commandTable(sizes []string) table {

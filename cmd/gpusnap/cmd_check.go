@@ -153,7 +153,11 @@ func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.T
 // checkHost captures the host and checks it, filling run with what it saw.
 // It returns the host's name, as the capture read it.
 func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, string, error) {
-	snap, err := capture.Capture(ctx, g.captureOptions(snapshot.LabelSnapshot, ""))
+	// The capture is not stored: who a process is matters only where it
+	// uses a GPU, and the others are read for what they hold and map alone.
+	opts := g.captureOptions(snapshot.LabelSnapshot, "")
+	opts.GPUIdentityOnly = true
+	snap, err := capture.Capture(ctx, opts)
 	if err != nil {
 		return nil, "", err
 	}
