@@ -103,6 +103,7 @@ func TestPrologGateIsTheBaseline(t *testing.T) {
 	}
 	livetest.Require(t, "losetup", "gcc")
 	livetest.ShareKernelLog(t)
+	livetest.ShareQuietHost(t)
 	livetest.OwnFakeGPUs(t)
 	dir, err := os.MkdirTemp("/run", "gpusnap-gate-")
 	if err != nil {

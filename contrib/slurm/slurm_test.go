@@ -58,6 +58,7 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	}
 	livetest.Require(t, "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "logger", "losetup", "gcc")
 	livetest.ShareKernelLog(t) // the epilogs' diffs read the live kernel log
+	livetest.ShareQuietHost(t) // no hopper's half-read processes beside its verdicts
 	livetest.OwnFakeGPUs(t)    // its GPUs are nodes under /run
 	stuck := livetest.StuckFUSE(t)
 	c := startCluster(t)

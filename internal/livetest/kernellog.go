@@ -26,10 +26,12 @@ func lockKernelLog(t testing.TB, how int) { lockHost(t, kernelLogLock, how) }
 // every process on the host that uses an NVIDIA-named node.
 const deviceNoiseLock = "/tmp/gpusnap-test-device-noise.lock"
 
-// ShareQuietHost is for a test whose watch must lose no event: it runs
-// beside other such tests, never beside one that floods the host with
-// device users (a PID hopper's forks, an open flood), whose events would
-// fill its watch's ring buffer.
+// ShareQuietHost is for a test whose watch must lose no event, or whose
+// verdict must not meet another test's short-lived device users. It runs
+// beside other such tests, never beside one that floods the host with device
+// users (a PID hopper's forks, an open flood). Those fill a watch's ring
+// buffer, and a process that exits while it is read fails its allow entry
+// closed.
 func ShareQuietHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_SH) }
 
 // OwnNoisyHost is for a test that floods the host with device users: it
