@@ -50,8 +50,9 @@ func startNRIRuntime(t *testing.T, dir string) *nriRuntime {
 		}
 	}
 	// containerd's plugin_request_timeout: a capture of a loaded host under
-	// the race detector takes more than NRI's default 2 s.
-	adaptation.SetPluginRequestTimeout(10 * time.Second)
+	// the race detector takes more than NRI's default 2 s, and more than 10 s
+	// where go test runs the other packages' live tests beside it.
+	adaptation.SetPluginRequestTimeout(30 * time.Second)
 	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout) })
 	rt, err := adaptation.New("containerd", "v1.7-test", sync, update, adaptation.WithSocketPath(filepath.Join(dir, "nri.sock")),
 		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf")))
