@@ -86,7 +86,6 @@ var colonHabitToday = map[string]float64{
 	"diff":              0.51,
 	"eventlog":          0.54,
 	"internal/livetest": 0.49,
-	"kmsg":              0.49,
 	"nri":               0.60,
 	"nvmlread":          0.51,
 	"reap":              0.49,
