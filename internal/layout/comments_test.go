@@ -78,7 +78,6 @@ const colonHabitBound = 0.10
 // leaves the list.
 var colonHabitToday = map[string]float64{
 	"bpf":               0.49,
-	"bundle":            0.44,
 	"capture/accel":     0.65,
 	"capture":           0.55,
 	"capture/procfs":    0.33,
