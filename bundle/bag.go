@@ -88,7 +88,6 @@ func bagInfo(version, date, external string, payload map[string][]byte) []byte {
 
 // oneLine keeps a tag value on its line, so that a tenant-controlled byte
 // cannot start a new tag.
-
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {

@@ -73,7 +73,6 @@ const (
 
 // Written says what Write wrote, the statement's predicate, the bag's
 // directory and how many payload files it holds.
-
 type Written struct {
 	Predicate *Predicate
 	Bag       string

@@ -27,7 +27,6 @@ func WriteFile(ctx context.Context, name string, in Input, force bool) (*Written
 
 // NameOf is the bag directory of a bundle file, its base name without
 // .tar.gz or .tgz, or DefaultName's when that is no valid name.
-
 func NameOf(file string) string {
 	base := filepath.Base(file)
 	for _, ext := range []string{".tar.gz", ".tgz"} {

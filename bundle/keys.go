@@ -95,7 +95,6 @@ func ReadPublicKey(name string) (ed25519.PublicKey, error) {
 
 func readPEM(name, typ string) ([]byte, error) {
 	// A PEM key is a few hundred bytes. A FIFO or /dev/zero named as one is refused.
-
 	b, err := safefile.ReadFile(name, 64<<10)
 	if err != nil {
 		return nil, err

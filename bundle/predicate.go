@@ -29,7 +29,6 @@ type Predicate struct {
 	// Store is the store's log as the bundle was written, its checkpoint and
 	// the inclusion of the two snapshots. It is nil when the store was not
 	// read.
-
 	Store *StoreEvidence `json:"store,omitempty"`
 }
 

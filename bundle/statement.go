@@ -62,7 +62,6 @@ func (s edSigner) Public() crypto.PublicKey { return s.pub }
 // the in-toto types' own validation, and writes it as compact JSON with
 // sorted keys. protojson's output is deliberately not stable, and the same
 // bundle must give the same bytes.
-
 func statementJSON(payload map[string][]byte, pred *Predicate) ([]byte, error) {
 	pj, err := json.Marshal(pred)
 	if err != nil {

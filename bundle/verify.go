@@ -86,7 +86,6 @@ type SignatureStatus struct {
 
 // smallLimit bounds the tag files verify keeps in memory (the first of each
 // name only). Every payload file is hashed as it streams past.
-
 const smallLimit = maxStatement
 
 // A bundle is a stranger's file, so its entries, their sizes and the bytes
@@ -501,7 +500,6 @@ func (v *verifier) checkStore(pred *Predicate) {
 
 // matchesLeaf checks that the bag's snapshot file is the snapshot p's leaf
 // recorded, that is, that its digest (tlog.Digest) is the leaf's.
-
 func (v *verifier) matchesLeaf(file string, p tlog.InclusionProof) bool {
 	m := v.byName[file]
 	if m == nil || m.typ != "file" {

@@ -19,7 +19,6 @@ import (
 // directory it was extracted into when that holds the bag's directory
 // alone. The same bounds hold as for a tarball. A symlink, device or FIFO
 // is a member of its type, never followed or read.
-
 func VerifyDir(dir string, trusted ed25519.PublicKey) (*Verification, error) {
 	root := dir
 	if _, err := os.Lstat(filepath.Join(dir, FileBagIt)); err != nil {

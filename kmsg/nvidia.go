@@ -95,5 +95,4 @@ func IsDriverText(text string) bool { return driverRE().MatchString(text) }
 // FromKernel reports whether the kernel wrote the record, as only its
 // records have facility kern. What user space writes to /dev/kmsg gets
 // LOG_USER, or the non-zero facility the writer asks for, never kern.
-
 func (r *Record) FromKernel() bool { return r.Facility == FacilityKern }

@@ -85,7 +85,6 @@ func open(path string) (source, error) {
 // descriptor is non-blocking) is the end of the log. EPIPE says the next
 // record was overwritten before it was read, and the read after it goes on
 // with the oldest record left (the gap shows in the sequence numbers).
-
 type deviceSource struct {
 	fd   int
 	buf  []byte

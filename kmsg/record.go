@@ -1,7 +1,6 @@
 // Package kmsg reads the kernel log in /dev/kmsg's format with its own small
 // parser. It tells where the log stands and reads the records of a window
 // between two snapshots, opening the device read-only and non-blocking.
-
 //
 // A record (Documentation/ABI/testing/dev-kmsg) is
 //
@@ -88,7 +87,6 @@ func parseSeq(header []byte) (uint64, error) {
 // cutComma cuts b at its first comma, with rest nil where it has none. A
 // header's fields are a few bytes long, and a plain loop finds the comma
 // faster there than a call to bytes.IndexByte.
-
 func cutComma(b []byte) (field, rest []byte) {
 	for i, c := range b {
 		if c == ',' {

@@ -79,7 +79,6 @@ func ReadWindow(path string, from, to *snapshot.KernelLogPosition) *Window {
 }
 
 // BootID is the running boot's id, from /proc/sys/kernel/random/boot_id, or "" if unreadable.
-
 func BootID() string {
 	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

@@ -158,7 +158,6 @@ func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known
 // GPU pod (Complete) but not this running one, which then has the empty
 // set. A numeric id is an NVML index, which gpus makes a UUID. An
 // allocation not understood gives an error wrapping ErrNotUnderstood.
-
 func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
 	for _, p := range a.Pods {
 		if p.UID == "" || p.UID != podUID {

@@ -172,7 +172,6 @@ func (s *Set) setBuild(command string) {
 // own user), and renames it over path, so the collector never reads half a
 // file. It never writes through a symbolic link (the file's own or, as root,
 // another user's directory).
-
 func (s *Set) WriteTextfile(ctx context.Context, path string) error {
 	fams, err := s.reg.Gather()
 	if err == nil {

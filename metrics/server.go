@@ -13,7 +13,6 @@ import (
 // what clients do. Connections past MaxConns wait in the kernel's accept
 // queue, and each accepted one is cut when it idles or dawdles. A scrape
 // needs far less than the bounds allow.
-
 const (
 	MaxConns          = 32
 	MaxHeaderBytes    = 8 << 10

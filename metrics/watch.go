@@ -32,7 +32,6 @@ type Watch struct {
 // Watch registers the watch families on the set's registry. Call it once.
 // Each of kinds is exported from the start at zero, since a rate over a
 // series that appears late misses its first increase.
-
 func (s *Set) Watch(kinds ...string) *Watch {
 	s.setBuild("watch")
 	w := &Watch{
@@ -101,7 +100,6 @@ func (w *Watch) SetMode(mode string) {
 
 // Handler serves the set's families for Prometheus to scrape. A family that
 // fails to gather is an HTTP 500, not a partial page read as complete.
-
 func (s *Set) Handler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }

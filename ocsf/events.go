@@ -39,7 +39,6 @@ func FromEvents(evs []eventlog.Event, src Source, line func(*eventlog.Event) str
 			proc = e.Process.Key()
 		}
 		// An event is its own identity, so its time joins the tuple.
-
 		o := newFinding(src, "watch_"+e.Kind, line(e), sev, e.Time, proc+"/"+e.Time.UTC().String(), dev, e.GPUUUID)
 		o.IsAlert = sev >= diff.Medium
 		ev := Evidence{Data: map[string]any{"event": e}}

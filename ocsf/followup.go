@@ -19,7 +19,6 @@ const (
 // update of the finding a diff or check opened (the same finding_info.uid).
 // When closed, the finding is closed with status Resolved, else updated with
 // status In Progress. message says what was done, at at.
-
 func Followups(r *diff.Result, src Source, process string, closed bool, message string, at time.Time) []Finding {
 	var out []Finding
 	for i, f := range FromResult(r, src) {

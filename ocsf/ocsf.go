@@ -187,7 +187,6 @@ var dispositions = map[int]string{dispositionAllowed: "Allowed", dispositionDete
 
 // handling is what a SIEM is to do with a finding, given as its severity,
 // its disposition and whether it alerts.
-
 type handling struct {
 	severity    diff.Severity
 	disposition int
@@ -337,7 +336,6 @@ func exeFile(exe, sha string) *File {
 
 // deviceFile is a device node. Its type (character or block) is not in the
 // finding, so OCSF's Unknown says so rather than guess.
-
 func deviceFile(dev string) *File {
 	if dev == "" {
 		return nil

@@ -118,7 +118,6 @@ func renderRow(r *results, row row) (string, bool) {
 
 // renderMatrix copies the kernel matrix's own table of what each Debian
 // kernel loaded and each watch hook's open/close cost in its guests.
-
 func renderMatrix(w io.Writer, r *results) int {
 	fmt.Fprintf(w, "\n## The kernel matrix\n\nDebian 12's kernels booted under QEMU, as CI runs them: what each loaded, and each watch hook's open/close loop with its programs against none, counted in the guest's instructions (`TestHookCost` under `-icount`).\n\n")
 	s, ok := r.steps["matrix"]

@@ -140,7 +140,6 @@ func readBounded(path string) (string, error) {
 var (
 	// benchLine is a go test benchmark result, a name and iterations
 	// followed by value-unit pairs.
-
 	benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 	// metricLine is what the bench scripts print for bench/all.sh.
 	metricLine = regexp.MustCompile(`^metric (\S+) (\S+)$`)

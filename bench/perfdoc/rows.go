@@ -17,7 +17,6 @@ type figure struct {
 
 // target is a bound a figure must keep, value <= limit or, where atLeast,
 // value >= limit.
-
 type target struct {
 	limit   float64
 	atLeast bool
@@ -197,7 +196,6 @@ func benchMetric(what, stepName, bench string, m metrics, t *target) row {
 
 // benchVersus is benchmark a's unit against benchmark b's. Where speedup,
 // it is b/a, how many times faster a is.
-
 func benchVersus(what, stepName, a, b, unit string, speedup bool, t *target) row {
 	return row{what: what, step: stepName, target: t, get: func(s *stepResult) (figure, error) {
 		x, okA := s.bench[a][unit]

@@ -234,7 +234,6 @@ func hookGap(what, hook string, t *target) row {
 
 // hookRow is one hook's TestHookCost line. A hook the kernel refuses has
 // none, which the row says rather than leaving a gap.
-
 func hookRow(what, hook, which string, t *target) row {
 	return row{what: what, step: "hooks", target: t, get: func(s *stepResult) (figure, error) {
 		v, ok := s.metric["hook-"+hook+"-"+which]

@@ -85,7 +85,6 @@ func (r *claimResolver) resolve(dirs []string, d *kubelet.ClaimDevice) ([]int, s
 
 // deviceNameMinor is the minor a device name of NVIDIA's DRA driver
 // carries, the N of gpu-N or of a MIG device's gpu-N-mig-... (its parent).
-
 func deviceNameMinor(name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, "gpu-")
 	if !ok {

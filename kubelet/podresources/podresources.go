@@ -154,7 +154,6 @@ func joinUIDs(pods []kubelet.Pod, dir string) (map[string]bool, error) {
 	f, err := os.Open(dir)
 	if err != nil && len(pods) == 0 {
 		return nil, nil // no GPU pod to join, and no pod is known to run here
-
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pod UIDs: %w", err)
