@@ -86,7 +86,6 @@ var colonHabitToday = map[string]float64{
 	"eventlog":          0.54,
 	"internal/livetest": 0.49,
 	"nri":               0.60,
-	"nvmlread":          0.51,
 	"reap":              0.49,
 	"render":            0.50,
 	"session":           0.51,
