@@ -87,7 +87,6 @@ var colonHabitToday = map[string]float64{
 	"internal/livetest": 0.49,
 	"nri":               0.60,
 	"reap":              0.49,
-	"render":            0.50,
 	"session":           0.51,
 	"snapshot":          0.48,
 	"store":             0.38,
