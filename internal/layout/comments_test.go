@@ -83,7 +83,6 @@ var colonHabitToday = map[string]float64{
 	"capture/procfs":    0.33,
 	"cmd/gpusnap":       0.58,
 	"diff":              0.51,
-	"eventlog":          0.54,
 	"internal/livetest": 0.49,
 	"nri":               0.60,
 	"reap":              0.49,
