@@ -88,7 +88,6 @@ var colonHabitToday = map[string]float64{
 	"reap":              0.49,
 	"session":           0.51,
 	"snapshot":          0.48,
-	"store":             0.38,
 	"watch":             0.48,
 }
 
