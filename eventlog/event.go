@@ -33,7 +33,7 @@ const (
 	// The watch's own record says when it ran, how, and what it missed.
 	KindWatchStart = "watch_start"
 	KindWatchStop  = "watch_stop"
-	KindLost       = "lost"  // the kernel dropped events (the ring buffer was full), or with source nvml, NVML's GPU events were not read
+	KindLost       = "lost"  // the kernel dropped events (the ring buffer was full), or, with source nvml, NVML's GPU events were not read
 	KindAlive      = "alive" // a running watch's heartbeat (AliveEvery)
 
 	// ModeFallback is a watch_start's mode where no kernel hook loads. It
@@ -89,17 +89,17 @@ type Event struct {
 	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 
-	// A watch_start has the mode (a hook name, or fallback), and what it cannot see.
+	// Mode and Blind are a watch_start's mode (a hook name, or fallback) and what it cannot see.
 	Mode  string   `json:"mode,omitempty"`
 	Blind []string `json:"blind,omitempty"`
-	// Lost and watch_stop records count the events the kernel dropped since
-	// the watch started.
+	// Lost counts, in lost and watch_stop records, the events the kernel
+	// dropped since the watch started.
 	Lost uint64 `json:"lost,omitempty"`
 	Note string `json:"note,omitempty"`
-	// Alive and watch_stop records say why NVML's GPU events were not being
-	// read then (a GPU lost, a failing wait). It is said again in every
-	// heartbeat so that a later window knows it too, and is empty while they
-	// are read.
+	// GPUEventsOff says, in alive and watch_stop records, why NVML's GPU
+	// events were not being read then (a GPU lost, a failing wait). It is
+	// said again in every heartbeat so that a later window knows it too, and
+	// is empty while they are read.
 	GPUEventsOff string `json:"gpu_events_off,omitempty"`
 
 	// Count is how many like events this record stands for, where watch
@@ -167,7 +167,7 @@ type Device struct {
 	Path   string `json:"path"`
 	Number string `json:"number,omitempty"` // major:minor, the device's own number
 	Type   string `json:"type,omitempty"`   // char or block
-	Class  string `json:"class"`            // as the snapshot classifier decides, nvidia
+	Class  string `json:"class"`            // as the snapshot classifier decides, such as nvidia
 	GPU    *int   `json:"gpu_minor,omitempty"`
 }
 

@@ -81,8 +81,8 @@ func (p *Pod) has(g *snapshot.GPUUse) bool {
 // Allocations are a node's GPU pods, looked up by GPU and by pod UID.
 type Allocations struct {
 	Pods []Pod
-	// Complete says every GPU pod's UID is known, so that a process of a
-	// pod not among Pods is of a pod given no GPU.
+	// Complete says every GPU pod's UID is known, so a pod not among Pods
+	// was given no GPU.
 	Complete bool
 	// Running are the UIDs of the pods this node runs, GPU or not (their
 	// log directories).

@@ -129,8 +129,8 @@ func chartPath(points []diff.SeriesPoint, x func(float64) float64, value func(di
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// onGPU reports whether watch's samples place the process on the GPU, where
-// it has a shape.
+// onGPU reports whether watch's samples place the process on the GPU, that
+// is, whether it has a shape there.
 func onGPU(u *diff.Utilization, gpu string, p *diff.ProcessRef) bool {
 	key := p.Key()
 	for _, s := range u.Shapes {
