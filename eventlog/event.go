@@ -89,7 +89,8 @@ type Event struct {
 	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 
-	// Mode and Blind are a watch_start's mode (a hook name, or fallback) and what it cannot see.
+	// Mode and Blind are a watch_start's mode (a hook name, or fallback)
+	// and what it cannot see.
 	Mode  string   `json:"mode,omitempty"`
 	Blind []string `json:"blind,omitempty"`
 	// Lost counts, in lost and watch_stop records, the events the kernel

@@ -90,8 +90,9 @@ func OpenGPUEvents(opts Options) (*GPUEvents, error) {
 
 // WatchGPUEvents initializes lib and registers every GPU's supported Xid and
 // ECC events in one event set. MIG instances are not registered apart, as
-// their events come through their GPU, with the instance ids set. It makes no call
-// after a failed Init (a call then kills the process in the dynamic linker).
+// their events come through their GPU, with the instance ids set. It makes
+// no call after a failed Init (a call then kills the process in the dynamic
+// linker).
 func WatchGPUEvents(lib nvml.Interface) (*GPUEvents, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvml: %s", nvmlReason(ret))

@@ -22,10 +22,10 @@ import (
 )
 
 // nvmlFixture is the NVML fixture of docs/spec.md (Fixtures). It holds
-// NVML's values with NVML's field names, sizes in bytes, and a missing
-// field means "not reported". Errors adds what a call answered instead of a
-// value, keyed by the path Missing uses
-// (`"devices[0].memory": "ERROR_GPU_IS_LOST"`), so a state with failures
+// NVML's values under NVML's field names, with sizes in bytes and a missing
+// field meaning "not reported". Errors adds what a call answered instead of
+// a value, keyed by the path Missing uses (as in
+// `"devices[0].memory": "ERROR_GPU_IS_LOST"`), so a state with failures
 // replays exactly.
 type nvmlFixture struct {
 	DriverVersion     string            `json:"driver_version,omitempty"`

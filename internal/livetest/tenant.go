@@ -127,10 +127,11 @@ func HoldMappings(t testing.TB, path string, count int) Proc {
 	return hold(t, "-m", strconv.Itoa(count), path)
 }
 
-// HoldAt is Hold run from a copy of the helper at exe, its directory made,
-// which Cleanup removes. It is a process named and placed as a daemon's
-// package installs it, an MPS server's nvidia-cuda-mps-server say. Its comm
-// is exe's name cut to 15 bytes, as the kernel gives it at exec.
+// HoldAt is Hold run from a copy of the helper at exe, whose directory it
+// makes and whose file Cleanup removes. It is a process named and placed as
+// a daemon's package installs it, an MPS server's nvidia-cuda-mps-server
+// say. Its comm is exe's name cut to 15 bytes, as the kernel gives it at
+// exec.
 func HoldAt(t testing.TB, exe, path string) Proc {
 	t.Helper()
 	return holdBin(t, CopyExe(t, buildTenant(t), exe), path)
@@ -259,8 +260,8 @@ func runTenant(t testing.TB, cmd *exec.Cmd, roles ...string) (map[string]Proc, <
 	dir := t.TempDir()
 	pidfile := filepath.Join(dir, "pids")
 	cmd.Args = append(cmd.Args, pidfile)
-	// Stderr is an *os.File, not a buffer, since the ghost inherits stderr,
-	// and a pipe would make Wait wait for the ghost too.
+	// The tenant's stderr is an *os.File, not a buffer, since the ghost
+	// inherits it, and a pipe would make Wait wait for the ghost too.
 	stderr, err := os.Create(filepath.Join(dir, "stderr"))
 	if err != nil {
 		t.Fatalf("livetest: %v", err)
