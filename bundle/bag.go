@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// The bundle is a BagIt bag (RFC 8493, version 1.0): a base directory
-// holding bagit.txt, bag-info.txt, the payload under data/, and a payload
+// The bundle is a BagIt bag (RFC 8493, version 1.0). Its base directory
+// holds bagit.txt, bag-info.txt, the payload under data/, and a payload
 // manifest and a tag manifest of SHA-256 hashes, which sha256sum -c reads.
 
 // Tag file names at the bag's base.
@@ -25,21 +25,21 @@ const (
 	DirPayload    = "data"
 )
 
-// bagitTxt is bagit.txt: the version and the tag files' encoding.
+// bagitTxt is bagit.txt, the version and the tag files' encoding.
 const bagitTxt = "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 
-// encodePath percent-encodes a manifest path as RFC 8493 §2.1.3 has it:
-// CR, LF and % only.
+// encodePath percent-encodes a manifest path as RFC 8493 §2.1.3 has it,
+// escaping CR, LF and % only.
 func encodePath(p string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(p)
 }
 
-// decodePath undoes encodePath; any other escape is left as it stands.
+// decodePath undoes encodePath. Any other escape is left as it stands.
 func decodePath(p string) string {
 	return strings.NewReplacer("%25", "%", "%0D", "\r", "%0A", "\n", "%0d", "\r", "%0a", "\n").Replace(p)
 }
 
-// manifestText renders a manifest: one "HEX  PATH" line per file, sorted.
+// manifestText renders a manifest, one "HEX  PATH" line per file, sorted.
 func manifestText(files map[string][]byte) []byte {
 	names := make([]string, 0, len(files))
 	for name := range files {
@@ -74,9 +74,9 @@ func parseManifest(text []byte) (map[string]string, error) {
 	return out, nil
 }
 
-// bagInfo is bag-info.txt: who made the bag, when, and the Payload-Oxum
-// (payload octets and file count) that lets a validator spot a missing or
-// truncated file before hashing.
+// bagInfo is bag-info.txt. It says who made the bag and when, and gives the
+// Payload-Oxum (payload octets and file count) that lets a validator spot a
+// missing or truncated file before hashing.
 func bagInfo(version, date, external string, payload map[string][]byte) []byte {
 	octets := 0
 	for _, b := range payload {
@@ -86,8 +86,8 @@ func bagInfo(version, date, external string, payload map[string][]byte) []byte {
 		date, octets, len(payload), oneLine(external), oneLine(version))
 }
 
-// oneLine keeps a tag value on its line: a tenant-controlled byte cannot
-// start a new tag.
+// oneLine keeps a tag value on its line, so that a tenant-controlled byte
+// cannot start a new tag.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {

@@ -32,27 +32,28 @@ import (
 
 // Input is what goes into a bundle.
 type Input struct {
-	// Name is the bag's directory in the tarball; empty: gpusnap-<TO's id>.
+	// Name is the bag's directory in the tarball, gpusnap-<TO's id> when
+	// empty.
 	Name   string
-	Before *snapshot.Snapshot // FROM: usually the tenant's baseline
-	After  *snapshot.Snapshot // TO: usually the post snapshot
+	Before *snapshot.Snapshot // FROM, usually the tenant's baseline
+	After  *snapshot.Snapshot // TO, usually the post snapshot
 	// Result is the diff of Before and After. Its MapsDiffs (diff.Options.MapsDiff)
-	// give maps/PID@START.diff; a process without one gets no such file.
+	// give maps/PID@START.diff, and a process without one gets no such file.
 	Result *diff.Result
 	// Version is the version of the gpusnap writing the bundle.
 	Version string
 	// UID is the uid that ran gpusnap.
 	UID int
-	// TenantStart and TenantEnd place the tenant's job on the time line; zero
-	// when not known.
+	// TenantStart and TenantEnd place the tenant's job on the time line.
+	// They are zero when not known.
 	TenantStart, TenantEnd time.Time
-	// Events is what gpusnap watch recorded between the snapshots, or nil:
-	// the time line shows those of the processes the findings name.
+	// Events is what gpusnap watch recorded between the snapshots, or nil.
+	// The time line shows those of the processes the findings name.
 	Events eventlog.Source
 	// SignKey, when set, signs the statement into a DSSE envelope.
 	SignKey ed25519.PrivateKey
 	// KernelLog is the kernel log between Before and After (the diff's
-	// window): its records go to raw/kmsg as the kernel wrote them. Nil: none.
+	// window), or nil. Its records go to raw/kmsg as the kernel wrote them.
 	KernelLog *kmsg.Window
 	// Store is the store's log evidence of the two snapshots, or nil.
 	Store *StoreEvidence
@@ -70,7 +71,7 @@ const (
 	FileKernelLog = "raw/kmsg"
 )
 
-// Written says what Write wrote: the statement's predicate, the bag's
+// Written says what Write wrote, the statement's predicate, the bag's
 // directory and how many payload files it holds.
 type Written struct {
 	Predicate *Predicate
@@ -133,8 +134,8 @@ func Write(w io.Writer, in Input) (*Written, error) {
 // DefaultName is the bag directory of a bundle whose TO snapshot is id.
 func DefaultName(id string) string { return "gpusnap-" + id }
 
-// ValidName reports whether name can be the bag's directory: one path
-// element of letters, digits and ._-+@, not starting with a dot.
+// ValidName reports whether name can be the bag's directory, which is one
+// path element of letters, digits and ._-+@, not starting with a dot.
 func ValidName(name string) bool {
 	if name == "" || len(name) > 200 || name[0] == '.' {
 		return false
@@ -167,8 +168,8 @@ func payload(in Input) (map[string][]byte, error) {
 	files[FileReportHTM] = pages.HTML
 
 	for key, text := range in.Result.MapsDiffs {
-		// A key names a file: anything but PID@START is refused, so no key
-		// can climb out of its directory.
+		// A key names a file, so anything but PID@START is refused and no
+		// key can climb out of its directory.
 		if _, _, ok := snapshot.ParseProcessKey(key); !ok {
 			return nil, fmt.Errorf("bundle: maps diff under %q: not a PID@START process identity", key)
 		}
@@ -207,8 +208,9 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// archiveTime is every entry's mtime: the end of the TO capture, so the same
-// snapshots give the same bytes. A snapshot without a time gets the epoch.
+// archiveTime is every entry's mtime, the end of the TO capture, so the
+// same snapshots give the same bytes. A snapshot without a time gets the
+// epoch.
 func archiveTime(s *snapshot.Snapshot) time.Time {
 	t := s.Host.CaptureEnd
 	if t.IsZero() {
@@ -220,9 +222,9 @@ func archiveTime(s *snapshot.Snapshot) time.Time {
 	return t.Truncate(time.Second).UTC()
 }
 
-// writeArchive writes files as a reproducible tar.gz: sorted names, each
-// directory before its contents, fixed modes and owners, one mtime, and a
-// gzip header without name or time.
+// writeArchive writes files as a reproducible tar.gz, with sorted names,
+// each directory before its contents, fixed modes and owners, one mtime,
+// and a gzip header without name or time.
 func writeArchive(w io.Writer, files map[string][]byte, mtime time.Time) error {
 	names := make([]string, 0, len(files))
 	dirs := map[string]bool{}

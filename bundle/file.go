@@ -25,7 +25,7 @@ func WriteFile(ctx context.Context, name string, in Input, force bool) (*Written
 	return m, err
 }
 
-// NameOf is the bag directory of a bundle file: its base name without
+// NameOf is the bag directory of a bundle file, its base name without
 // .tar.gz or .tgz, or DefaultName's when that is no valid name.
 func NameOf(file string) string {
 	base := filepath.Base(file)

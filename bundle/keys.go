@@ -13,12 +13,12 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
-// Keys are PEM files in the standard encodings, the ones openssl writes and
-// reads: PKCS#8 "PRIVATE KEY" and PKIX "PUBLIC KEY", so a responder without
+// Keys are PEM files in the standard encodings that openssl writes and
+// reads, PKCS#8 "PRIVATE KEY" and PKIX "PUBLIC KEY", so a responder without
 // gpusnap loads the public key into any DSSE verifier (docs/bundle.md).
 
-// WriteKeyPair writes a new ed25519 key pair: prefix+".key" (mode 0600) and
-// prefix+".pub" (0644). Neither may exist unless force is set.
+// WriteKeyPair writes a new ed25519 key pair to prefix+".key" (mode 0600)
+// and prefix+".pub" (0644). Neither may exist unless force is set.
 func WriteKeyPair(ctx context.Context, prefix string, force bool) (ed25519.PublicKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -94,7 +94,7 @@ func ReadPublicKey(name string) (ed25519.PublicKey, error) {
 }
 
 func readPEM(name, typ string) ([]byte, error) {
-	// A PEM key is a few hundred bytes; a FIFO or /dev/zero named as one is refused.
+	// A PEM key is a few hundred bytes. A FIFO or /dev/zero named as one is refused.
 	b, err := safefile.ReadFile(name, 64<<10)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
-// Predicate is the statement's predicate: what the bundle is about. The
+// Predicate is the statement's predicate, what the bundle is about. The
 // payload files' hashes are the statement's subjects.
 type Predicate struct {
 	GpusnapVersion string       `json:"gpusnap_version"`
@@ -24,10 +24,11 @@ type Predicate struct {
 	Summary        diff.Summary `json:"summary"`
 	// FindingsSHA256 is the SHA-256 of data/findings.json.
 	FindingsSHA256 string `json:"findings_sha256"`
-	// Signer is the key whose signature the envelope carries; nil when unsigned.
+	// Signer is the key whose signature the envelope carries, nil when unsigned.
 	Signer *Signer `json:"signer,omitempty"`
-	// Store is the store's log as the bundle was written: its checkpoint and
-	// the inclusion of the two snapshots; nil when the store was not read.
+	// Store is the store's log as the bundle was written, its checkpoint and
+	// the inclusion of the two snapshots. It is nil when the store was not
+	// read.
 	Store *StoreEvidence `json:"store,omitempty"`
 }
 

@@ -21,17 +21,17 @@ import (
 // The bundle's statement is an in-toto Statement v1 whose subjects are the
 // payload files (data/...) with their SHA-256 and whose predicate is the
 // Predicate below. Signed, it is the payload of a DSSE envelope
-// (statement.dsse.json) with one ed25519 signature; unsigned, it is
+// (statement.dsse.json) with one ed25519 signature. Unsigned, it is
 // statement.intoto.json itself.
 
-// PredicateType names the predicate; docs/bundle.md describes it.
+// PredicateType names the predicate, which docs/bundle.md describes.
 const PredicateType = "https://github.com/gpusnap/gpusnap/blob/main/docs/bundle.md#predicate-v1"
 
 // PayloadType is the DSSE payload type of an in-toto statement.
 const PayloadType = "application/vnd.in-toto+json"
 
-// KeyID names a public key as the envelope does: the hex SHA-256 of its 32
-// raw bytes (`openssl pkey -pubin -outform DER | tail -c 32 | sha256sum`).
+// KeyID names a public key as the envelope does, by the hex SHA-256 of its
+// 32 raw bytes (`openssl pkey -pubin -outform DER | tail -c 32 | sha256sum`).
 func KeyID(pub ed25519.PublicKey) string {
 	sum := sha256.Sum256(pub)
 	return hex.EncodeToString(sum[:])
@@ -60,7 +60,7 @@ func (s edSigner) Public() crypto.PublicKey { return s.pub }
 
 // statementJSON builds the statement of payload and pred, checks it with
 // the in-toto types' own validation, and writes it as compact JSON with
-// sorted keys: protojson's output is deliberately not stable, and the same
+// sorted keys. protojson's output is deliberately not stable, and the same
 // bundle must give the same bytes.
 func statementJSON(payload map[string][]byte, pred *Predicate) ([]byte, error) {
 	pj, err := json.Marshal(pred)

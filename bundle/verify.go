@@ -20,12 +20,13 @@ import (
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
-// ErrUnreadable wraps every reason a file cannot be read as a bundle at all:
-// not gzip, not tar, truncated, a bad gzip checksum.
+// ErrUnreadable wraps every reason a file cannot be read as a bundle at all,
+// such as not gzip, not tar, truncated or a bad gzip checksum.
 var ErrUnreadable = errors.New("cannot read bundle")
 
-// ErrUnknownLayout says a readable archive or directory is not laid out as
-// a bundle this gpusnap knows: no BagIt bag in one top-level directory.
+// ErrUnknownLayout says a readable archive or directory holds no BagIt bag
+// in one top-level directory, so it is not laid out as a bundle this
+// gpusnap knows.
 var ErrUnknownLayout = errors.New("not a gpusnap bundle of a layout this gpusnap knows")
 
 // Entry statuses in a verify report.
@@ -38,14 +39,14 @@ const (
 	StatusUnchecked = "unchecked" // nothing readable to check it against
 )
 
-// Verification is what Verify found: each member checked, and the problems.
+// Verification is what Verify found, each member checked and the problems.
 type Verification struct {
 	Bag       string          `json:"bag"` // the bag's directory
 	Predicate *Predicate      `json:"predicate,omitempty"`
 	Entries   []Entry         `json:"entries"`  // in archive order, then what was removed
 	Problems  []Problem       `json:"problems"` // empty when the bundle is intact
 	Signature SignatureStatus `json:"signature"`
-	// StoreProved: the bundle carries its snapshots' inclusion in the
+	// StoreProved says the bundle carries its snapshots' inclusion in the
 	// store's log, every proof holds at its checkpoint, and each snapshot
 	// file is the snapshot its leaf recorded.
 	StoreProved bool `json:"store_proved"`
@@ -77,14 +78,14 @@ type SignatureStatus struct {
 	Valid     bool   `json:"valid"`      // the envelope verifies with the key the statement names
 	PublicKey string `json:"public_key"` // that key, base64
 	KeyID     string `json:"keyid"`
-	// Trusted: valid, and made by the key given to Verify. A valid signature
-	// that is not trusted only shows the statement was not changed after it
-	// was signed, by whoever holds that key.
+	// Trusted says the signature is valid and made by the key given to
+	// Verify. A valid signature that is not trusted only shows the statement
+	// was not changed after it was signed, by whoever holds that key.
 	Trusted bool `json:"trusted"`
 }
 
 // smallLimit bounds the tag files verify keeps in memory (the first of each
-// name only); every payload file is hashed as it streams past.
+// name only). Every payload file is hashed as it streams past.
 const smallLimit = maxStatement
 
 // A bundle is a stranger's file, so its entries, their sizes and the bytes
@@ -98,7 +99,7 @@ const (
 )
 
 type member struct {
-	name, typ string // name relative to the bag's directory; dirs end in /
+	name, typ string // name relative to the bag's directory, where dirs end in /
 	size      int64
 	sha256    string
 	data      []byte // only for the tag files verify parses
@@ -106,11 +107,12 @@ type member struct {
 }
 
 // maxSnapshotKeep bounds a snapshot file verify keeps to check it against
-// its leaf in the store's log; a larger one is said to be unchecked.
+// its leaf in the store's log. A larger one is said to be unchecked.
 const maxSnapshotKeep = 96 << 20
 
-// keepLimit is how much of a bag-relative file verify keeps: tag files and
-// the two snapshots, which it parses; 0 for the rest, hashed as they stream.
+// keepLimit is how much of a bag-relative file verify keeps. It keeps tag
+// files and the two snapshots, which it parses, and 0 of the rest, hashed as
+// they stream.
 func keepLimit(name string) int64 {
 	switch {
 	case isTag(name):
@@ -130,10 +132,10 @@ func isTag(name string) bool {
 	return false
 }
 
-// Verify reads a bundle tarball and checks it (see check); with trusted
+// Verify reads a bundle tarball and checks it (see check). With trusted
 // set, the signature must be that key's. An error (wrapping ErrUnreadable or
-// ErrUnknownLayout) means it could not be read as a bundle at all; anything
-// found wrong inside a readable bag is a Problem in the report.
+// ErrUnknownLayout) means it could not be read as a bundle at all, while
+// anything found wrong inside a readable bag is a Problem in the report.
 func Verify(r io.Reader, trusted ed25519.PublicKey) (*Verification, error) {
 	members, trailing, err := readArchive(r)
 	if err != nil {
@@ -155,7 +157,7 @@ func Verify(r io.Reader, trusted ed25519.PublicKey) (*Verification, error) {
 }
 
 // bagMembers finds the tarball's one top-level directory and names its
-// members relative to it; members elsewhere are outside.
+// members relative to it. Members elsewhere are outside.
 func bagMembers(members []*member) (bag string, inBag, outside []*member, err error) {
 	for _, m := range members {
 		if top, rest, ok := strings.Cut(m.name, "/"); ok && rest == FileBagIt && ValidName(top) {
@@ -198,7 +200,7 @@ func newVerifier(bag string, members []*member) *verifier {
 		}
 		v.members = append(v.members, m)
 		if first := v.byName[m.name]; first != nil {
-			// Which copy a tool extracts is up to the tool: neither is trusted.
+			// Which copy a tool extracts is up to the tool, so neither is trusted.
 			first.status, m.status = StatusDuplicate, StatusDuplicate
 			v.rep.Problems = append(v.rep.Problems, Problem{Name: m.name, Status: StatusDuplicate, Detail: "the bag holds it more than once"})
 			continue
@@ -233,9 +235,9 @@ func (v *verifier) tag(name string) []byte {
 
 // check checks the bag as RFC 8493 validates one (bagit.txt, every payload
 // file against manifest-sha256.txt, every tag file against
-// tagmanifest-sha256.txt, Payload-Oxum), then the statement: its signature,
-// its subjects against the payload, the findings' digest and the store's
-// inclusion proofs.
+// tagmanifest-sha256.txt, Payload-Oxum). It then checks the statement's
+// signature, its subjects against the payload, the findings' digest and the
+// store's inclusion proofs.
 func (v *verifier) check(trusted ed25519.PublicKey, all []*member) *Verification {
 	if b := v.tag(FileBagIt); b != nil && string(b) != bagitTxt {
 		v.problem(FileBagIt, StatusAltered, fmt.Sprintf("not BagIt 1.0's declaration: %q", b))
@@ -279,7 +281,7 @@ func (v *verifier) checkManifest(file string, covers func(string) bool) {
 		return
 	}
 	if m := v.byName[file]; m.status == "" && file == FileTagManifest {
-		m.status = StatusOK // nothing lists the tag manifest: it is judged by what it lists
+		m.status = StatusOK // nothing lists the tag manifest, which is judged by what it lists
 	}
 	for _, m := range v.members {
 		if m.typ == "dir" || !covers(m.name) || m.status == StatusDuplicate {
@@ -382,8 +384,8 @@ func (v *verifier) checkStatement(trusted ed25519.PublicKey) {
 	v.checkStore(pred)
 }
 
-// envelopePayload decodes the envelope's payload without trusting it yet:
-// the key that checks it is named inside.
+// envelopePayload decodes the envelope's payload without trusting it yet,
+// since the key that checks it is named inside.
 func envelopePayload(b []byte) ([]byte, error) {
 	statement, _, err := openEnvelope(b, nil)
 	return statement, err
@@ -451,9 +453,9 @@ func (v *verifier) isRemoved(name string) bool {
 	return false
 }
 
-// checkStore checks the store's evidence: each inclusion proof of the two
-// snapshots holds at the checkpoint's head, and the checkpoint is signed by
-// the bundle's signer when the bundle is signed.
+// checkStore checks that each inclusion proof of the two snapshots in the
+// store's evidence holds at the checkpoint's head, and that the checkpoint
+// is signed by the bundle's signer when the bundle is signed.
 func (v *verifier) checkStore(pred *Predicate) {
 	ev := pred.Store
 	if ev == nil {
@@ -497,7 +499,7 @@ func (v *verifier) checkStore(pred *Predicate) {
 }
 
 // matchesLeaf checks that the bag's snapshot file is the snapshot p's leaf
-// recorded: its digest (tlog.Digest) is the leaf's.
+// recorded, that is, that its digest (tlog.Digest) is the leaf's.
 func (v *verifier) matchesLeaf(file string, p tlog.InclusionProof) bool {
 	m := v.byName[file]
 	if m == nil || m.typ != "file" {
@@ -555,8 +557,8 @@ func readArchive(r io.Reader) (members []*member, trailing bool, err error) {
 		var w io.Writer = h
 		var src io.Reader = io.LimitReader(tr, hdr.Size)
 		if _, rest, ok := strings.Cut(m.name, "/"); m.typ == "file" && ok && !kept[m.name] && keepLimit(rest) > 0 {
-			// A second copy of a name is a duplicate, trusted by no one:
-			// hashed, not kept.
+			// A second copy of a name is hashed, not kept, since it is a
+			// duplicate that no one trusts.
 			kept[m.name] = true
 			switch {
 			case isTag(rest) && hdr.Size > smallLimit:
@@ -573,7 +575,8 @@ func readArchive(r io.Reader) (members []*member, trailing bool, err error) {
 		members = append(members, m)
 	}
 	// What follows the tar's end is read to check the gzip checksum, within
-	// what is left of the budget: a stream of zeros after it could be endless.
+	// what is left of the budget, since a stream of zeros after it could be
+	// endless.
 	nonZero := &nonZeroWriter{}
 	rest := maxTotal - total
 	n, err := io.Copy(nonZero, io.LimitReader(zr, rest+1))

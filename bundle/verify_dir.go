@@ -15,9 +15,9 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
-// VerifyDir checks an extracted bundle: dir is the bag's directory, or the
+// VerifyDir checks an extracted bundle in dir, the bag's directory or the
 // directory it was extracted into when that holds the bag's directory
-// alone. The same bounds hold as for a tarball; a symlink, device or FIFO
+// alone. The same bounds hold as for a tarball. A symlink, device or FIFO
 // is a member of its type, never followed or read.
 func VerifyDir(dir string, trusted ed25519.PublicKey) (*Verification, error) {
 	root := dir

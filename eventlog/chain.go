@@ -14,22 +14,23 @@ import (
 	"time"
 )
 
-// The log's integrity (docs/watch.md): each record carries seq, its count in
-// its watch, and last a hash, the hex SHA-256 of the previous record's hash
-// (zeros for a segment's first) and its own line less the hash. Removing, editing,
-// reordering or re-timing a record breaks the chain there. The chain is no
-// signature, but no record can be changed alone.
+// The log's integrity (docs/watch.md) rests on a chain. Each record carries
+// seq, its count in its watch, and last a hash, the hex SHA-256 of the
+// previous record's hash (zeros for a segment's first) and its own line less
+// the hash. Removing, editing, reordering or re-timing a record breaks the
+// chain there. The chain is no signature, but no record can be changed
+// alone.
 
 // hashField opens the hash, the last field of a chained line.
 const hashField = `,"hash":"`
 
 // hashTail is the length of the hash field and the closing brace that
-// follows it on a chained line: `,"hash":"<64 hex>"}`.
+// follows it on a chained line, as in `,"hash":"<64 hex>"}`.
 const hashTail = len(hashField) + 2*sha256.Size + 2
 
 // chain is the writer's state of a segment's chain.
 type chain struct {
-	prev [sha256.Size]byte // the hash of the segment's last record; zero at its start
+	prev [sha256.Size]byte // the hash of the segment's last record, zero at its start
 	seq  uint64            // the seq of the watch's last record
 }
 
@@ -50,12 +51,12 @@ func (c *chain) seal(buf *bytes.Buffer, line []byte) {
 	buf.WriteString(`"}` + "\n")
 }
 
-// Fault is a line of the log that a reader cannot take as written by watch:
-// not an event (torn, damaged, unreadable), or one that breaks its
+// Fault is a line of the log that a reader cannot take as written by watch,
+// either not an event (torn, damaged, unreadable) or one that breaks its
 // segment's chain (a record removed, edited, reordered or re-timed).
 type Fault struct {
 	Segment string    `json:"segment"` // the segment's file name
-	Line    int       `json:"line"`    // from 1; 0: the segment as a whole
+	Line    int       `json:"line"`    // from 1, or 0 for the segment as a whole
 	Seq     uint64    `json:"seq,omitempty"`
 	Time    time.Time `json:"time,omitzero"`
 	Why     string    `json:"why"`
@@ -70,10 +71,10 @@ func (f Fault) String() string {
 	return s + ": " + f.Why
 }
 
-// maxFaults bounds the faults a read names; the rest are counted.
+// maxFaults bounds the faults a read names. The rest are counted.
 const maxFaults = 64
 
-// Head is where a segment's chain stood when a reader read it: its last
+// Head is where a segment's chain stood when a reader read it, by its last
 // chained record's line (from 1), seq and hex hash. A diff seals its window's
 // heads into the store's log (docs/store.md), so that a segment removed or
 // rewritten up to Line no longer matches its head (CheckHead).
@@ -84,8 +85,8 @@ type Head struct {
 	Hash    string `json:"hash"`
 }
 
-// maxHeads bounds the heads one read keeps: the last segments of a window
-// (64 of at most 64 MiB each); the earlier ones are not sealed.
+// maxHeads bounds the heads one read keeps to the last segments of a window
+// (64 of at most 64 MiB each). The earlier ones are not sealed.
 const maxHeads = 64
 
 // verifier checks the chains of the segments one read goes through.
@@ -94,12 +95,12 @@ type verifier struct {
 	line    int
 	prev    [sha256.Size]byte
 	chained bool   // the segment has held a chained record
-	resync  bool   // the line before was no event: the next record's hash has no base
-	lastSeq uint64 // the last record's seq, carried into the next segment; 0: unknown
-	head    Head   // the segment's last chained record so far (Line 0: none)
+	resync  bool   // the line before was no event, so the next record's hash has no base
+	lastSeq uint64 // the last record's seq, carried into the next segment, or 0 when unknown
+	head    Head   // the segment's last chained record so far (Line 0 when none)
 }
 
-// begin starts a segment; known says the segment before it was read, so
+// begin starts a segment. known says the segment before it was read, so
 // that the seq of this one's first record can be checked against it.
 func (v *verifier) begin(seg string, known bool) {
 	v.seg, v.line, v.prev, v.chained, v.resync, v.head = seg, 0, [sha256.Size]byte{}, false, false, Head{}
@@ -143,7 +144,7 @@ func (v *verifier) check(r *ReadResult, line []byte, e *Event) {
 			}
 			why = append(why, "hash does not chain: "+what)
 		}
-		v.prev = stated // one edit is one fault: the next record chains to what this one says
+		v.prev = stated // one edit is one fault, as the next record chains to what this one says
 		v.head = Head{Segment: v.seg, Line: v.line, Seq: e.Seq, Hash: hex.EncodeToString(stated[:])}
 	}
 	switch {
@@ -166,8 +167,9 @@ func (v *verifier) broken(r *ReadResult, e *Event, why string) {
 	r.addFault(Fault{Segment: v.seg, Line: v.line, Seq: e.Seq, Time: e.Time, Why: why})
 }
 
-// splitHash takes the hash field off a chained line: the hash it states and
-// the line without it, up to (not including) its closing brace.
+// splitHash takes the hash field off a chained line. It returns the hash the
+// line states and the line without it, up to (not including) its closing
+// brace.
 func splitHash(line []byte) (stated [sha256.Size]byte, body []byte, ok bool) {
 	n := len(line) - hashTail
 	if n < 1 || !bytes.HasPrefix(line[n:], []byte(hashField)) || !bytes.HasSuffix(line, []byte(`"}`)) {

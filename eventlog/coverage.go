@@ -12,28 +12,29 @@ type Gap struct {
 	Why  string    `json:"why"`
 }
 
-// Coverage says how completely the log covers the window [from, to): the
-// spans no watch recorded, the events the kernel dropped, and the lines of
-// the segments read that are not events as watch wrote them.
+// Coverage says how completely the log covers the window [from, to). It
+// holds the spans no watch recorded, the events the kernel dropped, and the
+// lines of the segments read that are not events as watch wrote them.
 type Coverage struct {
 	Gaps []Gap  `json:"gaps,omitempty"`
 	Lost uint64 `json:"lost,omitempty"`
 	// Modes are the modes the watches of the window ran in.
 	Modes []string `json:"modes,omitempty"`
-	// Damaged and Broken are ReadResult's: lines that are no event, and
-	// records that break their segment's chain; Faults names the first of
-	// them. Either means an event of the window may be lost or changed.
+	// Damaged and Broken are ReadResult's counts of lines that are no event
+	// and of records that break their segment's chain, and Faults names the
+	// first of them. Either means an event of the window may be lost or
+	// changed.
 	Damaged int     `json:"damaged,omitempty"`
 	Broken  int     `json:"broken,omitempty"`
 	Faults  []Fault `json:"faults,omitempty"`
-	// Unchained counts records written before the log had its chain: read
-	// as they are, with nothing to tell whether they were changed.
+	// Unchained counts records written before the log had its chain. They
+	// are read as they are, with nothing to tell whether they were changed.
 	Unchained int `json:"unchained,omitempty"`
 	// Blind are the blind spots of the window's watches that may hide an
 	// open or a mapping (see Problems).
 	Blind []string `json:"blind,omitempty"`
 	// Other are problems the reader found beside the log's records (a
-	// flush that never reached TO); Problems lists them last.
+	// flush that never reached TO). Problems lists them last.
 	Other []Problem `json:"other,omitempty"`
 }
 
@@ -50,7 +51,7 @@ func Cover(r ReadResult, from, to time.Time) Coverage {
 }
 
 // CoverSource reads the coverage of [from, to) from a window's events,
-// walking them once; the error is the walk's.
+// walking them once. The error is the walk's.
 func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 	r := src.Meta()
 	c := Coverage{Damaged: r.Damaged, Broken: r.Broken, Faults: r.Faults, Unchained: r.Unchained}
@@ -60,8 +61,8 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 	first := true
 	why := "no watch was recording"
 	if b := r.Before; b != nil && b.Kind == KindWatchStart {
-		// Its records before the window are not read: it is taken as alive
-		// at the window's start, and a silence from there counts.
+		// Its records before the window are not read, so it is taken as
+		// alive at the window's start, and a silence from there counts.
 		running, runStart, last = true, b.Time, b.Time
 		if from.After(last) {
 			last = from
@@ -81,7 +82,7 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 		addMode(r.Before.Mode)
 		c.addBlind(r.Before.Blind)
 	}
-	// runLost is the running watch's count of dropped events: each lost
+	// runLost is the running watch's count of dropped events. Each lost
 	// record carries the count since its watch started (an over-count for a
 	// window that began after, never an under-count).
 	var runLost uint64
@@ -92,7 +93,7 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 	}
 	err := src.Each(func(e *Event) bool {
 		if first && from.IsZero() {
-			down = e.Time // no window asked: the log's own span
+			down = e.Time // with no window asked, the log's own span
 		}
 		first = false
 		if e.Kind != KindWatchStart {
@@ -121,10 +122,10 @@ func CoverSource(src Source, from, to time.Time) (Coverage, error) {
 			runLost = 0
 		case KindLost:
 			if e.Source == SourceNVML {
-				break // NVML's GPU events, not the kernel's: a diff notes them (they are not device uses)
+				break // NVML's GPU events, not the kernel's, which a diff notes (they are not device uses)
 			}
 			if e.Lost == 0 {
-				c.Lost++ // a source that could not count what it dropped: at least one
+				c.Lost++ // a source that could not count what it dropped lost at least one
 			}
 			runLost = max(runLost, e.Lost)
 		}

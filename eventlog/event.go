@@ -1,7 +1,8 @@
-// Package eventlog is the store's event log: what gpusnap watch saw between
-// snapshots (opens and mappings of NVIDIA devices, the lives of the processes
-// that made them, its own starts and stops), kept in a journal beside the
-// store file (docs/watch.md), and read by events, diff and bundle.
+// Package eventlog is the store's event log of what gpusnap watch saw
+// between snapshots (opens and mappings of NVIDIA devices, the lives of the
+// processes that made them, its own starts and stops). It is kept in a
+// journal beside the store file (docs/watch.md), and read by events, diff
+// and bundle.
 package eventlog
 
 import (
@@ -16,42 +17,42 @@ const (
 	KindOpen = "open" // a process opened an NVIDIA device
 	KindMmap = "mmap" // a process mapped an NVIDIA device
 	KindExec = "exec" // a process that used (or goes on to use) a device exec'd
-	KindFork = "fork" // a process that used a device forked: the child inherits its descriptors and mappings
+	KindFork = "fork" // a process that used a device forked, and the child inherits its descriptors and mappings
 	// KindInherit is a use of a device by a device user's child, from its
-	// fork on: Process is the child, Device what its parent opened or
+	// fork on. Process is the child, and Device what its parent opened or
 	// mapped (nil where watch did not see which). A process that keeps
 	// forking and exiting leaves one at every hop.
 	KindInherit = "inherit"
 	KindExit    = "exit"  // a process that used a device ended
-	KindUsing   = "using" // fallback mode: a rescan found a process holding or mapping a device
+	KindUsing   = "using" // a rescan in fallback mode found a process holding or mapping a device
 	KindNVML    = "nvml"  // NVML listed a process on a GPU it had not listed before
-	// KindGPUEvent is an event NVML delivered for a GPU: a critical Xid, an
+	// KindGPUEvent is an event NVML delivered for a GPU, a critical Xid, an
 	// ECC error, or the GPU lost (GPUEvent says which).
 	KindGPUEvent = "gpu_event"
 
-	// The watch's own record: when it ran, how, and what it missed.
+	// The watch's own record says when it ran, how, and what it missed.
 	KindWatchStart = "watch_start"
 	KindWatchStop  = "watch_stop"
-	KindLost       = "lost"  // the kernel dropped events (the ring buffer was full); source nvml: NVML's GPU events were not read
+	KindLost       = "lost"  // the kernel dropped events (the ring buffer was full), or, with source nvml, NVML's GPU events were not read
 	KindAlive      = "alive" // a running watch's heartbeat (AliveEvery)
 
-	// ModeFallback is a watch_start's mode where no kernel hook loads: a
-	// rescan of /proc each interval, which misses what comes and goes between.
+	// ModeFallback is a watch_start's mode where no kernel hook loads. It
+	// rescans /proc each interval, which misses what comes and goes between.
 	ModeFallback = "fallback"
 )
 
-// The types of a gpu_event: what NVML's event set delivered.
+// The types of a gpu_event say what NVML's event set delivered.
 const (
-	GPUEventXid          = "xid"            // a critical Xid; Xid holds the number
+	GPUEventXid          = "xid"            // a critical Xid, whose number Xid holds
 	GPUEventECCDoubleBit = "ecc_double_bit" // an uncorrectable ECC error
 	GPUEventECCSingleBit = "ecc_single_bit" // a corrected ECC error
-	GPUEventGPULost      = "gpu_lost"       // the wait answered GPU_IS_LOST: no GPU's events can be trusted after it
+	GPUEventGPULost      = "gpu_lost"       // the wait answered GPU_IS_LOST, after which no GPU's events can be trusted
 )
 
 // AliveEvery is how often a running watch writes a record even when nothing
 // happens. A watch killed by SIGKILL, the OOM killer or a crash writes no
-// stop record: a silence of more than twice this is read as a gap (Cover),
-// never as a quiet window.
+// stop record, so a silence of more than twice this is read as a gap
+// (Cover), never as a quiet window.
 const AliveEvery = 30 * time.Second
 
 // Sources of events.
@@ -73,36 +74,39 @@ type Event struct {
 	Process *Process  `json:"process,omitempty"`
 	Device  *Device   `json:"device,omitempty"`
 
-	Access   string   `json:"access,omitempty"` // open: r, w or rw
-	Perms    string   `json:"perms,omitempty"`  // mmap: as maps prints them (rw-s)
-	Length   uint64   `json:"length,omitempty"` // mmap: bytes asked for, where the hook has them
+	Access   string   `json:"access,omitempty"` // an open's r, w or rw
+	Perms    string   `json:"perms,omitempty"`  // an mmap's protection, as maps prints it (rw-s)
+	Length   uint64   `json:"length,omitempty"` // the bytes an mmap asked for, where the hook has them
 	FD       *int     `json:"fd,omitempty"`
 	Child    *Process `json:"child,omitempty"`     // fork
-	ExitCode *int     `json:"exit_code,omitempty"` // exit: the wait status
+	ExitCode *int     `json:"exit_code,omitempty"` // an exit's wait status
 	GPUUUID  string   `json:"gpu_uuid,omitempty"`  // nvml, gpu_event
 
-	// gpu_event: its type (GPUEventXid ...), the Xid number, and the MIG
-	// instance it is of (nil: the whole GPU).
+	// A gpu_event has its type (GPUEventXid ...), the Xid number, and the
+	// MIG instance it is of (nil for the whole GPU).
 	GPUEvent          string  `json:"gpu_event,omitempty"`
 	Xid               uint64  `json:"xid,omitempty"`
 	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 
-	// watch_start: the mode (a hook name, or fallback), and what it cannot see.
+	// Mode and Blind are a watch_start's mode (a hook name, or fallback)
+	// and what it cannot see.
 	Mode  string   `json:"mode,omitempty"`
 	Blind []string `json:"blind,omitempty"`
-	// lost, watch_stop: events the kernel dropped since the watch started.
+	// Lost counts, in lost and watch_stop records, the events the kernel
+	// dropped since the watch started.
 	Lost uint64 `json:"lost,omitempty"`
 	Note string `json:"note,omitempty"`
-	// alive, watch_stop: why NVML's GPU events were not being read then (a
-	// GPU lost, a failing wait), said again in every heartbeat so that a
-	// later window knows it too; empty while they are read.
+	// GPUEventsOff says, in alive and watch_stop records, why NVML's GPU
+	// events were not being read then (a GPU lost, a failing wait). It is
+	// said again in every heartbeat so that a later window knows it too, and
+	// is empty while they are read.
 	GPUEventsOff string `json:"gpu_events_off,omitempty"`
 
 	// Count is how many like events this record stands for, where watch
 	// coalesced repeats (the same process, kind, device and access or
-	// protection) into one: Time is the first of them, Last the last.
-	// Absent: the record is one event.
+	// protection) into one. Time is the first of them, and Last the last.
+	// Absent, the record is one event.
 	Count uint64    `json:"count,omitempty"`
 	Last  time.Time `json:"last,omitzero"`
 	// Lineage is the PID@START of the device user that a fork, inherit or
@@ -117,16 +121,16 @@ type Event struct {
 	Util *Util `json:"util,omitempty"`
 
 	// Seq is the record's place in its watch's records, from 1 (its
-	// watch_start); the journal writes it, with the hash that chains the
-	// record into its segment (docs/watch.md). Absent in logs written
-	// before the chain: they read as unchained.
+	// watch_start). The journal writes it, with the hash that chains the
+	// record into its segment (docs/watch.md). It is absent in logs written
+	// before the chain, which read as unchained.
 	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Process is who made an event, as the kernel saw it at the event.
 type Process struct {
 	PID        int    `json:"pid"`
-	StartTime  uint64 `json:"start_time"`       // /proc/PID/stat field 22: clock ticks since boot
+	StartTime  uint64 `json:"start_time"`       // /proc/PID/stat field 22, clock ticks since boot
 	NSPID      int    `json:"ns_pid,omitempty"` // the PID in its own pid namespace, where that differs
 	PPID       int    `json:"ppid,omitempty"`
 	Comm       string `json:"comm,omitempty"`
@@ -140,8 +144,8 @@ type Process struct {
 	PodUID      string `json:"pod_uid,omitempty"`
 	SlurmJobID  string `json:"slurm_job_id,omitempty"`
 	// OwnerCgroups are what watch read of the cgroup directories that carry
-	// those ids, as a snapshot's processes have them: nil in a record of a
-	// watch that did not read them.
+	// those ids, as a snapshot's processes have them. They are nil in a
+	// record of a watch that did not read them.
 	OwnerCgroups []snapshot.OwnerCgroup `json:"owner_cgroups,omitempty"`
 }
 
@@ -164,12 +168,12 @@ type Device struct {
 	Path   string `json:"path"`
 	Number string `json:"number,omitempty"` // major:minor, the device's own number
 	Type   string `json:"type,omitempty"`   // char or block
-	Class  string `json:"class"`            // as the snapshot classifier decides: nvidia
+	Class  string `json:"class"`            // as the snapshot classifier decides, such as nvidia
 	GPU    *int   `json:"gpu_minor,omitempty"`
 }
 
-// Writable reports whether the event gave write access to a device: an open
-// for writing or a writable mapping.
+// Writable reports whether the event gave write access to a device, by an
+// open for writing or a writable mapping.
 func (e *Event) Writable() bool {
 	switch e.Kind {
 	case KindOpen, KindUsing, KindInherit:
@@ -180,7 +184,7 @@ func (e *Event) Writable() bool {
 	return false
 }
 
-// GPUEventText says a gpu_event in words: "Xid 79 on GPU-... (MIG GPU
+// GPUEventText says a gpu_event in words, as in "Xid 79 on GPU-... (MIG GPU
 // instance 1, compute instance 0)".
 func (e *Event) GPUEventText() string {
 	var what string

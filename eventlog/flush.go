@@ -13,7 +13,7 @@ import (
 )
 
 // A reader that needs the log to reach an instant (a diff's TO) asks the
-// running watch for a record: it writes the flush request file in the log's
+// running watch for a record. It writes the flush request file in the log's
 // directory, and the watch, which looks at the file's modification time at
 // each flush, writes a heartbeat at once. Nothing reads the file's content.
 const flushRequestName = ".flush-request"
@@ -42,8 +42,8 @@ type FlushRequests struct {
 	last time.Time
 }
 
-// WatchFlushRequests starts looking for requests in the log of j; a
-// request made before now is not one.
+// WatchFlushRequests starts looking for requests in the log of j. A request
+// made before now is not one.
 func (j *Journal) WatchFlushRequests() *FlushRequests {
 	r := &FlushRequests{path: filepath.Join(j.dir, flushRequestName)}
 	r.Asked()
@@ -60,16 +60,17 @@ func (r *FlushRequests) Asked() bool {
 	return true
 }
 
-// tailBytes is how much of the last segment tail reads: its last records.
+// tailBytes is how much of the last segment tail reads, enough for its last
+// records.
 const tailBytes = 256 << 10
 
 // DefaultFlushWait is how long a diff or check waits for the log to reach
-// its TO: a watch asked for a record writes one within its flush interval
-// (200 ms); a loaded host gets ten times that.
+// its TO. A watch asked for a record writes one within its flush interval
+// (200 ms), and a loaded host gets ten times that.
 const DefaultFlushWait = 2 * time.Second
 
-// tail reads the last records of the log in dir: whether one is at or after
-// t, and the kind of the last one ("" where none could be read).
+// tail reads the last records of the log in dir. It reports whether one is
+// at or after t, and the kind of the last one ("" where none could be read).
 func tail(dir string, t time.Time) (reached bool, lastKind string, err error) {
 	segs, err := segments(dir)
 	if err != nil || len(segs) == 0 {
@@ -92,7 +93,7 @@ func tail(dir string, t time.Time) (reached bool, lastKind string, err error) {
 	}
 	sc := bufio.NewScanner(io.LimitReader(f, tailBytes))
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	for sc.Scan() { // a line past maxLine ends the scan: it is no record
+	for sc.Scan() { // a line past maxLine ends the scan, as it is no record
 		var rec struct {
 			Time time.Time `json:"time"`
 			Kind string    `json:"kind"`
@@ -107,9 +108,9 @@ func tail(dir string, t time.Time) (reached bool, lastKind string, err error) {
 
 // WaitReached waits, up to wait, until the log in dir holds a record at or
 // after t, having asked the running watch for one (RequestFlush). It
-// returns the problem when none came: nil when one did, or when the log's
-// last record is a watch's stop (no watch runs to ask; the coverage's gap
-// says so).
+// returns the problem when none came. It returns nil when one did, or when
+// the log's last record is a watch's stop, since no watch runs to ask and
+// the coverage's gap says so.
 func WaitReached(dir string, t time.Time, wait time.Duration) *Problem {
 	asked := RequestFlush(dir)
 	deadline := time.Now().Add(wait)
@@ -133,8 +134,8 @@ func WaitReached(dir string, t time.Time, wait time.Duration) *Problem {
 }
 
 // FirstWatchStart is the time of the first watch's start at or after t (a
-// boot): every watch start opens a segment, and its first record is the
-// start. False where no watch started since t.
+// boot). Every watch start opens a segment, and its first record is the
+// start. It reports false where no watch started since t.
 func FirstWatchStart(dir string, t time.Time) (time.Time, bool) {
 	segs, err := segments(dir)
 	if err != nil {

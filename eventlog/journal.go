@@ -27,9 +27,9 @@ const (
 	// segmentLimit starts a new segment past this size, so retention drops
 	// whole files and a reader skips the ones before --since unread.
 	segmentLimit = 64 << 20
-	// maxLine bounds one event's line: larger ones are not events watch wrote.
+	// maxLine bounds one event's line. Larger ones are not events watch wrote.
 	maxLine = 64 << 10
-	// segmentTimeLayout names a segment by when it was started; names sort by time.
+	// segmentTimeLayout names a segment by when it was started, so names sort by time.
 	segmentTimeLayout = "20060102T150405.000000000Z"
 )
 
@@ -39,7 +39,7 @@ func JournalDir(dbPath string) string { return dbPath + ".events" }
 // Dir is the directory of the log.
 func (j *Journal) Dir() string { return j.dir }
 
-// Journal appends events to the event log; one watch at a time holds it.
+// Journal appends events to the event log. One watch at a time holds it.
 type Journal struct {
 	dir  string
 	lock *os.File
@@ -47,11 +47,11 @@ type Journal struct {
 	size int64
 	buf  bytes.Buffer
 	// ends are the offsets in buf after each record, and chains the chain
-	// after each: a short write is cut back to the last whole record.
+	// after each, so a short write is cut back to the last whole record.
 	ends   []int
 	chains []chain
 	chain  chain
-	// start is the watch_start record of this watch: a segment started for
+	// start is the watch_start record of this watch. A segment started for
 	// size begins with it again (head), so a reader of that segment alone
 	// knows the watch was running (Gaps).
 	start *Event
@@ -87,7 +87,8 @@ func OpenJournal(dir string) (*Journal, error) {
 }
 
 // checkDir refuses an event log directory that is a symbolic link or that
-// another user could write to: it holds command lines and who ran what.
+// another user could write to, since it holds command lines and who ran
+// what.
 func checkDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -140,7 +141,7 @@ func (j *Journal) Append(events []Event) (int, error) {
 		if err := j.rotate(events[0].Time); err != nil {
 			return 0, err
 		}
-		j.head = j.start != nil // same start time: Gaps reads it as a continuation
+		j.head = j.start != nil // with the same start time, Gaps reads it as a continuation
 		if err := j.encode(events); err != nil {
 			return 0, err
 		}
@@ -168,8 +169,8 @@ func (j *Journal) Append(events []Event) (int, error) {
 	j.commit(whole)
 	err = fmt.Errorf("event log %s: %w", j.seg.Name(), err)
 	if terr != nil {
-		// The torn line stays: leave it behind in a segment of its own
-		// past, where a reader counts it as damaged.
+		// The torn line stays behind in a segment of its own past, where a
+		// reader counts it as damaged.
 		err = fmt.Errorf("%w (and cutting its torn record failed: %v)", err, terr)
 		if rerr := j.rotate(time.Now()); rerr != nil {
 			err = fmt.Errorf("%w; %v", err, rerr)
@@ -280,36 +281,36 @@ func segments(dir string) ([]segment, error) {
 // ReadResult is what ReadEvents found.
 type ReadResult struct {
 	Events []Event
-	// Before is the last watch_start or watch_stop before since: whether a
-	// watch was recording when the window began.
+	// Before is the last watch_start or watch_stop before since, which says
+	// whether a watch was recording when the window began.
 	Before *Event
 	// Damaged counts lines that are not events (a torn last line of a watch
-	// killed mid-write, a line too long, a segment that cannot be read):
-	// said on stderr, never hidden.
+	// killed mid-write, a line too long, a segment that cannot be read).
+	// They are said on stderr, never hidden.
 	Damaged int
-	// Broken counts records that break their segment's chain: removed,
-	// edited, reordered or re-timed (see chain.go).
+	// Broken counts records that break their segment's chain, being
+	// removed, edited, reordered or re-timed (see chain.go).
 	Broken int
 	// Faults name the first damaged lines and broken records, by segment,
 	// line and seq.
 	Faults []Fault
-	// Unchained counts records without seq and hash: written before the
-	// log had its chain, so nothing says whether they were changed.
+	// Unchained counts records without seq and hash, written before the log
+	// had its chain, so nothing says whether they were changed.
 	Unchained int
 	// Heads are where the chain of each segment read stood at its end (the
-	// last maxHeads of them): what a diff seals into the store's log.
+	// last maxHeads of them), which a diff seals into the store's log.
 	Heads []Head
 }
 
-// ErrNoLog is returned by ReadEvents when the store has no event log: watch
-// never ran with it.
+// ErrNoLog is returned by ReadEvents when the store has no event log,
+// because watch never ran with it.
 var ErrNoLog = errors.New("no event log")
 
 // ReadEvents reads the events of the log in dir with since <= time < until
-// (zero: unbounded), in the order written, and holds them all, so a window a
-// tenant may fill is walked with OpenWindow instead. Every line read is
-// checked, and one that is no event or breaks its chain is counted and named
-// in the result.
+// (zero for unbounded), in the order written, and holds them all, so a
+// window a tenant may fill is walked with OpenWindow instead. Every line
+// read is checked, and one that is no event or breaks its chain is counted
+// and named in the result.
 func ReadEvents(dir string, since, until time.Time) (ReadResult, error) {
 	var r ReadResult
 	err := walk(dir, since, until, &r, func(e *Event) bool {
@@ -336,7 +337,7 @@ func walk(dir string, since, until time.Time, r *ReadResult, fn func(*Event) boo
 		if !until.IsZero() && !seg.start.Before(until) {
 			break
 		}
-		// A segment ends where the next begins: one wholly before since is skipped unread.
+		// A segment ends where the next begins, so one wholly before since is skipped unread.
 		if i+1 < len(segs) && !since.IsZero() && segs[i+1].start.Before(since) {
 			known = false
 			continue
@@ -357,7 +358,7 @@ func walk(dir string, since, until time.Time, r *ReadResult, fn func(*Event) boo
 	return nil
 }
 
-// readSegment reads one segment for walk; more is false once fn asked to
+// readSegment reads one segment for walk. more is false once fn asked to
 // stop, and the error says why the segment could not be read (whole or to
 // its end).
 func readSegment(path string, since, until time.Time, last bool, v *verifier, r *ReadResult, fn func(*Event) bool) (more bool, err error) {
@@ -377,7 +378,7 @@ func readSegment(path string, since, until time.Time, last bool, v *verifier, r 
 		line, err := br.ReadSlice('\n')
 		v.line++
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// Too long to be an event: skip to the next newline.
+			// A line too long to be an event is skipped to the next newline.
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}

@@ -7,36 +7,36 @@ import (
 )
 
 // The blind spots a watch records that hide no open or mapping a window's
-// verdict turns on (docs/diff.md, Coverage): watch names them with these
+// verdict turns on (docs/diff.md, Coverage). Watch names them with these
 // words, and Coverage.Problems leaves them out. Every other blind spot
 // recorded by a watch of the window makes the window not covered.
 const (
-	// BlindBeforeStart: every kernel hook sees opens and mappings as they
-	// happen, not a descriptor that existed before the watch started; a
-	// descriptor older than FROM that FROM's capture did not see either is
-	// out of reach (docs/threat-model.md).
+	// BlindBeforeStart is a descriptor that existed before the watch
+	// started, which no kernel hook sees, as they see opens and mappings as
+	// they happen. A descriptor older than FROM that FROM's capture did not
+	// see either is out of reach (docs/threat-model.md).
 	BlindBeforeStart = "uses of a device through a descriptor or mapping inherited or received before the watch started"
-	// BlindMappingSize: the mapping is seen, its length is not.
+	// BlindMappingSize says the mapping is seen but its length is not.
 	BlindMappingSize = "the size of mappings (security_mmap_file has none)"
-	// BlindKernelOpens: the syscall tracepoints do not see the kernel's own
-	// opens (firmware, exec); a process cannot map or ioctl a file the
+	// BlindKernelOpens says the syscall tracepoints do not see the kernel's
+	// own opens (firmware, exec). A process cannot map or ioctl a file the
 	// kernel opened for itself.
 	BlindKernelOpens = "opens by the kernel on a process's behalf"
-	// BlindFixedSlot: an io_uring open into a registered slot is seen once
-	// it becomes a descriptor, the only way to map or ioctl it; while the
-	// process lives, the capture reads the ring's registered files.
+	// BlindFixedSlot says an io_uring open into a registered slot is seen
+	// once it becomes a descriptor, the only way to map or ioctl it. While
+	// the process lives, the capture reads the ring's registered files.
 	BlindFixedSlot = "io_uring opens into a registered file slot (IORING_OP_OPENAT with a file index): seen only once IORING_OP_FIXED_FD_INSTALL makes one a descriptor"
 	// BlindNVMLProcesses, BlindNVMLXid and BlindNVMLEvents start the blind
-	// spots of a watch without NVML (or a GPU's events): a process NVML
-	// lists has opened a device node, which the hooks see, and an Xid is
-	// in the kernel log.
+	// spots of a watch without NVML (or a GPU's events). They hide no use,
+	// since a process NVML lists has opened a device node, which the hooks
+	// see, and an Xid is in the kernel log.
 	BlindNVMLProcesses = "GPU processes NVML lists"
 	BlindNVMLXid       = "Xid and ECC events from NVML"
 	BlindNVMLEvents    = "NVML events of "
 )
 
 // hidesUses reports whether a blind spot may hide an open or mapping of a
-// device: every one but those the constants above name.
+// device, as every one does but those the constants above name.
 func hidesUses(spot string) bool {
 	return spot != BlindBeforeStart && spot != BlindMappingSize && spot != BlindKernelOpens && spot != BlindFixedSlot &&
 		!strings.HasPrefix(spot, BlindNVMLProcesses) && !strings.HasPrefix(spot, BlindNVMLXid) && !strings.HasPrefix(spot, BlindNVMLEvents)
@@ -53,7 +53,7 @@ const (
 	ProblemNoLog     = "no_log"    // the log is missing or cannot be read
 )
 
-// Problem is one reason the log does not cover a window whole: something a
+// Problem is one reason the log does not cover a window whole, something a
 // watch should have recorded and may not have. A reader of Coverage takes
 // every Problem as one, whatever its Kind, so a new kind needs no reader
 // changed.
@@ -62,8 +62,9 @@ type Problem struct {
 	Text string `json:"text"` // one line, in words
 }
 
-// Problems lists every reason the coverage is not whole; none for a window
-// a watch recorded completely in a mode that sees every open and mapping.
+// Problems lists every reason the coverage is not whole. It lists none for
+// a window a watch recorded completely in a mode that sees every open and
+// mapping.
 func (c Coverage) Problems() []Problem {
 	var out []Problem
 	for _, g := range c.Gaps {

@@ -12,30 +12,29 @@ import (
 const KindUtil = "util"
 
 // MaxUtilProcesses bounds the processes one sample of a util record keeps
-// (the busiest); the rest are counted in Util.More. A tenant decides how
-// many processes it starts: the record's size does not follow.
+// (the busiest), and the rest are counted in Util.More. A tenant decides
+// how many processes it starts, and the record's size does not follow.
 const MaxUtilProcesses = 64
 
 // utilAbsent is a process's value in a sample it was not in.
 const utilAbsent = "ff"
 
 // Util is a run of samples of one GPU or MIG instance. Sample i was taken
-// At[i] milliseconds after the record's Time; -1 stands for a figure NVML
-// did not report. The record is columnar, and a process's values a string,
-// to keep the log near 1.5 MB an hour a GPU with 64 processes sampled each
-// second (docs/watch.md).
+// At[i] milliseconds after the record's Time, and -1 stands for a figure
+// NVML did not report. The record is columnar, and a process's values a
+// string, to keep the log small (docs/performance.md, watch, has its size).
 type Util struct {
 	GPU    string  `json:"gpu"`              // the UUID of the GPU or MIG instance (or devices[N] where unread)
 	Parent string  `json:"parent,omitempty"` // a MIG instance's GPU
 	At     []int64 `json:"at"`
-	// SM and Mem are the device's own utilization (nvmlDeviceGetUtilizationRates),
-	// percent; UsedMiB its memory used.
+	// SM and Mem are the device's own utilization (nvmlDeviceGetUtilizationRates)
+	// in percent, and UsedMiB its memory used.
 	SM      []int   `json:"sm"`
 	Mem     []int   `json:"mem"`
 	UsedMiB []int64 `json:"used_mib"`
 	// Listed is how many processes NVML listed on it (compute, graphics and
-	// MPS lists, and a GPU's MIG instances'), every one, past the 64 too;
-	// -1 where the lists could not be read.
+	// MPS lists, and a GPU's MIG instances'), every one, past the 64 too. It
+	// is -1 where the lists could not be read.
 	Listed []int         `json:"listed"`
 	Procs  []UtilProcess `json:"procs,omitempty"`
 	// More counts the process samples left out past MaxUtilProcesses, over
@@ -45,12 +44,12 @@ type Util struct {
 }
 
 // UtilProcess is one process's samples in a util record. U holds four hex
-// digits a sample, its SM then memory utilization (percent; the mean of
-// NVML's samples in that interval, none being zero use), "ffff" in a
-// sample it was not in.
+// digits a sample, its SM then memory utilization in percent, or "ffff" in a
+// sample it was not in. Each is the mean of NVML's samples in that
+// interval, none being zero use.
 type UtilProcess struct {
 	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time,omitempty"` // 0: gone before it could be read
+	StartTime uint64 `json:"start_time,omitempty"` // 0 when gone before it could be read
 	U         string `json:"u"`
 }
 
@@ -65,7 +64,7 @@ func (u *Util) SampleTime(t time.Time, i int) time.Time {
 	return t.Add(time.Duration(u.At[i]) * time.Millisecond)
 }
 
-// Value is the process's SM and memory utilization in sample i; ok is
+// Value is the process's SM and memory utilization in sample i. ok is
 // false where it was not in that sample (or the record is damaged).
 func (p *UtilProcess) Value(i int) (sm, mem int, ok bool) {
 	if 4*i+4 > len(p.U) || p.U[4*i:4*i+2] == utilAbsent {
@@ -87,8 +86,8 @@ func (p *UtilProcess) Append(sm, mem int) {
 // AppendAbsent adds a sample the process was not in.
 func (p *UtilProcess) AppendAbsent() { p.U += utilAbsent + utilAbsent }
 
-// UtilSeries is one GPU's samples, decoded from its util records: what
-// gpusnap events --util prints.
+// UtilSeries is one GPU's samples, decoded from its util records, as
+// gpusnap events --util prints them.
 type UtilSeries struct {
 	GPU     string       `json:"gpu"`
 	Parent  string       `json:"parent,omitempty"`
@@ -99,7 +98,7 @@ type UtilSeries struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// UtilSample is one sample of a GPU; -1 is a figure NVML did not report.
+// UtilSample is one sample of a GPU, where -1 is a figure NVML did not report.
 type UtilSample struct {
 	Time      time.Time        `json:"time"`
 	SM        int              `json:"sm"`
@@ -118,7 +117,7 @@ type UtilProcSample struct {
 }
 
 // Series decodes the util records among events into each GPU's samples,
-// in the order the GPUs first appear; gpu, when not "", keeps only that
+// in the order the GPUs first appear. gpu, when not "", keeps only that
 // GPU (by UUID) and the MIG instances whose parent it is. A record whose
 // columns disagree in length is read as far as all of them go.
 func Series(events []Event, gpu string) []UtilSeries {

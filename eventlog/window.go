@@ -2,14 +2,14 @@ package eventlog
 
 import "time"
 
-// Source is a window's events as diff and bundle walk them: held in memory
+// Source is a window's events as diff and bundle walk them, held in memory
 // (a ReadResult) or read from disk at every walk (a Window).
 type Source interface {
 	// Each hands fn the window's events in the order written until fn
-	// returns false. An event may be kept: each is a value of its own.
+	// returns false. An event may be kept, as each is a value of its own.
 	Each(fn func(*Event) bool) error
-	// Meta is what reading the window found besides its events: Before,
-	// Damaged, Broken, Faults, Unchained (its Events may be empty).
+	// Meta is what reading the window found besides its events, its Before,
+	// Damaged, Broken, Faults and Unchained (its Events may be empty).
 	Meta() *ReadResult
 }
 
@@ -28,27 +28,27 @@ func (r *ReadResult) Each(fn func(*Event) bool) error {
 func (r *ReadResult) Meta() *ReadResult { return r }
 
 // Window is the events of the log with since <= time < until. A window of
-// at most maxHeld events is read once and walked from memory; a larger one
-// is read from disk at every walk and never all held: a tenant's processes
-// decide how many there are, and a diff must stay within its memory
-// whatever they do.
+// at most maxHeld events is read once and walked from memory. A larger one
+// is read from disk at every walk and never all held, since a tenant's
+// processes decide how many there are, and a diff must stay within its
+// memory whatever they do.
 type Window struct {
 	dir          string
 	since, until time.Time
 	meta         ReadResult
 	held         []Event
-	spilled      bool // more than maxHeld events: walked from disk
+	spilled      bool // more than maxHeld events, walked from disk
 }
 
-// maxHeld bounds the events a Window keeps from its first read (about
-// 1.6 KiB of heap each, measured): a diff's rules walk the window about ten
-// times, and a window a watch with coalescing wrote for a job (a record a
-// second per busy process, a heartbeat every 30 s) is mostly far smaller.
+// maxHeld bounds the events a Window keeps from its first read, a few MiB
+// (docs/watch.md). A diff's rules walk the window about ten times, and a
+// window a watch with coalescing wrote for a job (a record a second per
+// busy process, a heartbeat every 30 s) is mostly far smaller.
 const maxHeld = 4096
 
 // OpenWindow reads the window once, checking every line of its segments
 // (Meta says what it found), and keeps its events where there are at most
-// maxHeld of them. ErrNoLog: watch never ran with this store.
+// maxHeld of them. ErrNoLog says watch never ran with this store.
 func OpenWindow(dir string, since, until time.Time) (*Window, error) {
 	w := &Window{dir: dir, since: since, until: until}
 	if err := walk(dir, since, until, &w.meta, w.hold); err != nil {
@@ -58,7 +58,7 @@ func OpenWindow(dir string, since, until time.Time) (*Window, error) {
 }
 
 // hold keeps e for later walks until the window proves larger than
-// maxHeld; it never stops the read.
+// maxHeld. It never stops the read.
 func (w *Window) hold(e *Event) bool {
 	switch {
 	case w.spilled:
@@ -70,7 +70,7 @@ func (w *Window) hold(e *Event) bool {
 	return true
 }
 
-// Each hands fn the window's events: those held, or, for a window larger
+// Each hands fn the window's events, those held or, for a window larger
 // than maxHeld, read from disk again. Where a read from disk found more
 // lines damaged or breaking the chain than the reads before (the log
 // changed meanwhile), Meta says this read's.

@@ -16,28 +16,29 @@ type Xid struct {
 	Switch bool   `json:"switch,omitempty"` // an SXid, of an NVSwitch
 	Number int    `json:"number"`
 	PCI    string `json:"pci"` // the bus id as the driver printed it
-	// PID and Name are the process the driver blamed, where it named one
-	// (drivers before R470 never do; pid='<unknown>' gives 0).
+	// PID and Name are the process the driver blamed, where it named one.
+	// Drivers before R470 never do, and pid='<unknown>' gives 0.
 	PID  int    `json:"pid,omitempty"`
 	Name string `json:"name,omitempty"`
-	// Fatal is an SXid's own verdict ("Fatal" or "Non-fatal"); Xids carry none.
+	// Fatal is an SXid's own verdict ("Fatal" or "Non-fatal"). Xids carry none.
 	Fatal   bool   `json:"fatal,omitempty"`
 	Message string `json:"message"` // the rest of the text
 }
 
 var (
-	// Drivers since R470 print "PCI:" before the bus id; older ones do not.
+	// Drivers since R470 print "PCI:" before the bus id, and older ones do not.
 	xidRE  = lazyregexp.New(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
 	sxidRE = lazyregexp.New(`^nvidia-nvswitch\d+: SXid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?)\): (\d{1,6}),? ?(.*)$`)
-	// driverRE is the NVIDIA driver's voice: its resource manager's "NVRM:"
-	// prefix, a kernel module's own prefix (nvidia-nvswitch0:, nvidia-uvm:,
-	// nvidia-modeset:), or an Xid anywhere in the text.
+	// driverRE is the NVIDIA driver's voice. It matches its resource
+	// manager's "NVRM:" prefix, a kernel module's own prefix
+	// (nvidia-nvswitch0:, nvidia-uvm:, nvidia-modeset:), or an Xid anywhere in
+	// the text.
 	driverRE = lazyregexp.New(`NVRM:|(?:^|\s)nvidia(?:-[a-z0-9]+)?:|S?Xid \((?:PCI:)?[0-9A-Fa-f]`)
 )
 
 // ParseXid reads an Xid or SXid record's text. It does not look at the
-// record's facility: a caller that trusts the result checks the record came
-// from the kernel (see FromKernel).
+// record's facility, so a caller that trusts the result checks the record
+// came from the kernel (see FromKernel).
 func ParseXid(text string) (Xid, bool) {
 	x := Xid{}
 	m := xidRE().FindStringSubmatch(text)
@@ -48,7 +49,7 @@ func ParseXid(text string) (Xid, bool) {
 		x.Switch = true
 	}
 	x.PCI = m[1]
-	x.Number, _ = strconv.Atoi(m[2]) // at most 6 digits: always fits
+	x.Number, _ = strconv.Atoi(m[2]) // at most 6 digits, so it always fits
 	rest := m[3]
 	if x.Switch {
 		switch {
@@ -91,7 +92,7 @@ func field(s, key string) (value, rest string, ok bool) {
 // IsDriverText reports whether text speaks in the NVIDIA driver's voice.
 func IsDriverText(text string) bool { return driverRE().MatchString(text) }
 
-// FromKernel reports whether the kernel wrote the record: only its records
-// have facility kern. What user space writes to /dev/kmsg gets LOG_USER, or
-// the non-zero facility the writer asks for, never kern.
+// FromKernel reports whether the kernel wrote the record, as only its
+// records have facility kern. What user space writes to /dev/kmsg gets
+// LOG_USER, or the non-zero facility the writer asks for, never kern.
 func (r *Record) FromKernel() bool { return r.Facility == FacilityKern }

@@ -23,8 +23,8 @@ const DefaultPath = "/dev/kmsg"
 const (
 	// MaxFileSize bounds a file given in place of /dev/kmsg.
 	MaxFileSize = 256 << 20
-	// MaxWindowRecords bounds the records of one window that are kept;
-	// the rest are counted and said to be missing.
+	// MaxWindowRecords bounds the records of one window that are kept.
+	// The rest are counted and said to be missing.
 	MaxWindowRecords = 100_000
 	// deviceRecordMax is the largest record /dev/kmsg returns in one read
 	// (the kernel's CONSOLE_EXT_LOG_MAX is 8 KiB).
@@ -48,9 +48,9 @@ type longText struct {
 	sum string
 }
 
-// open opens path read-only and non-blocking: the kernel's log device, or a
-// regular file of records. Anything else (a FIFO that would block, another
-// device) is refused: the format is that of /dev/kmsg alone.
+// open opens path, the kernel's log device or a regular file of records,
+// read-only and non-blocking. Anything else (a FIFO that would block,
+// another device) is refused, since the format is that of /dev/kmsg alone.
 func open(path string) (source, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -81,8 +81,8 @@ func open(path string) (source, error) {
 	}
 }
 
-// deviceSource reads /dev/kmsg: one record per read(2). EAGAIN (the
-// descriptor is non-blocking) is the end of the log; EPIPE says the next
+// deviceSource reads /dev/kmsg, one record per read(2). EAGAIN (the
+// descriptor is non-blocking) is the end of the log. EPIPE says the next
 // record was overwritten before it was read, and the read after it goes on
 // with the oldest record left (the gap shows in the sequence numbers).
 type deviceSource struct {
@@ -121,20 +121,21 @@ func (d *deviceSource) next() ([]byte, [][]byte, *longText, error) {
 func (d *deviceSource) close() error { return unix.Close(d.fd) }
 
 // fileBuffer is the size of a file's reads, and of the longest record
-// returned in place: a longer one is gathered into buffers of its own.
+// returned in place. A longer one is gathered into buffers of its own.
 const fileBuffer = 32 << 10
 
 // fileSource reads a file of records as /dev/kmsg writes them, one after
-// another: a header line, then its dictionary lines, each starting with a
-// space. It reads fileBuffer bytes at a time and returns each record's
-// lines in place, within its buffer: no copy, no allocation per record.
+// another, each a header line followed by its dictionary lines, which start
+// with a space. It reads fileBuffer bytes at a time and returns each
+// record's lines in place, within its buffer, with no copy and no
+// allocation per record.
 type fileSource struct {
 	f    *os.File
 	buf  []byte
 	r, w int // buf[r:w] is read from the file and not yet returned
 	eof  bool
 	dict [][]byte
-	// A record longer than buf is gathered here: its first line, cut at
+	// A record longer than buf is gathered here, its first line cut at
 	// MaxText plus a header's room, and its dictionary lines.
 	first   []byte
 	long    longText
@@ -163,7 +164,7 @@ func (s *fileSource) next() ([]byte, [][]byte, *longText, error) {
 		case !fits:
 			return s.gather()
 		}
-		// The record's dictionary lines: offsets from s.r, which a read
+		// The record's dictionary lines are offsets from s.r, which a read
 		// that moves the record to the start of buf leaves valid.
 		type span struct{ from, to int }
 		var spans [8]span
@@ -280,7 +281,7 @@ func (s *fileSource) have(off int) (bool, error) {
 }
 
 // fill reads more of the file after buf[s.r:s.w], moving those bytes to the
-// start of buf first; false when buf is full.
+// start of buf first. It returns false when buf is full.
 func (s *fileSource) fill() (bool, error) {
 	if s.r > 0 {
 		s.w = copy(s.buf, s.buf[s.r:s.w])
@@ -301,8 +302,8 @@ func (s *fileSource) fill() (bool, error) {
 }
 
 // longLine reads a line longer than buf (which holds its start, from s.r).
-// It keeps MaxText plus a header's room of it; where it cuts, it counts and
-// hashes the line's text (the bytes after the first ';') to its end.
+// It keeps MaxText plus a header's room of it. Where it cuts, it counts and
+// hashes the line's text (the bytes after the first `;`) to its end.
 func (s *fileSource) longLine() ([]byte, *longText, error) {
 	const room = MaxText + 256
 	s.first = s.first[:0]
@@ -310,7 +311,7 @@ func (s *fileSource) longLine() ([]byte, *longText, error) {
 	n, total := 0, 0
 	err := s.skipLine(func(b []byte) {
 		total += len(b)
-		from := 0 // where the text starts in b, once the ';' is found
+		from := 0 // where the text starts in b, once the `;` is found
 		if take := min(room-len(s.first), len(b)); take > 0 {
 			if h == nil {
 				if i := bytes.IndexByte(b[:take], ';'); i >= 0 {
@@ -365,11 +366,11 @@ func (s *fileSource) skipDictLines() error {
 
 func (s *fileSource) close() error { return s.f.Close() }
 
-// ReadPosition reads where the log at path stands now: its oldest and newest
-// sequence numbers (the caller names the boot). It reads every
-// record's header (the device seeks only to the start, the end or the
-// clear point, and says nothing of sequence numbers without a read); a log
-// that cannot be read gives a position that says why.
+// ReadPosition reads where the log at path stands now, its oldest and newest
+// sequence numbers (the caller names the boot). It reads every record's
+// header, because the device seeks only to the start, the end or the clear
+// point, and says nothing of sequence numbers without a read. A log that
+// cannot be read gives a position that says why.
 func ReadPosition(path string) snapshot.KernelLogPosition {
 	pos := snapshot.KernelLogPosition{Source: path}
 	src, err := open(path)
@@ -389,7 +390,7 @@ func ReadPosition(path string) snapshot.KernelLogPosition {
 		}
 		seq, err := parseSeq(first)
 		if err != nil {
-			continue // not a record: a file may hold other lines
+			continue // not a record, as a file may hold other lines
 		}
 		if !seen {
 			pos.First, seen = seq, true

@@ -1,6 +1,6 @@
-// Package kmsg reads the kernel log in /dev/kmsg's format, with its own small
-// parser: where the log stands and the records of a window between two
-// snapshots. It opens the device read-only and non-blocking.
+// Package kmsg reads the kernel log in /dev/kmsg's format with its own small
+// parser. It tells where the log stands and reads the records of a window
+// between two snapshots, opening the device read-only and non-blocking.
 //
 // A record (Documentation/ABI/testing/dev-kmsg) is
 //
@@ -20,21 +20,23 @@ import (
 )
 
 // FacilityKern is the facility of records the kernel wrote itself. A record
-// written to /dev/kmsg from user space never has it: the kernel gives such a
-// record LOG_USER (1) unless the writer names another non-zero facility.
+// written to /dev/kmsg from user space never has it, as the kernel gives
+// such a record LOG_USER (1) unless the writer names another non-zero
+// facility.
 const FacilityKern = 0
 
-// MaxText bounds the text of one record (and its dictionary) that is kept:
-// the kernel's own records are far shorter, a file given with --kmsg may not be.
+// MaxText bounds the text of one record (and its dictionary) that is kept.
+// The kernel's own records are far shorter, but a file given with --kmsg may
+// not be.
 const MaxText = 64 << 10
 
-// Record is one record of the kernel log. A window holds thousands: the
-// fields few records carry are behind Cut, so that each stays small.
+// Record is one record of the kernel log. A window holds thousands, so the
+// fields few records carry are behind Cut to keep each small.
 type Record struct {
 	Seq      uint64   `json:"seq"`
 	USec     uint64   `json:"usec"`     // microseconds since boot (the kernel's local clock)
-	Facility int32    `json:"facility"` // PRI >> 3: 0 is the kernel
-	Level    int32    `json:"level"`    // PRI & 7: 0 emerg .. 7 debug
+	Facility int32    `json:"facility"` // PRI >> 3, where 0 is the kernel
+	Level    int32    `json:"level"`    // PRI & 7, from 0 emerg to 7 debug
 	Flags    string   `json:"flags"`
 	Caller   string   `json:"caller,omitempty"` // caller=T123 or C1, where the kernel adds it
 	Text     string   `json:"text"`             // escaped as the kernel escapes it
@@ -50,7 +52,7 @@ type Cut struct {
 }
 
 // Line writes the record back in /dev/kmsg's format, dictionary included,
-// ending in a newline: what a bundle keeps as the raw record.
+// ending in a newline. A bundle keeps it as the raw record.
 func (r *Record) Line() string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d,%d,%d,%s", r.Facility<<3|r.Level, r.Seq, r.USec, r.Flags)
@@ -71,8 +73,8 @@ func (r *Record) Line() string {
 // errNotRecord is wrapped by every parse error.
 var errNotRecord = errors.New("not a kernel log record")
 
-// parseSeq reads the sequence number alone: skipping the records before a
-// window costs this much per record, not a whole parse.
+// parseSeq reads the sequence number alone, so skipping the records before
+// a window costs this much per record, not a whole parse.
 func parseSeq(header []byte) (uint64, error) {
 	_, rest := cutComma(header)
 	seq, rest := cutComma(rest)
@@ -82,9 +84,9 @@ func parseSeq(header []byte) (uint64, error) {
 	return parseUint(seq)
 }
 
-// cutComma cuts b at its first comma; rest is nil where it has none. A
-// header's fields are a few bytes long: a plain loop finds the comma faster
-// than a call to bytes.IndexByte.
+// cutComma cuts b at its first comma, with rest nil where it has none. A
+// header's fields are a few bytes long, and a plain loop finds the comma
+// faster there than a call to bytes.IndexByte.
 func cutComma(b []byte) (field, rest []byte) {
 	for i, c := range b {
 		if c == ',' {
@@ -113,7 +115,7 @@ func parseUint(b []byte) (uint64, error) {
 	return n, nil
 }
 
-// Parse reads one record: its first line (header and text, without the
+// Parse reads one record from its first line (header and text, without the
 // newline) and its dictionary lines (each without the leading space and the
 // newline).
 func Parse(first []byte, dict [][]byte) (Record, error) {
@@ -130,7 +132,7 @@ func parse(r *Record, first []byte, dict [][]byte, a *textArena) error {
 	if semi < 0 {
 		return fmt.Errorf("%w: no ';' after the header", errNotRecord)
 	}
-	// PRI,SEQ,USEC,FLAGS, then extensions: the ABI says to ignore those not known.
+	// PRI,SEQ,USEC,FLAGS, then extensions, which the ABI says to ignore where not known.
 	header := first[:semi]
 	var fields [4][]byte
 	for i := range fields {
@@ -150,7 +152,7 @@ func parse(r *Record, first []byte, dict [][]byte, a *textArena) error {
 		return fmt.Errorf("%w: timestamp %q", errNotRecord, clip(fields[2]))
 	}
 	r.Facility, r.Level = int32(pri>>3), int32(pri&7)
-	r.Flags = "-" // the flags of nearly every record: no string to allocate
+	r.Flags = "-" // the flags of nearly every record, with no string to allocate
 	if string(fields[3]) != "-" {
 		r.Flags = string(clip(fields[3]))
 	}
@@ -182,21 +184,21 @@ func parse(r *Record, first []byte, dict [][]byte, a *textArena) error {
 	return nil
 }
 
-// arenaBlock is the size of a textArena's blocks; arenaLines the number of
-// dictionary lines one allocation holds.
+// arenaBlock is the size of a textArena's blocks, and arenaLines the number
+// of dictionary lines one allocation holds.
 const arenaBlock, arenaLines = 32 << 10, 1024
 
-// textArena keeps the texts of a window's records: each is copied once
-// into a block that is only ever appended to, and is a string over those
-// bytes, never written again. A window of records costs an allocation per
-// block, not one per text and dictionary line (most of what reading a
-// window cost).
+// textArena keeps the texts of a window's records. Each is copied once into
+// a block that is only ever appended to, and is a string over those bytes,
+// never written again. A window of records costs an allocation per block,
+// not one per text and dictionary line (most of what reading a window
+// cost).
 type textArena struct {
 	block    []byte
 	dictRoom []string
 }
 
-// text keeps b; a nil arena makes a string of its own.
+// text keeps b. A nil arena makes a string of its own.
 func (a *textArena) text(b []byte) string {
 	if a == nil {
 		return string(b)

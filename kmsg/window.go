@@ -9,8 +9,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Window is the kernel log between two positions: the records with a
-// sequence number from From (FROM's Next) up to, not including, To (TO's
+// Window is the kernel log between two positions. It holds the records with
+// a sequence number from From (FROM's Next) up to, not including, To (TO's
 // Next), and what of them could not be read.
 type Window struct {
 	Source  string   `json:"source"`
@@ -18,9 +18,9 @@ type Window struct {
 	From    uint64   `json:"from_seq"`
 	To      uint64   `json:"to_seq"`
 	Records []Record `json:"records"`
-	// Missing says, one line each, what of the window was not read: records
-	// the ring overwrote, another boot, a log that could not be opened.
-	// Empty only when every record of the window was read.
+	// Missing says, one line each, what of the window was not read, such as
+	// records the ring overwrote, another boot or a log that could not be
+	// opened. It is empty only when every record of the window was read.
 	Missing []string `json:"missing,omitempty"`
 }
 
@@ -50,7 +50,7 @@ func ReadWindow(path string, from, to *snapshot.KernelLogPosition) *Window {
 	}
 	w.BootID, w.From, w.To = to.BootID, from.Next, to.Next
 	if from.BootID != to.BootID {
-		// The reboot came after FROM: everything TO's boot logged is in the window.
+		// The reboot came after FROM, so everything TO's boot logged is in the window.
 		w.From = 0
 		w.miss(fmt.Sprintf("FROM and TO are in different boots (%s, %s): the records FROM's boot logged after sequence number %d went with it; the window is read from the start of TO's boot",
 			from.BootID, to.BootID, from.Next))
@@ -78,7 +78,7 @@ func ReadWindow(path string, from, to *snapshot.KernelLogPosition) *Window {
 	return w
 }
 
-// BootID is the running boot's id, from /proc/sys/kernel/random/boot_id; "" if unreadable.
+// BootID is the running boot's id, from /proc/sys/kernel/random/boot_id, or "" if unreadable.
 func BootID() string {
 	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
@@ -113,7 +113,7 @@ func (w *Window) read(src source) {
 			break
 		}
 		if seq < want {
-			continue // a file may repeat a record; the device never does
+			continue // a file may repeat a record, which the device never does
 		}
 		if seq > want {
 			w.miss(fmt.Sprintf("records %d to %d were overwritten before they were read (the kernel's ring wrapped)", want, seq-1))
@@ -123,8 +123,8 @@ func (w *Window) read(src source) {
 			dropped++
 			continue
 		}
-		// Parsed in place: w.Records has room for every record of the
-		// window, and a record copied in would be copied again.
+		// Each record is parsed in place. w.Records has room for every
+		// record of the window, and a record copied in would be copied again.
 		w.Records = w.Records[:len(w.Records)+1]
 		rec := &w.Records[len(w.Records)-1]
 		if err := parse(rec, first, dict, &arena); err != nil {

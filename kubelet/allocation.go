@@ -1,7 +1,7 @@
-// Package kubelet holds what the kubelet of this node says about its pods:
-// which pod was given which GPU, joined to each pod's UID, which is what a
-// process's cgroup names. It is plain data and the rules on it; package
-// podresources reads it from the kubelet.
+// Package kubelet holds which GPU the kubelet of this node gave each pod,
+// joined to the pod's UID, which is what a process's cgroup names. It is
+// plain data and the rules on it, and package podresources reads it from
+// the kubelet.
 package kubelet
 
 import (
@@ -18,19 +18,19 @@ import (
 type Pod struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// UID is the pod's UID, as its processes' cgroups name it; "" when no
-	// directory of the pod log directory names the pod once.
+	// UID is the pod's UID, as its processes' cgroups name it. It is "" when
+	// no directory of the pod log directory names the pod once.
 	UID string `json:"uid,omitempty"`
 	// GPUs are the device ids of the pod's nvidia.com/gpu* (and MIG)
-	// resources: GPU UUIDs under the device plugin's default uuid strategy,
-	// GPU indexes under its index strategy, MIG UUIDs under mixed MIG; a
-	// time-sliced replica's id without its ::N suffix.
+	// resources. They are GPU UUIDs under the device plugin's default uuid
+	// strategy, GPU indexes under its index strategy and MIG UUIDs under
+	// mixed MIG. A time-sliced replica's id is kept without its ::N suffix.
 	GPUs []string `json:"gpus"`
 	// Claims are the devices of the pod's DRA resource claims.
 	Claims []ClaimDevice `json:"claims,omitempty"`
-	// Shared says another pod may be given a GPU of this one: a time-sliced
-	// replica, a renamed shared resource (nvidia.com/gpu.shared) or a DRA
-	// device with a share id. A process is then outside its pod's
+	// Shared says another pod may be given a GPU of this one, as with a
+	// time-sliced replica, a renamed shared resource (nvidia.com/gpu.shared)
+	// or a DRA device with a share id. A process is then outside its pod's
 	// allocation only where the pod's whole set lacks its GPU, as for any pod.
 	Shared bool `json:"shared,omitempty"`
 }
@@ -46,17 +46,17 @@ type ClaimDevice struct {
 	CDIDevices []string `json:"cdi_devices,omitempty"`
 	// Minors are the GPUs (the N of /dev/nvidiaN) the device gives the pod.
 	Minors []int `json:"gpu_minors,omitempty"`
-	// NotUnderstood says why the device could not be resolved to GPUs;
-	// "" when it was (to Minors, or to no GPU).
+	// NotUnderstood says why the device could not be resolved to GPUs. It
+	// is "" when it was (to Minors, or to no GPU).
 	NotUnderstood string `json:"not_understood,omitempty"`
 }
 
 // ErrNotUnderstood is wrapped by the error for a pod whose allocation names
-// a device that could not be resolved to GPUs: its allocation is not known,
-// which is neither "no GPU" nor every GPU.
+// a device that could not be resolved to GPUs. Such an allocation is not
+// known, which is neither "no GPU" nor every GPU.
 var ErrNotUnderstood = errors.New("allocation not understood")
 
-// notUnderstood is why p's allocation is not known; "" when it is.
+// notUnderstood is why p's allocation is not known, or "" when it is.
 func (p *Pod) notUnderstood() string {
 	var why []string
 	for _, c := range p.Claims {
@@ -81,15 +81,15 @@ func (p *Pod) has(g *snapshot.GPUUse) bool {
 // Allocations are a node's GPU pods, looked up by GPU and by pod UID.
 type Allocations struct {
 	Pods []Pod
-	// Complete says every GPU pod's UID is known: a process of a pod not
-	// among Pods is then a pod given no GPU.
+	// Complete says every GPU pod's UID is known, so a pod not among Pods
+	// was given no GPU.
 	Complete bool
 	// Running are the UIDs of the pods this node runs, GPU or not (their
 	// log directories).
 	Running map[string]bool
 }
 
-// given reports whether a device id the kubelet handed out names g: its
+// given reports whether a device id the kubelet handed out names g by its
 // UUID, one of its MIG devices' UUIDs, or its index (the device plugin's
 // index strategy).
 func given(id string, g *snapshot.GPUUse) bool {
@@ -111,12 +111,12 @@ func (a *Allocations) PodsOf(g *snapshot.GPUUse) []Pod {
 }
 
 // ByMinor says whether a pod's GPUs are known by minor number alone (a DRA
-// device): a GPU whose minor NVML did not give cannot be matched to them.
+// device). A GPU whose minor NVML did not give cannot be matched to them.
 func (a *Allocations) ByMinor() bool {
 	return slices.ContainsFunc(a.Pods, func(p Pod) bool { return len(p.Claims) > 0 })
 }
 
-// NotUnderstood names each pod whose allocation is not known, and why: a
+// NotUnderstood names each pod whose allocation is not known, and why. A
 // GPU of the node may be that pod's or not.
 func (a *Allocations) NotUnderstood() []string {
 	var out []string
@@ -129,9 +129,10 @@ func (a *Allocations) NotUnderstood() []string {
 }
 
 // Outside reports whether a process of the pod with this UID that uses g
-// does so outside its pod's allocation, and whether that can be told: the
-// pod's whole allocation lacks g, or (every GPU pod being known) the pod
-// was given no GPU. One not understood is outside nothing known.
+// does so outside its pod's allocation, and whether that can be told. It
+// is outside when the pod's whole allocation lacks g, or when every GPU
+// pod is known and the pod was given no GPU. It cannot be told for a pod
+// whose allocation is not understood.
 func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known bool) {
 	if podUID == "" {
 		return false, false
@@ -153,9 +154,10 @@ func (a *Allocations) Outside(podUID string, g *snapshot.GPUUse) (outside, known
 }
 
 // GPUsOf is the GPUs the pod with this UID was given, and whether that is
-// known: the kubelet lists its GPUs, or every GPU pod (Complete) but not
-// this running one (the empty set). A numeric id is an NVML index, which
-// gpus makes a UUID. Not understood: an error wrapping ErrNotUnderstood.
+// known. It is known when the kubelet lists the pod's GPUs, or lists every
+// GPU pod (Complete) but not this running one, which then has the empty
+// set. A numeric id is an NVML index, which gpus makes a UUID. An
+// allocation not understood gives an error wrapping ErrNotUnderstood.
 func (a *Allocations) GPUsOf(podUID string, gpus []snapshot.GPU) (*snapshot.GPUSet, bool, error) {
 	for _, p := range a.Pods {
 		if p.UID == "" || p.UID != podUID {

@@ -1,6 +1,6 @@
-// Package metrics turns what gpusnap saw into Prometheus metrics: a diff or
-// check result as a node_exporter textfile, and the families a running watch
-// serves on /metrics (docs/metrics.md).
+// Package metrics turns what gpusnap saw into Prometheus metrics. A diff or
+// check result becomes a node_exporter textfile, and a running watch serves
+// its families on /metrics (docs/metrics.md).
 //
 // No family has a PID, exe, pod, job or tenant label, since a series per
 // process is the cardinality trap of process exporters. Every label is
@@ -28,12 +28,12 @@ type Verdict string
 
 // The verdicts, one for each exit status.
 const (
-	VerdictClean    Verdict = "clean"    // exit 0: nothing at or above --fail-on
-	VerdictFindings Verdict = "findings" // exit 1: something at or above --fail-on
-	VerdictError    Verdict = "error"    // exit 2: the run could not say
+	VerdictClean    Verdict = "clean"    // exit 0, nothing at or above --fail-on
+	VerdictFindings Verdict = "findings" // exit 1, something at or above --fail-on
+	VerdictError    Verdict = "error"    // exit 2, the run could not say
 )
 
-// verdicts are every value of gpusnap_last_run_verdict's verdict label: each
+// verdicts are every value of gpusnap_last_run_verdict's verdict label. Each
 // is written, 1 for the run's and 0 for the others, so a query for one
 // verdict finds a series whatever the run said.
 var verdicts = []Verdict{VerdictClean, VerdictFindings, VerdictError}
@@ -46,17 +46,19 @@ type Run struct {
 	// Findings are the run's findings, after --allow.
 	Findings []diff.Finding
 	// GPUs are the GPUs of the run's newest capture (snapshot.GPUUsage), for
-	// the memory no live process accounts for; nil when NVML was not read.
+	// the memory no live process accounts for. They are nil when NVML was not
+	// read.
 	GPUs []snapshot.GPUUse
 	// Unchecked counts what the run could not check (its report's notes).
 	Unchecked int
-	// StoreLog is the store's log after the run was recorded; nil when not.
+	// StoreLog is the store's log after the run was recorded, or nil when it
+	// was not.
 	StoreLog *diff.LogHead
 	// Reaped are a reap's actions, each its step and its result.
 	Reaped []Reaped
 }
 
-// Reaped is one action of gpusnap reap: its step (terminate ...) and what it
+// Reaped is one action of gpusnap reap, its step (terminate ...) and what it
 // came to (done, gone, skipped, failed, left).
 type Reaped struct{ Step, Result string }
 
@@ -76,9 +78,9 @@ type Set struct {
 }
 
 // New registers the run families and gpusnap_build_info on a new registry.
-// Every family carries a command label: a diff and a check textfile sit side
-// by side in node_exporter's directory, and node_exporter refuses the same
-// series from two files.
+// Every family carries a command label because a diff and a check textfile
+// sit side by side in node_exporter's directory, and node_exporter refuses
+// the same series from two files.
 func New(version string) *Set {
 	s := &Set{
 		reg: prometheus.NewRegistry(),
@@ -165,11 +167,11 @@ func (s *Set) setBuild(command string) {
 }
 
 // WriteTextfile writes every family to path for node_exporter's textfile
-// collector, through safefile.Create: into a temporary file beside it, made
-// readable by all (the collector runs as its own user), then renamed over
-// it, so the collector never reads half a file; never through a symbolic
-// link (the file's own or, as root, another user's directory), as every
-// file gpusnap writes.
+// collector through safefile.Create, as every file gpusnap writes. It writes
+// a temporary file beside path, readable by all (the collector runs as its
+// own user), and renames it over path, so the collector never reads half a
+// file. It never writes through a symbolic link (the file's own or, as root,
+// another user's directory).
 func (s *Set) WriteTextfile(ctx context.Context, path string) error {
 	fams, err := s.reg.Gather()
 	if err == nil {

@@ -8,11 +8,11 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// The bounds of the metrics server, which any local user can reach: watch
-// must not run out of memory, leaving a gap in the window, for what clients
-// do. Connections past MaxConns wait in the kernel's accept queue, and each
-// accepted one is cut when it idles or dawdles. A scrape is a few KiB and
-// well under a second.
+// The bounds of the metrics server, which any local user can reach, keep
+// watch from running out of memory, and leaving a gap in the window, for
+// what clients do. Connections past MaxConns wait in the kernel's accept
+// queue, and each accepted one is cut when it idles or dawdles. A scrape
+// needs far less than the bounds allow.
 const (
 	MaxConns          = 32
 	MaxHeaderBytes    = 8 << 10

@@ -29,9 +29,9 @@ type Watch struct {
 	modes []string // every mode set so far
 }
 
-// Watch registers the watch families on the set's registry; call it once.
-// Each of kinds is exported from the start at zero: a rate over a series that
-// appears late misses its first increase.
+// Watch registers the watch families on the set's registry. Call it once.
+// Each of kinds is exported from the start at zero, since a rate over a
+// series that appears late misses its first increase.
 func (s *Set) Watch(kinds ...string) *Watch {
 	s.setBuild("watch")
 	w := &Watch{
@@ -61,7 +61,7 @@ func (s *Set) Watch(kinds ...string) *Watch {
 	return w
 }
 
-// AddEvent counts one recorded event; a nil Watch (no --listen) counts nothing.
+// AddEvent counts one recorded event. A nil Watch (no --listen) counts nothing.
 func (w *Watch) AddEvent(kind string) {
 	if w != nil {
 		w.Events.WithLabelValues(kind).Inc()
@@ -82,8 +82,8 @@ func (w *Watch) Flushed(t time.Time) {
 	}
 }
 
-// SetMode records the mode watch runs in: 1 for it, 0 for the modes it ran
-// in before.
+// SetMode records the mode watch runs in as 1, and the modes it ran in
+// before as 0.
 func (w *Watch) SetMode(mode string) {
 	if w == nil {
 		return
@@ -98,7 +98,7 @@ func (w *Watch) SetMode(mode string) {
 	}
 }
 
-// Handler serves the set's families for Prometheus to scrape; a family that
+// Handler serves the set's families for Prometheus to scrape. A family that
 // fails to gather is an HTTP 500, not a partial page read as complete.
 func (s *Set) Handler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})

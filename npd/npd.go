@@ -1,7 +1,7 @@
 // Package npd speaks Node Problem Detector's custom-plugin protocol for
-// gpusnap check: the exit status is the verdict (0 OK, 1 a problem, any other
-// unknown) and the first stdout line, which NPD puts on the node's condition
-// or event, names the worst finding within NPD's default 80-byte cap.
+// gpusnap check. The exit status is the verdict (0 OK, 1 a problem, any other
+// unknown). The first stdout line, which NPD puts on the node's condition or
+// event, names the worst finding within NPD's default 80-byte cap.
 package npd
 
 import (
@@ -15,18 +15,18 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
-// MaxLine is NPD's default max_output_length: it cuts the message there, so
-// the line is made to fit rather than cut in a word by NPD.
+// MaxLine is NPD's default max_output_length. NPD cuts the message there,
+// so the line is made to fit rather than be cut mid-word by NPD.
 const MaxLine = 80
 
-// Line is the message of a check's result r: the count of findings at the
-// worst severity and the first of them (`2 high: gpu_in_use of nvidia3 by
-// 4711 (python3)`), or, with nothing at or above failOn, what was checked. A
-// check that did not see everything never says clean.
+// Line is the message of a check's result r. It gives the count of findings
+// at the worst severity and the first of them (`2 high: gpu_in_use of nvidia3
+// by 4711 (python3)`), or what was checked when nothing is at or above
+// failOn. A check that did not see everything never says clean.
 func Line(r *diff.Result, failOn diff.FailOn) string {
 	failed := r.FailedOn(failOn)
 	if !failed && r.Check != nil && len(r.Check.Unchecked) > 0 {
-		// check exits 2 here: NPD reads it as unknown.
+		// check exits 2 here, which NPD reads as unknown.
 		return fit("not known to be clean: " + safetext.Escape(r.Check.Unchecked[0]))
 	}
 	if len(r.Findings) == 0 {
@@ -49,7 +49,7 @@ func Line(r *diff.Result, failOn diff.FailOn) string {
 	}
 	what := name(worst)
 	if worst.Triage != nil {
-		// The class first: what the operator must do survives the cut.
+		// The class goes first so that what the operator must do survives the cut.
 		what = worst.Triage.Class + ": " + what
 	}
 	line := fmt.Sprintf("%d %s: %s", n, worst.Severity, what)
@@ -64,8 +64,9 @@ func Unknown(err error) string {
 	return fit("unknown: " + safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
 }
 
-// name names a finding in a few words: its kind, the device node or GPU, and
-// the process by PID and comm (escaped: a tenant names its processes).
+// name names a finding in a few words by its kind, the device node or GPU,
+// and the process by PID and comm. The comm is escaped because a tenant
+// names its processes.
 func name(f *diff.Finding) string {
 	s := f.Kind
 	switch {

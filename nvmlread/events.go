@@ -14,7 +14,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// GPUEvent is one event NVML delivered for a GPU: a critical Xid or an ECC
+// GPUEvent is one event NVML delivered for a GPU, a critical Xid or an ECC
 // error, as the driver reports it beside the kernel log's Xid lines.
 type GPUEvent struct {
 	Time    time.Time `json:"time"` // when Next returned it
@@ -22,20 +22,20 @@ type GPUEvent struct {
 	Xid     uint64    `json:"xid,omitempty"`
 	GPUUUID string    `json:"gpu_uuid,omitempty"`
 	// GPUInstanceID and ComputeInstanceID name the MIG instance an event is
-	// of; nil for the whole GPU.
+	// of, or are nil for the whole GPU.
 	GPUInstanceID     *uint32 `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32 `json:"compute_instance_id,omitempty"`
 }
 
 // gpuEventMask is what NVIDIA's k8s-device-plugin watches for its health
-// checks: critical Xids and ECC errors. Each GPU registers the part of it
+// checks, critical Xids and ECC errors. Each GPU registers the part of it
 // the GPU supports.
 const gpuEventMask = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError
 
 // ErrNoGPUEvent is Next's answer when the timeout passed without an event.
 var ErrNoGPUEvent = errors.New("no GPU event before the timeout")
 
-// GPUEvents waits for NVML's events of every GPU: gpusnap watch polls it
+// GPUEvents waits for NVML's events of every GPU. gpusnap watch polls it
 // and records each event in the event log.
 type GPUEvents struct {
 	lib nvml.Interface
@@ -46,9 +46,9 @@ type GPUEvents struct {
 }
 
 // OpenGPUEvents is WatchGPUEvents of the library opts names (Lib, else
-// libnvidia-ml), bounded by opts.Timeout (0: as long as it takes): a driver
-// that does not answer is left behind, its registration closed when it
-// returns. NVML turned off, or replayed from a fixture, has no events.
+// libnvidia-ml), bounded by opts.Timeout (0 waits as long as it takes). A
+// driver that does not answer is left behind, its registration closed when
+// it returns. NVML turned off, or replayed from a fixture, has no events.
 func OpenGPUEvents(opts Options) (*GPUEvents, error) {
 	switch {
 	case opts.Disabled:
@@ -89,9 +89,10 @@ func OpenGPUEvents(opts Options) (*GPUEvents, error) {
 }
 
 // WatchGPUEvents initializes lib and registers every GPU's supported Xid and
-// ECC events in one event set. MIG instances are not registered apart: their
-// events come through their GPU, with the instance ids set. It makes no call
-// after a failed Init (a call then kills the process in the dynamic linker).
+// ECC events in one event set. MIG instances are not registered apart, as
+// their events come through their GPU, with the instance ids set. It makes
+// no call after a failed Init (a call then kills the process in the dynamic
+// linker).
 func WatchGPUEvents(lib nvml.Interface) (*GPUEvents, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvml: %s", nvmlReason(ret))
@@ -158,7 +159,7 @@ func missingEvents(mask uint64) string {
 }
 
 // Next waits up to timeout for the next event. ErrNoGPUEvent says none
-// came; a lost GPU is an event of its own (eventlog.GPUEventGPULost), as
+// came. A lost GPU is an event of its own (eventlog.GPUEventGPULost), as
 // the device plugin marks every GPU unhealthy then.
 func (e *GPUEvents) Next(timeout time.Duration) (GPUEvent, error) {
 	data, ret := e.set.Wait(uint32(min(timeout.Milliseconds(), math.MaxUint32)))

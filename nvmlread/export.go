@@ -13,9 +13,10 @@ import (
 )
 
 // WriteFixture writes n in the NVML fixture format, so a state read on a
-// host with GPUs replays on one without: reading the fixture back gives n
+// host with GPUs replays on one without. Reading the fixture back gives n
 // again (Source aside). Values NVML failed to give become the fixture's
-// errors; values it marked not available are left out, as NVML reports them.
+// errors, and values it marked not available are left out, as NVML reports
+// them.
 func WriteFixture(w io.Writer, n snapshot.NVML) error {
 	if err := exportable(n); err != nil {
 		return err
@@ -58,8 +59,8 @@ func ExportFixture(ctx context.Context, path string, n snapshot.NVML) (err error
 	if _, err := os.Lstat(path); err == nil {
 		return fmt.Errorf("export NVML fixture: %s already exists (gpusnap never overwrites it)", path)
 	}
-	// Written whole or not at all, never through a symbolic link: a
-	// half-written fixture would fail later, far from its cause.
+	// The fixture is written whole or not at all, never through a symbolic
+	// link, since a half-written one would fail later, far from its cause.
 	if err := safefile.Create(ctx, path, 0o600, false, func(w io.Writer) error { return WriteFixture(w, n) }); err != nil {
 		return fmt.Errorf("export NVML fixture: %w", err)
 	}

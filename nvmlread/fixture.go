@@ -21,10 +21,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// nvmlFixture is the NVML fixture of docs/spec.md (Fixtures): NVML's values with NVML's field
-// names, sizes in bytes, a missing field meaning "not reported". Errors adds
-// what a call answered instead of a value, keyed by the path Missing uses
-// ("devices[0].memory": "ERROR_GPU_IS_LOST"), so a state with failures
+// nvmlFixture is the NVML fixture of docs/spec.md (Fixtures). It holds
+// NVML's values under NVML's field names, with sizes in bytes and a missing
+// field meaning "not reported". Errors adds what a call answered instead of
+// a value, keyed by the path Missing uses (as in
+// `"devices[0].memory": "ERROR_GPU_IS_LOST"`), so a state with failures
 // replays exactly.
 type nvmlFixture struct {
 	DriverVersion     string            `json:"driver_version,omitempty"`
@@ -32,7 +33,7 @@ type nvmlFixture struct {
 	CUDADriverVersion int               `json:"cuda_driver_version,omitempty"`
 	Devices           []snapshot.GPU    `json:"devices"`
 	Errors            map[string]string `json:"errors,omitempty"`
-	// Series is, for watch, the states it samples over time: each entry's
+	// Series is, for watch, the states it samples over time. Each entry's
 	// devices replace the state from At seconds after the watch starts.
 	Series []seriesEntry `json:"series,omitempty"`
 }
@@ -43,13 +44,13 @@ type seriesEntry struct {
 	Devices []snapshot.GPU `json:"devices"`
 }
 
-// maxFixtureSize bounds an NVML fixture: a real host's state (8 GPUs, a
-// thousand processes) is about 100 KB; JSON costs far more in memory than on
-// disk, so a stranger's 79 MB file would cost gigabytes to decode.
+// maxFixtureSize bounds an NVML fixture. A real host's state (8 GPUs, a
+// thousand processes) is about 100 KB, and JSON costs far more in memory
+// than on disk, so a stranger's 79 MB file would cost gigabytes to decode.
 const maxFixtureSize = 8 << 20
 
 // loadNVMLFixture reads and checks a fixture file. Its errors name the file
-// and the field: "nvml fixture x.json: devices[1].memory.used: want a number".
+// and the field, as in `nvml fixture x.json: devices[1].memory.used: want a number`.
 func loadNVMLFixture(path string) (*fixtureLib, error) {
 	data, err := safefile.ReadFile(path, maxFixtureSize)
 	if err != nil {
@@ -63,8 +64,9 @@ func loadNVMLFixture(path string) (*fixtureLib, error) {
 }
 
 func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
-	// Check the shape against the Go types first: json.Unmarshal's own errors
-	// name neither array indices nor, for unknown fields, where they stood.
+	// The shape is checked against the Go types first, since json.Unmarshal's
+	// own errors name neither array indices nor, for unknown fields, where
+	// they stood.
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var tree any
@@ -75,7 +77,7 @@ func parseNVMLFixture(data []byte) (*nvmlFixture, error) {
 		return nil, errors.New("data after the JSON object")
 	}
 	top, ok := tree.(map[string]any)
-	if !ok { // checkShape lets null through, as "not reported"; a whole file of it is no fixture
+	if !ok { // checkShape lets null through, as "not reported", but a whole file of it is no fixture
 		return nil, errors.New("top level: want an object")
 	}
 	if err := checkDuplicateKeys(data); err != nil {
@@ -142,7 +144,7 @@ func checkShape(path string, v any, t reflect.Type) error {
 		}
 		for i, e := range arr {
 			elem := fmt.Sprintf("%s[%d]", path, i)
-			if e == nil { // a field may be null ("not reported"); a list entry has nothing to stand for
+			if e == nil { // a field may be null ("not reported"), but a list entry has nothing to stand for
 				return shapeError(elem, "null, want a value")
 			}
 			if err := checkShape(elem, e, t.Elem()); err != nil {
@@ -229,9 +231,9 @@ var errorPathRE = lazyregexp.New(`^(?:driver_version|nvml_version|cuda_driver_ve
 	`|devices\[(\d+)\](?:\.(uuid|name|minor_number|pci_bus_id|memory|memory\.reserved|compute_processes|graphics_processes|mps_processes|process_utilization|utilization|mig_mode|mig_devices|accounting_mode|accounting|accounting\[pid \d+\])` +
 	`|\.mig_devices\[(\d+)\]\.(gpu_instance_id|compute_instance_id|uuid|memory|memory\.reserved|compute_processes|graphics_processes|utilization))?)$`)
 
-// check verifies what the shape cannot say: devices in index order, minor
-// numbers and UUIDs that name one GPU each, PIDs, percentages, and errors
-// naming real fields and real NVML error codes.
+// check verifies what the shape cannot say, such as devices in index order,
+// minor numbers and UUIDs that name one GPU each, PIDs, percentages, and
+// errors naming real fields and real NVML error codes.
 func (f *nvmlFixture) check(tree map[string]any) error {
 	devices, _ := tree["devices"].([]any)
 	if err := checkDevices("", f.Devices, devices); err != nil {
@@ -251,7 +253,7 @@ func (f *nvmlFixture) check(tree map[string]any) error {
 	return f.checkErrors()
 }
 
-// checkDevices checks one state's devices (raw: as the JSON has them);
+// checkDevices checks one state's devices, with raw as the JSON has them.
 // prefix places them in the fixture.
 func checkDevices(prefix string, devices []snapshot.GPU, raw []any) error {
 	byMinor := map[int]int{}   // minor number -> first device index with it
@@ -262,7 +264,8 @@ func checkDevices(prefix string, devices []snapshot.GPU, raw []any) error {
 		}
 		path := prefix + snapshot.DeviceKey(i)
 		// A minor number names /dev/nvidiaN and a UUID names the GPU in every
-		// join: a negative or shared one would pin processes on the wrong GPU.
+		// join, so a negative or shared one would pin processes on the wrong
+		// GPU.
 		if g.MinorNumber != nil {
 			if *g.MinorNumber < 0 || *g.MinorNumber > maxMinor {
 				return fmt.Errorf("%s.minor_number: %d is not a device minor number", path, *g.MinorNumber)
@@ -386,13 +389,13 @@ func (f *nvmlFixture) checkErrors() error {
 	return nil
 }
 
-// maxPID is the kernel's largest pid_max (PID_MAX_LIMIT): every PID is below it.
+// maxPID is the kernel's largest pid_max (PID_MAX_LIMIT), which every PID is below.
 const maxPID = 1 << 22
 
 // maxMinor is the largest device minor number (the kernel's MINORBITS, 20).
 const maxMinor = 1<<20 - 1
 
-// checkDuplicateKeys refuses an object that names a key twice: a decoder
+// checkDuplicateKeys refuses an object that names a key twice. A decoder
 // keeps the last, and a fixture that says two things of one field says
 // nothing a replay could trust.
 func checkDuplicateKeys(data []byte) error {
@@ -436,7 +439,7 @@ func checkDuplicateKeys(data []byte) error {
 				continue
 			}
 		}
-		// A value ended: in an object, a key comes next.
+		// After a value in an object, a key comes next.
 		if len(stack) > 0 && stack[len(stack)-1] != nil {
 			stack[len(stack)-1].key = true
 		}

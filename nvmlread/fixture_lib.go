@@ -23,7 +23,7 @@ import (
 type fixtureLib struct {
 	nvml.Interface
 	f *nvmlFixture
-	// devices are the state served: the fixture's devices, or in a replay
+	// devices are the state served, the fixture's devices or, in a replay,
 	// the series entry due (replayAt).
 	devices []snapshot.GPU
 	// stamp, in a replay, is the time (microseconds) given the per-process
@@ -31,8 +31,9 @@ type fixtureLib struct {
 	stamp uint64
 }
 
-// replayAt serves the state a watch started at start samples at now: the
-// last series entry whose offset has passed, else the fixture's devices.
+// replayAt serves the state a watch started at start samples at now, which
+// is the last series entry whose offset has passed, else the fixture's
+// devices.
 func (l *fixtureLib) replayAt(now, start time.Time) {
 	at := now.Sub(start).Seconds()
 	for i := range l.f.Series {
@@ -155,8 +156,9 @@ func (d *fixtureDev) GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.R
 	return d.processes("mps_processes", d.mps)
 }
 
-// processes gives NVML's markers for what the fixture leaves out: used memory
-// all ones, instance ids 0xFFFFFFFF. An absent list is an empty one.
+// processes gives NVML's markers for what the fixture leaves out, used
+// memory all ones and instance ids 0xFFFFFFFF. An absent list is an empty
+// one.
 func (d *fixtureDev) processes(field string, list []snapshot.GPUProcess) ([]nvml.ProcessInfo, nvml.Return) {
 	if ret := d.lib.fail(d.path + "." + field); ret != nvml.SUCCESS {
 		return nil, ret
@@ -245,7 +247,7 @@ func (d *fixtureGPU) GetAccountingPids() ([]int, nvml.Return) {
 	for _, a := range d.g.Accounting {
 		pids = append(pids, a.PID)
 	}
-	// A PID whose record failed is in the driver's list too: the error says which.
+	// A PID whose record failed is in the driver's list too, and the error says which.
 	prefix := d.path + ".accounting[pid "
 	for _, key := range sortedKeys(d.lib.f.Errors) {
 		if n, ok := strings.CutPrefix(key, prefix); ok {
@@ -287,7 +289,7 @@ func (d *fixtureGPU) GetAccountingStats(pid uint32) (nvml.AccountingStats, nvml.
 }
 
 // GetMaxMigDeviceCount counts one slot more than the fixture lists when it
-// has an error for mig_devices: that slot is the one that fails.
+// has an error for mig_devices, and that slot is the one that fails.
 func (d *fixtureGPU) GetMaxMigDeviceCount() (int, nvml.Return) {
 	n := len(d.g.MIGDevices)
 	if d.lib.fail(d.path+".mig_devices") != nvml.SUCCESS {

@@ -13,20 +13,20 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Options choose where NVML's view comes from; they are the
+// Options choose where NVML's view comes from. They are the
 // capture.NVMLReader that cmd hands the capture.
 type Options struct {
 	Disabled    bool   // --no-nvml
-	FixturePath string // --nvml-fixture: replay a JSON fixture instead of libnvidia-ml
-	Require     bool   // --require-nvml: an unreadable NVML is an error, not a note
-	// Lib, when set, is read in place of libnvidia-ml: tests pass go-nvml's mocks.
+	FixturePath string // --nvml-fixture replays a JSON fixture instead of libnvidia-ml
+	Require     bool   // --require-nvml makes an unreadable NVML an error, not a note
+	// Lib, when set, is read in place of libnvidia-ml. Tests pass go-nvml's mocks.
 	Lib nvml.Interface
-	// Timeout bounds the read of the library (--nvml-timeout); 0 waits as
-	// long as it takes. A hung driver's call cannot be interrupted: it is
-	// abandoned, and the view says "timed out".
+	// Timeout bounds the read of the library (--nvml-timeout), and 0 waits
+	// as long as it takes. A hung driver's call cannot be interrupted, so it
+	// is abandoned and the view says "timed out".
 	Timeout time.Duration
 
-	// sampling is set by a Sampler: the read also takes the GPUs' own
+	// sampling is set by a Sampler, whose read also takes the GPUs' own
 	// utilization and every per-process sample since the last read.
 	sampling *sampling
 }
@@ -64,12 +64,13 @@ func (opts Options) ReadNVML() (snapshot.NVML, error) {
 }
 
 // nvmlBusy is full while a read of the library runs. A read that timed out
-// is abandoned, not ended (its cgo call into a hung driver cannot be
-// interrupted): until it returns, a later read in this process (watch reads
+// is abandoned, not ended, because its cgo call into a hung driver cannot be
+// interrupted. Until it returns, a later read in this process (watch reads
 // again and again) does not start another and pile up blocked threads.
 var nvmlBusy = make(chan struct{}, 1)
 
-// readNVMLWithin is readNVML that gives up after timeout (0: never).
+// readNVMLWithin is readNVML that gives up after timeout, or never when it
+// is 0.
 func readNVMLWithin(timeout time.Duration, lib nvml.Interface, sm *sampling) snapshot.NVML {
 	if timeout <= 0 {
 		return readNVML(lib, sm)

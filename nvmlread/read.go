@@ -11,9 +11,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// nvmlCodes name the NVML return codes gpusnap records: the fixture format
-// uses the names, Missing uses the reasons. One table, so a reason read back
-// from a fixture's errors map is the reason the reader wrote.
+// nvmlCodes name the NVML return codes gpusnap records. The fixture format
+// uses the names and Missing uses the reasons. One table holds both, so a
+// reason read back from a fixture's errors map is the reason the reader
+// wrote.
 var nvmlCodes = []struct {
 	ret    nvml.Return
 	name   string
@@ -63,8 +64,8 @@ func nvmlReason(ret nvml.Return) string {
 
 // Symbols newer than NVML's oldest calls. A call through go-nvml to a symbol
 // the installed driver lacks kills the process in the dynamic linker, so each
-// is looked up before use. The process lists and the device count are exempt:
-// go-nvml itself picks the newest version the driver has when it loads.
+// is looked up before use. The process lists and the device count are exempt,
+// as go-nvml itself picks the newest version the driver has when it loads.
 const (
 	symMemoryV2       = "nvmlDeviceGetMemoryInfo_v2"
 	symCUDAVersion    = "nvmlSystemGetCudaDriverVersion"
@@ -78,7 +79,7 @@ const (
 	symMPSProcessesV3 = "nvmlDeviceGetMPSComputeRunningProcesses_v3"
 )
 
-// readNVML reads NVML's view through lib: the real library, a fixture or a
+// readNVML reads NVML's view through lib, the real library, a fixture or a
 // mock. It initializes lib itself and makes no other call when Init fails.
 // With sm (a Sampler's read) it also reads each GPU's own utilization and
 // the per-process samples since sm's last read.
@@ -99,7 +100,7 @@ type nvmlReader struct {
 	ext      nvml.ExtendedInterface
 	n        *snapshot.NVML
 	syms     map[string]bool
-	sampling *sampling // nil: a snapshot's read
+	sampling *sampling // nil in a snapshot's read
 }
 
 // has reports whether the driver exports any of the symbols.
@@ -156,7 +157,7 @@ func (r *nvmlReader) read() {
 }
 
 // deviceReader reads one GPU or MIG device. After GPU_IS_LOST it reads
-// nothing more of that device: what was read before is kept, the value that
+// nothing more of that device. What was read before is kept, the value that
 // failed is recorded, and the other GPUs go on.
 type deviceReader struct {
 	*nvmlReader
@@ -165,7 +166,7 @@ type deviceReader struct {
 	lost bool
 }
 
-// ok reports whether a value of the device can be used; field "" is the device itself.
+// ok reports whether a value of the device can be used. Field "" is the device itself.
 func (d *deviceReader) ok(field string, ret nvml.Return) bool {
 	path := d.path
 	if field != "" {
@@ -230,7 +231,7 @@ func (r *nvmlReader) gpu(i int) snapshot.GPU {
 			}
 		},
 		func() { g.Memory = d.memory() },
-		// MIG mode before the processes: it says whether their instance ids matter.
+		// MIG mode is read before the processes, as it says whether their instance ids matter.
 		func() {
 			if !d.supported("mig_mode", symMIGMode) {
 				return
@@ -286,7 +287,8 @@ func (d *deviceReader) memory() *snapshot.Memory {
 }
 
 // processes converts a process list. instanceIDs says whether missing
-// GPU/compute instance ids are worth recording: with MIG off NVML never has them.
+// GPU/compute instance ids are worth recording, since with MIG off NVML
+// never has them.
 func (d *deviceReader) processes(field string, instanceIDs bool, get func() ([]nvml.ProcessInfo, nvml.Return)) []snapshot.GPUProcess {
 	list, ret := get()
 	if !d.ok(field, ret) || len(list) == 0 {
@@ -318,11 +320,11 @@ func (d *deviceReader) instanceID(path string, id uint32, record bool) *uint32 {
 	return nil
 }
 
-// utilization keeps the latest sample of each process, sorted by PID: NVML's
+// utilization keeps the latest sample of each process, sorted by PID. NVML's
 // buffer holds several per process, and the latest is what nvidia-smi shows.
 // A Sampler's read keeps instead every sample newer than the last it saw of
-// this GPU (NVML's lastSeenTimeStamp chains the reads: none is counted
-// twice, none lost between them), sorted by PID and time.
+// this GPU, sorted by PID and time. NVML's lastSeenTimeStamp chains the
+// reads, so none is counted twice and none lost between them.
 func (d *deviceReader) utilization(uuid string) []snapshot.ProcessUtilization {
 	if !d.supported("process_utilization", symUtilization) {
 		return nil
@@ -360,8 +362,8 @@ func utilizationOf(s nvml.ProcessUtilizationSample) snapshot.ProcessUtilization 
 		EncUtil: s.EncUtil, DecUtil: s.DecUtil, Timestamp: s.TimeStamp}
 }
 
-// rates reads the device's own utilization, in a Sampler's read only: a
-// snapshot has no use for one second's figure.
+// rates reads the device's own utilization, in a Sampler's read only, since
+// a snapshot has no use for one second's figure.
 func (d *deviceReader) rates() *snapshot.Utilization {
 	if d.sampling == nil {
 		return nil
@@ -373,13 +375,13 @@ func (d *deviceReader) rates() *snapshot.Utilization {
 	return &snapshot.Utilization{GPU: u.Gpu, Memory: u.Memory}
 }
 
-// maxAccounting bounds the accounting records read per GPU: the driver's
+// maxAccounting bounds the accounting records read per GPU. The driver's
 // buffer holds 4,000 by default (nvmlDeviceGetAccountingBufferSize).
 const maxAccounting = 4096
 
 // accounting reads the accounting mode and, where it is on, the driver's
 // record of every process in its buffer, running or exited. A PID whose
-// record cannot be read is recorded as missing; the others are kept.
+// record cannot be read is recorded as missing, and the others are kept.
 func (d *deviceReader) accounting() (string, []snapshot.AccountingStats) {
 	mode, ret := d.dev.GetAccountingMode()
 	if !d.ok("accounting_mode", ret) {
@@ -423,7 +425,8 @@ func (d *deviceReader) accounting() (string, []snapshot.AccountingStats) {
 }
 
 // migDevices reads the MIG devices of a GPU in MIG mode. Empty slots answer
-// NOT_FOUND; any other failure ends the walk and is recorded on mig_devices.
+// NOT_FOUND, and any other failure ends the walk and is recorded on
+// mig_devices.
 func (d *deviceReader) migDevices() []snapshot.MIGDevice {
 	if !d.supported("mig_devices", symMaxMIG, symMIGHandle) {
 		return nil
@@ -480,7 +483,7 @@ func (m *deviceReader) migDevice() snapshot.MIGDevice {
 		func() {
 			md.GraphicsProcesses = m.processes("graphics_processes", true, m.dev.GetGraphicsRunningProcesses)
 		},
-		// An MPS client on a MIG instance: the parent GPU lists it only to a
+		// The parent GPU lists an MPS client on a MIG instance only to a
 		// caller NVML deems privileged, the instance's own handle to all.
 		func() {
 			if m.supported("mps_processes", symMPSProcesses, symMPSProcessesV3) {

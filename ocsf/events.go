@@ -8,10 +8,11 @@ import (
 )
 
 // FromEvents renders what watch recorded, one Detection Finding an event
-// (heartbeats left out: they say only that watch ran), titled watch_KIND.
-// line is the event's one-line text, the message. A GPU event the driver
-// raised (an Xid, an uncorrectable ECC error, a GPU lost) is high, events
-// the kernel dropped low, the rest informational: diff judges them.
+// titled watch_KIND. Heartbeats are left out, since they say only that watch
+// ran. line is the event's one-line text, the message. A GPU event the
+// driver raised (an Xid, an uncorrectable ECC error, a GPU lost) is high,
+// events the kernel dropped are low, and the rest are informational, since
+// diff judges them.
 func FromEvents(evs []eventlog.Event, src Source, line func(*eventlog.Event) string) []Finding {
 	var out []Finding
 	for i := range evs {
@@ -37,7 +38,7 @@ func FromEvents(evs []eventlog.Event, src Source, line func(*eventlog.Event) str
 		if e.Process != nil {
 			proc = e.Process.Key()
 		}
-		// An event is its own identity: its time joins the tuple.
+		// An event is its own identity, so its time joins the tuple.
 		o := newFinding(src, "watch_"+e.Kind, line(e), sev, e.Time, proc+"/"+e.Time.UTC().String(), dev, e.GPUUUID)
 		o.IsAlert = sev >= diff.Medium
 		ev := Evidence{Data: map[string]any{"event": e}}

@@ -6,8 +6,8 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 )
 
-// The activities and statuses of a finding after it was opened: what gpusnap
-// reap did about its process.
+// The activities and statuses of a finding after it was opened say what
+// gpusnap reap did about its process.
 const (
 	activityUpdate   = 2
 	activityClose    = 3
@@ -16,9 +16,9 @@ const (
 )
 
 // Followups are the findings of r about process (PID@START), each as an
-// update of the finding a diff or check opened (the same finding_info.uid):
-// closed, status Resolved, when closed, else updated, status In Progress;
-// message says what was done, at at.
+// update of the finding a diff or check opened (the same finding_info.uid).
+// When closed, the finding is closed with status Resolved, else updated with
+// status In Progress. message says what was done, at at.
 func Followups(r *diff.Result, src Source, process string, closed bool, message string, at time.Time) []Finding {
 	var out []Finding
 	for i, f := range FromResult(r, src) {

@@ -18,7 +18,7 @@ import (
 // SchemaVersion is the OCSF release the events follow (metadata.version).
 const SchemaVersion = "1.8.0"
 
-// The class, its category and the one activity gpusnap reports: a finding
+// The class, its category and the one activity gpusnap reports. A finding
 // is created each time a diff or check reports it.
 const (
 	categoryFindings = 2
@@ -27,7 +27,7 @@ const (
 	statusNew        = 1
 )
 
-// Finding is an OCSF Detection Finding: the attributes gpusnap fills.
+// Finding is an OCSF Detection Finding, with the attributes gpusnap fills.
 type Finding struct {
 	ActivityID   int    `json:"activity_id"`
 	ActivityName string `json:"activity_name"`
@@ -56,8 +56,9 @@ type Finding struct {
 	Resources   []Resource  `json:"resources,omitempty"`
 }
 
-// Metadata names the product and the schema; correlation_uid groups the
-// findings of one run (its TO snapshot), tenant_uid the tenant diffed.
+// Metadata names the product and the schema. correlation_uid groups the
+// findings of one run (its TO snapshot), and tenant_uid names the tenant
+// diffed.
 type Metadata struct {
 	Product Product `json:"product"`
 	Version string  `json:"version"`
@@ -75,7 +76,7 @@ type Product struct {
 	Version    string `json:"version"`
 }
 
-// FindingInfo identifies the finding: uid is the same for the same host,
+// FindingInfo identifies the finding. uid is the same for the same host,
 // kind, process identity and device in every run, so a SIEM folds repeats.
 type FindingInfo struct {
 	UID         string   `json:"uid"`
@@ -103,8 +104,8 @@ type Device struct {
 	Type     string `json:"type"`
 }
 
-// Evidence is what raised the finding: the process, the device node, and
-// the raw lines behind it (data).
+// Evidence is what raised the finding, the process, the device node and the
+// raw lines behind it (data).
 type Evidence struct {
 	Process *Process       `json:"process,omitempty"`
 	File    *File          `json:"file,omitempty"`
@@ -144,8 +145,8 @@ type User struct {
 	UID  string `json:"uid"`
 }
 
-// Resource is what the finding is about or whose it is: the GPU, the host,
-// the pod, Slurm job or container of the process.
+// Resource is what the finding is about or whose it is, the GPU, the host,
+// or the pod, Slurm job or container of the process.
 type Resource struct {
 	Type     string `json:"type"`
 	UID      string `json:"uid,omitempty"`
@@ -155,12 +156,12 @@ type Resource struct {
 	Role     string `json:"role"`
 }
 
-// Source is where a batch of findings comes from: the host, gpusnap's
-// version and the command that found them.
+// Source says where a batch of findings comes from, naming the host,
+// gpusnap's version and the command that found them.
 type Source struct {
 	Host    string
 	Version string
-	Command string // diff, check or events: metadata.log_name is "gpusnap COMMAND"
+	Command string // diff, check or events, logged as metadata.log_name "gpusnap COMMAND"
 }
 
 // severities maps gpusnap's severities to OCSF's severity_id and name.
@@ -184,8 +185,8 @@ const (
 
 var dispositions = map[int]string{dispositionAllowed: "Allowed", dispositionDetected: "Detected", dispositionLogged: "Logged", dispositionAlert: "Alert"}
 
-// handling is what a SIEM is to do with a finding: its severity, its
-// disposition and whether it alerts.
+// handling is what a SIEM is to do with a finding, given as its severity,
+// its disposition and whether it alerts.
 type handling struct {
 	severity    diff.Severity
 	disposition int
@@ -254,7 +255,7 @@ func FromResult(r *diff.Result, src Source) []Finding {
 	return out
 }
 
-// newFinding fills what every finding has; uid hashes host, kind, process
+// newFinding fills what every finding has. uid hashes host, kind, process
 // identity and device (node and GPU), each ended by a NUL so no two
 // differently split tuples hash alike.
 func newFinding(src Source, kind, summary string, sev diff.Severity, at time.Time, proc, device, gpu string) Finding {
@@ -290,7 +291,7 @@ func newFinding(src Source, kind, summary string, sev diff.Severity, at time.Tim
 	return f
 }
 
-// attribution is the pod, Slurm job and container a process ran in: the
+// attribution is the pod, Slurm job and container a process ran in, the
 // tenant's side of the finding.
 func attribution(pod, job, container string) []Resource {
 	var out []Resource
@@ -309,7 +310,7 @@ func identity(p *diff.ProcessRef) string {
 	return p.Key()
 }
 
-// process renders a finding's process; nil when none is involved.
+// process renders a finding's process, or nil when none is involved.
 func process(p *diff.ProcessRef) *Process {
 	if p == nil {
 		return nil
@@ -334,7 +335,7 @@ func exeFile(exe, sha string) *File {
 }
 
 // deviceFile is a device node. Its type (character or block) is not in the
-// finding: OCSF's Unknown says so rather than guess.
+// finding, so OCSF's Unknown says so rather than guess.
 func deviceFile(dev string) *File {
 	if dev == "" {
 		return nil

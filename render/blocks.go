@@ -10,9 +10,9 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
-// A block is what an operator acts on: one process (or one GPU, or the host)
+// A block is what an operator acts on, one process (or one GPU, or the host)
 // and every finding about it, headed by the triage of its worst finding. The
-// text report, report.md and report.html all lead with the blocks; every
+// text report, report.md and report.html all lead with the blocks, and every
 // string in one has been through safetext.Escape.
 type block struct {
 	Title    string // the process as summary lines name it, a GPU, a device or the host
@@ -33,8 +33,8 @@ type blockLine struct {
 	Text string
 }
 
-// processBlocks groups the findings, in report order, by what they are about:
-// blocks come in the order of their worst finding.
+// processBlocks groups the findings, in report order, by what they are
+// about. Blocks come in the order of their worst finding.
 func processBlocks(fs []diff.Finding) []block {
 	var out []block
 	index := map[string]int{}
@@ -78,9 +78,9 @@ func blockOf(f *diff.Finding) (key, title, prefix string) {
 	return "host", "the host", ""
 }
 
-// Bounds of the text report's blocks: a next or why is wrapped at textWidth
+// Bounds of the text report's blocks. A next or why is wrapped at textWidth
 // runes and cut past textItemLines lines, and a finding's line is cut at
-// textLineWidth (as ps's table fits 120 columns); --verbose and --json keep
+// textLineWidth (as ps's table fits 120 columns). --verbose and --json keep
 // all of it.
 const (
 	textWidth     = 100
@@ -106,8 +106,8 @@ func writeBlocks(b *bufio.Writer, blocks []block) {
 }
 
 // writeWrapped writes text after label, wrapped at spaces within textWidth
-// and indented under its first line; past maxLines lines (0: no bound) it is
-// cut.
+// and indented under its first line. It is cut past maxLines lines, unless
+// maxLines is 0.
 func writeWrapped(b *bufio.Writer, label, text string, maxLines int) {
 	indent := strings.Repeat(" ", utf8.RuneCountInString(label))
 	lines := wrap(text, textWidth-len(indent))

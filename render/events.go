@@ -12,8 +12,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// EventsText writes events one a line, as events prints them; heartbeats
-// are left out (they are for coverage and --json, not for a reader).
+// EventsText writes events one a line, as events prints them. Heartbeats
+// are left out, as they are for coverage and --json, not for a reader.
 func EventsText(w io.Writer, events []eventlog.Event) error {
 	for i := range events {
 		if events[i].Kind == eventlog.KindAlive {
@@ -50,8 +50,8 @@ func UtilTable(w io.Writer, series []eventlog.UtilSeries) error {
 	return tw.Flush()
 }
 
-// EventLine writes an event on one line, escaped for the terminal: what
-// events prints and an OCSF finding of an event says.
+// EventLine writes an event on one line, escaped for the terminal, as
+// events prints it and an OCSF finding of an event says it.
 func EventLine(e *eventlog.Event) string {
 	parts := []string{e.Time.Local().Format("2006-01-02T15:04:05.000000Z07:00"), e.Kind}
 	if e.Source != "" {

@@ -14,11 +14,11 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safetext"
 )
 
-// textEvidenceLines caps the evidence printed per finding in the text report;
-// --json carries all of it.
+// textEvidenceLines caps the evidence printed per finding in the text
+// report. --json carries all of it.
 const textEvidenceLines = 20
 
-// JSON writes v indented by two spaces, one value and a newline: what every
+// JSON writes v indented by two spaces, one value and a newline, as every
 // --json prints (a diff's result is the object docs/spec.md (JSON) names).
 func JSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -26,11 +26,11 @@ func JSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// ResultText writes the report an operator reads: one summary line, the
-// lead (diff.LeadOf) where a finding is not allowed, what was not checked,
-// then one block per process (processBlocks). verbose gives
-// instead each finding in full, by severity. Every string a process controls
-// (comm, exe, cmdline, paths, maps lines) is escaped.
+// ResultText writes the report an operator reads. It holds one summary line,
+// the lead (diff.LeadOf) where a finding is not allowed, what was not
+// checked, then one block per process (processBlocks). verbose gives instead
+// each finding in full, by severity. Every string a process controls (comm,
+// exe, cmdline, paths, maps lines) is escaped.
 func ResultText(w io.Writer, r *diff.Result, verbose bool) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, summaryLine(r))
@@ -79,7 +79,7 @@ func writeLine(b *bufio.Writer, label, text string) {
 	fmt.Fprintf(b, "%s%s\n", label, text)
 }
 
-// summaryLine: counts by severity, the tenant, and the two snapshots with their times.
+// summaryLine gives the counts by severity, the tenant, and the two snapshots with their times.
 func summaryLine(r *diff.Result) string {
 	var counts []string
 	for s := diff.Critical; s >= diff.Info; s-- {
@@ -91,7 +91,7 @@ func summaryLine(r *diff.Result) string {
 	line := "gpusnap diff: "
 	switch {
 	case r.Check != nil:
-		// A check speaks of now: its answer, then the counts behind it.
+		// A check speaks of now, giving its answer, then the counts behind it.
 		line = "gpusnap check: " + cmp.Or(r.Check.Verdict, diff.VerdictUnknown) + ": "
 	case r.Summary.Total == 0 && r.Complete:
 		line += "clean: "

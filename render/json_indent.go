@@ -5,11 +5,12 @@ import "bytes"
 // appendIndent appends src, compact JSON as json.Marshal writes it (no
 // space outside strings), to dst indented exactly as json.Indent(dst, src,
 // prefix, "  ") would. json.Indent runs its full validating scanner over
-// every byte, which costs more than encoding the JSON did; this copies each
-// string whole and looks only at the bytes between them. src must be valid.
+// every byte (docs/performance.md, The store, has its cost), while this
+// copies each string whole and looks only at the bytes between them. src
+// must be valid.
 func appendIndent(dst, src []byte, prefix string) []byte {
 	depth := 0
-	opened := false // after { or [: a newline, unless it closes at once
+	opened := false // after { or [ comes a newline, unless it closes at once
 	for i := 0; i < len(src); i++ {
 		c := src[i]
 		if opened {

@@ -16,8 +16,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// psTableWidth is what ps's table fits without --wide: a terminal of 120
-// columns, the last column cut to what is left.
+// psTableWidth is what ps's table fits without --wide, a terminal of 120
+// columns, with the last column cut to what is left.
 const psTableWidth = 120
 
 // PsProcess is a process of ps's report with its triage verdict.
@@ -26,16 +26,16 @@ type PsProcess struct {
 	Triage diff.Triage `json:"triage"`
 }
 
-// psGPUFigures are what NVML says of one process across its GPUs: their
-// indexes, its memory on them, its highest SM utilization.
+// psGPUFigures are what NVML says of one process across its GPUs, their
+// indexes, its memory on them and its highest SM utilization.
 type psGPUFigures struct {
 	gpus []string
 	mem  *uint64
 	sm   *uint32
 }
 
-// psColumn is one column of ps's table: its header, the most it shows
-// without --wide (0: never cut), whether only --wide shows it, and its
+// psColumn is one column of ps's table. It gives its header, the most it
+// shows without --wide (0 never cuts), whether only --wide shows it, and its
 // value for a row.
 type psColumn struct {
 	head  string
@@ -48,7 +48,7 @@ type psColumn struct {
 type psRow struct {
 	PsProcess
 	gpu psGPUFigures
-	now time.Time // the capture's: STARTED shows a clock time within a day of it
+	now time.Time // the capture's time, as STARTED shows a clock time within a day of it
 }
 
 var psColumns = []psColumn{
@@ -77,13 +77,13 @@ var psColumns = []psColumn{
 	{"MAPPINGS", 0, true, func(r psRow) string { return psMappings(r.Process) }},
 	{"PACKAGE", 0, true, psPackage},
 	{"SHA256", 0, true, func(r psRow) string { return orDash(r.ExeSHA256) }},
-	{"COMMAND", -1, false, psCommandLine}, // last: cut to what the width leaves
+	{"COMMAND", -1, false, psCommandLine}, // last, cut to what the width leaves
 }
 
 // PsTable prints one row per process, the columns cut to fit
 // psTableWidth (a cut value ends in "…") unless wide, where every column is
 // shown whole. Every process-controlled string (comm, exe, paths, unit
-// names) is escaped: a hostile name cannot forge rows or drive the
+// names) is escaped, so a hostile name cannot forge rows or drive the
 // terminal. A suspect's row is followed by a why line naming the evidence.
 func PsTable(w io.Writer, procs []PsProcess, gpus []snapshot.GPUUse, now time.Time, wide bool) error {
 	figures := psFigures(gpus)
@@ -194,9 +194,9 @@ func addSize(sum *uint64, n uint64) *uint64 {
 	return &v
 }
 
-// psGPUs is the GPU column: the NVML indexes of the GPUs the process is
-// listed on, holds or maps; where NVML did not place it, "#N" for each
-// /dev/nvidiaN it holds or maps (NVML minor number N).
+// psGPUs is the GPU column, the NVML indexes of the GPUs the process is
+// listed on, holds or maps. Where NVML did not place it, the column shows
+// "#N" for each /dev/nvidiaN it holds or maps (NVML minor number N).
 func psGPUs(r psRow) string {
 	if len(r.gpu.gpus) > 0 {
 		return strings.Join(r.gpu.gpus, ",")
@@ -220,8 +220,8 @@ func psGPUs(r psRow) string {
 	return orDash(strings.Join(append(out, accelNodes(r.Process)...), ","))
 }
 
-// accelNodes names the accelerator nodes other than NVIDIA's that the
-// process works on in the GPU column: each DRM client's node with device
+// accelNodes names in the GPU column the accelerator nodes other than
+// NVIDIA's that the process works on, each DRM client's node with device
 // memory or engine time ("renderD128"), and "kfd".
 func accelNodes(p snapshot.Process) []string {
 	var out []string
@@ -240,7 +240,7 @@ func accelNodes(p snapshot.Process) []string {
 	return slices.Compact(out)
 }
 
-// psStarted is the STARTED column: the clock time for a process started
+// psStarted is the STARTED column, the clock time for a process started
 // within a day of the capture, else its date, as ps(1)'s STIME.
 func psStarted(r psRow) string {
 	switch {
@@ -252,9 +252,9 @@ func psStarted(r psRow) string {
 	return r.Started.Local().Format("Jan02")
 }
 
-// psConnections is the CONN column: the peers it talks to (ps lists GPU
-// users, whose sockets the capture reads), "-" where they could not be read
-// or were not (a defunct process holds none).
+// psConnections is the CONN column, the peers it talks to (ps lists GPU
+// users, whose sockets the capture reads). It is "-" where they could not
+// be read or were not (a defunct process holds none).
 func psConnections(r psRow) string {
 	if r.Defunct() || slices.ContainsFunc(r.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets:") }) {
 		return "-"
@@ -268,7 +268,7 @@ func psConnections(r psRow) string {
 	return strconv.Itoa(n)
 }
 
-// psOwner is the OWNER column: the unit, Slurm job, pod or container.
+// psOwner is the OWNER column, the unit, Slurm job, pod or container.
 func psOwner(r psRow) string {
 	owner := psContainer(r.Process)
 	if u := r.SystemdUnit; u != "" && owner == "-" {
@@ -280,7 +280,7 @@ func psOwner(r psRow) string {
 	return owner
 }
 
-// psPackage is the PACKAGE column: "name (status)", or the status alone.
+// psPackage is the PACKAGE column, "name (status)" or the status alone.
 func psPackage(r psRow) string {
 	if r.Package == nil {
 		return "-"
@@ -288,10 +288,10 @@ func psPackage(r psRow) string {
 	return strings.TrimPrefix(safetext.Escape(r.Package.Name)+" ("+r.Package.Status+")", " ")
 }
 
-// psCommandLine is the COMMAND column, comm then exe, marked "!" where there is
-// masquerade evidence (an exe in a staging or hidden directory or deleted,
-// a comm not its exe's or named like a kernel thread): the why line under
-// the suspect says which.
+// psCommandLine is the COMMAND column, comm then exe, marked "!" where there
+// is masquerade evidence (an exe in a staging or hidden directory or
+// deleted, a comm not its exe's or named like a kernel thread). The why
+// line under the suspect says which.
 func psCommandLine(r psRow) string {
 	cmd := cmp.Or(strings.Join(slices.DeleteFunc([]string{psComm(r.Process), psExe(r.Process)}, func(s string) bool { return s == "-" }), " "), "-")
 	if len(diff.Masquerade(&r.Process)) > 0 {

@@ -52,9 +52,9 @@ func PsLastLine(found int, scan snapshot.Scan) string {
 	return "gpusnap: " + strings.Join(parts, "; ")
 }
 
-// PsGPUs prints, per GPU: memory used and what no listed process
-// accounts for, the processes NVML lists with their memory and utilization,
-// and the processes that hold or map its /dev/nvidiaN without being listed.
+// PsGPUs prints, per GPU, memory used and what no listed process accounts
+// for, the processes NVML lists with their memory and utilization, and the
+// processes that hold or map its /dev/nvidiaN without being listed.
 // alloc, where not nil, adds the pods given each GPU.
 func PsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc PodAllocations) {
 	for i := range gpus {
@@ -77,7 +77,7 @@ func PsGPUs(w io.Writer, gpus []snapshot.GPUUse, alloc PodAllocations) {
 			for _, p := range gu.Processes {
 				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", p.PID, p.Types, psGPUProcessNumbers(p), psMIG(p), psListedWho(p))
 			}
-			_ = tw.Flush() // w is the command's stdout: PsTable reported its errors
+			_ = tw.Flush() // w is the command's stdout, whose errors PsTable reported
 		}
 		for _, u := range gu.Unlisted {
 			fmt.Fprintf(w, "  not listed by NVML: %d %s %s holders %s mappings %s\n", u.PID, psUser(*u.Process),
@@ -178,8 +178,8 @@ func psListedWho(p snapshot.GPUProcessUse) string {
 	}
 }
 
-// psComm is the COMM column: a defunct process's name is followed by
-// <defunct>, as ps(1) shows it; NVML's PID of one is an orphan.
+// psComm is the COMM column. A defunct process's name is followed by
+// <defunct>, as ps(1) shows it. NVML's PID of one is an orphan.
 func psComm(p snapshot.Process) string {
 	c := orDash(safetext.Escape(p.Comm))
 	if p.Defunct() {
@@ -206,7 +206,7 @@ func psExe(p snapshot.Process) string {
 	return snapshot.ExeText(safetext.Escape(p.Exe), p.ExeDeleted)
 }
 
-// psContainer names who runs the process: container, pod, Slurm job.
+// psContainer names who runs the process by container, pod or Slurm job.
 func psContainer(p snapshot.Process) string {
 	var parts []string
 	if p.ContainerID != "" {
@@ -226,8 +226,9 @@ func psContainer(p snapshot.Process) string {
 }
 
 // psHolders lists fds as "3:/dev/nvidia0(rw)". The fds of one target and
-// access fold into one entry, "/dev/nvidia0(rw) x20": a CUDA process holds
-// its GPU's node through a score of them (--json keeps every fd number).
+// access fold into one entry, "/dev/nvidia0(rw) x20", since a CUDA process
+// holds its GPU's node through a score of them (--json keeps every fd
+// number).
 func psHolders(hs []snapshot.Holder) string {
 	var order []string
 	fds := map[string][]int{}
@@ -256,7 +257,8 @@ func psHolders(hs []snapshot.Holder) string {
 }
 
 // psMappings folds the mappings of one path and permissions into one entry,
-// "/dev/nvidia0 rw-s x12 24.0MiB": a CUDA process maps a device many times.
+// "/dev/nvidia0 rw-s x12 24.0MiB", since a CUDA process maps a device many
+// times.
 func psMappings(p snapshot.Process) string {
 	type key struct{ path, perms string }
 	var order []key

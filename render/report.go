@@ -15,8 +15,8 @@ import (
 
 // report is what report.md and report.html show. Every string in it that a
 // process, a tenant or a host could choose has already been through
-// safetext.Escape: no newline, escape sequence or invalid UTF-8 reaches either
-// renderer, which then quote it for their own syntax.
+// safetext.Escape, so no newline, escape sequence or invalid UTF-8 reaches
+// either renderer, which then quote it for their own syntax.
 type report struct {
 	Title     string
 	Tenant    string
@@ -26,11 +26,11 @@ type report struct {
 	Before    snapRow
 	After     snapRow
 	Verdict   string
-	Lead      string   // what to act on first (diff.LeadOf), escaped; "" with nothing to act on
+	Lead      string   // what to act on first (diff.LeadOf), escaped, or "" with nothing to act on
 	Notes     []string // what the diff could not check
 	Summary   diff.Summary
 	Groups    []group
-	Blocks    []block // what to do: processBlocks of the findings
+	Blocks    []block // what to do, the processBlocks of the findings
 	Timeline  []event
 	Charts    []chart
 	Processes []process
@@ -78,16 +78,16 @@ type BundleInput struct {
 	Before *snapshot.Snapshot // FROM
 	After  *snapshot.Snapshot // TO
 	Result *diff.Result       // the diff of Before and After
-	// Version is the gpusnap writing the pages; UID the uid it ran as.
+	// Version is the gpusnap writing the pages, and UID the uid it ran as.
 	Version string
 	UID     int
-	// TenantStart and TenantEnd place the tenant's job on the time line;
-	// zero when not known.
+	// TenantStart and TenantEnd place the tenant's job on the time line.
+	// They are zero when not known.
 	TenantStart, TenantEnd time.Time
 	// Events is what watch recorded between the snapshots, or nil.
 	Events eventlog.Source
 	// MapsDir and RawDir are where the bundle holds each process's maps
-	// diff and kernel text: the pages name those files.
+	// diff and kernel text, which the pages name.
 	MapsDir, RawDir string
 }
 
@@ -98,8 +98,9 @@ type Pages struct {
 	Processes []Involved
 }
 
-// Involved is a process the pages show: its PID@START and the kernel text
-// its snapshot kept (nil: none), which the bundle stores beside the pages.
+// Involved is a process the pages show, by its PID@START and the kernel
+// text its snapshot kept (nil when none), which the bundle stores beside
+// the pages.
 type Involved struct {
 	Key string
 	Raw *snapshot.Raw
@@ -190,7 +191,7 @@ func plural(n int) string {
 	return "s"
 }
 
-// ordered is the findings in report order: by severity, highest first,
+// ordered is the findings in report order, by severity, highest first,
 // keeping the diff's order within a severity.
 func ordered(fs []diff.Finding) []diff.Finding {
 	out := append([]diff.Finding(nil), fs...)
@@ -264,7 +265,7 @@ func nonEmpty(fs []field) []field {
 	return out
 }
 
-// processIndex finds a process of either snapshot by PID@START; TO wins, as
+// processIndex finds a process of either snapshot by PID@START. TO wins, as
 // the state the findings are about.
 func processIndex(in BundleInput) map[string]*snapshot.Process {
 	byKey := map[string]*snapshot.Process{}
@@ -276,7 +277,7 @@ func processIndex(in BundleInput) map[string]*snapshot.Process {
 	return byKey
 }
 
-// processes are the processes involved: those the findings name, in report
+// processes are the processes involved, those the findings name, in report
 // order, then those with a maps diff and no finding.
 func processes(in BundleInput) []process {
 	byKey := processIndex(in)
@@ -397,11 +398,11 @@ func timeline(in BundleInput, procs []process) []event {
 	return evs
 }
 
-// maxTimelineEvents bounds the watch's events on the time line: a tenant can
-// open a device as often as it likes.
+// maxTimelineEvents bounds the watch's events on the time line, since a
+// tenant can open a device as often as it likes.
 const maxTimelineEvents = 500
 
-// watchEvents are the time line's lines from the event log: the watch's
+// watchEvents are the time line's lines from the event log, the watch's
 // starts, stops and losses, NVML's ECC errors and lost GPUs, and every
 // event of a process a finding names.
 func watchEvents(in BundleInput, procs []process) []event {

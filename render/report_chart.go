@@ -14,18 +14,18 @@ import (
 const (
 	chartLeft, chartTop     = 44.0, 12.0
 	chartWidth, chartHeight = 660.0, 120.0
-	// maxChartMarks bounds the processes marked on one chart: a tenant
-	// controls how many findings there are; the rest are counted.
+	// maxChartMarks bounds the processes marked on one chart, since a
+	// tenant controls how many findings there are. The rest are counted.
 	maxChartMarks = 24
 )
 
 // chart is one GPU's (or MIG instance's) utilization over the window, as
-// inline SVG: paths and lines only, so the report's policy (no script, no
+// inline SVG of paths and lines only, so the report's policy (no script, no
 // load) holds and the page still reads offline.
 type chart struct {
-	ID       string // for the element's id: the GPU's index among the charts
+	ID       string // for the element's id, the GPU's index among the charts
 	GPU      string // escaped
-	Parent   string // escaped; a MIG instance's GPU
+	Parent   string // a MIG instance's GPU, escaped
 	From, To string // the window's first and last bucket, as times
 	SM       string // the path of SM utilization, 0-100%
 	Mem      string // the path of memory used, 0 to MemTop
@@ -72,8 +72,8 @@ func charts(u *diff.Utilization, groups []group) []chart {
 			c.Mem = chartPath(s.Points, x, func(p diff.SeriesPoint) float64 { return p.Mem }, 100)
 			c.MemTop = "100% (memory utilization)"
 		}
-		// A mark is an instant: at the left edge of its bucket, where x
-		// gives a bucket's middle.
+		// A mark is an instant, so it sits at the left edge of its bucket,
+		// where x gives a bucket's middle.
 		c.mark(u, s, groups, func(at float64) float64 {
 			return chartLeft + min(max(at, 0), float64(buckets))/float64(buckets)*chartWidth
 		})
@@ -105,7 +105,7 @@ func (c *chart) mark(u *diff.Utilization, s diff.GPUSeries, groups []group, x fu
 }
 
 // chartPath is the SVG path of value over the points, 0 at the bottom and
-// top at the top of the plot; a bucket no sample reported (-1) breaks it.
+// top at the top of the plot. A bucket no sample reported (-1) breaks it.
 func chartPath(points []diff.SeriesPoint, x func(float64) float64, value func(diff.SeriesPoint) float64, top float64) string {
 	var b strings.Builder
 	pen := false
@@ -129,8 +129,8 @@ func chartPath(points []diff.SeriesPoint, x func(float64) float64, value func(di
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// onGPU reports whether watch's samples place the process on the GPU: it
-// has a shape there.
+// onGPU reports whether watch's samples place the process on the GPU, that
+// is, whether it has a shape there.
 func onGPU(u *diff.Utilization, gpu string, p *diff.ProcessRef) bool {
 	key := p.Key()
 	for _, s := range u.Shapes {

@@ -10,8 +10,8 @@ import (
 )
 
 // reportCSS is the report's only style. Its hash goes into the page's
-// Content-Security-Policy, which forbids every other load: no script, font,
-// image or frame, so the file reads the same offline and cannot call home.
+// Content-Security-Policy, which forbids every other load (script, font,
+// image or frame), so the file reads the same offline and cannot call home.
 const reportCSS = `
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #1b1b1b; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; } h3 { margin-top: 1.5em; }
@@ -33,14 +33,14 @@ pre { background: #f7f7f7; border: 1px solid #e2e2e2; padding: .5em; overflow-x:
 @media print { pre { white-space: pre-wrap; } }
 `
 
-// reportTemplate is parsed on first use: every command would pay for it at
-// start-up.
+// reportTemplate is parsed on first use, or every command would pay for it
+// at start-up.
 var reportTemplate = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("report").Parse(reportHTML))
 })
 
-// reportHTML is report.html's template: the page, its chart and its
-// sections, all data escaped by html/template.
+// reportHTML is report.html's template, the page, its chart and its
+// sections, with all data escaped by html/template.
 const reportHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -191,7 +191,7 @@ a process a finding names (from the window's start, for one started before).</p>
 </html>
 `
 
-// html renders report.html: one self-contained file.
+// html renders report.html, one self-contained file.
 func (r *report) html() ([]byte, error) {
 	sum := sha256.Sum256([]byte(reportCSS))
 	data := struct {

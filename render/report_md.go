@@ -8,7 +8,7 @@ import (
 
 // markdown renders report.md. Values that a process could choose stand in
 // code spans or fenced blocks, so a Markdown viewer shows them literally and
-// never as HTML, links or emphasis; free text is backslash-escaped.
+// never as HTML, links or emphasis. Free text is backslash-escaped.
 func (r *report) markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", mdText(r.Title))
@@ -80,8 +80,8 @@ func (r *report) markdown() []byte {
 	return b.Bytes()
 }
 
-// mdBlocks writes the section that leads the page: one block per process,
-// its class, next and why, and its findings one a line.
+// mdBlocks writes the section that leads the page, one block per process
+// with its class, next and why, and its findings one a line.
 func mdBlocks(b *bytes.Buffer, blocks []block) {
 	if len(blocks) == 0 {
 		return
@@ -108,9 +108,9 @@ const mdSpecial = "\\`*_[]<>|~&"
 
 // mdText backslash-escapes s, which is already free of line breaks. It also
 // breaks what a GitHub-flavoured viewer would turn into a link by itself
-// (www.evil.io/pwn, http://..., a@b.c: a process named like that is not a
-// link): the '.' after "www", the ':' before "//", and an '@' with a dot
-// after it in the same word.
+// (www.evil.io/pwn, http://..., a@b.c), since a process named like that is
+// not a link. It escapes the '.' after "www", the ':' before "//", and an
+// '@' with a dot after it in the same word.
 func mdText(s string) string {
 	var b strings.Builder
 	for i, r := range s {
@@ -127,8 +127,8 @@ func mdText(s string) string {
 }
 
 // mailDomain reports whether the word after an '@' has a dot, as the domain
-// of a mail address does; it looks no further than a domain can be long, so a
-// name of many '@' costs no more than its length times that.
+// of a mail address does. It looks no further than a domain can be long, so
+// a name of many '@' costs no more than its length times that.
 func mailDomain(rest string) bool {
 	word := rest[:min(len(rest), 253)]
 	if j := strings.IndexAny(word, " \t"); j >= 0 {

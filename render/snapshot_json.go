@@ -16,7 +16,7 @@ import (
 // SnapshotJSON prints the snapshot, indenting it without decoding and
 // re-encoding it, and without json.Indent's validating scan, which cost more
 // than the rest of show --json (docs/performance.md, The store). raw must be
-// valid JSON: GetJSON checks what it did not make itself.
+// valid JSON, and GetJSON checks what it did not make itself.
 func StoredSnapshotJSON(w io.Writer, raw []byte) error {
 	out := appendIndent(make([]byte, 0, 2*len(raw)), raw, "")
 	_, err := w.Write(append(out, '\n'))
@@ -26,15 +26,16 @@ func StoredSnapshotJSON(w io.Writer, raw []byte) error {
 // processesNull is where the processes go in the indented header.
 var processesNull = []byte(`"processes": null`)
 
-// encodeChunk is how many processes one encoding task takes: big enough that
+// encodeChunk is how many processes one encoding task takes, big enough that
 // a write of the chunk is one large write, small enough to spread the work.
 const encodeChunk = 32
 
 // SnapshotJSON writes snap byte for byte as an indenting json.Encoder
 // would, but encodes the processes on every CPU and writes them in chunks as
-// they are ready: one encoder over a thousand processes costs a tenth of a
-// capture's wall time. encoded, when not nil, is each process's json.Marshal
-// output, already made for the store.
+// they are ready, since one encoder over a large host's processes is a
+// visible share of a capture's wall time (docs/performance.md). encoded,
+// when not nil, is each process's json.Marshal output, already made for the
+// store.
 func SnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error {
 	procs := snap.Processes
 	header := *snap
@@ -44,8 +45,8 @@ func SnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error 
 		return err
 	}
 	hb := appendIndent(nil, compact, "")
-	// No string can hold the key with its quotes unescaped: the first match
-	// is the field.
+	// No string can hold the key with its quotes unescaped, so the first
+	// match is the field.
 	at := bytes.Index(hb, processesNull)
 	if len(procs) == 0 || at < 0 {
 		enc := json.NewEncoder(w)
@@ -82,8 +83,8 @@ func SnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error 
 		})
 	}
 
-	// A process is an element of the array "processes" in the top object:
-	// its lines sit two levels deep, its first after the array's newline.
+	// A process is an element of the array "processes" in the top object,
+	// so its lines sit two levels deep, its first after the array's newline.
 	if _, err := io.WriteString(w, string(hb[:at])+`"processes": [`+"\n    "); err != nil {
 		next.Store(int64(chunks)) // the workers stop after their chunk
 		return err
@@ -136,6 +137,6 @@ func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process, encoded []
 	return buf, nil
 }
 
-// chunkBufs recycles the chunks' buffers once written: fresh memory costs a
-// page fault per page, more than the copy into it.
+// chunkBufs recycles the chunks' buffers once written, since fresh memory
+// costs a page fault per page, more than the copy into it.
 var chunkBufs = sync.Pool{New: func() any { return new([]byte) }}

@@ -34,7 +34,7 @@ const (
 	wireStruct                 // each field of the descriptor, in its order
 )
 
-// Bounds on a descriptor: a stranger's store must not make the reader
+// Bounds on a descriptor keep a stranger's store from making the reader
 // recurse or allocate without limit.
 const (
 	maxDescDepth  = 16
@@ -43,7 +43,7 @@ const (
 	maxDescSize   = 64 << 10
 )
 
-// desc describes a stored value: its wire kind, the element of a pointer,
+// desc describes a stored value by its wire kind, the element of a pointer,
 // slice or map (and a map's key), and a struct's fields in stored order.
 type desc struct {
 	wire   wire
@@ -61,7 +61,7 @@ var timeType = reflect.TypeFor[time.Time]()
 
 var errUnsupported = errors.New("no binary form")
 
-// jsonField is what encoding/json makes of a struct field: its name, and
+// jsonField is what encoding/json makes of a struct field, its name and
 // whether it is one JSON writes at all (exported, not tagged "-").
 func jsonField(f reflect.StructField) (name string, omitEmpty, ok bool) {
 	if !f.IsExported() {
@@ -78,7 +78,7 @@ func jsonField(f reflect.StructField) (name string, omitEmpty, ok bool) {
 	return name, strings.Contains(","+opts+",", ",omitempty,"), true
 }
 
-// describe builds the descriptor of type t; a kind JSON writes that the
+// describe builds the descriptor of type t. A kind JSON writes that the
 // codec has no form for (an interface, an array, a complex number) is
 // errUnsupported, and such a record is stored as JSON.
 func describe(t reflect.Type, depth int) (*desc, error) {
@@ -149,7 +149,7 @@ func describeStruct(t reflect.Type, depth int) (*desc, error) {
 	return d, nil
 }
 
-// marshal writes the descriptor: the wire byte, then a pointer's, slice's
+// marshal writes the descriptor as the wire byte, then a pointer's, slice's
 // or map's element (a map's key first), or a struct's field count and each
 // field's name and descriptor.
 func (d *desc) marshal(out []byte) []byte {
@@ -172,7 +172,7 @@ func (d *desc) marshal(out []byte) []byte {
 
 var errBadDesc = errors.New("malformed record type")
 
-// parseDesc reads a stored descriptor; it must use every byte.
+// parseDesc reads a stored descriptor, which must use every byte.
 func parseDesc(b []byte) (*desc, error) {
 	if len(b) > maxDescSize {
 		return nil, fmt.Errorf("%w: %d bytes", errBadDesc, len(b))
@@ -234,8 +234,9 @@ func (r *reader) descFields(d *desc, depth int, fields *int) error {
 	return nil
 }
 
-// minSize is the fewest bytes a value of d takes: a count of elements is
-// checked against the bytes left before anything is allocated for them.
+// minSize is the fewest bytes a value of d takes, so that a count of
+// elements is checked against the bytes left before anything is allocated
+// for them.
 func (d *desc) minSize() int {
 	switch d.wire {
 	case wireFloat:
@@ -252,7 +253,7 @@ func (d *desc) minSize() int {
 	return 1
 }
 
-// reader reads a record: b and s are the same bytes, s one copy that the
+// reader reads a record. b and s are the same bytes, s one copy that the
 // decoded strings share (one allocation a record, not one a string).
 type reader struct {
 	b   []byte
@@ -351,7 +352,7 @@ func (r *reader) spend(n uint64) error {
 	return nil
 }
 
-// skip reads past a value of d: a field the type no longer has.
+// skip reads past a value of d, a field the type no longer has.
 func (r *reader) skip(d *desc) error {
 	var err error
 	switch d.wire {
@@ -403,7 +404,7 @@ func (r *reader) skipElems(d *desc) error {
 	return err
 }
 
-// maxZoneOffset bounds a stored zone offset: RFC 3339 writes at most 99:59.
+// maxZoneOffset bounds a stored zone offset, as RFC 3339 writes at most 99:59.
 const maxZoneOffset = 99*3600 + 59*60
 
 // time reads an instant and its zone offset.
@@ -423,8 +424,8 @@ func (r *reader) time() (sec, nsec int64, offset int, err error) {
 }
 
 // timeOf rebuilds the time.Time that encoding/json reads back from the
-// instant's RFC 3339 text: UTC for offset 0, the local zone when it has that
-// offset at that instant, else a fixed zone without a name.
+// instant's RFC 3339 text. That is UTC for offset 0, the local zone when it
+// has that offset at that instant, else a fixed zone without a name.
 func timeOf(sec, nsec int64, offset int) time.Time {
 	t := time.Unix(sec, nsec)
 	if offset == 0 {

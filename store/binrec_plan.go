@@ -19,7 +19,7 @@ type encoder func(out []byte, v reflect.Value) []byte
 
 // compileEncoder builds the encoder of type t, whose descriptor is d
 // (describe of t). A slice or map that JSON omits when empty is written as
-// nil, so that it reads back as JSON reads it: absent, nil.
+// nil, so that it reads back as JSON reads it, absent and nil.
 func compileEncoder(t reflect.Type, d *desc) encoder {
 	switch d.wire {
 	case wireBool:
@@ -82,8 +82,8 @@ func sliceEncoder(t reflect.Type, d *desc, emptyIsNil bool) encoder {
 	}
 }
 
-// mapEncoder writes a map's pairs in the order of their keys: the same
-// value always has the same bytes, so a stored record can be checked by
+// mapEncoder writes a map's pairs in the order of their keys, so that the
+// same value always has the same bytes and a stored record can be checked by
 // comparing it with the encoding of the process it should hold.
 func mapEncoder(t reflect.Type, d *desc, emptyIsNil bool) encoder {
 	key, elem := compileEncoder(t.Key(), d.key), compileEncoder(t.Elem(), d.elem)
@@ -319,8 +319,8 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 	size := t.Elem().Size()
 	alloc := func(n int) unsafe.Pointer { return reflect.MakeSlice(t, n, n).UnsafePointer() }
 	// Lists of strings and of ints, most of a process's lists, are made
-	// without reflect: a []string has the layout of any list of a string
-	// kind, and a []int64 of any list of an 8-byte integer kind.
+	// without reflect, since a []string has the layout of any list of a
+	// string kind, and a []int64 of any list of an 8-byte integer kind.
 	switch k := t.Elem().Kind(); {
 	case k == reflect.String:
 		alloc = func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]string, n))) }
@@ -333,7 +333,7 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 			return err
 		}
 		base := alloc(n)
-		if base == nil { // an empty list: not nil, as JSON reads []
+		if base == nil { // an empty list, not nil, as JSON reads []
 			base = unsafe.Pointer(&zeroElem)
 		}
 		*(*sliceHeader)(p) = sliceHeader{base, n, n}
@@ -350,8 +350,8 @@ func sliceDecoder(d *desc, t reflect.Type) (decoder, error) {
 		}
 		// Neighbouring processes mostly hold the same lists (cgroup lines,
 		// a command line, fds on /dev/null). Bytes that begin with the last
-		// list's bytes hold that list and end where it did: a decode reads
-		// them in one way only.
+		// list's bytes hold that list and end where it did, so a decode
+		// reads them in one way only.
 		if last, ok := r.lists[d]; ok && bytes.HasPrefix(r.b[r.pos:], last.enc) {
 			r.pos += len(last.enc)
 			*(*sliceHeader)(p) = last.val

@@ -16,22 +16,22 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// A process record's stored form is the byte after its hash: '{' for plain
-// JSON and compressedRecord (0) for DEFLATE of JSON, as schema 1 wrote them,
-// or one of these, schema 2's binary records.
+// A process record's stored form is the byte after its hash. It is '{' for
+// plain JSON and compressedRecord (0) for DEFLATE of JSON, as schema 1 wrote
+// them, or one of these, schema 2's binary records.
 const (
 	formBinary        = 2 // varint type id, then the binary payload
-	formBinaryDeflate = 3 // DEFLATE of the same: a record above compressFrom
+	formBinaryDeflate = 3 // DEFLATE of the same, for a record above compressFrom
 )
 
-// bucketTypes holds the record type descriptors of schema 2: type id (8
-// bytes, big endian) -> descriptor. A store holds one per Process layout
-// that wrote it: a handful over its life.
+// bucketTypes holds the record type descriptors of schema 2, keyed by type
+// id (8 bytes, big endian). A store holds one per Process layout that wrote
+// it, a handful over its life.
 var bucketTypes = []byte("types")
 
-// decodeBudget is what decoding a binary payload of n bytes may allocate:
-// a decoded process takes a few times its stored bytes (its strings share
-// one copy of them), and a crafted count of empty structs must not take
+// decodeBudget is what decoding a binary payload of n bytes may allocate. A
+// decoded process takes a few times its stored bytes (its strings share one
+// copy of them), and a crafted count of empty structs must not take
 // gigabytes.
 func decodeBudget(n int) int { return 32*n + 64<<10 }
 
@@ -45,7 +45,7 @@ type processCodec struct {
 }
 
 // codecOfProcess builds the codec once. A Process with a field the codec has
-// no form for yields an error: every record is then stored as JSON.
+// no form for yields an error, and every record is then stored as JSON.
 var codecOfProcess = sync.OnceValues(func() (*processCodec, error) {
 	t := processType
 	d, err := describe(t, 0)
@@ -63,18 +63,19 @@ func (c *processCodec) encode(p *snapshot.Process) []byte {
 	return c.enc(make([]byte, 0, 512), reflect.ValueOf(p).Elem())
 }
 
-// decodeBinary decodes a payload into out, which holds a zero Process; the
+// decodeBinary decodes a payload into out, which holds a zero Process. The
 // payload must be used to its last byte. out's strings are the payload's
-// bytes, not a copy: the caller keeps the payload unchanged while out lives
-// (inside the transaction, or a copy of the records: records.detach).
+// bytes, not a copy, so the caller keeps the payload unchanged while out
+// lives (inside the transaction, or a copy of the records made by
+// records.detach).
 func decodeBinary(dec decoder, payload []byte, out *snapshot.Process) error {
 	return decodeShared(dec, payload, out, nil)
 }
 
 // decodeShared is decodeBinary that gives a list the value of the last
 // list of its field decoded with lists, when both have the same bytes
-// (lists nil: every list its own). Two processes then share one list:
-// what GetShared's callers agree not to change.
+// (with lists nil, every list is its own). Two processes then share one
+// list, which GetShared's callers agree not to change.
 func decodeShared(dec decoder, payload []byte, out *snapshot.Process, lists map[*desc]sharedList) error {
 	r := &reader{b: payload, s: unsafe.String(unsafe.SliceData(payload), len(payload)), budget: decodeBudget(len(payload)), lists: lists}
 	if err := dec(r, unsafe.Pointer(out)); err != nil {
@@ -129,9 +130,10 @@ func typeID(tx *bolt.Tx, desc []byte) (uint64, error) {
 	return id, types.Put(seqKey(id), desc)
 }
 
-// storedRec is a process record as read: its hash, and its JSON (a JSON
+// storedRec is a process record as read, its hash and its JSON (a JSON
 // record) or its binary payload and the decoder of the type it names. The
-// bytes may alias bbolt's mmap: valid inside the transaction.
+// bytes may alias bbolt's mmap, so they are valid inside the transaction
+// only.
 type storedRec struct {
 	seq  uint64
 	sum  [sha256.Size]byte
@@ -141,7 +143,7 @@ type storedRec struct {
 	dec  decoder
 }
 
-// decode fills out, a zero Process, from the record; a binary record's
+// decode fills out, a zero Process, from the record. A binary record's
 // lists may be shared through lists (decodeShared).
 func (r *storedRec) decode(out *snapshot.Process, lists map[*desc]sharedList) error {
 	if r.dec == nil {
@@ -150,7 +152,7 @@ func (r *storedRec) decode(out *snapshot.Process, lists map[*desc]sharedList) er
 	return decodeShared(r.dec, r.bin, out, lists)
 }
 
-// marshalJSON is the record's JSON, checked against its hash: a binary
+// marshalJSON is the record's JSON, checked against its hash. A binary
 // record's JSON is what its process marshals to.
 func (r *storedRec) marshalJSON() ([]byte, error) {
 	js := r.json
@@ -177,7 +179,7 @@ type records struct {
 	types *bolt.Bucket // nil in a store no binary record was written to
 	plans map[uint64]decoder
 	cur   *bolt.Cursor
-	at    uint64 // the record cur is on; 0 for none
+	at    uint64 // the record cur is on, or 0 for none
 }
 
 // value is record seq's stored value, nil when there is none. A snapshot
@@ -205,8 +207,8 @@ func (rs *records) value(seq uint64) []byte {
 }
 
 // detach copies the binary records out of bbolt's mmap into one buffer, so
-// the processes decoded from them outlive the transaction: one allocation
-// for a snapshot's records, not one for each.
+// the processes decoded from them outlive the transaction. It makes one
+// allocation for a snapshot's records, not one for each.
 func detach(recs []*storedRec) {
 	size := 0
 	for i := range recs {
@@ -224,7 +226,7 @@ func newRecords(tx *bolt.Tx, procs *bolt.Bucket) *records {
 	return &records{procs: procs, types: tx.Bucket(bucketTypes), plans: map[uint64]decoder{}}
 }
 
-// get reads record seq; missing is a record too short to hold its hash.
+// get reads record seq. missing is a record too short to hold its hash.
 func (rs *records) get(seq uint64) (rec storedRec, missing bool, err error) {
 	v := rs.value(seq)
 	if len(v) < sha256.Size {
@@ -235,7 +237,7 @@ func (rs *records) get(seq uint64) (rec storedRec, missing bool, err error) {
 	return rec, false, err
 }
 
-// parse reads a stored record: its hash, then its form.
+// parse reads a stored record, its hash and then its form.
 func (rs *records) parse(v []byte) (storedRec, error) {
 	rec := storedRec{sum: [sha256.Size]byte(v[:sha256.Size])}
 	body := v[sha256.Size:]

@@ -21,7 +21,7 @@ type CheckResult struct {
 	Problems []string
 }
 
-// maxProblems bounds the report: a wrecked file can yield one error per page.
+// maxProblems bounds the report, as a wrecked file can yield one error per page.
 const maxProblems = 100
 
 // Check runs bbolt's consistency check over every page, then checks that
@@ -122,8 +122,8 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 
 // Usage is how much room the store takes.
 type Usage struct {
-	FileBytes int64 // the file's size: bbolt grows it ahead of need, in steps
-	UsedBytes int64 // pages holding data: the high-water mark less free pages (free pages are known read-write only)
+	FileBytes int64 // the file's size, which bbolt grows ahead of need, in steps
+	UsedBytes int64 // pages holding data, the high-water mark less free pages (free pages are known read-write only)
 }
 
 // Usage measures the store's size, for benchmarks and operators.

@@ -17,8 +17,9 @@ import (
 // with, so a tenant's large repetitive record stays small.
 const compressFrom = 16 << 10
 
-// Inflating stops at these sizes: a stranger's store may hold a compression
-// bomb (gigabytes from a few kilobytes), which is damage, not data.
+// Inflating stops at these sizes, since a stranger's store may hold a
+// compression bomb (gigabytes from a few kilobytes), which is damage, not
+// data.
 const (
 	maxHeaderSize = 16 << 20
 	maxRecordSize = 16 << 20
@@ -32,9 +33,9 @@ var writers = sync.Pool{New: func() any {
 	return w
 }}
 
-// recordWriters compress large process records at DEFLATE's default level:
-// there are few of them, and a tenant's random arguments beside its raw maps
-// fit 64 KiB there (60 KB) but not at the fastest level (71 KB).
+// recordWriters compress large process records at DEFLATE's default level.
+// There are few of them, and a tenant's random arguments beside its raw maps
+// fit 64 KiB there but not at the fastest level.
 var recordWriters = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.DefaultCompression)
 	return w
@@ -55,8 +56,8 @@ func compressWith(pool *sync.Pool, dst, data []byte) []byte {
 	return buf.Bytes()
 }
 
-// decompress inflates data into a fresh slice, at most limit bytes: bbolt's
-// values live in its mmap and must not be kept past the transaction.
+// decompress inflates data into a fresh slice, at most limit bytes, since
+// bbolt's values live in its mmap and must not be kept past the transaction.
 func decompress(data []byte, limit int64) ([]byte, error) {
 	r := readers.Get().(io.ReadCloser)
 	defer readers.Put(r)
@@ -72,7 +73,7 @@ func decompress(data []byte, limit int64) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// encodeRecord is a process record's stored form after its hash: the JSON,
+// encodeRecord is a process record's stored form after its hash, the JSON,
 // compressed when large.
 func encodeRecord(json []byte) []byte {
 	if len(json) < compressFrom {

@@ -7,20 +7,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// bbolt's on-disk layout (go.etcd.io/bbolt/internal/common, format version 2):
-// a page starts with a 16-byte header (id, flags, count, overflow); a meta
+// bbolt's on-disk layout (go.etcd.io/bbolt/internal/common, format version
+// 2) starts a page with a 16-byte header (id, flags, count, overflow). A meta
 // page holds magic, version, page size, flags, the root bucket (16 bytes),
 // then the freelist page id, the high-water page id and the txid.
 const (
 	pageHeaderSize   = 16
 	metaFreelistOff  = pageHeaderSize + 32
 	freelistPageFlag = 0x10
-	noFreelist       = ^uint64(0) // bbolt's pgidNoFreelist: the freelist is not stored
+	noFreelist       = ^uint64(0) // bbolt's pgidNoFreelist, for a freelist not stored
 )
 
 // checkFreelist validates the freelist the current meta page points at. bbolt
-// trusts it blindly: a read-write open loads it, and a corrupt one makes the
-// next commit write pages at absurd offsets or panic. Run inside a
+// trusts it blindly, as a read-write open loads it, and a corrupt one makes
+// the next commit write pages at absurd offsets or panic. Run it inside a
 // transaction, so no writer can be rewriting it.
 func (s *Store) checkFreelist(tx *bolt.Tx) error {
 	f, err := os.Open(s.path)

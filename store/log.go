@@ -17,7 +17,7 @@ import (
 // The store's log is an RFC 6962 Merkle tree with one leaf per change (a
 // snapshot stored, removed or pruned, a diff or check result). The log bucket
 // maps an 8-byte big-endian index to the leaf's text. The info bucket keeps
-// the tree's right border, so an append hashes O(log n) nodes; docs/store.md
+// the tree's right border, so an append hashes O(log n) nodes. docs/store.md
 // has the leaf format.
 var (
 	bucketLog    = []byte("log")
@@ -35,7 +35,7 @@ type logState struct {
 	info   *bolt.Bucket
 }
 
-// openLog reads the log's state; a store written before the log began gets
+// openLog reads the log's state. A store written before the log began gets
 // its log here, one adopt leaf for each snapshot it holds, in id order.
 func (s *Store) openLog(tx *bolt.Tx) (*logState, error) {
 	info := tx.Bucket(bucketInfo)
@@ -108,8 +108,8 @@ func (st *logState) head() (tlog.TreeHead, error) {
 
 // AppendResult records a diff's or check's result as a leaf and returns the
 // log's new head. snapshots are those it compared (an id with an empty
-// digest: not stored); findings is the SHA-256 (hex) of its findings' JSON;
-// events seal the event log's segments its window read.
+// digest was not stored). findings is the SHA-256 (hex) of its findings'
+// JSON, and events seal the event log's segments its window read.
 func (s *Store) AppendResult(command, findings string, events []tlog.EventSeal, ids ...string) (tlog.TreeHead, error) {
 	var head tlog.TreeHead
 	err := s.update(func(tx *bolt.Tx) error {
@@ -137,7 +137,7 @@ func (s *Store) AppendResult(command, findings string, events []tlog.EventSeal, 
 	return head, err
 }
 
-// Head returns the log's origin, size and root; a store whose log has not
+// Head returns the log's origin, size and root. A store whose log has not
 // begun has size 0 and the empty tree's root.
 func (s *Store) Head() (tlog.TreeHead, error) {
 	var head tlog.TreeHead
@@ -202,7 +202,7 @@ func (s *Store) storedDigest(tx *bolt.Tx, id string, checked map[uint64]bool) (s
 	return tlog.SnapshotDigest(mv, header, sums, isNil), nil
 }
 
-// hostID names this host in the log's origin: its hostname, with anything
+// hostID names this host in the log's origin by its hostname, with anything
 // a note's key name cannot hold (space, +, control bytes) as '-'.
 func hostID() string {
 	name, err := os.Hostname()
@@ -217,7 +217,7 @@ func hostID() string {
 	}, name)
 }
 
-// encodeRange writes the border: the size (8 bytes), then its hashes.
+// encodeRange writes the border, the size (8 bytes) and then its hashes.
 func encodeRange(r *compact.Range) []byte {
 	out := binary.BigEndian.AppendUint64(nil, r.End())
 	for _, h := range r.Hashes() {

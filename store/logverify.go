@@ -16,7 +16,7 @@ import (
 )
 
 // LogProblem is one thing the log and the store disagree on. Leaf is the
-// leaf's index, -1 where no leaf is to blame; Snapshot the id involved.
+// leaf's index, -1 where no leaf is to blame, and Snapshot the id involved.
 type LogProblem struct {
 	Leaf     int64  `json:"leaf"`
 	Snapshot string `json:"snapshot,omitempty"`
@@ -41,8 +41,8 @@ type LeafSeal struct {
 	tlog.EventSeal
 }
 
-// live is a snapshot the log says is stored: the leaf that stored it and
-// the digest it recorded.
+// live is a snapshot the log says is stored, with the leaf that stored it
+// and the digest it recorded.
 type live struct {
 	leaf   uint64
 	digest string
@@ -209,7 +209,7 @@ func (v *logVerifier) checkStored() {
 }
 
 // checkBaselines checks that the baseline index names exactly the stored
-// baselines: an entry deleted would make an older baseline the latest.
+// baselines, since an entry deleted would make an older baseline the latest.
 func (v *logVerifier) checkBaselines() {
 	meta, idx := v.tx.Bucket(bucketMeta), v.tx.Bucket(bucketBaselines)
 	if meta == nil || idx == nil {
@@ -264,8 +264,8 @@ func subtreeHash(leaves [][]byte, id compact.NodeID) ([]byte, error) {
 	return mth(leaves[begin:end]), nil
 }
 
-// mth is RFC 6962's Merkle Tree Hash of leaf hashes: the left subtree the
-// largest power of two below their count.
+// mth is RFC 6962's Merkle Tree Hash of leaf hashes, whose left subtree is
+// the largest power of two below their count.
 func mth(leaves [][]byte) []byte {
 	if len(leaves) == 1 {
 		return leaves[0]
@@ -298,7 +298,7 @@ func consistencyProof(leaves [][]byte, size1, size2 uint64) ([][]byte, error) {
 	return proofHashes(leaves[:size2], nodes)
 }
 
-// causeOf is a damage error's cause alone: the report names the store.
+// causeOf is a damage error's cause alone, as the report names the store.
 func causeOf(err error) string {
 	if d, ok := err.(*DamagedError); ok {
 		return d.Cause

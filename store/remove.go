@@ -20,8 +20,8 @@ var ErrProtected = errors.New("is the latest baseline of its tenant")
 
 // Remove deletes the snapshot named by a full id or unique prefix and the
 // process records no other snapshot shares, appends a remove leaf to the
-// log, and returns its full id. A
-// tenant's latest baseline is kept unless force is set: the next diff needs it.
+// log, and returns its full id. A tenant's latest baseline is kept unless
+// force is set, since the next diff needs it.
 func (s *Store) Remove(idOrPrefix string, force bool) (string, error) {
 	var id string
 	err := s.update(func(tx *bolt.Tx) error {
@@ -63,13 +63,13 @@ func (s *Store) Remove(idOrPrefix string, force bool) (string, error) {
 
 // Prune says which snapshots to remove. Among those matching Filter, a
 // snapshot is kept when it is one of the KeepLast newest, or newer than
-// OlderThan; the rest are removed. A zero rule keeps nothing by itself, and at
-// least one rule must be set.
+// OlderThan. The rest are removed. A zero rule keeps nothing by itself, and
+// at least one rule must be set.
 type Prune struct {
 	Filter    Filter
-	KeepLast  int           // keep this many newest; 0: no such rule
-	OlderThan time.Duration // remove only snapshots older than this; 0: no such rule
-	Now       time.Time     // when "older than" is measured from; zero means time.Now()
+	KeepLast  int           // keep this many newest, or 0 for no such rule
+	OlderThan time.Duration // remove only snapshots older than this, or 0 for no such rule
+	Now       time.Time     // when "older than" is measured from, where zero means time.Now()
 	Force     bool          // also remove tenants' latest baselines
 	DryRun    bool          // report what would go, remove nothing
 }
@@ -158,10 +158,10 @@ func (s *Store) meta(tx *bolt.Tx, id string) (Meta, error) {
 	return m, nil
 }
 
-// latestBaselines is the set of ids that are some tenant's latest baseline:
+// latestBaselines is the set of ids that are some tenant's latest baseline,
 // the last key of each tenant's run in the baselines index. An entry naming
-// no snapshot is damage: taken for the latest, it would leave the real latest
-// baseline unprotected, and prune would remove it.
+// no snapshot is damage, since taken for the latest it would leave the real
+// latest baseline unprotected, and prune would remove it.
 func (s *Store) latestBaselines(tx *bolt.Tx) (map[string]bool, error) {
 	b, err := s.buckets(tx, bucketBaselines, bucketMeta)
 	if err != nil {
@@ -189,7 +189,7 @@ func (s *Store) latestBaselines(tx *bolt.Tx) (map[string]bool, error) {
 	return latest, nil
 }
 
-// delete removes a snapshot's own records; sweep frees what it referenced.
+// delete removes a snapshot's own records, and sweep frees what it referenced.
 func (s *Store) delete(tx *bolt.Tx, m Meta) error {
 	b, err := s.buckets(tx, bucketMeta, bucketSnapshots, bucketRefs, bucketBaselines)
 	if err != nil {
@@ -207,9 +207,9 @@ func (s *Store) delete(tx *bolt.Tx, m Meta) error {
 	return nil
 }
 
-// sweep deletes every process record no snapshot references any more. A mark
-// and sweep, not reference counts: Put then touches no shared counters, and
-// a count can never drift from the truth.
+// sweep deletes every process record no snapshot references any more. It
+// is a mark and sweep, not reference counts, so Put touches no shared
+// counters and a count can never drift from the truth.
 func (s *Store) sweep(tx *bolt.Tx) error {
 	b, err := s.buckets(tx, bucketRefs, bucketProcs, bucketHashes)
 	if err != nil {
@@ -230,8 +230,9 @@ func (s *Store) sweep(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	// Collect first: deleting under a moving bbolt cursor can skip keys.
-	// Copy too: the slices bbolt hands out may move once the bucket changes.
+	// The dead records are collected first, as deleting under a moving bbolt
+	// cursor can skip keys. They are copied too, as the slices bbolt hands
+	// out may move once the bucket changes.
 	var dead [][2][]byte // seq key, hash
 	err = procs.ForEach(func(k, v []byte) error {
 		if len(k) != 8 || len(v) < sha256.Size {

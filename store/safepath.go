@@ -33,7 +33,7 @@ func checkPath(path string, trusted uint32) error {
 	if err := safepath.CheckAncestors(cur, trusted); err != nil {
 		return refuse("%v", err)
 	}
-	// cur is now the resolved path; check the nearest existing directory
+	// cur is now the resolved path. Check the nearest existing directory
 	// holding it, and the file if it exists.
 	dir := filepath.Dir(cur)
 	for {

@@ -20,7 +20,8 @@ import (
 )
 
 // fillSequential packs buckets whose keys only grow (time-sorted ids,
-// sequence numbers): bbolt's default half-full split wastes half of each page.
+// sequence numbers), where bbolt's default half-full split wastes half of
+// each page.
 const fillSequential = 0.95
 
 // Put stores a snapshot under its ID and appends a put leaf to the store's
@@ -35,7 +36,8 @@ func (s *Store) Put(snap *snapshot.Snapshot) error {
 }
 
 // EncodeProcesses returns the JSON of each process of snap as Put stores
-// it (json.Marshal), encoded on every CPU: encoding is most of a Put's cost.
+// it (json.Marshal), encoded on every CPU, since encoding is most of a Put's
+// cost.
 // A caller that also prints the processes encodes them once and hands them
 // to PutEncoded.
 func (s *Store) EncodeProcesses(snap *snapshot.Snapshot) ([][]byte, error) {
@@ -106,8 +108,8 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 		if meta.Get(id) != nil {
 			return fmt.Errorf("%w: %s", ErrExists, snap.ID)
 		}
-		// Opened before anything is written: a log that begins here adopts
-		// what was stored before, not this snapshot.
+		// The log is opened before anything is written, so a log that begins
+		// here adopts what was stored before, not this snapshot.
 		log, err := s.openLog(tx)
 		if err != nil {
 			return err
@@ -144,10 +146,10 @@ func (s *Store) PutEncoded(snap *snapshot.Snapshot, processJSON [][]byte) error 
 type recordWriter struct {
 	s             *Store
 	tx            *bolt.Tx
-	codec         *processCodec // nil: records are stored as JSON
+	codec         *processCodec // nil when records are stored as JSON
 	procs, hashes *bolt.Bucket
 	recs          *records
-	typ           uint64 // today's record type in the store; 0 until needed
+	typ           uint64 // today's record type in the store, 0 until needed
 }
 
 // put stores the process whose JSON hashes to sum, or finds it stored, and
@@ -268,9 +270,10 @@ func (s *Store) resolve(tx *bolt.Tx, idOrPrefix string) (string, error) {
 	return matches[0], nil
 }
 
-// record is a stored snapshot as read: the header's JSON and each process
+// record is a stored snapshot as read, the header's JSON and each process
 // record, in order. procs is nil for a snapshot whose process list was nil.
-// The records may alias bbolt's mmap: valid inside the transaction.
+// The records may alias bbolt's mmap, so they are valid inside the
+// transaction only.
 type record struct {
 	header []byte
 	procs  []storedRec
@@ -297,9 +300,10 @@ func (s *Store) record(tx *bolt.Tx, id string) (record, error) {
 		return r, nil
 	}
 	// A snapshot's processes differ (each has its own PID), so a record
-	// listed twice is damage: a crafted list of one record a million times
-	// would otherwise cost a million decodes. (Sorted, not a set: the list
-	// is mostly in order already, and a set of thousands costs more.)
+	// listed twice is damage, and a crafted list of one record a million
+	// times would otherwise cost a million decodes. The list is sorted, not
+	// put in a set, as it is mostly in order already and a set of thousands
+	// costs more.
 	sorted := slices.Clone(seqs)
 	slices.Sort(sorted)
 	for i := 1; i < len(sorted); i++ {
@@ -330,7 +334,7 @@ func (r *storedRec) mentions(text []byte) bool {
 	return bytes.Contains(r.bin, text)
 }
 
-// load reads snapshot id: its header, then each process record it
+// load reads snapshot id, its header and then each process record it
 // references that mentions text (all when text is empty) and keep accepts.
 func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Process) bool) (*snapshot.Snapshot, error) {
 	snaps, err := s.loadShared(tx, []string{id}, text, false)
@@ -345,10 +349,10 @@ func (s *Store) load(tx *bolt.Tx, id string, text []byte, keep func(*snapshot.Pr
 }
 
 // GetShared loads several snapshots, by full id or unique prefix, in one
-// transaction, decoding a record they share once: two snapshots of an
+// transaction, decoding a record they share once, so two snapshots of an
 // unchanged host cost about one load. A process in several is one value
-// copied, and equal lists (a cgroup, a command line) may be one list: the
-// caller must not change them (diff changes nothing).
+// copied, and equal lists (a cgroup, a command line) may be one list, which
+// the caller must not change (diff changes nothing).
 func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error) {
 	var snaps []*snapshot.Snapshot
 	err := s.view(func(tx *bolt.Tx) error {
@@ -367,8 +371,8 @@ func (s *Store) GetShared(idsOrPrefixes ...string) ([]*snapshot.Snapshot, error)
 }
 
 // loadShared reads snapshots ids, their process records that mention text
-// (all when text is empty), decoding each distinct record once; with
-// share, processes may share lists (decodeProcesses).
+// (all when text is empty), decoding each distinct record once. With share,
+// processes may share lists (decodeProcesses).
 func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) ([]*snapshot.Snapshot, error) {
 	snaps := make([]*snapshot.Snapshot, len(ids))
 	lists := make([][]storedRec, len(ids))
@@ -390,8 +394,9 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) (
 	}
 	// unique points at the first listing of each distinct record, owner
 	// names the snapshot of that listing (for damage reports), and at is
-	// each record's place in unique. Pointers, sized once: a snapshot of
-	// thousands of records copied there grew and copied them again.
+	// each record's place in unique. They hold pointers and are sized once,
+	// as a snapshot of thousands of records copied there grew and copied
+	// them again.
 	unique := make([]*storedRec, 0, total)
 	owner := make([]int, 0, total)
 	var at map[uint64]int
@@ -414,7 +419,7 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) (
 	decoded := make([]snapshot.Process, len(unique))
 	if err := s.decodeProcesses(unique, decoded, share); err != nil {
 		var d *decodeError
-		if errors.As(err, &d) { // the one-line "store FILE is damaged: ..." form
+		if errors.As(err, &d) { // the one-line form `store FILE is damaged: ...`
 			return nil, s.damaged("snapshot %s: process record %d: %v", ids[owner[d.at]], unique[d.at].seq, d.err)
 		}
 		return nil, err
@@ -435,8 +440,9 @@ func (s *Store) loadShared(tx *bolt.Tx, ids []string, text []byte, share bool) (
 }
 
 // nullProcesses is how the header, stored without its processes, ends its
-// processes field. No other raw `"processes":null` can precede it: quotes
-// inside JSON strings are escaped, and no map comes before it in Snapshot.
+// processes field. No other raw `"processes":null` can precede it, since
+// quotes inside JSON strings are escaped, and no map comes before it in
+// Snapshot.
 var nullProcesses = []byte(`"processes":null`)
 
 // GetJSON returns a snapshot's JSON byte for byte as json.Marshal made it of
@@ -455,8 +461,8 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		// The processes' JSON is json.Marshal's own output, the header is
-		// what the store read: show --json indents it without a second
+		// The processes' JSON is json.Marshal's own output and the header is
+		// what the store read, so show --json indents it without a second
 		// validating scan.
 		if !json.Valid(r.header) {
 			return s.damaged("snapshot %s: header is not JSON", id)
@@ -505,11 +511,10 @@ func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
 	return append(out, header[at+len(nullProcesses):]...)
 }
 
-// decodeProcesses decodes the records on every CPU; a record that does
-// not decode is a decodeError. With share, a worker reuses the list of its
-// previous record where the bytes are the same (decodeShared): a diff of
-// two 5,000-process snapshots allocates 2.4 MB less, under the collector's
-// first goal.
+// decodeProcesses decodes the records on every CPU. A record that does not
+// decode is a decodeError. With share, a worker reuses the list of its
+// previous record where the bytes are the same (decodeShared), so a diff
+// of two large snapshots allocates less (docs/performance.md, The store).
 func (s *Store) decodeProcesses(recs []*storedRec, out []snapshot.Process, share bool) error {
 	workers := min(runtime.GOMAXPROCS(0), len(recs))
 	return s.parallel(workers, func(w int) error {

@@ -23,12 +23,12 @@ import (
 
 // SchemaVersion is the layout this gpusnap writes and reads. A file of a newer
 // schema is refused rather than misread. Schema 2 is schema 1 with binary
-// process records beside its JSON ones: a schema 1 file is read as it is,
+// process records beside its JSON ones. A schema 1 file is read as it is,
 // and its first read-write open marks it schema 2 (upgrade).
 const SchemaVersion = 2
 
-// DefaultLockTimeout is used when Options.LockTimeout is not positive: bbolt's
-// own default is to wait forever, which a Slurm epilog must never do.
+// DefaultLockTimeout is used when Options.LockTimeout is not positive, as
+// bbolt's own default is to wait forever, which a Slurm epilog must never do.
 const DefaultLockTimeout = 10 * time.Second
 
 var (
@@ -50,7 +50,7 @@ type Options struct {
 	LockTimeout time.Duration // how long to wait for another gpusnap holding the file
 }
 
-// Filter selects snapshots in List; zero fields match everything.
+// Filter selects snapshots in List. Zero fields match everything.
 type Filter struct {
 	Tenant string
 	Label  string
@@ -63,7 +63,7 @@ func (f Filter) match(m Meta) bool {
 		(f.Since.IsZero() || !m.Time.Before(f.Since))
 }
 
-// Meta describes a stored snapshot without loading it: the log's format
+// Meta describes a stored snapshot without loading it. The log's format
 // defines it, since a leaf's digest covers it.
 type Meta = tlog.Meta
 
@@ -101,7 +101,7 @@ type Store struct {
 }
 
 // Open opens the store at path. Read-write, it creates the file (0600) and
-// its directory (0700) when missing; read-only, a missing file is an error.
+// its directory (0700) when missing. Read-only, a missing file is an error.
 // Running as root, a path other users could tamper with is refused.
 func Open(path string, opts Options) (s *Store, err error) {
 	if path == "" {
@@ -121,7 +121,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 		}
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		// bbolt would call it an invalid database: it is no store at all.
+		// bbolt would call it an invalid database, but it is no store at all.
 		return nil, fmt.Errorf("store %s is a directory, not a store file", path)
 	}
 	if opts.ReadOnly {
@@ -139,8 +139,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 		return nil, fmt.Errorf("create the store's directory: %w", err)
 	}
 	// A read-write bbolt open loads the freelist and can fault or panic on a
-	// damaged file with its lock and mmap held beyond reach. Check an existing
-	// file read-only first: damage found there is reported without a trace.
+	// damaged file with its lock and mmap held beyond reach. An existing file
+	// is checked read-only first, so damage found there is reported without
+	// a trace.
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 		start := time.Now()
 		pre, err := open(path, true, opts.LockTimeout)
@@ -165,7 +166,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 // open opens the bbolt file and checks it is a sound gpusnap store.
 func open(path string, readOnly bool, timeout time.Duration) (s *Store, err error) {
 	// bbolt panics on corrupt pages, also inside Open, with the file open and
-	// locked: keep the file so a panic can still close the descriptor. The
+	// locked. The file is kept so a panic can still close the descriptor. The
 	// lock lives on with bbolt's mapping of the file until the process ends,
 	// which is why Open checks a file read-only before opening it read-write.
 	var file *os.File
@@ -207,7 +208,7 @@ func open(path string, readOnly bool, timeout time.Duration) (s *Store, err erro
 	return s, nil
 }
 
-// check checks the file's size, freelist and schema; an empty bbolt file is
+// check checks the file's size, freelist and schema. An empty bbolt file is
 // marked fresh.
 func (s *Store) check() error {
 	fileInfo, err := os.Stat(s.path)
@@ -300,7 +301,7 @@ func (s *Store) damaged(format string, args ...any) error {
 	return &DamagedError{Path: s.path, Cause: fmt.Sprintf(format, args...)}
 }
 
-// buckets fetches the store's buckets; a missing one means damage.
+// buckets fetches the store's buckets. A missing one means damage.
 func (s *Store) buckets(tx *bolt.Tx, names ...[]byte) ([]*bolt.Bucket, error) {
 	out := make([]*bolt.Bucket, len(names))
 	for i, name := range names {

@@ -6,8 +6,8 @@ import (
 
 // History loads the tenant's newest snapshots taken after from and before
 // to, while it ran, at most limit of them, newest first. Post snapshots are
-// left out: taken after a tenant ended, they hold only what it left behind,
-// not where that came from. It is diff.CompareWithHistory's history.
+// left out, since taken after a tenant ended they hold only what it left
+// behind, not where that came from. It is diff.CompareWithHistory's history.
 func (s *Store) History(from, to *snapshot.Snapshot, limit int) ([]*snapshot.Snapshot, error) {
 	metas, err := s.List(Filter{Tenant: from.Tenant, Since: from.Host.CaptureStart})
 	if err != nil {

@@ -1,9 +1,9 @@
 // Command perfdoc writes docs/performance.md from the raw output of
-// bench/all.sh's steps: go test's benchmark lines (b.ReportMetric),
-// hyperfine's JSON, and the "metric NAME VALUE" and hook-cost lines the
-// scripts and tests print. A row whose step failed or printed no figure
-// says "not measured" and why, and perfdoc exits 1: the page never passes
-// off a gap as a figure.
+// bench/all.sh's steps. It reads go test's benchmark lines
+// (b.ReportMetric), hyperfine's JSON, and the "metric NAME VALUE" and
+// hook-cost lines the scripts and tests print. A row whose step failed or
+// printed no figure says "not measured" and why, and perfdoc exits 1, so
+// the page never passes off a gap as a figure.
 package main
 
 import (
@@ -40,8 +40,8 @@ func main() {
 	}
 }
 
-// partial reports whether the run left steps out on purpose (--quick runs
-// no kernel matrix; --only names the steps it runs).
+// partial reports whether the run left steps out on purpose. --quick runs
+// no kernel matrix, and --only names the steps it runs.
 func (r *results) partial() bool { return r.host["mode"] != "full" || r.host["only"] != "" }
 
 // render writes the page and returns how many rows were not measured.
@@ -116,7 +116,7 @@ func renderRow(r *results, row row) (string, bool) {
 	return fmt.Sprintf("| %s | **%s** | %s | %s | %s | %s | %s |", what, f.text, f.cpu, f.wall, row.target, holds, cmd), true
 }
 
-// renderMatrix copies the kernel matrix's own table: what each Debian
+// renderMatrix copies the kernel matrix's own table of what each Debian
 // kernel loaded and each watch hook's open/close cost in its guests.
 func renderMatrix(w io.Writer, r *results) int {
 	fmt.Fprintf(w, "\n## The kernel matrix\n\nDebian 12's kernels booted under QEMU, as CI runs them: what each loaded, and each watch hook's open/close loop with its programs against none, counted in the guest's instructions (`TestHookCost` under `-icount`).\n\n")

@@ -13,12 +13,12 @@ import (
 	"strings"
 )
 
-// maxOutput bounds what is read of one step's output: a step that logs
+// maxOutput bounds what is read of one step's output, so a step that logs
 // without end yields an error, not an out-of-memory renderer.
 const maxOutput = 64 << 20
 
-// step is one command bench/all.sh ran: its name, the command line that
-// reproduces it, its exit status and how long it took.
+// step is one command bench/all.sh ran, with its name, the command line
+// that reproduces it, its exit status and how long it took.
 type step struct {
 	name, cmd string
 	rc, secs  int
@@ -49,15 +49,15 @@ type stepResult struct {
 	metric map[string]float64
 }
 
-// results are a whole run: the host it ran on and each step's result.
+// results are a whole run, the host it ran on and each step's result.
 type results struct {
 	host  map[string]string
 	order []string
 	steps map[string]*stepResult
 }
 
-// readResults reads the directory bench/all.sh wrote: host.txt, steps.tsv,
-// and each step's NAME.out and, for hyperfine steps, NAME.json.
+// readResults reads the directory bench/all.sh wrote, with host.txt,
+// steps.tsv, and each step's NAME.out and, for hyperfine steps, NAME.json.
 func readResults(dir string) (*results, error) {
 	r := &results{host: map[string]string{}, steps: map[string]*stepResult{}}
 	host, err := readBounded(filepath.Join(dir, "host.txt"))
@@ -138,8 +138,8 @@ func readBounded(path string) (string, error) {
 }
 
 var (
-	// benchLine is a go test benchmark result: name, iterations, then
-	// value-unit pairs.
+	// benchLine is a go test benchmark result, a name and iterations
+	// followed by value-unit pairs.
 	benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 	// metricLine is what the bench scripts print for bench/all.sh.
 	metricLine = regexp.MustCompile(`^metric (\S+) (\S+)$`)

@@ -5,17 +5,18 @@ import (
 	"fmt"
 )
 
-// figure is one row's measurement: the value its target is held to, as
+// figure is one row's measurement, the value its target is held to, as
 // printed, and the CPU and wall time beside it.
 type figure struct {
 	value     float64
 	text      string
 	cpu, wall string
 	procs     float64 // the host's processes where the step says, else 0
-	refused   bool    // the kernel refused what the row measures: no target applies
+	refused   bool    // the kernel refused what the row measures, so no target applies
 }
 
-// target is a bound a figure must keep: value <= limit, or >= where atLeast.
+// target is a bound a figure must keep, value <= limit or, where atLeast,
+// value >= limit.
 type target struct {
 	limit   float64
 	atLeast bool
@@ -43,8 +44,9 @@ func (t *target) holds(v float64) bool {
 func atMost(v float64, unit string) *target  { return &target{limit: v, unit: unit} }
 func atLeast(v float64, unit string) *target { return &target{limit: v, atLeast: true, unit: unit} }
 
-// row is one line of a table: what it measures, the step that measures it
-// (whose command reproduces it), how to read its figure, and its target.
+// row is one line of a table. It says what it measures, the step that
+// measures it (whose command reproduces it), how to read its figure, and its
+// target.
 type row struct {
 	what   string
 	step   string
@@ -74,9 +76,9 @@ func sep(unit string) string {
 
 func ms(seconds float64) string { return format(seconds*1e3, "ms") }
 
-// hyperfineRatio is command a against command b of one hyperfine run: the
-// figure is the CPU ratio (user+system, hyperfine's means), wall the ratio
-// of medians.
+// hyperfineRatio is command a against command b of one hyperfine run. The
+// figure is the CPU ratio (user+system, hyperfine's means), and wall the
+// ratio of medians.
 func hyperfineRatio(what, stepName, a, b string, t *target) row {
 	return row{what: what, step: stepName, target: t, get: func(s *stepResult) (figure, error) {
 		x, y, err := hyperfinePair(s, a, b)
@@ -118,7 +120,7 @@ func hyperfineTime(what, stepName, cmd string, t *target) row {
 	}}
 }
 
-// metrics names a benchmark's reported metrics: the figure, and optionally
+// metrics names a benchmark's reported metrics, the figure and optionally
 // the wall ratio and the two CPU times (ms) it divides.
 type metrics struct {
 	fig, unit  string
@@ -192,8 +194,8 @@ func benchMetric(what, stepName, bench string, m metrics, t *target) row {
 	}}
 }
 
-// benchVersus is benchmark a's unit against benchmark b's (b/a where
-// speedup: how many times faster a is).
+// benchVersus is benchmark a's unit against benchmark b's. Where speedup,
+// it is b/a, how many times faster a is.
 func benchVersus(what, stepName, a, b, unit string, speedup bool, t *target) row {
 	return row{what: what, step: stepName, target: t, get: func(s *stepResult) (figure, error) {
 		x, okA := s.bench[a][unit]

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// table is one section of the page: a comparison, what it runs, its rows.
+// table is one section of the page, a comparison with what it runs and its
+// rows.
 type table struct {
 	title, about string
 	rows         []row
@@ -52,8 +53,8 @@ func tables(sizes []string, quick bool) []table {
 	}
 }
 
-// gateTable is bench/gate.sh's: the gate against fuser at 600 and 5,000
-// processes (600 alone in a quick run).
+// gateTable is bench/gate.sh's table, the gate against fuser at 600 and
+// 5,000 processes (600 alone in a quick run).
 func gateTable(quick bool) table {
 	sizes := []string{"600", "5000"}
 	if quick {
@@ -217,8 +218,8 @@ func watchTable() table {
 }
 
 // hookGap is how far a hook's watch programs slow an open and close below
-// empty programs on the same points: the two speeds' difference, in points
-// of the bare loop's (TestHookCost's line, as hookRow reads it).
+// empty programs on the same points. It is the two speeds' difference, in
+// points of the bare loop's (TestHookCost's line, as hookRow reads it).
 func hookGap(what, hook string, t *target) row {
 	return row{what: what, step: "hooks", target: t, get: func(s *stepResult) (figure, error) {
 		watch, okW := s.metric["hook-"+hook+"-watch"]
@@ -231,7 +232,7 @@ func hookGap(what, hook string, t *target) row {
 	}}
 }
 
-// hookRow is one hook's TestHookCost line; a hook the kernel refuses has
+// hookRow is one hook's TestHookCost line. A hook the kernel refuses has
 // none, which the row says rather than leaving a gap.
 func hookRow(what, hook, which string, t *target) row {
 	return row{what: what, step: "hooks", target: t, get: func(s *stepResult) (figure, error) {

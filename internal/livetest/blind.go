@@ -9,7 +9,7 @@ import (
 )
 
 // blindSource is the C helper of device users the syscall tracepoints alone
-// miss: opens through io_uring, and 32-bit calls.
+// miss, by opens through io_uring and by 32-bit calls.
 //
 //go:embed helper/blind.c
 var blindSource []byte
@@ -23,8 +23,9 @@ func IOUringOpen(t testing.TB, path string) int {
 }
 
 // IA32OpenMap opens path read-write and maps it shared in a 32-bit process
-// (gcc -m32 -static: openat and mmap2 by their ia32 numbers), and returns its
-// PID once it has exited. It skips where the kernel runs no 32-bit programs.
+// (gcc -m32 -static, with openat and mmap2 by their ia32 numbers), and
+// returns its PID once it has exited. It skips where the kernel runs no
+// 32-bit programs.
 func IA32OpenMap(t testing.TB, path string) int {
 	t.Helper()
 	return runBlind(t, buildC(t, "blind32", blindSource, "-m32", "-static"), "plain", path)

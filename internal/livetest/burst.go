@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// burstSource is the C helper of short-lived GPU workers: each opens a device
+// burstSource is the C helper of short-lived GPU workers. Each opens a device
 // node read-write, maps it shared read-write and exits within a few ms.
 //
 //go:embed helper/burst.c
@@ -34,7 +34,7 @@ func Burst(t testing.TB, bin, path string, n int) []int {
 }
 
 // BurstInContainer runs n workers of bin the way a container runtime would
-// place them: in their own pid and mount namespaces, with a tmpfs /dev where
+// place them, in their own pid and mount namespaces, with a tmpfs /dev where
 // /dev/nvidia0 is mknod'ed for the loop device, inside a docker-<id>.scope
 // cgroup. It returns the container and the workers' PIDs inside it.
 func BurstInContainer(t testing.TB, bin string, loop *Loop, n int) (*Container, []int) {

@@ -18,8 +18,8 @@ import (
 )
 
 // requireContainers skips the test where the host refuses what a container
-// runtime does (a container without CAP_SYS_ADMIN, a locked-down kernel):
-// the namespaces, a tmpfs /dev or a mknod there.
+// runtime does (the namespaces, a tmpfs /dev or a mknod there), as in a
+// container without CAP_SYS_ADMIN or on a locked-down kernel.
 func requireContainers(t testing.TB) {
 	t.Helper()
 	Require(t, "unshare", "mount", "mknod", "sh")
@@ -37,21 +37,22 @@ func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Co
 	t.Helper()
 	requireContainers(t)
 	c := newCgroup(t)
-	// Inside: a private /dev like a container's, the node mknod'ed there, the
-	// tenant run by sh (the namespace's init, which must outlive the tenant or
-	// the kernel kills the ghost with it), then init sleeps until killed.
-	// runTenant appends the PID file as "$0".
+	// Inside, sh mounts a private /dev like a container's and mknods the
+	// node there. It runs the tenant as the namespace's init, which must
+	// outlive the tenant or the kernel kills the ghost with it, then sleeps
+	// until killed. runTenant appends the PID file as "$0".
 	words := make([]string, len(tenant))
 	for i, w := range tenant {
 		words[i] = quote(w)
 	}
 	inner := fmt.Sprintf(`mount -t tmpfs tmpfs /dev && mknod -m 600 /dev/nvidia0 b %d %d && %s -p 3 /dev/nvidia0 "$0" && exec sleep infinity`,
 		loop.Major, loop.Minor, strings.Join(words, " "))
-	// Outside: join the cgroup first, so every process below is born in it.
-	// --kill-child: should unshare die, its child (the init) dies with it.
+	// Outside, sh joins the cgroup first, so every process below is born in
+	// it. With --kill-child, should unshare die, its child (the init) dies
+	// with it.
 	outer := fmt.Sprintf(`echo $$ > %s && exec unshare -m -p --kill-child --mount-proc sh -c %s "$0"`,
 		quote(filepath.Join(c.CgroupDir, "cgroup.procs")), quote(inner))
-	// fd 3 is the host's /proc: the tenant reads its host PID from it.
+	// fd 3 is the host's /proc, which the tenant reads its host PID from.
 	hostProc, err := os.Open("/proc")
 	if err != nil {
 		t.Fatalf("livetest: %v", err)
@@ -60,9 +61,9 @@ func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Co
 	cmd := exec.Command("sh", "-c", outer)
 	cmd.ExtraFiles = []*os.File{hostProc}
 	t.Cleanup(func() {
-		// Killing the init of a pid namespace kills all in it; SIGKILL, since
-		// an init ignores SIGTERM. Killing unshare, our child, covers a
-		// namespace whose PIDs were never learnt (a failed start).
+		// Killing the init of a pid namespace kills all in it, by SIGKILL,
+		// since an init ignores SIGTERM. Killing unshare, our child, covers
+		// a namespace whose PIDs were never learnt (a failed start).
 		for _, p := range []Proc{sc.Ghost, c.Init} {
 			if err := p.kill(); err != nil {
 				t.Errorf("livetest: container: %v", err)
@@ -93,7 +94,7 @@ func startContainer(t testing.TB, tenant []string, loop *Loop, sc *Scenario) *Co
 	return c
 }
 
-// nsInit returns the pid namespace's init: the one child of unshare --fork.
+// nsInit returns the pid namespace's init, the one child of unshare --fork.
 func nsInit(unshare int) (Proc, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", unshare, unshare))
 	if err != nil {
@@ -111,8 +112,8 @@ func nsInit(unshare int) (Proc, error) {
 }
 
 // newCgroup makes docker-<64 hex>.scope in the cgroup v2 hierarchy, or in a
-// v1 hierarchy where there is no v2 one, and removes it on cleanup (after the
-// processes in it are killed: cleanups run last registered first).
+// v1 hierarchy where there is no v2 one, and removes it on cleanup, after the
+// processes in it are killed, as cleanups run last registered first.
 func newCgroup(t testing.TB) *Container {
 	t.Helper()
 	var id [32]byte
@@ -126,7 +127,7 @@ func newCgroup(t testing.TB) *Container {
 // Cgroup makes a cgroup of its own for a test at the top of the hierarchy
 // cgroupMount finds, returning its directory (write a PID to its
 // cgroup.procs to move the process there) and the path /proc/PID/cgroup
-// shows; it is removed on cleanup, after the processes in it are killed.
+// shows. It is removed on cleanup, after the processes in it are killed.
 func Cgroup(t testing.TB) (dir, path string) {
 	t.Helper()
 	var id [8]byte
@@ -136,8 +137,8 @@ func Cgroup(t testing.TB) (dir, path string) {
 
 // makeCgroup makes a cgroup named name at the top of the hierarchy
 // cgroupMount finds, returning its directory and the path /proc/PID/cgroup
-// shows, and removes it on cleanup (after the processes in it are killed:
-// cleanups run last registered first).
+// shows, and removes it on cleanup, after the processes in it are killed, as
+// cleanups run last registered first.
 func makeCgroup(t testing.TB, name string) (dir, path string) {
 	t.Helper()
 	mnt, root, err := cgroupMount()
@@ -161,8 +162,8 @@ func makeCgroup(t testing.TB, name string) (dir, path string) {
 	return dir, path
 }
 
-// cgroupMount finds where to make a cgroup: the cgroup2 mount if there is one
-// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host), else the
+// cgroupMount finds where to make a cgroup, in the cgroup2 mount if there is
+// one (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host), else the
 // name=systemd v1 hierarchy, else any v1 one. root is the mount's root within
 // the hierarchy, the prefix of the paths /proc/PID/cgroup shows.
 func cgroupMount() (mnt, root string, err error) {

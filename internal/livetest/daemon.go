@@ -16,8 +16,8 @@ import (
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
-// Daemon is a server a test started (node_exporter, Prometheus ...): its
-// process, and what it wrote on stdout and stderr, for the test's log.
+// Daemon is a server a test started (node_exporter, Prometheus ...), with
+// its process and what it wrote on stdout and stderr, for the test's log.
 type Daemon struct {
 	Name string
 	cmd  *exec.Cmd
@@ -26,9 +26,9 @@ type Daemon struct {
 }
 
 // StartDaemon starts bin with args and registers a Cleanup that stops it by
-// its PID: SIGTERM, then SIGKILL if it has not exited within waitLimit. The
-// test fails at cleanup if it did not stop; its output is logged then when
-// the test failed.
+// its PID, with SIGTERM, then SIGKILL if it has not exited within waitLimit.
+// The test fails at cleanup if it did not stop, and its output is logged
+// then when the test failed.
 func StartDaemon(t testing.TB, bin string, args ...string) *Daemon {
 	t.Helper()
 	d := &Daemon{Name: bin, cmd: exec.Command(bin, args...), out: &LockedBuffer{}, done: make(chan struct{})}
@@ -102,8 +102,8 @@ func (d *Daemon) WaitHTTP(t testing.TB, url string) {
 	}
 }
 
-// LoopbackAddr is a free TCP address on 127.0.0.1 for a daemon to listen on:
-// the kernel picks the port, which is closed again for the daemon to take.
+// LoopbackAddr is a free TCP address on 127.0.0.1 for a daemon to listen on.
+// The kernel picks the port, which is closed again for the daemon to take.
 func LoopbackAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

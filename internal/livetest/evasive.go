@@ -14,7 +14,7 @@ import (
 )
 
 // HoldRegistered starts a process that opens path read-write, registers the
-// fd with an io_uring (IORING_REGISTER_FILES), closes it and sleeps: its fd
+// fd with an io_uring (IORING_REGISTER_FILES), closes it and sleeps. Its fd
 // directory shows only the ring, whose fdinfo lists the file. Cleanup kills
 // it by PID.
 func HoldRegistered(t testing.TB, path string) Proc {
@@ -41,7 +41,8 @@ func Hop(t testing.TB, path string) Proc {
 		}
 		<-exited
 		// A hopper forked as the signal came is killed by it too (a fork
-		// that races a group signal is restarted): none may outlive the test.
+		// that races a group signal is restarted), so none may outlive the
+		// test.
 		if err := testwait.For(waitLimit, fmt.Sprintf("process group %d to empty", p.PID), func() bool {
 			return errors.Is(syscall.Kill(-p.PID, 0), syscall.ESRCH)
 		}); err != nil {
@@ -52,10 +53,10 @@ func Hop(t testing.TB, path string) Proc {
 }
 
 // HideProc mounts over /proc/PID, as root can, so the directory does not read
-// as the process: an empty bind mount, or with fake a tmpfs of a made-up
-// process's files. Cleanup unmounts it lazily, since a reader may hold it
-// open. Call it after starting the process, so its cleanup runs before the
-// process is killed.
+// as the process. It mounts an empty bind mount, or with fake a tmpfs of a
+// made-up process's files. Cleanup unmounts it lazily, since a reader may
+// hold it open. Call it after starting the process, so its cleanup runs
+// before the process is killed.
 func HideProc(t testing.TB, pid int, fake map[string]string) {
 	t.Helper()
 	target := mountOverProc(t, pid, func(target string) error {
@@ -71,8 +72,9 @@ func HideProc(t testing.TB, pid int, fake map[string]string) {
 	}
 }
 
-// HideProcBehind bind-mounts /proc/other over /proc/pid (root): the same
-// procfs, a real process's files, none of them pid's. Cleanup unmounts it.
+// HideProcBehind bind-mounts /proc/other over /proc/pid (root), which shows
+// the same procfs and a real process's files, none of them pid's. Cleanup
+// unmounts it.
 func HideProcBehind(t testing.TB, pid, other int) {
 	t.Helper()
 	mountOverProc(t, pid, func(target string) error {
@@ -81,7 +83,7 @@ func HideProcBehind(t testing.TB, pid, other int) {
 }
 
 // mountOverProc mounts something over /proc/pid with mount and unmounts it
-// at Cleanup; it returns /proc/pid.
+// at Cleanup. It returns /proc/pid.
 func mountOverProc(t testing.TB, pid int, mount func(target string) error) string {
 	t.Helper()
 	Require(t)
@@ -91,7 +93,7 @@ func mountOverProc(t testing.TB, pid int, mount func(target string) error) strin
 	}
 	t.Cleanup(func() {
 		// Once the process is reaped its directory goes, and the kernel
-		// detaches what was mounted on it: ENOENT is that.
+		// detaches what was mounted on it, which ENOENT says.
 		if err := syscall.Unmount(target, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("livetest: unmount %s: %v", target, err)
 		}

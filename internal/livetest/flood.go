@@ -26,7 +26,7 @@ type Flood struct {
 }
 
 // StartFlood starts bin (BuildFlood) as user nobody (uid and gid 65534),
-// opening and closing path n times at rate a second (0: unpaced).
+// opening and closing path n times at rate a second (0 for unpaced).
 func StartFlood(t testing.TB, bin string, rate, n int, path string) *Flood {
 	t.Helper()
 	Require(t, "setpriv")
@@ -39,7 +39,7 @@ func StartFlood(t testing.TB, bin string, rate, n int, path string) *Flood {
 }
 
 // Wait waits for the flood's end and returns its PID and how many opens it
-// made; the test fails where it failed.
+// made. The test fails where the flood failed.
 func (f *Flood) Wait(t testing.TB) (pid int, opens uint64) {
 	t.Helper()
 	err := f.cmd.Wait()

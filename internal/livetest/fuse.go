@@ -46,7 +46,7 @@ func StuckFUSE(t testing.TB) string {
 
 // MapThenStick runs python3 mapping node MAP_SHARED read-write, then
 // opening path (below StuckFUSE's mount), and returns once it sits in D
-// state there: a GPU user that kill -9 does not end at once. Cleanup kills
+// state there, a GPU user that kill -9 does not end at once. Cleanup kills
 // it by PID (a FUSE wait is killable) and reaps it.
 func MapThenStick(t testing.TB, node, path string) Proc {
 	t.Helper()

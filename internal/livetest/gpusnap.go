@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// built is this tree's gpusnap, built once a test binary: each build links
-// the whole binary, seconds of CPU on a loaded host.
+// built is this tree's gpusnap, built once a test binary, since each build
+// links the whole binary at a cost of seconds of CPU on a loaded host.
 var built struct {
 	once     sync.Once
 	dir, bin string

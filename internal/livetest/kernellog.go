@@ -6,24 +6,26 @@ import (
 	"testing"
 )
 
-// kernelLogLock is one file for every package's tests: go test runs packages
-// side by side, and the host has one kernel log.
+// kernelLogLock is one file for every package's tests, since go test runs
+// packages side by side, and the host has one kernel log.
 const kernelLogLock = "/tmp/gpusnap-test-kernel-log.lock"
 
 // ShareKernelLog is for a test that diffs the live host and judges the
-// verdict: a record another test forges into /dev/kmsg during its window would
-// rightly be reported as forged_kernel_message. It holds the lock shared until
-// the test ends, so such tests run side by side but never beside a forger.
+// verdict. A record another test forges into /dev/kmsg during its window
+// would rightly be reported as forged_kernel_message. It holds the lock
+// shared until the test ends, so such tests run side by side but never
+// beside a forger.
 func ShareKernelLog(t testing.TB) { lockKernelLog(t, syscall.LOCK_SH) }
 
-// OwnKernelLog is for the one test that writes to /dev/kmsg: it waits until no
-// live diff of another package is running and keeps them out until it ends.
+// OwnKernelLog is for the one test that writes to /dev/kmsg. It waits until
+// no live diff of another package is running and keeps them out until it
+// ends.
 func OwnKernelLog(t testing.TB) { lockKernelLog(t, syscall.LOCK_EX) }
 
 func lockKernelLog(t testing.TB, how int) { lockHost(t, kernelLogLock, how) }
 
-// deviceNoiseLock is one file for every package's tests: a watch records
-// every process on the host that uses an NVIDIA-named node.
+// deviceNoiseLock is one file for every package's tests, since a watch
+// records every process on the host that uses an NVIDIA-named node.
 const deviceNoiseLock = "/tmp/gpusnap-test-device-noise.lock"
 
 // ShareQuietHost is for a test whose watch must lose no event, or whose
@@ -34,7 +36,7 @@ const deviceNoiseLock = "/tmp/gpusnap-test-device-noise.lock"
 // closed.
 func ShareQuietHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_SH) }
 
-// OwnNoisyHost is for a test that floods the host with device users: it
+// OwnNoisyHost is for a test that floods the host with device users. It
 // waits until no quiet test runs and keeps them out until it ends.
 func OwnNoisyHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_EX) }
 
@@ -45,8 +47,8 @@ func lockHost(t testing.TB, path string, how int) {
 	if err != nil {
 		t.Fatalf("test lock %s: %v", path, err)
 	}
-	// Blocking: the longest holder is a whole Slurm run, bounded by its own
-	// time limits and by go test's -timeout.
+	// The lock is taken blocking, as the longest holder is a whole Slurm
+	// run, bounded by its own time limits and by go test's -timeout.
 	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		t.Fatalf("test lock %s: %v", path, err)
@@ -54,12 +56,13 @@ func lockHost(t testing.TB, path string, how int) {
 	t.Cleanup(func() { f.Close() })
 }
 
-// fakeGPULock is one file for every gpusnap test run on the host: a test
-// that checks a fake GPU outside /tmp sees every node named for that GPU.
+// fakeGPULock is one file for every gpusnap test run on the host, since a
+// test that checks a fake GPU outside /tmp sees every node named for that
+// GPU.
 const fakeGPULock = "/tmp/gpusnap-test-fake-gpus.lock"
 
 // OwnFakeGPUs is for a test that makes fake GPUs outside /tmp (where other
-// tests' allow lists do not reach) and checks them: another run of the same
+// tests' allow lists do not reach) and checks them. Another run of the same
 // test, in a second test run beside this one, makes nodes of the same names,
 // which it would rightly find in use. They take turns.
 func OwnFakeGPUs(t testing.TB) { lockHost(t, fakeGPULock, syscall.LOCK_EX) }

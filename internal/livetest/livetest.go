@@ -1,4 +1,4 @@
-// Package livetest sets up real GPU-tenant scenarios without a GPU: a loop
+// Package livetest sets up real GPU-tenant scenarios without a GPU. A loop
 // device behind a node named nvidia0 is the GPU, and a C program maps it and
 // forks a ghost that keeps it. Helpers need root, skip clearly where the host
 // refuses, and undo their work by PID or name, not pattern, so other tests
@@ -19,8 +19,9 @@ import (
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
-// waitLimit bounds every wait of the harness: for a mapping to appear, a
-// process to exit, a cgroup to empty. Generous, since other tests share the CPUs.
+// waitLimit bounds every wait of the harness, for a mapping to appear, a
+// process to exit or a cgroup to empty. It is generous, since other tests
+// share the CPUs.
 const waitLimit = 20 * time.Second
 
 // Require skips the test unless it runs as root with the named tools on PATH,
@@ -31,7 +32,7 @@ func Require(t testing.TB, tools ...string) {
 	testenv.Tools(t, tools...)
 }
 
-// Proc is a process the harness started: its host PID, its PID inside its
+// Proc is a process the harness started, by its host PID, its PID inside its
 // own pid namespace (the same as PID outside one), and its start time (field
 // 22 of /proc/PID/stat), which together name it even if the PID is reused.
 type Proc struct {
@@ -80,7 +81,7 @@ func readStat(pid int) (uint64, byte, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	// comm may hold spaces and parentheses: the fields start after the last ')'.
+	// comm may hold spaces and parentheses, so the fields start after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
@@ -120,7 +121,8 @@ func WaitMapped(t testing.TB, pid int, perms, path string) {
 }
 
 // mapsPermsPath returns the permissions and the path (spaces kept, " (deleted)"
-// included) of a maps line: range perms offset dev inode [padding] path.
+// included) of a maps line, whose fields are range perms offset dev inode
+// [padding] path.
 func mapsPermsPath(line string) (perms, path string) {
 	rest := line
 	for i := 0; i < 5; i++ {

@@ -12,8 +12,8 @@ import (
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
-// Loop is a loop block device over a small temporary file: the stand-in for a
-// GPU. Node is a second block node of the same device, named nvidia0 in a
+// Loop is a loop block device over a small temporary file, the stand-in for
+// a GPU. Node is a second block node of the same device, named nvidia0 in a
 // directory named dev, so gpusnap classes it as an NVIDIA device by its name
 // while its device number (7:N) is the loop device's.
 type Loop struct {
@@ -59,9 +59,9 @@ func NewLoop(t testing.TB) *Loop {
 	return l
 }
 
-// attach runs losetup -f --show, retrying for waitLimit: concurrent tests
+// attach runs losetup -f --show, retrying for waitLimit. Concurrent tests
 // can race for the same free device, and losetup then fails with "device
-// busy"; a loaded host is slow to settle it, and giving up skips the test.
+// busy". A loaded host is slow to settle it, and giving up skips the test.
 func attach(img string) (string, error) {
 	var err error
 	var out []byte

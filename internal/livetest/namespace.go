@@ -11,7 +11,7 @@ import (
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
-// namespaceInit is the namespace's init: it reaps every orphan, as init
+// namespaceInit is the namespace's init. It reaps every orphan, as init
 // does, so a killed leftover leaves no zombie behind.
 const namespaceInit = `import os, time
 while True:
@@ -20,7 +20,7 @@ while True:
     except ChildProcessError:
         time.sleep(0.05)`
 
-// Namespace is a pid and mount namespace with its own /proc: a host of its
+// Namespace is a pid and mount namespace with its own /proc, a host of its
 // own for a test whose gpusnap acts on what it sees (reap --yes), so it
 // sees, and can signal, no other test's processes. Mounts made before it
 // are seen inside it.
@@ -77,8 +77,8 @@ func (n *Namespace) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.Init.PID), "-p", "-m", "--", name}, args...)...)
 }
 
-// Proc names the process nspid of the namespace by its host PID: the
-// process on the host whose NSpid ends in nspid, in this namespace.
+// Proc names the process nspid of the namespace by its host PID, that of
+// the process on the host whose NSpid ends in nspid, in this namespace.
 func (n *Namespace) Proc(t testing.TB, nspid int) Proc {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")

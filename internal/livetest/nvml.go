@@ -21,7 +21,7 @@ var nvmlHangSource []byte
 const HungNVMLEnteredEnv = "GPUSNAP_NVML_HANG_ENTERED"
 
 // HungNVML builds, with gcc, a libnvidia-ml.so.1 whose nvmlInit_v2 never
-// returns, and returns its directory: a process started with it first on
+// returns, and returns its directory. A process started with it first on
 // LD_LIBRARY_PATH loads it as go-nvml loads the real library (dlopen of
 // libnvidia-ml.so.1). Needs gcc only, not root.
 func HungNVML(t testing.TB) string {
@@ -42,8 +42,8 @@ func HungNVML(t testing.TB) string {
 }
 
 // ServeGPU fills the calls go-nvml's server mocks leave out (process lists,
-// utilization, memory v2) for one of their devices: procs are its compute
-// processes, and its memory in use is theirs; it is 90% busy while it has
+// utilization, memory v2) for one of their devices. procs are its compute
+// processes, and its memory in use is theirs. It is 90% busy while it has
 // any, idle without.
 func ServeGPU(d *server.Device, procs ...nvml.ProcessInfo) {
 	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
@@ -69,7 +69,7 @@ func ServeGPU(d *server.Device, procs ...nvml.ProcessInfo) {
 		}
 		var out []nvml.ProcessUtilizationSample
 		for _, p := range procs {
-			// An older sample first: the reader keeps the latest.
+			// An older sample comes first, and the reader keeps the latest.
 			out = append(out, nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 1, SmUtil: 1},
 				nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 2, SmUtil: 90, MemUtil: 30})
 		}

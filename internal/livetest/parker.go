@@ -15,7 +15,7 @@ var parkerSource []byte
 
 // StartParker runs a process that opens path read-write, sends the fd to
 // itself over a unix socket pair without receiving it, closes its own copy
-// and stays alive: /proc shows no holder or mapping of path, yet the file
+// and stays alive. /proc shows no holder or mapping of path, yet the file
 // is open. Cleanup kills it.
 func StartParker(t testing.TB, path string) Proc {
 	t.Helper()

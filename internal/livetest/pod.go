@@ -14,7 +14,7 @@ import (
 // it (kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid
 // with underscores>.slice) and returns a function that moves a process into
 // it. Cleanup removes it, and its parents where no other test's pod is in
-// them, once its processes are gone: call it before starting them.
+// them, once its processes are gone, so call it before starting them.
 func PodCgroup(t testing.TB, podUID string) (join func(pid int)) {
 	t.Helper()
 	mnt, _, err := cgroupMount()
@@ -37,7 +37,7 @@ func PodCgroup(t testing.TB, podUID string) (join func(pid int)) {
 
 // UnitCgroup makes a cgroup named for the systemd unit (gpusnap-x.service)
 // at the top of the hierarchy, as systemd's system.slice units sit, and
-// returns a function that moves a process into it; cleanup removes it once
+// returns a function that moves a process into it. Cleanup removes it once
 // its processes have gone.
 func UnitCgroup(t testing.TB, unit string) (join func(pid int)) {
 	t.Helper()

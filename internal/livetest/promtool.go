@@ -9,8 +9,8 @@ import (
 )
 
 // PromtoolCheck lints a Prometheus exposition with Debian's promtool (package
-// prometheus), as a scraper would judge it, in a subtest of its own: skipped
-// under -short, and where promtool is not installed.
+// prometheus), as a scraper would judge it, in a subtest of its own. The
+// subtest is skipped under -short, and where promtool is not installed.
 func PromtoolCheck(t *testing.T, exposition []byte) {
 	t.Helper()
 	t.Run("promtool check metrics", func(t *testing.T) {

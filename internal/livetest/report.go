@@ -7,8 +7,9 @@ import (
 
 // ReportFinding returns the line of a text report (diff's or check's, one
 // block per process) that gives a finding of kind about pid, and whether
-// there is one: a line "SEVERITY kind: ..." in the block whose title is
-// "pid PID (...)". The verbose report's "kind: pid PID ..." lines count too.
+// there is one. That is a line `SEVERITY kind: ...` in the block whose title
+// is `pid PID (...)`. The verbose report's `kind: pid PID ...` lines count
+// too.
 func ReportFinding(report, kind string, pid int) (string, bool) {
 	title, verbose := "pid "+strconv.Itoa(pid)+" ", kind+": pid "+strconv.Itoa(pid)+" "
 	in := false

@@ -15,27 +15,27 @@ import (
 	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
-// tenantSource is the C helper: fork without exec is what makes a real ghost,
-// and Go cannot fork without exec.
+// tenantSource is the C helper, since fork without exec is what makes a real
+// ghost, and Go cannot fork without exec.
 //
 //go:embed helper/tenant.c
 var tenantSource []byte
 
 // Options choose the scenario StartGhost sets up.
 type Options struct {
-	// Container runs the tenant as a container would: in its own pid and mount
-	// namespace (unshare -m -p --kill-child --mount-proc) with a tmpfs on /dev holding a
-	// mknod'ed /dev/nvidia0 of the loop device, in a cgroup named
-	// docker-<64 hex>.scope. The host then sees /dev/nvidia0 in the ghost's
-	// maps although the host has no such path.
+	// Container runs the tenant as a container would, in its own pid and
+	// mount namespace (unshare -m -p --kill-child --mount-proc) with a tmpfs
+	// on /dev holding a mknod'ed /dev/nvidia0 of the loop device, in a
+	// cgroup named docker-<64 hex>.scope. The host then sees /dev/nvidia0 in
+	// the ghost's maps although the host has no such path.
 	Container bool
 	// GhostComm, when set, is the name the ghost gives itself (prctl
-	// PR_SET_NAME), as a miner calls itself python3; its exe stays the helper.
+	// PR_SET_NAME), as a miner calls itself python3. Its exe stays the helper.
 	GhostComm string
 	// Exe, when set, is the path the helper is built at, with its directory
-	// made: a workload named and placed as a user's (~/.pyenv/.../python3.11)
-	// or a miner's. Cleanup removes the file. Default: a temporary directory,
-	// under /tmp.
+	// made, for a workload named and placed as a user's
+	// (~/.pyenv/.../python3.11) or a miner's. Cleanup removes the file. By
+	// default it is in a temporary directory, under /tmp.
 	Exe string
 }
 
@@ -44,13 +44,13 @@ type Options struct {
 type Scenario struct {
 	Loop *Loop
 	// Path is the node's path as the host's /proc shows it in maps and fd
-	// links: Loop.Node, or /dev/nvidia0 in a container.
+	// links, Loop.Node, or /dev/nvidia0 in a container.
 	Path string
 	// Tenant opened Path read-write and read-only, mapped 64 KiB of it
-	// MAP_SHARED read-write, forked the ghost and exited: it is gone when
+	// MAP_SHARED read-write, forked the ghost and exited. It is gone when
 	// StartGhost returns.
 	Tenant Proc
-	// Ghost is the tenant's child, in a session of its own (setsid): it
+	// Ghost is the tenant's child, in a session of its own (setsid). It
 	// inherited the rw-s mapping and both fds (access rw and r) by fork and
 	// sleeps until killed. Its parent is now init, a subreaper, or the
 	// container's init.
@@ -64,7 +64,7 @@ type Container struct {
 	ID           string // the 64 hex digits of docker-<ID>.scope
 	CgroupDir    string // the directory in the cgroup filesystem
 	CgroupPath   string // the path as /proc/PID/cgroup shows it, e.g. /docker-<ID>.scope
-	Init         Proc   // the pid namespace's init (NSPID 1): the ghost's parent
+	Init         Proc   // the pid namespace's init (NSPID 1), the ghost's parent
 	PIDNamespace string // link target of /proc/PID/ns/pid, e.g. pid:[4026532178]
 }
 
@@ -99,8 +99,8 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 			t.Fatalf("livetest: tenant %d did not exit after forking its ghost", sc.Tenant.PID)
 		}
 	}
-	// The tenant writes the PID file just before it exits; a ghost is only a
-	// ghost once it has (and has been re-parented).
+	// The tenant writes the PID file just before it exits, and a ghost is
+	// only a ghost once it has (and has been re-parented).
 	if err := testwait.For(waitLimit, fmt.Sprintf("tenant %d to exit", sc.Tenant.PID), func() bool { return !sc.Tenant.Alive() }); err != nil {
 		t.Fatalf("livetest: %v", err)
 	}
@@ -109,28 +109,29 @@ func StartGhost(t testing.TB, loop *Loop, opts Options) *Scenario {
 }
 
 // Hold starts a process that opens path read-write and read-only, maps 64
-// KiB of it MAP_SHARED read-write, and sleeps until killed: a tenant that did
-// not fork. Cleanup kills it. Use it for files that must NOT count as devices
-// (/dev/zero maps as "/dev/zero (deleted)", a /dev/shm file) as well as for
-// device nodes.
+// KiB of it MAP_SHARED read-write, and sleeps until killed, as a tenant that
+// did not fork. Cleanup kills it. Use it for files that must NOT count as
+// devices (/dev/zero maps as "/dev/zero (deleted)", a /dev/shm file) as well
+// as for device nodes.
 func Hold(t testing.TB, path string) Proc {
 	t.Helper()
 	return hold(t, path)
 }
 
 // HoldMappings is Hold whose process also maps path count more times, 4 KiB
-// read-only each, none merged with another: count more lines in its maps,
-// as a tenant that floods a capture with mappings of one device. The caller
-// keeps count below vm.max_map_count.
+// read-only each, none merged with another, which makes count more lines in
+// its maps, as a tenant that floods a capture with mappings of one device.
+// The caller keeps count below vm.max_map_count.
 func HoldMappings(t testing.TB, path string, count int) Proc {
 	t.Helper()
 	return hold(t, "-m", strconv.Itoa(count), path)
 }
 
-// HoldAt is Hold run from a copy of the helper at exe (its directory made;
-// Cleanup removes the file): a process named and placed as a daemon's
-// package installs it, an MPS server's nvidia-cuda-mps-server say. Its comm
-// is exe's name cut to 15 bytes, as the kernel gives it at exec.
+// HoldAt is Hold run from a copy of the helper at exe, whose directory it
+// makes and whose file Cleanup removes. It is a process named and placed as
+// a daemon's package installs it, an MPS server's nvidia-cuda-mps-server
+// say. Its comm is exe's name cut to 15 bytes, as the kernel gives it at
+// exec.
 func HoldAt(t testing.TB, exe, path string) Proc {
 	t.Helper()
 	return holdBin(t, CopyExe(t, buildTenant(t), exe), path)
@@ -149,18 +150,18 @@ func holdBin(t testing.TB, bin string, args ...string) Proc {
 		if err := p.kill(); err != nil {
 			t.Errorf("livetest: %v", err)
 		}
-		<-exited // reaped: it is our child
+		<-exited // reaped, as it is our child
 	})
 	return p
 }
 
 // TenantBinary builds the tenant helper and returns its path, for tests that
-// run it themselves: a Slurm job's script, say (see helper/tenant.c for its
-// arguments).
+// run it themselves, such as a Slurm job's script (see helper/tenant.c for
+// its arguments).
 func TenantBinary(t testing.TB) string { return buildTenant(t) }
 
 // HoldLeaderExited is Hold whose main thread then exits while three other
-// threads keep the mapping and the fds: /proc/PID is a zombie leader with no
+// threads keep the mapping and the fds. /proc/PID is a zombie leader with no
 // maps, fds or exe, and only /proc/PID/task/TID of a live thread shows them.
 // Cleanup kills the whole process by PID.
 func HoldLeaderExited(t testing.TB, path string) Proc {
@@ -175,7 +176,7 @@ func HoldLeaderExited(t testing.TB, path string) Proc {
 
 // killOnCleanup kills p by PID when the test ends, while it is still the
 // same process (Alive says no to a zombie leader whose threads run), and
-// reaps it: it is our child.
+// reaps it, as it is our child.
 func killOnCleanup(t testing.TB, p Proc, exited <-chan error) {
 	t.Cleanup(func() {
 		if st, _, err := readStat(p.PID); err == nil && st == p.StartTime {
@@ -198,7 +199,7 @@ func waitLeaderExited(t testing.TB, p Proc) {
 }
 
 // CopyExe copies the helper bin to path (mode 0755, directories made) and
-// returns path; Cleanup removes the file.
+// returns path. Cleanup removes the file.
 func CopyExe(t testing.TB, bin, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(bin)
@@ -236,7 +237,7 @@ func buildC(t testing.TB, name string, source []byte, flags ...string) string {
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("livetest: gcc %s.c: %v\n%s", name, err, out)
 	}
-	// Each build is a binary of its own: its directory, appended past the
+	// Each build is a binary of its own. Its directory, appended past the
 	// ELF image, keeps a concurrent test's helper (another package's) from
 	// sharing its sha256 and so passing for this test's process come back.
 	f, err := os.OpenFile(bin, os.O_WRONLY|os.O_APPEND, 0)
@@ -259,8 +260,8 @@ func runTenant(t testing.TB, cmd *exec.Cmd, roles ...string) (map[string]Proc, <
 	dir := t.TempDir()
 	pidfile := filepath.Join(dir, "pids")
 	cmd.Args = append(cmd.Args, pidfile)
-	// An *os.File, not a buffer: the ghost inherits stderr, and a pipe would
-	// make Wait wait for the ghost too.
+	// The tenant's stderr is an *os.File, not a buffer, since the ghost
+	// inherits it, and a pipe would make Wait wait for the ghost too.
 	stderr, err := os.Create(filepath.Join(dir, "stderr"))
 	if err != nil {
 		t.Fatalf("livetest: %v", err)
@@ -290,7 +291,7 @@ func runTenant(t testing.TB, cmd *exec.Cmd, roles ...string) (map[string]Proc, <
 			if _, serr := os.Stat(pidfile); serr != nil {
 				fail(fmt.Sprintf("exited before it was ready (%v)", err))
 			}
-			// It wrote the file and exited, as the ghost's parent does: pass the exit on.
+			// It wrote the file and exited, as the ghost's parent does, so the exit is passed on.
 			exited <- err
 		case <-deadline:
 			fail(fmt.Sprintf("not ready after %s", waitLimit))
@@ -299,7 +300,7 @@ func runTenant(t testing.TB, cmd *exec.Cmd, roles ...string) (map[string]Proc, <
 	}
 }
 
-// parsePIDs reads the helper's PID file: "ROLE HOSTPID NSPID STARTTIME" per line.
+// parsePIDs reads the helper's PID file, one "ROLE HOSTPID NSPID STARTTIME" a line.
 func parsePIDs(text string, roles []string) (map[string]Proc, error) {
 	procs := map[string]Proc{}
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
@@ -327,8 +328,9 @@ func parsePIDs(text string, roles []string) (map[string]Proc, error) {
 var privfdSource []byte
 
 // HoldInThreadTable starts a process whose only fd on path lives in a
-// thread's own fd table (cloned without CLONE_FILES): /proc/PID/fd, fuser and
-// lsof show none. It returns the process and that thread (PID: its TID).
+// thread's own fd table (cloned without CLONE_FILES), where /proc/PID/fd,
+// fuser and lsof show none. It returns the process and that thread (its TID
+// as PID).
 // With leaderExits the main thread then exits, another thread sharing its
 // table living on. Cleanup kills the process by PID.
 func HoldInThreadTable(t testing.TB, path string, leaderExits bool) (process, thread Proc) {

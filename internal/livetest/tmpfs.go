@@ -10,7 +10,7 @@ import (
 )
 
 // SmallTmpfs mounts a tmpfs of size bytes (a multiple of the page size) in a
-// temporary directory, unmounted when the test ends: a disk that really
+// temporary directory, unmounted when the test ends, for a disk that really
 // fills up.
 func SmallTmpfs(t testing.TB, size int) string {
 	t.Helper()
@@ -28,7 +28,7 @@ func SmallTmpfs(t testing.TB, size int) string {
 }
 
 // FillDisk writes a file in dir until the filesystem refuses more (ENOSPC)
-// and returns its path: removing it frees the disk again.
+// and returns its path. Removing it frees the disk again.
 func FillDisk(t testing.TB, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "filler")
@@ -46,7 +46,7 @@ func FillDisk(t testing.TB, dir string) string {
 			break
 		}
 	}
-	// The last page: byte by byte, so that no whole page is left free.
+	// The last page is written byte by byte, so that no whole page is left free.
 	for {
 		if _, err := f.Write(chunk[:1]); err != nil {
 			break

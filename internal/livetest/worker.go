@@ -22,7 +22,8 @@ type WorkerOptions struct {
 	// loopback brought up), where its listener and connection live.
 	Netns bool
 	// MoveNetns has the worker, once connected, move to a fresh network
-	// namespace (unshare CLONE_NEWNET): its sockets stay where it made them.
+	// namespace (unshare CLONE_NEWNET), while its sockets stay where it made
+	// them.
 	MoveNetns bool
 	// Fork has the worker's parent lead a session of its own, as slurmstepd,
 	// sshd and container runtimes do, then fork the worker without setsid and
@@ -34,8 +35,9 @@ type WorkerOptions struct {
 	Exe string
 }
 
-// Worker is a running worker: it maps its node MAP_SHARED read-write and
-// holds it open read-write and read-only. Parent is its exited parent, with Fork.
+// Worker is a running worker. It maps its node MAP_SHARED read-write and
+// holds it open read-write and read-only. Parent is its exited parent, with
+// Fork.
 type Worker struct {
 	Proc   Proc
 	Parent Proc
@@ -86,7 +88,7 @@ func StartWorker(t testing.TB, node string, opts WorkerOptions) Worker {
 			t.Errorf("livetest: worker: %v", err)
 		}
 		if !opts.Fork {
-			<-exited // reaped: it is our child (unshare's sh exec'd it)
+			<-exited // reaped, as it is our child (unshare's sh exec'd it)
 		}
 	})
 	if opts.Fork {

@@ -12,9 +12,9 @@ import (
 	"github.com/gpusnap/gpusnap/kubelet/cdi"
 )
 
-// The DRA drivers whose devices gpusnap knows: NVIDIA's GPU driver (full
+// The DRA drivers whose devices gpusnap knows are NVIDIA's GPU driver (full
 // GPUs gpu-<minor>, MIG devices gpu-<minor>-mig-..., by its current
-// releases' names), and its ComputeDomain driver, whose IMEX channels and
+// releases' names) and its ComputeDomain driver, whose IMEX channels and
 // daemons are no GPU.
 const nvidiaGPUDriver = "gpu.nvidia.com"
 
@@ -27,7 +27,7 @@ type claimResolver struct {
 	err   error
 }
 
-// add adds one device of a claim to p: a GPU device, or one not understood.
+// add adds one device of a claim to p, a GPU device or one not understood.
 // A device of a known non-GPU driver, or of another driver whose CDI spec
 // lists no GPU node, is no GPU and not added.
 func (r *claimResolver) add(p *kubelet.Pod, dirs []string, dr *podresourcesv1.DynamicResource, cr *podresourcesv1.ClaimResource) {
@@ -49,9 +49,9 @@ func (r *claimResolver) add(p *kubelet.Pod, dirs []string, dr *podresourcesv1.Dy
 	p.Claims = append(p.Claims, d)
 }
 
-// resolve is the GPUs a DRA device gives, from node-local sources: the
-// device nodes of its CDI devices' specs, else (NVIDIA's driver) the minor
-// its name carries. What neither tells is not understood, and says why.
+// resolve is the GPUs a DRA device gives, from node-local sources. These are
+// the device nodes of its CDI devices' specs, else (NVIDIA's driver) the
+// minor its name carries. What neither tells is not understood, and says why.
 func (r *claimResolver) resolve(dirs []string, d *kubelet.ClaimDevice) ([]int, string) {
 	var minors []int
 	listed := false
@@ -78,13 +78,13 @@ func (r *claimResolver) resolve(dirs []string, d *kubelet.ClaimDevice) ([]int, s
 		}
 		return nil, fmt.Sprintf("no CDI spec under %s lists a GPU node of its CDI devices %q, and its name is not gpu-<minor>", where, d.CDIDevices)
 	case listed:
-		return nil, "" // another driver's device that has no GPU node: no GPU
+		return nil, "" // another driver's device that has no GPU node is no GPU
 	}
 	return nil, fmt.Sprintf("driver %s is not one gpusnap knows, and no CDI spec under %s lists its CDI devices %q", d.Driver, where, d.CDIDevices)
 }
 
 // deviceNameMinor is the minor a device name of NVIDIA's DRA driver
-// carries: N of gpu-N, or of a MIG device's gpu-N-mig-... (its parent).
+// carries, the N of gpu-N or of a MIG device's gpu-N-mig-... (its parent).
 func deviceNameMinor(name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, "gpu-")
 	if !ok {

@@ -25,18 +25,19 @@ import (
 // DefaultSocket is where the kubelet serves the pod-resources API.
 const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
-// DefaultPodLogs is the kubelet's pod log directory: one directory per pod,
-// named namespace_name_uid (the kubelet's BuildPodLogsDirectory).
+// DefaultPodLogs is the kubelet's pod log directory, which holds one
+// directory per pod named namespace_name_uid (the kubelet's
+// BuildPodLogsDirectory).
 const DefaultPodLogs = "/var/log/pods"
 
-// Limits: the kubelet answers in well under a second, and even a node of
-// hundreds of pods lists a few hundred KiB; a socket that answers more, or
-// slower, is not read further.
+// The limits leave the kubelet a wide margin. It answers in well under a
+// second, and even a node of hundreds of pods lists a few hundred KiB. A
+// socket that answers more, or slower, is not read further.
 const (
 	DefaultTimeout = 5 * time.Second
 	maxMessage     = 16 << 20
 	maxLogDirs     = 100_000
-	gpuResourcePre = "nvidia.com/gpu"  // nvidia.com/gpu, and renamed ones: nvidia.com/gpu.shared
+	gpuResourcePre = "nvidia.com/gpu"  // nvidia.com/gpu, and renamed ones such as nvidia.com/gpu.shared
 	migResourcePre = "nvidia.com/mig-" // MIG devices under the device plugin's mixed strategy
 	replicaSep     = "::"              // a time-sliced replica's id is <device id>::<replica>
 	sharedSuffix   = ".shared"         // the device plugin's renamed shared resources
@@ -58,8 +59,8 @@ type Options struct {
 }
 
 // Read asks the kubelet which pods were given a GPU. When a pod's UID cannot
-// be told, the allocations come back incomplete with an error naming the pod:
-// what could not be joined is said, not dropped. So is a pod whose DRA
+// be told, the allocations come back incomplete with an error naming the pod,
+// so what could not be joined is said, not dropped. So is a pod whose DRA
 // devices are not resolved (kubelet.ErrNotUnderstood). When the kubelet
 // cannot be asked, they are nil.
 func Read(ctx context.Context, o Options) (*kubelet.Allocations, error) {
@@ -76,7 +77,7 @@ func Read(ctx context.Context, o Options) (*kubelet.Allocations, error) {
 }
 
 // gpuPods lists the pods that were given a GPU, and whether the kubelet
-// answered; once it did, the error is the CDI specs that could not be read.
+// answered. Once it did, the error is the CDI specs that could not be read.
 func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, err error) {
 	socket := cmp.Or(o.Socket, DefaultSocket)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(o.Timeout, DefaultTimeout))
@@ -115,7 +116,7 @@ func gpuPods(ctx context.Context, o Options) (pods []kubelet.Pod, listed bool, e
 	return pods, true, resolve.err
 }
 
-// devicePluginGPUs adds the GPUs of one device-plugin resource: any
+// devicePluginGPUs adds the GPUs of one device-plugin resource. It reads any
 // nvidia.com/gpu* resource and the MIG ones, each id without a time-sliced
 // replica's suffix, AMD's by PCI slot and Intel's by card name. Several
 // pods may then share a GPU.
@@ -146,13 +147,13 @@ func devicePluginGPUs(p *kubelet.Pod, d *podresourcesv1.ContainerDevices) {
 }
 
 // joinUIDs fills each pod's UID from the pod log directory's names,
-// namespace_name_uid (neither a namespace nor a pod name may hold "_"), and
-// returns the UIDs of every pod the directory names: the pods this node
-// runs, GPU or not.
+// namespace_name_uid (neither a namespace nor a pod name may hold "_"). It
+// returns the UIDs of every pod the directory names, which are the pods
+// this node runs, GPU or not.
 func joinUIDs(pods []kubelet.Pod, dir string) (map[string]bool, error) {
 	f, err := os.Open(dir)
 	if err != nil && len(pods) == 0 {
-		return nil, nil // no GPU pod to join; and no pod is known to run here
+		return nil, nil // no GPU pod to join, and no pod is known to run here
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pod UIDs: %w", err)
