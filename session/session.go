@@ -31,8 +31,9 @@ type Host struct {
 	// /proc is procRoot, "" when nothing does: a baseline that could not
 	// read NVML there says so.
 	DriverSign func(procRoot string) string
-	// Open opens the store at DB; readers open it read-only.
-	Open func(readOnly bool) (*store.Store, error)
+	// LockTimeout is how long an open of the store waits for another
+	// gpusnap holding it (DefaultLockTimeout when not positive).
+	LockTimeout time.Duration
 	// Warn prints one line on stderr for trouble that does not end the
 	// command; the line is already safe to print.
 	Warn func(line string)
