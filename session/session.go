@@ -1,7 +1,8 @@
 // Package session holds a tenant's session on one host: its baseline with
 // the GPUs it was given, the post snapshot after it ends, the pair a diff or
-// a bundle judges, and the window between them. The capture and the store
-// come in through Host, so the package links no capture.
+// a bundle judges, and the window between them. It is the commands' only
+// way to the store, which it opens at Host.DB. The capture comes in through
+// Host, so the package links no capture.
 package session
 
 import (
