@@ -118,7 +118,7 @@ func fileSHA256(path string) (string, error) {
 func (h *Host) storeEvidence(key ed25519.PrivateKey, ids ...string) (*bundle.StoreEvidence, error) {
 	ev := &bundle.StoreEvidence{}
 	var head tlog.TreeHead
-	err := h.Read(func(st *store.Store) error {
+	err := h.read(func(st *store.Store) error {
 		var err error
 		if head, err = st.Head(); err != nil {
 			return err

@@ -84,19 +84,20 @@ func (h *Host) let(st *store.Store) error {
 	return nil
 }
 
-// open opens the store through Open and tells the trace.
+// open opens the store at DB and tells the trace. Readers open it
+// read-only and never block each other.
 func (h *Host) open(readOnly bool) (*store.Store, error) {
 	if h.Trace != nil && h.Trace.Opened != nil {
 		h.Trace.Opened(readOnly)
 	}
-	return h.Open(readOnly)
+	return store.Open(h.DB, store.Options{ReadOnly: readOnly, LockTimeout: h.LockTimeout})
 }
 
-// Read runs read on the store, read-only (a hold's store when held), and
+// read runs read on the store, read-only (a hold's store when held), and
 // lets go of it before returning outside a hold: a reader copies what it
 // needs, so one whose stdout is blocked (`show --json | less`) never holds
 // the lock a prolog's baseline waits for.
-func (h *Host) Read(read func(*store.Store) error) error {
+func (h *Host) read(read func(*store.Store) error) error {
 	return h.use(false, read)
 }
 

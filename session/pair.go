@@ -62,7 +62,7 @@ func (h *Host) Post(ctx context.Context, tenant string) (Pair, error) {
 // HasBaseline says whether the store holds a baseline of tenant; a store
 // that cannot be read is an error, never a no.
 func (h *Host) HasBaseline(tenant string) (bool, error) {
-	err := h.Read(func(st *store.Store) error {
+	err := h.read(func(st *store.Store) error {
 		_, err := st.LatestBaseline(tenant)
 		return err
 	})
@@ -79,7 +79,7 @@ func (h *Host) Stored(ctx context.Context, fromID, toID string) (Pair, error) {
 		return h.storedAndNow(ctx, fromID)
 	}
 	var p Pair
-	err := h.Read(func(st *store.Store) error {
+	err := h.read(func(st *store.Store) error {
 		// In one load, so the processes both hold unchanged decode once.
 		snaps, err := st.GetShared(fromID, toID)
 		if err != nil {
@@ -121,7 +121,7 @@ func (h *Host) storedAndNow(ctx context.Context, fromID string) (Pair, error) {
 // capture holds no lock.
 func (h *Host) Latest(ctx context.Context, tenant string) (Pair, error) {
 	var p Pair
-	err := h.Read(func(st *store.Store) (err error) {
+	err := h.read(func(st *store.Store) (err error) {
 		if p.From, err = st.LatestBaseline(tenant); err == nil {
 			p.To, err = st.LatestPost(p.From)
 		}

@@ -85,7 +85,7 @@ type Checkpoint struct {
 // Checkpoint reads the store's log head and signs it with key.
 func (h *Host) Checkpoint(key ed25519.PrivateKey) (Checkpoint, error) {
 	var head tlog.TreeHead
-	err := h.Read(func(st *store.Store) (err error) {
+	err := h.read(func(st *store.Store) (err error) {
 		head, err = st.Head()
 		return err
 	})
@@ -126,7 +126,7 @@ func (h *Host) VerifyLog(name string, text []byte, pub ed25519.PublicKey, now ti
 		}
 		cp, proof.CheckpointVerified = &head, ok
 	}
-	err := h.Read(func(st *store.Store) (err error) {
+	err := h.read(func(st *store.Store) (err error) {
 		proof.LogReport, err = st.VerifyLog(cp)
 		return err
 	})

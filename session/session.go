@@ -1,7 +1,8 @@
 // Package session holds a tenant's session on one host: its baseline with
 // the GPUs it was given, the post snapshot after it ends, the pair a diff or
-// a bundle judges, and the window between them. The capture and the store
-// come in through Host, so the package links no capture.
+// a bundle judges, and the window between them. It is the commands' only
+// way to the store, which it opens at Host.DB. The capture comes in through
+// Host, so the package links no capture.
 package session
 
 import (
@@ -31,8 +32,9 @@ type Host struct {
 	// /proc is procRoot, "" when nothing does: a baseline that could not
 	// read NVML there says so.
 	DriverSign func(procRoot string) string
-	// Open opens the store at DB; readers open it read-only.
-	Open func(readOnly bool) (*store.Store, error)
+	// LockTimeout is how long an open of the store waits for another
+	// gpusnap holding it (DefaultLockTimeout when not positive).
+	LockTimeout time.Duration
 	// Warn prints one line on stderr for trouble that does not end the
 	// command; the line is already safe to print.
 	Warn func(line string)

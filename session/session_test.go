@@ -36,11 +36,9 @@ func newFixture(t *testing.T, db, scenario string) *fixture {
 			return capture.Capture(ctx, capture.Options{ProcRoot: filepath.Join(dir, "proc"), Path: capture.PathProc,
 				NVML: nvmlread.Options{FixturePath: filepath.Join(dir, "nvml.json")}, Label: label, Tenant: tenant})
 		},
-		DriverSign: capture.NVIDIADriverSign,
-		Open: func(readOnly bool) (*store.Store, error) {
-			return store.Open(db, store.Options{ReadOnly: readOnly, LockTimeout: time.Second})
-		},
-		Warn: func(line string) { f.warnings = append(f.warnings, line) },
+		DriverSign:  capture.NVIDIADriverSign,
+		LockTimeout: time.Second,
+		Warn:        func(line string) { f.warnings = append(f.warnings, line) },
 	}
 	return f
 }
@@ -48,7 +46,7 @@ func newFixture(t *testing.T, db, scenario string) *fixture {
 // read runs read on the fixture's store, opened read-only.
 func (f *fixture) read(t *testing.T, read func(*store.Store) error) {
 	t.Helper()
-	st, err := f.host.Open(true)
+	st, err := store.Open(f.host.DB, store.Options{ReadOnly: true, LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

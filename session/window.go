@@ -22,7 +22,7 @@ func (h *Host) Compare(p Pair, opts *diff.Options) (*diff.Result, error) {
 	opts.KernelLog = kmsg.ReadWindow(h.KernelLog, from.KernelLog, to.KernelLog)
 	opts.Events, opts.LogProblems = h.Window(from.Host.CaptureStart, to)
 	return diff.CompareWithHistory(from, to, opts, func() (history []*snapshot.Snapshot, err error) {
-		err = h.Read(func(st *store.Store) error {
+		err = h.read(func(st *store.Store) error {
 			history, err = st.History(from, to, diff.HistoryLimit)
 			return err
 		})

@@ -13,8 +13,6 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/ocsf"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func eventsCommand() *cli.Command {
@@ -64,19 +62,7 @@ func parseEvents(c *cli.Context) (eventsOptions, error) {
 }
 
 func runEvents(_ context.Context, g globals, o eventsOptions) error {
-	now := time.Now()
-	from, to := o.Since, time.Time{}
-	if o.Tenant != "" {
-		tfrom, tto, err := tenantWindow(g, o.Tenant)
-		if err != nil {
-			return err
-		}
-		if tfrom.After(from) {
-			from = tfrom
-		}
-		to = tto
-	}
-	res, err := eventlog.ReadEvents(eventlog.JournalDir(g.DB), from, to)
+	res, err := g.host().Events(o.Tenant, o.Since, time.Now())
 	if err != nil {
 		return err
 	}
@@ -89,12 +75,11 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	for _, f := range res.Faults {
 		fmt.Fprintf(g.Stderr, "gpusnap events: %s\n", f)
 	}
-	cov := eventlog.Cover(res, from, orNow(to, now))
-	for _, gap := range cov.Gaps {
+	for _, gap := range res.Cover.Gaps {
 		fmt.Fprintf(g.Stderr, "gpusnap events: no watch recorded from %s\n", gap)
 	}
-	if cov.Lost > 0 {
-		fmt.Fprintf(g.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", cov.Lost)
+	if res.Cover.Lost > 0 {
+		fmt.Fprintf(g.Stderr, "gpusnap events: the kernel dropped %d events in this window: the log is not complete\n", res.Cover.Lost)
 	}
 	if o.Util {
 		return writeUtil(g, eventlog.Series(res.Events, o.GPU))
@@ -137,34 +122,4 @@ func writeUtil(g globals, series []eventlog.UtilSeries) error {
 		}
 	}
 	return render.UtilTable(g.Stdout, series)
-}
-
-func orNow(t, now time.Time) time.Time {
-	if t.IsZero() {
-		return now
-	}
-	return t
-}
-
-// tenantWindow is the span diff --tenant T reports on: from T's newest
-// baseline to the first post snapshot after it, or zero (now) when none.
-func tenantWindow(g globals, tenant string) (from, to time.Time, err error) {
-	st, err := openStore(g, true)
-	if err != nil {
-		return from, to, err
-	}
-	defer st.Close()
-	base, err := st.LatestBaseline(tenant)
-	if err != nil {
-		return from, to, err
-	}
-	from = base.Host.CaptureStart
-	posts, err := st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from})
-	if err != nil {
-		return from, to, err
-	}
-	if len(posts) > 0 {
-		to = posts[len(posts)-1].Time // List is newest first: the first post after the baseline
-	}
-	return from, to, nil
 }

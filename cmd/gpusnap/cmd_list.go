@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/session"
 )
 
 func listCommand() *cli.Command {
@@ -31,11 +31,11 @@ func listCommand() *cli.Command {
 
 // listOptions are list's flags: which snapshots to list.
 type listOptions struct {
-	Filter store.Filter
+	Filter session.Filter
 }
 
 func parseList(c *cli.Context) (listOptions, error) {
-	o := listOptions{Filter: store.Filter{Tenant: c.String("tenant"), Label: c.String("label")}}
+	o := listOptions{Filter: session.Filter{Tenant: c.String("tenant"), Label: c.String("label")}}
 	var err error
 	if s := c.String("since"); s != "" {
 		o.Filter.Since, err = parseSince(s, time.Now())
@@ -44,11 +44,7 @@ func parseList(c *cli.Context) (listOptions, error) {
 }
 
 func runList(_ context.Context, g globals, o listOptions) error {
-	var metas []store.Meta
-	err := readStore(g, func(st *store.Store) (err error) {
-		metas, err = st.List(o.Filter)
-		return err
-	})
+	metas, err := g.host().List(o.Filter)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/session"
 )
 
 func pruneCommand() *cli.Command {
@@ -35,12 +35,12 @@ func pruneCommand() *cli.Command {
 
 // pruneOptions are prune's flags.
 type pruneOptions struct {
-	Prune store.Prune
+	Prune session.Prune
 }
 
 func parsePrune(c *cli.Context) (pruneOptions, error) {
-	p := store.Prune{
-		Filter:    store.Filter{Tenant: c.String("tenant"), Label: c.String("label")},
+	p := session.Prune{
+		Filter:    session.Filter{Tenant: c.String("tenant"), Label: c.String("label")},
 		KeepLast:  c.Int("keep-last"),
 		OlderThan: c.Duration("older-than"),
 		Force:     c.Bool("force"),
@@ -54,18 +54,13 @@ func parsePrune(c *cli.Context) (pruneOptions, error) {
 
 func runPrune(_ context.Context, g globals, o pruneOptions) error {
 	p := o.Prune
-	st, err := openStore(g, p.DryRun)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	removed, err := st.Prune(p)
+	removed, err := g.host().Prune(p)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
 		if removed == nil {
-			removed = []store.Meta{}
+			removed = []session.Meta{}
 		}
 		return render.JSON(g.Stdout, removed)
 	}

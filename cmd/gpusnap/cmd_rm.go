@@ -38,21 +38,8 @@ func parseRm(c *cli.Context) (rmOptions, error) {
 }
 
 func runRm(_ context.Context, g globals, o rmOptions) error {
-	st, err := openStore(g, false)
-	if err != nil {
+	return g.host().Remove(o.IDs, o.Force, func(id string) error {
+		_, err := fmt.Fprintln(g.Stdout, safetext.Escape(id)) // a crafted store's id may hold anything
 		return err
-	}
-	defer st.Close()
-	// One removal per id: each is its own transaction, so an error on the
-	// third leaves the first two removed, as printed.
-	for _, arg := range o.IDs {
-		id, err := st.Remove(arg, o.Force)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintln(g.Stdout, safetext.Escape(id)); err != nil { // a crafted store's id may hold anything
-			return err
-		}
-	}
-	return nil
+	})
 }

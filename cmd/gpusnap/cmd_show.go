@@ -7,8 +7,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func showCommand() *cli.Command {
@@ -35,21 +33,16 @@ func parseShow(c *cli.Context) (showOptions, error) {
 }
 
 func runShow(_ context.Context, g globals, o showOptions) error {
-	var raw []byte
-	var snap *snapshot.Snapshot
-	err := readStore(g, func(st *store.Store) (err error) {
-		if g.JSON {
-			raw, err = st.GetJSON(o.ID)
-		} else {
-			snap, err = st.GetSelected(o.ID, snapshot.ClassNVIDIA, (*snapshot.Process).UsesNVIDIA)
+	if g.JSON {
+		raw, err := g.host().StoredJSON(o.ID)
+		if err != nil {
+			return err
 		}
-		return err
-	})
-	switch {
-	case err != nil:
-		return err
-	case g.JSON:
 		return render.StoredSnapshotJSON(g.Stdout, raw)
+	}
+	snap, err := g.host().Show(o.ID)
+	if err != nil {
+		return err
 	}
 	return render.SnapshotSummary(g.Stdout, snap)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 func storeCommand() *cli.Command {
@@ -50,12 +49,7 @@ type storeCheckOptions struct{}
 func parseStoreCheck(*cli.Context) (storeCheckOptions, error) { return storeCheckOptions{}, nil }
 
 func runStoreCheck(_ context.Context, g globals, _ storeCheckOptions) error {
-	st, err := openStore(g, true)
-	if err != nil {
-		return err
-	}
-	r, err := st.Check()
-	_ = st.Close()
+	r, err := g.host().Check()
 	if err != nil {
 		return err
 	}
@@ -74,8 +68,5 @@ func runStoreCheck(_ context.Context, g globals, _ storeCheckOptions) error {
 			fmt.Fprintln(g.Stdout, safetext.Line(p)) // names ids and keys of a store anyone could have crafted
 		}
 	}
-	if !out.OK {
-		return &store.DamagedError{Path: g.DB, Cause: fmt.Sprintf("%d problems found by the consistency check (first: %s)", len(r.Problems), r.Problems[0])}
-	}
-	return nil
+	return r.Damage
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 	"github.com/gpusnap/gpusnap/internal/safetext"
 	"github.com/gpusnap/gpusnap/render"
-	"github.com/gpusnap/gpusnap/store"
+	"github.com/gpusnap/gpusnap/session"
 )
 
 func storeCheckpointCommand() *cli.Command {
@@ -116,7 +116,7 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 			Path               string `json:"path"`
 			OK                 bool   `json:"ok"`
 			CheckpointVerified bool   `json:"checkpoint_signature_verified"`
-			*store.LogReport
+			*session.LogReport
 		}{g.DB, len(rep.Problems) == 0, verified, rep}); err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {
 	return nil
 }
 
-func printStoreVerify(g globals, rep *store.LogReport, checkpoint string, verified bool) {
+func printStoreVerify(g globals, rep *session.LogReport, checkpoint string, verified bool) {
 	for _, p := range rep.Problems {
 		leaf := "-"
 		if p.Leaf >= 0 {

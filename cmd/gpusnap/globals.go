@@ -17,7 +17,6 @@ import (
 	"github.com/gpusnap/gpusnap/nvmlread"
 	"github.com/gpusnap/gpusnap/session"
 	"github.com/gpusnap/gpusnap/snapshot"
-	"github.com/gpusnap/gpusnap/store"
 )
 
 // globalFlags are the flags every command takes, before or after its name
@@ -33,7 +32,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable output on stdout"},
 		&cli.StringFlag{Name: "capture", EnvVars: []string{"GPUSNAP_CAPTURE"}, Value: "auto", Usage: "how to read processes (`HOW`): auto (BPF iterators where the kernel loads them, else /proc), bpf, or proc"},
 		&cli.DurationFlag{Name: "nvml-timeout", EnvVars: []string{"GPUSNAP_NVML_TIMEOUT"}, Value: 10 * time.Second, Usage: "give up on a libnvidia-ml that does not answer after `DUR`: the snapshot records \"timed out\" and goes on"},
-		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: store.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
+		&cli.DurationFlag{Name: "lock-timeout", EnvVars: []string{"GPUSNAP_LOCK_TIMEOUT"}, Value: session.DefaultLockTimeout, Usage: "how long to wait for another gpusnap holding the store (`DUR`: 10s, 500ms)"},
 		&cli.StringFlag{Name: "hash-limit", EnvVars: []string{"GPUSNAP_HASH_LIMIT"}, Value: sizeText(capture.DefaultHashLimit), Usage: "hash the executable of a GPU-using process only up to `SIZE` (larger: hash_status too_large)"},
 		&cli.StringFlag{Name: "unit-root", EnvVars: []string{"GPUSNAP_UNIT_ROOT"}, Usage: "read systemd's unit files (Restart=, timers) under `DIR` instead of / (an image, a test; default: / with the live /proc, none with another --proc-root)"},
 		&cli.StringFlag{Name: "kmsg", EnvVars: []string{"GPUSNAP_KMSG"}, Usage: "the kernel log: /dev/kmsg, or a `FILE` of records in its format (default: /dev/kmsg with the live /proc, none with another --proc-root)"},
@@ -158,6 +157,7 @@ func defaultDB(euid int) (string, error) {
 
 // captureOptions turns the global flags into what capture.Capture needs.
 func (g globals) captureOptions(label, tenant string) capture.Options {
+	binaries, processes := session.CachePaths(g.DB)
 	return capture.Options{
 		ProcRoot:  g.ProcRoot,
 		SysRoot:   g.SysRoot,
@@ -169,10 +169,10 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		NVML:      g.nvmlOptions(),
 		HashLimit: g.HashLimit,
 		// Beside the store: what one capture hashed, the next reuses.
-		BinaryCache: store.BinaryCachePath(g.DB),
+		BinaryCache: binaries,
 		// Beside the store: what cannot change without an exec, the next
 		// capture takes from the last.
-		ProcessCache: store.ProcessCachePath(g.DB),
+		ProcessCache: processes,
 		// Beside the store: the directory a gpusnap of these credentials
 		// owns and has made safe, and one per store.
 		RefusalRecord:        g.DB + ".bpf-refusal",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusnap/gpusnap/eventlog"
 	"github.com/gpusnap/gpusnap/session"
 )
 
@@ -37,21 +38,13 @@ func TestCommandsOpenTheStoreOnce(t *testing.T) {
 	with := func(end []string, args ...string) []string {
 		return append(append(args, "--db", db), end...)
 	}
-	steps := []struct {
+	type step struct {
 		name string
 		args []string
 		code int
-	}{
-		{"baseline", with(before, "baseline", "--tenant", "job-1"), 0},
-		{"baseline --gpus (the gate)", with(before, "baseline", "--tenant", "job-1", "--gpus", "0"), exitFindings},
-		{"diff --tenant --bundle", with(after, "diff", "--tenant", "job-1", "--bundle", filepath.Join(dir, "a.tar.gz"), "--sign-key", key+".key"), exitFindings},
-		{"bundle --tenant", with(after, "bundle", "--tenant", "job-1", "-o", filepath.Join(dir, "b.tar.gz")), 0},
-		{"check", with(after, "check", "--gpus", "0"), exitFindings},
-		{"reap --tenant (a dry run)", with(after, "reap", "--tenant", "job-1"), exitFindings},
-		{"store checkpoint", []string{"store", "checkpoint", "--db", db, "--sign-key", key + ".key"}, 0},
-		{"store verify", []string{"store", "verify", "--db", db}, 0},
 	}
-	for _, s := range steps {
+	once := func(s step) {
+		t.Helper()
 		code, stderr, opens := gpusnapOpens(t, s.args...)
 		if code != s.code {
 			t.Errorf("%s: exit %d, want %d: %s", s.name, code, s.code, stderr)
@@ -62,6 +55,18 @@ func TestCommandsOpenTheStoreOnce(t *testing.T) {
 		if strings.Contains(stderr, "not in the bundle") || strings.Contains(stderr, "not recorded") {
 			t.Errorf("%s: %s", s.name, stderr)
 		}
+	}
+	for _, s := range []step{
+		{"baseline", with(before, "baseline", "--tenant", "job-1"), 0},
+		{"baseline --gpus (the gate)", with(before, "baseline", "--tenant", "job-1", "--gpus", "0"), exitFindings},
+		{"diff --tenant --bundle", with(after, "diff", "--tenant", "job-1", "--bundle", filepath.Join(dir, "a.tar.gz"), "--sign-key", key+".key"), exitFindings},
+		{"bundle --tenant", with(after, "bundle", "--tenant", "job-1", "-o", filepath.Join(dir, "b.tar.gz")), 0},
+		{"check", with(after, "check", "--gpus", "0"), exitFindings},
+		{"reap --tenant (a dry run)", with(after, "reap", "--tenant", "job-1"), exitFindings},
+		{"store checkpoint", []string{"store", "checkpoint", "--db", db, "--sign-key", key + ".key"}, 0},
+		{"store verify", []string{"store", "verify", "--db", db}, 0},
+	} {
+		once(s)
 	}
 	// Two stored snapshots, by id: the tenant's first baseline and its post.
 	code, stdout, stderr := gpusnap(t, "list", "--json", "--db", db, "--tenant", "job-1")
@@ -78,5 +83,27 @@ func TestCommandsOpenTheStoreOnce(t *testing.T) {
 		if code == 2 || opens != 1 {
 			t.Errorf("%s: exit %d, opened the store %d times, want once: %s", name, code, opens, stderr)
 		}
+	}
+	// The store's own commands reach it through session.Host too, and open
+	// it once: rm once for all its ids, events once for the tenant's window
+	// (of an event log that watch made and left empty).
+	j, err := eventlog.OpenJournal(eventlog.JournalDir(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []step{
+		{"list", []string{"list", "--db", db}, 0},
+		{"show", []string{"show", to.ID, "--db", db}, 0},
+		{"show --json", []string{"show", "--json", to.ID, "--db", db}, 0},
+		{"events --tenant", []string{"events", "--tenant", "job-1", "--db", db}, 0},
+		{"store check", []string{"store", "check", "--db", db}, 0},
+		{"prune --dry-run", []string{"prune", "--keep-last", "100", "--dry-run", "--db", db}, 0},
+		{"prune", []string{"prune", "--keep-last", "100", "--db", db}, 0},
+		{"rm", []string{"rm", "--force", from.ID, to.ID, "--db", db}, 0},
+	} {
+		once(s)
 	}
 }
