@@ -15,12 +15,13 @@ import (
 // allowed nor the tenant's.
 const KindGPUInUse = "gpu_in_use"
 
-var ruleGPUInUse = &Rule{
+var _ = register(&Rule{
 	Kind: KindGPUInUse, Title: "GPU in use before it is handed out",
 	Severities: []Severity{Low, High},
 	compare:    []func(*comparison) []Finding{sharedAtFrom},
 	check:      gpusInUse,
-}
+	Order:      190,
+})
 
 // CheckOptions tune a check.
 type CheckOptions struct {

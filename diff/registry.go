@@ -1,8 +1,13 @@
 package diff
 
-// A Rule is one finding kind, declared once in its rule's file: what the
-// docs, OCSF and triage say of it, and the functions that raise it. A new
-// kind is its rule's file, its entry in registry, and its scenario.
+import (
+	"cmp"
+	"slices"
+)
+
+// A Rule is one finding kind, declared once in its rule's file, which
+// registers it: what the docs, OCSF and triage say of it, and the functions
+// that raise it. A new kind is its rule's file and its scenario.
 type Rule struct {
 	Kind string
 	// Title names the kind for a reader: OCSF's finding title.
@@ -29,40 +34,36 @@ type Rule struct {
 	// others, on their findings.
 	compare []func(*comparison) []Finding
 	check   func(*comparison, *gpuSet) []Finding
+
+	// Order places the rule among the others. A diff and a check run them
+	// in ascending Order, and their notes come out in that order.
+	Order int
 }
 
-// registry is every finding kind, in the order a diff and a check run
-// them: their notes come out in this order.
-var registry = []*Rule{
-	ruleLeftoverMapping,
-	ruleLeftoverHolder,
-	ruleOtherDeviceMapping,
-	ruleRenamedDeviceNode,
-	ruleUnexpectedGPUProcess,
-	ruleUnreadableProcess,
-	ruleHiddenProcess,
-	ruleOrphanGPUProcess,
-	ruleZombieGPUMemory,
-	ruleTransientGPUProcess,
-	ruleHiddenDeviceUse,
-	ruleWindowNotCovered,
-	ruleXidError,
-	ruleForgedKernelMessage,
-	ruleOutOfAllocation,
-	ruleEgressConnection,
-	ruleGPUBusyWithoutProcess,
-	rulePersistence,
-	ruleGPUInUse,
+// registered holds each rule as its file's declaration registers it.
+var registered []*Rule
+
+// register adds r to the registry. A rule's file calls it where it declares
+// the rule, so a new kind touches no other file.
+func register(r *Rule) *Rule {
+	registered = append(registered, r)
+	return r
 }
 
-// rulesByKind indexes registry.
-var rulesByKind = func() map[string]*Rule {
-	m := make(map[string]*Rule, len(registry))
+// registry is every finding kind in Order, and rulesByKind indexes it. They
+// are built in init, which runs after every file's declarations registered.
+var (
+	registry    []*Rule
+	rulesByKind map[string]*Rule
+)
+
+func init() {
+	registry = slices.SortedFunc(slices.Values(registered), func(a, b *Rule) int { return cmp.Compare(a.Order, b.Order) })
+	rulesByKind = make(map[string]*Rule, len(registry))
 	for _, r := range registry {
-		m[r.Kind] = r
+		rulesByKind[r.Kind] = r
 	}
-	return m
-}()
+}
 
 // Rules returns every finding kind's rule, in registry order.
 func Rules() []*Rule { return registry }

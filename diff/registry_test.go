@@ -150,12 +150,14 @@ func TestRegistryRulesAreWhole(t *testing.T) {
 	}
 }
 
-// Every rule a file of this package declares (a package-level var of a
-// *Rule) is in the registry: a rule left out of it would never run.
+// Every rule a file of this package declares (a *Rule literal in a
+// package-level var) is registered, each at an Order of its own: a rule
+// left out would never run, and two at one Order would run in the order
+// the files happen to be read.
 func TestRegistryHoldsEveryDeclaredRule(t *testing.T) {
 	fset := token.NewFileSet()
 	files, _ := filepath.Glob("*.go")
-	declared := 0
+	declared, unregistered := 0, 0
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -171,18 +173,39 @@ func TestRegistryHoldsEveryDeclaredRule(t *testing.T) {
 			}
 			for _, spec := range gen.Specs {
 				for _, v := range spec.(*ast.ValueSpec).Values {
-					if u, ok := v.(*ast.UnaryExpr); ok && u.Op == token.AND {
-						if lit, ok := u.X.(*ast.CompositeLit); ok && isIdentNamed(lit.Type, "Rule") {
-							declared++
-						}
+					if call, ok := v.(*ast.CallExpr); ok && isIdentNamed(call.Fun, "register") && len(call.Args) == 1 {
+						v = call.Args[0]
+					} else if isRuleLiteral(v) {
+						unregistered++
+						t.Errorf("%s: a rule declared without register never runs", fset.Position(v.Pos()))
+					}
+					if isRuleLiteral(v) {
+						declared++
 					}
 				}
 			}
 		}
 	}
-	if declared != len(Rules()) {
-		t.Errorf("the package declares %d rules, the registry holds %d: add each rule to registry", declared, len(Rules()))
+	if declared-unregistered != len(Rules()) {
+		t.Errorf("the package registers %d rules, the registry holds %d", declared-unregistered, len(Rules()))
 	}
+	orders := map[int]string{}
+	for _, r := range Rules() {
+		if other, ok := orders[r.Order]; ok {
+			t.Errorf("rules %s and %s share Order %d", other, r.Kind, r.Order)
+		}
+		orders[r.Order] = r.Kind
+	}
+}
+
+// isRuleLiteral reports whether e is &Rule{...}.
+func isRuleLiteral(e ast.Expr) bool {
+	u, ok := e.(*ast.UnaryExpr)
+	if !ok || u.Op != token.AND {
+		return false
+	}
+	lit, ok := u.X.(*ast.CompositeLit)
+	return ok && isIdentNamed(lit.Type, "Rule")
 }
 
 func isIdentNamed(e ast.Expr, name string) bool {

@@ -11,12 +11,13 @@ import (
 // KindOutOfAllocation: the tenant used a GPU the scheduler did not give it.
 const KindOutOfAllocation = "out_of_allocation_gpu_use"
 
-var ruleOutOfAllocation = &Rule{
+var _ = register(&Rule{
 	Kind: KindOutOfAllocation, Title: "GPU use outside the allocation",
 	Severities: []Severity{High},
 	GPUUse:     true,
 	compare:    []func(*comparison) []Finding{outOfAllocation},
-}
+	Order:      150,
+})
 
 // outOfAllocation reports a process of FROM's tenant (by its or an
 // ancestor's cgroup) that holds, maps or is listed on a GPU outside FROM's

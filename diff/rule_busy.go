@@ -11,13 +11,14 @@ import (
 // KindGPUBusyWithoutProcess: watch's samples show a GPU busy while no process used it.
 const KindGPUBusyWithoutProcess = "gpu_busy_without_process"
 
-var ruleGPUBusyWithoutProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindGPUBusyWithoutProcess, Title: "GPU busy without a process",
 	Severities:     []Severity{High},
 	WithoutProcess: true,
 	compare:        []func(*comparison) []Finding{gpuBusyWithoutProcess},
 	check:          func(c *comparison, gpus *gpuSet) []Finding { return c.busyWithoutProcess(gpus, true) },
-}
+	Order:          170,
+})
 
 // busyAloneRun is how many consecutive samples a GPU must be busy with no
 // process for gpu_busy_without_process: 10 s at the default interval, past

@@ -11,12 +11,13 @@ import (
 // KindEgressConnection: a GPU-using process talks to a peer it did not at FROM.
 const KindEgressConnection = "egress_connection"
 
-var ruleEgressConnection = &Rule{
+var _ = register(&Rule{
 	Kind: KindEgressConnection, Title: "GPU process egress connection",
 	Severities: []Severity{Low, High},
 	GPUUse:     true,
 	compare:    []func(*comparison) []Finding{egressConnections},
-}
+	Order:      160,
+})
 
 // miningPoolPorts are the ports stratum mining pools and their proxies
 // listen on (Falco's miner port list): a GPU job has no business there.

@@ -11,13 +11,14 @@ import (
 // KindHiddenProcess: a PID the kernel has whose /proc directory does not read as that process.
 const KindHiddenProcess = "hidden_process"
 
-var ruleHiddenProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindHiddenProcess, Title: "Hidden process",
 	Severities: []Severity{High},
 	compare:    []func(*comparison) []Finding{hiddenProcesses},
 	// A hidden process may use any GPU: it fails the check of every set.
 	check: func(c *comparison, _ *gpuSet) []Finding { return hiddenProcesses(c) },
-}
+	Order: 70,
+})
 
 // hiddenProcesses reports a PID the kernel still had at TO whose /proc
 // directory did not read as that process, as under a mount over /proc/PID.

@@ -5,12 +5,13 @@ import "fmt"
 // KindLeftoverDeviceHolder: a process holds an NVIDIA device open that it did not hold at FROM.
 const KindLeftoverDeviceHolder = "leftover_device_holder"
 
-var ruleLeftoverHolder = &Rule{
+var _ = register(&Rule{
 	Kind: KindLeftoverDeviceHolder, Title: "Leftover NVIDIA device holder",
 	Severities: []Severity{Low, Medium, High},
 	GPUUse:     true, Inheritable: true,
 	compare: []func(*comparison) []Finding{leftoverHolders},
-}
+	Order:   20,
+})
 
 // leftoverHolders reports a process that at TO holds an NVIDIA device open,
 // or an accelerator node, that it did not hold at FROM. High when a

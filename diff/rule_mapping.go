@@ -5,21 +5,23 @@ import "fmt"
 // KindLeftoverDeviceMapping: a process maps an NVIDIA device it did not map at FROM.
 const KindLeftoverDeviceMapping = "leftover_device_mapping"
 
-var ruleLeftoverMapping = &Rule{
+var _ = register(&Rule{
 	Kind: KindLeftoverDeviceMapping, Title: "Leftover NVIDIA device mapping",
 	Severities: []Severity{Medium, High},
 	GPUUse:     true, Inheritable: true,
 	compare: []func(*comparison) []Finding{leftoverMappings},
-}
+	Order:   10,
+})
 
 // KindOtherDeviceMapping: a process maps a non-NVIDIA device it did not map at FROM.
 const KindOtherDeviceMapping = "other_device_mapping"
 
-var ruleOtherDeviceMapping = &Rule{
+var _ = register(&Rule{
 	Kind: KindOtherDeviceMapping, Title: "New mapping of another device",
 	Severities: []Severity{Low},
 	compare:    []func(*comparison) []Finding{otherDeviceMappings},
-}
+	Order:      30,
+})
 
 // leftoverMappings reports a process that at TO maps an NVIDIA device, or an
 // accelerator node it works on, that it did not map at FROM (a new process,

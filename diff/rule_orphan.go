@@ -12,12 +12,13 @@ import (
 // process has.
 const KindOrphanGPUProcess = "orphan_gpu_process"
 
-var ruleOrphanGPUProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindOrphanGPUProcess, Title: "Orphan GPU process",
 	Severities:     []Severity{High},
 	WithoutProcess: true,
 	compare:        []func(*comparison) []Finding{orphanGPUProcesses, orphanKFDProcesses},
-}
+	Order:          80,
+})
 
 // orphanGPUProcesses reports a GPU context that outlived its process. NVML
 // lists a PID at TO that no live process has (a zombie keeps no context), or

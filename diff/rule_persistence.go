@@ -13,11 +13,12 @@ import (
 // binary under a new process, a reboot survived.
 const KindPersistence = "persistence"
 
-// rulePersistence runs in Compare after the other rules, on their findings.
-var rulePersistence = &Rule{
+// Persistence runs in Compare after the other rules, on their findings.
+var _ = register(&Rule{
 	Kind: KindPersistence, Title: "Persistence of a GPU process",
 	Severities: []Severity{Medium, High},
-}
+	Order:      180,
+})
 
 // schedulers are the comms and exe names of the daemons that start jobs on
 // a schedule: a GPU user descending from one was started by a crontab or an

@@ -5,12 +5,13 @@ import "fmt"
 // KindRenamedDeviceNode: a device of an NVIDIA major used under a path that does not say so.
 const KindRenamedDeviceNode = "renamed_device_node"
 
-var ruleRenamedDeviceNode = &Rule{
+var _ = register(&Rule{
 	Kind: KindRenamedDeviceNode, Title: "Renamed NVIDIA device node",
 	Severities: []Severity{High},
 	GPUUse:     true, Inheritable: true,
 	compare: []func(*comparison) []Finding{renamedDeviceNodes},
-}
+	Order:   40,
+})
 
 // renamedDeviceNodes reports a process that maps or holds, and did not at
 // FROM, a device whose number is an NVIDIA major but whose path's last

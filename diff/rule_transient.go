@@ -5,13 +5,14 @@ import "slices"
 // KindTransientGPUProcess: a process used a GPU in the window and is gone at TO.
 const KindTransientGPUProcess = "transient_gpu_process"
 
-var ruleTransientGPUProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindTransientGPUProcess, Title: "Transient GPU process",
 	Severities: []Severity{Medium, High},
 	ByPID:      true,
 	compare:    []func(*comparison) []Finding{transientGPUProcesses},
 	check:      (*comparison).lingeringUsers,
-}
+	Order:      100,
+})
 
 // transientGPUProcesses reports a process that used a GPU between FROM and TO
 // and is gone at TO, like a 40 ms worker. Two snapshots miss it, so NVML's

@@ -13,12 +13,13 @@ import (
 // KindUnexpectedGPUProcess: a live process uses a GPU at TO and did not at FROM.
 const KindUnexpectedGPUProcess = "unexpected_gpu_process"
 
-var ruleUnexpectedGPUProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindUnexpectedGPUProcess, Title: "Unexpected GPU process",
 	Severities: []Severity{Medium, High},
 	GPUUse:     true,
 	compare:    []func(*comparison) []Finding{unexpectedGPUProcesses},
-}
+	Order:      50,
+})
 
 // unexpectedGPUProcesses reports a live process that uses a GPU at TO (NVML
 // lists it, it holds or maps an NVIDIA device, or it works on another

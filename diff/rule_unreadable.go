@@ -11,12 +11,13 @@ import (
 // KindUnreadableProcess: what a live process maps or holds at TO could not be read.
 const KindUnreadableProcess = "unreadable_process"
 
-var ruleUnreadableProcess = &Rule{
+var _ = register(&Rule{
 	Kind: KindUnreadableProcess, Title: "Unreadable process",
 	Severities: []Severity{Medium},
 	compare:    []func(*comparison) []Finding{unreadableProcesses, unsettledCapture},
 	check:      func(c *comparison, _ *gpuSet) []Finding { return unsettledCapture(c) },
-}
+	Order:      60,
+})
 
 // unreadableProcesses reports a process at TO whose maps or fds could not be
 // read and that was new or read in full at FROM. What it maps or holds is

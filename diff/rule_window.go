@@ -10,23 +10,25 @@ import (
 // KindHiddenDeviceUse: the event log shows a live process use a device the capture cannot see it hold.
 const KindHiddenDeviceUse = "hidden_device_use"
 
-var ruleHiddenDeviceUse = &Rule{
+var _ = register(&Rule{
 	Kind: KindHiddenDeviceUse, Title: "Hidden device use",
 	Severities: []Severity{High},
 	GPUUse:     true,
 	compare:    []func(*comparison) []Finding{hiddenDeviceUses},
 	check:      (*comparison).hiddenUses,
-}
+	Order:      110,
+})
 
 // KindWindowNotCovered: the event log does not cover the window where a watch was expected.
 const KindWindowNotCovered = "window_not_covered"
 
-var ruleWindowNotCovered = &Rule{
+var _ = register(&Rule{
 	Kind: KindWindowNotCovered, Title: "Window not covered by watch",
 	Severities: []Severity{Medium},
 	compare:    []func(*comparison) []Finding{windowNotCovered},
 	check:      func(c *comparison, _ *gpuSet) []Finding { return windowNotCovered(c) },
-}
+	Order:      120,
+})
 
 // maxCoverageEvidence bounds the problems one window_not_covered finding
 // quotes: a tenant that kills the watch again and again makes a gap each time.

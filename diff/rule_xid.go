@@ -16,21 +16,23 @@ import (
 // KindXidError: the kernel or NVML reported an NVIDIA Xid in the window.
 const KindXidError = "xid_error"
 
-var ruleXidError = &Rule{
+var _ = register(&Rule{
 	Kind: KindXidError, Title: "NVIDIA Xid error",
 	Severities: []Severity{Medium, High},
 	ByPID:      true,
 	compare:    []func(*comparison) []Finding{xidErrors},
-}
+	Order:      130,
+})
 
 // KindForgedKernelMessage: a kernel-log record in the driver's words that the kernel did not write.
 const KindForgedKernelMessage = "forged_kernel_message"
 
-var ruleForgedKernelMessage = &Rule{
+var _ = register(&Rule{
 	Kind: KindForgedKernelMessage, Title: "Forged kernel message",
 	Severities: []Severity{High},
 	compare:    []func(*comparison) []Finding{forgedKernelMessages},
-}
+	Order:      140,
+})
 
 // xidCatalog names the Xids an operator meets most, after NVIDIA's Xid
 // catalog (docs.nvidia.com/deploy/xid-errors). down marks those after which

@@ -10,13 +10,14 @@ import (
 // KindZombieGPUMemory: GPU memory grew by more than the threshold and no live process accounts for it.
 const KindZombieGPUMemory = "zombie_gpu_memory"
 
-var ruleZombieGPUMemory = &Rule{
+var _ = register(&Rule{
 	Kind: KindZombieGPUMemory, Title: "GPU memory nobody accounts for",
 	Severities:     []Severity{High},
 	WithoutProcess: true,
 	compare:        []func(*comparison) []Finding{zombieGPUMemory, accelMemory},
 	check:          zombieMemoryOfSet,
-}
+	Order:          90,
+})
 
 // zombieGPUMemory reports a GPU or MIG instance whose memory grew since FROM,
 // by more than the threshold, beyond what live processes account for. Each
