@@ -34,13 +34,17 @@ GOBUILD := $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)'
 # The release binary leaves out urfave/cli's Markdown and roff renderers,
 # which every command paid for at start-up (docs/performance.md, Start-up):
 # the man pages come from gpusnap-man, the same source built with them.
-RELEASE_TAGS := urfave_cli_no_docs
+# gpusnap also leaves out the NRI plugin's packages (gpusnap_common): its
+# nri command execs gpusnap-full, every command linked, installed beside it
+# or in ../libexec/gpusnap.
+FULL_TAGS := urfave_cli_no_docs
+RELEASE_TAGS := $(FULL_TAGS),gpusnap_common
 
 DEB := $(DIST)/gpusnap_$(VERSION)_$(ARCH).deb
 OCI := $(DIST)/gpusnap-$(VERSION)-$(ARCH).oci.tar
 
 .PHONY: all deb image check bench clean version FORCE
-all: gpusnap
+all: gpusnap gpusnap-full
 
 version:
 	@echo $(VERSION)
@@ -49,6 +53,9 @@ version:
 # build their own copy in BUILD, so that builds in two trees never share one.
 gpusnap $(BUILD)/gpusnap: FORCE
 	mkdir -p $(@D) && $(GOBUILD) -tags $(RELEASE_TAGS) -o $@ ./cmd/gpusnap
+
+gpusnap-full $(BUILD)/gpusnap-full: FORCE
+	mkdir -p $(@D) && $(GOBUILD) -tags $(FULL_TAGS) -o $@ ./cmd/gpusnap
 
 # Only the package's build runs it (gpusnap-man man DIR): it is not installed.
 $(BUILD)/gpusnap-man: FORCE
@@ -62,9 +69,10 @@ bench:
 	bench/all.sh
 
 # The package's tree, in the paths docs/install.md lists.
-deb: $(BUILD)/gpusnap $(BUILD)/gpusnap-man
+deb: $(BUILD)/gpusnap $(BUILD)/gpusnap-full $(BUILD)/gpusnap-man
 	rm -rf $(BUILD)/deb && umask 022 && R=$(BUILD)/deb && \
 	install -D -m 0755 $(BUILD)/gpusnap $$R/usr/bin/gpusnap && \
+	install -D -m 0755 $(BUILD)/gpusnap-full $$R/usr/libexec/gpusnap/gpusnap-full && \
 	install -D -m 0644 -t $$R/lib/systemd/system contrib/systemd/gpusnap-watch.service \
 		contrib/systemd/gpusnap-prune.service contrib/systemd/gpusnap-prune.timer && \
 	install -D -m 0755 -t $$R/usr/share/gpusnap/slurm contrib/slurm/prolog.sh contrib/slurm/epilog.sh && \
@@ -92,12 +100,14 @@ deb: $(BUILD)/gpusnap $(BUILD)/gpusnap-man
 	find $$R -exec touch -h -d @$(SOURCE_DATE_EPOCH) {} + && \
 	mkdir -p $(DIST) && dpkg-deb --root-owner-group -Zxz --build $$R $(DEB)
 
-# FROM scratch: gpusnap and the libraries it links (glibc), nothing else.
-# libnvidia-ml comes from the host, as NVIDIA's container toolkit mounts it.
-image: $(BUILD)/gpusnap
-	rm -rf $(BUILD)/image && mkdir -p $(BUILD)/image/usr/bin $(BUILD)/image/tmp $(DIST) && \
+# FROM scratch: gpusnap, gpusnap-full (the nri command's) and the libraries
+# they link (glibc), nothing else. libnvidia-ml comes from the host, as
+# NVIDIA's container toolkit mounts it.
+image: $(BUILD)/gpusnap $(BUILD)/gpusnap-full
+	rm -rf $(BUILD)/image && mkdir -p $(BUILD)/image/usr/bin $(BUILD)/image/usr/libexec/gpusnap $(BUILD)/image/tmp $(DIST) && \
 	chmod 1777 $(BUILD)/image/tmp && cp $(BUILD)/gpusnap $(BUILD)/image/usr/bin/gpusnap && \
-	for lib in $$(ldd $(BUILD)/gpusnap | grep -o '/[^ ]*'); do \
+	cp $(BUILD)/gpusnap-full $(BUILD)/image/usr/libexec/gpusnap/gpusnap-full && \
+	for lib in $$({ ldd $(BUILD)/gpusnap && ldd $(BUILD)/gpusnap-full; } | grep -o '/[^ ]*' | sort -u); do \
 		install -D -m 0755 $$(readlink -f $$lib) $(BUILD)/image$$lib || exit 1; done && \
 	printf 'root:x:0:0:root:/root:/sbin/nologin\n' >$(BUILD)/image/etc-passwd && \
 	install -D -m 0644 $(BUILD)/image/etc-passwd $(BUILD)/image/etc/passwd && rm $(BUILD)/image/etc-passwd && \
@@ -115,4 +125,4 @@ image: $(BUILD)/gpusnap
 	trap - EXIT && echo $(OCI)
 
 clean:
-	rm -rf gpusnap $(BUILD) $(DIST)
+	rm -rf gpusnap gpusnap-full $(BUILD) $(DIST)

@@ -2,20 +2,25 @@
 # bench/startup.sh: what does a gpusnap command cost before it does anything?
 #
 # Builds the release binary as the Makefile does (make's gpusnap: PIE,
-# stripped, urfave/cli's docs left out), gpusnap-man (the same source with
-# them, as the package's build runs it) and a Go hello world built with the
-# same flags, then in ONE hyperfine run times, on one host state:
+# stripped, urfave/cli's docs and the NRI plugin left out), gpusnap-man (the
+# same source with every command and the docs, as the package's build runs
+# it) and a Go hello world built with the same flags, without and with cgo,
+# then in ONE hyperfine run times, on one host state:
 #   hello     the hello world: the Go runtime's and the dynamic linker's floor
+#   cgo       the hello world with cgo, libc linked: the floor of any binary
+#             that loads libnvidia-ml through go-nvml, as gpusnap does
 #   version   gpusnap --version (it prints whether libnvidia-ml is found)
 #   help      gpusnap --help
-#   man       gpusnap-man --version: what the docs cost every command before
-# and prints version/hello, help/hello and man/hello, CPU (user+system)
+#   man       gpusnap-man --version: what the docs and the NRI plugin cost
+#   before    $BEFORE --version, when BEFORE names another gpusnap binary
+# and prints each over hello (and version over cgo), CPU (user+system)
 # beside wall. Ratios, not times: these machines are shared and noisy.
 #
 # It installs nothing: it needs go, gcc, make and hyperfine.
 #
 # Environment: RUNS (timed runs per command, 200), EXPORT (a file for
-# hyperfine's JSON, which bench/all.sh reads).
+# hyperfine's JSON, which bench/all.sh reads), BEFORE (a gpusnap built from
+# another commit, timed in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -35,6 +40,20 @@ GO
 printf 'module hello\n\ngo 1.26\n' >"$work/hello/go.mod"
 # The Makefile's flags less its -X stamps (they name gpusnap's variables).
 (cd "$work/hello" && go build -trimpath -buildmode=pie -ldflags '-s -w' -o "$work/hello/hello" .)
+mkdir "$work/cgo"
+cat >"$work/cgo/main.go" <<'GO'
+package main
+
+// #include <stdlib.h>
+import "C"
+import "fmt"
+
+func main() { fmt.Println("hello") }
+GO
+printf 'module hello\n\ngo 1.26\n' >"$work/cgo/go.mod"
+(cd "$work/cgo" && go build -trimpath -buildmode=pie -ldflags '-s -w' -o "$work/cgo/hello" .)
+before=()
+[[ -z ${BEFORE:-} ]] || before=(-n before "$BEFORE --version")
 
 echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine $(hyperfine --version | cut -d' ' -f2)"
 echo "sizes: gpusnap $(stat -c %s "$work/gpusnap") bytes, gpusnap-man $(stat -c %s "$work/gpusnap-man"), hello $(stat -c %s "$work/hello/hello")"
@@ -43,17 +62,21 @@ echo
 
 in_background hyperfine -N --warmup 10 --runs "$RUNS" --export-csv "$work/times.csv" ${EXPORT:+--export-json "$EXPORT"} \
 	-n hello "$work/hello/hello" \
+	-n cgo "$work/cgo/hello" \
 	-n version "$work/gpusnap --version" \
 	-n help "$work/gpusnap --help" \
-	-n man "$work/gpusnap-man --version"
+	-n man "$work/gpusnap-man --version" \
+	"${before[@]}"
 
 # times.csv: command,mean,stddev,median,user,system,min,max (seconds)
 awk -F, '
 	NR > 1 { median[$1] = $4; cpu[$1] = $5 + $6 }
 	END {
 		printf "\nratio          cpu (user+system)  wall (median)\n"
-		split("version help man", a, " ")
-		for (i = 1; i <= 3; i++)
-			printf "  %-7s/hello %.2fx              %.2fx\n", a[i], cpu[a[i]] / cpu["hello"], median[a[i]] / median["hello"]
+		split("cgo version help man before", a, " ")
+		for (i = 1; i <= 5; i++)
+			if (a[i] in cpu)
+				printf "  %-7s/hello %.2fx              %.2fx\n", a[i], cpu[a[i]] / cpu["hello"], median[a[i]] / median["hello"]
+		printf "  version/cgo   %.2fx              %.2fx\n", cpu["version"] / cpu["cgo"], median["version"] / median["cgo"]
 		printf "(target: version/hello <= 2x)\n"
 	}' "$work/times.csv"

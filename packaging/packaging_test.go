@@ -193,7 +193,7 @@ func TestDeb(t *testing.T) {
 		t.Errorf("package version %q, want %q", v, version)
 	}
 	contents := run(t, "dpkg-deb", "-c", deb)
-	for _, p := range []string{"./usr/bin/gpusnap", "./lib/systemd/system/gpusnap-watch.service",
+	for _, p := range []string{"./usr/bin/gpusnap", "./usr/libexec/gpusnap/gpusnap-full", "./lib/systemd/system/gpusnap-watch.service",
 		"./lib/systemd/system/gpusnap-prune.service", "./lib/systemd/system/gpusnap-prune.timer",
 		"./usr/share/gpusnap/slurm/prolog.sh", "./usr/share/gpusnap/slurm/epilog.sh", "./usr/share/gpusnap/slurm/settings.sh",
 		"./etc/default/gpusnap", "./etc/gpusnap/allow.list", "./usr/share/man/man1/gpusnap.1.gz",
@@ -229,6 +229,13 @@ func TestDeb(t *testing.T) {
 	out := run(t, filepath.Join(tree, "usr/bin/gpusnap"), "--version")
 	if !strings.HasPrefix(out, "gpusnap version "+version+"\ncommit:       ") || strings.Contains(out, "built:        unknown") {
 		t.Errorf("the packaged gpusnap --version:\n%s", out)
+	}
+	// gpusnap nri runs the packaged gpusnap-full, found from /usr/bin: only
+	// the plugin dials the socket.
+	sock := filepath.Join(tree, "no-nri.sock")
+	nri := exec.Command(filepath.Join(tree, "usr/bin/gpusnap"), "nri", "--socket", sock, "--evidence-dir", filepath.Join(tree, "evidence"))
+	if out, err := nri.CombinedOutput(); nri.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "gpusnap: nri "+sock+": failed to connect to NRI service") {
+		t.Errorf("the packaged gpusnap nri did not run gpusnap-full's plugin (%v):\n%s", err, out)
 	}
 	// Lintian: errors fail; its other tags are logged for the release notes.
 	cmd = exec.Command("lintian", "--allow-root", "--tag-display-limit", "0", deb)
@@ -361,9 +368,19 @@ var startupCosts = []string{
 	"github.com/cilium/ebpf/rlimit",
 }
 
+// fullOnly are the packages the common gpusnap leaves to gpusnap-full, which
+// its nri command execs: the NRI plugin's stub, its WebAssembly runtime and
+// ttrpc.
+var fullOnly = []string{
+	"github.com/containerd/nri/pkg/stub",
+	"github.com/tetratelabs/wazero",
+	"github.com/containerd/ttrpc",
+}
+
 // TestReleaseLeavesStartupCostsOut reads the build commands make runs for
-// the release binary and for gpusnap-man, which writes the package's man
-// pages, and lists what each links: the release binary links none of
+// the release binary, for gpusnap-full and for gpusnap-man, which writes the
+// package's man pages, and lists what each links: the release binary links
+// none of startupCosts and fullOnly, gpusnap-full links fullOnly and none of
 // startupCosts, and gpusnap-man still has the renderers its man command
 // needs (else the tags the test reads would prove nothing).
 func TestReleaseLeavesStartupCostsOut(t *testing.T) {
@@ -373,7 +390,7 @@ func TestReleaseLeavesStartupCostsOut(t *testing.T) {
 		gobin = "/usr/local/go/bin/go" // where .ci/run finds the toolchain when PATH lacks it
 	}
 	build := t.TempDir()
-	plan := run(t, "make", "-n", "-s", "-C", repo, "GO="+gobin, "BUILD="+build, build+"/gpusnap", build+"/gpusnap-man")
+	plan := run(t, "make", "-n", "-s", "-C", repo, "GO="+gobin, "BUILD="+build, build+"/gpusnap", build+"/gpusnap-full", build+"/gpusnap-man")
 	tags := map[string]string{}
 	built := regexp.MustCompile(` build .*-o (\S+) \./cmd/gpusnap`)
 	for line := range strings.Lines(plan) {
@@ -387,7 +404,7 @@ func TestReleaseLeavesStartupCostsOut(t *testing.T) {
 		}
 		tags[filepath.Base(m[1])] = tag
 	}
-	for _, bin := range []string{"gpusnap", "gpusnap-man"} {
+	for _, bin := range []string{"gpusnap", "gpusnap-full", "gpusnap-man"} {
 		if _, ok := tags[bin]; !ok {
 			t.Fatalf("make builds no %s from ./cmd/gpusnap:\n%s", bin, plan)
 		}
@@ -395,10 +412,20 @@ func TestReleaseLeavesStartupCostsOut(t *testing.T) {
 	deps := func(tag string) []string {
 		return strings.Fields(run(t, gobin, "list", "-deps", "-tags", tag, repo+"/cmd/gpusnap"))
 	}
-	release := deps(tags["gpusnap"])
-	for _, pkg := range startupCosts {
+	release, full := deps(tags["gpusnap"]), deps(tags["gpusnap-full"])
+	for _, pkg := range append(slices.Clone(startupCosts), fullOnly...) {
 		if slices.Contains(release, pkg) {
 			t.Errorf("the release gpusnap (tags %q) links %s", tags["gpusnap"], pkg)
+		}
+	}
+	for _, pkg := range startupCosts {
+		if slices.Contains(full, pkg) {
+			t.Errorf("gpusnap-full (tags %q) links %s", tags["gpusnap-full"], pkg)
+		}
+	}
+	for _, pkg := range fullOnly {
+		if !slices.Contains(full, pkg) {
+			t.Errorf("gpusnap-full (tags %q) lacks %s: it cannot run the nri command", tags["gpusnap-full"], pkg)
 		}
 	}
 	if man := deps(tags["gpusnap-man"]); !slices.Contains(man, startupCosts[0]) {

@@ -17,10 +17,12 @@ type table struct {
 // which runs the in-process benchmarks at their smallest size only.
 func tables(sizes []string, quick bool) []table {
 	return []table{
-		{"Start-up", "`bench/startup.sh`: the release binary as `make` builds it (PIE, stripped, urfave/cli's docs left out) against a Go hello world built with the same flags, and gpusnap-man (the same source with the docs, as the package's build runs it), in one hyperfine run. The figure is CPU (user + system), wall the ratio of medians.", []row{
+		{"Start-up", "`bench/startup.sh`: the release binary as `make` builds it (PIE, stripped, urfave/cli's docs and the NRI plugin left out: `gpusnap nri` execs gpusnap-full) against a Go hello world built with the same flags, the same hello world with cgo (libc linked, as go-nvml needs), and gpusnap-man (the same source with every command and the docs, as the package's build runs it), in one hyperfine run. The figure is CPU (user + system), wall the ratio of medians.", []row{
 			hyperfineRatio("`gpusnap --version` / Go hello world", "startup", "version", "hello", atMost(2, "x")),
+			hyperfineRatio("Go hello world with cgo / Go hello world", "startup", "cgo", "hello", nil),
+			hyperfineRatio("`gpusnap --version` / Go hello world with cgo", "startup", "version", "cgo", nil),
 			hyperfineRatio("`gpusnap --help` / Go hello world", "startup", "help", "hello", nil),
-			hyperfineRatio("`gpusnap-man --version` (urfave/cli's docs linked) / Go hello world", "startup", "man", "hello", nil),
+			hyperfineRatio("`gpusnap-man --version` (urfave/cli's docs and NRI linked) / Go hello world", "startup", "man", "hello", nil),
 		}},
 		commandTable(sizes),
 		inProcessTable(quick),

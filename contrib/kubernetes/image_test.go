@@ -88,6 +88,12 @@ func TestImageCatchesGhost(t *testing.T) {
 		t.Fatalf("diff in the image: exit %d, want 1 with leftover_device_mapping of %d:\n%s", code, sc.Ghost.PID, report)
 	}
 	t.Logf("the image (%s) found the ghost %d: %s", image, sc.Ghost.PID, firstLine(report))
+	// The nri container's gpusnap execs the image's gpusnap-full: only the
+	// plugin dials the socket.
+	code, report = gpusnap("nri", "--socket", "/tmp/no-nri.sock", "--evidence-dir", "/tmp/evidence")
+	if code != 2 || !strings.Contains(report, "gpusnap: nri /tmp/no-nri.sock: failed to connect to NRI service") {
+		t.Errorf("nri in the image: exit %d, want 2 from gpusnap-full's plugin\n%s", code, report)
+	}
 }
 
 // podmanArgs runs the image as the DaemonSet runs its container: the host's
