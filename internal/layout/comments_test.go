@@ -85,7 +85,6 @@ var colonHabitToday = map[string]float64{
 	"reap":           0.49,
 	"session":        0.51,
 	"snapshot":       0.48,
-	"watch":          0.48,
 }
 
 // maxMarksPerGroup bounds the colons and semicolons of one comment group
