@@ -29,10 +29,10 @@ const (
 
 // containerGPUs is the GPUs a container is given, and whether it is given
 // any. They come from its NVIDIA GPU nodes (major 195 below 255, or named
-// nvidiaN), from NVIDIA_VISIBLE_DEVICES ("all" is every GPU, nil, and
-// "none", "void" and "" are none) and from its CDI devices, resolved through
-// the CDI specs of specDirs. What cannot be read, or is too long, is every
-// GPU, never none.
+// nvidiaN), from NVIDIA_VISIBLE_DEVICES ("all" is every GPU, given as nil,
+// and "none", "void" and "" are none) and from its CDI devices, resolved
+// through the CDI specs of specDirs. What cannot be read, or is too long, is
+// every GPU, never none.
 func containerGPUs(c *api.Container, specDirs []string) (*snapshot.GPUSet, bool) {
 	ids, all := cdiGPUs(c, specDirs)
 	devs := c.GetLinux().GetDevices()
