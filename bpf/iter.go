@@ -25,46 +25,47 @@ type (
 
 // Flags of a record (enum rec_flag in c/iter.c).
 const (
-	RecordPathError = uint32(iterRecFlagREC_PATH_ERROR) // d_path failed: the record has no path
+	RecordPathError = uint32(iterRecFlagREC_PATH_ERROR) // d_path failed, so the record has no path
 	RecordNSpidDeep = uint32(iterRecFlagREC_NSPID_DEEP) // more pid namespace levels than TaskRecord.Nspid holds
-	RecordMMBusy    = uint32(iterRecFlagREC_MM_BUSY)    // VMAUnwalked: the process's mmap lock was held
-	RecordTooMany   = uint32(iterRecFlagREC_TOO_MANY)   // VMAUnwalked: more device mappings than one walk writes
+	RecordMMBusy    = uint32(iterRecFlagREC_MM_BUSY)    // on a VMAUnwalked, the process's mmap lock was held
+	RecordTooMany   = uint32(iterRecFlagREC_TOO_MANY)   // on a VMAUnwalked, more device mappings than one walk writes
 	RecordOwnTable  = uint32(iterRecFlagREC_OWN_TABLE)  // a FileRecord of a thread's own fd table (cloned without CLONE_FILES)
-	RecordCmdline   = uint32(iterRecFlagREC_CMDLINE)    // TaskRecord: the command line follows, whole (else /proc has it)
-	// RecordNoScratch: the kernel had no memory to render a VMAUnwalked's or a
-	// FileRecord's process in: read that process from /proc.
+	RecordCmdline   = uint32(iterRecFlagREC_CMDLINE)    // a TaskRecord whose whole command line follows (else /proc has it)
+	// RecordNoScratch marks a VMAUnwalked or a FileRecord whose process the
+	// kernel had no memory to render. Read that process from /proc.
 	RecordNoScratch = uint32(iterRecFlagREC_NO_SCRATCH)
-	// RecordExeProc: a TaskRecord without its exe, which the kernel's
-	// program could not take: read /proc/PID/exe.
+	// RecordExeProc marks a TaskRecord without its exe, which the kernel's
+	// program could not take. Read /proc/PID/exe.
 	RecordExeProc = uint32(iterRecFlagREC_EXE_PROC)
-	// RecordRing: a FileRecord of an io_uring instance, not a device, with no
-	// path: the files it has registered are listed in its fdinfo only.
+	// RecordRing marks a FileRecord of an io_uring instance, not a device,
+	// with no path. The files it has registered are listed in its fdinfo
+	// only.
 	RecordRing = uint32(iterRecFlagREC_RING)
-	// RecordPathProc: VMAUnwalked, the process maps a file (a device, a
-	// DMA-buf) that a _proc_path walk does not name: read it from /proc.
+	// RecordPathProc marks a VMAUnwalked whose process maps a file (a device,
+	// a DMA-buf) that a _proc_path walk does not name. Read it from /proc.
 	RecordPathProc = uint32(iterRecFlagREC_PATH_PROC)
 
-	// recordSamePath: a mapping of the same file as the record before, whose
-	// path (or path error) it has; EachVMA hands over that path.
+	// recordSamePath marks a mapping of the same file as the record before,
+	// whose path (or path error) it shares. EachVMA hands over that path.
 	recordSamePath = uint32(iterRecFlagREC_SAME_PATH)
 )
 
 // Kinds of a VMARecord (enum vma_kind in c/iter.c).
 const (
 	VMADevice   = uint32(iterVmaKindVMA_DEVICE)    // a device node
-	VMADMABuf   = uint32(iterVmaKindVMA_DMABUF)    // a DMA-buf; its path is /dmabuf:NAME
-	VMAAnonExec = uint32(iterVmaKindVMA_ANON_EXEC) // anonymous executable, 64 MiB or more; its path is the anon_vma_name, if any
-	// VMAUnwalked: the process's mappings were not walked, or not all (the
-	// records before it are some of them): read them from /proc. Its
+	VMADMABuf   = uint32(iterVmaKindVMA_DMABUF)    // a DMA-buf, with the path /dmabuf:NAME
+	VMAAnonExec = uint32(iterVmaKindVMA_ANON_EXEC) // anonymous executable, 64 MiB or more, with its anon_vma_name (if any) as path
+	// VMAUnwalked marks a process whose mappings were not walked, or not all
+	// (the records before it are some of them). Read them from /proc. Its
 	// RecFlags say why (RecordMMBusy, RecordTooMany, RecordPathProc).
 	VMAUnwalked = uint32(iterVmaKindVMA_UNWALKED)
 )
 
-// Walk is one pass of the capture iterators, opened and not yet read: its
+// Walk is one pass of the capture iterators, opened and not yet read. Its
 // Each methods read each iterator's records and decode them as they come, a
-// buffer at a time, so a walk's memory stays bounded however many mappings
-// a tenant makes. Read tasks, then mappings, then files, then Close it.
-// How says how the iterators ran.
+// buffer at a time, so a walk's memory stays bounded however many mappings a
+// tenant makes. Read tasks, then mappings, then files, then Close it. How
+// says how the iterators ran.
 type Walk struct {
 	How string
 
@@ -86,23 +87,25 @@ var PinRoot = "/sys/fs/bpf/gpusnap"
 // iterNames are the pinned iterators' file names, in Walk's order.
 var iterNames = [3]string{"tasks", "vmas", "files"}
 
-// The programs of the task and mapping iterators, best first (c/iter.c):
-// OpenWalk loads the first of each the kernel takes.
+// TaskPrograms and VMAPrograms are the programs of the task and mapping
+// iterators, best first (c/iter.c). OpenWalk loads the first of each that the
+// kernel takes.
 var (
-	// TaskPrograms: the exe rendered in the kernel, else left to /proc/PID/exe.
+	// TaskPrograms render the exe in the kernel, else leave it to
+	// /proc/PID/exe.
 	TaskPrograms = []string{"gpusnap_tasks", "gpusnap_tasks_proc_exe"}
-	// VMAPrograms: the open-coded task_vma iterator (6.7), else the
-	// task_vma iterator's program (5.12), one call a mapping; then each
-	// again leaving the processes that map a file to /proc, for kernels
-	// whose verifier will not name vma->vm_file (some 6.18 builds).
+	// VMAPrograms are the open-coded task_vma iterator (6.7), else the
+	// task_vma iterator's program (5.12) with one call a mapping. The same
+	// two follow again, leaving the processes that map a file to /proc, for
+	// kernels whose verifier will not name vma->vm_file (some 6.18 builds).
 	VMAPrograms = []string{"gpusnap_vmas", "gpusnap_vma", "gpusnap_vmas_proc_path", "gpusnap_vma_proc_path"}
 )
 
-// OpenWalk opens each capture iterator over the caller's pid namespace: from
-// their pins under PinRoot where a trusted pin directory holds them, else
-// loaded now (and pinned, where PinRoot's parent is a BPF filesystem). Its
-// error says why the kernel refused (no CAP_BPF and CAP_PERFMON, no BTF, a
-// kernel without iterators).
+// OpenWalk opens each capture iterator over the caller's pid namespace. It
+// opens their pins under PinRoot where a trusted pin directory holds them,
+// else loads them now (and pins them where PinRoot's parent is a BPF
+// filesystem). Its error says why the kernel refused (no CAP_BPF and
+// CAP_PERFMON, no BTF, a kernel without iterators).
 func OpenWalk() (*Walk, error) {
 	dir := pinDir()
 	if w, err := openPinned(dir); err == nil {
@@ -165,7 +168,7 @@ func (w *Walk) loadFirst(spec *ebpf.CollectionSpec, names []string) (*ebpf.Progr
 		}
 		sub := spec.Copy()
 		sub.Programs = map[string]*ebpf.ProgramSpec{name: spec.Programs[name]}
-		// The programs use no global data: the .bss that holds the unused
+		// The programs use no global data, so the .bss that holds the unused
 		// variables keeping the enums in BTF (c/iter.c) is not made.
 		sub.Maps = map[string]*ebpf.MapSpec{"scratch_map": spec.Maps["scratch_map"]}
 		sub.Variables = nil
@@ -209,17 +212,17 @@ func pinDir() string {
 	return PinRoot + "/capture-" + CaptureBuild()
 }
 
-// CaptureBuild names this build of the capture programs: the first bytes
-// of their object's SHA-256, in hex. A kernel that refused one build may
-// take another.
+// CaptureBuild names this build of the capture programs by the first bytes of
+// their object's SHA-256, in hex. A kernel that refused one build may take
+// another.
 func CaptureBuild() string {
 	sum := sha256.Sum256(_IterBytes)
 	return hex.EncodeToString(sum[:8])
 }
 
-// openPinned opens the iterators pinned in dir. It trusts only a directory
-// on a BPF filesystem that root owns and only root can write: anyone who can
-// write there could pin a program that lies.
+// openPinned opens the iterators pinned in dir. It trusts only a directory on
+// a BPF filesystem that root owns and only root can write, since anyone who
+// can write there could pin a program that lies.
 func openPinned(dir string) (*Walk, error) {
 	if err := trustedDir(dir); err != nil {
 		return nil, err
@@ -258,8 +261,8 @@ func trustedDir(dir string) error {
 }
 
 // pin pins the links in dir, made root-only, and removes the pins of other
-// builds: a host keeps one set. It pins nothing unless PinRoot's parent is a
-// BPF filesystem; it never mounts one.
+// builds so that a host keeps one set. It pins nothing unless PinRoot's
+// parent is a BPF filesystem, and it never mounts one.
 func pin(dir string, links [3]*link.Iter) error {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(PinRoot), &fs); err != nil || fs.Type != bpfFSMagic {
@@ -280,7 +283,8 @@ func pin(dir string, links [3]*link.Iter) error {
 		return err
 	}
 	for i, l := range links {
-		// Another gpusnap may have pinned the same build meanwhile: EEXIST is its pin.
+		// Another gpusnap may have pinned the same build meanwhile, and
+		// EEXIST is its pin.
 		if err := l.Pin(dir + "/" + iterNames[i]); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
@@ -328,7 +332,7 @@ func (w *Walk) EachFile(fn func(*FileRecord, []byte)) error {
 	})
 }
 
-// The most a record carries after its header: a path (PATH_MAX) and a
+// The most a record carries after its header is a path (PATH_MAX) and a
 // command line.
 const (
 	pathMax = uint32(iterIterLimitPATH_LEN)
@@ -337,14 +341,14 @@ const (
 
 func pad8(n uint32) int { return (int(n) + 7) &^ 7 }
 
-// readBuf is the size of a walk's read buffer: several of the kernel's
-// 32 KiB seq buffers a read, and far more than the largest record.
+// readBuf is the size of a walk's read buffer. It holds several of the
+// kernel's 32 KiB seq buffers a read, and far more than the largest record.
 const readBuf = 128 << 10
 
 // each reads one iterator to its end, a buffer at a time, and decodes the
-// whole records each read completes; the start of a record cut by the end
-// of a read is carried to the front of the buffer (which keeps records
-// 8-aligned: the buffer is, as Go's allocations of this size are).
+// whole records each read completes. The start of a record cut by the end of
+// a read is carried to the front of the buffer, which keeps records 8-aligned
+// because the buffer is, as Go's allocations of this size are.
 func (w *Walk) each(r io.Reader, name string, decodeAll func([]byte) (used, need int)) error {
 	if r == nil {
 		return fmt.Errorf("%s iterator: not open", name)

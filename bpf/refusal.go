@@ -10,10 +10,11 @@ import (
 )
 
 // Refused reports whether err, from OpenWalk, is the kernel's lasting answer
-// to these programs for these credentials until a reboot or another kernel:
-// a permission refused, the verifier's verdict, a feature or a kernel file
-// missing. A shortage that may pass (memory, descriptors, a busy or
-// interrupted call) is not: retried, the same load may succeed.
+// to these programs for these credentials until a reboot or another kernel.
+// Such answers are a permission refused, the verifier's verdict, a feature
+// or a kernel file missing. A shortage that may pass (memory, descriptors, a
+// busy or interrupted call) is not one, since the same load retried may
+// succeed.
 func Refused(err error) bool {
 	if err == nil {
 		return false

@@ -20,10 +20,11 @@ import (
 // Hook is how the watch programs see opens and mappings of devices.
 type Hook string
 
-// The hooks, best first: the security hooks see every open and mapping (io_uring's
-// and the kernel's on a process's behalf included), and only opens and
-// mappings pay for them; the syscall tracepoints see only the syscalls they
-// are attached to, and send every system call of the host down the slow path.
+// The hooks, best first. The security hooks see every open and mapping
+// (io_uring's and the kernel's on a process's behalf included), and only
+// opens and mappings pay for them. The syscall tracepoints see only the
+// syscalls they are attached to, and send every system call of the host down
+// the slow path.
 const (
 	HookLSM        Hook = "lsm"        // BPF LSM programs on file_open and mmap_file
 	HookFentry     Hook = "fentry"     // fentry on security_file_open and security_mmap_file
@@ -51,31 +52,31 @@ type Event struct {
 	Kind         Kind
 	TimeNS       uint64 // when the hook ran
 	StartNS      uint64 // the process's start, /proc/PID/stat field 22 in ns
-	CgroupID     uint64 // cgroup v2 id: the inode number of its directory
+	CgroupID     uint64 // cgroup v2 id, the inode number of its directory
 	PID          uint32 // the process (thread group id)
 	TID          uint32
 	NSPID        uint32 // the PID in the process's own pid namespace
 	PPID         uint32
 	UID          uint32
 	Comm         string
-	Major, Minor uint32 // open, mmap: the device's own number
-	Mode         uint32 // open, mmap: the device's i_mode (its file type)
+	Major, Minor uint32 // the device's own number (open, mmap)
+	Mode         uint32 // the device's i_mode, its file type (open, mmap)
 	Flags        uint32 // f_flags of an open, the flags an mmap asked for, or an exit's code
 	Prot         uint32 // f_mode of an open, or the protection an mmap asked for
 	FD           int32  // -1 where the hook has no descriptor
-	Length       uint64 // mmap: the length asked for (0 where the hook has none)
-	Path         string // open, mmap: the device's path. A path cut short starts with ".../"
-	Exe          string // the process's executable, walked in the kernel: on its first open or mapping of a device, and at exec (the new one)
-	ExecNS       uint64 // open, mmap: on a process's first use of a device, when it last exec'd (0: not since it started)
+	Length       uint64 // the length an mmap asked for (0 where the hook has none)
+	Path         string // the device's path (open, mmap). A path cut short starts with ".../"
+	Exe          string // the process's executable, walked in the kernel on its first open or mapping of a device and at exec (the new one)
+	ExecNS       uint64 // on a process's first open or mmap of a device, when it last exec'd (0 if not since it started)
 	ChildPID     uint32 // fork
 	ChildStartNS uint64 // fork
 	// Run numbers the process's run of like opens or mappings this event
-	// starts (a whole event) or counts (a run's record), 0 for none: see
-	// struct run in c/watch.c. A run's record carries neither path nor exe,
-	// its run's first event named them.
+	// starts (a whole event) or counts (a run's record), 0 for none, as
+	// struct run in c/watch.c keeps them. A run's record carries neither
+	// path nor exe, since its run's first event named them.
 	Run     uint32
-	Count   uint64 // a run's record: how many like events it stands for (0: one, this one)
-	FirstNS uint64 // a run's record: the first of them (TimeNS is the last)
+	Count   uint64 // how many like events a run's record stands for (0 means one, this one)
+	FirstNS uint64 // on a run's record, the time of the first of its events (TimeNS is the last)
 }
 
 // Runs is how many runs of like events the kernel counts for one process,
@@ -129,10 +130,10 @@ func Open(majors []uint32, hooks []Hook) (*Watch, error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("kernel BTF is missing (/sys/kernel/btf/vmlinux: %v): BPF needs CONFIG_DEBUG_INFO_BTF", err)
 	}
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
-	// to the cgroup, and may refuse raising it. Raised here, not through
-	// cilium/ebpf's rlimit package, whose init probes the kernel in every
-	// command (docs/performance.md, Start-up).
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK, later ones to
+	// the cgroup, and raising it may be refused. It is raised here, not
+	// through cilium/ebpf's rlimit package, whose init probes the kernel in
+	// every command (docs/performance.md, Start-up).
 	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY})
 	spec, err := loadWatch()
 	if err != nil {
@@ -188,7 +189,8 @@ func (m *sharedMaps) replacements() map[string]*ebpf.Map {
 }
 
 // attachBest attaches the first of hooks the kernel takes. unmounted, where
-// not nil, is why tracefs could not be mounted: the tracepoint hook's refusal.
+// not nil, is why tracefs could not be mounted, and stands as the tracepoint
+// hook's refusal.
 func (w *Watch) attachBest(spec *ebpf.CollectionSpec, hooks []Hook, unmounted error) error {
 	for _, hook := range hooks {
 		err := unmounted
@@ -207,8 +209,8 @@ func (w *Watch) attachBest(spec *ebpf.CollectionSpec, hooks []Hook, unmounted er
 }
 
 // attachHook loads one hook's programs with the life programs, in one
-// collection sharing the maps already loaded (one load: relocating against
-// the kernel's BTF once, not once a program), and attaches the hook's.
+// collection sharing the maps already loaded, and attaches the hook's. One
+// load relocates against the kernel's BTF once, not once a program.
 func (w *Watch) attachHook(spec *ebpf.CollectionSpec, hook Hook) error {
 	sub := spec.Copy()
 	sub.Programs = map[string]*ebpf.ProgramSpec{}
@@ -232,7 +234,7 @@ func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 		section := spec.Programs[name].SectionName
 		l, err := attachSection(section, w.coll.Programs[name])
 		if errors.Is(err, os.ErrNotExist) && hook == HookTracepoint && name != "tp_exit_openat" && name != "tp_enter_mmap" {
-			// open and creat exist on x86_64 only; io_uring_complete
+			// open and creat exist on x86_64 only, and io_uring_complete
 			// where the kernel has io_uring.
 			_, tp, _ := strings.Cut(strings.TrimPrefix(section, "tracepoint/"), "/")
 			w.Unattached = append(w.Unattached, tp)
@@ -246,8 +248,9 @@ func (w *Watch) attachLinks(spec *ebpf.CollectionSpec, hook Hook) error {
 	return nil
 }
 
-// attachSection attaches prog where its ELF section names: an LSM hook, a
-// BTF tracing point (fentry, tp_btf), a kprobe or a tracefs tracepoint.
+// attachSection attaches prog where its ELF section names, be it an LSM
+// hook, a BTF tracing point (fentry, tp_btf), a kprobe or a tracefs
+// tracepoint.
 func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
 	kind, point, _ := strings.Cut(section, "/")
 	switch kind {
@@ -264,19 +267,20 @@ func attachSection(section string, prog *ebpf.Program) (link.Link, error) {
 	return nil, fmt.Errorf("no way to attach a program of section %s", section)
 }
 
-// withTracefs runs attach where tracefs is mounted: where the host has not
-// mounted it, on a thread of its own in a private mount namespace with
-// tracefs there, so the host's mounts stay as they were. Every hook is tried
-// there: cilium/ebpf caches its tracefs lookup, which kprobes make
-// first. Where no such namespace can be made, unmounted says why.
+// withTracefs runs attach where tracefs is mounted. Where the host has not
+// mounted it, attach runs on a thread of its own in a private mount
+// namespace with tracefs there, so the host's mounts stay as they were.
+// Every hook is tried there, because cilium/ebpf caches its tracefs lookup
+// and kprobes make it first. Where no such namespace can be made, unmounted
+// says why.
 func withTracefs(attach func(unmounted error) error) error {
 	if _, err := os.Stat(TracefsDir + "/events"); err == nil {
 		return attach(nil)
 	}
 	errc := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread, in its own mount namespace, ends with
-		// this goroutine and runs nothing else.
+		// The thread is never unlocked. In its own mount namespace, it ends
+		// with this goroutine and runs nothing else.
 		runtime.LockOSThread()
 		errc <- attach(mountTracefsPrivately())
 	}()
@@ -284,12 +288,13 @@ func withTracefs(attach func(unmounted error) error) error {
 }
 
 // mountTracefsPrivately moves the calling thread into a mount namespace of
-// its own and mounts tracefs there; the error says which step failed.
+// its own and mounts tracefs there. The error says which step failed.
 func mountTracefsPrivately() error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("tracefs is not mounted at %s, and a mount namespace to mount it in was refused: %w", TracefsDir, err)
 	}
-	// Private first: a mount under a shared / would reach the host's namespace.
+	// Private first, since a mount under a shared / would reach the host's
+	// namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("tracefs: making a private mount namespace: %w", err)
 	}
@@ -304,7 +309,7 @@ func mountTracefsPrivately() error {
 func loadError(what string, err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		// The verifier's log is long; its last line says why.
+		// The verifier's log is long, and its last line says why.
 		return &refusalError{fmt.Sprintf("%s: the verifier refused it: %s", what, lastLine(ve.Log)), err}
 	}
 	if errors.Is(err, os.ErrPermission) {
@@ -313,7 +318,7 @@ func loadError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// lastLine is the verifier's last word: its last line but the statistics
+// lastLine is the verifier's last word, its last line but the statistics
 // some kernels end the log with.
 func lastLine(log []string) string {
 	for i := len(log) - 1; i >= 0; i-- {
@@ -325,7 +330,7 @@ func lastLine(log []string) string {
 }
 
 // Read blocks until the next event. After Stop it returns the events still
-// in the ring buffer, then ErrStopped; after Close, ErrClosed.
+// in the ring buffer, then ErrStopped. After Close it returns ErrClosed.
 func (w *Watch) Read() (Event, error) {
 	rec, err := w.reader.Read()
 	switch {
@@ -352,10 +357,10 @@ func (w *Watch) Stop() error {
 	return w.reader.Flush()
 }
 
-// Counted returns, after Stop, a record of each run whose count the
-// kernel holds still (its like events since the run's last record), for
-// user space to write: with the programs detached nothing counts into them
-// any more. Each is as the kernel would have sent it.
+// Counted returns, after Stop, a record of each run whose count the kernel
+// holds still (its like events since the run's last record), for user space
+// to write, since with the programs detached nothing counts into them any
+// more. Each is as the kernel would have sent it.
 func (w *Watch) Counted() ([]Event, error) {
 	var (
 		tgid uint32
@@ -382,7 +387,8 @@ func (w *Watch) Lost() (uint64, error) {
 	return n, err
 }
 
-// Close detaches the programs and frees the maps; a Read in progress returns ErrClosed.
+// Close detaches the programs and frees the maps. A Read in progress returns
+// ErrClosed.
 func (w *Watch) Close() error {
 	if w.reader != nil {
 		_ = w.reader.Close()

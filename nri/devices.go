@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Bounds on what a container's request may make the plugin read: the pod's
+// Bounds on what a container's request may make the plugin read. The pod's
 // owner writes its environment, and a device list past these is refused
 // rather than half read.
 const (
@@ -28,10 +28,11 @@ const (
 )
 
 // containerGPUs is the GPUs a container is given, and whether it is given
-// any: its NVIDIA GPU nodes (major 195 below 255, or named nvidiaN),
-// NVIDIA_VISIBLE_DEVICES ("all" is every GPU, nil; "none", "void" and ""
-// none) and its CDI devices, resolved through the CDI specs of specDirs.
-// What cannot be read, or is too long, is every GPU, never none.
+// any. They come from its NVIDIA GPU nodes (major 195 below 255, or named
+// nvidiaN), from NVIDIA_VISIBLE_DEVICES ("all" is every GPU, given as nil,
+// and "none", "void" and "" are none) and from its CDI devices, resolved
+// through the CDI specs of specDirs. What cannot be read, or is too long, is
+// every GPU, never none.
 func containerGPUs(c *api.Container, specDirs []string) (*snapshot.GPUSet, bool) {
 	ids, all := cdiGPUs(c, specDirs)
 	devs := c.GetLinux().GetDevices()
@@ -75,8 +76,8 @@ func containerGPUs(c *api.Container, specDirs []string) (*snapshot.GPUSet, bool)
 	return &set, true
 }
 
-// gpuMinor is the GPU a device names: the minor of a 195 device below 255
-// (nvidiactl is 255, nvidia-modeset 254), or N of a node named nvidiaN.
+// gpuMinor is the GPU a device names, the minor of a 195 device below 255
+// (nvidiactl is 255, nvidia-modeset 254) or N of a node named nvidiaN.
 func gpuMinor(d *api.LinuxDevice) (int, bool) {
 	if d.GetMajor() == nvidiaMajor && d.GetMinor() >= 0 && d.GetMinor() < 254 {
 		return int(d.GetMinor()), true
@@ -91,10 +92,11 @@ func gpuMinor(d *api.LinuxDevice) (int, bool) {
 }
 
 // cdiGPUs reads the GPUs of a container's CDI devices, whose nodes the
-// runtime injects after CreateContainer: a device a spec of specDirs lists
-// gives its nodes' GPUs (a DRA claim's too). Unlisted: of NVIDIA's vendors,
-// a GPU UUID is that GPU, anything else (an index, all, a claim) every
-// GPU; of another vendor, none. Past the bounds: every GPU.
+// runtime injects after CreateContainer. A device a spec of specDirs lists
+// gives its nodes' GPUs (a DRA claim's too). Of an unlisted device of
+// NVIDIA's vendors, a GPU UUID is that GPU and anything else (an index, all,
+// a claim) is every GPU. An unlisted device of another vendor is none. Past
+// the bounds, the answer is every GPU.
 func cdiGPUs(c *api.Container, specDirs []string) (ids []string, all bool) {
 	var names []string
 	for _, d := range c.GetCDIDevices() {
@@ -116,7 +118,8 @@ func cdiGPUs(c *api.Container, specDirs []string) (ids []string, all bool) {
 	for _, name := range names {
 		name = strings.TrimSpace(name)
 		if specs == nil {
-			// A spec that cannot be read lists nothing: its devices fall to the rules below.
+			// A spec that cannot be read lists nothing, so its devices fall
+			// to the rules below.
 			specs, _ = cdi.Read(specDirs)
 		}
 		if gpus, listed := specs.GPUs(name); listed {

@@ -22,15 +22,15 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Gate does the work: the same baseline, check and diff as gpusnap baseline,
-// check and diff --tenant.
+// Gate does the work, with the same baseline, check and diff as gpusnap
+// baseline, check and diff --tenant.
 type Gate interface {
 	// Baseline stores the pod's baseline, with gpus as its allocation, or
 	// (gpus nil) the kubelet's when it lists the pod. The allocation it
 	// recorded is judged as Check judges it, from the capture it stores (no
 	// gap to step off a GPU in). Its error says the baseline was not stored.
 	Baseline(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) (Judged, error)
-	// Check checks gpus (nil: every GPU); a non-nil error is the one-line
+	// Check checks gpus (nil for every GPU). A non-nil error is the one-line
 	// reason the GPUs are not known to be clean.
 	Check(ctx context.Context, pod Pod, gpus *snapshot.GPUSet) error
 	// Diff diffs the host against the pod's baseline and reports it.
@@ -39,8 +39,8 @@ type Gate interface {
 	HasBaseline(uid string) (bool, error)
 }
 
-// Judged is a stored baseline's allocation (nil: none recorded) and the
-// check of it from the same capture: NotClean is Check's error, nil when
+// Judged is a stored baseline's allocation (nil if none was recorded) and
+// the check of it from the same capture. NotClean is Check's error, nil when
 // clean or when no GPU was judged.
 type Judged struct {
 	Allocation *snapshot.GPUSet
@@ -48,15 +48,16 @@ type Judged struct {
 }
 
 // Pod is a pod as the plugin names it. The runtime hands over what the pod's
-// owner wrote: UID is checked to be a UID (it names the tenant and the
-// evidence files), the names are bounded and escaped, for messages only.
+// owner wrote, so UID is checked to be a UID (it names the tenant and the
+// evidence files), and the names are bounded and escaped, for messages only.
 type Pod struct {
 	UID, Namespace, Name string
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name + " (" + p.UID + ")" }
 
-// maxName bounds a pod's namespace and name in messages: Kubernetes allows 253.
+// maxName bounds a pod's namespace and name in messages. Kubernetes allows
+// 253.
 const maxName = 253
 
 func podOf(s *api.PodSandbox) (Pod, error) {
@@ -74,8 +75,8 @@ func bounded(s string) string {
 	return safetext.Escape(s)
 }
 
-// validUID accepts what the API server assigns: a UUID, lower-case hex and
-// dashes; anything else could steer an evidence file's name.
+// validUID accepts what the API server assigns, a UUID of lower-case hex and
+// dashes. Anything else could steer an evidence file's name.
 func validUID(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
@@ -83,13 +84,14 @@ func validUID(s string) bool {
 	return strings.Trim(s, "0123456789abcdef-") == ""
 }
 
-// Plugin is the NRI plugin. Its zero value is not usable: use New.
+// Plugin is the NRI plugin. Its zero value is not usable, so make one with
+// New.
 type Plugin struct {
 	gate   Gate
 	log    io.Writer
 	margin time.Duration // answered this long before NRI's request timeout
-	// cdiSpecDirs are where a container's CDI devices are looked up (nil:
-	// cdi.DefaultSpecDirs).
+	// cdiSpecDirs are where a container's CDI devices are looked up
+	// (cdi.DefaultSpecDirs when nil).
 	cdiSpecDirs []string
 
 	mu   sync.Mutex
@@ -105,8 +107,8 @@ type podState struct {
 }
 
 // New makes the plugin, logging what it does and every refusal to log. A
-// container's CDI devices are looked up in the specs of cdiSpecDirs (nil:
-// the runtimes' default directories).
+// container's CDI devices are looked up in the specs of cdiSpecDirs (the
+// runtimes' default directories when nil).
 func New(gate Gate, log io.Writer, cdiSpecDirs []string) *Plugin {
 	return &Plugin{gate: gate, log: log, margin: 250 * time.Millisecond, pods: map[string]*podState{}, cdiSpecDirs: cdiSpecDirs}
 }
@@ -138,8 +140,8 @@ func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 	return m, nil
 }
 
-// Synchronize takes in the pods already running (a plugin restart): each
-// keeps its baseline; one without is said, and its diff will say so too.
+// Synchronize takes in the pods already running (a plugin restart). Each
+// keeps its baseline. One without is said, and its diff will say so too.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -156,21 +158,22 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api
 		case !ok:
 			p.logf("pod %s: running with no baseline: its diff will not be clean, it will say so", pod)
 		}
-		// Whether the baseline records an allocation is not known here: a
-		// later GPU container does not record one in its place.
+		// Whether the baseline records an allocation is not known here. It
+		// is taken as recorded, so that a later GPU container does not
+		// record one in its place.
 		p.pods[s.GetId()] = &podState{allocated: true, gpuSeen: true}
 	}
-	// From here on the runtime sends each new pod's events: a pod started
+	// From here on the runtime sends each new pod's events. A pod started
 	// before this line may have been in neither the list nor an event.
 	p.logf("synchronized with %d running pods", len(pods))
 	return nil, nil
 }
 
 // RunPodSandbox stores the pod's baseline. A pod whose baseline cannot be
-// taken is refused: its end could not be diffed. So is a pod whose GPUs the
-// kubelet lists and the baseline finds not clean. A process on them at the
-// baseline that let go before a container's check would pass that check,
-// and the runtime tries the sandbox again with a new baseline.
+// taken is refused, since its end could not be diffed. So is a pod whose
+// GPUs the kubelet lists and the baseline finds not clean. A process on them
+// at the baseline that let go before a container's check would pass that
+// check, and the runtime tries the sandbox again with a new baseline.
 func (p *Plugin) RunPodSandbox(ctx context.Context, s *api.PodSandbox) error {
 	pod, err := podOf(s)
 	if err != nil {
@@ -225,7 +228,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, s *api.PodSandbox, c *api.
 }
 
 // StopPodSandbox diffs the pod. The diff runs beside the runtime, which does
-// not wait for it: what the pod left behind stays to be seen.
+// not wait for it, so what the pod left behind stays to be seen.
 func (p *Plugin) StopPodSandbox(_ context.Context, s *api.PodSandbox) error {
 	p.diff(s)
 	return nil
@@ -240,7 +243,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, s *api.PodSandbox) error {
 	return nil
 }
 
-// diffTimeout bounds one diff: a capture, the store, a bundle.
+// diffTimeout bounds one diff, which is a capture, the store and a bundle.
 const diffTimeout = 5 * time.Minute
 
 func (p *Plugin) diff(s *api.PodSandbox) {
@@ -252,7 +255,7 @@ func (p *Plugin) diff(s *api.PodSandbox) {
 	p.mu.Lock()
 	st := p.pods[s.GetId()]
 	if st == nil {
-		st = &podState{} // a pod started before the plugin and not synchronized: its diff says what it lacks
+		st = &podState{} // a pod started before the plugin and not synchronized, whose diff says what it lacks
 		p.pods[s.GetId()] = st
 	}
 	done := st.diffed
@@ -270,8 +273,8 @@ func (p *Plugin) diff(s *api.PodSandbox) {
 	}()
 }
 
-// within runs fn under NRI's request timeout, less a margin to answer in:
-// what does not finish by then is refused, never let through by a runtime
+// within runs fn under NRI's request timeout, less a margin to answer in.
+// What does not finish by then is refused, never let through by a runtime
 // that stopped waiting.
 func within[T any](ctx context.Context, p *Plugin, fn func(context.Context) (T, error)) (T, error) {
 	timeout := stub.DefaultRequestTimeout

@@ -14,7 +14,8 @@ import (
 // The proc connector (netlink NETLINK_CONNECTOR, group CN_IDX_PROC) reports
 // every fork, exec and exit of the host, by host PID, whatever pid namespace
 // the process is in (<linux/cn_proc.h>). The kernel numbers its messages per
-// CPU and hands every listener every one: a number skipped is a message lost.
+// CPU and hands every listener every one, so a number skipped is a message
+// lost.
 
 const (
 	cnIdxProc         = 1
@@ -27,25 +28,27 @@ const (
 	procEventExit     = 0x80000000
 	cnMsgLen          = 20 // struct cn_msg without its data
 	procEventData     = 16 // the offset of event_data in struct proc_event
-	// connectorBuffer is the socket's receive buffer: a few thousand
-	// events between two reads before the kernel drops any (ENOBUFS).
+	// connectorBuffer is the socket's receive buffer. It holds a few
+	// thousand events between two reads before the kernel drops any
+	// (ENOBUFS).
 	connectorBuffer = 4 << 20
-	// ackWait bounds the wait for the kernel's answer to the listen; it
-	// answers at once where it takes it, and never where it ignores it.
+	// ackWait bounds the wait for the kernel's answer to the listen. The
+	// kernel answers at once where it takes the listen, and never where it
+	// ignores it.
 	ackWait = 2 * time.Second
 )
 
 // procEvent is one message of the proc connector.
 type procEvent struct {
 	what, cpu, seq uint32
-	// pid and tgid are the thread and process it names: for a fork the
-	// child's, for an exec or exit the process's own.
+	// pid and tgid are the thread and process it names, the child's for a
+	// fork and the process's own for an exec or exit.
 	pid, tgid int
-	ack, err  uint32 // procEventNone: the listen's ack number + 1, and its errno
+	ack, err  uint32 // the listen's ack number + 1 and its errno, on a procEventNone
 }
 
-// parseProcEvents reads the proc connector's messages in one datagram;
-// messages of other connectors, or too short, are left out.
+// parseProcEvents reads the proc connector's messages in one datagram.
+// Messages of other connectors, or too short, are left out.
 func parseProcEvents(b []byte) []procEvent {
 	msgs, err := syscall.ParseNetlinkMessage(b)
 	if err != nil {
@@ -78,9 +81,9 @@ func parseProcEvents(b []byte) []procEvent {
 // sequence follows each CPU's message numbers.
 type sequence map[uint32]uint32
 
-// skipped returns how many messages of e's CPU went missing before e.
-// Older kernels answer a listen with CPU -1 and the listen's own number,
-// outside the count: such a message is not followed.
+// skipped returns how many messages of e's CPU went missing before e. Older
+// kernels answer a listen with CPU -1 and the listen's own number, outside
+// the count, and such a message is not followed.
 func (s sequence) skipped(e procEvent) uint32 {
 	if e.cpu == ^uint32(0) {
 		return 0
@@ -93,7 +96,7 @@ func (s sequence) skipped(e procEvent) uint32 {
 	case e.seq > last:
 		return e.seq - last - 1
 	}
-	return 1 // numbered backwards: the count was reset; at least one lost
+	return 1 // numbered backwards, so the count was reset and at least one is lost
 }
 
 // connector is a subscription to the proc connector.
@@ -106,7 +109,8 @@ type connector struct {
 
 // openConnector subscribes and waits for the kernel to take the listen. The
 // kernel ignores a listen from outside its initial pid and user namespaces
-// and has no connector in other network namespaces: those are errors too.
+// and has no connector in other network namespaces, and those are errors
+// too.
 func openConnector() (*connector, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
 	if err != nil {
@@ -127,11 +131,11 @@ func (c *connector) subscribe(fd int) error {
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
 		return err
 	}
-	// Root may pass rmem_max; without the privilege the kernel's cap holds.
+	// Root may pass rmem_max. Without the privilege the kernel's cap holds.
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, connectorBuffer) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, connectorBuffer)
 	}
-	// Every listener gets every answer: the nonce tells ours.
+	// Every listener gets every answer, and the nonce tells ours.
 	nonce := uint32(time.Now().UnixNano())
 	if err := unix.Sendto(fd, mcastMessage(procCnMcastListen, nonce), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
@@ -157,9 +161,9 @@ func (c *connector) subscribe(fd int) error {
 	}
 }
 
-// mcastMessage is a listen (op procCnMcastListen: every event, the listen
-// of before Linux 6.6, which filters none out, so every message numbered
-// reaches us) or its end (procCnMcastIgnore).
+// mcastMessage is a listen (op procCnMcastListen) or its end
+// (procCnMcastIgnore). The listen is the one of before Linux 6.6, for every
+// event. It filters none out, so every message numbered reaches us.
 func mcastMessage(op, nonce uint32) []byte {
 	const size = unix.SizeofNlMsghdr + cnMsgLen + 4
 	b := make([]byte, size)
@@ -177,8 +181,8 @@ func mcastMessage(op, nonce uint32) []byte {
 	return b
 }
 
-// receive reads one datagram. Only the kernel (port 0) can send to the
-// group without CAP_NET_ADMIN; anything else is dropped.
+// receive reads one datagram. Only the kernel (port 0) can send to the group
+// without CAP_NET_ADMIN, and anything else is dropped.
 func (c *connector) receive() ([]procEvent, error) {
 	var n int
 	var from unix.Sockaddr
@@ -199,9 +203,9 @@ func (c *connector) receive() ([]procEvent, error) {
 	return parseProcEvents(c.buf[:n]), nil
 }
 
-// read hands each event to note and each loss to lost (ENOBUFS: the socket
-// overflowed; or messages missing from a CPU's count) until the connector
-// fails or is closed, which it returns.
+// read hands each event to note and each loss to lost until the connector
+// fails or is closed, which it returns. A loss is the socket overflowing
+// (ENOBUFS) or messages missing from a CPU's count.
 func (c *connector) read(note func(procEvent), lost func(string)) error {
 	for {
 		events, err := c.receive()
@@ -222,8 +226,8 @@ func (c *connector) read(note func(procEvent), lost func(string)) error {
 }
 
 func (c *connector) close() error {
-	// Before Linux 6.6 the kernel counts listens, not sockets: without
-	// the ignore it goes on making every event for no one.
+	// Before Linux 6.6 the kernel counts listens, not sockets. Without the
+	// ignore it goes on making every event for no one.
 	_ = c.rc.Write(func(fd uintptr) bool {
 		_ = unix.Sendto(int(fd), mcastMessage(procCnMcastIgnore, 0), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 		return true

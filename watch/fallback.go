@@ -17,27 +17,27 @@ import (
 // The fallback, where BPF cannot load, sees a device only while a process
 // holds or maps it. Each interval it reads the processes the proc connector
 // named (a new process, an exec, a new thread), the young, the device users
-// and a rotating share of the rest; after a loss the connector reports, it
+// and a rotating share of the rest. After a loss the connector reports, it
 // reads every process once.
 
 const (
-	// youngTicks: a process started or named in the last youngTicks
-	// intervals is read every interval.
+	// A process started or named in the last youngTicks intervals is read
+	// every interval.
 	youngTicks = 10
-	// heardSweep: while the connector is heard, the share read each
-	// interval makes every process in heardSweep intervals; /proc is listed
-	// once in that time, since listing it costs more than the reads.
+	// While the connector is heard, the share read each interval makes every
+	// process in heardSweep intervals. /proc is listed once in that time,
+	// since listing it costs more than the reads.
 	heardSweep = 600
-	// deafSweep: where the connector is refused or fails, /proc is listed
-	// every interval, and every process read in deafSweep intervals.
+	// Where the connector is refused or fails, /proc is listed every
+	// interval, and every process is read in deafSweep intervals.
 	deafSweep = 60
-	// maxNamed bounds the PIDs and exits kept between two rescans: past
-	// it (a fork storm) named PIDs count as lost, and exits are dated by
-	// the rescan.
+	// maxNamed bounds the PIDs and exits kept between two rescans. Past it
+	// (a fork storm) named PIDs count as lost, and exits are dated by the
+	// rescan.
 	maxNamed = 1 << 16
 )
 
-// fallbackBlind is what the fallback cannot see; refused says why the proc
+// fallbackBlind is what the fallback cannot see. refused says why the proc
 // connector is not heard (nil where it is).
 func fallbackBlind(refused error) []string {
 	b := []string{
@@ -62,11 +62,11 @@ type fallbackSource struct {
 	proc     *capture.ProcRoot
 	interval time.Duration
 	ids      *identities
-	lost     func(string) // records a loss of the connector's; set by listen
+	lost     func(string) // records a loss of the connector's, set by listen
 
 	mu      sync.Mutex
 	heard   bool              // the connector is subscribed and reading
-	named   map[int]bool      // PIDs the connector named since the last rescan: true for a new process or an exec
+	named   map[int]bool      // PIDs the connector named since the last rescan, true for a new process or an exec
 	exits   map[int]time.Time // when the connector saw each PID's process end
 	losses  int               // losses the connector reported since the last rescan
 	lossWhy string            // the first of them
@@ -74,7 +74,7 @@ type fallbackSource struct {
 	// Only rescans touch these.
 	young map[int]time.Time   // PID -> until when it is read every interval
 	using map[string]*tracked // by PID@START
-	known map[int]bool        // the sweep's PIDs: the last listing and those named since; nil before the first rescan
+	known map[int]bool        // the sweep's PIDs (the last listing and those named since), nil before the first rescan
 	sweep int
 }
 
@@ -83,7 +83,7 @@ func newFallbackSource(proc *capture.ProcRoot, interval time.Duration) *fallback
 		named: map[int]bool{}, exits: map[int]time.Time{}, young: map[int]time.Time{}, using: map[string]*tracked{}}
 }
 
-// listen subscribes to the proc connector; where the kernel refuses, the
+// listen subscribes to the proc connector. Where the kernel refuses, the
 // rescans list /proc every interval, and the reason is returned for the
 // watch_start record. lost records each loss the connector reports.
 func (f *fallbackSource) listen(ctx context.Context, lost func(string)) error {
@@ -114,7 +114,7 @@ func (f *fallbackSource) listen(ctx context.Context, lost func(string)) error {
 	return nil
 }
 
-// loss notes a loss of the connector's; the caller holds mu.
+// loss notes a loss of the connector's. The caller holds mu.
 func (f *fallbackSource) loss(why string) {
 	if f.losses == 0 {
 		f.lossWhy = why
@@ -127,9 +127,9 @@ func (f *fallbackSource) note(e procEvent) {
 	defer f.mu.Unlock()
 	switch e.what {
 	case procEventFork:
-		// A new process is young; a new thread names its process, which
-		// may have taken a device since it was last read (a CUDA runtime
-		// starts threads once it has opened the device).
+		// A new process is young. A new thread names its process, which may
+		// have taken a device since it was last read (a CUDA runtime starts
+		// threads once it has opened the device).
 		f.name(e.tgid, e.pid == e.tgid)
 	case procEventExec:
 		f.name(e.tgid, true)
@@ -140,7 +140,7 @@ func (f *fallbackSource) note(e procEvent) {
 	}
 }
 
-// name keeps pid for the next rescan; the caller holds mu.
+// name keeps pid for the next rescan. The caller holds mu.
 func (f *fallbackSource) name(pid int, young bool) {
 	if _, ok := f.named[pid]; !ok && len(f.named) >= maxNamed {
 		f.loss(fmt.Sprintf("more than %d processes named between two rescans", maxNamed))
@@ -149,8 +149,8 @@ func (f *fallbackSource) name(pid int, young bool) {
 	f.named[pid] = f.named[pid] || young
 }
 
-// rescan reads the processes to look at now and emits what changed: a
-// process newly using a device, and the end of one that did.
+// rescan reads the processes to look at now and emits what changed, a
+// process newly using a device and the end of one that did.
 func (f *fallbackSource) rescan(ctx context.Context, emit func(...eventlog.Event)) error {
 	now := time.Now()
 	f.mu.Lock()
@@ -186,9 +186,9 @@ func (f *fallbackSource) rescan(ctx context.Context, emit func(...eventlog.Event
 	return nil
 }
 
-// choose returns, sorted, the PIDs to read: those named, the young, the
-// device users and this interval's share of the rest, or every process on
-// a full rescan (the first, and the one after a loss).
+// choose returns, sorted, the PIDs to read. They are those named, the young,
+// the device users and this interval's share of the rest, or every process
+// on a full rescan (the first, and the one after a loss).
 func (f *fallbackSource) choose(named map[int]bool, full, heard bool, now time.Time) ([]int, error) {
 	slots := deafSweep
 	if heard {

@@ -14,9 +14,9 @@ import (
 )
 
 const (
-	// gpuEventWait is one wait for NVML's GPU events: the longest a stop
-	// waits for the wait under way (a driver that does not answer is left
-	// behind, never waited on).
+	// gpuEventWait is one wait for NVML's GPU events, and so the longest a
+	// stop waits for the wait under way. A driver that does not answer is
+	// left behind, never waited on.
 	gpuEventWait = 500 * time.Millisecond
 	// gpuEventRetry spaces the waits after one failed.
 	gpuEventRetry = time.Second
@@ -38,9 +38,10 @@ func openGPUEvents(opts nvmlread.Options) (*nvmlread.GPUEvents, []string) {
 }
 
 // recordGPUEvents records each GPU event NVML delivers until ctx is done or
-// NVML says a GPU is lost (after which its answers cannot be trusted: the
-// event says that the watching ends). A failing wait is retried, and said
-// once as a lost record of source nvml: what happened meanwhile is not known.
+// NVML says a GPU is lost. After that its answers cannot be trusted, and the
+// event says that the watching ends. A failing wait is retried, and said
+// once as a lost record of source nvml, since what happened meanwhile is not
+// known.
 func recordGPUEvents(ctx context.Context, ev *nvmlread.GPUEvents, r *recorder) {
 	defer ev.Close()
 	failing := ""
@@ -68,7 +69,8 @@ func recordGPUEvents(ctx context.Context, ev *nvmlread.GPUEvents, r *recorder) {
 			rec := eventlog.Event{Time: e.Time, Kind: eventlog.KindGPUEvent, Source: eventlog.SourceNVML, GPUUUID: e.GPUUUID,
 				GPUEvent: e.Type, Xid: e.Xid, GPUInstanceID: e.GPUInstanceID, ComputeInstanceID: e.ComputeInstanceID}
 			if e.Type == eventlog.GPUEventGPULost {
-				// One event set serves every GPU: none is watched after this.
+				// One event set serves every GPU, so none is watched after
+				// this.
 				rec.Note = "NVML answers that a GPU is lost: no GPU's events are watched after this"
 				fmt.Fprintf(r.log, "gpusnap watch: %s\n", rec.Note)
 				r.setGPUEventsOff("NVML answered at " + e.Time.UTC().Format(time.RFC3339) + " that " + cmp.Or(e.GPUUUID, "a GPU") + " is lost")

@@ -13,7 +13,7 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 )
 
-// cgroupPaths names cgroup v2 ids: the id the kernel reports is the inode
+// cgroupPaths names cgroup v2 ids. The id the kernel reports is the inode
 // number of the cgroup's directory. A cgroup made after the last walk is
 // found by walking again, at most every walkEvery.
 type cgroupPaths struct {
@@ -24,7 +24,7 @@ type cgroupPaths struct {
 
 const (
 	walkEvery  = 200 * time.Millisecond
-	maxCgroups = 1 << 17 // bounds the walk: a tenant can make cgroups of its own
+	maxCgroups = 1 << 17 // bounds the walk, since a tenant can make cgroups of its own
 )
 
 func newCgroupPaths() *cgroupPaths {
@@ -90,9 +90,9 @@ type deviceUse struct {
 	access, perms string
 }
 
-// maxKnown bounds what identities keeps: a tenant can fork at will;
-// maxUses bounds the uses kept per process (past it, further devices or
-// modes of it are in the log, not passed on to its children's records).
+// maxKnown bounds what identities keeps, since a tenant can fork at will.
+// maxUses bounds the uses kept per process. Past it, further devices or
+// modes of it are in the log, not passed on to its children's records.
 const (
 	maxKnown = 1 << 16
 	maxUses  = 8
@@ -117,7 +117,7 @@ func (ids *identities) used(key string, ev *eventlog.Event) {
 		return
 	}
 	// Past the bound a writable mapping still displaces a use that is not
-	// one: it is what makes a lineage's finding high, and a tenant could
+	// one. It is what makes a lineage's finding high, and a tenant could
 	// otherwise push it out with eight read-only opens.
 	if writableMapping(u.perms) {
 		for i := range us {
@@ -133,10 +133,10 @@ func (ids *identities) used(key string, ev *eventlog.Event) {
 // allow writing.
 func writableMapping(perms string) bool { return len(perms) > 1 && perms[1] == 'w' }
 
-// inherit passes the parent's uses and lineage on to its child, and
-// returns the child's inherit records: one per use, or one naming no
-// device where the parent's uses are not known (made before watch kept
-// it). root is the lineage both belong to.
+// inherit passes the parent's uses and lineage on to its child, and returns
+// the child's inherit records. There is one per use, or one naming no device
+// where the parent's uses are not known (made before watch kept it). root is
+// the lineage both belong to.
 func (ids *identities) inherit(parent, child *eventlog.Process, at time.Time, source string) (root string, out []eventlog.Event) {
 	root = ids.lineageOf(parent.Key())
 	us := ids.uses[parent.Key()]
@@ -178,8 +178,8 @@ func (ids *identities) keep(p *eventlog.Process) {
 	ids.known[p.Key()] = p
 }
 
-// forget drops an exited process; it returns the lineage it descended
-// in ("" for none: a device user that was no one's child watch kept).
+// forget drops an exited process and returns the lineage it descended in, ""
+// for none (a device user that was no one's child watch kept).
 func (ids *identities) forget(p *eventlog.Process) string {
 	key := p.Key()
 	root := ids.lineage[key]
@@ -189,11 +189,11 @@ func (ids *identities) forget(p *eventlog.Process) string {
 	return root
 }
 
-// fill completes what the kernel reported of a process: its exe (the
-// kernel's walk of it, or /proc's where that was cut short: /proc also says
+// fill completes what the kernel reported of a process. It adds its exe (the
+// kernel's walk of it, or /proc's where that was cut short, which also says
 // whether it was deleted), its cgroup's path, the container, pod or Slurm
-// job that path names, and what the cgroup filesystem says of who could
-// have named it (the owner rule's facts).
+// job that path names, and what the cgroup filesystem says of who could have
+// named it (the owner rule's facts).
 func (ids *identities) fill(p *eventlog.Process, kernelExe string) {
 	p.Exe = kernelExe
 	if exe, deleted, ok := ids.proc.Exe(p.PID, p.StartTime); ok && (deleted || kernelExe == "" || strings.HasPrefix(kernelExe, "...")) {

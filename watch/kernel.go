@@ -24,7 +24,7 @@ type kernelSource struct {
 	// bootBase is the wall-clock time of boot, to date CLOCK_BOOTTIME stamps.
 	bootBase time.Time
 	// runs are the first events of the kernel's runs of like events, by
-	// process and run: a run's record names only its run (bpf.Event.Run).
+	// process and run. A run's record names only its run (bpf.Event.Run).
 	runs map[runKey]eventlog.Event
 }
 
@@ -35,10 +35,10 @@ type runKey struct {
 	run   uint32
 }
 
-// maxRuns bounds the runs kept: twice what the kernel counts at a time
-// (runs end with their process's exec or exit), against exits not read.
-// Past it they are all let go, and a run's record then finds no first
-// event: it is recorded as a loss.
+// maxRuns bounds the runs kept to twice what the kernel counts at a time
+// (runs end with their process's exec or exit), against exits not read. Past
+// it they are all let go, and a run's record then finds no first event and
+// is recorded as a loss.
 const maxRuns = 2 * bpf.RunsProcs * int(bpf.Runs)
 
 // blindSpots says what each hook cannot see.
@@ -99,8 +99,8 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	start := capture.TicksOf(e.StartNS)
 	switch e.Kind {
 	case bpf.KindExec:
-		// The kernel reports the exec of a device user only: its
-		// descriptors may live on in the new program.
+		// The kernel reports the exec of a device user only. Its descriptors
+		// may live on in the new program.
 		p, _ := k.process(e, start)
 		k.endRuns(p) // the kernel sent their records before the exec
 		p.Exe, p.ExeDeleted = e.Exe, false
@@ -146,9 +146,9 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 		child := clone(p)
 		child.PID, child.StartTime, child.PPID, child.NSPID = int(e.ChildPID), capture.TicksOf(e.ChildStartNS), p.PID, 0
 		k.ids.keep(child)
-		// The child is a device user from its fork on: a process that
-		// forks and exits at every turn is one at each of its PIDs, and
-		// all of them one lineage.
+		// The child is a device user from its fork on. A process that forks
+		// and exits at every turn is one at each of its PIDs, and all of
+		// them are one lineage.
 		root, inherits := k.ids.inherit(p, child, at, k.source)
 		emit(append([]eventlog.Event{{Time: at, Kind: eventlog.KindFork, Source: k.source, Process: p, Child: clone(child), Lineage: root}},
 			inherits...)...)
@@ -160,10 +160,10 @@ func (k *kernelSource) handle(e *bpf.Event, emit func(...eventlog.Event)) {
 	}
 }
 
-// runRecord records a kernel run's record: the run's first event, standing
+// runRecord records a kernel run's record as the run's first event, standing
 // for Count like events from FirstNS to the record's time. Where that first
-// event was not read, the count is recorded as a loss: the events are
-// known, the device they were of is not.
+// event was not read, the count is recorded as a loss, since the events are
+// known and the device they were of is not.
 func (k *kernelSource) runRecord(e *bpf.Event, at time.Time, start uint64, emit func(...eventlog.Event)) {
 	p, _ := k.process(e, start)
 	ev, ok := k.runs[runKey{p.PID, p.StartTime, e.Run}]
@@ -206,7 +206,7 @@ func (k *kernelSource) process(e *bpf.Event, start uint64) (*eventlog.Process, *
 }
 
 // device classifies the device an open or mapping was of, with the
-// snapshot's classifier: the kernel's filter only narrowed it down.
+// snapshot's classifier, since the kernel's filter only narrowed it down.
 func (k *kernelSource) device(e *bpf.Event) *eventlog.Device {
 	kind := snapshot.FileKind{Device: true, Char: e.Char(), Major: e.Major, Minor: e.Minor}
 	class, gpu := k.classes.Classify(e.Path, kind, true)

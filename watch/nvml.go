@@ -11,10 +11,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// nvmlPoll reads NVML at each --util-interval, in both modes: a process
-// NVML lists on a GPU it did not list before is an event, whatever the
-// kernel hooks saw of it, and the utilization of each GPU and of its
-// processes is a sample in a util record.
+// nvmlPoll reads NVML at each --util-interval, in both modes. A process NVML
+// lists on a GPU it did not list before is an event, whatever the kernel
+// hooks saw of it, and the utilization of each GPU and of its processes is a
+// sample in a util record.
 type nvmlPoll struct {
 	sampler *nvmlread.Sampler
 	util    *utilRecords
@@ -31,7 +31,7 @@ func newNVMLPoll(opts nvmlread.Options, proc *capture.ProcRoot) *nvmlPoll {
 }
 
 // poll reads NVML once. NVML unavailable (no driver here) stops the polling
-// and says why; it is not an error of the watch.
+// and says why, and is not an error of the watch.
 func (n *nvmlPoll) poll(ctx context.Context, emit func(...eventlog.Event)) error {
 	if n.off != "" {
 		return nil

@@ -6,24 +6,24 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 )
 
-// Repeats: a process that opens and closes a device in a loop makes thousands
-// of like events a second (two unprivileged ones wrote 57 MB/s). The first is
+// A process that opens and closes a device in a loop makes thousands of like
+// events a second (two unprivileged ones wrote 57 MB/s). The first is
 // recorded as it comes and the like ones after it counted, in one record at
 // most every repeatEvery and before the exit and stop records. An idle
 // interval ends the run. The kernel counts such runs too (its records come
-// with Count), so that a flood does not fill its ring buffer: they are
+// with Count), so that a flood does not fill its ring buffer, and they are
 // counted here as the events they stand for.
-
-// Lineages: a device user's descendants write fork, exit and inherit records
-// at every fork, and one that forks and exits every few hundred microseconds
-// hops thousands of PIDs a second (1.3 GB of log in 12 minutes). Those
-// records are coalesced by lineage (eventlog.Event.Lineage), one per kind and
-// device a repeatEvery, naming the first and last process.
+//
+// A device user's descendants write fork, exit and inherit records at every
+// fork, and one that forks and exits every few hundred microseconds hops
+// thousands of PIDs a second (1.3 GB of log in 12 minutes). Those records
+// are coalesced by lineage (eventlog.Event.Lineage), one per kind and device
+// a repeatEvery, naming the first and last process.
 
 const (
 	repeatEvery = time.Second
-	// maxRepeatRuns bounds the runs counted at a time: past it, events are
-	// recorded one by one, as before (none is dropped for it).
+	// maxRepeatRuns bounds the runs counted at a time. Past it, events are
+	// recorded one by one, as before, and none is dropped for it.
 	maxRepeatRuns = 1 << 16
 )
 
@@ -45,9 +45,10 @@ type repeats struct {
 
 func newRepeats() *repeats { return &repeats{byProc: map[string]map[string]*repeatRun{}} }
 
-// likeness is what makes two events of one owner alike, and the owner:
-// the process, or for a lineage's fork, inherit and exit records the
-// lineage (a key no process has). "" for an event never coalesced.
+// likeness is what makes two events of one owner alike, and the owner. The
+// owner is the process, or for a lineage's fork, inherit and exit records
+// the lineage (a key no process has). Both are "" for an event never
+// coalesced.
 func likeness(e *eventlog.Event) (owner, like string) {
 	if e.Process == nil {
 		return "", ""
@@ -67,7 +68,7 @@ func likeness(e *eventlog.Event) (owner, like string) {
 	return owner, e.Kind + "\x00" + dev + "\x00" + e.Access + "\x00" + e.Perms
 }
 
-// take counts e if it repeats a run and reports whether it did; an event
+// take counts e if it repeats a run and reports whether it did. An event
 // that is not kept is recorded as it is (and may start a run).
 func (rs *repeats) take(e *eventlog.Event) bool {
 	key, like := likeness(e)
@@ -132,7 +133,7 @@ func (rs *repeats) due() []eventlog.Event {
 	return out
 }
 
-// end returns the records of a process's runs, and ends them: its exit
+// end returns the records of a process's runs, and ends them, since its exit
 // record comes after them.
 func (rs *repeats) end(key string) []eventlog.Event {
 	var out []eventlog.Event

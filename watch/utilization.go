@@ -10,8 +10,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// utilBatch is the most samples one util record holds: a record a GPU
-// every 30 s at the default interval, so the fields each record repeats
+// utilBatch is the most samples one util record holds. That is a record a
+// GPU every 30 s at the default interval, so the fields each record repeats
 // (time, kind, seq, hash, the process ids) cost little per sample.
 const utilBatch = 30
 
@@ -29,8 +29,8 @@ type deviceSample struct {
 
 type procSample struct{ pid, sm, mem int }
 
-// migNote is said of every MIG instance's record: NVML samples processes
-// per GPU, never per instance, and a GPU in MIG mode not at all.
+// migNote is said of every MIG instance's record. NVML samples processes per
+// GPU, never per instance, and a GPU in MIG mode not at all.
 const migNote = "per-process utilization: NVML gives none for a MIG instance"
 
 // samplesOf turns one read of NVML into a sample of each GPU, each
@@ -96,9 +96,10 @@ func listedCount(nv *snapshot.NVML, path string, lists []snapshot.ProcessList) i
 	return n
 }
 
-// takeProcesses sets the sample's processes: each listed or sampled, its
-// SM and memory utilization the mean of NVML's samples since the last read
-// (none: zero use), the busiest MaxUtilProcesses kept and the rest counted.
+// takeProcesses sets the sample's processes, each listed or sampled. The SM
+// and memory utilization of each is the mean of NVML's samples since the
+// last read (zero use where there are none). The busiest MaxUtilProcesses
+// are kept and the rest counted.
 func (s *deviceSample) takeProcesses(g *snapshot.GPU) {
 	type sum struct{ sm, mem, n int }
 	by := map[int]*sum{}
@@ -151,7 +152,7 @@ func newUtilRecords(starts func(int) (uint64, bool)) *utilRecords {
 	return &utilRecords{starts: starts, open: map[string]*openRecord{}}
 }
 
-// add records the samples of one read, taken at now; a record full (or
+// add records the samples of one read, taken at now. A record full (or
 // without room for a sample's processes) is emitted first.
 func (u *utilRecords) add(now time.Time, samples []deviceSample, emit func(...eventlog.Event)) {
 	for i := range samples {
@@ -231,7 +232,7 @@ func (u *utilRecords) close(gpu string, emit func(...eventlog.Event)) {
 	emit(r.ev)
 }
 
-// flush emits every open record: at a reader's request and at the stop.
+// flush emits every open record, at a reader's request and at the stop.
 func (u *utilRecords) flush(emit func(...eventlog.Event)) {
 	for _, gpu := range u.order {
 		u.close(gpu, emit)

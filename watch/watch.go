@@ -36,32 +36,32 @@ const (
 // Defaults of Options.
 const (
 	DefaultInterval = time.Second
-	// DefaultUtilInterval is --util-interval's default: NVML's own sample
-	// period is about a second, and a shorter one reads the same figure twice.
+	// DefaultUtilInterval is --util-interval's default. NVML's own sample
+	// period is about a second, and a shorter one reads the same figure
+	// twice.
 	DefaultUtilInterval = time.Second
 	DefaultRetain       = 30 * 24 * time.Hour
 	flushEvery          = 200 * time.Millisecond
-	// maxPending bounds the events kept while the log cannot be written
-	// (a full disk): past it they are counted as lost, and said. An event
-	// with its process and device is 640-800 bytes of heap (measured): about
-	// 100 MiB at the most.
+	// maxPending bounds the events kept while the log cannot be written (a
+	// full disk). Past it they are counted as lost, and said. docs/watch.md
+	// gives the memory it bounds.
 	maxPending = 1 << 17
 )
 
 // Options say what to watch and where to record it.
 type Options struct {
-	DB       string // the store file; the log is eventlog.JournalDir(DB)
+	DB       string // the store file, whose log is eventlog.JournalDir(DB)
 	ProcRoot string // "" is /proc
 	NVML     nvmlread.Options
 	Interval time.Duration // fallback rescans
-	// UtilInterval is how often NVML is read: its process lists, and the
+	// UtilInterval is how often NVML is read, for its process lists and the
 	// utilization samples of util records.
 	UtilInterval time.Duration
 	Mode         string
-	Hooks        []bpf.Hook     // the BPF hooks to try, best first (nil: all)
+	Hooks        []bpf.Hook     // the BPF hooks to try, best first (all when nil)
 	Retain       time.Duration  // segments older than this are removed
-	Metrics      *metrics.Watch // nil: none
-	Log          io.Writer      // what the watch says about itself: its mode, what it cannot see, lost events
+	Metrics      *metrics.Watch // none when nil
+	Log          io.Writer      // what the watch says about itself (its mode, what it cannot see, lost events)
 	// Started, when set, is called once the watch records, with its start record.
 	Started func(eventlog.Event)
 }
@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	if ks != nil {
 		go func() { kernelDone <- ks.run(r.emitTimed) }()
 	}
-	stopGPU := startGPUEvents(ctx, gpuEvents, r) // stopped below: every path from here reaches it
+	stopGPU := startGPUEvents(ctx, gpuEvents, r) // stopped below, where every path from here leads
 	el := &eventLoop{opts: opts, j: j, r: r, kw: kw, fb: fb, nv: nv, mode: start.Mode}
 	runErr := el.serve(ctx, kernelDone)
 	if runErr == nil {
@@ -160,8 +160,8 @@ func Run(ctx context.Context, opts Options) (Stats, error) {
 	return r.stats, runErr
 }
 
-// eventLoop is what the event loop of a watch serves: the journal it
-// writes, the recorder, and the sources it polls (kw and fb may be nil).
+// eventLoop is what the event loop of a watch serves, the journal it writes,
+// the recorder, and the sources it polls (kw and fb may be nil).
 type eventLoop struct {
 	opts Options
 	j    *eventlog.Journal
@@ -256,9 +256,10 @@ func openSource(ctx context.Context, opts Options, proc *capture.ProcRoot, major
 	return nil, nil, fb, nil
 }
 
-// ownProc says why the proc connector is of no use for root, or nil: it
-// names the processes of this pid namespace, and a fallback that trusted it
-// would wait up to its long sweep for the processes of another root.
+// ownProc says why the proc connector is of no use for root, or nil. The
+// connector names the processes of this pid namespace, and a fallback that
+// trusted it would wait up to its long sweep for the processes of another
+// root.
 func ownProc(root string) error {
 	if self, err := os.Readlink(filepath.Join(root, "self")); err != nil || self != strconv.Itoa(os.Getpid()) {
 		return fmt.Errorf("proc connector not used: %s is not this pid namespace's /proc", root)
@@ -278,8 +279,8 @@ func announce(log io.Writer, dir string, start eventlog.Event) {
 }
 
 // startGPUEvents records NVML's GPU events (where gpuEvents is not nil)
-// until the returned stop is called; stop reports whether the wait under
-// way returned within gpuEventWait (a hung driver's does not).
+// until the returned stop is called. stop reports whether the wait under way
+// returned within gpuEventWait (a hung driver's does not).
 func startGPUEvents(ctx context.Context, gpuEvents *nvmlread.GPUEvents, r *recorder) (stop func() bool) {
 	gpuCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -302,9 +303,9 @@ func startGPUEvents(ctx context.Context, gpuEvents *nvmlread.GPUEvents, r *recor
 	}
 }
 
-// drain stops the source at the watch's end: the kernel's hooks detached
-// and what their ring buffer still holds read, or one last rescan (the ends
-// of device users since the one before).
+// drain stops the source at the watch's end. It detaches the kernel's hooks
+// and reads what their ring buffer still holds, or runs one last rescan (the
+// ends of device users since the one before).
 func drain(kw *bpf.Watch, fb *fallbackSource, kernelDone <-chan error, r *recorder) error {
 	var err error
 	if kw != nil {
@@ -335,15 +336,15 @@ type recorder struct {
 	mu      sync.Mutex
 	repeats *repeats
 	pending []eventlog.Event
-	timed   []bool // pending[i] came from the kernel: its latency is measured
+	timed   []bool // whether pending[i] came from the kernel, whose latency is measured
 	stats   Stats
 	dropped uint64
-	// gpuEventsOff says why NVML's GPU events are not being read now ("":
-	// they are), for the heartbeats and the stop record.
+	// gpuEventsOff says why NVML's GPU events are not being read now (""
+	// when they are), for the heartbeats and the stop record.
 	gpuEventsOff atomic.Pointer[string]
 }
 
-// setGPUEventsOff records why NVML's GPU events are not being read ("":
+// setGPUEventsOff records why NVML's GPU events are not being read ("" when
 // they are again).
 func (r *recorder) setGPUEventsOff(why string) { r.gpuEventsOff.Store(&why) }
 
@@ -373,7 +374,8 @@ func (r *recorder) add(timed bool, events []eventlog.Event) {
 	}
 }
 
-// queue adds events to the next flush; past maxPending they are counted as lost.
+// queue adds events to the next flush. Past maxPending they are counted as
+// lost.
 func (r *recorder) queue(timed bool, events []eventlog.Event) {
 	for _, e := range events {
 		if len(r.pending) >= maxPending {
@@ -385,8 +387,8 @@ func (r *recorder) queue(timed bool, events []eventlog.Event) {
 	}
 }
 
-// heartbeat records that the watch runs: every AliveEvery, and when a
-// reader asks for a record (eventlog.RequestFlush).
+// heartbeat records that the watch runs, every AliveEvery and when a reader
+// asks for a record (eventlog.RequestFlush).
 func (r *recorder) heartbeat(mode string) {
 	r.emit(eventlog.Event{Time: time.Now(), Kind: eventlog.KindAlive, Mode: mode, GPUEventsOff: r.gpuEventsOffNow()})
 }
@@ -424,7 +426,7 @@ func (r *recorder) noteLost(w *bpf.Watch) {
 	}
 }
 
-// flush appends the pending events; on failure they stay pending.
+// flush appends the pending events. On failure they stay pending.
 func (r *recorder) flush() error {
 	r.mu.Lock()
 	batch, timed := r.pending, r.timed

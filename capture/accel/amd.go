@@ -9,10 +9,10 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// AMD: amdgpu's fdinfo names device memory "vram"; its sysfs device has
-// mem_info_vram_total and _used in bytes. ROCm compute goes through
-// /dev/kfd, which fdinfo does not count: KFD's tree (class/kfd/kfd) has
-// its node's number, each GPU's id and PCI location, and each process's
+// amd is AMD. amdgpu's fdinfo names device memory "vram", and its sysfs
+// device has mem_info_vram_total and _used in bytes. ROCm compute goes
+// through /dev/kfd, which fdinfo does not count. KFD's tree (class/kfd/kfd)
+// has its node's number, each GPU's id and PCI location, and each process's
 // memory per GPU.
 var amd = vendor{
 	name:         "amd",
@@ -36,9 +36,9 @@ func amdMemory(s *sysfs, dev string) (total, used *uint64, err error) {
 
 const kfdDir = "class/kfd/kfd"
 
-// readKFD reads KFD's tree into a: /dev/kfd's number, each GPU's id joined
-// to its device by PCI slot, and the processes KFD serves. A host without
-// KFD has no tree: nothing is said.
+// readKFD reads KFD's tree into a, with /dev/kfd's number, each GPU's id
+// joined to its device by PCI slot, and the processes KFD serves. A host
+// without KFD has no tree, and nothing is said.
 func readKFD(s *sysfs, a *snapshot.Accelerators) {
 	devText, err := s.readText(kfdDir + "/dev")
 	if err != nil {
@@ -80,7 +80,7 @@ func readKFD(s *sysfs, a *snapshot.Accelerators) {
 	readKFDProcesses(s, a)
 }
 
-// kfdPCISlot is the PCI slot of a KFD topology node's properties: its
+// kfdPCISlot is the PCI slot of a KFD topology node's properties, from its
 // "domain" and "location_id" ((bus << 8) | (device << 3) | function).
 func kfdPCISlot(props string) string {
 	var domain, loc uint64

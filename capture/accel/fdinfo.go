@@ -9,7 +9,8 @@ import (
 )
 
 // DRM fdinfo (/proc/PID/fdinfo/FD of a DRM or accel file) holds the
-// kernel's drm-usage-stats keys beside pos, flags, mnt_id and ino:
+// kernel's drm-usage-stats keys beside pos, flags, mnt_id and ino. These
+// are the keys read, each with what it says.
 //
 //	drm-driver: amdgpu
 //	drm-client-id: 12          one per open file: dup'ed fds share it
@@ -19,8 +20,8 @@ import (
 //
 // A driver's own keys are ignored.
 
-// ParseFdinfo reads a DRM client from an fdinfo text; ok is false when it
-// is no DRM client's (no drm-driver key: a driver without fdinfo stats, or
+// ParseFdinfo reads a DRM client from an fdinfo text. ok is false when it is
+// no DRM client's, with no drm-driver key (a driver without fdinfo stats, or
 // no DRM file at all).
 func ParseFdinfo(data []byte) (c snapshot.DRMClient, ok bool) {
 	regions := map[string]*snapshot.DRMMemory{}
@@ -90,8 +91,8 @@ func number(s string) uint64 {
 	return n
 }
 
-// size reads a memory figure: a number with an optional unit, B, KiB or
-// MiB (the kernel picks the largest that divides it).
+// size reads a memory figure, a number with an optional unit, B, KiB or MiB
+// (the kernel picks the largest that divides it).
 func size(s string) uint64 {
 	num, unit, _ := strings.Cut(s, " ")
 	n := number(num)

@@ -1,6 +1,6 @@
 package accel
 
-// Habana (Intel Gaudi): the habanalabs driver's accel nodes
+// habana is Habana (Intel Gaudi). The habanalabs driver's accel nodes
 // (/dev/accel/accelN) give no memory or engine time in fdinfo, so gpusnap
 // sees who holds and maps them, not what they use.
 var habana = vendor{

@@ -1,8 +1,8 @@
 // Package accel reads the host's accelerators other than NVIDIA's from the
-// kernel alone, with no vendor library: DRM and accel devices from sysfs,
-// KFD's tree for AMD compute, and each DRM client's memory and engine time
-// from fdinfo (the kernel's drm-usage-stats keys). What each vendor gives
-// is in its own file (amd.go, intel.go, habana.go).
+// kernel alone, with no vendor library. It reads DRM and accel devices from
+// sysfs, KFD's tree for AMD compute, and each DRM client's memory and engine
+// time from fdinfo (the kernel's drm-usage-stats keys). What each vendor
+// gives is in its own file (amd.go, intel.go, habana.go).
 package accel
 
 import (
@@ -21,15 +21,16 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// sysfs reads a directory laid out like /sys through an os.Root: a
-// symbolic link is followed only while it stays inside the tree (sysfs's
-// own links are relative and do), and only regular files are read, up to
-// attrLimit, so a fixture tree cannot lead the reader out or make it block.
+// sysfs reads a directory laid out like /sys through an os.Root. A symbolic
+// link is followed only while it stays inside the tree (sysfs's own links
+// are relative and do), and only regular files are read, up to attrLimit, so
+// a fixture tree cannot lead the reader out or make it block.
 type sysfs struct {
 	root *os.Root
 }
 
-// attrLimit bounds one sysfs attribute: the kernel writes at most a page.
+// attrLimit bounds one sysfs attribute, of which the kernel writes at most a
+// page.
 const attrLimit = 64 << 10
 
 func (s *sysfs) readText(name string) (string, error) {
@@ -80,7 +81,8 @@ func (s *sysfs) list(name string) ([]string, error) {
 }
 
 // link resolves the symbolic link name to a clean path inside the tree,
-// relative to its root; "" with an error for a link that leaves it.
+// relative to its root. It returns "" with an error for a link that leaves
+// the tree.
 func (s *sysfs) link(name string) (string, error) {
 	target, err := s.root.Readlink(name)
 	if err != nil {
@@ -105,8 +107,8 @@ var classes = []struct{ class, dev string }{
 	{"class/accel", "/dev/accel/"},
 }
 
-// Read reads the accelerators under sysRoot; nil when there is none but
-// NVIDIA's. A sys root that cannot be opened is an error; what cannot be
+// Read reads the accelerators under sysRoot, nil when there is none but
+// NVIDIA's. A sys root that cannot be opened is an error, and what cannot be
 // read inside it is recorded in Errors.
 func Read(sysRoot string) (*snapshot.Accelerators, error) {
 	root, err := os.OpenRoot(sysRoot)
@@ -137,7 +139,7 @@ func Read(sysRoot string) (*snapshot.Accelerators, error) {
 	readKFD(s, a)
 	nameDevices(a)
 	if len(a.Devices) == 0 && a.KFDNode.IsZero() && len(a.KFDProcesses) == 0 && len(a.Errors) == 0 {
-		return nil, nil // no accelerator but NVIDIA's: the snapshot is as before
+		return nil, nil // no accelerator but NVIDIA's, so the snapshot is as before
 	}
 	return a, nil
 }
@@ -178,8 +180,8 @@ func (s *sysfs) addNode(a *snapshot.Accelerators, byDir map[string]int, class, d
 	return nil
 }
 
-// device reads the device at dir: its bus, vendor, driver and memory.
-// skip: it is NVIDIA's, which NVML reads.
+// device reads the device at dir, with its bus, vendor, driver and memory.
+// skip says it is NVIDIA's, which NVML reads.
 func (s *sysfs) device(dir string) (d snapshot.Accelerator, skip bool) {
 	d.Name = path.Base(dir)
 	if drv, err := s.link(dir + "/driver"); err == nil {

@@ -10,10 +10,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// vendor is what gpusnap knows of one vendor's accelerators: how its devices
-// are named, which of its DRM memory regions are the device's own, and
-// what its driver gives in sysfs. Each vendor has a file of its own
-// (amd.go, intel.go, habana.go); the rules read only the snapshot.
+// vendor is what gpusnap knows of one vendor's accelerators. It says how
+// their devices are named, which of their DRM memory regions are the
+// device's own, and what their driver gives in sysfs. Each vendor has a file
+// of its own (amd.go, intel.go, habana.go), and the rules read only the
+// snapshot.
 type vendor struct {
 	name    string   // the snapshot's Vendor
 	pciID   string   // the PCI vendor id as sysfs writes it ("0x1002")
@@ -25,16 +26,16 @@ type vendor struct {
 	// device directory, where the driver gives them.
 	memory func(s *sysfs, dev string) (total, used *uint64, err error)
 	// missing says what the kernel does not tell per process for this
-	// vendor's devices; "" when fdinfo tells memory and engine time.
+	// vendor's devices, "" when fdinfo tells memory and engine time.
 	missing string
 }
 
-// nvidiaPCIID is NVIDIA's PCI vendor id: its DRM nodes (nvidia-drm) are
-// left to NVML, so a host with no other accelerator reads as before.
+// nvidiaPCIID is NVIDIA's PCI vendor id. Its DRM nodes (nvidia-drm) are left
+// to NVML, so a host with no other accelerator reads as before.
 const nvidiaPCIID = "0x10de"
 
-// vendors are the vendors gpusnap knows by name; another device is
-// recorded with its PCI id and what fdinfo gives.
+// vendors are the vendors gpusnap knows by name. Another device is recorded
+// with its PCI id and what fdinfo gives.
 var vendors = []*vendor{&amd, &intel, &habana}
 
 func vendorByPCI(id string) *vendor {
@@ -85,10 +86,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// nameDevices gives each device its IDs (snapshot.Accelerator.IDs): a known
-// vendor's VENDOR:N, N its place among that vendor's devices by PCI slot
-// (the order ROCm and Level Zero enumerate them in), then its PCI slot and
-// its card node's name, as device plugins hand them out.
+// nameDevices gives each device its IDs (snapshot.Accelerator.IDs). A known
+// vendor's VENDOR:N comes first, N its place among that vendor's devices by
+// PCI slot (the order ROCm and Level Zero enumerate them in), then its PCI
+// slot and its card node's name, as device plugins hand them out.
 func nameDevices(a *snapshot.Accelerators) {
 	order := make([]*snapshot.Accelerator, len(a.Devices))
 	for i := range a.Devices {
