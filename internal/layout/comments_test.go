@@ -82,7 +82,6 @@ var colonHabitToday = map[string]float64{
 	"cmd/gpusnap":    0.58,
 	"diff":           0.51,
 	"reap":           0.49,
-	"session":        0.51,
 	"snapshot":       0.48,
 }
 
