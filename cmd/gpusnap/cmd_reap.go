@@ -301,7 +301,7 @@ func finishReap(g globals, rep reapReport, verdict string) error {
 	return statusError{exitError}
 }
 
-// printReap prints rep as text, the plan, what was done, and the verdict.
+// printReap prints rep as text, with the plan, what was done and the verdict.
 func printReap(g globals, rep reapReport) error {
 	var w strings.Builder
 	head := "plan"
