@@ -116,8 +116,8 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 }
 
 // printBaseline prints a baseline, the gate's result r (nil for none) and
-// the id on stdout's last line, or with --json the snapshot with the store's log
-// and the gate's result as its check. An id is printed only once stored.
+// the id on stdout's last line, or with --json the snapshot with the store's
+// log and the gate's result as its check. An id is printed only once stored.
 func printBaseline(g globals, snap *snapshot.Snapshot, head *diff.LogHead, r *diff.Result, verbose bool, storeErr error) error {
 	if g.JSON {
 		if storeErr != nil && r == nil {

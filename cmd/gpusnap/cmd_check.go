@@ -136,10 +136,10 @@ func runCheck(ctx context.Context, g globals, o checkOptions) error {
 }
 
 // checkSince is where check's window of the event log begins, --window
-// before the capture but not before the first watch started since boot. No watch
-// could see what came before it, so a window reaching back over it would fail
-// every check after each boot. A host with no watch since boot keeps the
-// whole window, and its gap.
+// before the capture but not before the first watch started since boot. No
+// watch could see what came before it, so a window reaching back over it
+// would fail every check after each boot. A host with no watch since boot
+// keeps the whole window, and its gap.
 func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.Time {
 	since := snap.Host.CaptureStart.Add(-window)
 	if boot := snap.Host.BootTime; !boot.IsZero() && since.Before(boot) {

@@ -100,7 +100,8 @@ func (n *nriGate) quiet(w io.Writer) globals {
 // baseline is stored all the same. A pod the kubelet runs with no GPU is not
 // judged.
 func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (nri.Judged, error) {
-	// The runtime's GPUs count, else the kubelet's, as the plugin's own environment is not the pod's.
+	// The runtime's GPUs count, else the kubelet's, as the plugin's own
+	// environment is not the pod's.
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	h := g.host()
@@ -132,7 +133,8 @@ func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet)
 	return n.refusal(ctx, pod, g, o, r, host, &report)
 }
 
-// checkOptions are the plugin's check of gpus, with check's defaults and its --allow.
+// checkOptions are the plugin's check of gpus, with check's defaults and
+// its --allow.
 func (n *nriGate) checkOptions(gpus *snapshot.GPUSet) checkOptions {
 	return checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
 		FailOn: diff.AtLeast(diff.Medium)}, Window: defaultCheckWindow}

@@ -30,8 +30,8 @@ const (
 
 func main() {
 	// A command lives tens of milliseconds and its heap is a few MB, so
-	// collecting it while a capture grows it is work thrown away at exit. Set here, not in
-	// run, so in-process tests keep the runtime's default.
+	// collecting it while a capture grows it is work thrown away at exit.
+	// Set here, not in run, so in-process tests keep the runtime's default.
 	debug.SetGCPercent(400)
 	// On a host of tens of thousands of processes that headroom is tens of
 	// MiB of garbage. Past 64 MiB the collector runs as the heap needs, so
@@ -116,7 +116,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		EnableBashCompletion: false,
 		HideHelpCommand:      true,
 		Suggest:              true,
-		// Errors are printed once, by exitCode, and urfave must not exit the process itself.
+		// Errors are printed once, by exitCode, so urfave must not exit the process itself.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return flagError(globalFlags(), err)
