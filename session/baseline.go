@@ -13,22 +13,22 @@ import (
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
-// Allocation says where the GPUs a tenant was given come from, first that
-// answers wins: Given (the operator's --gpus, or the GPUs a runtime handed
-// a container), else the kubelet's for a pod it lists, else the
+// Allocation says where the GPUs a tenant was given come from, and the
+// first that answers wins. Given (the operator's --gpus, or the GPUs a
+// runtime handed a container), else the kubelet's for a pod it lists, else the
 // environment a Slurm prolog is given (SLURM_JOB_GPUS, then
 // CUDA_VISIBLE_DEVICES). None answering leaves the baseline without one.
 type Allocation struct {
 	Given *snapshot.GPUSet
-	// Pods is where to ask the kubelet; nil on no Kubernetes node.
+	// Pods is where to ask the kubelet, nil on no Kubernetes node.
 	Pods *podresources.Options
-	// Env reads the environment; nil when it says nothing of the tenant
-	// (a plugin's own environment is not its pods').
+	// Env reads the environment. It is nil when the environment says nothing
+	// of the tenant (a plugin's own environment is not its pods').
 	Env func(string) string
 }
 
-// fromEnv is the allocation before the kubelet is asked: Given, else the
-// environment's; nil when neither says.
+// fromEnv is the allocation before the kubelet is asked. It is Given, else
+// the environment's, or nil when neither says.
 func (a Allocation) fromEnv() (*snapshot.GPUSet, error) {
 	if a.Given != nil || a.Env == nil {
 		return a.Given, nil
@@ -41,7 +41,7 @@ func (a Allocation) fromEnv() (*snapshot.GPUSet, error) {
 }
 
 // fromKubelet puts the kubelet's allocation of a pod tenant on snap, over
-// the environment's; Given is never overridden and then no kubelet asked.
+// the environment's. Given is never overridden, and with it no kubelet is asked.
 // A kubelet that cannot be asked, lists no GPU of the pod, or gives it GPUs
 // that are not understood (a DRA device not resolved), is a warning.
 func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, snap *snapshot.Snapshot) error {
@@ -58,7 +58,7 @@ func (h *Host) fromKubelet(ctx context.Context, tenant string, a Allocation, sna
 	set, ok, err := pods.GPUsOf(tenant, snap.NVML.Devices)
 	switch {
 	case errors.Is(err, kubelet.ErrNotUnderstood):
-		// Neither no GPU nor every GPU: the diff judges no use against it.
+		// It is neither no GPU nor every GPU, so the diff judges no use against it.
 		h.warnErr(fmt.Errorf("%w: the baseline records no allocation", err))
 	case err != nil:
 		return err
@@ -83,7 +83,7 @@ func (h *Host) Baseline(ctx context.Context, tenant string, a Allocation) (*snap
 }
 
 // CaptureBaseline captures the host as tenant's baseline with the GPUs a
-// names, not stored yet: a gate judges this capture before Put stores it,
+// names, not stored yet. A gate judges this capture before Put stores it,
 // so that what it judged and what a later diff compares against are one.
 func (h *Host) CaptureBaseline(ctx context.Context, tenant string, a Allocation) (*snapshot.Snapshot, error) {
 	given, err := a.fromEnv()

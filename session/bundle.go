@@ -19,8 +19,8 @@ import (
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
-// Bundle is a bundle to write: where, whether over a file there, the key
-// that signs it and the tenant's job's times for its time line. Prove fills
+// Bundle is a bundle to write, with where, whether over a file there, the
+// key that signs it and the tenant's job's times for its time line. Prove fills
 // in the store's evidence, or WriteBundle does.
 type Bundle struct {
 	Path                   string
@@ -44,8 +44,8 @@ type Written struct {
 	Files   int          `json:"files"`
 	Summary diff.Summary `json:"summary"`
 	Signer  string       `json:"signer,omitempty"` // the signing key, base64
-	// StoreProved: the bundle carries the store log's checkpoint and the
-	// inclusion of its stored snapshots.
+	// StoreProved says the bundle carries the store log's checkpoint and
+	// the inclusion of its stored snapshots.
 	StoreProved bool `json:"store_proved"`
 }
 
@@ -66,8 +66,8 @@ func (h *Host) Prove(b *Bundle, from, to *snapshot.Snapshot) {
 }
 
 // WriteBundle writes the bundle of the pair from..to judged as res, with
-// what window read of the time between them: the kernel log and the
-// watch's events. A bundle whose store evidence could not be gathered goes
+// what window read of the time between them (the kernel log and the
+// watch's events). A bundle whose store evidence could not be gathered goes
 // out without it, and a warning says so.
 func (h *Host) WriteBundle(ctx context.Context, b Bundle, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (Written, error) {
 	if !b.proved {
@@ -111,9 +111,9 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// storeEvidence proves the bundle's snapshots in the store's log: the log's
-// checkpoint (signed with key, when given) and each stored snapshot's
-// inclusion at it; a snapshot not stored (a TO captured for the bundle) is
+// storeEvidence proves the bundle's snapshots in the store's log with the
+// log's checkpoint (signed with key, when given) and each stored snapshot's
+// inclusion at it. A snapshot not stored (a TO captured for the bundle) is
 // named as such.
 func (h *Host) storeEvidence(key ed25519.PrivateKey, ids ...string) (*bundle.StoreEvidence, error) {
 	ev := &bundle.StoreEvidence{}
@@ -140,7 +140,7 @@ func (h *Host) storeEvidence(key ed25519.PrivateKey, ids ...string) (*bundle.Sto
 		return nil, err
 	}
 	if len(ev.Inclusion) > 0 {
-		head = ev.Inclusion[0].Head // the proofs' head: a write since Head is not in them
+		head = ev.Inclusion[0].Head // the proofs' head, as a write since Head is not in them
 	}
 	note, err := checkpointText(head, key)
 	if err != nil {
@@ -150,7 +150,7 @@ func (h *Host) storeEvidence(key ed25519.PrivateKey, ids ...string) (*bundle.Sto
 	return ev, nil
 }
 
-// Evidence is what reap keeps before it acts: the bundle of the
+// Evidence is what reap keeps before it acts, the bundle of the
 // judgement, verified, and the memory of each suspected compromise.
 type Evidence struct {
 	Dir      string        `json:"dir"`
@@ -167,8 +167,8 @@ func (e *Evidence) String() string {
 }
 
 // KeepEvidence writes b, the bundle of a judgement, in the evidence
-// directory dir and verifies it: an action follows only evidence that
-// reads back intact.
+// directory dir and verifies it, since an action follows only evidence
+// that reads back intact.
 func (h *Host) KeepEvidence(ctx context.Context, dir string, b Bundle, from, to *snapshot.Snapshot, res *diff.Result, window diff.Options) (*Evidence, error) {
 	w, err := h.WriteBundle(ctx, b, from, to, res, window)
 	if err != nil {

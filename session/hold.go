@@ -23,7 +23,7 @@ func (h *Host) Release() error {
 	return h.drop()
 }
 
-// drop closes the held store, keeping the hold: its next step opens anew.
+// drop closes the held store but keeps the hold, whose next step opens anew.
 func (h *Host) drop() error {
 	if h.held == nil {
 		return nil
@@ -51,8 +51,8 @@ func (h *Host) use(write bool, f func(*store.Store) error) error {
 
 // acquire opens the store, read-write when write. Within a hold it is the
 // held store, opened at the first need. A read-only hold asked to write is
-// closed and opened again read-write: a command that writes says so in Hold
-// and opens once.
+// closed and opened again read-write, so a command that writes says so in
+// Hold and opens once.
 func (h *Host) acquire(write bool) (*store.Store, error) {
 	if !h.holding {
 		return h.open(!write)
@@ -94,7 +94,7 @@ func (h *Host) open(readOnly bool) (*store.Store, error) {
 }
 
 // read runs read on the store, read-only (a hold's store when held), and
-// lets go of it before returning outside a hold: a reader copies what it
+// lets go of it before returning outside a hold. A reader copies what it
 // needs, so one whose stdout is blocked (`show --json | less`) never holds
 // the lock a prolog's baseline waits for.
 func (h *Host) read(read func(*store.Store) error) error {
@@ -102,7 +102,7 @@ func (h *Host) read(read func(*store.Store) error) error {
 }
 
 // Trace is told of what a Host does with the store, as net/http/httptrace
-// is of a request: a test counts the opens of one command with it.
+// is of a request. A test counts the opens of one command with it.
 type Trace struct {
 	// Opened is called before each open of the store.
 	Opened func(readOnly bool)

@@ -13,10 +13,10 @@ import (
 
 // Post captures the host, then, in one open of the store, finds tenant's
 // newest baseline and stores the capture as its post snapshot. No baseline
-// is an error and stores nothing; a post snapshot that could not be stored
+// is an error and stores nothing. A post snapshot that could not be stored
 // (a full or read-only disk) is the pair's StoreErr.
 func (h *Host) Post(ctx context.Context, tenant string) (Pair, error) {
-	// Without a store there is no baseline: say so before capturing, and
+	// Without a store there is no baseline. Say so before capturing, and
 	// create no empty store on the way.
 	if _, err := os.Stat(h.DB); errors.Is(err, fs.ErrNotExist) {
 		return Pair{}, fmt.Errorf("%w for tenant %q: no store at %s (run gpusnap baseline --tenant first)", store.ErrNoBaseline, tenant, h.DB)
@@ -28,8 +28,8 @@ func (h *Host) Post(ctx context.Context, tenant string) (Pair, error) {
 	if err != nil {
 		return Pair{}, err
 	}
-	// The event log is waited for before the store is opened: no lock is
-	// held over the wait.
+	// The event log is waited for before the store is opened, so that no
+	// lock is held over the wait.
 	h.settle(to)
 	p := Pair{To: to}
 	st, err := h.acquire(true)
@@ -59,7 +59,7 @@ func (h *Host) Post(ctx context.Context, tenant string) (Pair, error) {
 	return p, nil
 }
 
-// HasBaseline says whether the store holds a baseline of tenant; a store
+// HasBaseline says whether the store holds a baseline of tenant. A store
 // that cannot be read is an error, never a no.
 func (h *Host) HasBaseline(tenant string) (bool, error) {
 	err := h.read(func(st *store.Store) error {
@@ -116,8 +116,8 @@ func (h *Host) storedAndNow(ctx context.Context, fromID string) (Pair, error) {
 }
 
 // Latest is tenant's newest baseline and the newest post snapshot taken
-// after it. With no such post snapshot it does what Post does: capture one
-// now and store it, which opens the store a second time because the
+// after it. With no such post snapshot it does what Post does, capturing
+// one now and storing it, which opens the store a second time because the
 // capture holds no lock.
 func (h *Host) Latest(ctx context.Context, tenant string) (Pair, error) {
 	var p Pair

@@ -17,8 +17,8 @@ import (
 	"github.com/gpusnap/gpusnap/store/tlog"
 )
 
-// Record appends to the store's log a result leaf for r, of command: its
-// findings' SHA-256, the snapshots compared (ids) and the seals of the event
+// Record appends to the store's log a result leaf for r, of command, with
+// its findings' SHA-256, the snapshots compared (ids) and the seals of the event
 // log segments read (events, nil when none). It sets the log's new head in
 // r. A result that could not be recorded is the error, said beside the
 // verdict.
@@ -46,8 +46,8 @@ func (h *Host) Record(command string, r *diff.Result, events eventlog.Source, id
 	return nil
 }
 
-// RecordActions appends one leaf an action of reap to the store's log: the
-// step and result, and the SHA-256 of the outcome's JSON, naming the
+// RecordActions appends one leaf an action of reap to the store's log, with
+// the step and result and the SHA-256 of the outcome's JSON, naming the
 // snapshot judged. It returns what the log says of them, for reap's report.
 func (h *Host) RecordActions(outcomes []reap.Outcome, judged string) (string, error) {
 	var head tlog.TreeHead
@@ -75,8 +75,8 @@ func LogHead(head tlog.TreeHead) *diff.LogHead {
 	return &diff.LogHead{Origin: head.Origin, Size: head.Size, Root: base64.StdEncoding.EncodeToString(head.Root)}
 }
 
-// Checkpoint is the head of the store's log and its checkpoint: a signed
-// note with a key, its body and the blank line alone without.
+// Checkpoint is the head of the store's log and its checkpoint, a signed
+// note with a key, or its body and the blank line alone without.
 type Checkpoint struct {
 	tlog.TreeHead
 	Checkpoint string `json:"checkpoint"`
@@ -96,8 +96,8 @@ func (h *Host) Checkpoint(key ed25519.PrivateKey) (Checkpoint, error) {
 	return Checkpoint{head, string(note)}, err
 }
 
-// checkpointText is head as a checkpoint: a signed note with key, its body
-// and the blank line alone without.
+// checkpointText is head as a checkpoint, a signed note with key, or its
+// body and the blank line alone without.
 func checkpointText(head tlog.TreeHead, key ed25519.PrivateKey) ([]byte, error) {
 	if key == nil {
 		return append(tlog.CheckpointBody(head), '\n'), nil
@@ -105,7 +105,7 @@ func checkpointText(head tlog.TreeHead, key ed25519.PrivateKey) ([]byte, error) 
 	return tlog.SignCheckpoint(head, key)
 }
 
-// LogProof is what store verify proves: the report, and whether the
+// LogProof is what store verify proves, the report and whether the
 // checkpoint's signature was checked against a key.
 type LogProof struct {
 	*store.LogReport
@@ -138,7 +138,7 @@ func (h *Host) VerifyLog(name string, text []byte, pub ed25519.PublicKey, now ti
 }
 
 // maxSealProblems bounds the problems the event log's seals add to a
-// verify: one removed segment is named by every result that sealed it.
+// verify, since one removed segment is named by every result that sealed it.
 const maxSealProblems = 64
 
 // checkSeals adds to rep a problem for each seal in the result leaves that

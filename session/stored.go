@@ -45,7 +45,7 @@ func (h *Host) List(f Filter) (metas []Meta, err error) {
 }
 
 // Show is the stored snapshot id (any unique prefix) with only what show
-// prints of its processes: those using an NVIDIA device.
+// prints of its processes, those using an NVIDIA device.
 func (h *Host) Show(id string) (snap *snapshot.Snapshot, err error) {
 	err = h.read(func(st *store.Store) error {
 		snap, err = st.GetSelected(id, snapshot.ClassNVIDIA, (*snapshot.Process).UsesNVIDIA)
@@ -100,7 +100,7 @@ type StoreCheck struct {
 	Damage error
 }
 
-// Check runs the store's consistency check: bbolt's over every page, then
+// Check runs the store's consistency check, bbolt's over every page, then
 // every snapshot loaded and its records and indexes compared.
 func (h *Host) Check() (c StoreCheck, err error) {
 	err = h.read(func(st *store.Store) error {
@@ -149,7 +149,7 @@ func (h *Host) Events(tenant string, since, now time.Time) (EventSpan, error) {
 	return span, nil
 }
 
-// tenantWindow is the span diff --tenant T reports on: from T's newest
+// tenantWindow is the span diff --tenant T reports on, from T's newest
 // baseline to the first post snapshot after it, or zero (now) when none.
 func (h *Host) tenantWindow(tenant string) (from, to time.Time, err error) {
 	err = h.read(func(st *store.Store) error {
@@ -160,7 +160,7 @@ func (h *Host) tenantWindow(tenant string) (from, to time.Time, err error) {
 		from = base.Host.CaptureStart
 		posts, err := st.List(store.Filter{Tenant: tenant, Label: snapshot.LabelPost, Since: from})
 		if len(posts) > 0 {
-			to = posts[len(posts)-1].Time // List is newest first: the first post after the baseline
+			to = posts[len(posts)-1].Time // List is newest first, so this is the first post after the baseline
 		}
 		return err
 	})

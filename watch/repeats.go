@@ -7,18 +7,18 @@ import (
 )
 
 // A process that opens and closes a device in a loop makes thousands of like
-// events a second (two unprivileged ones wrote 57 MB/s). The first is
-// recorded as it comes and the like ones after it counted, in one record at
-// most every repeatEvery and before the exit and stop records. An idle
-// interval ends the run. The kernel counts such runs too (its records come
-// with Count), so that a flood does not fill its ring buffer, and they are
-// counted here as the events they stand for.
+// events a second. The first is recorded as it comes and the like ones after
+// it counted, in one record at most every repeatEvery and before the exit and
+// stop records. An idle interval ends the run. The kernel counts such runs
+// too (its records come with Count), so that a flood does not fill its ring
+// buffer, and they are counted here as the events they stand for.
 //
 // A device user's descendants write fork, exit and inherit records at every
 // fork, and one that forks and exits every few hundred microseconds hops
-// thousands of PIDs a second (1.3 GB of log in 12 minutes). Those records
-// are coalesced by lineage (eventlog.Event.Lineage), one per kind and device
-// a repeatEvery, naming the first and last process.
+// thousands of PIDs a second. Those records are coalesced by lineage
+// (eventlog.Event.Lineage), one per kind and device a repeatEvery, naming the
+// first and last process. docs/watch.md has the log both floods wrote
+// before they were counted.
 
 const (
 	repeatEvery = time.Second

@@ -19,7 +19,7 @@ import (
 //
 // The NVIDIA driver registers 195 for /dev/nvidia0..N, nvidiactl and
 // nvidia-modeset, and dynamic majors for nvidia-uvm, nvidia-caps,
-// nvidia-nvswitch (and newer nvidia-caps-imex-channels): only this file says
+// nvidia-nvswitch (and newer nvidia-caps-imex-channels). Only this file says
 // which majors those got on this host. DeviceClasses (device_class.go) uses them.
 
 // ParseDevices reads the text of /proc/devices and returns the character

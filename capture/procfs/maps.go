@@ -11,21 +11,21 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// /proc/PID/maps has one line per mapping (proc(5)):
+// /proc/PID/maps has one line per mapping (proc(5)), such as
 //
 //	7f2c0a200000-7f2c0a400000 rw-s 00000000 00:06 1043       /dev/nvidia0
 //
-// procfs ProcMaps is not used: it allocates per line (~17x the cost of
-// reading), collapses spaces in paths and ignores read errors. ScanMaps
-// filters lines by cheap byte checks first and parses only the device and
-// anonymous executable ones (bench/ measures both).
+// procfs ProcMaps is not used. It allocates per line, collapses spaces in
+// paths and ignores read errors. ScanMaps filters lines by cheap byte checks
+// first and parses only the device and anonymous executable ones (bench/
+// measures both, docs/performance.md has the figures).
 
-// PathMax is PATH_MAX: the longest path the kernel renders for readlink and
+// PathMax is PATH_MAX. The longest path the kernel renders for readlink and
 // d_path is one byte shorter.
 const PathMax = 4096
 
 // suspectAnonSize is the size from which an anonymous executable mapping is
-// suspect: CUDA driver allocations look like this.
+// suspect, as CUDA driver allocations look like this.
 const suspectAnonSize = 64 << 20
 
 // MapsLine is one parsed line of /proc/PID/maps. Path aliases the input.
@@ -33,7 +33,7 @@ type MapsLine struct {
 	Start, End uint64
 	Perms      [4]byte // r/-, w/-, x/-, s/p
 	Offset     uint64
-	DevMajor   uint32 // the maps dev field: the filesystem holding the file
+	DevMajor   uint32 // the maps dev field, the filesystem holding the file
 	DevMinor   uint32
 	Inode      uint64
 	Path       []byte // without " (deleted)"
@@ -45,7 +45,7 @@ var errMapsLine = errors.New("malformed maps line")
 
 // ParseMapsLine parses one maps line (without its newline). It does not
 // allocate on success. The path is everything after the inode field and the
-// kernel's padding: d_path always starts with '/' or '[' (or is empty for an
+// kernel's padding. d_path always starts with '/' or '[' (or is empty for an
 // anonymous mapping), so skipping spaces never eats part of a name, and spaces
 // inside the path are kept as they are.
 func ParseMapsLine(line []byte) (MapsLine, error) {
@@ -95,8 +95,8 @@ func ParseMapsLine(line []byte) (MapsLine, error) {
 	return m, nil
 }
 
-// cutField returns the text before the next space and what follows it; ok is
-// false when there is no space (the line ends in this field).
+// cutField returns the text before the next space and what follows it. ok
+// is false when there is no space (the line ends in this field).
 func cutField(b []byte) (field, rest []byte, ok bool) {
 	i := bytes.IndexByte(b, ' ')
 	if i < 0 {
@@ -192,8 +192,8 @@ type MapsScanner struct {
 	// means no stat at all (only the path rule).
 	Stat func(name, path []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Known, with Stat, answers for a file Stat has already stat'ed (by its
-	// path, maps dev field and inode) without a name: a line of a file known
-	// to be no device is then dismissed before it is parsed. Nil asks Stat.
+	// path, maps dev field and inode) without a name, so that a line of a
+	// file known to be no device is dismissed before it is parsed. Nil asks Stat.
 	Known func(path []byte, devMajor, devMinor uint32, inode uint64) (kind snapshot.FileKind, ok bool)
 	// Classes decides NVIDIA or other for a device.
 	Classes snapshot.DeviceClasses
@@ -216,11 +216,11 @@ type MapsScanner struct {
 // Bounds of what one process's maps may cost, whatever a tenant maps.
 const (
 	maxKeptMappings = 4 * snapshot.MappingsPerDevice // every device together
-	MaxRuns         = 64                             // devices with a run of their own; the rest share one
+	MaxRuns         = 64                             // devices with a run of their own, the rest sharing one
 	MaxMapsErrors   = 16                             // malformed lines named one by one
 )
 
-// deviceRun is what ScanMaps has seen of one device (one file: dev and
+// deviceRun is what ScanMaps has seen of one device (one file by dev and
 // inode, with its path) in the maps being scanned.
 type deviceRun struct {
 	devIno []byte // the maps "dev inode" text
@@ -243,9 +243,9 @@ type MappingRuns struct {
 func (m *MappingRuns) Reset() { m.runs, m.kept = m.runs[:0], 0 }
 
 // Counted counts the line of a device mapping (its file's id and path, as
-// maps writes it, its permissions, and its size: that of the maps address
-// range addr, parsed only when needed, or, with no addr, size) in its
-// device's run when it is not to be kept, and reports whether it was.
+// maps writes it, its permissions, and its size, which is that of the maps
+// address range addr, parsed only when needed, or, with no addr, size) in
+// its device's run when it is not to be kept, and reports whether it was.
 func (m *MappingRuns) Counted(id, path, perms, addr []byte, size uint64) bool {
 	if len(m.runs) == 0 {
 		return false
@@ -309,9 +309,10 @@ func (m *MappingRuns) run(id, path []byte) *deviceRun {
 		m.runs = append(m.runs, deviceRun{})
 		return &m.runs[MaxRuns]
 	}
-	// Copies: a scan fed in pieces outlives each piece. They go into the
-	// buffers a slot had before the last reset: runs are reset for every
-	// process, and nearly every process holds a device (/dev/null, a tty).
+	// The run keeps copies, since a scan fed in pieces outlives each piece.
+	// They go into the buffers a slot had before the last reset, because
+	// runs are reset for every process and nearly every process holds a
+	// device (/dev/null, a tty).
 	if len(m.runs) == cap(m.runs) {
 		m.runs = append(m.runs, deviceRun{})
 	} else {
@@ -339,9 +340,9 @@ func countLine(r *snapshot.MappingRun, size uint64, perms []byte) {
 }
 
 // SuspectAnon keeps a process's suspect anonymous executable mappings, for
-// both capture paths: the first MappingsPerDevice one by one, the rest
-// counted in a run of class anon_exec (a tenant can make tens of thousands,
-// 64 MiB of address space each).
+// both capture paths. The first MappingsPerDevice are kept one by one, the
+// rest counted in a run of class anon_exec (a tenant can make tens of
+// thousands, 64 MiB of address space each).
 type SuspectAnon struct {
 	Kept []snapshot.Mapping
 	run  snapshot.MappingRun
@@ -386,15 +387,15 @@ type MapsResult struct {
 
 // ScanMaps scans the text of a maps file. Most lines (libraries, heap, stack)
 // are dismissed by byte checks on the permissions and path before anything
-// is parsed or allocated; only candidate lines are parsed (and validated) in
-// full. Every line must at least have an address and permissions.
+// is parsed or allocated, and only candidate lines are parsed (and
+// validated) in full. Every line must at least have an address and permissions.
 func (s *MapsScanner) ScanMaps(data []byte) MapsResult {
 	s.Begin()
 	s.Feed(data)
 	return s.End()
 }
 
-// Begin starts a scan fed in pieces: Feed each piece of the text, cut at
+// Begin starts a scan fed in pieces. Feed each piece of the text, cut at
 // line ends, in order, then End. A maps file of a tenant's 100,000 mappings
 // is scanned as it is read, in bounded memory.
 func (s *MapsScanner) Begin() {
@@ -424,8 +425,8 @@ func (s *MapsScanner) malformed(text string) {
 	}
 }
 
-// Feed scans the lines of data; a last line without its newline counts as a
-// whole line. Nothing found keeps a reference to data.
+// Feed scans the lines of data, and a last line without its newline counts
+// as a whole line. Nothing found keeps a reference to data.
 func (s *MapsScanner) Feed(data []byte) {
 	for len(data) > 0 {
 		s.lineNo++
@@ -435,7 +436,7 @@ func (s *MapsScanner) Feed(data []byte) {
 		} else {
 			line, data = data, nil
 		}
-		// The shape every line must have: an address, then permissions.
+		// Every line must have an address, then permissions.
 		sp := bytes.IndexByte(line, ' ')
 		if sp <= 0 || len(line) < sp+6 || !validPerms(line[sp+1:sp+5]) || line[sp+5] != ' ' {
 			s.malformed(malformed(s.lineNo, line))
@@ -443,8 +444,8 @@ func (s *MapsScanner) Feed(data []byte) {
 		}
 		perms := line[sp+1 : sp+5]
 		// Without stat, most lines end here. The fields before the path hold
-		// no '/', so a '/' after a space starts a file's path: only one with
-		// "/dev/" in it can be a device. Other lines (anonymous, [heap],
+		// no '/', so a '/' after a space starts a file's path, and only one
+		// with "/dev/" in it can be a device. Other lines (anonymous, [heap],
 		// [anon:name]) matter only when executable.
 		if s.Stat == nil {
 			rest := line[sp+5:]
@@ -479,14 +480,14 @@ func (s *MapsScanner) Feed(data []byte) {
 				s.anon.Keep(mp)
 			}
 		case len(path) > 0 && path[0] == '/':
-			// A library maps as several lines in a row: the same file as the
-			// line before, already found not to be a device.
+			// A library maps as several lines in a row, each the same file
+			// as the line before, already found not to be a device.
 			if (bytes.Equal(devIno, s.lastFile) && bytes.Equal(path, s.lastPath)) || s.knownNoDevice(devIno, path) {
 				s.notDevice(devIno, path)
 				continue
 			}
 			// maps writes a path of any length, where readlink and the BPF
-			// path's d_path stop at PATH_MAX: a longer one (a tenant's
+			// path's d_path stop at PATH_MAX. A longer one (a tenant's
 			// nested directories) is kept unnamed, as they keep it, and
 			// classified by its device number.
 			unnamed := len(path) >= PathMax
@@ -494,8 +495,8 @@ func (s *MapsScanner) Feed(data []byte) {
 				path = nil
 			}
 			// A device's line past its first MappingsPerDevice, with
-			// permissions already kept: counted, not kept, nor parsed past
-			// its address.
+			// permissions already kept, is counted, not kept, nor parsed
+			// past its address.
 			if s.runs.Counted(devIno, path, perms, line[:sp], 0) {
 				continue
 			}
@@ -526,7 +527,7 @@ func (s *MapsScanner) Feed(data []byte) {
 }
 
 // knownNoDevice reports whether Known says the file of a maps line (its
-// "dev inode" text and path) is no device: every process maps the same
+// "dev inode" text and path) is no device. Every process maps the same
 // libraries, and such a line needs no parse. A DMA-buf is decided by its
 // name (device).
 func (s *MapsScanner) knownNoDevice(devIno, path []byte) bool {
@@ -585,7 +586,7 @@ func malformed(lineNo int, line []byte) string {
 // pathField finds the path in what follows the permissions of a maps line
 // (" offset dev inode   path"), with byte searches only, and the "dev
 // inode" text before it, which names the mapped file. The path is empty for
-// an anonymous mapping; ok is false when a field is missing.
+// an anonymous mapping. ok is false when a field is missing.
 func pathField(rest []byte) (path, devIno []byte, ok bool) {
 	var devStart int
 	all := rest
@@ -598,7 +599,7 @@ func pathField(rest []byte) (path, devIno []byte, ok bool) {
 		}
 		i := bytes.IndexByte(rest[1:], ' ')
 		if i < 0 {
-			// The line ends with the inode: an anonymous mapping without padding.
+			// A line that ends with the inode is an anonymous mapping without padding.
 			return nil, all[devStart:], true
 		}
 		rest = rest[1+i:]
@@ -618,7 +619,7 @@ func (s *MapsScanner) device(line, path []byte, m *MapsLine) (snapshot.Mapping, 
 		kind, known = s.Stat(s.nameBuf, path, m.DevMajor, m.DevMinor, m.Inode)
 	}
 	if bytes.HasPrefix(m.Path, dmabufPrefix) {
-		// Its inode has no file type: stat says nothing, the name says DMA-buf.
+		// Its inode has no file type, so stat says nothing and the name says DMA-buf.
 		mp := newMapping(line, m)
 		mp.Class = snapshot.ClassOther
 		return mp, true
@@ -637,8 +638,8 @@ func (s *MapsScanner) device(line, path []byte, m *MapsLine) (snapshot.Mapping, 
 	return mp, true
 }
 
-// mapFilesName appends the name of a mapping in /proc/PID/map_files to dst:
-// the kernel writes it "%lx-%lx", without the zero padding maps gives an
+// mapFilesName appends the name of a mapping in /proc/PID/map_files to dst.
+// The kernel writes it "%lx-%lx", without the zero padding maps gives an
 // address below 0x10000000 (a non-PIE executable at 00400000, a 32-bit
 // process, a MAP_FIXED device mapping), and refuses the padded name (ENOENT).
 func mapFilesName(dst []byte, start, end uint64) []byte {

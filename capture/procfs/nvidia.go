@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// DeviceMinor is the N of the "Device Minor: N" line of the driver's
+// DeviceMinor is the N of the `Device Minor: N` line of the driver's
 // /proc/driver/nvidia/gpus/BUS/information, that of the GPU's /dev/nvidiaN.
 func DeviceMinor(data []byte) (int, bool) {
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {

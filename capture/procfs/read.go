@@ -16,24 +16,25 @@ import (
 )
 
 // Reader does the raw system calls of one capture worker, with buffers reused
-// from process to process. It uses syscall directly rather than os: os.Open
-// registers every file with the runtime poller (an extra epoll_ctl per /proc
-// file) and os.ReadFile allocates a fresh buffer per file, which together cost
-// more than the parsing at this scale.
+// from process to process. It uses syscall directly rather than os, because
+// os.Open registers every file with the runtime poller (an extra epoll_ctl
+// per /proc file) and os.ReadFile allocates a fresh buffer per file, which
+// together cost more than the parsing at this scale.
 type Reader struct {
 	// faults, when set (tests only), returns an error to report for a path
-	// instead of touching it: how tests make a read refused even to root.
+	// instead of touching it, so that a test can make a read refused even
+	// to root.
 	faults func(path string) error
-	// quick: the reader is on the live procfs, where the calls marked quick
-	// below are made with RawSyscall (see sys).
+	// quick says the reader is on the live procfs, where the calls marked
+	// quick below are made with RawSyscall (see sys).
 	quick bool
-	// tree: the root is not the live procfs but a directory tree someone
-	// handed over, whose every file is an adversary's: see openat.
+	// tree says the root is not the live procfs but a directory tree
+	// someone handed over, whose every file is an adversary's (see openat).
 	tree bool
-	// NoOpenat2: the kernel (before Linux 5.6) or a seccomp filter refuses
-	// openat2, and OpenNoXdev is not tried again.
+	// NoOpenat2 says the kernel (before Linux 5.6) or a seccomp filter
+	// refuses openat2, and OpenNoXdev is not tried again.
 	NoOpenat2 bool
-	how       unix.OpenHow // openNoXdev's: on the heap, so that the kernel's pointer to it stays good
+	how       unix.OpenHow // openNoXdev's, on the heap so that the kernel's pointer to it stays good
 	name      []byte       // cName's
 	dirBuf    []byte
 	lnkBuf    []byte
@@ -43,12 +44,12 @@ type Reader struct {
 	BadNames []string
 }
 
-// MaxFileSize bounds every file a capture reads: a process's maps (a
-// tenant's 100,000 mappings are about 10 MB), and in a tree any file at all,
+// MaxFileSize bounds every file a capture reads, a process's maps (a
+// tenant's 100,000 mappings are about 10 MB) and in a tree any file at all,
 // where a sparse terabyte or /dev/zero would otherwise be read to the end.
 const MaxFileSize = 64 << 20
 
-// PIDMax is the kernel's PID_MAX_LIMIT (4194304): no PID is at or above it.
+// PIDMax is the kernel's PID_MAX_LIMIT (4194304), and no PID is at or above it.
 const PIDMax = 1 << 22
 
 var (
@@ -58,7 +59,7 @@ var (
 	errSymlink    = errors.New("a symbolic link in a --proc-root tree (not followed)")
 )
 
-// sys makes a system call; quick says procfs answers it from the task's own
+// sys makes a system call. quick says procfs answers it from the task's own
 // fields without waiting (O_PATH opens, listings, stat, status, readlink). On
 // the live procfs (r.quick) such calls are RawSyscalls, sparing the runtime's
 // bookkeeping. A call that can wait on a lock, driver or filesystem, or any
@@ -77,7 +78,7 @@ func (r *Reader) sys(quick bool, trap, a1, a2, a3, a4 uintptr) (uintptr, error) 
 	return n, nil
 }
 
-// openat opens name in dirfd, retrying on EINTR (quick: see sys). In a tree,
+// openat opens name in dirfd, retrying on EINTR (quick as in sys). In a tree,
 // name is resolved beneath dirfd without following any symlink
 // (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and opened O_NONBLOCK, so a link out
 // of the tree is refused and a FIFO does not wait for a writer. On the live
@@ -111,7 +112,7 @@ func (r *Reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 		switch err {
 		case nil:
 			return fd, nil
-		case syscall.EINTR, syscall.EAGAIN: // EAGAIN: a rename raced the lookup
+		case syscall.EINTR, syscall.EAGAIN: // EAGAIN says a rename raced the lookup
 			continue
 		case syscall.ELOOP, syscall.EXDEV:
 			return -1, errSymlink
@@ -121,7 +122,7 @@ func (r *Reader) openBeneath(dirfd int, name string, flags int) (int, error) {
 }
 
 // OpenNoXdev opens directory name in dirfd (O_PATH) on the live procfs,
-// refusing to cross a mount on the way (openat2 RESOLVE_NO_XDEV: EXDEV). It
+// refusing to cross a mount on the way (openat2 RESOLVE_NO_XDEV, EXDEV). It
 // is quick (see sys). Where openat2 is refused (ENOSYS, or EPERM from a
 // seccomp filter), NoOpenat2 is set and the error returned.
 func (r *Reader) OpenNoXdev(dirfd int, name string) (int, error) {
@@ -152,7 +153,7 @@ func notRegular(mode uint32) error {
 }
 
 // cName returns name NUL-terminated in the reader's name buffer, valid
-// until its next call: a capture passes the kernel tens of thousands of
+// until its next call. A capture passes the kernel tens of thousands of
 // names, and a fresh copy of each (syscall.BytePtrFromString) was a fifth of
 // its allocations. The buffer is on the heap, where it does not move while
 // the kernel reads it.
@@ -164,7 +165,7 @@ func (r *Reader) cName(name string) (*byte, error) {
 	return &r.name[0], nil
 }
 
-// Close closes fd (quick: see sys).
+// Close closes fd (quick as in sys).
 func (r *Reader) Close(fd int, quick bool) {
 	_, _ = r.sys(quick, syscall.SYS_CLOSE, uintptr(fd), 0, 0, 0)
 }
@@ -195,8 +196,8 @@ func (r *Reader) ReadFileAt(dirfd int, dir, name string, buf []byte) ([]byte, er
 }
 
 // ReadWholeAt reads a file the kernel renders whole on the first read (the
-// single_open seq files, cgroup among them): a read shorter than the buffer is
-// its end, which saves the empty read that would confirm it.
+// single_open seq files, cgroup among them). A read shorter than the buffer
+// is its end, which saves the empty read that would confirm it.
 func (r *Reader) ReadWholeAt(dirfd int, dir, name string, buf []byte) ([]byte, error) {
 	return r.read(dirfd, dir, name, buf, true, false)
 }
@@ -209,7 +210,7 @@ func (r *Reader) ReadTaskFileAt(dirfd int, dir, name string, buf []byte) ([]byte
 	return r.read(dirfd, dir, name, buf, true, true)
 }
 
-// read reads name, at most MaxFileSize bytes of it: a longer file is an
+// read reads name, at most MaxFileSize bytes of it. A longer file is an
 // error (its first MaxFileSize bytes are returned with it). In a tree only a
 // regular file of at most that size is read at all.
 func (r *Reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick bool) ([]byte, error) {
@@ -220,12 +221,12 @@ func (r *Reader) read(dirfd int, dir, name string, buf []byte, shortIsEnd, quick
 	defer r.Close(fd, quick)
 	buf, full, err := r.ReadFd(fd, buf[:0], MaxFileSize, shortIsEnd, quick)
 	if err == nil && full {
-		err = ErrTruncated // a live file (a tree's was checked before): its first 64 MiB are read
+		err = ErrTruncated // a live file (a tree's was checked before), read for its first 64 MiB
 	}
 	return buf, err
 }
 
-// ReadCappedAt reads name keeping at most limit bytes: a longer file is read
+// ReadCappedAt reads name keeping at most limit bytes. A longer file is read
 // on to its end or MaxFileSize, unkept, and named by its length and SHA-256
 // in the Cut. cmdline is read so (a short read is its end), and maps where
 // only its raw text is kept, as a tenant's can be 10 MB.
@@ -260,7 +261,7 @@ func (r *Reader) ReadCappedAt(dirfd int, dir, name string, buf []byte, limit int
 		n += int64(k)
 	}
 	if n == int64(len(buf)) {
-		return buf, nil, nil // exactly limit bytes: nothing was cut
+		return buf, nil, nil // exactly limit bytes, so nothing was cut
 	}
 	return buf, &snapshot.Cut{Length: n, SHA256: hex.EncodeToString(h.Sum(nil)), Partial: n >= MaxFileSize}, nil
 }
@@ -292,17 +293,17 @@ func (r *Reader) OpenRead(dirfd int, dir, name string, quick bool) (int, error) 
 }
 
 // ReadFd appends what fd holds to buf, growing it, until a read returns
-// nothing (or, with shortIsEnd, less than asked) or buf holds limit bytes;
-// full reports the latter.
+// nothing (or, with shortIsEnd, less than asked) or buf holds limit bytes,
+// which full reports.
 func (r *Reader) ReadFd(fd int, buf []byte, limit int, shortIsEnd, quick bool) (_ []byte, full bool, err error) {
 	for {
 		if len(buf) >= limit {
 			return buf, true, nil
 		}
 		if len(buf) == cap(buf) {
-			// Doubling, up to limit: append grows a large slice by a
-			// quarter, and each growth copies (and touches fresh pages for)
-			// all that was read so far.
+			// The buffer doubles, up to limit, where append grows a large
+			// slice by a quarter, and each growth copies (and touches fresh
+			// pages for) all that was read so far.
 			buf = slices.Grow(buf, min(max(len(buf), 4096), limit-len(buf)))
 		}
 		want := min(cap(buf), limit) - len(buf)
@@ -332,14 +333,14 @@ func (r *Reader) ReadlinkAt(dirfd int, dir, name string) (string, error) {
 }
 
 // ReadlinkBytesAt is ReadlinkAt into the reader's buffer, valid until its
-// next readlink: most fd links (sockets, pipes) are looked at and dropped.
+// next readlink, since most fd links (sockets, pipes) are looked at and dropped.
 func (r *Reader) ReadlinkBytesAt(dirfd int, dir, name string) ([]byte, error) {
 	if err := r.fault(dir, name); err != nil {
 		return nil, err
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && r.tree {
 		// The link itself is never followed, but the directories on its
-		// way could be links out of the tree: open them beneath it first.
+		// way could be links out of the tree, so they are opened beneath it first.
 		parent, err := r.OpenAt(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, false)
 		if err != nil {
 			return nil, err
@@ -373,9 +374,10 @@ func (r *Reader) StatAt(dirfd int, dir, name string) (snapshot.FileKind, error) 
 	if err := r.fault(dir, name); err != nil {
 		return snapshot.FileKind{}, err
 	}
-	// statx with AT_STATX_DONT_SYNC: a file's type and device number never
-	// change, so cached attributes are the truth, and a mapped file on a dead
-	// NFS or Lustre server does not hang the capture on a round trip to it.
+	// statx runs with AT_STATX_DONT_SYNC. A file's type and device number
+	// never change, so cached attributes are the truth, and a mapped file on
+	// a dead NFS or Lustre server does not hang the capture on a round trip
+	// to it.
 	p, err := r.cName(name)
 	if err != nil {
 		return snapshot.FileKind{}, err
@@ -407,7 +409,7 @@ func (r *Reader) StatAt(dirfd int, dir, name string) (snapshot.FileKind, error) 
 
 // PidfdInfo asks the kernel, through pidfd, for the credentials of its
 // process (PIDFD_GET_INFO). pidfd_open, the ioctl and close wait on
-// nothing: they are quick (see sys).
+// nothing, so they are quick (see sys).
 func (r *Reader) PidfdInfo(pidfd int) (unix.PidfdInfo, error) {
 	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
 	_, err := r.sys(true, unix.SYS_IOCTL, uintptr(pidfd), unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&info)), 0)
@@ -464,7 +466,7 @@ func (r *Reader) ListInts(fd int, out []int, lo, hi uint64) ([]int, error) {
 // appendDirentInts parses linux_dirent64 records and keeps the names that are
 // canonical decimal numbers from lo to hi, without allocating a string per
 // name. A name with a leading zero ("04242") would be read as another
-// entry's number a second time: it is no number, nor is one out of range.
+// entry's number a second time, so it is no number, nor is one out of range.
 func (r *Reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
 	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
 	for len(buf) >= nameOff {
@@ -475,7 +477,7 @@ func (r *Reader) appendDirentInts(buf []byte, out []int, lo, hi uint64) []int {
 		name := nulTrim(buf[nameOff:reclen])
 		buf = buf[reclen:]
 		if len(name) == 0 || name[0] < '0' || name[0] > '9' {
-			continue // ".", "..", "self", "sys": not meant as numbers
+			continue // ".", "..", "self", "sys" are not meant as numbers
 		}
 		v, ok := ParseDec(name)
 		if ok && v >= lo && v <= hi && (name[0] != '0' || len(name) == 1) {
@@ -498,13 +500,13 @@ func nulTrim(b []byte) []byte {
 	return b
 }
 
-// VanishedErr reports whether err means the process is gone: ENOENT once its
+// VanishedErr reports whether err means the process is gone, ENOENT once its
 // directory is gone, ESRCH while the kernel tears it down.
 func VanishedErr(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
 }
 
-// RefusedErr reports whether err is the kernel refusing the read: a
+// RefusedErr reports whether err is the kernel refusing the read, for a
 // non-dumpable process, PID 1 in some containers, or no ptrace access.
 func RefusedErr(err error) bool {
 	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)

@@ -7,29 +7,29 @@ import (
 	"strconv"
 )
 
-// /proc/PID/stat is one line: "pid (comm) state ppid pgrp ... starttime ...".
+// /proc/PID/stat is one line, "pid (comm) state ppid pgrp ... starttime ...".
 // comm may hold spaces, parentheses and newlines, so it ends at the LAST ')'.
-// Fields are numbered from 1 as in proc(5); starttime is field 22, in clock
-// ticks since boot.
+// Fields are numbered from 1 as in proc(5), and starttime is field 22, in
+// clock ticks since boot.
 
-// PFKthread is PF_KTHREAD in the flags field: set by the kernel on its own
+// PFKthread is PF_KTHREAD in the flags field. The kernel sets it on its own
 // threads only, so no process can pose as one.
 const PFKthread = 0x00200000
 
-// PFExiting is PF_EXITING: the task has begun to exit (its mappings and
-// fds are going or gone).
+// PFExiting is PF_EXITING, set once the task has begun to exit (its
+// mappings and fds are going or gone).
 const PFExiting = 0x00000004
 
 // Stat holds the fields of /proc/PID/stat that a snapshot keeps.
 type Stat struct {
-	PID       int // field 1: the task's PID, as the reading procfs's pid namespace numbers it
+	PID       int // field 1, the task's PID, as the reading procfs's pid namespace numbers it
 	Comm      string
-	State     string // field 3: the kernel's state letter
+	State     string // field 3, the kernel's state letter
 	PPID      int    // field 4
-	PGID      int    // field 5: the process group ID, in the reading procfs's pid namespace
-	Session   int    // field 6: the session ID, as the reading procfs's pid namespace numbers it (0 outside it)
-	Flags     uint64 // field 9: PF_* of the task
-	Threads   int    // field 20: threads in the thread group
+	PGID      int    // field 5, the process group ID, in the reading procfs's pid namespace
+	Session   int    // field 6, the session ID, as the reading procfs's pid namespace numbers it (0 outside it)
+	Flags     uint64 // field 9, PF_* of the task
+	Threads   int    // field 20, threads in the thread group
 	StartTime uint64 // field 22
 	// Marks are what an exec replaces (see ExecMarks).
 	Marks ExecMarks
@@ -37,8 +37,8 @@ type Stat struct {
 
 // ExecMarks are stat's fields 26-28 and 45-51, the addresses of the code,
 // stack, data, heap start, arguments and environment. An exec maps a new
-// image at a new, randomised stack and prctl(PR_SET_MM) moves them: marks
-// unchanged since the last capture mean neither happened. A reader not
+// image at a new, randomised stack and prctl(PR_SET_MM) moves them, so
+// marks unchanged since the last capture mean neither happened. A reader not
 // allowed to ptrace the process reads 0 or 1 (see known).
 type ExecMarks [10]uint64
 
@@ -53,8 +53,8 @@ func markField(n int) int {
 	return -1
 }
 
-// Known reports whether the marks were read: the stack and the arguments
-// lie at an address no process has at 0 or 1.
+// Known reports whether the marks were read, since the stack and the
+// arguments lie at an address no process has at 0 or 1.
 func (m ExecMarks) Known() bool {
 	return m[2] > 1 && m[6] > 1 && m[7] > m[6]
 }
@@ -71,7 +71,7 @@ func ParseStat(data []byte) (Stat, error) {
 		st.PID = pid
 	}
 	rest := bytes.TrimRight(data[end+1:], "\n")
-	// Fields 3.. follow, space-separated; walk to 51 without splitting.
+	// Fields 3.. follow, space-separated, walked to 51 without splitting.
 	field := 2
 	for len(rest) > 0 && field < 51 {
 		if rest[0] != ' ' {
@@ -129,7 +129,7 @@ func ParseStat(data []byte) (Stat, error) {
 			st.StartTime = v
 		default:
 			if i := markField(field); i >= 0 {
-				st.Marks[i], _ = ParseDec(val) // a mark unparsed is 0: unknown
+				st.Marks[i], _ = ParseDec(val) // a mark unparsed is 0, unknown
 			}
 		}
 	}

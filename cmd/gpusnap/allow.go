@@ -12,16 +12,16 @@ import (
 	"github.com/gpusnap/gpusnap/diff"
 )
 
-// allowFlag is --allow of every command that judges: the package's allow
-// list (diff.DefaultAllowPath) unless another is given, "" for none.
+// allowFlag is --allow of every command that judges. It names the package's
+// allow list (diff.DefaultAllowPath) unless another is given, "" for none.
 func allowFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "allow", Value: diff.DefaultAllowPath, EnvVars: []string{"GPUSNAP_ALLOW"},
 		Usage: usage + " (`FILE`; format in docs/diff.md; \"\" for none; the default is read where it exists)"}
 }
 
 // loadAllow reads --allow. The default, not asked for and absent (a host
-// without the package), is no list; any list asked for that cannot be read
-// is an error. An exe entry no checksum vouches for is warned of on stderr.
+// without the package), is no list, and any list asked for that cannot be
+// read is an error. An exe entry no checksum vouches for is warned of on stderr.
 func loadAllow(c *cli.Context) (*diff.AllowList, error) {
 	path := c.String("allow")
 	if path == "" {
@@ -48,8 +48,8 @@ func loadAllow(c *cli.Context) (*diff.AllowList, error) {
 	return a, nil
 }
 
-// rootsAlone refuses a default allow list another user could have written:
-// its entries clear findings on every command that judges.
+// rootsAlone refuses a default allow list another user could have written,
+// since its entries clear findings on every command that judges.
 func rootsAlone(fi fs.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {

@@ -7,10 +7,10 @@ import (
 )
 
 // permuteArgs moves the flags that follow a command's arguments in front of
-// them: operators type `gpusnap verify FILE --pub KEY` and
+// them. Operators type `gpusnap verify FILE --pub KEY` and
 // `gpusnap bundle FROM TO -o FILE`, but urfave/cli v2 stops reading flags at
-// the first argument. Everything after "--" stays an argument; "-" (standard
-// input) is an argument.
+// the first argument. Everything after "--" stays an argument, and so does
+// "-" (standard input).
 func permuteArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
@@ -26,7 +26,7 @@ func permuteArgs(app *cli.App, args []string) []string {
 	rest = rest[1:]
 	for cmd != nil {
 		// A command with subcommands takes its own flags before the
-		// subcommand's name only: those after it are the subcommand's.
+		// subcommand's name only, and those after it are the subcommand's.
 		flags, rest = splitFlags(cmd.Flags, rest, len(cmd.Subcommands) > 0)
 		out = append(out, flags...)
 		var sub *cli.Command
@@ -44,7 +44,7 @@ func permuteArgs(app *cli.App, args []string) []string {
 
 // splitFlags separates the flags of args (with the values that non-boolean
 // flags take) from its arguments. With leading, it stops at the first
-// argument: the global flags end where the command's name stands.
+// argument, since the global flags end where the command's name stands.
 func splitFlags(defs []cli.Flag, args []string, leading bool) (flags, rest []string) {
 	takesValue := map[string]bool{}
 	for _, f := range defs {

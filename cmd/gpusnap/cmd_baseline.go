@@ -47,7 +47,7 @@ func baselineCommand() *cli.Command {
 type baselineOptions struct {
 	Tenant     string
 	Allocation session.Allocation // where the GPUs the tenant was given come from
-	// Gate judges the GPUs of --gpus from the baseline's capture; nil
+	// Gate judges the GPUs of --gpus from the baseline's capture. It is nil
 	// without --gpus.
 	Gate *checkOptions
 }
@@ -75,8 +75,8 @@ func parseBaseline(c *cli.Context) (baselineOptions, error) {
 }
 
 // runBaseline captures and stores the baseline. With --gpus, that same
-// capture is judged as check judges it: the report first, then the stored
-// id, then the check's exit status. A baseline that could not be stored
+// capture is judged as check judges it, with the report first, then the
+// stored id, then the check's exit status. A baseline that could not be stored
 // never hides a verdict that is not clean.
 func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	h := g.host()
@@ -85,7 +85,7 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 		return err
 	}
 	// The gate judges before the store is opened, so the store is held for
-	// the writes alone: the baseline, then the gate's result.
+	// the writes alone, the baseline and then the gate's result.
 	var r *diff.Result
 	var events eventlog.Source
 	verbose := false
@@ -115,9 +115,9 @@ func runBaseline(ctx context.Context, g globals, o baselineOptions) error {
 	return nil
 }
 
-// printBaseline prints a baseline: the gate's result r (nil: none) and the
-// id on stdout's last line, or with --json the snapshot with the store's log
-// and the gate's result as its check. An id is printed only once stored.
+// printBaseline prints a baseline, the gate's result r (nil for none) and
+// the id on stdout's last line, or with --json the snapshot with the store's
+// log and the gate's result as its check. An id is printed only once stored.
 func printBaseline(g globals, snap *snapshot.Snapshot, head *diff.LogHead, r *diff.Result, verbose bool, storeErr error) error {
 	if g.JSON {
 		if storeErr != nil && r == nil {
@@ -137,9 +137,9 @@ func printBaseline(g globals, snap *snapshot.Snapshot, head *diff.LogHead, r *di
 }
 
 // writeSnapshotWithLog writes snap's JSON as snapshot --json does, with
-// more top-level fields: store_log, the head of the store's log after the
-// snapshot's leaf, which leaves the node with the prolog's output; and
-// check, the gate's result as check --json prints it, where r is not nil.
+// more top-level fields. store_log is the head of the store's log after the
+// snapshot's leaf, which leaves the node with the prolog's output. check is
+// the gate's result as check --json prints it, where r is not nil.
 func writeSnapshotWithLog(w io.Writer, snap *snapshot.Snapshot, head *diff.LogHead, r *diff.Result) error {
 	hold := &holdTail{w: w, n: len("}\n")}
 	if err := render.SnapshotJSON(hold, snap, nil); err != nil {

@@ -60,7 +60,7 @@ func diffBundleFlags() []cli.Flag {
 
 // diffBundle is diff's --bundle. Its flags are read before anything is
 // captured, but its files (the output path, the signing key) are touched
-// only after the diff: a bundle that cannot be written must not keep a dirty
+// only after the diff. A bundle that cannot be written must not keep a dirty
 // host from being reported, as it would when an epilog runs a second time
 // and finds its bundle already there.
 type diffBundle struct {
@@ -69,8 +69,8 @@ type diffBundle struct {
 	force   bool
 	signKey string
 	opts    bundleOpts
-	// Set by prepare: whether the diff asks for the bundle, and the bundle
-	// to write or why it cannot be.
+	// prepare sets whether the diff asks for the bundle, and the bundle to
+	// write or why it cannot be.
 	wanted bool
 	bundle session.Bundle
 	err    error
@@ -91,9 +91,9 @@ func parseDiffBundle(c *cli.Context) (diffBundle, error) {
 	return b, err
 }
 
-// prepare readies the bundle of a diff when asked and warranted: its files
-// read, and the store's proofs gathered in the hold of the store that judged
-// the pair, before the hold is let go.
+// prepare readies the bundle of a diff when asked and warranted. It reads
+// its files and gathers the store's proofs in the hold of the store that
+// judged the pair, before the hold is let go.
 func (b *diffBundle) prepare(h *session.Host, failOn diff.FailOn, p session.Pair, r *diff.Result) {
 	if b.path == "" || !(b.always || r.FailedOn(failOn)) {
 		return
@@ -105,7 +105,7 @@ func (b *diffBundle) prepare(h *session.Host, failOn diff.FailOn, p session.Pair
 	}
 }
 
-// write writes the bundle prepare readied, and says so on stderr: stdout
+// write writes the bundle prepare readied, and says so on stderr, as stdout
 // holds the diff. Its error is a line on stderr after the findings, never
 // in their place.
 func (b *diffBundle) write(ctx context.Context, g globals, h *session.Host, p session.Pair, opts diff.Options, r *diff.Result) error {
@@ -127,13 +127,13 @@ func (b *diffBundle) write(ctx context.Context, g globals, h *session.Host, p se
 
 // bundleOptions are the bundle command's flags and arguments.
 type bundleOptions struct {
-	Tenant       string // --tenant: its newest baseline and post snapshot
+	Tenant       string // --tenant, whose newest baseline and post snapshot are the pair
 	FromID, ToID string // else two stored snapshots
 	Output       string // -o FILE
 	Force        bool
 	SignKey      string // --sign-key FILE
 	Compare      diff.Options
-	Write        bundleOpts // --tenant-start, --tenant-end; the key once read
+	Write        bundleOpts // --tenant-start, --tenant-end and the key once read
 }
 
 func parseBundle(c *cli.Context) (bundleOptions, error) {
@@ -189,7 +189,7 @@ func runBundle(ctx context.Context, g globals, o bundleOptions) error {
 }
 
 // bundlePair judges the pair the bundle command names and proves it in the
-// store's log for b, all in host's hold of the store: the bundle is written
+// store's log for b, all in host's hold of the store. The bundle is written
 // once the hold is let go.
 func bundlePair(ctx context.Context, host *session.Host, o bundleOptions, b *session.Bundle) (session.Pair, *diff.Result, error) {
 	var p session.Pair

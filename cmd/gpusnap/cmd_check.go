@@ -45,26 +45,26 @@ func checkCommand() *cli.Command {
 	}
 }
 
-// checkOptions are check's own flags: what to check (--gpus, --allow,
-// --zombie-threshold) and when to fail.
+// checkOptions are check's own flags, saying what to check (--gpus,
+// --allow, --zombie-threshold) and when to fail.
 type checkOptions struct {
 	diff.CheckOptions
-	Textfile string        // --textfile: the result as metrics (docs/metrics.md)
-	Window   time.Duration // --window: the event log judged ends at the capture and is this long
-	NPD      bool          // --npd: Node Problem Detector's line and exit status
-	Verbose  bool          // --verbose: every finding in full
+	Textfile string        // --textfile, where the result goes as metrics (docs/metrics.md)
+	Window   time.Duration // --window, how long the event log judged is, ending at the capture
+	NPD      bool          // --npd asks for Node Problem Detector's line and exit status
+	Verbose  bool          // --verbose prints every finding in full
 	OCSF     ocsfOutput
-	// Idle is where to ask the kubelet which GPUs no pod was given (--idle);
-	// nil checks the GPUs of --gpus.
+	// Idle is where to ask the kubelet which GPUs no pod was given (--idle).
+	// Nil checks the GPUs of --gpus.
 	Idle *podresources.Options
 }
 
-// defaultCheckWindow is --window's default: a hidden use older than this is
+// defaultCheckWindow is --window's default. A hidden use older than this is
 // the diff's of its tenant to find, whose window is the tenant's job.
 const defaultCheckWindow = time.Hour
 
 // gateFlags are the flags that say how GPUs are judged, check's and
-// baseline --gpus's alike: one gate, whichever command runs it.
+// baseline --gpus's alike, one gate whichever command runs it.
 func gateFlags() []cli.Flag {
 	return []cli.Flag{
 		allowFlag("expected workloads (nvidia-persistenced, DCGM), downgraded to info"),
@@ -121,25 +121,25 @@ func parseCheckOptions(c *cli.Context) (checkOptions, error) {
 	return o, nil
 }
 
-// runCheck captures the host, checks it and reports: exit 1 on findings at
-// or above --fail-on, else exit 2 when a GPU asked for could not be read.
+// runCheck captures the host, checks it and reports. It exits 1 on findings
+// at or above --fail-on, else 2 when a GPU asked for could not be read.
 func runCheck(ctx context.Context, g globals, o checkOptions) error {
 	run := metrics.Run{Command: "check"}
 	r, host, err := checkHost(ctx, g, o, &run)
 	if err == nil {
 		err = reportCheck(g, o, r, host)
 	} else if o.NPD {
-		// NPD reads stdout only: a check that never ran says why there too.
+		// NPD reads stdout only, so a check that never ran says why there too.
 		fmt.Fprintln(g.Stdout, npd.Unknown(err))
 	}
 	return writeTextfile(ctx, g.Stderr, o.Textfile, run, err)
 }
 
-// checkSince is where check's window of the event log begins: --window before
-// the capture, but not before the first watch started since boot. No watch
-// could see what came before it, so a window reaching back over it would fail
-// every check after each boot. A host with no watch since boot keeps the
-// whole window, and its gap.
+// checkSince is where check's window of the event log begins, --window
+// before the capture but not before the first watch started since boot. No
+// watch could see what came before it, so a window reaching back over it
+// would fail every check after each boot. A host with no watch since boot
+// keeps the whole window, and its gap.
 func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.Time {
 	since := snap.Host.CaptureStart.Add(-window)
 	if boot := snap.Host.BootTime; !boot.IsZero() && since.Before(boot) {
@@ -153,7 +153,7 @@ func checkSince(g globals, snap *snapshot.Snapshot, window time.Duration) time.T
 // checkHost captures the host and checks it, filling run with what it saw.
 // It returns the host's name, as the capture read it.
 func checkHost(ctx context.Context, g globals, o checkOptions, run *metrics.Run) (*diff.Result, string, error) {
-	// The capture is not stored: who a process is matters only where it
+	// The capture is not stored. Who a process is matters only where it
 	// uses a GPU, and the others are read for what they hold and map alone.
 	opts := g.captureOptions(snapshot.LabelSnapshot, "")
 	opts.GPUIdentityOnly = true
@@ -190,7 +190,7 @@ func checkCapture(g globals, h *session.Host, o checkOptions, snap *snapshot.Sna
 }
 
 // recordCheck records a check's result in the store's log. The gate's
-// verdict stands without the log: said, not fatal.
+// verdict stands without the log, so a failure is said, not fatal.
 func recordCheck(g globals, h *session.Host, r *diff.Result, events eventlog.Source, run *metrics.Run, ids ...string) {
 	if err := h.Record("check", r, events, ids...); err != nil {
 		warn(g, err)
@@ -200,7 +200,8 @@ func recordCheck(g globals, h *session.Host, r *diff.Result, events eventlog.Sou
 
 // reportCheck prints a check's result and returns its exit status.
 // A finding not appended to --ocsf-file is a line on stderr beside the
-// verdict, and exit 2 beside a clean one: the result asked for is missing.
+// verdict, and exit 2 beside a clean one, since the result asked for is
+// missing.
 func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 	findings := func() []ocsf.Finding { return ocsf.FromResult(r, ocsfSource(host, "check")) }
 	err := o.OCSF.print(g, findings, func() error {
@@ -228,18 +229,18 @@ func reportCheck(g globals, o checkOptions, r *diff.Result, host string) error {
 }
 
 // idleGPUs are the GPUs of snap that the kubelet has given no pod, by UUID.
-// Which GPUs those are is not known without NVML or the kubelet: that is an
-// error, never a check of nothing.
+// Which GPUs those are is not known without NVML or the kubelet, and that
+// is an error, never a check of nothing.
 func idleGPUs(ctx context.Context, o podresources.Options, snap *snapshot.Snapshot) (*snapshot.GPUSet, error) {
 	if why := snap.NVML.Unavailable; why != "" {
 		return nil, fmt.Errorf("--idle: NVML was not read (%s), so the GPUs are not known", why)
 	}
-	// A pod whose UID is not known still names its GPUs: that is all --idle needs.
+	// A pod whose UID is not known still names its GPUs, which is all --idle needs.
 	alloc, err := podresources.Read(ctx, o)
 	if alloc == nil {
 		return nil, fmt.Errorf("--idle: %w", err)
 	}
-	// A pod whose GPUs are not known may hold any GPU: none is known idle.
+	// A pod whose GPUs are not known may hold any GPU, so none is known idle.
 	if why := alloc.NotUnderstood(); len(why) > 0 {
 		return nil, fmt.Errorf("--idle: %w: %s", kubelet.ErrNotUnderstood, strings.Join(why, "; "))
 	}
@@ -259,8 +260,8 @@ func idleGPUs(ctx context.Context, o podresources.Options, snap *snapshot.Snapsh
 }
 
 // gpuListFlag reads the GPU list flag name (check --gpus, ps --gpu) as
-// snapshot.ParseGPUList does: nil where it is not given. An empty list is a
-// usage error: it is a script's unset variable, and to check or show no GPU
+// snapshot.ParseGPUList does, nil where it is not given. An empty list is a
+// usage error. It is a script's unset variable, and to check or show no GPU
 // would pass. verb says what leaving the flag out does to every GPU.
 func gpuListFlag(c *cli.Context, name, verb string) (*snapshot.GPUSet, error) {
 	if !c.IsSet(name) {

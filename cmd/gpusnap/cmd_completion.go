@@ -50,9 +50,9 @@ func runCompletion(_ context.Context, g globals, o completionOptions) error {
 }
 
 // completionWords is the shell function both bash's and zsh's scripts
-// share: for a command path ("", "diff", "store verify") the words that may
-// follow it, and the flags that take a value (the word after one is not a
-// command, and completes as a file name).
+// share. For a command path ("", "diff", "store verify") it gives the words
+// that may follow it, and the flags that take a value (the word after one is
+// not a command, and completes as a file name).
 func completionWords(app *cli.App) string {
 	var b strings.Builder
 	values := map[string]bool{}
@@ -88,7 +88,7 @@ func completionWords(app *cli.App) string {
 	}
 	slices.Sort(names)
 	fmt.Fprintf(&b, "\tesac\n}\n\n_gpusnap_takes_value() {\n\tcase $1 in\n\t%s) return 0 ;;\n\tesac\n\treturn 1\n}\n\n", strings.Join(names, "|"))
-	// The command path: the first word that is no flag (nor a flag's
+	// The command path is the first word that is no flag (nor a flag's
 	// value), then each word that the path so far lists as a subcommand.
 	b.WriteString(`_gpusnap_path() {
 	_gpusnap_cmd=

@@ -45,14 +45,14 @@ func diffCommand() *cli.Command {
 // diffOptions are the diff command's flags and arguments, checked before
 // anything is captured.
 type diffOptions struct {
-	Tenant       string // --tenant: capture now, diff against its baseline
-	FromID, ToID string // else two stored snapshots (ToID "": a fresh capture)
+	Tenant       string // --tenant captures now and diffs against its baseline
+	FromID, ToID string // else two stored snapshots (ToID "" for a fresh capture)
 	FailOn       diff.FailOn
 	Compare      diff.Options
 	Bundle       diffBundle
-	Textfile     string // --textfile: the result as metrics (docs/metrics.md)
+	Textfile     string // --textfile, where the result goes as metrics (docs/metrics.md)
 	OCSF         ocsfOutput
-	Verbose      bool // --verbose: every finding in full
+	Verbose      bool // --verbose prints every finding in full
 }
 
 func parseDiff(c *cli.Context) (diffOptions, error) {
@@ -78,12 +78,12 @@ func parseDiff(c *cli.Context) (diffOptions, error) {
 	return o, err
 }
 
-// jobEndedFlag is --job-ended, of diff and reap: the tenant's job has ended.
+// jobEndedFlag is --job-ended of diff and reap, saying the tenant's job has ended.
 func jobEndedFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "job-ended", Usage: "the tenant's job has ended (a Slurm epilog, a pod's end): what its cgroup still names is a leftover, not the running job"}
 }
 
-// parseCompare reads the comparison flags diff and bundle share:
+// parseCompare reads the comparison flags diff and bundle share,
 // --zombie-threshold, --allow and, on diff, --maps-diff.
 func parseCompare(c *cli.Context) (opts diff.Options, err error) {
 	if opts.ZombieThreshold, err = parseSize(c.String("zombie-threshold")); err != nil {
@@ -105,7 +105,7 @@ func runDiff(ctx context.Context, g globals, o diffOptions) error {
 }
 
 // diffAndReport runs the diff and prints it, filling run with what it saw.
-// The store is opened once, read-write: the pair, its history, the record
+// The store is opened once, read-write. The pair, its history, the record
 // of the verdict and the bundle's proofs are read and written in one hold,
 // let go before anything is printed.
 func diffAndReport(ctx context.Context, g globals, o diffOptions, run *metrics.Run) error {
@@ -145,10 +145,10 @@ func diffPair(ctx context.Context, host *session.Host, o *diffOptions, run *metr
 	return p, r, logErr, nil
 }
 
-// diffVerdict is the exit status of a diff that ran: the findings decide it,
+// diffVerdict is the exit status of a diff that ran. The findings decide it,
 // and a failure after the comparison (storing the post snapshot, writing
 // the bundle) is a line on stderr that never hides them. With nothing found,
-// such a failure exits 2: the operator has something to look at.
+// such a failure exits 2, since the operator has something to look at.
 func diffVerdict(g globals, found bool, failures ...error) error {
 	failed := false
 	for _, err := range failures {
@@ -166,7 +166,7 @@ func diffVerdict(g globals, found bool, failures ...error) error {
 	return nil
 }
 
-// sizeUnits are the suffixes --zombie-threshold takes, lower-cased; a bare
+// sizeUnits are the suffixes --zombie-threshold takes, lower-cased. A bare
 // K, M, G or T is binary, as docker and numfmt --from=iec read it.
 var sizeUnits = map[string]uint64{
 	"": 1, "b": 1,
@@ -175,7 +175,7 @@ var sizeUnits = map[string]uint64{
 	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
 }
 
-// parseSize reads a byte count: 1048576, 64MiB, 1GiB, 500MB.
+// parseSize reads a byte count such as 1048576, 64MiB, 1GiB or 500MB.
 func parseSize(text string) (uint64, error) {
 	s := strings.TrimSpace(text)
 	i := 0
@@ -191,7 +191,7 @@ func parseSize(text string) (uint64, error) {
 }
 
 // sizeText writes a byte count as parseSize reads it, in the largest binary
-// unit that divides it: 64MiB.
+// unit that divides it, such as 64MiB.
 func sizeText(n uint64) string {
 	for _, u := range []struct {
 		name string

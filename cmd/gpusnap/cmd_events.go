@@ -37,7 +37,7 @@ func eventsCommand() *cli.Command {
 // eventsOptions are events' flags.
 type eventsOptions struct {
 	Tenant string
-	Since  time.Time // zero: from the log's start
+	Since  time.Time // zero for the log's start
 	OCSF   ocsfOutput
 	Util   bool
 	GPU    string
@@ -85,7 +85,7 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 		return writeUtil(g, eventlog.Series(res.Events, o.GPU))
 	}
 	findings := func() []ocsf.Finding {
-		host, _ := os.Hostname() // the store's host: watch records this host's events
+		host, _ := os.Hostname() // the store's host, as watch records this host's events
 		return ocsf.FromEvents(res.Events, ocsfSource(host, "events"), render.EventLine)
 	}
 	if err := o.OCSF.appendFile(findings); err != nil {
@@ -104,8 +104,8 @@ func runEvents(_ context.Context, g globals, o eventsOptions) error {
 	return render.EventsText(g.Stdout, res.Events)
 }
 
-// writeUtil prints the samples: one line a sample, or with --json the array;
-// what a series could not record goes to stderr.
+// writeUtil prints the samples, one line a sample or with --json the array.
+// What a series could not record goes to stderr.
 func writeUtil(g globals, series []eventlog.UtilSeries) error {
 	if g.JSON {
 		if series == nil {

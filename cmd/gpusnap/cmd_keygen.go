@@ -29,7 +29,7 @@ func keygenCommand() *cli.Command {
 
 // keygenOptions are keygen's flags.
 type keygenOptions struct {
-	Prefix string // -o: PREFIX.key and PREFIX.pub
+	Prefix string // -o, naming PREFIX.key and PREFIX.pub
 	Force  bool
 }
 

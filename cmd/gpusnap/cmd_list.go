@@ -29,7 +29,7 @@ func listCommand() *cli.Command {
 	}
 }
 
-// listOptions are list's flags: which snapshots to list.
+// listOptions are list's flags, which say what snapshots to list.
 type listOptions struct {
 	Filter session.Filter
 }
@@ -60,7 +60,7 @@ func runList(_ context.Context, g globals, o listOptions) error {
 	return tw.Flush()
 }
 
-// parseSince reads --since: a time (RFC 3339, or a date in local time) or a
+// parseSince reads --since, a time (RFC 3339, or a date in local time) or a
 // duration back from now.
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {

@@ -3,7 +3,7 @@
 package main
 
 // The man command renders pages through urfave/cli's Markdown and roff code,
-// which the release binary leaves out (the urfave_cli_no_docs tag): the
+// which the release binary leaves out (the urfave_cli_no_docs tag). The
 // build makes the package's man pages with a gpusnap-man built without it.
 
 import (
@@ -41,8 +41,8 @@ func parseMan(c *cli.Context) (manOptions, error) {
 	return manOptions{Dir: c.Args().First()}, nil
 }
 
-// installedDocs ends every man page: where the package puts the documents
-// the pages and --help name as docs/*.md.
+// installedDocs ends every man page, saying where the package puts the
+// documents the pages and --help name as docs/*.md.
 const installedDocs = "The documents named docs/NAME.md (spec.md, diff.md, triage.md, bundle.md ...) are installed in " +
 	"/usr/share/doc/gpusnap/, and the JSON Schema of each --json output in /usr/share/doc/gpusnap/schema/. " +
 	"The allow list the package installs, read by default, is " + diff.DefaultAllowPath + "."

@@ -36,7 +36,7 @@ type nriOptions struct {
 	Allow                                       *diff.AllowList
 	Pods                                        *podresources.Options
 	CDISpecDirs                                 []string // where a container's CDI devices are looked up
-	Reap                                        bool     // --reap: end a pod's leftovers at its end
+	Reap                                        bool     // --reap ends a pod's leftovers at its end
 	ReapGrace                                   time.Duration
 }
 
@@ -76,7 +76,7 @@ func runNRI(ctx context.Context, g globals, o nriOptions) error {
 	return nri.New(gate, g.Stderr, o.CDISpecDirs).Run(ctx, o.Socket)
 }
 
-// nriGate does the plugin's work by the commands' own code paths: baseline
+// nriGate does the plugin's work by the commands' own code paths, baseline
 // (session.Host.Baseline), check (checkHost, reportCheck) and diff --tenant
 // (runDiff).
 type nriGate struct {
@@ -87,7 +87,7 @@ type nriGate struct {
 	checks map[string]int // reports written per pod UID
 }
 
-// quiet is the globals with stdout to w: the plugin's own stdout is no report.
+// quiet is the globals with stdout to w, as the plugin's own stdout is no report.
 func (n *nriGate) quiet(w io.Writer) globals {
 	g := n.g
 	g.Stdout, g.JSON = w, false
@@ -96,11 +96,12 @@ func (n *nriGate) quiet(w io.Writer) globals {
 
 // Baseline stores the pod's baseline, and judges the allocation it
 // recorded (the GPUs given, else the kubelet's) from that capture as Check
-// judges one: the GPUs not clean are refused as Check refuses them, the
-// baseline stored all the same. A pod the kubelet runs with no GPU is not
+// judges one. The GPUs not clean are refused as Check refuses them, and the
+// baseline is stored all the same. A pod the kubelet runs with no GPU is not
 // judged.
 func (n *nriGate) Baseline(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet) (nri.Judged, error) {
-	// The runtime's GPUs, else the kubelet's; the plugin's own environment is not the pod's.
+	// The runtime's GPUs count, else the kubelet's, as the plugin's own
+	// environment is not the pod's.
 	var report bytes.Buffer
 	g := n.quiet(&report)
 	h := g.host()
@@ -132,7 +133,8 @@ func (n *nriGate) Check(ctx context.Context, pod nri.Pod, gpus *snapshot.GPUSet)
 	return n.refusal(ctx, pod, g, o, r, host, &report)
 }
 
-// checkOptions are the plugin's check of gpus: check's defaults, its --allow.
+// checkOptions are the plugin's check of gpus, with check's defaults and
+// its --allow.
 func (n *nriGate) checkOptions(gpus *snapshot.GPUSet) checkOptions {
 	return checkOptions{CheckOptions: diff.CheckOptions{GPUs: gpus, ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow,
 		FailOn: diff.AtLeast(diff.Medium)}, Window: defaultCheckWindow}
@@ -155,9 +157,9 @@ func (n *nriGate) refusal(ctx context.Context, pod nri.Pod, g globals, o checkOp
 	return fmt.Errorf("%s; report %s", line, name)
 }
 
-// Diff runs diff --tenant POD_UID as the Slurm epilog does: the bundle when
-// something is found, the report kept beside it unless clean, one line to
-// syslog and stderr.
+// Diff runs diff --tenant POD_UID as the Slurm epilog does. It writes the
+// bundle when something is found, keeps the report beside it unless clean,
+// and sends one line to syslog and stderr.
 func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	base := filepath.Join(n.o.Evidence, "pod-"+pod.UID)
 	if n.o.Reap {
@@ -167,7 +169,7 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 	o := diffOptions{Tenant: pod.UID, FailOn: diff.AtLeast(diff.Medium), Textfile: n.o.Textfile,
 		Compare: diff.Options{ZombieThreshold: diff.DefaultZombieThreshold, Allow: n.o.Allow},
 		Bundle:  diffBundle{path: base + ".tar.gz", signKey: n.o.SignKey, force: true}}
-	var report, notes bytes.Buffer // the report first, its first line the verdict; what stderr said after it
+	var report, notes bytes.Buffer // the report first, its first line the verdict, then what stderr said after it
 	g := n.quiet(&report)
 	g.Stderr = &notes
 	code := exitCode(runDiff(ctx, g, o), &notes)
@@ -191,9 +193,9 @@ func (n *nriGate) Diff(ctx context.Context, pod nri.Pod) {
 
 // reap ends what the pod left, as gpusnap reap --tenant POD_UID --job-ended
 // --yes does (the pod has ended), as the Slurm epilog does with
-// GPUSNAP_REAP=1: its evidence in BASE.reap, its report in BASE.reap.txt
-// (kept unless it was clean with nothing to do), and one line naming what
-// it ended.
+// GPUSNAP_REAP=1. It keeps its evidence in BASE.reap and its report in
+// BASE.reap.txt (unless it was clean with nothing to do), and writes one
+// line naming what it ended.
 func (n *nriGate) reap(ctx context.Context, pod nri.Pod, base string) {
 	o := reapOptions{Tenant: pod.UID, Yes: true, Grace: n.o.ReapGrace, MemoryLimit: defaultMemoryLimit,
 		Evidence: base + ".reap", SignKey: n.o.SignKey, Textfile: n.o.Textfile,

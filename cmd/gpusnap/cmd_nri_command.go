@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// nriCommand is the same in both builds: the common gpusnap, which leaves
+// nriCommand is the same in both builds. The common gpusnap, which leaves
 // NRI out, hands the command to gpusnap-full (full.go).
 func nriCommand() *cli.Command {
 	return &cli.Command{

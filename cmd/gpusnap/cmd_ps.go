@@ -40,10 +40,10 @@ func psCommand() *cli.Command {
 	}
 }
 
-// psReport is what `gpusnap ps --json` prints: the processes that map or
+// psReport is what `gpusnap ps --json` prints, the processes that map or
 // hold an NVIDIA device, with the host facts and scan counts behind them.
 type psReport struct {
-	// Time is when the sample was taken: with --interval, what tells one
+	// Time is when the sample was taken, which with --interval tells one
 	// JSON line from the next.
 	Time      time.Time          `json:"time"`
 	Host      snapshot.Host      `json:"host"`
@@ -57,16 +57,16 @@ type psReport struct {
 	Pods []kubelet.Pod `json:"pods,omitempty"`
 }
 
-// psOptions: where to ask the kubelet which pod was given which GPU, what
-// to show and how often; the global flags say what else to read.
+// psOptions say where to ask the kubelet which pod was given which GPU,
+// what to show and how often. The global flags say what else to read.
 type psOptions struct {
-	Pods     *podresources.Options // nil: no Kubernetes node
-	Wide     bool                  // --wide: every column, none cut
+	Pods     *podresources.Options // nil on no Kubernetes node
+	Wide     bool                  // --wide shows every column, none cut
 	Filter   psFilter
-	Interval time.Duration // --interval; 0: one sample
+	Interval time.Duration // --interval, 0 for one sample
 }
 
-// minPsInterval bounds --interval: each sample is a whole capture.
+// minPsInterval bounds --interval, since each sample is a whole capture.
 const minPsInterval = 100 * time.Millisecond
 
 func parsePs(c *cli.Context) (psOptions, error) {
@@ -134,7 +134,7 @@ func psSample(ctx context.Context, g globals, o psOptions) error {
 		rep.NVMLUnavailable = snap.NVML.Unavailable
 	}
 	// A process NVML lists uses a GPU even when it maps and holds nothing we
-	// can see (its /dev may be a container's): it is listed too.
+	// can see (its /dev may be a container's), so it is listed too.
 	listed := map[*snapshot.Process]bool{}
 	for _, gu := range rep.GPUs {
 		for _, p := range gu.Processes {
@@ -151,7 +151,7 @@ func psSample(ctx context.Context, g globals, o psOptions) error {
 	notes := o.Filter.apply(&rep, snap)
 	if g.JSON {
 		if o.Interval > 0 {
-			err = json.NewEncoder(g.Stdout).Encode(rep) // JSON lines: one a sample
+			err = json.NewEncoder(g.Stdout).Encode(rep) // JSON lines, one a sample
 		} else {
 			err = render.JSON(g.Stdout, rep)
 		}

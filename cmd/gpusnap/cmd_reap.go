@@ -57,23 +57,23 @@ func reapCommand() *cli.Command {
 	}
 }
 
-// defaultMemoryLimit is --memory-limit's default: a worker's host memory is
-// tens of GiB; the evidence keeps its first part.
+// defaultMemoryLimit is --memory-limit's default. A worker's host memory is
+// tens of GiB, and the evidence keeps its first part.
 const defaultMemoryLimit = 1 << 30
 
 // reapOptions are reap's flags.
 type reapOptions struct {
-	Tenant      string           // --tenant: judge as diff --tenant
-	GPUs        *snapshot.GPUSet // --gpus: judge as check --gpus
+	Tenant      string           // --tenant judges as diff --tenant does
+	GPUs        *snapshot.GPUSet // --gpus judges as check --gpus does
 	Yes         bool
 	Grace       time.Duration
 	StopUnits   bool
 	MemoryLimit uint64
-	Evidence    string // --evidence DIR; "" beside the store
+	Evidence    string // --evidence DIR, "" for beside the store
 	SignKey     string
 	Compare     diff.Options // --allow, --zombie-threshold, --job-ended (the tenant's own processes are leftovers)
-	OCSFFile    string       // --ocsf-file: the outcomes as OCSF finding updates
-	Textfile    string       // --textfile: the actions and the verdict as metrics
+	OCSFFile    string       // --ocsf-file, where the outcomes go as OCSF finding updates
+	Textfile    string       // --textfile, where the actions and the verdict go as metrics
 }
 
 func parseReap(c *cli.Context) (reapOptions, error) {
@@ -95,15 +95,15 @@ func parseReap(c *cli.Context) (reapOptions, error) {
 	if o.Compare, err = parseCompare(c); err != nil {
 		return o, err
 	}
-	// --job-ended is the judgement's as much as the plan's: reap and diff
-	// --job-ended give the job's processes one class.
+	// --job-ended is the judgement's as much as the plan's, so that reap
+	// and diff --job-ended give the job's processes one class.
 	o.Compare.JobEnded = c.Bool("job-ended")
 	return o, nil
 }
 
-// judgement is what reap acts on: a result and the host it judged.
+// judgement is what reap acts on, a result and the host it judged.
 type judgement struct {
-	From   *snapshot.Snapshot // the baseline; nil for a check
+	From   *snapshot.Snapshot // the baseline, nil for a check
 	To     *snapshot.Snapshot
 	Result *diff.Result
 	Window diff.Options // the window the judgement read, for its bundle
@@ -144,7 +144,7 @@ func (o reapOptions) judge(ctx context.Context, g globals, host *session.Host) (
 	return &judgement{From: diff.CheckBaseline(snap), To: snap, Result: r, Window: diff.Options{Events: co.Events}, Verdict: r.Check.Verdict}, nil
 }
 
-// reapReport is reap's output: --json prints it whole.
+// reapReport is reap's output, which --json prints whole.
 type reapReport struct {
 	Tenant   string            `json:"tenant,omitempty"`
 	GPUs     string            `json:"gpus,omitempty"`
@@ -179,14 +179,14 @@ func (r *reapReport) Ended() []string {
 // reapAfter is the judgement run after the actions.
 type reapAfter struct {
 	Verdict string `json:"verdict"`
-	// GPUs are the GPUs asked about, each clean or not: --gpus, else the
-	// tenant's allocation, else every GPU the judgements saw.
+	// GPUs are the GPUs asked about, each clean or not. They are --gpus,
+	// else the tenant's allocation, else every GPU the judgements saw.
 	GPUs   []reap.GPUAfter `json:"gpus"`
 	Result *diff.Result    `json:"result"`
 }
 
 // after is reap's proof from the judgement after the actions, a, of the
-// GPUs asked about (before: the judgement acted on, whose GPUs count).
+// GPUs asked about (before is the judgement acted on, whose GPUs count).
 func (o reapOptions) after(a, before *judgement) *reapAfter {
 	asked := o.GPUs
 	if asked == nil && before.From != nil {
@@ -204,7 +204,7 @@ func runReap(ctx context.Context, g globals, o reapOptions) error {
 // reapRun reaps, prints the report on g's stdout and records the run in
 // --textfile's file (the actions by step and outcome, the findings after).
 // It returns the report (nil when no judgement ran) and the error whose
-// exit status is reap's: gpusnap reap and the NRI plugin's reap at a pod's
+// exit status is reap's. gpusnap reap and the NRI plugin's reap at a pod's
 // end are this one function.
 func reapRun(ctx context.Context, g globals, o reapOptions) (*reapReport, error) {
 	run := metrics.Run{Command: "reap"}
@@ -240,8 +240,8 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 			warn(g, err)
 		}
 		if o.Yes {
-			// Nothing found and nothing to do: no evidence to keep, and the
-			// judgement just run is the proof.
+			// With nothing found and nothing to do there is no evidence to
+			// keep, and the judgement just run is the proof.
 			rep.After = o.after(j, j)
 		}
 		return &rep, finishReap(g, rep, j.Verdict)
@@ -255,7 +255,7 @@ func reapAndReport(ctx context.Context, g globals, o reapOptions, run *metrics.R
 		ev, err = keepEvidence(ctx, host, dir, b, j)
 	}
 	if err != nil {
-		// No evidence, no action: the plan is printed with why.
+		// No evidence, no action. The plan is printed with why.
 		_ = finishReap(g, rep, j.Verdict)
 		return &rep, fmt.Errorf("reap: nothing done: %w", err)
 	}
@@ -301,7 +301,7 @@ func finishReap(g globals, rep reapReport, verdict string) error {
 	return statusError{exitError}
 }
 
-// printReap prints rep as text: the plan, what was done, and the verdict.
+// printReap prints rep as text, with the plan, what was done and the verdict.
 func printReap(g globals, rep reapReport) error {
 	var w strings.Builder
 	head := "plan"
@@ -342,7 +342,7 @@ func printReap(g globals, rep reapReport) error {
 	return err
 }
 
-// resultFindings are r's findings; none when there is no result.
+// resultFindings are r's findings, none when there is no result.
 func resultFindings(r *diff.Result) []diff.Finding {
 	if r == nil {
 		return nil
@@ -351,7 +351,7 @@ func resultFindings(r *diff.Result) []diff.Finding {
 }
 
 // appendOCSF appends to --ocsf-file each judged finding of a process acted
-// on as an OCSF update: closed where its process was ended, else updated
+// on as an OCSF update, closed where its process was ended, else updated
 // with what was done.
 func (o reapOptions) appendOCSF(j *judgement, outcomes []reap.Outcome) error {
 	if o.OCSFFile == "" {

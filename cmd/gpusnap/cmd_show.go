@@ -20,7 +20,7 @@ func showCommand() *cli.Command {
 	}
 }
 
-// showOptions are show's argument: the snapshot to show.
+// showOptions are show's argument, the snapshot to show.
 type showOptions struct {
 	ID string
 }

@@ -50,7 +50,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 			return err
 		}
 	}
-	var encoded [][]byte // the processes' JSON, as stored: printed from it
+	var encoded [][]byte // the processes' JSON as stored, printed from it
 	if !o.NoStore {
 		if encoded, _, err = g.host().Put(snap); err != nil {
 			return err
@@ -63,7 +63,7 @@ func runSnapshot(ctx context.Context, g globals, o snapshotOptions) error {
 }
 
 // sayCapturePath says on stderr which path read the live /proc, and why
-// not BPF where it was not; baseline, diff and ps record it in the
+// not BPF where it was not. Baseline, diff and ps record it in the
 // snapshot's scan without a word (their stderr is for findings' trouble).
 func sayCapturePath(g globals, snap *snapshot.Snapshot) {
 	if g.ProcRoot != "/proc" {

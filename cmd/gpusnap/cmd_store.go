@@ -43,7 +43,7 @@ type checkReport struct {
 	Problems  []string `json:"problems"`
 }
 
-// storeCheckOptions: store check takes no options of its own.
+// storeCheckOptions is empty, as store check takes no options of its own.
 type storeCheckOptions struct{}
 
 func parseStoreCheck(*cli.Context) (storeCheckOptions, error) { return storeCheckOptions{}, nil }

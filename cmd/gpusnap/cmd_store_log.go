@@ -33,7 +33,7 @@ func storeCheckpointCommand() *cli.Command {
 	}
 }
 
-// storeCheckpointOptions: the key to sign with.
+// storeCheckpointOptions name the key to sign with.
 type storeCheckpointOptions struct{ SignKey string }
 
 func parseStoreCheckpoint(c *cli.Context) (storeCheckpointOptions, error) {
@@ -78,7 +78,7 @@ func storeVerifyCommand() *cli.Command {
 	}
 }
 
-// storeVerifyOptions: the checkpoint to prove against and its key.
+// storeVerifyOptions name the checkpoint to prove against and its key.
 type storeVerifyOptions struct{ Checkpoint, Pub string }
 
 func parseStoreVerify(c *cli.Context) (storeVerifyOptions, error) {
@@ -89,7 +89,8 @@ func parseStoreVerify(c *cli.Context) (storeVerifyOptions, error) {
 	return o, nil
 }
 
-// maxCheckpoint bounds a checkpoint file: three lines and a few signatures.
+// maxCheckpoint bounds a checkpoint file, which is three lines and a few
+// signatures.
 const maxCheckpoint = 64 << 10
 
 func runStoreVerify(_ context.Context, g globals, o storeVerifyOptions) error {

@@ -38,8 +38,8 @@ func verifyCommand() *cli.Command {
 
 // verifyOptions are verify's argument and flags.
 type verifyOptions struct {
-	File string // the bundle; - is standard input
-	Pub  string // --pub: the key the bundle must be signed with
+	File string // the bundle, - for standard input
+	Pub  string // --pub, the key the bundle must be signed with
 }
 
 func parseVerify(c *cli.Context) (verifyOptions, error) {
@@ -71,7 +71,7 @@ func runVerify(_ context.Context, g globals, o verifyOptions) error {
 			return err
 		}
 	} else if err := printVerify(g.Stdout, name, rep); err != nil {
-		// A listing that did not reach its file is no verdict: exit 2, not 0.
+		// A listing that did not reach its file is no verdict, so it exits 2, not 0.
 		return err
 	}
 	if !rep.Intact() {
@@ -98,7 +98,8 @@ func verifyBundle(name string, trusted ed25519.PublicKey) (*bundle.Verification,
 }
 
 // printVerify lists the bundle and then says what is wrong, if anything.
-// Names come from the archive, which anyone could have built: escape them.
+// Names come from the archive, which anyone could have built, so they are
+// escaped.
 func printVerify(out io.Writer, name string, rep *bundle.Verification) error {
 	w := &bytes.Buffer{}
 	files := 0

@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// action is how every command runs, in restic's shape: the global flags are
+// action is how every command runs, in restic's shape. The global flags are
 // read, parse fills the command's options struct from its flags and
 // arguments, and run does the work with a context, the globals and the
 // options, never a *cli.Context, so a test calls run directly.

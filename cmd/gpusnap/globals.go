@@ -43,7 +43,7 @@ func globalFlags() []cli.Flag {
 type globals struct {
 	DB          string
 	ProcRoot    string
-	SysRoot     string // --sys-root; "" lets capture pick (see capture.Options.SysRoot)
+	SysRoot     string // --sys-root, where "" lets capture pick (see capture.Options.SysRoot)
 	Capture     string // capture.Options.Path
 	NVMLFixture string
 	NoNVML      bool
@@ -51,8 +51,8 @@ type globals struct {
 	JSON        bool
 	LockTimeout time.Duration
 	NVMLTimeout time.Duration
-	KernelLog   string // --kmsg; "" lets capture and diff pick (see capture.Options.KernelLog)
-	UnitRoot    string // --unit-root; "" lets capture pick (see capture.Options.UnitRoot)
+	KernelLog   string // --kmsg, where "" lets capture and diff pick (see capture.Options.KernelLog)
+	UnitRoot    string // --unit-root, where "" lets capture pick (see capture.Options.UnitRoot)
 	HashLimit   int64  // --hash-limit, bytes
 	Stdout      io.Writer
 	Stderr      io.Writer
@@ -83,7 +83,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		// A tenant's bidi controls would reorder the raw JSON on a screen.
 		g.Stdout = safetext.JSONWriter(g.Stdout)
 	}
-	// An empty path given is a script's unset variable: reading the live
+	// An empty path given is a script's unset variable. Reading the live
 	// /proc, the real NVML or the default store in its place would answer
 	// another question than the one asked.
 	for name, v := range map[string]string{"db": g.DB, "proc-root": g.ProcRoot, "sys-root": g.SysRoot, "nvml-fixture": g.NVMLFixture, "kmsg": g.KernelLog, "unit-root": g.UnitRoot} {
@@ -99,7 +99,7 @@ func loadGlobals(c *cli.Context) (globals, error) {
 		return g, usageError(fmt.Errorf("--capture %q: want auto, bpf or proc", g.Capture))
 	}
 	if g.LockTimeout <= 0 {
-		// The store reads a zero timeout as its default: 0 would wait 10s, not fail at once.
+		// The store reads a zero timeout as its default, so 0 would wait 10s, not fail at once.
 		return g, usageError(fmt.Errorf("--lock-timeout %s: want a positive duration (10s; 1ms not to wait)", g.LockTimeout))
 	}
 	if g.NVMLTimeout <= 0 {
@@ -142,8 +142,8 @@ func defaultDB(euid int) (string, error) {
 	if euid == 0 {
 		return "/var/lib/gpusnap/gpusnap.db", nil
 	}
-	// The XDG spec has a relative path in the variable ignored: it would put
-	// the store wherever the command happened to run.
+	// The XDG spec has a relative path in the variable ignored, since it
+	// would put the store wherever the command happened to run.
 	state := os.Getenv("XDG_STATE_HOME")
 	if !filepath.IsAbs(state) {
 		home, err := os.UserHomeDir()
@@ -168,13 +168,13 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 		Tenant:    tenant,
 		NVML:      g.nvmlOptions(),
 		HashLimit: g.HashLimit,
-		// Beside the store: what one capture hashed, the next reuses.
+		// The cache lies beside the store, and what one capture hashed, the next reuses.
 		BinaryCache: binaries,
-		// Beside the store: what cannot change without an exec, the next
-		// capture takes from the last.
+		// The cache lies beside the store, and what cannot change without
+		// an exec, the next capture takes from the last.
 		ProcessCache: processes,
-		// Beside the store: the directory a gpusnap of these credentials
-		// owns and has made safe, and one per store.
+		// The record lies beside the store, in the directory a gpusnap of
+		// these credentials owns and has made safe, and one per store.
 		RefusalRecord:        g.DB + ".bpf-refusal",
 		RuntimeRefusalRecord: runtimeRefusalRecord(),
 		Warn:                 func(line string) { fmt.Fprintln(g.Stderr, "gpusnap: "+line) },
@@ -182,9 +182,9 @@ func (g globals) captureOptions(label, tenant string) capture.Options {
 }
 
 // runtimeRefusalRecord is where auto remembers a refused BPF capture
-// before the store's directory exists: in the runtime directory
-// (XDG_RUNTIME_DIR, else root's /run), which a reboot empties; "" where
-// there is none.
+// before the store's directory exists. It lies in the runtime directory
+// (XDG_RUNTIME_DIR, else root's /run), which a reboot empties, and is ""
+// where there is none.
 func runtimeRefusalRecord() string {
 	dir := os.Getenv("XDG_RUNTIME_DIR")
 	if !filepath.IsAbs(dir) && os.Geteuid() == 0 {
@@ -203,7 +203,7 @@ func (g globals) nvmlOptions() nvmlread.Options {
 
 // captureHost captures the host as the global flags say. A capture that
 // could not read some processes' maps or fds says so in one line of counts
-// on stderr (the snapshot names them): what they map or hold is unknown.
+// on stderr (the snapshot names them), as what they map or hold is unknown.
 func captureHost(ctx context.Context, g globals, label, tenant string) (*snapshot.Snapshot, error) {
 	snap, err := capture.Capture(ctx, g.captureOptions(label, tenant))
 	if err != nil || !snap.Scan.Partial() {

@@ -10,10 +10,10 @@ import (
 	"github.com/gpusnap/gpusnap/watch"
 )
 
-// host is the host tenant sessions run on, as the global flags say: captured
-// by captureHost, its store --db, warnings on stderr. Each command makes
-// its own, and reaches the store only through it: a Host holds the store
-// for one command.
+// host is the host tenant sessions run on, as the global flags say. It is
+// captured by captureHost, its store is --db, and warnings go to stderr.
+// Each command makes its own and reaches the store only through it, as a
+// Host holds the store for one command.
 func (g globals) host() *session.Host {
 	return &session.Host{
 		DB: g.DB, KernelLog: g.KernelLog, Version: capture.Version, Retain: watch.DefaultRetain, Trace: g.Trace,

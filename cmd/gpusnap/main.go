@@ -29,9 +29,9 @@ const (
 )
 
 func main() {
-	// A command lives tens of milliseconds and its heap is a few MB: collecting
-	// it while a capture grows it is work thrown away at exit. Set here, not in
-	// run, so in-process tests keep the runtime's default.
+	// A command lives tens of milliseconds and its heap is a few MB, so
+	// collecting it while a capture grows it is work thrown away at exit.
+	// Set here, not in run, so in-process tests keep the runtime's default.
 	debug.SetGCPercent(400)
 	// On a host of tens of thousands of processes that headroom is tens of
 	// MiB of garbage. Past 64 MiB the collector runs as the heap needs, so
@@ -46,10 +46,10 @@ func main() {
 	os.Exit(code)
 }
 
-// run is the whole CLI: tests call it in-process with their own writers.
+// run is the whole CLI, which tests call in-process with their own writers.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	// A bug must not hand an operator a stack trace in place of the one line
-	// a script reads: it is reported as an error, exit 2, naming the panic.
+	// a script reads. It is reported as an error, exit 2, naming the panic.
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "gpusnap: internal error: %s (a bug in gpusnap: please report it with the command line)\n",
@@ -78,8 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 }
 
 // exitCode turns what a command returned into an exit status, printing the one
-// error line an operator sees. The line is escaped for the terminal: it can
-// quote a path or an argument with control characters in it.
+// error line an operator sees. The line is escaped for the terminal, since
+// it can quote a path or an argument with control characters in it.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitClean
@@ -93,8 +93,8 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitError
 }
 
-// statusError ends a command with an exit status and no message: a diff that
-// found something exits 1 having said all it had to say on stdout.
+// statusError ends a command with an exit status and no message. A diff
+// that found something exits 1 having said all it had to say on stdout.
 type statusError struct{ code int }
 
 func (e statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
@@ -116,7 +116,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		EnableBashCompletion: false,
 		HideHelpCommand:      true,
 		Suggest:              true,
-		// Errors are printed once, by exitCode; urfave must not exit the process itself.
+		// Errors are printed once, by exitCode, so urfave must not exit the process itself.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return flagError(globalFlags(), err)
@@ -150,7 +150,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 }
 
 // takesArgs are the commands that take arguments (snapshot ids, a file). Every
-// other command refuses them: a mistyped `gpusnap baseline --tenant job 42`
+// other command refuses them, so a mistyped `gpusnap baseline --tenant job 42`
 // must fail, not store a baseline of tenant "job".
 var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle": true, "verify": true, "completion": true, "man": true}
 
@@ -160,7 +160,7 @@ var takesArgs = map[string]bool{"diff": true, "show": true, "rm": true, "bundle"
 func withGlobalFlags(cmd *cli.Command, name string) {
 	cmd.Flags = append(cmd.Flags, withoutEnv(globalFlags())...)
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return flagError(cmd.Flags, err) }
-	cmd.HideHelpCommand = true // `gpusnap store help` is not a command; --help is
+	cmd.HideHelpCommand = true // `gpusnap store help` is not a command, --help is
 	if action := cmd.Action; action != nil && len(cmd.Subcommands) == 0 && !takesArgs[name] {
 		cmd.Action = func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -175,7 +175,7 @@ func withGlobalFlags(cmd *cli.Command, name string) {
 }
 
 // withoutEnv drops the environment variables of a command's copy of the
-// global flags: read there, GPUSNAP_DB would count as set on the command and
+// global flags. Read there, GPUSNAP_DB would count as set on the command and
 // win over a --db given before it, or after it on a parent (`store --db X
 // check`). Read once, on the app, a flag on the command line always wins.
 func withoutEnv(flags []cli.Flag) []cli.Flag {
@@ -193,7 +193,7 @@ func withoutEnv(flags []cli.Flag) []cli.Flag {
 func usageError(err error) error { return fmt.Errorf("usage: %w", err) }
 
 // The flag package's own messages name a flag with one dash and call a bad
-// duration a "parse error"; flagError says what was wrong the way gpusnap's
+// duration a "parse error". flagError says what was wrong the way gpusnap's
 // own messages do.
 var (
 	flagUndefined = lazyregexp.New(`^flag provided but not defined: -+(.*)$`)

@@ -17,8 +17,8 @@ func ocsfFlags() []cli.Flag {
 	}
 }
 
-// ocsfOutput is where OCSF findings go: stdout (--format ocsf), a file, both
-// or neither.
+// ocsfOutput is where OCSF findings go, to stdout (--format ocsf), a file,
+// both or neither.
 type ocsfOutput struct {
 	Stdout bool
 	File   string

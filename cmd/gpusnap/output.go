@@ -16,8 +16,8 @@ func warn(g globals, err error) {
 	fmt.Fprintf(g.Stderr, "gpusnap: %s\n", safetext.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
 }
 
-// printResult prints a diff's or a check's result: --json's object, else the
-// text report (its blocks, or with verbose every finding in full).
+// printResult prints a diff's or a check's result as --json's object, else
+// as the text report (its blocks, or with verbose every finding in full).
 func printResult(g globals, r *diff.Result, verbose bool) error {
 	if g.JSON {
 		return render.JSON(g.Stdout, r)
@@ -25,8 +25,8 @@ func printResult(g globals, r *diff.Result, verbose bool) error {
 	return render.ResultText(g.Stdout, r, verbose)
 }
 
-// verboseFlag is --verbose of diff and check: every finding in full in the
-// text report, as the bundle's pages and --json have them.
+// verboseFlag is --verbose of diff and check. It prints every finding in
+// full in the text report, as the bundle's pages and --json have them.
 func verboseFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "verbose", Usage: "print every finding in full (process, cmdline, device, evidence) instead of one line each"}
 }

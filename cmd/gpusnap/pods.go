@@ -22,13 +22,13 @@ func podFlags() []cli.Flag {
 	}
 }
 
-// podOptions are the pod flags' answer: where to ask the kubelet, and where
+// podOptions are the pod flags' answer, where to ask the kubelet and where
 // the CDI specs of its claims lie.
 func podOptions(c *cli.Context) podresources.Options {
 	return podresources.Options{Socket: c.String("pod-resources"), PodLogs: c.String("pod-logs"), CDISpecDirs: c.StringSlice("cdi-spec-dir")}
 }
 
-// parsePodFlags is where to ask the kubelet: nil when this is no Kubernetes
+// parsePodFlags is where to ask the kubelet, nil when this is no Kubernetes
 // node (the default socket is absent and no other was given).
 func parsePodFlags(c *cli.Context) *podresources.Options {
 	socket := c.String("pod-resources")
@@ -39,8 +39,9 @@ func parsePodFlags(c *cli.Context) *podresources.Options {
 	return &o
 }
 
-// podAllocations asks the kubelet which pod was given which GPU: nil when
-// not asked or when it cannot be asked, which is then a line on stderr.
+// podAllocations asks the kubelet which pod was given which GPU. It is nil
+// when not asked or when the kubelet cannot be asked, which is then a line
+// on stderr.
 func podAllocations(ctx context.Context, g globals, o *podresources.Options) *kubelet.Allocations {
 	if o == nil {
 		return nil

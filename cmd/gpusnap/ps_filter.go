@@ -12,15 +12,15 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// psFilter is what ps -p and --gpu narrow a sample to; both given, a
+// psFilter is what ps -p and --gpu narrow a sample to. With both given, a
 // process must pass both.
 type psFilter struct {
-	PIDs []int            // -p; nil: every process
-	GPUs *snapshot.GPUSet // --gpu; nil: every GPU
+	PIDs []int            // -p, nil for every process
+	GPUs *snapshot.GPUSet // --gpu, nil for every GPU
 }
 
 // apply narrows rep to the processes and GPUs asked for, and says, one
-// line each, what was asked for and not found: ps never answers a question
+// line each, what was asked for and not found. ps never answers a question
 // about one process or GPU with silence.
 func (f psFilter) apply(rep *psReport, snap *snapshot.Snapshot) (notes []string) {
 	if f.GPUs != nil {
@@ -36,7 +36,7 @@ func (f psFilter) apply(rep *psReport, snap *snapshot.Snapshot) (notes []string)
 	}
 	asked := func(pid int) bool { return slices.Contains(f.PIDs, pid) }
 	rep.Processes = slices.DeleteFunc(rep.Processes, func(p render.PsProcess) bool { return !asked(p.PID) })
-	// Each GPU kept lists only the processes asked for; the table reads
+	// Each GPU kept lists only the processes asked for. The table reads
 	// its figures from the GPUs whole, so these are copies.
 	var gpus []snapshot.GPUUse
 	for _, gu := range rep.GPUs {
@@ -63,7 +63,7 @@ func (f psFilter) apply(rep *psReport, snap *snapshot.Snapshot) (notes []string)
 	return notes
 }
 
-// isTerminal reports whether w is a terminal: ps --interval redraws one in
+// isTerminal reports whether w is a terminal. ps --interval redraws one in
 // place and appends to anything else (a pipe, a file, a test's buffer).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -34,7 +34,7 @@ func (o reapOptions) evidenceBundle(g globals, host *session.Host, j *judgement)
 }
 
 // keepEvidence writes and verifies the bundle of j that evidenceBundle
-// readied: an action follows only evidence that reads back intact.
+// readied, since an action follows only evidence that reads back intact.
 func keepEvidence(ctx context.Context, host *session.Host, dir string, b session.Bundle, j *judgement) (*session.Evidence, error) {
 	r := j.Result
 	if j.Result.Check == nil {

@@ -17,7 +17,7 @@ func textfileFlag() cli.Flag {
 
 // writeTextfile records a run, errors included, in --textfile's file when
 // given, so a fleet sees a node whose gpusnap could not say. A failed write
-// never hides the verdict: beside findings or an error it is one more stderr
+// never hides the verdict. Beside findings or an error it is one more stderr
 // line, and beside a clean run it is the error (exit 2), since the asked-for
 // result was not written.
 func writeTextfile(ctx context.Context, stderr io.Writer, path string, run metrics.Run, err error) error {

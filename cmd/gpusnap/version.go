@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version, commit and buildDate are set at build time (the Makefile:
+// version, commit and buildDate are set at build time (the Makefile passes
 // -ldflags "-X main.version=... -X main.commit=... -X main.buildDate=...").
 // Left unset, buildVersion and buildCommit take what the Go toolchain
 // recorded, so a snapshot taken as evidence says which gpusnap took it.
@@ -76,7 +76,7 @@ func vcsRevision(info *debug.BuildInfo) (rev string, dirty bool) {
 }
 
 // nvmlFound says whether the dynamic linker finds libnvidia-ml. It only
-// loads the library, never calls into it: a hung driver cannot hang
+// loads the library and never calls into it, so a hung driver cannot hang
 // --version, and a failed nvmlInit is what the commands report.
 func nvmlFound() string {
 	lib := dl.New(nvmlLibrary, dl.RTLD_LAZY|dl.RTLD_LOCAL)
@@ -87,7 +87,7 @@ func nvmlFound() string {
 	return "found"
 }
 
-// printVersion is --version: what an operator pins and files a bug with.
+// printVersion is --version, what an operator pins and files a bug with.
 func printVersion(c *cli.Context) {
 	date := buildDate
 	if date == "" {
