@@ -71,7 +71,8 @@ func TestCommonRunsNRIInFull(t *testing.T) {
 		t.Errorf("gpusnap nri with gpusnap-full in ../libexec/gpusnap: exit %d\n%s", code, stderr)
 	}
 
-	if err := os.Remove(filepath.Join(libexec, "gpusnap-full")); err != nil {
+	kept := filepath.Join(t.TempDir(), "gpusnap-full")
+	if err := os.Rename(filepath.Join(libexec, "gpusnap-full"), kept); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr = runBin(t, common, plugin...)
@@ -82,4 +83,53 @@ func TestCommonRunsNRIInFull(t *testing.T) {
 	if code, stderr := runBin(t, common, "--version"); code != exitClean {
 		t.Errorf("gpusnap --version without gpusnap-full: exit %d\n%s", code, stderr)
 	}
+	refusesFull(t, common, bin, kept, plugin)
+}
+
+// refusesFull plants gpusnap-full beside common as another user could, and
+// as an operator's mistake would, and wants exit 2 and one line saying why
+// each time, never the planted file run.
+func refusesFull(t *testing.T, common, bin, full string, plugin []string) {
+	if os.Geteuid() != 0 {
+		t.Skip("gpusnap-full's owner: needs root to chown a planted copy")
+	}
+	planted := filepath.Join(bin, "gpusnap-full")
+	plant := func(src string, mode os.FileMode, uid int) {
+		t.Helper()
+		data, err := os.ReadFile(src)
+		if err == nil {
+			os.Remove(planted)
+			err = os.WriteFile(planted, data, mode)
+		}
+		if err == nil {
+			err = os.Chmod(planted, mode) // past the umask
+		}
+		if err == nil {
+			err = os.Chown(planted, uid, uid)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(what, why string) {
+		t.Helper()
+		code, stderr := runBin(t, common, plugin...)
+		if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, why) {
+			t.Errorf("gpusnap nri with %s: exit %d, want 2 and one line saying %q\n%s", what, code, why, stderr)
+		}
+	}
+	plant(full, 0o755, 65534)
+	refused("a gpusnap-full owned by uid 65534", "owned by uid 65534")
+	plant(full, 0o757, 0)
+	refused("a gpusnap-full others may write", "writable by its group or others")
+	plant(full, 0o755, 0)
+	if err := os.Chmod(bin, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	refused("gpusnap-full in a directory others may write", "who could replace what it holds")
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plant(common, 0o755, 0)
+	refused("the common build installed as gpusnap-full", "is gpusnap's common build installed under that name")
 }
