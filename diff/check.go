@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindGPUInUse: a process holds, maps or is listed on a GPU being handed
+// KindGPUInUse means a process holds, maps or is listed on a GPU being handed
 // out (check), or was on one FROM gave its tenant (diff), and is neither
 // allowed nor the tenant's.
 const KindGPUInUse = "gpu_in_use"

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindOutOfAllocation: the tenant used a GPU the scheduler did not give it.
+// KindOutOfAllocation means the tenant used a GPU the scheduler did not give it.
 const KindOutOfAllocation = "out_of_allocation_gpu_use"
 
 var _ = register(&Rule{

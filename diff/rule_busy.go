@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// KindGPUBusyWithoutProcess: watch's samples show a GPU busy while no process used it.
+// KindGPUBusyWithoutProcess means watch's samples show a GPU busy while no process used it.
 const KindGPUBusyWithoutProcess = "gpu_busy_without_process"
 
 var _ = register(&Rule{

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindEgressConnection: a GPU-using process talks to a peer it did not at FROM.
+// KindEgressConnection means a GPU-using process talks to a peer it did not at FROM.
 const KindEgressConnection = "egress_connection"
 
 var _ = register(&Rule{

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindHiddenProcess: a PID the kernel has whose /proc directory does not read as that process.
+// KindHiddenProcess is a PID the kernel has whose /proc directory does not read as that process.
 const KindHiddenProcess = "hidden_process"
 
 var _ = register(&Rule{

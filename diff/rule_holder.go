@@ -2,7 +2,7 @@ package diff
 
 import "fmt"
 
-// KindLeftoverDeviceHolder: a process holds an NVIDIA device open that it did not hold at FROM.
+// KindLeftoverDeviceHolder means a process holds an NVIDIA device open that it did not hold at FROM.
 const KindLeftoverDeviceHolder = "leftover_device_holder"
 
 var _ = register(&Rule{

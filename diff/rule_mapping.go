@@ -2,7 +2,7 @@ package diff
 
 import "fmt"
 
-// KindLeftoverDeviceMapping: a process maps an NVIDIA device it did not map at FROM.
+// KindLeftoverDeviceMapping means a process maps an NVIDIA device it did not map at FROM.
 const KindLeftoverDeviceMapping = "leftover_device_mapping"
 
 var _ = register(&Rule{
@@ -13,7 +13,7 @@ var _ = register(&Rule{
 	Order:   10,
 })
 
-// KindOtherDeviceMapping: a process maps a non-NVIDIA device it did not map at FROM.
+// KindOtherDeviceMapping means a process maps a non-NVIDIA device it did not map at FROM.
 const KindOtherDeviceMapping = "other_device_mapping"
 
 var _ = register(&Rule{

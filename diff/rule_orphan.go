@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindOrphanGPUProcess: NVML, or AMD's KFD, lists a PID at TO that no live
+// KindOrphanGPUProcess means NVML, or AMD's KFD, lists a PID at TO that no live
 // process has.
 const KindOrphanGPUProcess = "orphan_gpu_process"
 

@@ -8,9 +8,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindPersistence: something brings a GPU finding's process back after a
-// kill, or already has: a restarting unit, a timer, cron or atd, the same
-// binary under a new process, a reboot survived.
+// KindPersistence means something brings a GPU finding's process back after a
+// kill, or already has, such as a restarting unit, a timer, cron or atd, the
+// same binary under a new process, or a reboot survived.
 const KindPersistence = "persistence"
 
 // Persistence runs in Compare after the other rules, on their findings.

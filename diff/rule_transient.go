@@ -2,7 +2,7 @@ package diff
 
 import "slices"
 
-// KindTransientGPUProcess: a process used a GPU in the window and is gone at TO.
+// KindTransientGPUProcess means a process used a GPU in the window and is gone at TO.
 const KindTransientGPUProcess = "transient_gpu_process"
 
 var _ = register(&Rule{

@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindUnexpectedGPUProcess: a live process uses a GPU at TO and did not at FROM.
+// KindUnexpectedGPUProcess means a live process uses a GPU at TO and did not at FROM.
 const KindUnexpectedGPUProcess = "unexpected_gpu_process"
 
 var _ = register(&Rule{

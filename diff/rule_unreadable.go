@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindUnreadableProcess: what a live process maps or holds at TO could not be read.
+// KindUnreadableProcess means what a live process maps or holds at TO could not be read.
 const KindUnreadableProcess = "unreadable_process"
 
 var _ = register(&Rule{

@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindHiddenDeviceUse: the event log shows a live process use a device the capture cannot see it hold.
+// KindHiddenDeviceUse means the event log shows a live process use a device the capture cannot see it hold.
 const KindHiddenDeviceUse = "hidden_device_use"
 
 var _ = register(&Rule{
@@ -19,7 +19,7 @@ var _ = register(&Rule{
 	Order:      110,
 })
 
-// KindWindowNotCovered: the event log does not cover the window where a watch was expected.
+// KindWindowNotCovered means the event log does not cover the window where a watch was expected.
 const KindWindowNotCovered = "window_not_covered"
 
 var _ = register(&Rule{

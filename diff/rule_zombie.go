@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindZombieGPUMemory: GPU memory grew by more than the threshold and no live process accounts for it.
+// KindZombieGPUMemory means GPU memory grew by more than the threshold and no live process accounts for it.
 const KindZombieGPUMemory = "zombie_gpu_memory"
 
 var _ = register(&Rule{
