@@ -171,8 +171,8 @@ func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 }
 
 // zombieNext is what to do about memory that no process holds, which is to
-// reset the GPU by NVIDIA's tool or, for another vendor's device (a finding that
-// names a device and no NVIDIA UUID), by that vendor's.
+// reset the GPU by NVIDIA's tool or, for another vendor's device (a finding
+// that names a device and no NVIDIA UUID), by that vendor's.
 func zombieNext(f *Finding) string {
 	if f.GPUUUID == "" && f.Device != "" {
 		return "nothing to kill: drain the node, then reset the device (amd-smi reset --gpureset for AMD's) or reboot it to free the memory"

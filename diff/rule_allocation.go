@@ -41,7 +41,7 @@ func outOfAllocation(c *comparison) []Finding {
 		allocText = "no GPU"
 	}
 	var out []Finding
-	seen := make(map[string]bool) // PID@START + GPU: once per process and GPU
+	seen := make(map[string]bool) // PID@START + GPU, once per process and GPU
 	for _, s := range snaps {
 		nv, ax := c.toNVML, c.toAccel
 		if s != c.to {

@@ -15,7 +15,7 @@ var _ = register(&Rule{
 
 // leftoverHolders reports a process that at TO holds an NVIDIA device open,
 // or an accelerator node, that it did not hold at FROM. High when a
-// descriptor was opened for writing; low for a render or accel node it did
+// descriptor was opened for writing, low for a render or accel node it did
 // no work on (holding one is not GPU work).
 func leftoverHolders(c *comparison) []Finding {
 	var out []Finding

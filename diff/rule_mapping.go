@@ -50,7 +50,7 @@ func leftoverMappings(c *comparison) []Finding {
 
 // otherDeviceMappings reports a process that at TO maps a non-NVIDIA device
 // (DRM, loop, /dev/mem, DMA-buf ...) that it did not map at FROM, and did no
-// accelerator work on. Low: worth a look, not a GPU leftover by itself.
+// accelerator work on. It is low, worth a look, not a GPU leftover by itself.
 func otherDeviceMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {

@@ -34,11 +34,11 @@ var _ = register(&Rule{
 // quotes, since a tenant that kills the watch again and again makes a gap each time.
 const maxCoverageEvidence = 32
 
-// hiddenDeviceUses reports a process the event log shows opening or mapping
-// an NVIDIA device in the window that at TO is alive but holds and maps none
-// of that GPU (seesDevice). It is high, as the device is held where /proc
-// cannot show it (a unix socket's queue, an io_uring file) or was let go. It raises one
-// finding per process and device.
+// hiddenDeviceUses reports a process the event log shows opening or mapping an
+// NVIDIA device in the window that at TO is alive but holds and maps none of
+// that GPU (seesDevice). It is high, as the device is held where /proc cannot
+// show it (a unix socket's queue, an io_uring file) or was let go. It raises
+// one finding per process and device.
 func hiddenDeviceUses(c *comparison) []Finding {
 	return c.hiddenUses(allGPUs)
 }
@@ -111,8 +111,8 @@ func (c *comparison) windowProblems() []eventlog.Problem {
 }
 
 // windowNotCovered reports each reason an expected watch's log does not cover
-// the window (a gap, lost events, damaged lines, an unflushed end, a mode
-// blind to some opens). It is medium, as a tenant can cause each, and a process that
+// the window (a gap, lost events, damaged lines, an unflushed end, a mode blind
+// to some opens). It is medium, as a tenant can cause each, and a process that
 // used a GPU then and left is unknown. Where no watch was expected, each is a
 // note.
 func windowNotCovered(c *comparison) []Finding {

@@ -330,9 +330,9 @@ func nvmlXidEvidence(events []*eventlog.Event, said string) []string {
 	return out
 }
 
-// xidProcess names the process the driver blamed. That is the process with
-// that PID in TO, FROM or the tenant's snapshots between them that had started by the
-// time of the record (a later process with the PID is another one), else
+// xidProcess names the process the driver blamed. That is the process with that
+// PID in TO, FROM or the tenant's snapshots between them that had started by
+// the time of the record (a later process with the PID is another one), else
 // the PID and the name the driver gave.
 func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (*ProcessRef, string) {
 	candidates := []*snapshot.Process{c.toByPID[x.PID], c.fromByPID[x.PID]}

@@ -18,9 +18,9 @@ type triageRow struct {
 	verdict         func(*facts) Triage
 }
 
-// triageTable is the decision table, in the operator's order. It takes what no kill
-// fixes (memory without a process, a defunct one), then a sign that it lies
-// (which changes what to keep), D state, the allow list, whose it is, what
+// triageTable is the decision table, in the operator's order. It takes what no
+// kill fixes (memory without a process, a defunct one), then a sign that it
+// lies (which changes what to keep), D state, the allow list, whose it is, what
 // starts it again, and last a worker that outlived its job.
 var triageTable = []triageRow{
 	{"zombie-no-holder", ClassZombieContext, "GPU memory, an NVML entry or GPU work with no live process behind it, and no live process seen holding or mapping that GPU's node",

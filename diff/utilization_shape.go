@@ -146,9 +146,9 @@ func (s *Shape) finish() {
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
 // Utilization is what watch's samples show of the window. It holds each
-// process's and GPU's shape, and each GPU's series, bucketed to at most 720 points,
-// for a chart (SM and memory utilization in percent, memory used in MiB,
-// the most processes NVML listed in the bucket).
+// process's and GPU's shape, and each GPU's series, bucketed to at most 720
+// points, for a chart (SM and memory utilization in percent, memory used in
+// MiB, the most processes NVML listed in the bucket).
 type Utilization struct {
 	Shapes []Shape     `json:"shapes"`
 	Series []GPUSeries `json:"series"`
