@@ -120,10 +120,10 @@ func TestTenantMembersCycle(t *testing.T) {
 	}
 }
 
-// In TestOutOfAllocationEvents a process of the job opened GPU 1, which it
-// was not given, and left before TO. Only the event log saw it. A process of the
-// job that used its own GPU 0, and another job's on GPU 1, are not out of
-// the job's allocation.
+// In TestOutOfAllocationEvents a process of the job opened GPU 1, which it was
+// not given, and left before TO. Only the event log saw it. A process of the
+// job that used its own GPU 0, and another job's on GPU 1, are not out of the
+// job's allocation.
 func TestOutOfAllocationEvents(t *testing.T) {
 	from := allocated(withGPUs(snap("base"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), "42", "0")
 	to := withGPUs(snap("post"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0))
