@@ -9,10 +9,11 @@ import (
 
 // The rules on accelerators other than NVIDIA's read what capture/accel
 // recorded (snapshot.Accelerators, Process.DRMClients), never a vendor's
-// names: a node's kind, a DRM client's device memory and engine time, KFD's
-// memory per process, and a device's memory used where sysfs gives it.
+// names. That is a node's kind, a DRM client's device memory and engine
+// time, KFD's memory per process, and a device's memory used where sysfs
+// gives it.
 
-// accelIndex indexes one snapshot's accelerators; nil where it read none.
+// accelIndex indexes one snapshot's accelerators, nil where it read none.
 type accelIndex struct {
 	a      *snapshot.Accelerators
 	byNode map[snapshot.DeviceNumber]*snapshot.Accelerator
@@ -91,20 +92,20 @@ func (ax *accelIndex) accelHolder(h *snapshot.Holder) bool {
 	return ax.nodeKind(h.Target, h.DeviceNumber) != ""
 }
 
-// gpuWork reports whether a use is GPU work: an NVIDIA device, or an
+// gpuWork reports whether a use is GPU work, on an NVIDIA device or an
 // accelerator node the process worked on.
 func (u *deviceUse) gpuWork() bool { return u.nvidia() || u.accelWork }
 
 // idleAccelHolder reports whether a use holds a DRM render or accel node
-// with no work on it: worth a look, not a GPU leftover (display servers,
-// browsers and compositors hold render nodes). An idle primary node (cardN)
-// is left out: it is the display's.
+// with no work on it. That is worth a look, not a GPU leftover (display
+// servers, browsers and compositors hold render nodes). An idle primary node
+// (cardN) is left out, as it is the display's.
 func (u *deviceUse) idleAccelHolder() bool {
 	return !u.accelWork && (u.accelKind == snapshot.NodeRender || u.accelKind == snapshot.NodeAccel)
 }
 
 // accelEvidence renders what the kernel said of the process's work on the
-// use's node: its DRM clients there, and for KFD its memory per GPU.
+// use's node, its DRM clients there and for KFD its memory per GPU.
 func (c *comparison) accelEvidence(p *snapshot.Process, u *deviceUse) []string {
 	return accelEvidenceOf(c.toAccel, p, u)
 }
@@ -153,8 +154,8 @@ func clientEvidence(cl *snapshot.DRMClient) string {
 }
 
 // accelInUse is the severity of a check's gpu_in_use of an accelerator node
-// and how its summary names the device: high where the process works on
-// it, low where it only holds a render or accel node.
+// and how its summary names the device. It is high where the process works
+// on it, low where it only holds a render or accel node.
 func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 	name := u.accelKind + " node"
 	if u.accelKind == snapshot.NodeKFD {
@@ -169,9 +170,9 @@ func (c *comparison) accelInUse(u *deviceUse) (Severity, string) {
 	return High, name
 }
 
-// zombieNext is what to do about memory that no process holds: reset the
-// GPU, by NVIDIA's tool or, for another vendor's device (a finding that
-// names a device and no NVIDIA UUID), by that vendor's.
+// zombieNext is what to do about memory that no process holds, which is to
+// reset the GPU by NVIDIA's tool or, for another vendor's device (a finding
+// that names a device and no NVIDIA UUID), by that vendor's.
 func zombieNext(f *Finding) string {
 	if f.GPUUUID == "" && f.Device != "" {
 		return "nothing to kill: drain the node, then reset the device (amd-smi reset --gpureset for AMD's) or reboot it to free the memory"
@@ -181,7 +182,7 @@ func zombieNext(f *Finding) string {
 
 // accelMemory reports an accelerator whose device memory that no live
 // process accounts for (sysfs used less unaccountedAccel's sum) grew since
-// FROM past the zombie threshold: zombie_gpu_memory. A check compares
+// FROM past the zombie threshold, as zombie_gpu_memory. A check compares
 // with nothing unaccounted.
 func accelMemory(c *comparison) []Finding {
 	if c.toAccel == nil {
@@ -238,7 +239,7 @@ func (ax *accelIndex) kfdGPU(id uint32) *snapshot.Accelerator {
 	return nil
 }
 
-// sameDevice is the device of this snapshot that d is: by PCI slot, else by name.
+// sameDevice is the device of this snapshot that d is, by PCI slot, else by name.
 func (ax *accelIndex) sameDevice(d *snapshot.Accelerator) *snapshot.Accelerator {
 	if ax == nil {
 		return nil
@@ -249,7 +250,7 @@ func (ax *accelIndex) sameDevice(d *snapshot.Accelerator) *snapshot.Accelerator 
 // unaccountedAccel is device d's memory used less what the live processes
 // of s account for, with a line per process that accounts for some. Each
 // accounts for the larger of its KFD and its DRM clients' device memory
-// (one buffer may be in both); a shared client counts once.
+// (one buffer may be in both). A shared client counts once.
 func (c *comparison) unaccountedAccel(s *snapshot.Snapshot, ax *accelIndex, d *snapshot.Accelerator) (int64, []string) {
 	accounted := int64(0)
 	var lines []string

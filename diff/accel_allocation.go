@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The allocation rule on other vendors' accelerators: a process of the
+// The allocation rule on other vendors' accelerators finds a process of the
 // tenant that works on one (engine time or device memory in its DRM
 // fdinfo, or KFD memory on it) that the allocation does not name. Holding a
 // node is not work, so a browser's render node raises nothing here.
@@ -16,8 +16,8 @@ import (
 // accelerators, and notes why not. It names them (GPUSet.Accel), gives no
 // GPU, or names NVIDIA's GPUs that NVML showed (a mixed host, where any
 // other device is outside). GPU numbers that NVML did not show may be a
-// Slurm index of another vendor's device, which gres.conf alone maps: not
-// judged.
+// Slurm index of another vendor's device, which gres.conf alone maps, so
+// they are not judged.
 func (c *comparison) accelAllocation(alloc snapshot.GPUSet, gpus *gpuSet, tenant string) bool {
 	if c.toAccel == nil && c.fromAccel == nil {
 		return false

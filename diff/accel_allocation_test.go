@@ -35,9 +35,9 @@ func kinds(r *Result, kind string) []string {
 	return out
 }
 
-// A job given amd:0 works on amd:1: through its render node (engine time in
-// fdinfo), or through KFD (memory on gpu_id 4712). Each is outside the
-// allocation; work on amd:0 is not, nor is merely holding amd:1's render
+// A job given amd:0 works on amd:1, through its render node (engine time in
+// fdinfo) or through KFD (memory on gpu_id 4712). Each is outside the
+// allocation. Work on amd:0 is not, nor is merely holding amd:1's render
 // node (a browser of the job).
 func TestAccelOutOfAllocation(t *testing.T) {
 	onRender := proc(100, 500, "python3", "/usr/bin/python3", slurmJob("42"),
@@ -77,16 +77,16 @@ func TestAccelOutOfAllocation(t *testing.T) {
 		t.Errorf("both given: %q", g)
 	}
 
-	// Given no GPU: every device worked on is outside, once per process
+	// Given no GPU, every device worked on is outside, once per process
 	// and device (102 works on amd:0 through its render node and KFD).
 	none := allocated(withAccel(snap("a"), twoMI300()), "42", "")
 	if g := kinds(compare(none, to), KindOutOfAllocation); len(g) != 3 {
 		t.Errorf("none given: %q", g)
 	}
 
-	// NVIDIA's GPU 0 on a host whose NVML shows it: the AMD devices are
-	// outside. Where NVML shows no GPU, "0" may be a Slurm index of an AMD
-	// device: not judged, and the result says so.
+	// Given NVIDIA's GPU 0 on a host whose NVML shows it, the AMD devices
+	// are outside. Where NVML shows no GPU, "0" may be a Slurm index of an
+	// AMD device, so it is not judged, and the result says so.
 	mixed := allocated(withGPUs(withAccel(snap("a"), twoMI300()), gpuN(0, "GPU-0", 0)), "42", "0")
 	if g := kinds(compare(mixed, withGPUs(to, gpuN(0, "GPU-0", 0))), KindOutOfAllocation); len(g) != 3 {
 		t.Errorf("mixed host: %q", g)
@@ -106,8 +106,8 @@ func TestAccelOutOfAllocation(t *testing.T) {
 	}
 }
 
-// check --gpus by accelerator ID: only the devices named are judged; an ID
-// no device has is unchecked, so the gate cannot say clean.
+// check --gpus by accelerator ID judges only the devices named. An ID no
+// device has is unchecked, so the gate cannot say clean.
 func TestAccelCheckByID(t *testing.T) {
 	onRender := proc(100, 500, "python3", "/usr/bin/python3", holder(4, render2, "rw", render2No), client(render2, 7, 0, 999, 4))
 	onKFD := proc(101, 510, "python3", "/usr/bin/python3", holder(3, kfdPath, "rw", kfdNo))

@@ -17,7 +17,7 @@ const (
 	mi300Slot = "0000:03:00.0"
 )
 
-// mi300 is a host's accelerators: one AMD GPU with VRAM figures, served by
+// mi300 is a host's accelerators, one AMD GPU with VRAM figures, served by
 // KFD as gpu_id 4711, and the KFD processes given.
 func mi300(used uint64, kfd ...snapshot.KFDProcess) *snapshot.Accelerators {
 	return &snapshot.Accelerators{
@@ -50,9 +50,9 @@ func kfdProc(pid int, vram uint64) snapshot.KFDProcess {
 	return snapshot.KFDProcess{PID: pid, VRAM: []snapshot.KFDMemory{{GPUID: 4711, Bytes: vram}}}
 }
 
-// A ROCm worker left behind: it holds and maps /dev/kfd and works on the
-// render node. Each is a leftover, high: KFD is compute, and the render
-// node has its memory and engine time.
+// A ROCm worker left behind holds and maps /dev/kfd and works on the render
+// node. Each is a high leftover, since KFD is compute and the render node
+// has its memory and engine time.
 func TestAccelLeftoverWorker(t *testing.T) {
 	w := proc(5150, 900, "python3", "/usr/bin/python3.11",
 		holder(3, kfdPath, "rw", kfdNo), holder(4, render, "rw", renderNo), holder(5, render, "rw", renderNo),
@@ -80,11 +80,11 @@ func TestAccelLeftoverWorker(t *testing.T) {
 	}
 }
 
-// The field's trap: a browser new since FROM holds and maps the render
-// node with no device memory and no engine time: a low holder finding and
-// the low other_device_mapping, never a GPU leftover; a compositor holding
-// the primary node raises only its mapping's low finding; and one alive and
-// unchanged at both ends raises nothing.
+// The field's trap is a browser new since FROM that holds and maps the
+// render node with no device memory and no engine time. It raises a low
+// holder finding and the low other_device_mapping, never a GPU leftover. A
+// compositor holding the primary node raises only its mapping's low
+// finding, and one alive and unchanged at both ends raises nothing.
 func TestAccelHolderIsNotWork(t *testing.T) {
 	browser := proc(6100, 950, "chromium", "/usr/lib/chromium/chromium",
 		holder(7, render, "rw", renderNo), mapping(render, "rw-s", 0x7f2000000000, pageLen, 0, renderNo),
@@ -103,18 +103,18 @@ func TestAccelHolderIsNotWork(t *testing.T) {
 		"leftover_device_holder high 6100 /dev/dri/renderD128", "unexpected_gpu_process medium 6100")
 }
 
-// VRAM that no process accounts for: used (sysfs) less the live processes'
-// KFD and fdinfo memory, compared with FROM, against the threshold. A
-// client shared by two processes counts once; a KFD process that is gone
-// accounts for nothing.
+// VRAM that no process accounts for is used (sysfs) less the live
+// processes' KFD and fdinfo memory, compared with FROM, against the
+// threshold. A client shared by two processes counts once, and a KFD
+// process that is gone accounts for nothing.
 func TestAccelUnaccountedMemory(t *testing.T) {
 	base := uint64(512 << 20)
 	live := proc(5150, 900, "python3", "/usr/bin/python3.11", holder(3, kfdPath, "rw", kfdNo))
 	from := withAccel(snap("a", live), mi300(base+10<<30, kfdProc(5150, 10<<30)))
-	// Below the line: the live process accounts for all but 32 MiB.
+	// Below the line, the live process accounts for all but 32 MiB.
 	to := withAccel(snap("b", live), mi300(base+10<<30+32<<20, kfdProc(5150, 10<<30)))
 	expect(t, compare(from, to))
-	// Above it: 114 GiB of a process that left (its KFD entry stays).
+	// Above it are 114 GiB of a process that left (its KFD entry stays).
 	to = withAccel(snap("b", live), mi300(base+124<<30, kfdProc(5150, 10<<30), kfdProc(5999, 114<<30)))
 	r := compare(from, to)
 	expect(t, r, "orphan_gpu_process high 5999 "+mi300Slot, "zombie_gpu_memory high 0 "+mi300Slot)
@@ -129,7 +129,7 @@ func TestAccelUnaccountedMemory(t *testing.T) {
 	expect(t, compare(from, to), "zombie_gpu_memory high 0 "+mi300Slot)
 }
 
-// check: a working process is gpu_in_use high, one that only holds a
+// In a check a working process is gpu_in_use high, one that only holds a
 // render node low (not failing the gate), and unaccounted memory above the
 // threshold fails it.
 func TestAccelCheck(t *testing.T) {
@@ -153,7 +153,7 @@ func TestAccelCheck(t *testing.T) {
 }
 
 // KFD keeps a process's compute context, and its VRAM, until the kernel
-// releases it: an entry under a PID that no live process has, or a
+// releases it. An entry under a PID that no live process has, or a
 // zombie has, is an orphan, once per GPU it holds memory on. An entry
 // already orphaned at FROM predates the tenant, a live process's entry is
 // its own, and an unreadable PID may be alive.
@@ -163,7 +163,7 @@ func TestAccelKFDOrphan(t *testing.T) {
 	to := withAccel(snap("b", worker), mi300(20<<30, kfdProc(5150, 8<<30)))
 	expect(t, compare(from, to))
 
-	// The worker exited; KFD still lists it, and its memory is no live
+	// The worker exited. KFD still lists it, and its memory is no live
 	// process's.
 	to = withAccel(snap("b"), mi300(20<<30, kfdProc(5150, 8<<30)))
 	r := compare(from, to)
@@ -183,7 +183,7 @@ func TestAccelKFDOrphan(t *testing.T) {
 		t.Errorf("process %+v triage %+v", f.Process, f.Triage)
 	}
 
-	// A zombie keeps no context; one with no vram file names /dev/kfd.
+	// A zombie keeps no context, and one with no vram file names /dev/kfd.
 	z := proc(5150, 900, "python3", "/usr/bin/python3.11", defunct)
 	to = withAccel(snap("b", z), mi300(20<<30, snapshot.KFDProcess{PID: 5150}))
 	r = compare(from, to)
@@ -192,11 +192,11 @@ func TestAccelKFDOrphan(t *testing.T) {
 		t.Errorf("evidence: %s", ev)
 	}
 
-	// Orphaned at FROM already: not the tenant's.
+	// Orphaned at FROM already, so not the tenant's.
 	stale := withAccel(snap("a"), mi300(20<<30, kfdProc(5999, 8<<30)))
 	expect(t, compare(stale, withAccel(snap("b"), mi300(20<<30, kfdProc(5999, 8<<30)))))
 
-	// Unreadable at TO: alive, maybe (memory as at FROM).
+	// Unreadable at TO, so maybe alive (memory as at FROM).
 	to = withAccel(snap("b"), mi300(12<<30, kfdProc(5150, 8<<30)))
 	to.Scan.RefusedPIDs = []int{5150}
 	expect(t, compare(from, to))

@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindGPUInUse: a process holds, maps or is listed on a GPU being handed
+// KindGPUInUse means a process holds, maps or is listed on a GPU being handed
 // out (check), or was on one FROM gave its tenant (diff), and is neither
 // allowed nor the tenant's.
 const KindGPUInUse = "gpu_in_use"
@@ -25,18 +25,18 @@ var _ = register(&Rule{
 
 // CheckOptions tune a check.
 type CheckOptions struct {
-	// GPUs are the GPUs to check (--gpus); nil checks every GPU and every
+	// GPUs are the GPUs to check (--gpus). Nil checks every GPU and every
 	// NVIDIA device.
 	GPUs            *snapshot.GPUSet
-	ZombieThreshold uint64 // bytes; --zombie-threshold
+	ZombieThreshold uint64 // bytes, set by --zombie-threshold
 	Allow           *AllowList
 	// FailOn is what makes the GPUs not clean (--fail-on).
 	FailOn FailOn
 	// Events is what gpusnap watch recorded from Since to the capture, and
-	// ExpectWatch and LogProblems are as a diff's Options have them: a
-	// process alive now that the log shows open a GPU checked, and that
-	// the capture sees hold none, is hidden_device_use; a GPU its last
-	// samples show busy with no process is gpu_busy_without_process.
+	// ExpectWatch and LogProblems are as a diff's Options have them. A
+	// process alive now that the log shows open a GPU checked, and that the
+	// capture sees hold none, is hidden_device_use. A GPU its last samples
+	// show busy with no process is gpu_busy_without_process.
 	Events      eventlog.Source
 	Since       time.Time
 	ExpectWatch bool
@@ -46,10 +46,10 @@ type CheckOptions struct {
 // CheckScope is what a check looked at, and what it could not see.
 type CheckScope struct {
 	GPUs string `json:"gpus"` // the list checked, or "all"
-	// Unchecked names each GPU asked for that could not be read: the
-	// result is not clean, whatever the findings say.
+	// Unchecked names each GPU asked for that could not be read. The
+	// result is then not clean, whatever the findings say.
 	Unchecked []string `json:"unchecked,omitempty"`
-	// Verdict is the answer: VerdictClean, VerdictNotClean (a finding at or
+	// Verdict is the answer, VerdictClean, VerdictNotClean (a finding at or
 	// above FailOn) or VerdictUnknown (none, but a GPU asked for unchecked).
 	Verdict string `json:"verdict"`
 }
@@ -131,12 +131,12 @@ func Check(to *snapshot.Snapshot, opts CheckOptions) *Result {
 	return r
 }
 
-// CheckBaseline is the host a check compares to: its FROM in an evidence
-// bundle of the check.
+// CheckBaseline is the host a check compares to, which is its FROM in an
+// evidence bundle of the check.
 func CheckBaseline(to *snapshot.Snapshot) *snapshot.Snapshot { return nothingAllowed(to) }
 
-// nothingAllowed is the host a check compares against: the same host and
-// GPUs, with no process and no GPU memory in use.
+// nothingAllowed is the host a check compares against, the same host and
+// GPUs with no process and no GPU memory in use.
 func nothingAllowed(to *snapshot.Snapshot) *snapshot.Snapshot {
 	from := &snapshot.Snapshot{Host: to.Host, NVML: to.NVML}
 	from.NVML.Devices = make([]snapshot.GPU, len(to.NVML.Devices))
@@ -158,7 +158,7 @@ func nothingAllowed(to *snapshot.Snapshot) *snapshot.Snapshot {
 }
 
 // unchecked lists the GPUs asked for that the check could not read. NVML
-// unread leaves a GPU's memory unseen; that is a note, as for a diff, unless
+// unread leaves a GPU's memory unseen, which is a note, as for a diff, unless
 // the GPU was named by UUID, which only NVML links to a device node.
 func (c *comparison) unchecked(gpus *gpuSet, asked snapshot.GPUSet) []string {
 	var out []string
@@ -201,9 +201,10 @@ func (c *comparison) accelUnseen() string {
 }
 
 // noGPUSeen is what a check of every GPU could not check where NVML was
-// not read and no GPU was seen: nothing, on a host whose /proc/devices
-// shows the NVIDIA driver not loaded (no GPU can be used there; a note says
-// so), else every GPU, as the driver may hold GPUs that nothing showed.
+// not read and no GPU was seen. That is nothing on a host whose
+// /proc/devices shows the NVIDIA driver not loaded, since no GPU can be used
+// there and a note says so. Else it is every GPU, as the driver may hold
+// GPUs that nothing showed.
 func (c *comparison) noGPUSeen() []string {
 	why := c.toNVML.unavailable
 	if why == "" || len(c.to.Host.GPUNodes) > 0 || c.anyNVIDIADeviceUsed() {
@@ -233,7 +234,7 @@ func (c *comparison) anyNVIDIADeviceUsed() bool {
 }
 
 // nodeSeen reports whether the capture saw GPU minor's device node without
-// NVML: the host showed it, or a process holds or maps it. A GPU that nothing
+// NVML, where the host showed it or a process holds or maps it. A GPU that nothing
 // shows was not looked at, so it is never clean.
 func (c *comparison) nodeSeen(minor int) bool {
 	if slices.Contains(c.to.Host.GPUNodes, minor) {
@@ -249,12 +250,12 @@ func (c *comparison) nodeSeen(minor int) bool {
 	return false
 }
 
-// gpusInUse: every live process that holds, maps or is listed on a GPU of
-// the set, once per process and device (or GPU, for an NVML listing with no
-// device node of that GPU seen).
+// gpusInUse reports every live process that holds, maps or is listed on a
+// GPU of the set, once per process and device (or GPU, for an NVML listing
+// with no device node of that GPU seen).
 func gpusInUse(c *comparison, gpus *gpuSet) []Finding {
 	var out []Finding
-	seenGPU := make(map[string]bool) // PID@START + minor: a node use already reported
+	seenGPU := make(map[string]bool) // PID@START + minor of a node use already reported
 	for _, ch := range c.deviceUsers {
 		if ch.proc.Defunct() {
 			continue

@@ -53,13 +53,13 @@ func TestCheckGPUInUse(t *testing.T) {
 	to := withGPUs(snap("now", ghost, listed, persist),
 		gpuN(0, "GPU-0", 1<<20), gpuN(1, "GPU-1", 8<<30+1<<20, gp(5000, 8<<30)))
 
-	// Every GPU: the ghost's GPU node and nvidiactl, the NVML listing and persistenced.
+	// Every GPU takes the ghost's GPU node and nvidiactl, the NVML listing and persistenced.
 	expect(t, check(t, to, "", ""),
 		"gpu_in_use high 300 /dev/nvidia0",
 		"gpu_in_use high 4243 /dev/nvidia1",
 		"gpu_in_use high 4243 /dev/nvidiactl",
 		"gpu_in_use high 5000")
-	// GPU 0 only: nvidiactl names no GPU, and persistenced is allowed.
+	// For GPU 0 only, nvidiactl names no GPU, and persistenced is allowed.
 	r := check(t, to, "0", "exe=/usr/bin/nvidia-persistenced\n")
 	expect(t, r, "gpu_in_use info 300 /dev/nvidia0")
 	if r.Failed(Medium) {
@@ -69,7 +69,7 @@ func TestCheckGPUInUse(t *testing.T) {
 	expect(t, check(t, to, "GPU-1", ""),
 		"gpu_in_use high 4243 /dev/nvidia1",
 		"gpu_in_use high 5000")
-	// Zombie memory: GPU 1 uses 8 GiB that NVML lists no process for.
+	// Zombie memory, as GPU 1 uses 8 GiB that NVML lists no process for.
 	to.NVML.Devices[1].ComputeProcesses = nil
 	expect(t, check(t, to, "1", ""),
 		"gpu_in_use high 4243 /dev/nvidia1",
@@ -96,7 +96,7 @@ func TestCheckFailsClosed(t *testing.T) {
 		t.Errorf("unchecked:\n%s\nwant:\n%s", strings.Join(r.Check.Unchecked, "\n"), strings.Join(want, "\n"))
 	}
 	// Without NVML a GPU named by number is checked by its node, where the
-	// host shows one; by UUID it cannot be.
+	// host shows one. By UUID it cannot be.
 	to.NVML = snapshot.NVML{Source: "library", Unavailable: "library not found"}
 	to.Host.GPUNodes = []int{0}
 	r = check(t, to, "0,GPU-9", "")
@@ -113,7 +113,7 @@ func TestCheckFailsClosed(t *testing.T) {
 }
 
 // A check of every GPU where NVML was not read and no GPU was seen is clean
-// only where /proc/devices shows the NVIDIA driver not loaded: elsewhere
+// only where /proc/devices shows the NVIDIA driver not loaded. Elsewhere
 // the driver may hold GPUs nothing showed, and the check cannot tell.
 func TestCheckAllWithNoGPUSeen(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
@@ -147,7 +147,7 @@ func TestCheckAllWithNoGPUSeen(t *testing.T) {
 }
 
 // A tenant in its own mount namespace can bind /dev/nvidia1 over its
-// /dev/nvidia0 and open it beside the real /dev/nvidia0: two devices behind
+// /dev/nvidia0 and open it beside the real /dev/nvidia0, two devices behind
 // one path, told apart only by their numbers. Each is its own GPU's use, so
 // neither a check of GPU 1 nor a diff of a process that held GPU 0 at FROM
 // takes the GPU 1 descriptor for GPU 0's.

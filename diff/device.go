@@ -10,14 +10,14 @@ import (
 )
 
 // renamed reports whether an NVIDIA device hides behind a path whose last
-// element does not start with "nvidia": capture classed it by its device
+// element does not start with "nvidia". Capture classed it by its device
 // number, which alone gives it away.
 func renamed(class string, devno snapshot.DeviceNumber, p string) bool {
 	return !devno.IsZero() && class == snapshot.ClassNVIDIA && !strings.HasPrefix(path.Base(p), "nvidia")
 }
 
 // withDeleted renders a path as the kernel does, marked when the node was
-// deleted. Findings group by the bare path: a node deleted and made again
+// deleted. Findings group by the bare path, since a node deleted and made again
 // (a driver reload) still names the same device, and the evidence lines show
 // the mark.
 func withDeleted(p string, deleted bool) string {
@@ -42,7 +42,7 @@ type deviceUse struct {
 	accelKind string
 	accelWork bool
 	// accelDevs name the accelerators (snapshot.Accelerator.Name) the use
-	// is on: its node's device, or for KFD each GPU the process holds
+	// is on, its node's device or, for KFD, each GPU the process holds
 	// memory on.
 	accelDevs []string
 }
@@ -102,7 +102,7 @@ func hasAccelHolder(p *snapshot.Process, ax *accelIndex) bool {
 	return false
 }
 
-// useKey names one device of a process: its path and the GPU it names. One
+// useKey names one device of a process by its path and the GPU it names. One
 // path can be two GPUs (a tenant's mount namespace binds /dev/nvidia1 over its
 // /dev/nvidia0), which the device numbers capture classed them by tell apart.
 func useKey(dev string, minor *int) string {

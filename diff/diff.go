@@ -11,41 +11,43 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// DefaultZombieThreshold is --zombie-threshold's default: GPU memory growth
-// below it is allocator noise, not a zombie context.
+// DefaultZombieThreshold is the default of --zombie-threshold. GPU memory
+// growth below it is allocator noise, not a zombie context.
 const DefaultZombieThreshold = 64 << 20
 
 // Options tune a diff. The zero value compares with a zero zombie threshold,
 // no allow list, no maps diffs and no history.
 type Options struct {
-	ZombieThreshold uint64 // bytes; --zombie-threshold, default 64 MiB
-	// JobEnded says the tenant's job has ended (--job-ended: a Slurm epilog,
-	// a pod's end). What its cgroup still names is a leftover, not the job.
+	ZombieThreshold uint64 // bytes, set by --zombie-threshold, default 64 MiB
+	// JobEnded says the tenant's job has ended, as --job-ended says after a
+	// Slurm epilog or a pod's end. What its cgroup still names is a
+	// leftover, not the job.
 	JobEnded bool
 	MapsDiff bool // fill Result.MapsDiffs
 	// History holds earlier stored snapshots (of the tenant), to tell which
 	// tenant process a surviving mapping was inherited from.
 	History []*snapshot.Snapshot
-	// Allow lists expected workloads (--allow FILE): their findings are
-	// downgraded to info, with Finding.Allowed naming the entry.
+	// Allow lists the expected workloads of --allow FILE. Their findings
+	// are downgraded to info, with Finding.Allowed naming the entry.
 	Allow *AllowList
-	// KernelLog is the kernel log between FROM and TO (kmsg.ReadWindow):
-	// the Xids and forged driver records in it are findings, what of it is
-	// missing a note. Nil: not read, and the result says so.
+	// KernelLog is the kernel log between FROM and TO, as kmsg.ReadWindow
+	// read it. The Xids and forged driver records in it are findings, and
+	// what of it is missing is a note. Nil means not read, and the result
+	// says so.
 	KernelLog *kmsg.Window
-	// Events is what gpusnap watch recorded between FROM and TO (the event
-	// log), or nil where no watch ever ran: transient processes, and where a
-	// survivor's device came from. The rules walk it (eachEvent), several
-	// times: an eventlog.Window holds a small window from its one read, and
-	// reads a large one from disk at each walk.
+	// Events is the event log gpusnap watch recorded between FROM and TO,
+	// or nil where no watch ever ran. It tells of transient processes and
+	// of where a survivor's device came from. The rules walk it several
+	// times with eachEvent, so an eventlog.Window holds a small window from
+	// its one read and reads a large one from disk at each walk.
 	Events eventlog.Source
 	// ExpectWatch says a watch is configured to record every window
-	// (--expect-watch): a window its log does not cover whole is then a
+	// (--expect-watch). A window its log does not cover whole is then a
 	// window_not_covered finding even where no watch record precedes FROM.
 	ExpectWatch bool
 	// LogProblems are what reading the window's event log found beside its
-	// records: no log, a log that cannot be read, a flush that never
-	// reached TO (eventlog.WaitReached).
+	// records, such as no log, a log that cannot be read, or a flush that
+	// never reached TO (eventlog.WaitReached).
 	LogProblems []eventlog.Problem
 }
 
@@ -97,13 +99,13 @@ type comparison struct {
 	toByKey   map[procID]*snapshot.Process
 	fromByPID map[int]*snapshot.Process
 	toByPID   map[int]*snapshot.Process
-	// toUnread are PIDs alive at TO that refused some reads: alive, though
-	// maybe known by PID alone.
+	// toUnread are PIDs alive at TO that refused some reads. They are
+	// alive, though maybe known by PID alone.
 	toUnread map[int]bool
 
 	fromNVML, toNVML *nvmlIndex
-	// fromAccel, toAccel index the accelerators other than NVIDIA's; nil
-	// where a snapshot read none.
+	// fromAccel and toAccel index the accelerators other than NVIDIA's, and
+	// are nil where a snapshot read none.
 	fromAccel, toAccel *accelIndex
 
 	// deviceUsers lists, for each process at TO with a device mapping or holder,
@@ -112,24 +114,26 @@ type comparison struct {
 
 	notes []string
 
-	// since is where the window of the event log begins: FROM's capture
-	// start, or a check's --window before its capture.
+	// since is where the window of the event log begins, at FROM's capture
+	// start or a check's --window before its capture.
 	since time.Time
 
-	// check is set by Check: FROM is a host with nothing allowed, not a capture.
+	// check is set by Check, where FROM is a host with nothing allowed, not
+	// a capture.
 	check bool
 
-	// partial: some part of the host was not compared (see notCompared).
+	// partial says some part of the host was not compared (see notCompared).
 	partial bool
 
 	// toUnaccounted caches unaccountedAtTO.
 	toUnaccounted map[string]*uint64
 
-	// mps caches mpsClients; mpsNoted: the MPS servers a note has named.
+	// mps caches mpsClients, and mpsNoted holds the MPS servers a note has
+	// named.
 	mps      map[*snapshot.Process][]*snapshot.Process
 	mpsNoted map[*snapshot.Process]bool
 
-	// util caches utilization: watch's samples in the window, shaped.
+	// util caches utilization, the shapes of watch's samples in the window.
 	util *Utilization
 }
 
@@ -143,16 +147,16 @@ func (c *comparison) windowEnd() time.Time {
 	return c.to.Host.CaptureStart
 }
 
-// notCompared notes a part of the host the diff could not compare: the
+// notCompared notes a part of the host the diff could not compare. The
 // result is then not complete, and no findings is not "clean".
 func (c *comparison) notCompared(note string) {
 	c.notes = append(c.notes, note)
 	c.partial = true
 }
 
-// procID is a process's identity, PID and start time: what Key writes as
-// PID@START, as a map key that costs no text to build (two snapshots of
-// 5,000 processes built 10,000 keys a diff).
+// procID is a process's identity, its PID and start time, which Key writes
+// as PID@START. As a map key it costs no text to build, where a diff of two
+// snapshots of 5,000 processes would build 10,000 keys.
 type procID struct {
 	pid   int
 	start uint64
@@ -229,7 +233,7 @@ func (c *comparison) noteLimits() {
 		c.notes = append(c.notes, "the snapshots come from different hosts ("+c.from.Host.Hostname+", "+c.to.Host.Hostname+")")
 	}
 	if n := c.to.Scan.Unreadable; n > 0 {
-		// Counts, not PIDs: as a user other than root, thousands refuse.
+		// Counts, not PIDs, since thousands refuse a user other than root.
 		c.notCompared(fmt.Sprintf("%d of %d processes at TO could not be read in full (maps or fds; root reads all but non-dumpable ones): what they map or hold was not compared; those new or newly unreadable since FROM are %s findings",
 			n, len(c.to.Processes), KindUnreadableProcess))
 	}
@@ -241,8 +245,8 @@ func usedNVIDIA(p *snapshot.Process, nv *nvmlIndex) bool {
 	return p != nil && (p.UsesNVIDIA() || len(nv.byPID[p.PID]) > 0)
 }
 
-// sortFindings orders findings for people and for byte-stable JSON: severity
-// (highest first), then kind, pid, device, GPU and summary.
+// sortFindings orders findings for people and for byte-stable JSON, by
+// severity (highest first), then kind, pid, device, GPU and summary.
 func sortFindings(fs []Finding) {
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		return cmp.Or(
@@ -271,7 +275,7 @@ func (f *Finding) startTime() uint64 {
 	return f.Process.StartTime
 }
 
-// summarize counts findings by severity; every severity has a count, zero
+// summarize counts findings by severity. Every severity has a count, zero
 // included, so scripts can read any of them without a default.
 func summarize(fs []Finding) Summary {
 	s := Summary{Total: len(fs), BySeverity: make(map[string]int, len(severityNames))}
@@ -295,7 +299,7 @@ func summarize(fs []Finding) Summary {
 // Failed reports whether the result holds a finding at or above threshold.
 func (r *Result) Failed(threshold Severity) bool { return r.FailedOn(AtLeast(threshold)) }
 
-// FailedOn reports whether the result holds a finding that fails f: what
+// FailedOn reports whether the result holds a finding that fails f, which
 // --fail-on turns into exit status 1.
 func (r *Result) FailedOn(f FailOn) bool {
 	for i := range r.Findings {
@@ -315,8 +319,8 @@ func (c *comparison) live(pid int) bool {
 	return c.toUnread[pid]
 }
 
-// at names the capture judged in a line of text: "at TO" in a diff, "now" in
-// a check, which judges the host as it is and has no FROM to speak of.
+// at names the capture judged in a line of text, "at TO" in a diff and "now"
+// in a check, which judges the host as it is and has no FROM to speak of.
 func (c *comparison) at() string {
 	if c.check {
 		return "now"

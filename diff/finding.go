@@ -1,7 +1,7 @@
 // Package diff compares two snapshots and reports what the second holds that
-// the first did not: the findings an operator acts on. Each rule is a function
-// of the two snapshots that returns its findings and notes what it could not
-// judge; diff never reads /proc.
+// the first did not, as the findings an operator acts on. Each rule is a
+// function of the two snapshots that returns its findings and notes what it
+// could not judge. diff never reads /proc.
 package diff
 
 import (
@@ -14,7 +14,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Severity orders findings: info < low < medium < high < critical.
+// Severity orders findings, from info through low, medium and high to
+// critical.
 type Severity int
 
 // The severities, lowest first.
@@ -46,13 +47,13 @@ func ParseSeverity(name string) (Severity, error) {
 }
 
 // HighestRaised is the highest severity any rule raises. A --fail-on above
-// it could never fail a diff: it would turn the gate off without a word.
+// it could never fail a diff, so it would turn the gate off without a word.
 const HighestRaised = High
 
-// FailOn is what makes a diff or a check fail (--fail-on): a finding at or
-// above a severity, or one whose triage class is listed. With classes and
-// no severity (ClassesOnly), only the classes fail it. The zero value fails
-// on every finding: a gate whose options were forgotten fails closed.
+// FailOn is what makes a diff or a check fail (--fail-on), a finding at or
+// above a severity or one whose triage class is listed. With classes and no
+// severity (ClassesOnly), only the classes fail it. The zero value fails on
+// every finding, so a gate whose options were forgotten fails closed.
 type FailOn struct {
 	Severity    Severity
 	ClassesOnly bool
@@ -76,8 +77,8 @@ func (f FailOn) fails(x *Finding) bool {
 	return (!f.ClassesOnly && x.Severity >= f.Severity) || (x.Triage != nil && slices.Contains(f.Classes, x.Triage.Class))
 }
 
-// ParseFailOn reads a --fail-on list: at most one severity some rule
-// raises, and triage classes, comma-separated.
+// ParseFailOn reads a --fail-on list of at most one severity some rule
+// raises and triage classes, comma-separated.
 func ParseFailOn(list string) (FailOn, error) {
 	f := FailOn{ClassesOnly: true}
 	for name := range strings.SplitSeq(list, ",") {
@@ -193,7 +194,7 @@ type Result struct {
 	To       string    `json:"to"`
 	FromTime time.Time `json:"from_time"` // capture start of FROM
 	ToTime   time.Time `json:"to_time"`   // capture start of TO
-	Tenant   string    `json:"tenant"`    // "" when neither snapshot names one: always written, as docs/spec.md's diff object has it
+	Tenant   string    `json:"tenant"`    // "" when neither snapshot names one, always written, as docs/spec.md's diff object has it
 	Findings []Finding `json:"findings"`
 	Summary  Summary   `json:"summary"`
 	// MapsDiffs holds, with --maps-diff, a unified diff of each involved process's maps text, by PID@START.
@@ -201,20 +202,20 @@ type Result struct {
 	// Notes say what the diff could not check (NVML unread at one end, a
 	// different boot, unreadable processes), so a clean result is read for what it is.
 	Notes []string `json:"notes,omitempty"`
-	// Check is set on a check's result: the GPUs checked, and those that
-	// could not be read. It has no FROM.
+	// Check is set on a check's result, with the GPUs checked and those
+	// that could not be read. It has no FROM.
 	Check *CheckScope `json:"check,omitempty"`
-	// Complete is true when every part of the host was compared: every
+	// Complete is true when every part of the host was compared, every
 	// process at TO read in full and NVML's memory figures read at both
-	// ends. No findings and not complete is not clean: the notes say what
-	// was not compared.
+	// ends. No findings and not complete is not clean, and the notes say
+	// what was not compared.
 	Complete bool `json:"complete"`
-	// Utilization is what watch's samples show of the window: the shape
-	// of each process's and GPU's use, and each GPU's series for a chart.
+	// Utilization is what watch's samples show of the window, the shape
+	// of each process's and GPU's use and each GPU's series for a chart.
 	// Nil where the window holds no samples.
 	Utilization *Utilization `json:"utilization,omitempty"`
-	// StoreLog is the store's log after this result was recorded in it:
-	// the head a later gpusnap store verify --checkpoint proves against.
+	// StoreLog is the store's log after this result was recorded in it, the
+	// head a later gpusnap store verify --checkpoint proves against.
 	// Nil when the result was not recorded.
 	StoreLog *LogHead `json:"store_log,omitempty"`
 }

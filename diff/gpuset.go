@@ -7,17 +7,17 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// gpuSet is a snapshot.GPUSet resolved against NVML: each GPU is known by its
+// gpuSet is a snapshot.GPUSet resolved against NVML. Each GPU is known by its
 // minor number and its UUID wherever NVML linked the two, so a device node
 // (a minor) and an NVML process list (a UUID) are matched against the same
-// set. A MIG UUID names its parent GPU's minor: a MIG instance's processes
-// open its parent's /dev/nvidiaN.
+// set. A MIG UUID names its parent GPU's minor, since a MIG instance's
+// processes open its parent's /dev/nvidiaN.
 type gpuSet struct {
-	all    bool // no list given: every GPU, and every NVIDIA device
+	all    bool // no list given, so every GPU and every NVIDIA device
 	minors map[int]bool
 	uuids  map[string]bool
-	// unresolved are the UUIDs NVML did not show: a device node cannot be
-	// matched against them.
+	// unresolved are the UUIDs NVML did not show, which a device node
+	// cannot be matched against.
 	unresolved []string
 	// accel are the other vendors' accelerators in the set, by device name
 	// (snapshot.Accelerator.Name), and accelUnresolved the set's IDs that
@@ -99,7 +99,7 @@ func (g *gpuSet) resolved(uuid string, ixs []*nvmlIndex) bool {
 	return false
 }
 
-// hasDevice reports whether a device use falls on the set: a GPU node of a
+// hasDevice reports whether a device use falls on the set, as a GPU node of a
 // listed minor, an accelerator of the set worked on or its node held
 // (idleAccelHolder), or, for the set of all GPUs, any NVIDIA device
 // (nvidiactl and nvidia-uvm serve every GPU) and any accelerator node
@@ -120,7 +120,7 @@ func (g *gpuSet) hasPool(p *pool) bool {
 	return g.all || (p.minor != nil && g.minors[*p.minor]) || (p.uuid != "" && g.uuids[p.uuid])
 }
 
-// gpuName names the GPU of a device use or a pool in a finding: "GPU 3".
+// gpuName names the GPU of a device use or a pool in a finding, as "GPU 3".
 func gpuName(minor *int, uuid string) string {
 	switch {
 	case minor != nil && uuid != "":

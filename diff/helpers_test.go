@@ -23,8 +23,8 @@ func proc(pid int, start uint64, comm, exe string, opts ...procOpt) snapshot.Pro
 }
 
 // class is the class and GPU capture records for a device at p, from the one
-// classifier (snapshot.DeviceClasses.Classify); devno "" when stat could not
-// be read, else a character device "MAJ:MIN".
+// classifier (snapshot.DeviceClasses.Classify). devno is "" when stat could
+// not be read, else a character device "MAJ:MIN".
 func class(p, devno string) (string, *int) {
 	var kind snapshot.FileKind
 	maj, mnr, known := strings.Cut(devno, ":")
@@ -48,7 +48,7 @@ func deviceNumber(devno string) snapshot.DeviceNumber {
 	return d
 }
 
-// mapping adds a device mapping; devno "" when capture could not stat it.
+// mapping adds a device mapping, devno "" when capture could not stat it.
 func mapping(p, perms string, start, size, offset uint64, devno string) procOpt {
 	return func(pr *snapshot.Process) {
 		m := snapshot.Mapping{
@@ -114,7 +114,7 @@ func withGPUs(s *snapshot.Snapshot, gpus ...snapshot.GPU) *snapshot.Snapshot {
 	return s
 }
 
-// got is what a test compares: "kind severity pid device" per finding, in order.
+// got is what a test compares, "kind severity pid device" per finding, in order.
 func got(r *Result) []string {
 	var out []string
 	for _, f := range r.Findings {

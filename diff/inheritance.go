@@ -9,7 +9,7 @@ import (
 )
 
 // HistoryLimit bounds the tenant's snapshots CompareWithHistory reads to tell
-// where a surviving mapping came from: the newest ones, taken last while the
+// where a surviving mapping came from, the newest ones, taken last while the
 // tenant ran.
 const HistoryLimit = 5
 
@@ -31,7 +31,7 @@ func CompareWithHistory(from, to *snapshot.Snapshot, opts *Options, history func
 }
 
 // WantsHistory reports whether a finding would name more with
-// Options.History: a device a surviving process may have inherited from a
+// Options.History, for a device a surviving process may have inherited from a
 // tenant process, or a PID the kernel log blames (or NVML's accounting
 // names) that no snapshot at either end has. Only then is the history read, so callers may load it only when
 // this says so.
@@ -55,7 +55,7 @@ type ancestor struct {
 	m    snapshot.Mapping
 }
 
-// mappingSig is what makes two mappings the same: the device, offset and size.
+// mappingSig is what makes two mappings the same, the device, offset and size.
 type mappingSig struct {
 	path   string
 	offset uint64
@@ -69,8 +69,8 @@ type history struct {
 }
 
 // attachInheritance marks findings of a surviving process whose mapping
-// matches one a tenant process had in an earlier stored snapshot: "inherited
-// from PID@START (exe)".
+// matches one a tenant process had in an earlier stored snapshot, as
+// "inherited from PID@START (exe)".
 func (c *comparison) attachInheritance(findings []Finding) {
 	c.attachEventInheritance(findings)
 	if len(c.opts.History) == 0 {
@@ -105,7 +105,7 @@ func (c *comparison) attachInheritance(findings []Finding) {
 
 // attachEventInheritance marks findings of a surviving process that the
 // event log shows forked (directly or through forks) from a process that
-// opened or mapped a device: the fork handed it the descriptors and mappings.
+// opened or mapped a device. The fork handed it the descriptors and mappings.
 func (c *comparison) attachEventInheritance(findings []Finding) {
 	if c.opts.Events == nil {
 		return
@@ -130,7 +130,7 @@ func (c *comparison) attachEventInheritance(findings []Finding) {
 }
 
 // indexHistory indexes the device mappings of tenant processes in the
-// history: processes absent from FROM, which ran after the baseline.
+// history, processes absent from FROM, which ran after the baseline.
 func (c *comparison) indexHistory() *history {
 	h := &history{bySig: make(map[mappingSig][]ancestor), ppid: make(map[*snapshot.Snapshot]map[string]int)}
 	for _, s := range c.opts.History {
@@ -153,7 +153,7 @@ func (c *comparison) indexHistory() *history {
 }
 
 // bestAncestor picks, among the tenant processes that had the mapping, the
-// one the survivor most likely got it from: its parent at the time, else the
+// one the survivor most likely got it from, its parent at the time, else the
 // oldest.
 func (h *history) bestAncestor(survivor *snapshot.Process, m snapshot.Mapping) (ancestor, bool) {
 	var best ancestor

@@ -7,8 +7,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// A ghost forked by the tenant keeps its parent's mapping: the history shows
-// which tenant process had it.
+// A ghost forked by the tenant keeps its parent's mapping, and the history
+// shows which tenant process had it.
 func TestInheritedFromTenantProcess(t *testing.T) {
 	m := mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x1000, dev0No)
 	other := mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0x1000, dev0No)
@@ -41,7 +41,7 @@ func TestInheritedFromTenantProcess(t *testing.T) {
 		t.Errorf("inherited from %q, want 90@40", f.InheritedFrom)
 	}
 
-	// A process present at FROM is no tenant process; another offset is another mapping.
+	// A process present at FROM is no tenant process, and another offset is another mapping.
 	r = Compare(snap("a", parent), to, Options{History: []*snapshot.Snapshot{snap("mid", parent, child)}})
 	if f := first(t, r); f.InheritedFrom != "" {
 		t.Errorf("inherited from %q, want none: the parent predates the baseline", f.InheritedFrom)

@@ -5,11 +5,11 @@ import (
 	"slices"
 )
 
-// LeadOf is the line that says what to act on first: the class, process
-// and owner of the finding, not allowed, whose class asks the most
+// LeadOf is the line that says what to act on first. It names the class,
+// process and owner of the finding, not allowed, whose class asks the most
 // (Classes' order), and how many other processes or GPUs have findings. A
-// finding with no triage leads only where none has one. "" where every
-// finding is allowed. docs/triage.md (The lead) has its uses.
+// finding with no triage leads only where none has one. "" where every finding
+// is allowed. docs/triage.md (The lead) has its uses.
 func LeadOf(findings []Finding) string {
 	lead, rank := -1, len(Classes)+1
 	targets := map[string]bool{}
@@ -44,7 +44,7 @@ func LeadOf(findings []Finding) string {
 	return line
 }
 
-// leadTarget names what a finding is about, shortly: a process by PID and
+// leadTarget names what a finding is about, shortly, as a process by PID and
 // name, a GPU, a device node or the host.
 func leadTarget(f *Finding) string {
 	switch p := f.Process; {

@@ -43,7 +43,7 @@ func TestLeadOf(t *testing.T) {
 	}
 }
 
-// Owner is whom to ask: the job the owner rule vouches for, else the user by
+// Owner is whom to ask, the job the owner rule vouches for, else the user by
 // name, else by uid, and no one for memory no process holds.
 func TestTriageOwner(t *testing.T) {
 	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")

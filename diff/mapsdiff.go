@@ -33,7 +33,7 @@ func (c *comparison) mapsDiffs(findings []Finding) map[string]string {
 		a, b, what := rawMaps(before), rawMaps(after), "maps"
 		if before != nil && after != nil && (before.Raw == nil) != (after.Raw == nil) {
 			// Capture keeps maps text only while a process uses an NVIDIA
-			// device: for a survivor that did not at one end, diff the
+			// device. For a survivor that did not at one end, diff the
 			// device mappings both ends hold, not every line as new or gone.
 			a, b, what = deviceLines(before), deviceLines(after), "device-mappings"
 		}
@@ -68,16 +68,16 @@ func deviceLines(p *snapshot.Process) string {
 	return b.String()
 }
 
-// diffLine is one line of a line diff: ' ' kept, '-' removed, '+' added. The
-// text keeps its newline; only a file's last line may lack one.
+// diffLine is one line of a line diff, marked ' ' kept, '-' removed or '+'
+// added. The text keeps its newline, and only a file's last line may lack one.
 type diffLine struct {
 	op   byte
 	text string
 }
 
 // UnifiedDiff returns the unified diff (diff -u, 3 lines of context) from a
-// to b, headed by the two names; "" when they are equal. Lines are diffed
-// whole: go-diff's character diff runs over one rune per distinct line.
+// to b, headed by the two names, or "" when they are equal. Lines are diffed
+// whole, as go-diff's character diff runs over one rune per distinct line.
 func UnifiedDiff(a, b, aName, bName string) string {
 	if a == b {
 		return ""
@@ -113,7 +113,7 @@ func UnifiedDiff(a, b, aName, bName string) string {
 }
 
 // writeHunks writes the changes in ops as @@ hunks with context lines around
-// each; changes closer than twice the context share a hunk, as in diff -u.
+// each. Changes closer than twice the context share a hunk, as in diff -u.
 func writeHunks(w *strings.Builder, ops []diffLine, context int) {
 	// oldAt[i] and newAt[i] count the lines of each side before ops[i].
 	oldAt := make([]int, len(ops)+1)
@@ -167,7 +167,7 @@ func writeHunks(w *strings.Builder, ops []diffLine, context int) {
 	}
 }
 
-// hunkRange writes one side of a hunk header as diff -u does: "l,c", "l"
+// hunkRange writes one side of a hunk header as diff -u does, "l,c", or "l"
 // alone for one line, and the line before for none.
 func hunkRange(before, count int) string {
 	switch count {

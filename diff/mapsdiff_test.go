@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// realMaps is the maps text of a python3 process: real kernel output.
+// realMaps is the maps text of a python3 process, real kernel output.
 func realMaps(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/python3.maps")
@@ -20,7 +20,7 @@ func realMaps(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	lines := strings.SplitAfter(string(b), "\n")
-	return lines[:len(lines)-1] // the text ends in a newline: drop the empty rest
+	return lines[:len(lines)-1] // the text ends in a newline, so drop the empty rest
 }
 
 const devLine = "7f3a40000000-7f3a40200000 rw-s 00000000 00:05 1021                       /dev/nvidia0\n"
@@ -89,7 +89,7 @@ func TestUnifiedDiffMatchesGNUDiff(t *testing.T) {
 	}
 }
 
-// applyHunks rebuilds the new text from the old one and a unified diff: a
+// applyHunks rebuilds the new text from the old one and a unified diff. A
 // diff that rebuilds its target is correct, whichever of several equally
 // short diffs it chose.
 func applyHunks(t *testing.T, a, d string) string {
@@ -105,7 +105,7 @@ func applyHunks(t *testing.T, a, d string) string {
 			startText, countText, found := strings.Cut(spec, ",")
 			start, _ := strconv.Atoi(startText)
 			if !found || countText != "0" {
-				start-- // 1-based; a zero-length side names the line before
+				start-- // 1-based, and a zero-length side names the line before
 			}
 			for ; at < start; at++ {
 				out.WriteString(old[at])

@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// TestMasquerade: the signs, and per-user toolchains that are none.
+// TestMasquerade tries the signs, and per-user toolchains that are none.
 func TestMasquerade(t *testing.T) {
 	for _, c := range []struct {
 		comm, exe string

@@ -54,7 +54,7 @@ func (c *comparison) findMPSClients(server *snapshot.Process) []*snapshot.Proces
 
 // sparedMPSServer reports whether p is an MPS server with live clients at TO
 // (mpsClients). Such a server serves them whoever started it, so it is no
-// tenant's leftover and its device uses raise nothing; the first answer adds
+// tenant's leftover and its device uses raise nothing. The first answer adds
 // a note naming it and its clients. A server left with no client is judged as
 // any process is.
 func (c *comparison) sparedMPSServer(p *snapshot.Process) bool {
@@ -73,7 +73,7 @@ func (c *comparison) sparedMPSServer(p *snapshot.Process) bool {
 	return true
 }
 
-// pidList names processes by PID: "pid 1", "pids 1, 2 and 3".
+// pidList names processes by PID, as "pid 1" or "pids 1, 2 and 3".
 func pidList(procs []*snapshot.Process) string {
 	s := make([]string, len(procs))
 	for i, p := range procs {
@@ -85,15 +85,15 @@ func pidList(procs []*snapshot.Process) string {
 	return "pids " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
-// mpsQuit is how an operator stops CUDA MPS: the control daemon's quit ends
-// it and its servers once their clients are done; shutdown_server stops one
-// server of a daemon that serves others. Both need the daemon's pipe
+// mpsQuit is how an operator stops CUDA MPS. The control daemon's quit ends
+// it and its servers once their clients are done, and shutdown_server stops
+// one server of a daemon that serves others. Both need the daemon's pipe
 // directory (CUDA_MPS_PIPE_DIRECTORY, /tmp/nvidia-mps by default).
 const mpsQuit = "echo quit | nvidia-cuda-mps-control (or echo shutdown_server %d | nvidia-cuda-mps-control to stop this server alone), with the control daemon's CUDA_MPS_PIPE_DIRECTORY"
 
 // mpsServerTriage says what an MPS server is and how to stop it, on the
 // verdict its own ownership gave. A server with live clients at TO serves
-// them: it is theirs, so it takes their owner's class (the tenant's client
+// them. It is theirs, so it takes their owner's class (the tenant's client
 // first, then another job's), and is left alone while they run.
 func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 	clients, quit := in.mpsClients, fmt.Sprintf(mpsQuit, p.PID)
@@ -120,7 +120,7 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 		if owner := ownerText(cl); owner != "" {
 			t.Class, t.Owner = ClassAnotherTenant, owner
 			if in.tenant == "" {
-				t.Class = ClassTenant // no tenant asked about (gpusnap ps): the job's own is a tenant's
+				t.Class = ClassTenant // no tenant asked about (gpusnap ps), so the job's own is a tenant's
 			}
 			t.Why = append(t.Why, fmt.Sprintf("its client %d belongs to %s", cl.PID, owner))
 			return t
@@ -130,7 +130,7 @@ func mpsServerTriage(t Triage, in triageInput, p *snapshot.Process) Triage {
 }
 
 // mpsNote adds to the verdict of an MPS server's owner (tenant, another
-// tenant, a job's) what an MPS server is and how it stops; any other
+// tenant, a job's) what an MPS server is and how it stops. Any other
 // process's verdict is returned as it is.
 func mpsNote(t Triage, f *facts) Triage {
 	if !f.mpsServer() {

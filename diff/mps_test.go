@@ -10,15 +10,15 @@ import (
 
 const mib = 1 << 20
 
-// mpsServer is CUDA MPS's server as NVML and /proc show it: it holds and
-// maps /dev/nvidia0 and holds /dev/nvidiactl, read-write.
+// mpsServer is CUDA MPS's server as NVML and /proc show it, holding and
+// mapping /dev/nvidia0 and holding /dev/nvidiactl, read-write.
 func mpsServer(pid int, opts ...procOpt) snapshot.Process {
 	return proc(pid, 600, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", append([]procOpt{
 		holder(3, dev0, "rw", dev0No), holder(4, ctl, "rw", ctlNo),
 		mapping(dev0, "rw-s", 0x7f0000000000, 2<<20, 0, dev0No)}, opts...)...)
 }
 
-// mpsGPU is GPU 0 under MPS: the server listed as a compute process with
+// mpsGPU is GPU 0 under MPS, with the server listed as a compute process with
 // serverMem, each client (pid, bytes) on the compute and the MPS list, and
 // used memory their sum where used is 0.
 func mpsGPU(used, serverMem uint64, clients ...snapshot.GPUProcess) snapshot.GPU {
@@ -34,7 +34,7 @@ func mpsGPU(used, serverMem uint64, clients ...snapshot.GPUProcess) snapshot.GPU
 	return g
 }
 
-// An MPS server with live clients serves them: it is no leftover of the
+// An MPS server with live clients serves them. It is no leftover of the
 // tenant whose clients left, whoever's clients remain (here one of job
 // 77's, itself a new GPU user). Left with no client, it is a leftover as
 // any process is, and its triage says what it is and how to stop it.
@@ -60,8 +60,8 @@ func TestMPSServerLeftover(t *testing.T) {
 			[]string{"leftover_device_holder high 900 /dev/nvidia0", "leftover_device_holder high 900 /dev/nvidiactl",
 				"leftover_device_mapping high 900 /dev/nvidia0", "unexpected_gpu_process medium 900"},
 			"", ClassLeftoverWorker, "echo quit | nvidia-cuda-mps-control"},
-		// NVML lists a client no live process has: an orphan, and its
-		// memory, which the driver counts under the server too, a zombie.
+		// NVML lists a client no live process has, an orphan, and its
+		// memory, which the driver counts under the server too, is a zombie.
 		{"a client left its memory behind",
 			withGPUs(snap("b", mpsServer(900)), mpsGPU(4*gib+28*mib, 4*gib+28*mib, gp(901, 4*gib))),
 			[]string{"leftover_device_holder high 900 /dev/nvidia0", "leftover_device_holder high 900 /dev/nvidiactl",
@@ -73,7 +73,7 @@ func TestMPSServerLeftover(t *testing.T) {
 			[]string{"leftover_device_holder high 900 /dev/nvidia0", "leftover_device_holder high 900 /dev/nvidiactl",
 				"leftover_device_mapping high 900 /dev/nvidia0", "unexpected_gpu_process medium 900"},
 			"", ClassAnotherTenant, "it stops with echo quit | nvidia-cuda-mps-control"},
-		// Named so from /tmp, with a live client: a renamed miner is not spared.
+		// Named so from /tmp, with a live client, a renamed miner is not spared.
 		{"a masquerading server",
 			withGPUs(snap("b", proc(900, 600, "nvidia-cuda-mps", "/tmp/nvidia-cuda-mps-server", holder(3, dev0, "rw", dev0No)), client), mpsGPU(0, 28*mib, gp(901, 4*gib))),
 			[]string{"leftover_device_holder high 900 /dev/nvidia0", "leftover_device_holder high 901 /dev/nvidiactl",
@@ -106,8 +106,8 @@ func TestMPSServerLeftover(t *testing.T) {
 }
 
 // A server whose figure counts its clients' allocations too is credited
-// its figure less theirs: the zombie's evidence says so, and the gone client's 4
-// GiB is unaccounted in diff as in ps.
+// its figure less theirs. The zombie's evidence says so, and the gone
+// client's 4 GiB is unaccounted in diff as in ps.
 func TestMPSZombieEvidence(t *testing.T) {
 	to := withGPUs(snap("b", mpsServer(900)), mpsGPU(4*gib+28*mib, 4*gib+28*mib, gp(901, 4*gib)))
 	r := compare(withGPUs(snap("a"), gpu(0)), to)
@@ -128,7 +128,7 @@ func TestMPSZombieEvidence(t *testing.T) {
 	}
 }
 
-// A check gates a GPU before it is handed out: an MPS server serving
+// A check gates a GPU before it is handed out. An MPS server serving
 // clients holds it, so it is in use, clients or not.
 func TestMPSServerInUseAtCheck(t *testing.T) {
 	client := proc(901, 700, "python3", "/usr/bin/python3.11", holder(3, ctl, "rw", ctlNo))
@@ -141,12 +141,12 @@ func TestMPSServerInUseAtCheck(t *testing.T) {
 	}
 }
 
-// TestMPSServerNotSparedByImpostors: a process named like the MPS server
-// is spared only for clients it could really serve. Two tenant processes so
-// named, each on the MPS list, do not vouch for each other; one that a
-// client of the same user but started before it is listed beside serves
-// no one (the control daemon starts a server for its first client). Each
-// is judged as any process is: a false clean otherwise.
+// TestMPSServerNotSparedByImpostors holds that a process named like the MPS
+// server is spared only for clients it could really serve. Two tenant
+// processes so named, each on the MPS list, do not vouch for each other. One
+// that a client of the same user but started before it is listed beside
+// serves no one (the control daemon starts a server for its first client).
+// Each is judged as any process is, else the check is a false clean.
 func TestMPSServerNotSparedByImpostors(t *testing.T) {
 	fake := func(pid int, start uint64) snapshot.Process {
 		return proc(pid, start, "nvidia-cuda-mps", "/home/tenant/bin/nvidia-cuda-mps-server",

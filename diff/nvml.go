@@ -12,14 +12,14 @@ import (
 // noInstance is what NVML's v1 process lists give as instance ids.
 const noInstance = 0xFFFFFFFF
 
-// pool is one pool of GPU memory: a whole GPU, or one MIG GPU instance (its
+// pool is one pool of GPU memory, a whole GPU or one MIG GPU instance (its
 // compute instances share the instance's memory).
 type pool struct {
 	id     string // GPU UUID, or GPU UUID + "/gi/N"
 	label  string // how a finding names it
-	hasMIG bool   // a whole GPU split into MIG instances: its instances are checked, not it
+	hasMIG bool   // a whole GPU split into MIG instances, whose instances are checked, not it
 	uuid   string // the GPU or MIG device UUID, for Finding.GPUUUID
-	minor  *int   // the GPU's minor number: its /dev/nvidiaN
+	minor  *int   // the GPU's minor number, as in its /dev/nvidiaN
 	memory *snapshot.Memory
 	merge  snapshot.ProcessMerge // NVML's lists on the pool, merged per PID
 	procs  []nvmlEntry           // one per PID
@@ -32,11 +32,11 @@ type nvmlEntry struct {
 	// process it names, Types the lists it is in.
 	proc snapshot.GPUProcessUse
 	// nvmlPID is the PID as NVML gave it, where it named the process by a
-	// PID of its own pid namespace (NSpid); else 0.
+	// PID of its own pid namespace (NSpid), else 0.
 	nvmlPID int
-	// credit is the memory the entry accounts for on its pool
-	// (snapshot.Credits: an MPS server's clients' allocations are theirs);
-	// nil where NVML gave no figure.
+	// credit is the memory the entry accounts for on its pool, as
+	// snapshot.Credits counts it, where an MPS server's clients'
+	// allocations are theirs. It is nil where NVML gave no figure.
 	credit *uint64
 }
 
@@ -108,7 +108,7 @@ func (ix *nvmlIndex) addGPU(g *snapshot.GPU) {
 		ix.gpuByMinor[*g.MinorNumber] = g
 	}
 	whole := ix.pool(id, &pool{label: "GPU " + id, uuid: g.UUID, minor: g.MinorNumber, memory: g.Memory, hasMIG: len(g.MIGDevices) > 0})
-	// MIG instances are pools of their own; compute instances of one GPU
+	// MIG instances are pools of their own. Compute instances of one GPU
 	// instance share its memory, so the first one met gives the figures.
 	for i := range g.MIGDevices {
 		m := &g.MIGDevices[i]
@@ -166,7 +166,7 @@ func (ix *nvmlIndex) memoryOf(poolID string, pid int) (mem *uint64, listed bool)
 }
 
 // gpuUUID names the GPU of /dev/nvidiaN as NVML saw it at TO, else at FROM
-// (NVML unread at TO): minor numbers hold within a boot.
+// (NVML unread at TO), since minor numbers hold within a boot.
 func (c *comparison) gpuUUID(minor *int) string {
 	if minor == nil {
 		return ""
@@ -192,8 +192,8 @@ func entryEvidence(e nvmlEntry) string {
 	return fmt.Sprintf("nvml: %s lists pid %s as a %s process, %s", e.pool.label, pid, listNames(e.proc.Types), mem)
 }
 
-// listNames spells out the lists of GPUProcessUse.Types: "C+G" is "compute
-// and graphics".
+// listNames spells out the lists of GPUProcessUse.Types, so "C+G" is
+// "compute and graphics".
 func listNames(types string) string {
 	names := map[string]string{"C": "compute", "G": "graphics", "M": "mps"}
 	parts := strings.Split(types, "+")
@@ -225,13 +225,13 @@ func bytesText(n uint64) string {
 func (c *comparison) staleEntry(pid int) string {
 	now := c.toByPID[pid]
 	if now == nil || now.Defunct() {
-		return "" // no live process: an orphan, not a stale entry
+		return "" // no live process makes it an orphan, not a stale entry
 	}
 	then := c.fromByPID[pid]
 	if len(c.fromNVML.byPID[pid]) > 0 {
 		switch {
 		case (then == nil || then.Defunct()) && !slices.Contains(c.from.Scan.RefusedPIDs, pid):
-			// Listed by NVML at FROM with no live process then: an orphan at FROM.
+			// Listed by NVML at FROM with no live process then, it was an orphan at FROM.
 			return "NVML listed this PID at FROM with no live process, and lists it still: the PID was reused"
 		case then != nil && then.Key() != now.Key():
 			return fmt.Sprintf("NVML listed this PID at FROM for %s (%s): the PID was reused", then.Key(), then.Comm)
@@ -246,7 +246,7 @@ func (c *comparison) staleEntry(pid int) string {
 }
 
 // keepers names the processes that may keep a dead process's GPU context, and
-// its memory, alive: a context lives while any descriptor on the GPU's
+// its memory, alive. A context lives while any descriptor on the GPU's
 // /dev/nvidiaN that it was made through is open, and a forked child keeps its
 // parent's. They hold or map the pool's GPU, did not at FROM, and NVML does
 // not list them on the pool.

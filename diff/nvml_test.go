@@ -9,7 +9,7 @@ import (
 )
 
 // TestPSAndDiffJoinAlike runs gpusnap ps's view (snapshot.GPUUsage) and diff
-// on the same snapshots, where NVML lists PID 12: diff reports it an orphan
+// on the same snapshots, where NVML lists PID 12. diff reports it an orphan
 // exactly when ps finds no live process for it, and names the process ps
 // joins it to. Both read NVML's PIDs through snapshot.PIDJoin.
 func TestPSAndDiffJoinAlike(t *testing.T) {
@@ -24,7 +24,7 @@ func TestPSAndDiffJoinAlike(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		procs []snapshot.Process
-		ps    int // the live process ps joins PID 12 to; 0: none (an orphan)
+		ps    int // the live process ps joins PID 12 to, 0 for none (an orphan)
 		diff  []string
 	}{
 		{"namespaced PID of a process on the GPU", []snapshot.Process{trainer}, 4300,

@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// processRef names a process for a finding: who it is, who runs it and which
+// processRef names a process for a finding, who it is, who runs it and which
 // container, pod or Slurm job it belongs to.
 func processRef(p *snapshot.Process) *ProcessRef {
 	return &ProcessRef{
@@ -39,7 +39,7 @@ func processRef(p *snapshot.Process) *ProcessRef {
 	}
 }
 
-// cgroupPath picks the cgroup that says the most about where a process runs:
+// cgroupPath picks the cgroup that says the most about where a process runs,
 // the v2 path, else the first v1 path below the root.
 func cgroupPath(lines []string) string {
 	var first string
@@ -60,11 +60,11 @@ func cgroupPath(lines []string) string {
 	return first
 }
 
-// Describe names the process as every summary line about it begins: a
+// Describe names the process as every summary line about it begins. A
 // report that heads a block with it may cut it from those lines.
 func (p *ProcessRef) Describe() string { return describe(p) }
 
-// describe names a process in a summary line: "pid 4242 (python3, /usr/bin/python3.11, user bob)".
+// describe names a process in a summary line, as "pid 4242 (python3, /usr/bin/python3.11, user bob)".
 func describe(p *ProcessRef) string {
 	parts := []string{p.Comm}
 	if p.Exe != "" {

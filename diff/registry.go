@@ -6,31 +6,31 @@ import (
 )
 
 // A Rule is one finding kind, declared once in its rule's file, which
-// registers it: what the docs, OCSF and triage say of it, and the functions
-// that raise it. A new kind is its rule's file and its scenario.
+// registers what the docs, OCSF and triage say of it and the functions that
+// raise it. A new kind is its rule's file and its scenario.
 type Rule struct {
 	Kind string
-	// Title names the kind for a reader: OCSF's finding title.
+	// Title names the kind for a reader, as OCSF's finding title.
 	Title string
-	// Severities are those the rule may raise, lowest first: docs/diff.md's
-	// findings table names the same.
+	// Severities are those the rule may raise, lowest first, as
+	// docs/diff.md's findings table names them.
 	Severities []Severity
-	// WithoutProcess: the kind is about memory, an NVML entry or a busy GPU
+	// WithoutProcess says the kind is about memory, an NVML entry or a busy GPU
 	// that no live process accounts for, triaged as a zombie context.
 	WithoutProcess bool
-	// GPUUse: the kind is about a live process's use of a GPU, so
+	// GPUUse says the kind is about a live process's use of a GPU, so
 	// persistence looks behind its process.
 	GPUUse bool
-	// Inheritable: the kind is about a device a process uses, which a
+	// Inheritable says the kind is about a device a process uses, which a
 	// surviving process may have inherited from a tenant process by a fork
 	// (attachInheritance names it).
 	Inheritable bool
-	// ByPID: the kind may name a process by PID alone, from a record that
+	// ByPID says the kind may name a process by PID alone, from a record that
 	// no snapshot at either end matched, so the history may name it.
 	ByPID bool
 
-	// compare raise the kind in a diff, in order; check raises it in a
-	// check of a GPU set. Either may be nil: persistence runs after the
+	// compare raise the kind in a diff, in order, and check raises it in a
+	// check of a GPU set. Either may be nil, as persistence runs after the
 	// others, on their findings.
 	compare []func(*comparison) []Finding
 	check   func(*comparison, *gpuSet) []Finding

@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// The findings tables of docs/diff.md and docs/spec.md are the registry: a
+// The findings tables of docs/diff.md and docs/spec.md are the registry, a
 // row for each kind, no other, and in each row the severities its rule may
 // raise.
 func TestRegistryIsTheDocsTable(t *testing.T) {
@@ -42,8 +42,8 @@ func TestRegistryIsTheDocsTable(t *testing.T) {
 	}
 }
 
-// findingsTable reads the table under a doc's "## Findings": each row's
-// kind, and the severities its last column names, sorted.
+// findingsTable reads the table under a doc's "## Findings", each row's
+// kind and the severities its last column names, sorted.
 func findingsTable(t *testing.T, file string) map[string][]string {
 	t.Helper()
 	doc, err := os.ReadFile(file)
@@ -77,7 +77,7 @@ func findingsTable(t *testing.T, file string) map[string][]string {
 	return rows
 }
 
-// docs/diff.md names the kinds a check raises: those whose rule has a
+// docs/diff.md names the kinds a check raises, those whose rule has a
 // check function, and no other.
 func TestRegistryIsTheCheckDocs(t *testing.T) {
 	doc, err := os.ReadFile("../docs/diff.md")
@@ -132,8 +132,8 @@ func TestRegistryIsTheOCSFTitles(t *testing.T) {
 	}
 }
 
-// Every rule is whole: a title, its severities lowest first, a function
-// that raises it (persistence runs on the others' findings).
+// Every rule is whole, with a title, its severities lowest first, and a
+// function that raises it (persistence runs on the others' findings).
 func TestRegistryRulesAreWhole(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range Rules() {
@@ -151,7 +151,7 @@ func TestRegistryRulesAreWhole(t *testing.T) {
 }
 
 // Every rule a file of this package declares (a *Rule literal in a
-// package-level var) is registered, each at an Order of its own: a rule
+// package-level var) is registered, each at an Order of its own. A rule
 // left out would never run, and two at one Order would run in the order
 // the files happen to be read.
 func TestRegistryHoldsEveryDeclaredRule(t *testing.T) {
@@ -271,7 +271,7 @@ func TestRegistryKindsAreCovered(t *testing.T) {
 	}
 }
 
-// constName is the Go constant of a kind in this package: KindXxx.
+// constName is the Go constant of a kind in this package, KindXxx.
 func constName(kind string) string {
 	var b strings.Builder
 	b.WriteString("Kind")

@@ -69,8 +69,8 @@ func hostile() snapshot.Process {
 	return p
 }
 
-// TestResultJSON: a result's JSON holds docs/spec.md's (JSON) fields, a
-// hostile process's among them.
+// TestResultJSON holds that a result's JSON holds docs/spec.md's (JSON)
+// fields, a hostile process's among them.
 func TestResultJSON(t *testing.T) {
 	to := snap("b", hostile())
 	to.Tenant = "job-42"
@@ -119,8 +119,8 @@ func TestMapsDiffsOfInvolvedProcesses(t *testing.T) {
 	}
 }
 
-// spec.md's (JSON) fields are in every object, empty where unknown: an orphan
-// nobody had, in a diff of snapshots that name no tenant.
+// spec.md's (JSON) fields are in every object, empty where unknown, as for
+// an orphan nobody had, in a diff of snapshots that name no tenant.
 func TestJSONFieldsAlwaysWritten(t *testing.T) {
 	r := compare(withGPUs(snap("a"), gpu(0)), withGPUs(snap("b"), gpu(0, gp(7777, 0))))
 	b, err := json.Marshal(r)
@@ -144,8 +144,8 @@ func TestJSONFieldsAlwaysWritten(t *testing.T) {
 	}
 }
 
-// A survivor that used no NVIDIA device at FROM has no maps text kept there:
-// its maps diff is of the device mappings of both ends, not its whole maps
+// A survivor that used no NVIDIA device at FROM has no maps text kept there.
+// Its maps diff is of the device mappings of both ends, not its whole maps
 // shown as new.
 func TestMapsDiffOfASurvivorWithoutTextAtFrom(t *testing.T) {
 	base := "55d000000000-55d000001000 r--p 00000000 fe:00 1 /usr/sbin/sshd\n"

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindOutOfAllocation: the tenant used a GPU the scheduler did not give it.
+// KindOutOfAllocation means the tenant used a GPU the scheduler did not give it.
 const KindOutOfAllocation = "out_of_allocation_gpu_use"
 
 var _ = register(&Rule{
@@ -41,7 +41,7 @@ func outOfAllocation(c *comparison) []Finding {
 		allocText = "no GPU"
 	}
 	var out []Finding
-	seen := make(map[string]bool) // PID@START + GPU: once per process and GPU
+	seen := make(map[string]bool) // PID@START + GPU, once per process and GPU
 	for _, s := range snaps {
 		nv, ax := c.toNVML, c.toAccel
 		if s != c.to {

@@ -29,8 +29,8 @@ func allocated(s *snapshot.Snapshot, tenant, list string) *snapshot.Snapshot {
 
 func TestOutOfAllocation(t *testing.T) {
 	from := allocated(withGPUs(snap("base"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), "42", "0")
-	// The job's step uses its GPU 0 and GPU 1; a child that left the job's
-	// cgroup uses GPU 1; another job's process uses GPU 1, which it was given.
+	// The job's step uses its GPU 0 and GPU 1. A child that left the job's
+	// cgroup uses GPU 1. Another job's process uses GPU 1, which it was given.
 	step := proc(100, 500, "python3", "/usr/bin/python3", slurmJob("42"),
 		mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<21, 0, "195:0"),
 		holder(4, "/dev/nvidia1", "rw", "195:1"),
@@ -71,7 +71,7 @@ func TestOutOfAllocation(t *testing.T) {
 		}
 	}
 
-	// No allocation recorded, or no tenant: the rule says nothing.
+	// With no allocation recorded, or no tenant, the rule says nothing.
 	from.Allocation = nil
 	for _, f := range Compare(from, to, Options{}).Findings {
 		if f.Kind == KindOutOfAllocation {
@@ -80,8 +80,8 @@ func TestOutOfAllocation(t *testing.T) {
 	}
 }
 
-// TestOutOfAllocationHistory: the child's parent is gone at TO, where the
-// child is reparented to init; a snapshot taken while the job ran links them.
+// In TestOutOfAllocationHistory the child's parent is gone at TO, where the
+// child is reparented to init. A snapshot taken while the job ran links them.
 func TestOutOfAllocationHistory(t *testing.T) {
 	from := allocated(snap("base"), "42", "") // a job given no GPU
 	step := proc(100, 500, "bash", "/usr/bin/bash", slurmJob("42"))
@@ -120,10 +120,10 @@ func TestTenantMembersCycle(t *testing.T) {
 	}
 }
 
-// TestOutOfAllocationEvents: a process of the job opened GPU 1, which it was
-// not given, and left before TO: only the event log saw it. A process of the
-// job that used its own GPU 0, and another job's on GPU 1, are not out of
-// the job's allocation.
+// In TestOutOfAllocationEvents a process of the job opened GPU 1, which it was
+// not given, and left before TO. Only the event log saw it. A process of the
+// job that used its own GPU 0, and another job's on GPU 1, are not out of the
+// job's allocation.
 func TestOutOfAllocationEvents(t *testing.T) {
 	from := allocated(withGPUs(snap("base"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), "42", "0")
 	to := withGPUs(snap("post"), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0))

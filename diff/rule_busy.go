@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// KindGPUBusyWithoutProcess: watch's samples show a GPU busy while no process used it.
+// KindGPUBusyWithoutProcess means watch's samples show a GPU busy while no process used it.
 const KindGPUBusyWithoutProcess = "gpu_busy_without_process"
 
 var _ = register(&Rule{
@@ -21,15 +21,15 @@ var _ = register(&Rule{
 })
 
 // busyAloneRun is how many consecutive samples a GPU must be busy with no
-// process for gpu_busy_without_process: 10 s at the default interval, past
+// process for gpu_busy_without_process, 10 s at the default interval, past
 // a context's teardown.
 const busyAloneRun = 10
 
 // gpuBusyWithoutProcess reports a GPU or MIG instance at 50% or more for 10
-// consecutive samples while NVML listed no process on it and no live process
-// at TO holds or maps its node. High: a hard-killed workload's context still
-// runs, or NVML misses a use. With ongoing (check), only a run lasting to the
-// last sample counts.
+// consecutive samples while NVML listed no process on it and no live process at
+// TO holds or maps its node. It is high, as a hard-killed workload's context
+// still runs or NVML misses a use. With ongoing (check), only a run lasting to
+// the last sample counts.
 func gpuBusyWithoutProcess(c *comparison) []Finding { return c.busyWithoutProcess(allGPUs, false) }
 
 func (c *comparison) busyWithoutProcess(gpus *gpuSet, ongoing bool) []Finding {

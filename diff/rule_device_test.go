@@ -15,7 +15,7 @@ const (
 	pageLen = 4096
 )
 
-// persistenced holds nvidiactl at both ends: alive and unchanged, it raises nothing.
+// persistenced holds nvidiactl at both ends. Alive and unchanged, it raises nothing.
 func TestUnchangedHolderRaisesNothing(t *testing.T) {
 	pd := proc(900, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced",
 		holder(3, ctl, "rw", ctlNo), holder(4, dev0, "rw", dev0No),
@@ -78,7 +78,7 @@ func TestSameDeviceMoreLinesRaisesNothing(t *testing.T) {
 	expect(t, compare(snap("a", before), snap("b", after)))
 }
 
-// A reused PID is a new process: its mapping is a leftover though the PID mapped the device at FROM.
+// A reused PID is a new process, so its mapping is a leftover though the PID mapped the device at FROM.
 func TestPIDReuseIsANewProcess(t *testing.T) {
 	old := proc(500, 100, "python3", "/usr/bin/python3", mapping(dev0, "rw-s", 0x7f0000000000, pageLen, 0, dev0No))
 	reused := proc(500, 900, "python3", "/usr/bin/python3", mapping(dev0, "rw-s", 0x7f0000000000, pageLen, 0, dev0No))
@@ -140,8 +140,8 @@ func TestRenamedNeedsADeviceNumber(t *testing.T) {
 	}{
 		{"nvidia", "195:0", "/dev/gpu0", true},
 		{"nvidia", "511:0", "/dev/uvm", true}, // a uvm major capture read from /proc/devices
-		{"nvidia", "", "/dev/nvidia0", false}, // no number: named by path, so named nvidia*
-		{"other", "195:0", "/tmp/x", false},   // the class capture recorded is the truth: diff never decides again
+		{"nvidia", "", "/dev/nvidia0", false}, // no number, so classed by path, and named nvidia*
+		{"other", "195:0", "/tmp/x", false},   // the class capture recorded is the truth, which diff never decides again
 		{"nvidia", "195:255", "/dev/nvidiactl", false},
 		{"other", "7:3", "/dev/loop3", false},
 	} {
@@ -152,7 +152,7 @@ func TestRenamedNeedsADeviceNumber(t *testing.T) {
 }
 
 // A node deleted and made again (a driver reload) is the same device to a
-// process that mapped it before: nothing new; the evidence keeps the mark.
+// process that mapped it before, so nothing is new. The evidence keeps the mark.
 func TestDeletedNodeIsTheSameDevice(t *testing.T) {
 	before := proc(812, 50, "nvidia-persiste", "/usr/bin/nvidia-persistenced",
 		mapping(ctl, "rw-s", 0x7f0000000000, pageLen, 0, ctlNo), holder(3, ctl, "rw", ctlNo))
@@ -174,7 +174,7 @@ func TestDeletedNodeIsTheSameDevice(t *testing.T) {
 	}
 }
 
-// Holding a device other than NVIDIA's raises nothing: every daemon holds
+// Holding a device other than NVIDIA's raises nothing. Every daemon holds
 // /dev/null, and only mappings of other devices are worth a look.
 func TestOtherDeviceHoldersRaiseNothing(t *testing.T) {
 	p := proc(800, 5, "sshd", "/usr/sbin/sshd", holder(0, "/dev/null", "r", "1:3"), holder(3, "/dev/dri/card0", "rw", "226:0"))

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindEgressConnection: a GPU-using process talks to a peer it did not at FROM.
+// KindEgressConnection means a GPU-using process talks to a peer it did not at FROM.
 const KindEgressConnection = "egress_connection"
 
 var _ = register(&Rule{
@@ -20,7 +20,7 @@ var _ = register(&Rule{
 })
 
 // miningPoolPorts are the ports stratum mining pools and their proxies
-// listen on (Falco's miner port list): a GPU job has no business there.
+// listen on (Falco's miner port list), where a GPU job has no business.
 var miningPoolPorts = map[uint16]bool{
 	3333: true, 3334: true, 3335: true, 3336: true, 3357: true, 4444: true, 5555: true, 5556: true,
 	5588: true, 5730: true, 6099: true, 6666: true, 7777: true, 7778: true, 8888: true, 8899: true,
@@ -85,8 +85,8 @@ func viaText(s snapshot.Socket) string {
 	return fmt.Sprintf(" via pid %d@%d, its unix socket's peer", s.ViaPID, s.ViaStartTime)
 }
 
-// sameConnection reports whether two sockets are one connection: the same
-// protocol, ends and namespace.
+// sameConnection reports whether two sockets are one connection, with the
+// same protocol, ends and namespace.
 func sameConnection(a, b snapshot.Socket) bool {
 	return a.Proto == b.Proto && a.Local == b.Local && a.Remote == b.Remote && a.Netns == b.Netns
 }

@@ -29,7 +29,7 @@ func TestEgressConnection(t *testing.T) {
 	to := snap("to",
 		proc(100, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old, listen, pool)),
 		proc(200, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old, web, udp, tcp("10.0.0.5:40003", "1.1.1.1:80", "time_wait"))),
-		proc(300, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old)),                                               // new process: its connection is new
+		proc(300, 1, "python3", "/usr/bin/python3.11", gpu, sockets(old)),                                               // new process, so its connection is new
 		proc(400, 1, "kworker/0:1", "/dev/shm/.x/xmrig", gpu, sockets(tcp("10.0.0.5:1", "8.8.8.8:443", "established"))), // masquerade
 	)
 	got := map[int]Finding{}
@@ -65,8 +65,8 @@ func TestEgressConnection(t *testing.T) {
 	}
 }
 
-// A GPU user whose sockets could not be read leaves the diff incomplete:
-// no egress finding is not "no egress".
+// A GPU user whose sockets could not be read leaves the diff incomplete,
+// since no egress finding is not "no egress".
 func TestEgressUnreadIsNotClean(t *testing.T) {
 	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
 	p := proc(100, 1, "python3", "/usr/bin/python3.11", gpu)
@@ -77,8 +77,8 @@ func TestEgressUnreadIsNotClean(t *testing.T) {
 	}
 }
 
-// Triage says what was seen of egress, never that there was none: the
-// sockets it read, and "not known" where some were not.
+// Triage says what was seen of egress, never that there was none. It names
+// the sockets it read, and "not known" where some were not.
 func TestTriageEgressIsWhatWasSeen(t *testing.T) {
 	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
 	for _, unread := range []bool{false, true} {
@@ -96,10 +96,11 @@ func TestTriageEgressIsWhatWasSeen(t *testing.T) {
 	}
 }
 
-// TestEgressViaUnixPeer: a connection the capture found at the other end of
-// a GPU user's unix socket is the user's egress, named with its helper; a
-// pool port there makes the finding high and the triage a compromise. An
-// unconnected UDP socket sends anywhere: the triage says egress is not known.
+// TestEgressViaUnixPeer holds that a connection the capture found at the
+// other end of a GPU user's unix socket is the user's egress, named with its
+// helper. A pool port there makes the finding high and the triage a
+// compromise. An unconnected UDP socket sends anywhere, so the triage says
+// egress is not known.
 func TestEgressViaUnixPeer(t *testing.T) {
 	gpu := mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0")
 	via := tcp("127.0.0.1:40000", "127.0.0.1:3333", "established")

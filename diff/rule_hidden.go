@@ -8,14 +8,14 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindHiddenProcess: a PID the kernel has whose /proc directory does not read as that process.
+// KindHiddenProcess is a PID the kernel has whose /proc directory does not read as that process.
 const KindHiddenProcess = "hidden_process"
 
 var _ = register(&Rule{
 	Kind: KindHiddenProcess, Title: "Hidden process",
 	Severities: []Severity{High},
 	compare:    []func(*comparison) []Finding{hiddenProcesses},
-	// A hidden process may use any GPU: it fails the check of every set.
+	// A hidden process may use any GPU, so it fails the check of every set.
 	check: func(c *comparison, _ *gpuSet) []Finding { return hiddenProcesses(c) },
 	Order: 70,
 })
@@ -77,8 +77,8 @@ func hiddenProcesses(c *comparison) []Finding {
 
 // hiddenInLog is, for each hidden PID, the last event of the window that
 // names that process (the same start time, where the capture knew it),
-// one that uses a device before any other: what the log still holds of a
-// process /proc no longer shows.
+// one that uses a device before any other. That is what the log still holds
+// of a process /proc no longer shows.
 func (c *comparison) hiddenInLog(hidden []snapshot.HiddenProcess) map[int]*eventlog.Event {
 	start := map[int]uint64{}
 	for _, h := range hidden {

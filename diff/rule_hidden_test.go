@@ -10,8 +10,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// hide records pid as hidden from /proc in s (start 0: the /proc path's
-// record, which knows no start time).
+// hide records pid as hidden from /proc in s, with start 0 as the /proc
+// path's record has it, which knows no start time.
 func hide(s *snapshot.Snapshot, pid int, start uint64) *snapshot.Snapshot {
 	s.Scan.Hidden = append(s.Scan.Hidden, snapshot.HiddenProcess{PID: pid, StartTime: start,
 		Why: "/proc/" + strconv.Itoa(pid) + " is a mount of another filesystem (device 0:41) over the process's directory, yet pidfd_open succeeds: the kernel still has the process"})
@@ -20,7 +20,7 @@ func hide(s *snapshot.Snapshot, pid int, start uint64) *snapshot.Snapshot {
 
 func TestHiddenProcess(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
-	// New at TO: high, with the kernel's word as evidence.
+	// New at TO is high, with the kernel's word as evidence.
 	r := compare(snap("from", bash), hide(snap("to", bash), 7, 0))
 	expect(t, r, "hidden_process high 7")
 	if f := r.Findings[0]; len(f.Evidence) != 1 || !strings.Contains(f.Evidence[0], "pidfd_open succeeds") || !strings.Contains(f.Summary, "pid 7 is hidden") {
@@ -29,22 +29,22 @@ func TestHiddenProcess(t *testing.T) {
 	if !r.Failed(Medium) {
 		t.Error("a hidden process does not fail the diff")
 	}
-	// Hidden at both ends, as the same process: not compared either way.
+	// Hidden at both ends, as the same process, it is not compared either way.
 	r = compare(hide(snap("from", bash), 7, 900), hide(snap("to", bash), 7, 900))
 	expect(t, r)
 	if r.Complete || len(r.Notes) == 0 || !strings.Contains(strings.Join(r.Notes, "\n"), "hidden from /proc at both ends") {
 		t.Errorf("hidden at both ends: complete %v, notes %q", r.Complete, r.Notes)
 	}
-	// The same PID, another process (start times differ): new.
+	// The same PID, another process (start times differ), is new.
 	expect(t, compare(hide(snap("from", bash), 7, 900), hide(snap("to", bash), 7, 950)), "hidden_process high 7")
-	// check fails on it, whatever GPUs it checks: a hidden process may use any.
+	// check fails on it, whatever GPUs it checks, as a hidden process may use any.
 	for _, list := range []string{"", "1"} {
 		expect(t, check(t, hide(withGPUs(snap("now", bash), gpuN(0, "GPU-0", 0), gpuN(1, "GPU-1", 0)), 7, 0), list, ""), "hidden_process high 7")
 	}
 }
 
 // A capture that stopped at its bound while processes still vanished unread
-// is not complete, and a tenant can cause it: it is a medium finding of the
+// is not complete, and a tenant can cause it. It is a medium finding of the
 // diff and of a check, so neither exits 0.
 func TestUnsettledCaptureFails(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
@@ -60,14 +60,15 @@ func TestUnsettledCaptureFails(t *testing.T) {
 	}
 }
 
-// TestHiddenProcessNamed: a process behind a mount over /proc/PID is named
-// where something still holds its name. The event log's record of the PID
-// (its device use first) names a ghost new since FROM; FROM names a PID it
-// had, saying the PID could have been reused when the capture knew no start
-// time; a PID neither knows stays a bare PID, and a log record of another
-// process with that PID names nothing. With no start time known the name is
-// the summary's only: the finding's process stays the bare PID. Its device use in the log is a
-// transient one, hidden at TO rather than gone.
+// TestHiddenProcessNamed holds that a process behind a mount over /proc/PID
+// is named where something still holds its name. The event log's record of
+// the PID (its device use first) names a ghost new since FROM. FROM names a
+// PID it had, saying the PID could have been reused when the capture knew no
+// start time. A PID neither knows stays a bare PID, and a log record of
+// another process with that PID names nothing. With no start time known the
+// name is the summary's only, and the finding's process stays the bare PID.
+// Its device use in the log is a transient one, hidden at TO rather than
+// gone.
 func TestHiddenProcessNamed(t *testing.T) {
 	bash := proc(10, 5, "bash", "/usr/bin/bash")
 	ghost := &eventlog.Process{PID: 7, StartTime: 9000, Comm: "xmrig", Exe: "/dev/shm/.x/xmrig", UID: 1000}
@@ -91,7 +92,7 @@ func TestHiddenProcessNamed(t *testing.T) {
 	if f := r.Findings[0]; f.Process.Exe != "" || !strings.HasPrefix(f.Summary, "pid 7 is hidden") {
 		t.Errorf("another process's record named it: %+v", f)
 	}
-	// FROM had the PID: it names it, and says the PID may have been reused.
+	// FROM had the PID, so it names it and says the PID may have been reused.
 	miner := proc(7, 800, "python3", "/home/bob/.cache/m")
 	r = compare(snap("from", bash, miner), hide(snap("to", bash), 7, 0))
 	expect(t, r, "hidden_process high 7")
@@ -106,10 +107,10 @@ func TestHiddenProcessNamed(t *testing.T) {
 	}
 }
 
-// TestHiddenProcessNotAllowedByFrom: a tenant hides a process on a PID an
+// In TestHiddenProcessNotAllowedByFrom a tenant hides a process on a PID an
 // allowed daemon had at FROM, on the /proc path (no start time). Neither
 // FROM's process nor the log's record of the PID vouches for what the PID
-// holds now: no allow entry downgrades it, and its triage takes no class
+// holds now. No allow entry downgrades it, and its triage takes no class
 // from FROM's process. With the start time known, FROM's same process is
 // allowed as before.
 func TestHiddenProcessNotAllowedByFrom(t *testing.T) {
@@ -127,8 +128,8 @@ func TestHiddenProcessNotAllowedByFrom(t *testing.T) {
 		!strings.Contains(f.Summary, "nv-hostengine") || !strings.Contains(strings.Join(f.Evidence, "\n"), "FROM: pid 7 (nv-hostengine") {
 		t.Errorf("allowed through FROM's process at its PID: %+v", f)
 	}
-	// FROM had another job's process at the PID: the tenant's hidden one
-	// is not that job's.
+	// FROM had another job's process at the PID, and the tenant's hidden
+	// one is not that job's.
 	other := proc(7, 800, "python3", "/usr/bin/python3", set(func(p *snapshot.Process) {
 		p.SlurmJobID = "77"
 		p.Cgroups = []string{"0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0"}

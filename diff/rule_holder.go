@@ -2,7 +2,7 @@ package diff
 
 import "fmt"
 
-// KindLeftoverDeviceHolder: a process holds an NVIDIA device open that it did not hold at FROM.
+// KindLeftoverDeviceHolder means a process holds an NVIDIA device open that it did not hold at FROM.
 const KindLeftoverDeviceHolder = "leftover_device_holder"
 
 var _ = register(&Rule{
@@ -15,7 +15,7 @@ var _ = register(&Rule{
 
 // leftoverHolders reports a process that at TO holds an NVIDIA device open,
 // or an accelerator node, that it did not hold at FROM. High when a
-// descriptor was opened for writing; low for a render or accel node it did
+// descriptor was opened for writing, low for a render or accel node it did
 // no work on (holding one is not GPU work).
 func leftoverHolders(c *comparison) []Finding {
 	var out []Finding

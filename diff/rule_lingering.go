@@ -9,7 +9,7 @@ import (
 
 // lingeringUsers (check only) reports a process the window's event log shows
 // use a GPU checked, gone now, whose kin still runs (liveKin), as a high
-// transient_gpu_process: a holder can let go of a GPU while it is checked
+// transient_gpu_process, since a holder can let go of a GPU while it is checked
 // and have its kin take it again after.
 func (c *comparison) lingeringUsers(gpus *gpuSet) []Finding {
 	if !c.check || c.opts.Events == nil {
@@ -54,10 +54,10 @@ func (c *comparison) lingeringUsers(gpus *gpuSet) []Finding {
 	return out
 }
 
-// liveKin names a live process of p's kin, "" for none: its parent of its
-// uid, a child the log saw it fork, or, for a uid other than root owned by
-// no job, pod or container, one such of its uid. Root always runs
-// something, and a job's user other jobs: neither uid counts alone.
+// liveKin names a live process of p's kin, "" for none. Kin are its parent
+// of its uid, a child the log saw it fork, or, for a uid other than root
+// owned by no job, pod or container, one such of its uid. Root always runs
+// something, and a job's user runs other jobs, so neither uid counts alone.
 func (c *comparison) liveKin(p *eventlog.Process, children []*eventlog.Process) string {
 	if parent := c.toByPID[p.PPID]; p.PPID > 1 && parent != nil && !parent.Defunct() && parent.StartTime <= p.StartTime && parent.UID == p.UID {
 		return fmt.Sprintf("its parent %s (%s) of the same uid %d lives", parent.Key(), parent.Comm, p.UID)

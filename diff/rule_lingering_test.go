@@ -8,11 +8,11 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// TestCheckLingeringUsers: a process the log shows use a GPU checked, gone
-// now, fails the check while its parent of the same uid, a child it forked,
-// or (not root, owned by no job) its uid runs; a job's worker whose job has
-// ended, root's process whose parent is another uid's, and a use of another
-// GPU do not.
+// TestCheckLingeringUsers holds that a process the log shows use a GPU
+// checked, gone now, fails the check while its parent of the same uid, a
+// child it forked, or (not root, owned by no job) its uid runs. A job's
+// worker whose job has ended, root's process whose parent is another uid's,
+// and a use of another GPU do not.
 func TestCheckLingeringUsers(t *testing.T) {
 	poller := proc(900, 9000, "poller", "/opt/squat", func(p *snapshot.Process) { p.UID = 0 })
 	opens := func(p *eventlog.Process, gpu int) eventlog.Event {
@@ -34,7 +34,7 @@ func TestCheckLingeringUsers(t *testing.T) {
 	expect(t, run("1", []snapshot.Process{poller}, opens(holder, 0)))
 	expect(t, run("0", nil, opens(holder, 0))) // the poller is gone too
 
-	// The holder forked its successor and left: the child lives on.
+	// The holder forked its successor and left, and the child lives on.
 	child := &eventlog.Process{PID: 902, StartTime: 9200, PPID: 1, Comm: "holder", Exe: "/opt/squat", UID: 0}
 	fork := eventlog.Event{Time: t0.Add(2 * time.Minute), Kind: eventlog.KindFork, Process: holder, Child: child}
 	orphan := *holder
@@ -48,7 +48,7 @@ func TestCheckLingeringUsers(t *testing.T) {
 	expect(t, run("0", []snapshot.Process{shell}, opens(user, 0)), "transient_gpu_process high 903 /dev/nvidia0")
 
 	// A job's worker, ended with its job, whose user runs another job, and
-	// root's worker under a daemon of another uid: not this rule's.
+	// root's worker under a daemon of another uid, are not this rule's.
 	worker := &eventlog.Process{PID: 905, StartTime: 9500, PPID: 906, Comm: "python3", Exe: "/usr/bin/python3", UID: 1000, SlurmJobID: "41"}
 	otherJob := proc(907, 9700, "python3", "/usr/bin/python3", slurmJob("43"), func(p *snapshot.Process) { p.UID = 1000 })
 	daemon := proc(906, 9000, "slurmstepd", "/usr/sbin/slurmstepd", func(p *snapshot.Process) { p.UID = 0 })

@@ -2,7 +2,7 @@ package diff
 
 import "fmt"
 
-// KindLeftoverDeviceMapping: a process maps an NVIDIA device it did not map at FROM.
+// KindLeftoverDeviceMapping means a process maps an NVIDIA device it did not map at FROM.
 const KindLeftoverDeviceMapping = "leftover_device_mapping"
 
 var _ = register(&Rule{
@@ -13,7 +13,7 @@ var _ = register(&Rule{
 	Order:   10,
 })
 
-// KindOtherDeviceMapping: a process maps a non-NVIDIA device it did not map at FROM.
+// KindOtherDeviceMapping means a process maps a non-NVIDIA device it did not map at FROM.
 const KindOtherDeviceMapping = "other_device_mapping"
 
 var _ = register(&Rule{
@@ -50,7 +50,7 @@ func leftoverMappings(c *comparison) []Finding {
 
 // otherDeviceMappings reports a process that at TO maps a non-NVIDIA device
 // (DRM, loop, /dev/mem, DMA-buf ...) that it did not map at FROM, and did no
-// accelerator work on. Low: worth a look, not a GPU leftover by itself.
+// accelerator work on. It is low, worth a look, not a GPU leftover by itself.
 func otherDeviceMappings(c *comparison) []Finding {
 	var out []Finding
 	for _, ch := range c.deviceUsers {

@@ -80,7 +80,7 @@ func TestZombieEvidenceAndNote(t *testing.T) {
 	}
 }
 
-// migGPU is GPU 0 in MIG mode with two GPU instances; instance 2 has two compute instances.
+// migGPU is GPU 0 in MIG mode with two GPU instances, and instance 2 has two compute instances.
 func migGPU(used1, used2 uint64, procs1 ...snapshot.GPUProcess) snapshot.GPU {
 	g := gpu(used1 + used2)
 	g.MIGMode = intp(1)
@@ -95,7 +95,7 @@ func migGPU(used1, used2 uint64, procs1 ...snapshot.GPUProcess) snapshot.GPU {
 func TestZombieMemoryPerMIGInstance(t *testing.T) {
 	trainer := proc(4242, 700, "python3", "/usr/bin/python3.11")
 	from := withGPUs(snap("a"), migGPU(0, 0))
-	// Instance 1 grew by a live process's memory; instance 2 by memory nobody holds.
+	// Instance 1 grew by a live process's memory, and instance 2 by memory nobody holds.
 	to := withGPUs(snap("b", trainer), migGPU(3*gib, 4*gib, gp(4242, 3*gib)))
 	r := compare(from, to)
 	expect(t, r, "zombie_gpu_memory high 0", "unexpected_gpu_process medium 4242")
@@ -238,8 +238,8 @@ func TestUnexpectedUtilizationWithoutAList(t *testing.T) {
 	}
 }
 
-// The real ghost, as seen on an H200: the tenant made a CUDA context and
-// exited; its forked child keeps the descriptors, so NVML lists the dead PID
+// The real ghost, as seen on an H200. The tenant made a CUDA context and
+// exited. Its forked child keeps the descriptors, so NVML lists the dead PID
 // and the memory stays. The orphan and the zombie name the child.
 func TestOrphanAndZombieNameTheGhostThatKeepsThem(t *testing.T) {
 	ghost := proc(670, 25007, "dctenant", "/usr/local/bin/dctenant", holder(4, dev0, "rw", dev0No), holder(3, ctl, "rw", ctlNo))
@@ -256,13 +256,13 @@ func TestOrphanAndZombieNameTheGhostThatKeepsThem(t *testing.T) {
 	}
 }
 
-// defunct makes a process a zombie: exited, not reaped by its parent. It
+// defunct makes a process a zombie, exited and not reaped by its parent. It
 // keeps its comm, uid and cgroup, but no exe, maps or fds.
 func defunct(p *snapshot.Process) {
 	p.State, p.Threads, p.Exe, p.Cmdline = "Z", 1, "", nil
 }
 
-// A zombie is no live process: a PID NVML lists under it is an orphan, and
+// A zombie is no live process. A PID NVML lists under it is an orphan, and
 // its memory is not accounted for. A zombie thread-group leader whose other
 // threads run is alive.
 func TestDefunctProcessIsNotLive(t *testing.T) {
@@ -291,7 +291,7 @@ func TestDefunctProcessIsNotLive(t *testing.T) {
 		{"a zombie listed at FROM, its PID reused since by a process with no device",
 			withGPUs(snap("a", launcher, zombie), gpu(gib, gp(7777, gib))),
 			withGPUs(snap("b", launcher, running), gpu(gib, gp(7777, gib))),
-			nil}, // an orphan at FROM already, older than the tenant: not the new process's use either
+			nil}, // an orphan at FROM already, older than the tenant, and not the new process's use either
 		{"a zombie leader whose threads run",
 			withGPUs(snap("a", launcher), gpu(0)),
 			withGPUs(snap("b", launcher, threadsLeft), gpu(3*gib, gp(7777, 3*gib))),

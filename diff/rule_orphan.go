@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindOrphanGPUProcess: NVML, or AMD's KFD, lists a PID at TO that no live
+// KindOrphanGPUProcess means NVML, or AMD's KFD, lists a PID at TO that no live
 // process has.
 const KindOrphanGPUProcess = "orphan_gpu_process"
 
@@ -76,7 +76,7 @@ func (c *comparison) orphan(e nvmlEntry, why string) Finding {
 // orphanRef is the process an orphan's context most likely belongs to, and
 // the evidence that says so after the lines given.
 func (c *comparison) orphanRef(pid int, evidence ...string) (*ProcessRef, []string) {
-	// No process to read the rest from: uid -1 says unknown, not root.
+	// There is no process to read the rest from, so uid -1 says unknown, not root.
 	ref := &ProcessRef{PID: pid, UID: -1}
 	now, old := c.toByPID[pid], c.fromByPID[pid]
 	if old != nil {
@@ -85,7 +85,7 @@ func (c *comparison) orphanRef(pid int, evidence ...string) (*ProcessRef, []stri
 		evidence = append(evidence, fmt.Sprintf("at FROM PID %d was %s (%s, exe %s)", pid, old.Key(), old.Comm, old.Exe))
 	}
 	if now != nil && now.Defunct() && (old == nil || old.Key() != now.Key()) {
-		// Unless a zombie new since FROM has it now: what is left of the
+		// Unless a zombie new since FROM has it now, as what is left of the
 		// process whose context it was (FROM's record of the same process
 		// names its exe, which a zombie's /proc entry no longer does).
 		ref = processRef(now)
@@ -94,7 +94,7 @@ func (c *comparison) orphanRef(pid int, evidence ...string) (*ProcessRef, []stri
 }
 
 // orphanAtFrom reports whether NVML listed pid on the pool at FROM with no
-// live process then: a stale entry older than the tenant.
+// live process then, a stale entry older than the tenant.
 func (c *comparison) orphanAtFrom(poolID string, pid int) bool {
 	if _, listed := c.fromNVML.memoryOf(poolID, pid); !listed {
 		return false
@@ -105,7 +105,7 @@ func (c *comparison) orphanAtFrom(poolID string, pid int) bool {
 
 // orphanKFDProcesses reports a process that AMD's KFD still serves at TO
 // (class/kfd/kfd/proc/PID, which keeps its device memory) that no live
-// process has, or a zombie has: its compute context outlived it. Once per
+// process has, or a zombie has. Its compute context outlived it. Once per
 // GPU it holds memory on, or once for /dev/kfd where it lists none. One
 // KFD listed at FROM with no live process then predates the tenant.
 func orphanKFDProcesses(c *comparison) []Finding {
@@ -163,7 +163,7 @@ func (c *comparison) kfdOrphan(pid int, on, device, line, why string) Finding {
 }
 
 // kfdOrphanAtFrom reports whether KFD served pid at FROM with no live
-// process then: a stale entry older than the tenant.
+// process then, a stale entry older than the tenant.
 func (c *comparison) kfdOrphanAtFrom(pid int) bool {
 	if c.fromAccel == nil || c.fromAccel.kfdPID[pid] == nil {
 		return false

@@ -8,9 +8,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindPersistence: something brings a GPU finding's process back after a
-// kill, or already has: a restarting unit, a timer, cron or atd, the same
-// binary under a new process, a reboot survived.
+// KindPersistence means something brings a GPU finding's process back after a
+// kill, or already has, such as a restarting unit, a timer, cron or atd, the
+// same binary under a new process, or a reboot survived.
 const KindPersistence = "persistence"
 
 // Persistence runs in Compare after the other rules, on their findings.
@@ -21,7 +21,7 @@ var _ = register(&Rule{
 })
 
 // schedulers are the comms and exe names of the daemons that start jobs on
-// a schedule: a GPU user descending from one was started by a crontab or an
+// a schedule. A GPU user descending from one was started by a crontab or an
 // at job, which starts it again.
 var schedulers = map[string]bool{"cron": true, "crond": true, "anacron": true, "atd": true}
 
@@ -65,10 +65,10 @@ func (c *comparison) persistence(findings []Finding) []Finding {
 	return out
 }
 
-// binaryReturns finds p's binary, by SHA-256, under a GPU-using process of
-// FROM or the history that is gone at TO: one line for the first such
-// process of this boot (FROM first, then the history in its order), one
-// for the first of another boot.
+// binaryReturns finds p's binary, by SHA-256, under a GPU-using process of FROM
+// or the history that is gone at TO. It gives one line for the first such
+// process of this boot (FROM first, then the history in its order), one for the
+// first of another boot.
 func (c *comparison) binaryReturns(p *snapshot.Process) []string {
 	if p.HashStatus != snapshot.HashOK || p.ExeSHA256 == "" || (p.Package != nil && p.Package.Status == provenance.Verified) {
 		return nil
@@ -78,7 +78,7 @@ func (c *comparison) binaryReturns(p *snapshot.Process) []string {
 	for _, s := range snaps {
 		for i := range s.Processes {
 			q := &s.Processes[i]
-			// A capture hashes the exe of GPU users alone: a hash is a GPU user.
+			// A capture hashes the exe of GPU users alone, so a hash is a GPU user.
 			if q.ExeSHA256 != p.ExeSHA256 || q.Key() == p.Key() || c.toByKey[idOf(q.PID, q.StartTime)] != nil {
 				continue
 			}

@@ -2,7 +2,7 @@ package diff
 
 import "fmt"
 
-// KindRenamedDeviceNode: a device of an NVIDIA major used under a path that does not say so.
+// KindRenamedDeviceNode is a device of an NVIDIA major used under a path that does not say so.
 const KindRenamedDeviceNode = "renamed_device_node"
 
 var _ = register(&Rule{

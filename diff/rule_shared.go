@@ -8,8 +8,8 @@ import (
 )
 
 // sharedAtFrom reports every use of the GPUs FROM gave its tenant, at FROM,
-// by a process not the tenant's, as the gpu_in_use a check at FROM raises:
-// the tenant never had them to itself. The leftover rules count only what
+// by a process not the tenant's, as the gpu_in_use a check at FROM raises.
+// The tenant never had them to itself. The leftover rules count only what
 // was gained since FROM, and miss a process that holds a GPU at both ends.
 func sharedAtFrom(c *comparison) []Finding {
 	alloc, tenant := c.from.Allocation, c.from.Tenant

@@ -7,7 +7,7 @@ import (
 
 // A process on the job's GPU at FROM that is neither allowed nor the
 // tenant's is gpu_in_use whether it holds the GPU still at TO (nothing
-// gained since FROM, so no leftover rule sees it) or left; one on a GPU the
+// gained since FROM, so no leftover rule sees it) or left. One on a GPU the
 // job was not given, the tenant's own, and an allowed one are not.
 func TestSharedAtFrom(t *testing.T) {
 	squatter := proc(300, 400, "squat", "/usr/bin/squat", holder(3, "/dev/nvidia0", "rw", "195:0"))
@@ -43,7 +43,7 @@ func TestSharedAtFrom(t *testing.T) {
 		t.Fatalf("gpu_in_use findings:\n%s\nwant\n%s\nall: %q", have, want, got(r))
 	}
 
-	// Without an allocation the job's GPUs are not known: nothing.
+	// Without an allocation the job's GPUs are not known, so nothing.
 	from.Allocation = nil
 	for _, f := range Compare(from, to, Options{}).Findings {
 		if f.Kind == KindGPUInUse {

@@ -2,7 +2,7 @@ package diff
 
 import "slices"
 
-// KindTransientGPUProcess: a process used a GPU in the window and is gone at TO.
+// KindTransientGPUProcess means a process used a GPU in the window and is gone at TO.
 const KindTransientGPUProcess = "transient_gpu_process"
 
 var _ = register(&Rule{
@@ -28,7 +28,7 @@ func transientGPUProcesses(c *comparison) []Finding {
 		}
 	}
 	for _, f := range c.eventTransients() {
-		// Its accounting finding of the same GPU; a device that names no
+		// Its accounting finding of the same GPU. A device that names no
 		// GPU (nvidiactl, nvidia-uvm) joins the process's first.
 		at := slices.IndexFunc(byKey[f.Process.Key()], func(i int) bool { return f.GPUUUID == "" || out[i].GPUUUID == f.GPUUUID })
 		if at < 0 {

@@ -22,10 +22,10 @@ func record(pid int, start time.Time, ran time.Duration, running bool) snapshot.
 		MaxMemoryUsage: u64(20 << 30), GPUUtilization: u32(97), IsRunning: running}
 }
 
-// NVML's accounting names what ran between the snapshots and left: the
-// process that started and ended in the window, one that started before FROM
-// and ended in it; not one that ended before FROM, nor one alive at TO, nor
-// one that started after TO.
+// NVML's accounting names what ran between the snapshots and left, the
+// process that started and ended in the window and one that started before
+// FROM and ended in it. It names none that ended before FROM, none alive at
+// TO and none that started after TO.
 func TestTransientFromAccounting(t *testing.T) {
 	from, to := snap("a"), snap("b")
 	to.Host.CaptureStart = t0.Add(time.Hour)
@@ -58,15 +58,15 @@ func TestTransientFromAccounting(t *testing.T) {
 }
 
 // A process in no snapshot, which NVML's accounting and the event log both
-// name (same PID, starts within the clocks' slack), is one finding: the
-// event log's identity, the accounting figures, both sources' evidence.
+// name (same PID, starts within the clocks' slack), is one finding, with the
+// event log's identity, the accounting figures and both sources' evidence.
 func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
 	boot, started, ticks, worker := transientWorker()
 	events := eventsOf(devEvent(10*time.Minute+time.Second, eventlog.KindOpen, worker, "/dev/nvidia0", "rw", ""))
 	from, to := snap("a"), snap("b")
 	to.Host.BootTime = boot
 	withGPUs(from, gpu(0))
-	// NVML's clock is a little off the kernel's: still the same start.
+	// NVML's clock is a little off the kernel's, and it is still the same start.
 	withGPUs(to, accountingGPU(record(7100, started.Add(700*time.Millisecond), 2*time.Minute, false)))
 	r := compareWindow(Options{Events: events}, from, to)
 	expect(t, r, "transient_gpu_process medium 7100 /dev/nvidia0")
@@ -78,7 +78,7 @@ func TestTransientAccountingAndEventsOneFinding(t *testing.T) {
 }
 
 // Accounting names the process on GPU 0, the event log its open of
-// /dev/nvidia3 (GPU 3): two findings, each of its GPU, not one that names
+// /dev/nvidia3 (GPU 3). That gives two findings, each of its GPU, not one that names
 // GPU 0 and /dev/nvidia3 together.
 func TestTransientAccountingAndEventsOfOtherGPUs(t *testing.T) {
 	boot, started, _, worker := transientWorker()
@@ -101,8 +101,8 @@ func TestTransientAccountingAndEventsOfOtherGPUs(t *testing.T) {
 }
 
 // transientWorker is a process that started 10 minutes into the window and
-// is in no snapshot: the host's boot, its start, its start in clock ticks,
-// and the event log's record of it.
+// is in no snapshot. It returns the host's boot, its start, its start in
+// clock ticks, and the event log's record of it.
 func transientWorker() (boot, started time.Time, ticks uint64, worker *eventlog.Process) {
 	boot = t0.Add(-24 * time.Hour)
 	started = t0.Add(10 * time.Minute)

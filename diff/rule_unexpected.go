@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindUnexpectedGPUProcess: a live process uses a GPU at TO and did not at FROM.
+// KindUnexpectedGPUProcess means a live process uses a GPU at TO and did not at FROM.
 const KindUnexpectedGPUProcess = "unexpected_gpu_process"
 
 var _ = register(&Rule{
@@ -35,8 +35,8 @@ func unexpectedGPUProcesses(c *comparison) []Finding {
 		seen[p] = true
 		nvml := c.toNVML.byPID[p.PID]
 		if c.staleEntry(p.PID) != "" {
-			// NVML's entry belongs to the process that had the PID before:
-			// an orphan, reported as such, not this process's use.
+			// NVML's entry belongs to the process that had the PID before.
+			// That is an orphan, reported as such, not this process's use.
 			nvml = nil
 		}
 		if len(nvml) == 0 && !p.UsesNVIDIA() && !p.AcceleratorWork(c.to.Accelerators) {
@@ -112,23 +112,23 @@ func (c *comparison) unexpected(p, before *snapshot.Process, nvml []nvmlEntry) F
 	}
 }
 
-// stagingDirs are where droppers put what they run: writable by anyone, and
-// no package installs an executable there.
+// stagingDirs are where droppers put what they run, since anyone can write
+// there and no package installs an executable there.
 var stagingDirs = []string{"/tmp/", "/var/tmp/", "/dev/shm/"}
 
-// masquerade lists the signs that a process hides what it is: its exe under
-// a staging directory or a hidden directory (not a per-user toolchain's),
-// deleted, or named otherwise than its comm; or a user process named like a
-// kernel thread.
+// masquerade lists the signs that a process hides what it is. They are an
+// exe under a staging directory or a hidden directory (not a per-user
+// toolchain's), deleted, or named otherwise than its comm, and a user process
+// named like a kernel thread.
 func masquerade(p *snapshot.Process) []string {
 	var signs []string
 	if !p.KernelThread && kernelThreadName().MatchString(p.Comm) {
-		// Only the kernel sets PF_KTHREAD: a process without it named
+		// Only the kernel sets PF_KTHREAD, so a process without it named
 		// kworker/u8:3 chose the name to hide in ps.
 		signs = append(signs, fmt.Sprintf("masquerade: a user process named like a kernel thread (comm \"%s\")", p.Comm))
 	}
 	if p.Exe == "" {
-		return signs // unreadable exe (kernel thread, refused): no evidence either way
+		return signs // an unreadable exe (kernel thread, refused) is no evidence either way
 	}
 	for _, dir := range stagingDirs {
 		if strings.HasPrefix(p.Exe, dir) {
@@ -148,16 +148,16 @@ func masquerade(p *snapshot.Process) []string {
 }
 
 // Masquerade lists the signs that p hides what it is, as the findings and
-// their triage weigh them: ps marks a process by them.
+// their triage weigh them. ps marks a process by them.
 func Masquerade(p *snapshot.Process) []string { return masquerade(p) }
 
 // kernelThreadName matches the names the kernel gives its own threads, as
-// ps shows them: the per-CPU and per-device workers, and the singletons.
+// ps shows them, the per-CPU and per-device workers and the singletons.
 var kernelThreadName = lazyregexp.New(`^(kworker|ksoftirqd|migration|cpuhp|idle_inject|irq|watchdog|kswapd|kcompactd|jbd2|rcuog|rcuop|rcuos)/|` +
 	`^(kthreadd|kswapd[0-9]*|khugepaged|ksmd|kauditd|kdevtmpfs|oom_reaper|rcu_sched|rcu_preempt|rcu_gp|rcu_par_gp|kblockd|writeback)$`)
 
 // toolchainDirs are the hidden directories per-user toolchains install
-// interpreters and tools in: an exe there is what a user's job runs, not a
+// interpreters and tools in. An exe there is what a user's job runs, not a
 // hiding place. They count in a home directory (/home/USER, /root), and a
 // virtual environment's anywhere.
 var toolchainDirs = map[string]bool{
@@ -166,8 +166,8 @@ var toolchainDirs = map[string]bool{
 }
 
 // buildCaches are the directories below ~/.cache where build tools put what
-// they build and run (Bazel's output base, ~/.cache/bazel/_bazel_USER/...):
-// a job's binary there is its build's, not a hiding place.
+// they build and run (Bazel's output base, ~/.cache/bazel/_bazel_USER/...).
+// A job's binary there is its build's, not a hiding place.
 var buildCaches = map[string]bool{"bazel": true, "bazelisk": true, "pants": true}
 
 // venvDirs are the toolchain directories that count wherever they lie.
@@ -191,16 +191,16 @@ func hiddenElement(exe string) string {
 	return ""
 }
 
-// commLen is TASK_COMM_LEN less its NUL: the kernel keeps 15 bytes of a name.
+// commLen is TASK_COMM_LEN less its NUL, as the kernel keeps 15 bytes of a name.
 const commLen = 15
 
-// interpreters run scripts and runtimes, whose comm is rarely the exe's name:
-// a script started through its #! line takes the script's name ("./train.py"
+// interpreters run scripts and runtimes, whose comm is rarely the exe's name.
+// A script started through its #! line takes the script's name ("./train.py"
 // gives "train.py"), and runtimes rename their main thread (PyTorch's
 // "pt_main_thread").
 var interpreters = lazyregexp.New(`^(python|pypy|perl|ruby|node|nodejs|java|bash|sh|dash|zsh|ksh|mksh|busybox|lua|luajit|julia|php|R|Rscript|tclsh|deno|bun|dotnet|mono)[0-9.]*$`)
 
-// commMatchesExe reports whether a process's comm fits its exe: the exe's
+// commMatchesExe reports whether a process's comm fits its exe, as the exe's
 // name cut to 15 bytes, a versioned name (python3 for python3.11, vim for
 // vim.basic through an alternatives link), or any comm for an interpreter.
 func commMatchesExe(comm, exe string) bool {
@@ -216,7 +216,7 @@ func commMatchesExe(comm, exe string) bool {
 		return false
 	}
 	if len(short) == len(long) {
-		return true // a comm as long as its exe's name, past the kernel's limit: a proc root's, not the kernel's
+		return true // a comm as long as its exe's name, past the kernel's limit, comes from a proc root, not the kernel
 	}
 	next := long[len(short)]
 	return next == '.' || next == '-' || next == '_' || (next >= '0' && next <= '9')

@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindUnreadableProcess: what a live process maps or holds at TO could not be read.
+// KindUnreadableProcess means what a live process maps or holds at TO could not be read.
 const KindUnreadableProcess = "unreadable_process"
 
 var _ = register(&Rule{
@@ -59,10 +59,10 @@ func unreadableProcesses(c *comparison) []Finding {
 	return out
 }
 
-// unsettledCapture reports a capture that stopped at its bound while
-// processes kept vanishing before they were read. Medium: it may have missed
-// one that maps or holds a GPU, and a tenant can cause it, so it is a finding
-// and not a note. Check raises it whatever GPUs it is asked about.
+// unsettledCapture reports a capture that stopped at its bound while processes
+// kept vanishing before they were read. It is medium, as it may have missed one
+// that maps or holds a GPU, and a tenant can cause it, so it is a finding and
+// not a note. Check raises it whatever GPUs it is asked about.
 func unsettledCapture(c *comparison) []Finding {
 	u := c.to.Scan.Unsettled
 	if u == "" {

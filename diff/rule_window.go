@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindHiddenDeviceUse: the event log shows a live process use a device the capture cannot see it hold.
+// KindHiddenDeviceUse means the event log shows a live process use a device the capture cannot see it hold.
 const KindHiddenDeviceUse = "hidden_device_use"
 
 var _ = register(&Rule{
@@ -19,7 +19,7 @@ var _ = register(&Rule{
 	Order:      110,
 })
 
-// KindWindowNotCovered: the event log does not cover the window where a watch was expected.
+// KindWindowNotCovered means the event log does not cover the window where a watch was expected.
 const KindWindowNotCovered = "window_not_covered"
 
 var _ = register(&Rule{
@@ -31,14 +31,14 @@ var _ = register(&Rule{
 })
 
 // maxCoverageEvidence bounds the problems one window_not_covered finding
-// quotes: a tenant that kills the watch again and again makes a gap each time.
+// quotes, since a tenant that kills the watch again and again makes a gap each time.
 const maxCoverageEvidence = 32
 
-// hiddenDeviceUses reports a process the event log shows opening or mapping
-// an NVIDIA device in the window that at TO is alive but holds and maps none
-// of that GPU (seesDevice). High: the device is held where /proc cannot show
-// it (a unix socket's queue, an io_uring file) or was let go. It raises one
-// finding per process and device.
+// hiddenDeviceUses reports a process the event log shows opening or mapping an
+// NVIDIA device in the window that at TO is alive but holds and maps none of
+// that GPU (seesDevice). It is high, as the device is held where /proc cannot
+// show it (a unix socket's queue, an io_uring file) or was let go. It raises
+// one finding per process and device.
 func hiddenDeviceUses(c *comparison) []Finding {
 	return c.hiddenUses(allGPUs)
 }
@@ -68,8 +68,8 @@ func (c *comparison) hiddenUses(gpus *gpuSet) []Finding {
 }
 
 // seesDevice reports whether the capture of p shows it hold or map the
-// device an event names: a node of that GPU, or for a device naming no GPU
-// (nvidiactl, nvidia-uvm) any NVIDIA device. Every CUDA process holds
+// device an event names, a node of that GPU or, for a device naming no GPU
+// (nvidiactl, nvidia-uvm), any NVIDIA device. Every CUDA process holds
 // nvidiactl, so that alone cannot vouch for a GPU node it may have parked.
 func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
 	if d.GPU == nil {
@@ -83,21 +83,21 @@ func seesDevice(p *snapshot.Process, d *eventlog.Device) bool {
 	return false
 }
 
-// watchExpected reports whether a watch was to record the window: one is
-// configured (--expect-watch), or the log holds a watch's record from
+// watchExpected reports whether a watch was to record the window, because
+// one is configured (--expect-watch) or the log holds a watch's record from
 // before the window.
 func (c *comparison) watchExpected() bool {
 	return c.opts.ExpectWatch || c.opts.Events != nil && c.opts.Events.Meta().Before != nil
 }
 
 // windowProblems lists every reason the event log does not cover the
-// window: what reading it found, then the coverage's own problems (any
+// window, what reading it found and then the coverage's own problems (any
 // kind eventlog.Coverage names, taken alike).
 func (c *comparison) windowProblems() []eventlog.Problem {
 	problems := c.opts.LogProblems
 	switch {
 	case c.opts.Events == nil && !c.watchExpected():
-		return nil // no watch ever recorded, and none is configured: nothing was missed
+		return nil // no watch ever recorded and none is configured, so nothing was missed
 	case c.opts.Events == nil && len(problems) == 0:
 		return []eventlog.Problem{{Kind: eventlog.ProblemNoLog, Text: "the event log was not read"}}
 	case c.opts.Events == nil:
@@ -111,8 +111,8 @@ func (c *comparison) windowProblems() []eventlog.Problem {
 }
 
 // windowNotCovered reports each reason an expected watch's log does not cover
-// the window (a gap, lost events, damaged lines, an unflushed end, a mode
-// blind to some opens). Medium: a tenant can cause each, and a process that
+// the window (a gap, lost events, damaged lines, an unflushed end, a mode blind
+// to some opens). It is medium, as a tenant can cause each, and a process that
 // used a GPU then and left is unknown. Where no watch was expected, each is a
 // note.
 func windowNotCovered(c *comparison) []Finding {

@@ -9,9 +9,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// TestHiddenDeviceUse: the event log shows a process open the device in the
-// window (it parked the fd in its own socket's queue and closed it), and at
-// TO it is alive with no holder or mapping: hidden_device_use, high. A
+// In TestHiddenDeviceUse the event log shows a process open the device in
+// the window (it parked the fd in its own socket's queue and closed it), and
+// at TO it is alive with no holder or mapping, a high hidden_device_use. A
 // process that still holds what it opened is the snapshot rules' (a
 // leftover holder), and one gone at TO a transient.
 func TestHiddenDeviceUse(t *testing.T) {
@@ -29,7 +29,7 @@ func TestHiddenDeviceUse(t *testing.T) {
 	to := snap("to", proc(1, 10, "init", "/sbin/init"),
 		proc(800, 9300, "parker", "/opt/parker"),
 		proc(801, 9301, "trainer", "/opt/trainer", holder(3, "/dev/nvidia0", "rw", "195:0")),
-		proc(803, 9999, "new", "/opt/new")) // PID 803 reused: another process
+		proc(803, 9999, "new", "/opt/new")) // PID 803 reused by another process
 	r := compareWindow(Options{Events: events}, from, to)
 	expect(t, r,
 		"hidden_device_use high 800 /dev/nvidia0",
@@ -47,9 +47,10 @@ func TestHiddenDeviceUse(t *testing.T) {
 	expect(t, compareWindow(Options{Events: early}, from, to), "leftover_device_holder high 801 /dev/nvidia0", "unexpected_gpu_process medium 801")
 }
 
-// TestCheckHiddenDeviceUse: check fails on a process alive now that the log
-// shows open a GPU checked in its window and that holds nothing the capture
-// sees; an open of another GPU, or before the window, is not this check's.
+// TestCheckHiddenDeviceUse holds that check fails on a process alive now
+// that the log shows open a GPU checked in its window and that holds nothing
+// the capture sees. An open of another GPU, or before the window, is not
+// this check's.
 func TestCheckHiddenDeviceUse(t *testing.T) {
 	parker := &eventlog.Process{PID: 800, StartTime: 9300, Comm: "parker", Exe: "/opt/parker", UID: 1000}
 	open0 := devEvent(time.Minute, eventlog.KindOpen, parker, "/dev/nvidia0", "rw", "")
@@ -72,9 +73,9 @@ func TestCheckHiddenDeviceUse(t *testing.T) {
 	expect(t, run("1", t0))
 	expect(t, run("0", t0.Add(30*time.Minute)))
 
-	// A CUDA process keeps /dev/nvidiactl open beside its GPU node: the
+	// A CUDA process keeps /dev/nvidiactl open beside its GPU node. The
 	// parker keeps it too, in sight, and parks its /dev/nvidia0 fd. What it
-	// holds in sight names no GPU; its GPU 0 is still hidden.
+	// holds in sight names no GPU, so its GPU 0 is still hidden.
 	to.Processes[0] = proc(800, 9300, "parker", "/opt/parker", holder(3, ctl, "rw", ctlNo))
 	expect(t, run("0", t0), "hidden_device_use high 800 /dev/nvidia0")
 	// Holding GPU 1 in sight hides nothing of GPU 0 either.
@@ -85,10 +86,10 @@ func TestCheckHiddenDeviceUse(t *testing.T) {
 	expect(t, run("0", t0), "gpu_in_use high 800 /dev/nvidia0")
 }
 
-// TestWindowNotCovered: where a watch was expected (its record precedes
-// FROM, or --expect-watch), each reason the log does not cover the window
-// is evidence of one window_not_covered finding, medium; where none was
-// expected, each is a note. A watch whose only blind spots hide no open or
+// TestWindowNotCovered holds that where a watch was expected (its record
+// precedes FROM, or --expect-watch), each reason the log does not cover the
+// window is evidence of one medium window_not_covered finding. Where none
+// was expected, each is a note. A watch whose only blind spots hide no open or
 // mapping covers its window.
 func TestWindowNotCovered(t *testing.T) {
 	start := func(blind ...string) *eventlog.Event {
@@ -105,7 +106,7 @@ func TestWindowNotCovered(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		opts     Options
-		evidence string // "": covered
+		evidence string // "" when covered
 	}{
 		{"covered", Options{Events: &eventlog.ReadResult{Before: start(eventlog.BlindBeforeStart, eventlog.BlindMappingSize, "GPU processes NVML lists (no NVML)", "NVML events of GPU-0 (not supported)", "Xid and ECC events from NVML (disabled by --no-nvml)"), Events: beats(time.Hour)}}, ""},
 		{"watch killed mid-window", Options{Events: &eventlog.ReadResult{Before: start(), Events: beats(20 * time.Minute)}}, "gap: no gpusnap watch recorded from"},
@@ -135,20 +136,20 @@ func TestWindowNotCovered(t *testing.T) {
 			}
 		})
 	}
-	// No watch expected (no record before FROM, none configured): notes.
+	// No watch expected (no record before FROM, none configured) gives notes.
 	r := compareWindow(Options{LogProblems: []eventlog.Problem{unflushed}, Events: &eventlog.ReadResult{Events: beats(time.Hour), Damaged: 1}}, snap("from"), snap("to"))
 	expect(t, r)
 	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "event log: the event log holds no record") || !strings.Contains(notes, "event log: 1 lines") || r.Complete {
 		t.Errorf("notes %q", r.Notes)
 	}
-	// No log and none expected: nothing to say.
+	// No log and none expected leaves nothing to say.
 	if r := compareWindow(Options{}, snap("from"), snap("to")); len(r.Notes) != 0 {
 		t.Errorf("notes %q", r.Notes)
 	}
 }
 
-// TestWindowNotCoveredBounded: a tenant that kills the watch again and again
-// makes a gap each time: one finding, its evidence bounded.
+// In TestWindowNotCoveredBounded a tenant that kills the watch again and
+// again makes a gap each time, and gets one finding, its evidence bounded.
 func TestWindowNotCoveredBounded(t *testing.T) {
 	var events []eventlog.Event
 	for i := range 1000 {

@@ -13,7 +13,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindXidError: the kernel or NVML reported an NVIDIA Xid in the window.
+// KindXidError means the kernel or NVML reported an NVIDIA Xid in the window.
 const KindXidError = "xid_error"
 
 var _ = register(&Rule{
@@ -24,7 +24,7 @@ var _ = register(&Rule{
 	Order:      130,
 })
 
-// KindForgedKernelMessage: a kernel-log record in the driver's words that the kernel did not write.
+// KindForgedKernelMessage is a kernel-log record in the driver's words that the kernel did not write.
 const KindForgedKernelMessage = "forged_kernel_message"
 
 var _ = register(&Rule{
@@ -36,9 +36,9 @@ var _ = register(&Rule{
 
 // xidCatalog names the Xids an operator meets most, after NVIDIA's Xid
 // catalog (docs.nvidia.com/deploy/xid-errors). down marks those after which
-// the GPU or its memory is not usable until a GPU reset or a reboot (the
-// catalog's immediate action is RESET_GPU or RESTART_BM, or the memory lost
-// a page or row): they are high; every other Xid is medium.
+// the GPU or its memory is not usable until a GPU reset or a reboot, where
+// the catalog's immediate action is RESET_GPU or RESTART_BM or the memory
+// lost a page or row. Those are high, and every other Xid is medium.
 var xidCatalog = map[int]struct {
 	name string
 	down bool
@@ -66,10 +66,10 @@ var xidCatalog = map[int]struct {
 	154: {"GPU recovery action changed", true},
 }
 
-// maxXidEvidence bounds the records quoted in one finding; the rest are counted.
+// maxXidEvidence bounds the records quoted in one finding, and the rest are counted.
 const maxXidEvidence = 64
 
-// maxXidProcesses bounds the findings of one Xid number on one device: the
+// maxXidProcesses bounds the findings of one Xid number on one device. The
 // first processes blamed each have one, and the records blaming any other
 // are one more finding, with counts, its first and last time and its first
 // maxXidOverflowEvidence records (a tenant can raise Xids by the hundred
@@ -81,8 +81,8 @@ const (
 
 // nvmlXidTolerance is how far apart in time an Xid NVML delivered and the
 // kernel log's record of the same Xid on the same GPU may be and still be
-// one error: the record's time is the boot time (whole seconds) plus its
-// microseconds, the event's when the watch's wait returned.
+// one error. The record's time is the boot time (whole seconds) plus its
+// microseconds, and the event's is when the watch's wait returned.
 const nvmlXidTolerance = 5 * time.Second
 
 // xidGroup is the records of one Xid number on one device blamed on one
@@ -93,7 +93,7 @@ type xidGroup struct {
 	times   []time.Time // the records' times, sorted (kernelXid)
 	nvml    []*eventlog.Event
 	// others counts, in the group of the records past maxXidProcesses
-	// processes, the processes they blame; 0 in a group of one PID.
+	// processes, the processes they blame. It is 0 in a group of one PID.
 	others int
 }
 
@@ -189,9 +189,10 @@ func (c *comparison) windowGPUEvents(typ string) []*eventlog.Event {
 }
 
 // kernelXid is the group of kernel-log records of the Xid NVML delivered in
-// e: the same number on the GPU with e's UUID (its PCI bus id joined to NVML's
-// view, as for a record alone), logged within nvmlXidTolerance of e (at any
-// time in the window where the boot time is unknown).
+// e. They have the same number on the GPU with e's UUID (its PCI bus id
+// joined to NVML's view, as for a record alone), logged within
+// nvmlXidTolerance of e (at any time in the window where the boot time is
+// unknown).
 func (c *comparison) kernelXid(groups []*xidGroup, e *eventlog.Event) *xidGroup {
 	for _, g := range groups {
 		if g.xid.Switch || uint64(g.xid.Number) != e.Xid {
@@ -210,9 +211,9 @@ func (c *comparison) kernelXid(groups []*xidGroup, e *eventlog.Event) *xidGroup 
 			slices.SortFunc(g.times, time.Time.Compare)
 		}
 		if len(g.times) == 0 {
-			return g // the boot time is unknown: any time in the window
+			return g // the boot time is unknown, so any time in the window
 		}
-		// A tenant can raise thousands of Xids, each in both sources: a search, not a scan.
+		// A tenant can raise thousands of Xids, each in both sources, so this searches rather than scans.
 		i, _ := slices.BinarySearchFunc(g.times, e.Time.Add(-nvmlXidTolerance), time.Time.Compare)
 		if i < len(g.times) && !g.times[i].After(e.Time.Add(nvmlXidTolerance)) {
 			return g
@@ -288,8 +289,8 @@ func (c *comparison) xidFinding(g *xidGroup) Finding {
 }
 
 // nvmlXidFinding is an Xid NVML delivered that no kernel-log record of the
-// window matched: the kernel log is then silent on it, and says why where it
-// can (a note says what of it was not read).
+// window matched. The kernel log is then silent on it, and the finding says
+// why where it can (a note says what of it was not read).
 func (c *comparison) nvmlXidFinding(g *nvmlXidGroup) Finding {
 	name, sev := xidSeverity(int(g.xid))
 	first := g.events[0]
@@ -329,9 +330,9 @@ func nvmlXidEvidence(events []*eventlog.Event, said string) []string {
 	return out
 }
 
-// xidProcess names the process the driver blamed: the process with that PID
-// in TO, FROM or the tenant's snapshots between them that had started by the
-// time of the record (a later process with the PID is another one), else
+// xidProcess names the process the driver blamed. That is the process with that
+// PID in TO, FROM or the tenant's snapshots between them that had started by
+// the time of the record (a later process with the PID is another one), else
 // the PID and the name the driver gave.
 func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (*ProcessRef, string) {
 	candidates := []*snapshot.Process{c.toByPID[x.PID], c.fromByPID[x.PID]}
@@ -346,7 +347,7 @@ func (c *comparison) xidProcess(x kmsg.Xid, at *time.Time, evidence *[]string) (
 		if p == nil {
 			continue
 		}
-		// btime has whole seconds: a process started within a second after the record may still be it.
+		// btime has whole seconds, so a process started within a second after the record may still be it.
 		if at != nil && !p.Started.IsZero() && p.Started.After(at.Add(time.Second)) {
 			*evidence = append(*evidence, fmt.Sprintf("PID %d is now %s (%s), started %s, after the Xid: another process", x.PID, p.Key(), p.Comm, p.Started.UTC().Format(time.RFC3339)))
 			continue
@@ -380,7 +381,7 @@ func xidRecordEvidence(records []*kmsg.Record, n int) []string {
 }
 
 // forgedKernelMessages reports a record in the NVIDIA driver's words that the
-// kernel did not write (facility not kern): user space wrote it to
+// kernel did not write (facility not kern). User space wrote it to
 // /dev/kmsg, to stage an Xid or to bury a real one. It never counts as an
 // Xid. One finding per distinct text.
 func forgedKernelMessages(c *comparison) []Finding {
@@ -416,8 +417,9 @@ func forgedKernelMessages(c *comparison) []Finding {
 	return out
 }
 
-// recordTime is when the kernel logged r: TO's boot time plus the record's
-// microseconds since boot (to the second of btime); nil where the boot time is unknown.
+// recordTime is when the kernel logged r, TO's boot time plus the record's
+// microseconds since boot (to the second of btime). It is nil where the boot
+// time is unknown.
 func (c *comparison) recordTime(r *kmsg.Record) *time.Time {
 	boot := c.to.Host.BootTime
 	if boot.IsZero() {
@@ -454,7 +456,7 @@ func (c *comparison) gpuByPCI(bus string) *snapshot.GPU {
 }
 
 // normalPCI reduces a PCI address to domain:bus:device in lower-case hex
-// without leading zeros, the function dropped: Xid lines give no function,
+// without leading zeros, the function dropped. Xid lines give no function,
 // NVML gives one, and the GPU is function 0.
 func normalPCI(addr string) string {
 	addr, _, _ = strings.Cut(addr, ".")
@@ -495,7 +497,7 @@ func (c *comparison) noteKernelLog() {
 }
 
 // noteGPUEvents says where gpusnap watch did not see NVML's GPU events in
-// the window: a GPU lost (its events after that were not watched) or a
+// the window, for a GPU lost (its events after that were not watched) or a
 // failing wait (the kernel log's Xids, where it was read, still count).
 func (c *comparison) noteGPUEvents() {
 	for _, e := range c.windowGPUEvents(eventlog.GPUEventGPULost) {
@@ -515,15 +517,15 @@ func (c *comparison) noteGPUEvents() {
 			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch could not read them (%s): an Xid or ECC error NVML reported then is not known", e.Time.UTC().Format(time.RFC3339), e.Note))
 		case e.GPUEventsOff != "" && !saidOff[e.GPUEventsOff]:
 			// A heartbeat or stop of a watch whose NVML events stopped
-			// before the window: said once per reason.
+			// before the window is said once per reason.
 			saidOff[e.GPUEventsOff] = true
 			c.notCompared(fmt.Sprintf("NVML events: at %s gpusnap watch was not reading them (%s): an Xid or ECC error NVML reported in the window is not known", e.Time.UTC().Format(time.RFC3339), e.GPUEventsOff))
 		}
 	})
 }
 
-// window names the stretch of the kernel log judged: a diff's lies between
-// its two captures; a check's is its --window before the capture.
+// window names the stretch of the kernel log judged. A diff's lies between
+// its two captures, and a check's is its --window before the capture.
 func (c *comparison) window() string {
 	if c.check {
 		return "of the window before the capture"

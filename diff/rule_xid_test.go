@@ -67,7 +67,7 @@ func TestXidSeverityAndJoin(t *testing.T) {
 }
 
 // The PID the driver blamed belongs to another process at TO when that one
-// started after the record: the finding keeps the driver's PID and name.
+// started after the record, so the finding keeps the driver's PID and name.
 func TestXidPIDReused(t *testing.T) {
 	later := proc(4242, 900000, "bash", "/usr/bin/bash")
 	later.Started = t0.Add(-time.Minute)
@@ -82,7 +82,7 @@ func TestXidPIDReused(t *testing.T) {
 	}
 }
 
-// User space can write the driver's words to /dev/kmsg; the kernel marks
+// User space can write the driver's words to /dev/kmsg. The kernel marks
 // them with a facility other than kern, and they are forged, never an Xid.
 func TestForgedKernelMessage(t *testing.T) {
 	from, to := xidHosts()
@@ -103,7 +103,7 @@ func TestKernelLogNotes(t *testing.T) {
 	from, to := xidHosts()
 	to.KernelLog = &snapshot.KernelLogPosition{Source: "/dev/kmsg", Next: 5}
 	r := Compare(from, to, Options{})
-	// Not read is not compared: the verdict may not call the window clean.
+	// Not read is not compared, so the verdict may not call the window clean.
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "Xid errors are not checked") || r.Complete {
 		t.Errorf("window not read: notes %q, complete %v", r.Notes, r.Complete)
 	}
@@ -144,7 +144,7 @@ func nvmlHosts(events ...eventlog.Event) (from, to *snapshot.Snapshot, opts Opti
 }
 
 // The kernel log's Xid 79 and NVML's event of it 1.5 s later are one
-// finding with both as evidence; NVML's Xid 79 of a minute later, and its
+// finding with both as evidence. NVML's Xid 79 of a minute later, and its
 // Xid 31 the kernel did not log, are findings of their own.
 func TestXidNVMLJoinsKernelLog(t *testing.T) {
 	from, to, opts := nvmlHosts(nvmlXid(601500*time.Millisecond, 79), nvmlXid(660*time.Second, 79), nvmlXid(700*time.Second, 31),
@@ -194,7 +194,7 @@ func TestXidNVMLAloneWhereKernelLogIsMissing(t *testing.T) {
 }
 
 // A GPU lost in the window, and a wait for NVML's events that failed, are
-// notes: NVML's events then were not watched. Neither counts as events the
+// notes, as NVML's events then were not watched. Neither counts as events the
 // kernel dropped.
 func TestGPUEventsNotes(t *testing.T) {
 	from, to, opts := nvmlHosts(eventlog.Event{Time: t0.Add(-10 * time.Minute), Kind: eventlog.KindGPUEvent, GPUEvent: eventlog.GPUEventGPULost},
@@ -210,8 +210,8 @@ func TestGPUEventsNotes(t *testing.T) {
 }
 
 // A watch whose NVML events stopped before the window (a GPU lost in an
-// earlier one) says so in every heartbeat: the window is noted, once per
-// reason, and not complete; a heartbeat with the events read says nothing.
+// earlier one) says so in every heartbeat. The window is noted, once per
+// reason, and not complete. A heartbeat with the events read says nothing.
 func TestGPUEventsOffBeforeTheWindow(t *testing.T) {
 	const why = "NVML answered at 2026-11-29T18:00:00Z that a GPU is lost"
 	alive := func(at time.Duration, off string) eventlog.Event {
@@ -231,9 +231,10 @@ func TestGPUEventsOffBeforeTheWindow(t *testing.T) {
 	}
 }
 
-// TestXidManyProcessesCapped: 30 records of Xid 13 on one GPU, each blaming
-// another PID: the first maxXidProcesses PIDs have a finding each, the rest
-// are one finding with no process that counts them and says when they ran.
+// In TestXidManyProcessesCapped 30 records of Xid 13 on one GPU each blame
+// another PID. The first maxXidProcesses PIDs have a finding each, and the
+// rest are one finding with no process that counts them and says when they
+// ran.
 func TestXidManyProcessesCapped(t *testing.T) {
 	from, to := xidHosts()
 	var lines []string

@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// KindZombieGPUMemory: GPU memory grew by more than the threshold and no live process accounts for it.
+// KindZombieGPUMemory means GPU memory grew by more than the threshold and no live process accounts for it.
 const KindZombieGPUMemory = "zombie_gpu_memory"
 
 var _ = register(&Rule{
@@ -88,7 +88,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	unaccounted := growth - accounted
 	atTO := c.unaccountedAtTO()[pl.uuid]
 	if c.check {
-		// A check's FROM uses nothing: its figure is the host's own, the
+		// A check's FROM uses nothing, so its figure is the host's own, the
 		// one ps and the metrics show.
 		if atTO == nil {
 			return Finding{}, false
@@ -98,7 +98,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 	if unaccounted <= int64(c.opts.ZombieThreshold) {
 		return Finding{}, false
 	}
-	// A check's FROM is a host with nothing used: its figure says nothing.
+	// A check's FROM is a host with nothing used, so its figure says nothing.
 	var evidence []string
 	since := " more than at FROM"
 	if c.check {
@@ -121,7 +121,7 @@ func (c *comparison) zombie(pl, before *pool) (Finding, bool) {
 		signedBytes(unaccounted), bytesText(c.opts.ZombieThreshold)))
 	evidence = append(evidence, c.keepers(pl)...)
 	if unknown > 0 {
-		// Still high, as docs/spec.md (Findings) has every zombie: the evidence says who may hold it.
+		// Still high, as docs/spec.md (Findings) has every zombie. The evidence says who may hold it.
 		evidence = append(evidence, fmt.Sprintf("%s with no memory figure may hold it", count(unknown, "live process")))
 	}
 	return Finding{
@@ -159,7 +159,7 @@ func signedBytes(n int64) string {
 }
 
 // unaccountedAtTO is, by GPU or MIG device UUID, the memory no live process
-// accounts for at TO: snapshot.Unaccounted, the figure ps and the metrics show.
+// accounts for at TO. It is snapshot.Unaccounted, the figure ps and the metrics show.
 func (c *comparison) unaccountedAtTO() map[string]*uint64 {
 	if c.toUnaccounted == nil {
 		c.toUnaccounted = map[string]*uint64{}
@@ -173,8 +173,8 @@ func (c *comparison) unaccountedAtTO() map[string]*uint64 {
 	return c.toUnaccounted
 }
 
-// newSince marks a process NVML lists that FROM did not: in a diff it is new
-// since FROM; a check has no FROM, so nothing is new.
+// newSince marks a process NVML lists that FROM did not. In a diff it is new
+// since FROM, and a check has no FROM, so nothing is new.
 func (c *comparison) newSince() string {
 	if c.check {
 		return ""
@@ -182,9 +182,10 @@ func (c *comparison) newSince() string {
 	return ", new since FROM"
 }
 
-// zombieMemoryOfSet is zombie_gpu_memory in a check: of the pools of the GPUs
-// checked, and a note where NVML was not read; of the other vendors'
-// devices checked (accelMemory), every one where no list narrows the check.
+// zombieMemoryOfSet is zombie_gpu_memory in a check. It covers the pools of
+// the GPUs checked, with a note where NVML was not read, and the other
+// vendors' devices checked (accelMemory), every one where no list narrows the
+// check.
 func zombieMemoryOfSet(c *comparison, gpus *gpuSet) []Finding {
 	var out []Finding
 	for _, f := range accelMemory(c) {

@@ -6,17 +6,17 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// ownTenancy says how a process's own cgroup names tenant: a Slurm job (cgroup
-// v1 /slurm/uid_N/job_N/..., v2 /system.slice/slurmstepd.scope/job_N/...), a
-// pod or a container, each only where the owner rule vouches for it; ""
-// when it does not.
+// ownTenancy says how a process's own cgroup names tenant, as a Slurm job
+// (cgroup v1 /slurm/uid_N/job_N/..., v2 /system.slice/slurmstepd.scope/job_N/...),
+// a pod or a container, each only where the owner rule vouches for it. It
+// is "" when the rule does not.
 func ownTenancy(p *snapshot.Process, tenant string) string {
 	return cgroupTenancy(p.VerifiedOwner(snapshot.OwnerSlurmJob), p.VerifiedOwner(snapshot.OwnerPod),
 		p.VerifiedOwner(snapshot.OwnerContainer), tenant)
 }
 
 // cgroupTenancy says why a cgroup's Slurm job, pod or container names the
-// tenant, or "": one rule for snapshot processes and event-log processes.
+// tenant, or "". One rule serves snapshot processes and event-log processes.
 func cgroupTenancy(slurmJob, podUID, containerID, tenant string) string {
 	switch {
 	case tenant == "":
@@ -31,11 +31,11 @@ func cgroupTenancy(slurmJob, podUID, containerID, tenant string) string {
 	return ""
 }
 
-// tenantMembers finds tenant's processes in snaps, by PID@START, each with
-// why it belongs: its own or an ancestor's cgroup names the tenant. Ancestry
-// finds a process that left the job's cgroup but descends from its step. It
-// is read in every snapshot, because an orphan is reparented to init and only
-// a snapshot taken while its parents lived links them.
+// tenantMembers finds tenant's processes in snaps, by PID@START, each with why
+// it belongs, where its own or an ancestor's cgroup names the tenant. Ancestry
+// finds a process that left the job's cgroup but descends from its step. It is
+// read in every snapshot, because an orphan is reparented to init and only a
+// snapshot taken while its parents lived links them.
 func tenantMembers(tenant string, snaps ...*snapshot.Snapshot) map[string]string {
 	why := make(map[string]string)
 	if tenant == "" {
@@ -50,8 +50,8 @@ func tenantMembers(tenant string, snaps ...*snapshot.Snapshot) map[string]string
 			byPID[s.Processes[i].PID] = &s.Processes[i]
 		}
 		// root holds, per PID, the nearest ancestor (or the process itself)
-		// whose cgroup names the tenant, or nil: each PPID chain is walked
-		// once per snapshot.
+		// whose cgroup names the tenant, or nil, so that each PPID chain is
+		// walked once per snapshot.
 		root := make(map[int]*snapshot.Process, len(s.Processes))
 		var find func(p *snapshot.Process, depth int) *snapshot.Process
 		find = func(p *snapshot.Process, depth int) *snapshot.Process {

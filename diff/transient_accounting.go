@@ -9,12 +9,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// startSlack is how far apart two clocks may put one process's start: NVML
-// accounting's start time is the CPU's clock in microseconds, a snapshot's
+// startSlack is how far apart two clocks may put one process's start. NVML
+// accounting's start time is the CPU's clock in microseconds, and a snapshot's
 // is btime (whole seconds) plus clock ticks.
 const startSlack = 2 * time.Second
 
-// accountingTransients is transient_gpu_process's second source: NVML's
+// accountingTransients is transient_gpu_process's second source, NVML's
 // accounting records at TO (the driver keeps one per process that ran on
 // the GPU while accounting was on, exited ones included), for processes that
 // ran between FROM and TO and are gone at TO, even without gpusnap watch.
@@ -29,7 +29,7 @@ func (c *comparison) accountingTransients() []Finding {
 				continue // ran outside the window
 			}
 			if p := c.toByPID[a.PID]; p != nil && !p.Defunct() && sameStart(p, start) {
-				continue // alive at TO: the snapshot rules say what it holds
+				continue // alive at TO, so the snapshot rules say what it holds
 			}
 			out = append(out, c.accountingFinding(g, a, start))
 		}
@@ -44,8 +44,8 @@ func (c *comparison) accountingFinding(g *snapshot.GPU, a snapshot.AccountingSta
 	if p := c.processStartedAt(a.PID, start); p != nil {
 		ref, signs = processRef(p), masquerade(p)
 	} else if e := c.eventProcessStartedAt(a.PID, start); e != nil {
-		// In no snapshot, but watch saw it: the event log's identity, so
-		// that its events join this finding, not raise a second one.
+		// In no snapshot, but watch saw it. It takes the event log's
+		// identity, so that its events join this finding, not raise a second one.
 		ref, signs = eventProcessRef(e), eventMasquerade(e)
 	}
 	if len(signs) > 0 {

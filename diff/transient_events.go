@@ -10,12 +10,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// maxTransientEvidence bounds the event lines a finding carries: a tenant
-// can open a device as often as it likes.
+// maxTransientEvidence bounds the event lines a finding carries, since a
+// tenant can open a device as often as it likes.
 const maxTransientEvidence = 32
 
 // eventUse is one process's uses of one NVIDIA device (or of a GPU NVML
-// listed it on) in the window, as the event log recorded them; or a
+// listed it on) in the window, as the event log recorded them. Or it is a
 // lineage's inherits of one (a device user's descendants, recorded by
 // lineage), proc then the last process of it and first the first.
 type eventUse struct {
@@ -57,7 +57,7 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 		id := owner + "\x00" + dev + "\x00" + e.GPUUUID
 		u := uses[id]
 		if u == nil {
-			// The GPU: NVML's, or the one the device node names.
+			// The GPU is NVML's, or the one the device node names.
 			gpu := e.GPUUUID
 			if gpu == "" && e.Device != nil {
 				gpu = c.gpuUUID(e.Device.GPU)
@@ -66,8 +66,8 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 			uses[id] = u
 			order = append(order, u)
 		}
-		// The evidence's events are kept, the rest counted: a tenant
-		// decides how many there are.
+		// The evidence's events are kept and the rest counted, since a
+		// tenant decides how many there are.
 		if len(u.events) < maxTransientEvidence {
 			u.events = append(u.events, e)
 		}
@@ -75,12 +75,12 @@ func (c *comparison) windowUses(keep func(*eventlog.Event) bool) []*eventUse {
 		if owner != e.Process.Key() {
 			u.noteLineage(e)
 		}
-		u.writable = u.writable || e.Perms != "" && e.Writable() // a writable mapping: made, found, or inherited
+		u.writable = u.writable || e.Perms != "" && e.Writable() // a writable mapping, made, found or inherited
 	})
 	return order
 }
 
-// noteLineage takes a lineage's inherit record into u: the use is named by
+// noteLineage takes a lineage's inherit record into u. The use is named by
 // the lineage's last process, and says its first.
 func (u *eventUse) noteLineage(e *eventlog.Event) {
 	if u.first == nil {
@@ -110,10 +110,10 @@ func (u *eventUse) evidence() []string {
 	return append(out, eventMasquerade(u.proc)...)
 }
 
-// eventTransients are the transient processes the event log shows (gpusnap
-// watch): opening or mapping an NVIDIA device (or listed by NVML) between
-// FROM and TO, and gone at TO. One finding per process and device; high with
-// masquerade evidence or a writable mapping, else medium.
+// eventTransients are the transient processes the event log of gpusnap
+// watch shows opening or mapping an NVIDIA device (or listed by NVML)
+// between FROM and TO, and gone at TO. There is one finding per process and
+// device, high with masquerade evidence or a writable mapping, else medium.
 func (c *comparison) eventTransients() []Finding {
 	if c.opts.Events == nil {
 		return nil
@@ -121,7 +121,7 @@ func (c *comparison) eventTransients() []Finding {
 	exits := map[string]*eventlog.Event{}
 	uses := c.windowUses(func(e *eventlog.Event) bool {
 		p := c.toByKey[idOf(e.Process.PID, e.Process.StartTime)]
-		return p == nil || p.Defunct() // alive at TO: the snapshot rules, and hiddenDeviceUses, say what it holds
+		return p == nil || p.Defunct() // alive at TO, so the snapshot rules and hiddenDeviceUses say what it holds
 	})
 	c.eachEvent(func(e *eventlog.Event) {
 		if e.Kind == eventlog.KindExit && e.Process != nil {
@@ -192,7 +192,7 @@ func eventEvidence(e *eventlog.Event) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }
 
-// eachEvent walks the window's events; a walk that fails (the log
+// eachEvent walks the window's events. A walk that fails (the log
 // removed meanwhile) is said, once per walk, and the window is not complete.
 func (c *comparison) eachEvent(fn func(*eventlog.Event)) {
 	if c.opts.Events == nil {
@@ -222,7 +222,7 @@ func (c *comparison) forkIndex() (parents map[string]*eventlog.Event, users map[
 // eventAncestor finds, in the event log, the device user a process was
 // forked from (directly or through forks), or nil.
 func eventAncestor(key string, parents, users map[string]*eventlog.Event) (fork, use *eventlog.Event) {
-	for range 64 { // a fork chain a tenant made: bounded
+	for range 64 { // a fork chain a tenant made, so bounded
 		f := parents[key]
 		if f == nil {
 			return nil, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// eventsOf builds an event log window: a watch started before FROM, the
+// eventsOf builds an event log window of a watch started before FROM, the
 // events given, and the watch's heartbeats through the hour after FROM.
 func eventsOf(events ...eventlog.Event) *eventlog.ReadResult {
 	start := eventlog.Event{Time: t0.Add(-time.Hour), Kind: eventlog.KindWatchStart, Mode: "tracepoint"}
@@ -38,7 +38,7 @@ func TestTransientGPUProcess(t *testing.T) {
 	alive := &eventlog.Process{PID: 600, StartTime: 9100, Comm: "trainer", Exe: "/opt/trainer", UID: 1000}
 	before := &eventlog.Process{PID: 503, StartTime: 9003, Comm: "early", Exe: "/usr/bin/early", UID: 1000}
 	events := eventsOf(
-		devEvent(-time.Minute, eventlog.KindOpen, before, "/dev/nvidia0", "rw", ""), // before FROM: not in the window
+		devEvent(-time.Minute, eventlog.KindOpen, before, "/dev/nvidia0", "rw", ""), // before FROM, so not in the window
 		devEvent(time.Minute, eventlog.KindOpen, worker, "/dev/nvidia0", "rw", ""),
 		devEvent(time.Minute, eventlog.KindMmap, worker, "/dev/nvidia0", "", "rw-s"),
 		devEvent(2*time.Minute, eventlog.KindOpen, miner, "/dev/nvidia0", "r", ""),
@@ -54,7 +54,7 @@ func TestTransientGPUProcess(t *testing.T) {
 	expect(t, r,
 		"leftover_device_holder high 600 /dev/nvidia0",
 		"transient_gpu_process high 500 /dev/nvidia0",     // a writable mapping
-		"transient_gpu_process high 501 /dev/nvidia0",     // masquerade: exe under /tmp, comm disagrees
+		"transient_gpu_process high 501 /dev/nvidia0",     // masquerade, exe under /tmp, comm disagrees
 		"transient_gpu_process medium 502 /dev/nvidiactl", // read-only, and no masquerade
 		"unexpected_gpu_process medium 600",
 	)
@@ -70,8 +70,8 @@ func TestTransientGPUProcess(t *testing.T) {
 	expect(t, compareWindow(Options{}, from, to), "leftover_device_holder high 600 /dev/nvidia0", "unexpected_gpu_process medium 600")
 }
 
-// TestTransientCoverageNoted: a window the watch did not cover is said in
-// the notes, as are events the kernel dropped.
+// TestTransientCoverageNoted holds that a window the watch did not cover is
+// said in the notes, as are events the kernel dropped.
 func TestTransientCoverageNoted(t *testing.T) {
 	events := &eventlog.ReadResult{Events: []eventlog.Event{
 		{Time: t0.Add(10 * time.Minute), Kind: eventlog.KindWatchStart, Mode: eventlog.ModeFallback},
@@ -89,8 +89,8 @@ func TestTransientCoverageNoted(t *testing.T) {
 	}
 }
 
-// TestInheritedFromEvents: a survivor the event log shows forked from a
-// process that mapped the device is marked inherited from it.
+// TestInheritedFromEvents holds that a survivor the event log shows forked
+// from a process that mapped the device is marked inherited from it.
 func TestInheritedFromEvents(t *testing.T) {
 	parent := &eventlog.Process{PID: 700, StartTime: 9200, Comm: "job", Exe: "/opt/job"}
 	child := &eventlog.Process{PID: 701, StartTime: 9201, Comm: "job", Exe: "/opt/job"}
@@ -114,9 +114,9 @@ func TestInheritedFromEvents(t *testing.T) {
 	}
 }
 
-// TestTransientDuringTOCapture: a worker that mapped the GPU and exited while
-// TO was being captured is in neither snapshot: the window runs to TO's
-// capture end, so the event log still reports it.
+// In TestTransientDuringTOCapture a worker that mapped the GPU and exited
+// while TO was being captured is in neither snapshot. The window runs to
+// TO's capture end, so the event log still reports it.
 func TestTransientDuringTOCapture(t *testing.T) {
 	worker := &eventlog.Process{PID: 510, StartTime: 9010, Comm: "python3", Exe: "/usr/bin/python3", UID: 1000}
 	at := time.Hour + time.Second // after TO's capture started, before it ended

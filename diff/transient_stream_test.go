@@ -44,11 +44,11 @@ func peakHeap(f func()) uint64 {
 	return peak.Load()
 }
 
-// TestTransientWindowStreamed: a window of 40,000 device events (two
-// processes that opened the node in a loop, as a watch without coalescing
-// recorded them) is walked from disk, never held: the diff's heap grows by
-// a few MiB where holding the window costs tens, and both
-// processes are found, with their events counted.
+// TestTransientWindowStreamed holds that a window of 40,000 device events
+// (two processes that opened the node in a loop, as a watch without
+// coalescing recorded them) is walked from disk, never held. The diff's heap
+// grows far less than holding the window would cost, and both processes are
+// found, with their events counted.
 func TestTransientWindowStreamed(t *testing.T) {
 	testenv.NotShort(t, "writes a 10 MB event log")
 	dir := eventlog.JournalDir(filepath.Join(t.TempDir(), "gpusnap.db"))
@@ -56,8 +56,8 @@ func TestTransientWindowStreamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The log's segments are named by when they were started: its records
-	// come after that, in the hour from base.
+	// The log's segments are named by when they were started, and its
+	// records come after that, in the hour from base.
 	base := time.Now().Add(time.Second)
 	const n = 40000
 	flooders := []*eventlog.Process{
@@ -119,10 +119,10 @@ func TestTransientWindowStreamed(t *testing.T) {
 	}
 }
 
-// TestDamagedLogNotCovered: lines of the window's segments that are not
-// events, or records that break the chain, make a window a watch recorded
-// not covered, naming where: the window's record may have lost or changed an
-// event.
+// TestDamagedLogNotCovered holds that lines of the window's segments that
+// are not events, or records that break the chain, make a window a watch
+// recorded not covered, naming where. The window's record may have lost or
+// changed an event.
 func TestDamagedLogNotCovered(t *testing.T) {
 	from := snap("from", proc(1, 10, "init", "/sbin/init"))
 	to := snap("to", proc(1, 10, "init", "/sbin/init"))

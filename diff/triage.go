@@ -7,24 +7,24 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Triage classes: what a finding's process is, for the operator who must act
-// on it (docs/triage.md has the runbook of each).
+// The triage classes say what a finding's process is, for the operator who
+// must act on it (docs/triage.md has the runbook of each).
 const (
 	ClassExpected            = "expected"             // the allow list has it
 	ClassTenant              = "tenant"               // the tenant's own, still running in its job
 	ClassAnotherTenant       = "another_tenant"       // its cgroup names another job, pod or container
 	ClassLeftoverWorker      = "leftover_worker"      // orphaned, or outliving its job, with no sign that it lies
 	ClassZombieContext       = "zombie_context"       // GPU memory or an NVML entry with no live process behind it
-	ClassUnkillable          = "unkillable"           // in D state: kill -9 will not end it
-	ClassSuspectedCompromise = "suspected_compromise" // a sign that it lies: masquerade, a foreign binary in a system path, egress to a pool
+	ClassUnkillable          = "unkillable"           // in D state, where kill -9 will not end it
+	ClassSuspectedCompromise = "suspected_compromise" // a sign that it lies, such as masquerade, a foreign binary in a system path, egress to a pool
 )
 
 // Classes are the triage classes, from the one that asks the most of an
-// operator to the least: --fail-on and the metrics' class label take them.
+// operator to the least. --fail-on and the metrics' class label take them.
 var Classes = []string{ClassSuspectedCompromise, ClassUnkillable, ClassZombieContext, ClassLeftoverWorker,
 	ClassAnotherTenant, ClassTenant, ClassExpected}
 
-// Triage is the verdict on a finding's process: its class, the evidence
+// Triage is the verdict on a finding's process, with its class, the evidence
 // that decided it, one line an operator can act on, and the row of the
 // decision table (docs/triage.md) that chose them, a short id that stays
 // the same across releases so tools can act on it.
@@ -33,7 +33,7 @@ type Triage struct {
 	Why   []string `json:"why"`
 	Next  string   `json:"next"`
 	Rule  string   `json:"rule"`
-	// Owner is whom to ask about the process: the job, pod or container
+	// Owner is whom to ask about the process, the job, pod or container
 	// the owner rule vouches for, else its user. "" with no process.
 	Owner string `json:"owner,omitempty"`
 }
@@ -93,7 +93,7 @@ func (c *comparison) triageInput(f *Finding, tenant string, members map[string]s
 // triageInput is what classify weighs.
 type triageInput struct {
 	finding *Finding
-	proc    *snapshot.Process // at TO; nil when the process is gone
+	proc    *snapshot.Process // at TO, nil when the process is gone
 	before  *snapshot.Process // the same process at FROM, or nil
 	tenant  string
 	member  map[string]string // the tenant's processes by PID@START, with why
@@ -108,15 +108,15 @@ type triageInput struct {
 	sources    []source
 	restarter  *restarter
 	returned   []string
-	reparented string // how proc lost the parent that started it, since when; "" when it did not
+	reparented string // how proc lost the parent that started it and since when, "" when it did not
 	// holders are, for a finding with no process, the live processes that
-	// hold or map its GPU's node at TO; unread counts the processes at TO
+	// hold or map its GPU's node at TO. unread counts the processes at TO
 	// that could not be read in full.
 	holders []nodeHolder
 	unread  int
 }
 
-// classify is the one function that decides a finding's triage: the first
+// classify is the one function that decides a finding's triage. The first
 // row of triageTable whose test holds gives it.
 func classify(in triageInput) Triage {
 	fs := newFacts(in)
@@ -134,8 +134,8 @@ func classify(in triageInput) Triage {
 }
 
 // HostTriage gives the verdict on each live process of s that uses a GPU,
-// outside any diff (gpusnap ps): classify's, with no tenant and no FROM, and
-// with what only the whole host tells (the live clients an MPS server serves).
+// outside any diff (gpusnap ps). It is classify's, with no tenant and no FROM,
+// and with what only the whole host tells (the live clients an MPS server serves).
 func HostTriage(s *snapshot.Snapshot) func(*snapshot.Process) Triage {
 	c := newComparison(nothingAllowed(s), s, Options{}, false)
 	c.check = true
@@ -162,7 +162,7 @@ func ownerText(p *snapshot.Process) string {
 }
 
 // systemService reports whether p runs as a unit of the system's manager (a
-// .service outside any user's manager): systemd started it, and it has no
+// .service outside any user's manager). systemd started it, and it has no
 // parent to lose.
 func systemService(p *snapshot.Process) bool {
 	return strings.HasSuffix(p.SystemdUnit, ".service") && !strings.HasPrefix(p.SystemdUnit, "user@") && !p.UnderUserManager()

@@ -10,14 +10,14 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// source is one thing that starts a process again: the evidence line, and
-// how to stop it.
+// source is one thing that starts a process again, with the evidence line
+// and how to stop it.
 type source struct {
 	why, stop string
-	unit      string // the unit that restarts it, or a timer's; "" for cron or atd
+	unit      string // the unit that restarts it, or a timer's, and "" for cron or atd
 }
 
-// persistenceSources are what the snapshot says restarts p: its unit's
+// persistenceSources are what the snapshot says restarts p, its unit's
 // Restart=, its timer, a scheduler among its ancestors (nearest first).
 func persistenceSources(p *snapshot.Process) []source {
 	var out []source
@@ -44,20 +44,20 @@ func persistenceSources(p *snapshot.Process) []source {
 	return out
 }
 
-// restarter is a live ancestor that restarts a GPU-using child: why says
-// what it started before, stop how to end it.
+// restarter is a live ancestor that restarts a GPU-using child. why says
+// what it started before, and stop how to end it.
 type restarter struct {
 	why, stop string
 }
 
-// stepDaemons are the comms of the daemons that start a job's processes:
-// they start many, by design.
+// stepDaemons are the comms of the daemons that start a job's processes,
+// which start many by design.
 var stepDaemons = map[string]bool{"slurmstepd": true, "systemd": true, "init": true, "containerd-shim": true, "conmon": true}
 
 // restarter finds a live ancestor of p, of p's uid, that is not a session
 // leader, a login shell or a job's step daemon, and that started a GPU-using
 // process with p's exe or command line before (in FROM or the history), gone
-// at TO: a loop that brings p back after a kill.
+// at TO. Such a loop brings p back after a kill.
 func (c *comparison) restarter(p *snapshot.Process) *restarter {
 	for _, a := range p.Ancestry {
 		anc := c.toByKey[idOf(a.PID, a.StartTime)]
@@ -75,7 +75,7 @@ func (c *comparison) restarter(p *snapshot.Process) *restarter {
 	return nil
 }
 
-// loginShell reports whether p is a login shell: argv[0] begins with "-".
+// loginShell reports whether p is a login shell, whose argv[0] begins with "-".
 func loginShell(p *snapshot.Process) bool {
 	return len(p.Cmdline) > 0 && strings.HasPrefix(p.Cmdline[0], "-")
 }
@@ -100,7 +100,7 @@ func (c *comparison) earlierChild(anc, p *snapshot.Process) string {
 }
 
 // reparentedWhy says how p lost the parent that started it and since when,
-// or "". A system service lost none: systemd started it.
+// or "". A system service lost none, as systemd started it.
 func (c *comparison) reparentedWhy(p, before *snapshot.Process) string {
 	if systemService(p) {
 		return ""

@@ -9,17 +9,17 @@ import (
 )
 
 // signContext is what the line of a compromise rule depends on besides the
-// process: whether a job's cgroup, which only root makes, vouches for it,
+// process, whether a job's cgroup, which only root makes, vouches for it,
 // and whether it runs as that job's user.
 type signContext struct {
-	inJob    bool // its own cgroup names the job it is judged in (the tenant's; in ps, any job's)
+	inJob    bool // its own cgroup names the job it is judged in (the tenant's, or in ps any job's)
 	otherJob bool // its own cgroup names another job than the tenant's
-	// jobUIDs are the uids the job's other processes run as; empty when
+	// jobUIDs are the uids the job's other processes run as, empty when
 	// the job has no other process to compare with.
 	jobUIDs map[int]bool
 }
 
-// compromiseRule is one rule of compromiseSigns: an id (a row of
+// compromiseRule is one rule of compromiseSigns, with an id (a row of
 // docs/triage.md's Compromise signs), the doc's words for when it gives a
 // sign and when only a note, and its test, which gives a sign that the
 // process lies, or a note for why.
@@ -98,9 +98,9 @@ var compromiseRules = []compromiseRule{
 	}},
 }
 
-// tempDirSign: a job's binary built in its $TMPDIR is what the job runs;
-// the same path with a name that lies, another user or no job's cgroup
-// around it is a dropper's.
+// tempDirSign tells a job's binary built in its $TMPDIR, which is what the
+// job runs, from a dropper's. The same path with a name that lies, another
+// user or no job's cgroup around it is a dropper's.
 func tempDirSign(p *snapshot.Process, ctx signContext) (string, string) {
 	dir := ""
 	for _, d := range []string{"/tmp/", "/var/tmp/"} {

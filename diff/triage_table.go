@@ -10,17 +10,17 @@ import (
 )
 
 // triageRow is one row of the decision table docs/triage.md writes out (a
-// test holds the doc to it): classify gives the verdict of the first row
-// whose test holds. id is Triage.Rule; class and when are the doc's words.
+// test holds the doc to it). classify gives the verdict of the first row
+// whose test holds. id is Triage.Rule, and class and when are the doc's words.
 type triageRow struct {
 	id, class, when string
 	holds           func(*facts) bool
 	verdict         func(*facts) Triage
 }
 
-// triageTable is the decision table, in the operator's order: what no kill
-// fixes (memory without a process, a defunct one), then a sign that it lies
-// (which changes what to keep), D state, the allow list, whose it is, what
+// triageTable is the decision table, in the operator's order. It takes what no
+// kill fixes (memory without a process, a defunct one), then a sign that it
+// lies (which changes what to keep), D state, the allow list, whose it is, what
 // starts it again, and last a worker that outlived its job.
 var triageTable = []triageRow{
 	{"zombie-no-holder", ClassZombieContext, "GPU memory, an NVML entry or GPU work with no live process behind it, and no live process seen holding or mapping that GPU's node",
@@ -86,7 +86,7 @@ func newFacts(in triageInput) *facts {
 		fs.noProcess = true
 		return fs
 	}
-	if fs.p == nil { // gone since: judge what the record says of it
+	if fs.p == nil { // gone since, so judge what the record says of it
 		fs.p = &snapshot.Process{PID: f.Process.PID, StartTime: f.Process.StartTime, Comm: f.Process.Comm, Exe: f.Process.Exe, ExeDeleted: f.Process.ExeDeleted,
 			UID: f.Process.UID, User: f.Process.User}
 	}
@@ -109,7 +109,7 @@ func (f *facts) source() string {
 	return ""
 }
 
-// toAsk is whom to ask about the process: its vouched-for owner, else its
+// toAsk is whom to ask about the process, its vouched-for owner, else its
 // user by name, else by uid.
 func (f *facts) toAsk() string {
 	if f.owner != "" {
@@ -254,8 +254,8 @@ func leftoverVerdict(f *facts, why []string, next string) Triage {
 	return Triage{Class: ClassLeftoverWorker, Why: f.why(why...), Next: next}
 }
 
-// seen says what gpusnap read of the process and found no sign in: the
-// evidence, never an absence of what it could not read.
+// seen says what gpusnap read of the process and found no sign in. That is
+// the evidence, never an absence of what it could not read.
 func (f *facts) seen() string {
 	read := "its name and exe"
 	if f.in.proc != nil {

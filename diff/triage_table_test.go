@@ -13,8 +13,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// docTable reads the rows of the table under heading in docs/triage.md:
-// each row's cells, backquotes kept.
+// docTable reads the rows of the table under heading in docs/triage.md, as
+// each row's cells with backquotes kept.
 func docTable(t *testing.T, heading string) [][]string {
 	t.Helper()
 	data, err := os.ReadFile("../docs/triage.md")
@@ -40,7 +40,7 @@ func docTable(t *testing.T, heading string) [][]string {
 	return rows
 }
 
-// The decision table in docs/triage.md is the code's, row by row: the
+// The decision table in docs/triage.md is the code's, row by row, with the
 // same ids in the same order, each with the code's class and words.
 func TestDecisionTableIsTheDoc(t *testing.T) {
 	rows := docTable(t, "Decision table")
@@ -86,7 +86,7 @@ type triageCase struct {
 	why      []string
 }
 
-// py is a GPU-using python process; gpuProc any GPU-using process.
+// py is a GPU-using python process, and gpuProc any GPU-using process.
 func gpuProc(pid int, comm, exe string, opts ...procOpt) snapshot.Process {
 	return proc(pid, 5, comm, exe, append([]procOpt{mapping(dev0, "rw-s", 0x7f0000000000, 1<<20, 0, dev0No)}, opts...)...)
 }
@@ -180,8 +180,8 @@ func triageCases() []triageCase {
 	}
 }
 
-// Each row of the decision table, on a diff that reaches it: the row's id,
-// class, next and why; and no row goes without a case.
+// Each row of the decision table, on a diff that reaches it, gives the row's
+// id, class, next and why, and no row goes without a case.
 func TestDecisionTableRows(t *testing.T) {
 	covered := map[string]bool{}
 	for _, c := range triageCases() {
@@ -202,7 +202,7 @@ func TestDecisionTableRows(t *testing.T) {
 		row := rowByID(c.rule)
 		why := strings.Join(tr.Why, "\n")
 		classes := []string{row.class}
-		if !slices.Contains(Classes, row.class) { // mps-serving: its clients' owner's
+		if !slices.Contains(Classes, row.class) { // mps-serving takes its clients' owner's
 			classes = []string{ClassTenant, ClassAnotherTenant}
 		}
 		if tr.Rule != c.rule || !slices.Contains(classes, tr.Class) {
@@ -270,8 +270,8 @@ type signCase struct {
 	ctx signContext
 }
 
-// Every rule of compromiseSigns, on each side of its line: a process it
-// calls a sign, and one it does not (a note, where the rule has one).
+// Every rule of compromiseSigns is tried on each side of its line, with a
+// process it calls a sign and one it does not (a note, where the rule has one).
 func TestCompromiseRulesBothSides(t *testing.T) {
 	job := signContext{inJob: true, jobUIDs: map[int]bool{1000: true}}
 	other := signContext{otherJob: true, jobUIDs: map[int]bool{1000: true}}
@@ -311,9 +311,9 @@ func TestCompromiseRulesBothSides(t *testing.T) {
 	}
 }
 
-// The lines of temp-dir and hidden-dir, through a whole diff: the job's
-// own build in its $TMPDIR is the tenant's, with a name that lies it is a
-// compromise; another job's Bazel binary, and its hidden-directory binary,
+// The lines of temp-dir and hidden-dir hold through a whole diff. The job's
+// own build in its $TMPDIR is the tenant's, and with a name that lies it is a
+// compromise. Another job's Bazel binary, and its hidden-directory binary,
 // are that job's, and a deleted one a compromise.
 func TestCompromiseNeedsALie(t *testing.T) {
 	job := func(id string) procOpt {

@@ -47,7 +47,7 @@ func TestClassify(t *testing.T) {
 			p.Exe, p.Package = "/opt/conda/bin/python3.11", &snapshot.Package{Status: provenance.NotPackaged}
 		}), false, ClassLeftoverWorker, "kill -9 20"},
 		// CUDA MPS's server in each class it can land in, NVML listing no
-		// client of it: its ownership decides, and next says how to stop it.
+		// client of it. Its ownership decides, and next says how to stop it.
 		{"MPS server left alone", mps(21), false, ClassLeftoverWorker, "echo quit | nvidia-cuda-mps-control"},
 		{"MPS server of the tenant's job", with(mps(22), func(p *snapshot.Process) { p.SlurmJobID = "4242" }),
 			false, ClassTenant, "let its job end, or kill -9 22 if the job has ended; it stops with echo quit | nvidia-cuda-mps-control"},
@@ -101,8 +101,8 @@ func TestClassifyZombie(t *testing.T) {
 }
 
 // Outside a diff (gpusnap ps) an MPS server's verdict follows its live
-// clients: serving one of slurm job 77's, it is that job's (a tenant's, as
-// ps calls a job's own) and is left alone; with none left, a leftover.
+// clients. Serving one of slurm job 77's, it is that job's (a tenant's, as
+// ps calls a job's own) and is left alone. With none left, it is a leftover.
 func TestHostTriageMPSServer(t *testing.T) {
 	server := proc(900, 5, "nvidia-cuda-mps", "/usr/bin/nvidia-cuda-mps-server", mapping("/dev/nvidia0", "rw-s", 0x7f0000000000, 1<<20, 0, "195:0"))
 	client := proc(901, 7, "python3", "/usr/bin/python3.11", holder(3, ctl, "rw", ctlNo), func(p *snapshot.Process) { p.SlurmJobID = "77" })

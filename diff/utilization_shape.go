@@ -14,9 +14,9 @@ import (
 
 // The patterns of a compute shape (docs/diff.md, Utilization).
 const (
-	PatternFlat       = "flat"        // busy, and steady: a miner's signature (training also runs flat)
-	PatternDutyCycled = "duty_cycled" // on and off: a miner that pauses, or a job between batches
-	PatternVaried     = "varied"      // busy, not steady: training and inference
+	PatternFlat       = "flat"        // busy and steady, a miner's signature (training also runs flat)
+	PatternDutyCycled = "duty_cycled" // on and off, a miner that pauses or a job between batches
+	PatternVaried     = "varied"      // busy, not steady, as training and inference run
 	PatternIdle       = "idle"        // barely used
 )
 
@@ -28,17 +28,17 @@ const (
 	flatMinMean     = 50.0
 	idleMean        = 5.0  // mean below it is idle
 	dutyOffAt       = 10   // a sample at or below it is off
-	dutyShare       = 0.2  // duty-cycled: at least this share busy and this share off ...
+	dutyShare       = 0.2  // duty-cycled means at least this share busy and this share off ...
 	dutyMinRuns     = 2    // ... in at least this many busy runs
-	maxShapes       = 4096 // processes × GPUs kept; a tenant decides how many processes it starts
-	maxSeriesPoints = 720  // points a GPU's chart series holds: one every 5 s of an hour
+	maxShapes       = 4096 // processes × GPUs kept, since a tenant decides how many processes it starts
+	maxSeriesPoints = 720  // points a GPU's chart series holds, one every 5 s of an hour
 	maxSeriesGPUs   = 256  // GPUs and MIG instances a window's series holds
 )
 
 // Shape is how a process (or a whole GPU, Process empty) used one GPU
-// over the window: SM utilization's mean, standard deviation, share and
-// longest run at 90% or more, and memory (a process's memory utilization
-// in percent; a GPU's memory used in MiB).
+// over the window. It holds SM utilization's mean, standard deviation,
+// share and longest run at 90% or more, and memory, which is a process's
+// memory utilization in percent or a GPU's memory used in MiB.
 type Shape struct {
 	GPU          string  `json:"gpu"`
 	Process      string  `json:"process,omitempty"` // PID@STARTTIME
@@ -49,14 +49,14 @@ type Shape struct {
 	LongestBusy  int     `json:"longest_run_at_90"` // samples
 	MemMean      float64 `json:"mem_mean"`
 	MemMax       float64 `json:"mem_max"`
-	Pattern      string  `json:"pattern,omitempty"` // "": fewer than 30 samples
+	Pattern      string  `json:"pattern,omitempty"` // empty under 30 samples
 	offs, runs   int
 	run          int
 	sum, sumSq   float64
 	memSum       float64
 	memN         int
 	lastSample   int // the index, in its GPU's series, of the last sample taken
-	busyWithout  int // GPU: the current run of busy samples with no process listed
+	busyWithout  int // a GPU's current run of busy samples with no process listed
 	longestAlone int
 	aloneFrom    time.Time // the start of the current run (busyWithout), or of the longest
 	aloneTo      time.Time
@@ -64,8 +64,9 @@ type Shape struct {
 	lastAt       time.Time // the last sample's time
 }
 
-// Text is the shape as triage says it: "compute pattern: flat, σ 1.8 over
-// 1,800 samples, 98% at ≥ 90%".
+// Text is the shape as triage says it, such as
+//
+//	compute pattern: flat, σ 1.8 over 1,800 samples, 98% at ≥ 90%
 func (s *Shape) Text() string {
 	mem := fmt.Sprintf("memory utilization mean %.1f%%, max %.0f%%", s.MemMean, s.MemMax)
 	if s.Process == "" {
@@ -84,8 +85,8 @@ func thousands(n int) string {
 	return s
 }
 
-// add takes one sample: sm in percent, mem (-1 not reported); consecutive
-// says it follows this shape's last sample in its GPU's series.
+// add takes one sample, sm in percent and mem (-1 not reported).
+// consecutive says it follows this shape's last sample in its GPU's series.
 func (s *Shape) add(sm, mem float64, consecutive bool) {
 	s.Samples++
 	s.sum += sm
@@ -144,10 +145,10 @@ func (s *Shape) finish() {
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
-// Utilization is what watch's samples show of the window: each process's
-// and GPU's shape, and each GPU's series, bucketed to at most 720 points,
-// for a chart (SM and memory utilization in percent, memory used in MiB,
-// the most processes NVML listed in the bucket).
+// Utilization is what watch's samples show of the window. It holds each
+// process's and GPU's shape, and each GPU's series, bucketed to at most 720
+// points, for a chart (SM and memory utilization in percent, memory used in
+// MiB, the most processes NVML listed in the bucket).
 type Utilization struct {
 	Shapes []Shape     `json:"shapes"`
 	Series []GPUSeries `json:"series"`
@@ -156,7 +157,7 @@ type Utilization struct {
 }
 
 // GPUSeries is one GPU's (or MIG instance's) samples over the window, in
-// buckets of Step from Start: point i covers [Start+i*Step, Start+(i+1)*Step).
+// buckets of Step from Start. Point i covers [Start+i*Step, Start+(i+1)*Step).
 type GPUSeries struct {
 	GPU    string        `json:"gpu"`
 	Parent string        `json:"parent,omitempty"`
@@ -165,8 +166,8 @@ type GPUSeries struct {
 	Points []SeriesPoint `json:"points"`
 }
 
-// SeriesPoint is one bucket of a GPUSeries: means of its samples, -1
-// where none reported the figure.
+// SeriesPoint is one bucket of a GPUSeries, the means of its samples, with
+// -1 where none reported the figure.
 type SeriesPoint struct {
 	Offset  int     `json:"i"` // bucket index
 	SM      float64 `json:"sm"`
@@ -329,9 +330,9 @@ func (u *Utilization) shapesOf(key string) []Shape {
 }
 
 // attachShapes puts each finding's process's compute pattern in its
-// evidence and, where flat, in its triage's why; a flat pattern with
+// evidence and, where flat, in its triage's why. A flat pattern with
 // masquerade evidence makes the finding high. A pattern raises no finding
-// of its own: training runs flat too.
+// of its own, since training runs flat too.
 func (c *comparison) attachShapes(findings []Finding) {
 	u := c.utilization()
 	if len(u.Shapes) == 0 {

@@ -8,15 +8,15 @@ import (
 	"github.com/gpusnap/gpusnap/eventlog"
 )
 
-// utilProc is a process in utilEvents: its identity and its SM utilization
-// at sample i (-1: not on the GPU then).
+// utilProc is a process in utilEvents, its identity and its SM utilization
+// at sample i (-1 when not on the GPU then).
 type utilProc struct {
 	pid   int
 	start uint64
 	sm    func(i int) int
 }
 
-// utilEvents are watch's util records of one GPU: n samples a second from
+// utilEvents are watch's util records of one GPU, n samples a second from
 // 1 minute after FROM, the GPU's own SM utilization gpuSM(i) and NVML
 // listing listed processes, in records of 30 samples as watch writes them.
 func utilEvents(gpu string, n int, gpuSM func(int) int, listed int, procs ...utilProc) []eventlog.Event {
@@ -97,14 +97,14 @@ func TestShapePatterns(t *testing.T) {
 	if p := r.Utilization.Series[0].Points[0]; p.SM != 99 || p.UsedMiB != 70000 || p.Listed != 4 {
 		t.Errorf("first point %+v", p)
 	}
-	// A window without samples has no utilization: zero use is not a shape.
+	// A window without samples has no utilization, as zero use is not a shape.
 	if r := compareWindow(Options{Events: eventsOf()}, snap("from"), snap("to")); r.Utilization != nil {
 		t.Errorf("empty window: %+v", r.Utilization)
 	}
 }
 
 // The pattern is evidence on the process's findings and, flat, in its
-// triage; flat with masquerade evidence makes the finding high, while a
+// triage. Flat with masquerade evidence makes the finding high, while a
 // tenant's own flat training raises nothing more than it did.
 func TestShapeOnFindings(t *testing.T) {
 	flat := func(int) int { return 98 }
