@@ -84,6 +84,7 @@ func withCode(s *snapshot.Snapshot, users []*snapshot.Process) []*snapshot.Proce
 // withCode's processes too, so that an exe allow entry vouches for no
 // process whose code was not read.
 func (cfg *scanConfig) corroborate(ctx context.Context, r *procfs.Reader, s *snapshot.Snapshot, opts Options) {
+	s.Scan.CodeRead = cfg.live // readForeignCode reads the live /proc alone
 	users := gpuUsers(s)
 	coded := withCode(s, users)
 	if len(coded) == 0 {
