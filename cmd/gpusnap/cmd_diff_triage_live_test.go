@@ -169,10 +169,8 @@ func TestLiveDiffComesBackAndRenamedMiner(t *testing.T) {
 // second as persistence, with the loop that restarts it, and its next ends
 // the loop's process group before the worker.
 func TestLiveDiffRestartingParent(t *testing.T) {
-	livetest.Require(t, "losetup", "python3")
-	loop := livetest.NewLoop(t)
 	const tenant = "live-restarter"
-	flags := liveBaseline(t, tenant)
+	loop, flags := pythonTenant(t, tenant)
 	pids := filepath.Join(t.TempDir(), "pids")
 	cmd := exec.Command("sh", "-c", `while :; do python3 -c 'import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
@@ -223,4 +221,49 @@ time.sleep(600)' "$0" "$1"; sleep 0.2; done`, loop.Node, pids)
 	case found.Triage == nil || !strings.Contains(found.Triage.Next, group):
 		t.Errorf("triage %+v: want next to end %q first", found.Triage, group)
 	}
+}
+
+// A miner that sends to its pool with unconnected UDP (sendto, no connect)
+// leaves no peer in any table: the diff names its socket and says its
+// egress is not known, never that it has none.
+func TestLiveDiffUnconnectedUDP(t *testing.T) {
+	const tenant = "live-udp"
+	loop, flags := pythonTenant(t, tenant)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("python3", "-c", `import mmap, os, socket, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"mining.submit", ("127.0.0.1", 3333))
+open(sys.argv[2], "w").close()
+time.sleep(600)`, loop.Node, ready)
+	noErr(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testwait.Until(t, 10*time.Second, "the sender", func() bool { _, err := os.Stat(ready); return err == nil })
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant}, flags...)...)
+	if code != exitFindings {
+		t.Fatalf("diff: exit %d: %s", code, stderr)
+	}
+	n := 0
+	for _, f := range decodeResult(t, stdout, stderr).Findings {
+		if f.Process == nil || f.Process.PID != cmd.Process.Pid || f.Triage == nil {
+			continue
+		}
+		n++
+		why := strings.Join(f.Triage.Why, "\n")
+		if !strings.Contains(why, "an unconnected UDP socket sends where sendto says") || strings.Contains(why, "no egress to a mining pool\n") {
+			t.Errorf("%s: why %q: want its egress not known", f.Kind, f.Triage.Why)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no triaged finding for the sender %d: %s", cmd.Process.Pid, stdout)
+	}
+}
+
+// pythonTenant is a live test's fake GPU and the flags of tenant's store,
+// its baseline taken, for workers written in python3.
+func pythonTenant(t *testing.T, tenant string) (*livetest.Loop, []string) {
+	t.Helper()
+	livetest.Require(t, "losetup", "python3")
+	return livetest.NewLoop(t), liveBaseline(t, tenant)
 }
