@@ -84,6 +84,7 @@ func withCode(s *snapshot.Snapshot, users []*snapshot.Process) []*snapshot.Proce
 // withCode's processes too, so that an exe allow entry vouches for no
 // process whose code was not read.
 func (cfg *scanConfig) corroborate(ctx context.Context, r *procfs.Reader, s *snapshot.Snapshot, opts Options) {
+	s.Scan.CodeRead = cfg.live // readForeignCode reads the live /proc alone
 	users := gpuUsers(s)
 	coded := withCode(s, users)
 	if len(coded) == 0 {
@@ -144,14 +145,21 @@ type unixSock struct {
 }
 
 // readSockets joins each user's socket fds to its network namespace's
-// tables, each namespace read once (keyed by its inode, as osquery does),
-// and only for the inodes its GPU users hold.
+// tables, then follows its unix sockets one hop (followUnixPeers).
 func (cfg *scanConfig) readSockets(r *procfs.Reader, s *snapshot.Snapshot, users []*snapshot.Process) {
+	cfg.followUnixPeers(r, s, cfg.placeSockets(r, s, users, "GPU users"))
+}
+
+// placeSockets joins each of procs' socket fds to its network namespace's
+// tables, each namespace read once for all of procs (keyed by its inode, as
+// osquery does) and only for the inodes they hold: what it costs grows
+// with the namespaces, not with the processes in one. who names procs in
+// the scan's errors. It returns the socket fds of those that hold any.
+func (cfg *scanConfig) placeSockets(r *procfs.Reader, s *snapshot.Snapshot, procs []*snapshot.Process, who string) []*sockFds {
 	byNS := map[uint64][]*sockFds{}
 	var order []uint64
 	var all []*sockFds
-	defer func() { cfg.followUnixPeers(r, s, all) }()
-	for _, p := range users {
+	for _, p := range procs {
 		sf, err := cfg.socketFds(r, p)
 		if errors.Is(err, syscall.ENOENT) {
 			// Gone since it was read, or a fixture tree that leaves out
@@ -172,7 +180,7 @@ func (cfg *scanConfig) readSockets(r *procfs.Reader, s *snapshot.Snapshot, users
 		byNS[sf.netns] = append(byNS[sf.netns], sf)
 	}
 	if len(order) > netnsPerCapture {
-		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("sockets: GPU users live in %d network namespaces; the sockets of those past the first %d were not read", len(order), netnsPerCapture))
+		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("sockets: %s live in %d network namespaces; the sockets of those past the first %d were not read", who, len(order), netnsPerCapture))
 		for _, ns := range order[netnsPerCapture:] {
 			for _, sf := range byNS[ns] {
 				sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: network namespace %d not read (more than %d in this capture)", ns, netnsPerCapture))
@@ -187,6 +195,7 @@ func (cfg *scanConfig) readSockets(r *procfs.Reader, s *snapshot.Snapshot, users
 	if len(unplaced) > 0 {
 		cfg.placeElsewhere(r, s, order, unplaced)
 	}
+	return all
 }
 
 // joinNamespace reads one network namespace's tables through the first of

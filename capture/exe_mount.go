@@ -3,25 +3,17 @@ package capture
 import (
 	"bytes"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusnap/gpusnap/capture/procfs"
+	"github.com/gpusnap/gpusnap/internal/mountinfo"
 )
 
 // mountinfoLimit bounds one mount namespace's mountinfo. A tenant with a
 // namespace of its own can make it long, and an exe whose mount lies past
 // it is of a filesystem unknown.
 const mountinfoLimit = 4 << 20
-
-// servedFS reports whether files of a filesystem type are answered by a
-// server in user space, to each reader as it likes (FUSE: fuse, fuse.NAME,
-// fuseblk). A digest of such a file vouches only for what its server chose
-// to show, and a read of it waits on the server.
-func servedFS(fstype string) bool {
-	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
-}
 
 // exeMounts tells the filesystem a process's exe lies on without asking
 // that filesystem: statx of the exe link asking no attribute gives the
@@ -65,30 +57,19 @@ func (m *exeMounts) refusal(rootfd int, root, dir string) (why string, served bo
 	case !ok:
 		return "its mount " + strconv.FormatUint(stx.Mnt_id, 10) + " is in no mount table of the process (detached, or past " +
 			strconv.Itoa(mountinfoLimit>>20) + " MiB): its filesystem is unknown", false
-	case servedFS(fstype):
+	case mountinfo.Served(fstype):
 		return "on a " + fstype + " filesystem, whose server answers what the file holds", true
 	}
 	return "", false
 }
 
 // parseMountTypes reads mountinfo text into each mount's filesystem type,
-// by mount id: "36 35 98:0 /a /b rw - ext4 /dev/x rw".
+// by mount id.
 func parseMountTypes(text []byte) map[uint64]string {
 	types := map[uint64]string{}
 	for line := range bytes.Lines(text) {
-		f := strings.Fields(string(line))
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(f) {
-			continue
-		}
-		if id, err := strconv.ParseUint(f[0], 10, 64); err == nil {
-			types[id] = f[sep+1]
+		if m, ok := mountinfo.ParseLine(string(line)); ok {
+			types[m.ID] = m.FSType
 		}
 	}
 	return types

@@ -1,6 +1,13 @@
 package capture
 
-import "github.com/gpusnap/gpusnap/bpf"
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/gpusnap/gpusnap/bpf"
+	"github.com/gpusnap/gpusnap/snapshot"
+)
 
 // UseWalkPrograms makes the BPF path load the iterators with the first of
 // tasks and vmas the kernel takes, never from or to pins, until the returned
@@ -20,3 +27,19 @@ func WithoutTriage(opts Options) Options {
 
 // FindPID is findPID for the live tests: the snapshot's record of a PID.
 var FindPID = findPID
+
+// CaptureCounting is Capture on the /proc path, also counting the files it
+// read whose path ends in suffix.
+func CaptureCounting(ctx context.Context, opts Options, suffix string) (*snapshot.Snapshot, int, error) {
+	var mu sync.Mutex
+	n := 0
+	s, err := capture(ctx, opts, func(path string) error {
+		if strings.HasSuffix(path, suffix) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+		return nil
+	})
+	return s, n, err
+}

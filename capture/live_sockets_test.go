@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -141,7 +142,9 @@ func TestLiveSocketsMovedNetns(t *testing.T) {
 // relayScript maps the node argv[1] rw-s and forks a helper that holds a
 // TCP connection to 127.0.0.1:argv[2], joined to it by a socketpair; with
 // argv[3] "moved" it then enters a fresh network namespace (with "inside",
-// before the pair is made there). With argv[4]
+// before the pair is made there; with "helper-moved" the helper enters one
+// once it is connected; with "helper-hidden" it listens in a fresh one
+// instead, leaves it for another and names itself "hidden"). With argv[4]
 // it then forks that many harmless children, each joined to it by a
 // socketpair, and with argv[5] that many more that inherit the helper's
 // end of the pair. It prints the helper's PID.
@@ -153,7 +156,17 @@ self_a, self_b = socket.socketpair()
 pid = os.fork()
 if pid == 0:
     a.close()
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    if sys.argv[3] == "helper-hidden":
+        assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
+        s = socket.socket()
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
+        ctypes.CDLL(None).prctl(15, b"hidden")
+    else:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    if sys.argv[3] == "helper-moved":
+        assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
     while True:
         time.sleep(60)
 for i in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):
@@ -188,8 +201,10 @@ func TestLiveSocketsViaUnixPeer(t *testing.T) {
 	port := poolListener(t)
 	// The user stays in the helper's network namespace, or moves to a
 	// fresh one after its socketpair was made there (the pair lives on
-	// where it was made, and is looked for there).
-	for _, where := range []string{"stays", "moved"} {
+	// where it was made, and is looked for there), or the helper moves to
+	// a fresh one after it connected (its connection is looked for in the
+	// namespaces of the host's other processes, as a user's is).
+	for _, where := range []string{"stays", "moved", "helper-moved"} {
 		t.Run(where, func(t *testing.T) {
 			user, helper := startRelay(t, loop.Node, port, where)
 			remote := waitConnected(t, helper, port)
@@ -229,6 +244,34 @@ func checkViaPeer(t *testing.T, snap *snapshot.Snapshot, pid, helper int, remote
 	}
 }
 
+// TestLiveSocketsViaUnixPeerUnread: the helper at the other end of a GPU
+// user's socketpair listens in a network namespace it then leaves for a
+// fresh one, so no process is in the namespace its socket lives in. Its
+// sockets were not all read, and that is a sockets error of the user too,
+// whose egress is then not known.
+func TestLiveSocketsViaUnixPeerUnread(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	user, helper := startRelay(t, loop.Node, poolListener(t), "helper-hidden")
+	if err := testwait.For(10*time.Second, "the helper to hide its socket", func() bool {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(helper) + "/comm")
+		return strings.TrimSpace(string(comm)) == "hidden"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	via := "sockets: via pid " + strconv.Itoa(helper) + ": "
+	for _, path := range []string{capture.PathProc, capture.PathAuto} {
+		snap, err := capture.Capture(context.Background(), capture.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := capture.FindPID(t, snap, user)
+		if !slices.ContainsFunc(u.Errors, func(e string) bool { return strings.HasPrefix(e, via) }) {
+			t.Errorf("%s: user errors %q, want one beginning %q", cmp.Or(path, "auto"), u.Errors, via)
+		}
+	}
+}
+
 // TestLiveSocketsUnixPeersPastCap: a GPU user joined by socketpairs to more
 // harmless children than the capture follows, besides its pool helper,
 // must not pass for a user without egress. Past the cap its record carries
@@ -254,7 +297,21 @@ func TestLiveSocketsUnixPeersPastCap(t *testing.T) {
 // map the node. It returns the PIDs of the GPU user and its helper.
 func startRelay(t *testing.T, node string, port int, args ...string) (user, helper int) {
 	t.Helper()
-	cmd := exec.Command("python3", append([]string{"-c", relayScript, node, strconv.Itoa(port)}, args...)...)
+	cmd, out := startGroup(t, append([]string{"-c", relayScript, node, strconv.Itoa(port)}, args...)...)
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	helper, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
+	}
+	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
+	return cmd.Process.Pid, helper
+}
+
+// startGroup runs python3 with args in a process group of its own, killed
+// at cleanup, and returns it and its stdout.
+func startGroup(t *testing.T, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command("python3", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -267,12 +324,7 @@ func startRelay(t *testing.T, node string, port int, args ...string) (user, help
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	line, rerr := bufio.NewReader(out).ReadString('\n')
-	if helper, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		t.Fatalf("python3 did not start its helper: %q %v %v", line, rerr, err)
-	}
-	livetest.WaitMapped(t, cmd.Process.Pid, "rw-s", node)
-	return cmd.Process.Pid, helper
+	return cmd, out
 }
 
 // poolListener listens on a loopback port for the test's life, accepting
@@ -340,18 +392,7 @@ func waitConnected(t *testing.T, helper, port int) string {
 // user carries a sockets error, and the helper of a user whose pair is in
 // the capture's own namespace is still followed.
 func TestLiveSocketsUnixPeersWithoutSysAdmin(t *testing.T) {
-	if out := os.Getenv("GPUSNAP_TEST_SNAPSHOT"); out != "" {
-		snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if capturedWithoutSysAdmin(t) {
 		return
 	}
 	livetest.Require(t, "python3", "setpriv")
@@ -360,8 +401,45 @@ func TestLiveSocketsUnixPeersWithoutSysAdmin(t *testing.T) {
 	stays, helper := startRelay(t, loop.Node, port, "stays")
 	moved, _ := startRelay(t, loop.Node, port, "inside")
 	remote := waitConnected(t, helper, port)
+	snap := captureWithoutSysAdmin(t)
+	if u := capture.FindPID(t, snap, moved); !slices.ContainsFunc(u.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: ") }) {
+		t.Errorf("moved user errors %q, want a sockets error", u.Errors)
+	}
+	u := capture.FindPID(t, snap, stays)
+	if !slices.ContainsFunc(u.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote }) {
+		t.Errorf("user in the capture's namespace: sockets %+v, errors %q, want the helper %d's connection", u.Sockets, u.Errors, helper)
+	}
+}
+
+// capturedWithoutSysAdmin is the run of a test that captureWithoutSysAdmin
+// starts: it captures the host, writes the snapshot where the first run
+// reads it and reports true, and the test then ends. In the first run it
+// reports false.
+func capturedWithoutSysAdmin(t *testing.T) bool {
+	out := os.Getenv("GPUSNAP_TEST_SNAPSHOT")
+	if out == "" {
+		return false
+	}
+	snap, err := capture.Capture(context.Background(), capture.Options{Path: capture.PathProc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// captureWithoutSysAdmin runs the test again without CAP_SYS_ADMIN (which
+// entering another network namespace needs) and returns its capture.
+func captureWithoutSysAdmin(t *testing.T) *snapshot.Snapshot {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "snap.json")
-	cmd := exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", os.Args[0], "-test.run=^TestLiveSocketsUnixPeersWithoutSysAdmin$")
+	cmd := exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", os.Args[0], "-test.run=^"+t.Name()+"$")
 	cmd.Env = append(os.Environ(), "GPUSNAP_TEST_SNAPSHOT="+out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("capture without CAP_SYS_ADMIN: %v\n%s", err, b)
@@ -374,11 +452,127 @@ func TestLiveSocketsUnixPeersWithoutSysAdmin(t *testing.T) {
 	if err := json.Unmarshal(data, &snap); err != nil {
 		t.Fatal(err)
 	}
-	if u := capture.FindPID(t, &snap, moved); !slices.ContainsFunc(u.Errors, func(e string) bool { return strings.HasPrefix(e, "sockets: ") }) {
-		t.Errorf("moved user errors %q, want a sockets error", u.Errors)
+	return &snap
+}
+
+// crowdScript forks argv[3] GPU users, each mapping the node argv[1] and
+// holding argv[5] socketpairs within itself and one to a helper it forked.
+// With argv[4] "stays" each helper connects to the loopback port argv[2];
+// with "inside" every process is in one fresh network namespace, made
+// before the first socket. Each user prints "USER HELPER".
+const crowdScript = `import ctypes, mmap, os, socket, sys, time
+node, port, n, where, pairs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+if where == "inside":
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
+for i in range(n):
+    a, b = socket.socketpair()
+    if os.fork() == 0:
+        own = [socket.socketpair() for _ in range(pairs)]
+        h = os.fork()
+        if h == 0:
+            a.close()
+            if where == "stays":
+                s = socket.create_connection(("127.0.0.1", port))
+            while True:
+                time.sleep(60)
+        b.close()
+        fd = os.open(node, os.O_RDWR)
+        m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+        os.write(1, b"%d %d\n" % (os.getpid(), h))
+        while True:
+            time.sleep(60)
+    a.close()
+    b.close()
+while True:
+    time.sleep(60)`
+
+// startCrowd runs crowdScript in a process group of its own, killed at
+// cleanup, and returns each user's helper by the user's PID.
+func startCrowd(t *testing.T, node string, port, n int, where string, pairs int) map[int]int {
+	t.Helper()
+	_, out := startGroup(t, "-c", crowdScript, node, strconv.Itoa(port), strconv.Itoa(n), where, strconv.Itoa(pairs))
+	users := map[int]int{}
+	lines := bufio.NewScanner(out)
+	for len(users) < n && lines.Scan() {
+		f := strings.Fields(lines.Text())
+		u, err1 := strconv.Atoi(f[0])
+		h, err2 := strconv.Atoi(f[len(f)-1])
+		if len(f) != 2 || err1 != nil || err2 != nil {
+			t.Fatalf("crowd: %q", lines.Text())
+		}
+		users[u] = h
 	}
-	u := capture.FindPID(t, &snap, stays)
-	if !slices.ContainsFunc(u.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == helper && s.Remote == remote }) {
-		t.Errorf("user in the capture's namespace: sockets %+v, errors %q, want the helper %d's connection", u.Sockets, u.Errors, helper)
+	if len(users) < n {
+		t.Fatalf("crowd: %d of %d users started: %v", len(users), n, lines.Err())
+	}
+	return users
+}
+
+// TestLiveSocketsCrowdOneNamespace: 200 GPU users in one network
+// namespace, each handing its traffic to a helper of its own that holds a
+// pool connection. Every user gets its helper's connection, and the
+// namespace's tables are read once for the users and once for all their
+// helpers, not once a helper: what a tenant's process count costs is the
+// namespaces it makes, not its processes.
+func TestLiveSocketsCrowdOneNamespace(t *testing.T) {
+	livetest.Require(t, "python3")
+	loop := livetest.NewLoop(t)
+	port := poolListener(t)
+	const n = 200
+	users := startCrowd(t, loop.Node, port, n, "stays", 0)
+	for _, h := range users {
+		waitConnected(t, h, port)
+	}
+	start := time.Now()
+	snap, reads, err := capture.CaptureCounting(context.Background(), capture.Options{Path: capture.PathProc}, "/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("capture of %d users and %d helpers in one namespace: %v, %d reads of net/tcp", n, n, time.Since(start), reads)
+	for u, h := range users {
+		p := capture.FindPID(t, snap, u)
+		if !slices.ContainsFunc(p.Sockets, func(s snapshot.Socket) bool { return s.ViaPID == h && s.State == "established" }) {
+			t.Errorf("user %d: sockets %+v errors %q, want the helper %d's connection", u, p.Sockets, p.Errors, h)
+		}
+	}
+	if reads > 2 {
+		t.Errorf("net/tcp read %d times for %d users and their helpers in one namespace, want at most 2", reads, n)
+	}
+}
+
+// TestLiveSocketsRefusedOncePerNamespace: a capture without CAP_SYS_ADMIN
+// cannot enter the fresh network namespace 50 GPU users made their unix
+// sockets in, 9 each. The refusal is said once in the scan's errors for
+// the namespace, and each user carries one sockets error (its egress not
+// known), not one a socket.
+func TestLiveSocketsRefusedOncePerNamespace(t *testing.T) {
+	if capturedWithoutSysAdmin(t) {
+		return
+	}
+	livetest.Require(t, "python3", "setpriv")
+	loop := livetest.NewLoop(t)
+	const n = 50
+	users := startCrowd(t, loop.Node, 0, n, "inside", 4)
+	snap := captureWithoutSysAdmin(t)
+	refused := 0
+	for _, e := range snap.Scan.Errors {
+		if strings.HasPrefix(e, "sockets: unix peers in network namespace ") && strings.Contains(e, "CAP_SYS_ADMIN") {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("scan errors %q: want the namespace's refusal once", snap.Scan.Errors)
+	}
+	for u := range users {
+		p := capture.FindPID(t, snap, u)
+		var socks []string
+		for _, e := range p.Errors {
+			if strings.HasPrefix(e, "sockets:") {
+				socks = append(socks, e)
+			}
+		}
+		if len(socks) != 1 {
+			t.Errorf("user %d: %d sockets errors (the first %q), want one", u, len(socks), socks[:min(1, len(socks))])
+		}
 	}
 }

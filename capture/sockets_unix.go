@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -84,6 +85,29 @@ func (w *worker) noteSocket(target []byte) {
 	}
 }
 
+// unixMember is a GPU user's unix socket, by the namespace it lives in.
+type unixMember struct {
+	sf *sockFds
+	u  unixSock
+}
+
+// unixPeersUnread says that the unix sockets of namespace ns could not be
+// dumped (err): once in the scan's errors, and once in the record of each
+// user with sockets there, whose egress is then not known. A tenant makes
+// as many sockets and processes as it likes, but each namespace costs it
+// one: the refusal is said once a namespace and once a user, never once a
+// socket.
+func unixPeersUnread(s *snapshot.Snapshot, ns uint64, err error, members []unixMember) {
+	said := map[*sockFds]bool{}
+	for _, m := range members {
+		if !said[m.sf] {
+			said[m.sf] = true
+			m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix peers in network namespace %d not followed (the scan's errors say why): egress not known", ns))
+		}
+	}
+	s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("sockets: unix peers in network namespace %d: %s (%d unix sockets of %d GPU users)", ns, errText(err), len(members), len(said)))
+}
+
 // followUnixPeers adds to each GPU user's sockets the connections of the
 // processes at the other end of its unix sockets, one hop. A peer that no
 // process read holds, or a namespace whose sockets could not be dumped, is
@@ -94,18 +118,14 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 	}
 	// A socket lives in the namespace it was made in, which its process
 	// may have left: each is looked for in the dump of its own.
-	type member struct {
-		sf *sockFds
-		u  unixSock
-	}
-	byNS := map[uint64][]member{}
+	byNS := map[uint64][]unixMember{}
 	var order []uint64
 	for _, sf := range sfs {
 		for _, u := range sf.unix {
 			if byNS[u.ns] == nil {
 				order = append(order, u.ns)
 			}
-			byNS[u.ns] = append(byNS[u.ns], member{sf, u})
+			byNS[u.ns] = append(byNS[u.ns], unixMember{sf, u})
 		}
 	}
 	type hop struct {
@@ -130,11 +150,13 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 		if errors.Is(err, unix.EPERM) {
 			err = errors.New("not followed (entering a network namespace needs CAP_SYS_ADMIN): a helper's connections are not seen")
 		}
+		if err != nil {
+			unixPeersUnread(s, ns, err, members)
+			continue
+		}
 		for _, m := range members {
 			peer, listed := peers[m.u.ino]
 			switch {
-			case err != nil:
-				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix peers in network namespace %d: %s", ns, errText(err)))
 			case !listed:
 				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix socket %d is not in the sock_diag dump of network namespace %d: its peer was not seen", m.u.ino, ns))
 			case peer != 0 && !m.sf.inodes[peer]:
@@ -152,7 +174,6 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 	for i := range s.Processes {
 		byPID[s.Processes[i].PID] = &s.Processes[i]
 	}
-	helpers := map[int]*snapshot.Process{} // each read once per capture
 	// Each user's helpers are the distinct holders of its peers, followed in
 	// PID order so that the choice does not hang on map order, the first
 	// peersPerUser of them. Past that its egress is not known, an error.
@@ -180,6 +201,8 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 			}
 		}
 	}
+	helpers := map[int]*snapshot.Process{}
+	var scratch []*snapshot.Process
 	for _, sf := range users {
 		pids := cands[sf]
 		slices.Sort(pids)
@@ -187,10 +210,21 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 			sf.p.Errors = append(sf.p.Errors, fmt.Sprintf("sockets: unix peers past %d not followed (%d processes hold them): egress not known", peersPerUser, len(pids)))
 			pids = pids[:peersPerUser]
 		}
+		cands[sf] = pids
 		for _, pid := range pids {
 			if helpers[pid] == nil {
-				helpers[pid] = cfg.helperSockets(r, byPID[pid])
+				q := byPID[pid]
+				helpers[pid] = &snapshot.Process{PID: q.PID, StartTime: q.StartTime, LiveThread: q.LiveThread}
+				scratch = append(scratch, helpers[pid])
 			}
+		}
+	}
+	// Every helper's internet sockets, into scratch records, each namespace
+	// read once for all of them. Their own unix sockets are not followed
+	// (one hop).
+	cfg.placeSockets(r, s, scratch, "the holders of GPU users' unix peers")
+	for _, sf := range users {
+		for _, pid := range cands[sf] {
 			giveVia(sf.p, helpers[pid])
 		}
 	}
@@ -209,8 +243,10 @@ func giveVia(p, h *snapshot.Process) {
 		so.ViaPID, so.ViaStartTime = h.PID, h.StartTime
 		p.Sockets = append(p.Sockets, so)
 	}
+	// A helper's error stays a sockets error of p, so that p's egress
+	// is not known where the helper's sockets were not all read.
 	for _, e := range h.Errors {
-		p.Errors = append(p.Errors, "via pid "+strconv.Itoa(h.PID)+": "+e)
+		p.Errors = append(p.Errors, "sockets: via pid "+strconv.Itoa(h.PID)+": "+strings.TrimPrefix(e, "sockets: "))
 	}
 }
 
@@ -243,24 +279,6 @@ func (cfg *scanConfig) peerHolders(r *procfs.Reader, s *snapshot.Snapshot, want 
 		}
 	}
 	return found, nil, full
-}
-
-// helperSockets reads the internet sockets of q, a process at the other end
-// of a GPU user's unix socket, into a scratch record: its own unix sockets
-// are not followed (one hop).
-func (cfg *scanConfig) helperSockets(r *procfs.Reader, q *snapshot.Process) *snapshot.Process {
-	h := &snapshot.Process{PID: q.PID, StartTime: q.StartTime, LiveThread: q.LiveThread}
-	sf, err := cfg.socketFds(r, h)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-	case err != nil:
-		h.Errors = append(h.Errors, "sockets: "+err.Error())
-	case len(sf.inodes) > 0:
-		if left := cfg.joinNamespace(r, sf.netns, []*sockFds{sf}); len(left[sf]) > 0 {
-			h.Errors = append(h.Errors, fmt.Sprintf("sockets: %d of its sockets are not in its network namespace's tables", len(left[sf])))
-		}
-	}
-	return h
 }
 
 // unixPeers dumps the unix sockets of pid's network namespace through

@@ -327,14 +327,28 @@ func (c *comparison) applyAllow(findings []Finding) {
 		var p *snapshot.Process
 		if f.Process != nil {
 			key := idOf(f.Process.PID, f.Process.StartTime)
-			p = c.toByKey[key]
-			if p == nil {
-				p = c.fromByKey[key]
+			s := c.to
+			if p = c.toByKey[key]; p == nil {
+				p, s = c.fromByKey[key], c.from
 			}
+			p = codeNotRead(p, s)
 		}
 		if e := c.opts.Allow.match(f, p); e != nil {
 			f.Severity = Info
 			f.Allowed = e.where + ": " + e.text
 		}
 	}
+}
+
+// codeNotRead is p as the allow list weighs it. Where p's capture read
+// foreign code but not p's (a process that maps no device and was read in
+// full, such as one whose device use only the event log shows), what p
+// runs beside its exe is not known, and no exe entry vouches for it.
+func codeNotRead(p *snapshot.Process, s *snapshot.Snapshot) *snapshot.Process {
+	if p == nil || s == nil || !s.Scan.CodeRead || p.ForeignCode != nil {
+		return p
+	}
+	q := *p
+	q.ForeignCode = &snapshot.ForeignCode{Unread: []string{"its code: the capture reads it for a process that uses or maps a device, or could not be read, alone"}}
+	return &q
 }

@@ -147,6 +147,25 @@ func TestAllowExeNotForAModifiedFile(t *testing.T) {
 	expect(t, r, "gpu_in_use high 4242 /dev/nvidia1", "gpu_in_use info 900 /dev/nvidia0")
 }
 
+// Where the capture read foreign code (the live /proc), an exe entry vouches
+// only for a process whose code it read: one it did not read may run a
+// tenant's LD_PRELOAD library all the same. A tree's snapshot reads no
+// process's code, and its exe entries match by the path alone.
+func TestAllowExeNotWhereCodeWasNotRead(t *testing.T) {
+	read := func(p *snapshot.Process) { p.ForeignCode = &snapshot.ForeignCode{} }
+	looked := proc(900, 50, "trainer", "/opt/trainer", holder(3, dev0, "rw", dev0No), read)
+	unread := proc(4242, 60, "trainer", "/opt/trainer", holder(3, dev0, "rw", dev0No))
+	for _, live := range []bool{true, false} {
+		to := withGPUs(snap("now", looked, unread), gpuN(0, "GPU-0", 1<<20))
+		to.Scan.CodeRead = live
+		want := []string{"gpu_in_use info 900 /dev/nvidia0", "gpu_in_use info 4242 /dev/nvidia0"}
+		if live {
+			want = []string{"gpu_in_use high 4242 /dev/nvidia0", "gpu_in_use info 900 /dev/nvidia0"}
+		}
+		expect(t, check(t, to, "", "exe=/opt/trainer\n"), want...)
+	}
+}
+
 // An allow entry that names a device by path trusts the name only where the
 // device's number agrees with it: a tenant in its own mount namespace binds
 // /dev/nvidia0 over /dev/nvidiactl and opens it.

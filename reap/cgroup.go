@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusnap/gpusnap/internal/mountinfo"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -23,11 +24,8 @@ func CgroupV2Mount() string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if ok && len(a) >= 5 && len(b) >= 1 && b[0] == "cgroup2" && a[3] == "/" {
-			return a[4]
+		if m, ok := mountinfo.ParseLine(sc.Text()); ok && m.FSType == "cgroup2" && m.Root == "/" {
+			return m.Point
 		}
 	}
 	return ""

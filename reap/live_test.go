@@ -626,3 +626,52 @@ func TestLiveReapKeepsMemory(t *testing.T) {
 		t.Error("the process still runs")
 	}
 }
+
+// TestLiveKeepMemoryStalledFUSE: a suspected compromise maps a file from a
+// tenant's FUSE mount, none of whose pages it has touched, and the server
+// stops answering. Keeping its memory asks the server for none of them: the
+// region is named in the index as not read, the rest is kept, and the step
+// ends rather than wait on the server for ever.
+func TestLiveKeepMemoryStalledFUSE(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("FUSE live test: needs root (mount(2) of /dev/fuse)")
+	}
+	dir, err := os.MkdirTemp("/run", "gpusnap-fuse-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(backing, 0o755))
+	must(t, os.Mkdir(mnt, 0o755))
+	must(t, os.WriteFile(filepath.Join(backing, "weights.bin"), bytes.Repeat([]byte("w"), 1<<20), 0o644))
+	stall := livetest.StallingFUSE(t, backing, mnt)
+	p := livetest.MapFile(t, filepath.Join(mnt, "weights.bin"))
+	stall.Store(true)
+
+	type kept struct {
+		m   reap.Memory
+		err error
+	}
+	done := make(chan kept, 1)
+	go func() {
+		m, err := reap.KeepMemory(t.TempDir(), 64<<20, reap.Target{PID: p.PID, StartTime: p.StartTime})
+		done <- kept{m, err}
+	}()
+	var k kept
+	select {
+	case k = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("keeping the memory waits on the stalled FUSE server")
+	}
+	must(t, k.err)
+	regions, err := os.ReadFile(k.m.Index)
+	must(t, err)
+	var named bool
+	for line := range strings.Lines(string(regions)) {
+		if strings.Contains(line, mnt+"/weights.bin") {
+			named = strings.Fields(line)[1] == "0" && strings.Contains(line, "not read: on a fuse.tenantfs filesystem")
+		}
+	}
+	if !named || k.m.Unread == 0 || k.m.Bytes == 0 {
+		t.Errorf("kept %d bytes, %d regions not read, want the FUSE file's named as not read and the rest kept:\n%s", k.m.Bytes, k.m.Unread, regions)
+	}
+}

@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusnap/gpusnap/internal/mountinfo"
 )
 
 // Memory is a process's memory kept as evidence: the readable regions of
@@ -22,6 +27,10 @@ type Memory struct {
 	SHA256 string `json:"sha256"`
 	// Cut says the regions went on past the limit, where keeping stopped.
 	Cut bool `json:"cut,omitempty"`
+	// Unread counts the regions of a file that a FUSE server, or a
+	// filesystem gpusnap could not tell, holds: they are not read (their
+	// server may never answer), each named in Index.
+	Unread int `json:"unread,omitempty"`
 }
 
 func (m Memory) String() string {
@@ -29,12 +38,17 @@ func (m Memory) String() string {
 	if m.Cut {
 		cut = ", cut at --memory-limit"
 	}
+	if m.Unread > 0 {
+		cut += fmt.Sprintf(", %d regions not read (a FUSE server's file, or a filesystem not told: the index names them)", m.Unread)
+	}
 	return fmt.Sprintf("kept %d bytes in %s (sha256 %s%s)", m.Bytes, m.File, m.SHA256, cut)
 }
 
 // KeepMemory writes t's memory outside device mappings under dir, at most
 // limit bytes. The file of /proc/PID/mem is checked, once open, to belong
-// to the process judged: an open mem file stays bound to its process.
+// to the process judged: an open mem file stays bound to its process. A
+// page of a mapped file not in memory is read from its filesystem, and a
+// FUSE server may never answer: such a region is not read (fileSystems).
 func KeepMemory(dir string, limit int64, t Target) (Memory, error) {
 	proc := "/proc/" + strconv.Itoa(t.PID)
 	mem, err := os.Open(proc + "/mem")
@@ -57,7 +71,13 @@ func KeepMemory(dir string, limit int64, t Target) (Memory, error) {
 	index := &strings.Builder{}
 	h := sha256.New()
 	w := bufio.NewWriter(io.MultiWriter(out, h))
+	fs := fileSystemsOf(t.PID)
 	for _, r := range keptRegions(string(maps)) {
+		if why := fs.refusal(r); why != "" {
+			fmt.Fprintf(index, "%d 0 %s (not read: %s)\n", m.Bytes, r.line, why)
+			m.Unread++
+			continue
+		}
 		n := int64(r.end - r.start)
 		if m.Bytes+n > limit {
 			n, m.Cut = limit-m.Bytes, true
@@ -88,6 +108,8 @@ func KeepMemory(dir string, limit int64, t Target) (Memory, error) {
 // region is one line of maps that KeepMemory reads.
 type region struct {
 	start, end uint64
+	dev        string // the maps dev field, MAJ:MIN in decimal as mountinfo has it
+	inode      uint64
 	line       string
 }
 
@@ -112,12 +134,72 @@ func keptRegions(maps string) []region {
 		lo, hi, ok := strings.Cut(f[0], "-")
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if !ok || err1 != nil || err2 != nil || end <= start {
+		major, minor, ok2 := strings.Cut(f[3], ":")
+		devMajor, err3 := strconv.ParseUint(major, 16, 32)
+		devMinor, err4 := strconv.ParseUint(minor, 16, 32)
+		inode, err5 := strconv.ParseUint(f[4], 10, 64)
+		if !ok || !ok2 || errors.Join(err1, err2, err3, err4, err5) != nil || end <= start {
 			continue
 		}
-		out = append(out, region{start: start, end: end, line: line})
+		dev := strconv.FormatUint(devMajor, 10) + ":" + strconv.FormatUint(devMinor, 10)
+		out = append(out, region{start: start, end: end, dev: dev, inode: inode, line: line})
 	}
 	return out
+}
+
+// mountinfoLimit bounds one mount table read: a tenant with a mount
+// namespace of its own makes its table as long as it likes, and a file
+// whose filesystem lies past it is of a filesystem not told.
+const mountinfoLimit = 4 << 20
+
+// fileSystems are filesystem types by device (MAJ:MIN), told without asking
+// any filesystem: from the target's mount table and gpusnap's own, and the
+// kernel's shared memory (memfd, SysV, a shared /dev/zero: mounted nowhere),
+// whose device a memfd of gpusnap's own shows.
+type fileSystems map[string]string
+
+func fileSystemsOf(pid int) fileSystems {
+	fs := fileSystems{}
+	for _, name := range []string{"/proc/self/mountinfo", "/proc/" + strconv.Itoa(pid) + "/mountinfo"} {
+		f, err := os.Open(name)
+		if err != nil {
+			continue // its files are then of filesystems not told, and not read
+		}
+		sc := bufio.NewScanner(io.LimitReader(f, mountinfoLimit))
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			if m, ok := mountinfo.ParseLine(sc.Text()); ok {
+				fs[m.Dev] = m.FSType
+			}
+		}
+		f.Close()
+	}
+	if fd, err := unix.MemfdCreate("gpusnap-shmem", unix.MFD_CLOEXEC); err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			fs[strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10)] = "shmem"
+		}
+		unix.Close(fd)
+	}
+	return fs
+}
+
+// refusal says why region r is not read, "" where it is: anonymous memory,
+// or a file of a filesystem the kernel serves. A FUSE server's file, or one
+// of a filesystem no table names (a FUSE mount detached since it was
+// mapped), is not.
+func (fs fileSystems) refusal(r region) string {
+	if r.dev == "0:0" && r.inode == 0 {
+		return ""
+	}
+	t, ok := fs[r.dev]
+	switch {
+	case !ok:
+		return "its filesystem (device " + r.dev + ") is in no mount table gpusnap read, and may be a FUSE server's"
+	case mountinfo.Served(t):
+		return "on a " + t + " filesystem, whose server may never answer a read"
+	}
+	return ""
 }
 
 // isDeviceName says whether a maps path names a device node, by the device

@@ -110,6 +110,11 @@ type Scan struct {
 	// faster than the capture reads may have been missed. "" when the
 	// listing settled.
 	Unsettled string `json:"unsettled,omitempty"`
+	// CodeRead says the capture read what code its processes run beside
+	// their exe (Process.ForeignCode) where it looked, on the live /proc. A
+	// process of such a snapshot without ForeignCode had its code not read,
+	// so no exe allow entry vouches for it.
+	CodeRead bool `json:"code_read,omitempty"`
 }
 
 // Partial reports whether some process's maps or fds could not be read.

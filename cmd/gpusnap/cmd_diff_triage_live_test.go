@@ -3,13 +3,17 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpusnap/gpusnap/diff"
 	"github.com/gpusnap/gpusnap/internal/livetest"
+	"github.com/gpusnap/gpusnap/internal/testwait"
 )
 
 // Two processes appear on the fake GPU after the baseline: a worker whose
@@ -157,4 +161,109 @@ func TestLiveDiffComesBackAndRenamedMiner(t *testing.T) {
 	if tr := triage()[trainer.Proc.PID]; tr == nil || tr.Rule != "service" || !strings.Contains(tr.Next, "systemctl stop "+unit) {
 		t.Errorf("trainer without --unit-root: %+v, want the service row (systemctl stop %s)", tr, unit)
 	}
+}
+
+// A shell loop in a process group of its own (no session leader, no login
+// shell) starts a GPU worker again within 0.2 s of the kill -9 that next
+// advises. A snapshot of the tenant saw the first worker: the diff names the
+// second as persistence, with the loop that restarts it, and its next ends
+// the loop's process group before the worker.
+func TestLiveDiffRestartingParent(t *testing.T) {
+	const tenant = "live-restarter"
+	loop, flags := pythonTenant(t, tenant)
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command("sh", "-c", `while :; do python3 -c 'import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+open(sys.argv[2], "a").write("%d\n" % os.getpid())
+time.sleep(600)' "$0" "$1"; sleep 0.2; done`, loop.Node, pids)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	noErr(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	worker := func(n int) int {
+		t.Helper()
+		var pid int
+		testwait.Until(t, 10*time.Second, fmt.Sprintf("worker %d", n), func() bool {
+			data, _ := os.ReadFile(pids)
+			lines := strings.Fields(string(data))
+			if len(lines) < n {
+				return false
+			}
+			pid, _ = strconv.Atoi(lines[n-1])
+			return true
+		})
+		livetest.WaitMapped(t, pid, "rw-s", loop.Node)
+		return pid
+	}
+	first := worker(1)
+	if code, _, stderr := gpusnap(t, append([]string{"snapshot", "--tenant", tenant}, flags...)...); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	noErr(t, syscall.Kill(first, syscall.SIGKILL))
+	second := worker(2)
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant}, flags...)...)
+	if code != exitFindings {
+		t.Fatalf("diff: exit %d: %s", code, stderr)
+	}
+	var found *diff.Finding
+	for _, f := range decodeResult(t, stdout, stderr).Findings {
+		if f.Kind == diff.KindPersistence && f.Process != nil && f.Process.PID == second {
+			found = &f
+		}
+	}
+	group := fmt.Sprintf("kill -9 -- -%d, its process group", cmd.Process.Pid)
+	switch {
+	case found == nil:
+		t.Fatalf("no persistence finding for the restarted worker %d: %s", second, stdout)
+	case !strings.Contains(strings.Join(found.Evidence, "\n"), fmt.Sprintf("its ancestor %d@", cmd.Process.Pid)) ||
+		!strings.Contains(strings.Join(found.Evidence, "\n"), fmt.Sprintf("it started pid %d (python3)", first)):
+		t.Errorf("evidence %q: want the loop %d that started %d before", found.Evidence, cmd.Process.Pid, first)
+	case found.Triage == nil || !strings.Contains(found.Triage.Next, group):
+		t.Errorf("triage %+v: want next to end %q first", found.Triage, group)
+	}
+}
+
+// A miner that sends to its pool with unconnected UDP (sendto, no connect)
+// leaves no peer in any table: the diff names its socket and says its
+// egress is not known, never that it has none.
+func TestLiveDiffUnconnectedUDP(t *testing.T) {
+	const tenant = "live-udp"
+	loop, flags := pythonTenant(t, tenant)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("python3", "-c", `import mmap, os, socket, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"mining.submit", ("127.0.0.1", 3333))
+open(sys.argv[2], "w").close()
+time.sleep(600)`, loop.Node, ready)
+	noErr(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testwait.Until(t, 10*time.Second, "the sender", func() bool { _, err := os.Stat(ready); return err == nil })
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant}, flags...)...)
+	if code != exitFindings {
+		t.Fatalf("diff: exit %d: %s", code, stderr)
+	}
+	n := 0
+	for _, f := range decodeResult(t, stdout, stderr).Findings {
+		if f.Process == nil || f.Process.PID != cmd.Process.Pid || f.Triage == nil {
+			continue
+		}
+		n++
+		why := strings.Join(f.Triage.Why, "\n")
+		if !strings.Contains(why, "an unconnected UDP socket sends where sendto says") || strings.Contains(why, "no egress to a mining pool\n") {
+			t.Errorf("%s: why %q: want its egress not known", f.Kind, f.Triage.Why)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no triaged finding for the sender %d: %s", cmd.Process.Pid, stdout)
+	}
+}
+
+// pythonTenant is a live test's fake GPU and the flags of tenant's store,
+// its baseline taken, for workers written in python3.
+func pythonTenant(t *testing.T, tenant string) (*livetest.Loop, []string) {
+	t.Helper()
+	livetest.Require(t, "losetup", "python3")
+	return livetest.NewLoop(t), liveBaseline(t, tenant)
 }

@@ -29,14 +29,9 @@ import (
 // another tenant's to leave alone, and no slurm_job=, pod= or container=
 // allow entry vouches for it.
 func TestLiveOwnerNotFromADelegatedCgroup(t *testing.T) {
-	livetest.Require(t, "losetup", "gcc", "setpriv")
-	root := capture.CgroupV2Root()
-	if root == "" {
-		t.Skip("live /proc test: no cgroup v2 hierarchy to delegate a subtree of")
-	}
-	loop := livetest.NewLoop(t)
+	livetest.Require(t, "setpriv")
 	const tenant = "live-owner"
-	flags := liveBaseline(t, tenant)
+	root, loop, flags := cgroupTenant(t, tenant)
 	const nobody = 65534
 	podUID := "6b1f3c2a-0d4e-4f5a-8b7c-9d0e1f2a3b4c"
 	job := strconv.Itoa(700000000 + int(randomUint16()))
@@ -117,6 +112,17 @@ func checkOwnerDoubted(t *testing.T, r diff.Result, pid int, place string, named
 	}
 }
 
+// cgroupTenant is a live test's cgroup v2 root, fake GPU and the flags of
+// tenant's store, its baseline taken.
+func cgroupTenant(t *testing.T, tenant string) (root string, loop *livetest.Loop, flags []string) {
+	t.Helper()
+	livetest.Require(t, "losetup", "gcc")
+	if root = capture.CgroupV2Root(); root == "" {
+		t.Skip("live /proc test: no cgroup v2 hierarchy")
+	}
+	return root, livetest.NewLoop(t), liveBaseline(t, tenant)
+}
+
 // delegated makes the cgroup rel below root (and what is missing above it,
 // root's) and hands it to uid as systemd delegates a unit's subtree: the
 // directory, cgroup.procs, cgroup.threads and cgroup.subtree_control become
@@ -191,4 +197,41 @@ func randomBytes(n int) []byte {
 func randomUint16() uint16 {
 	b := randomBytes(2)
 	return uint16(b[0])<<8 | uint16(b[1])
+}
+
+// Another team's Slurm job (a cgroup root made, where slurmstepd puts one)
+// runs a binary Bazel built in its user's cache, a hidden directory
+// (~/.cache/bazel/_bazel_USER/.../bazel-out/...). Its use of the GPU is
+// that job's, another tenant's, never a compromise that pages.
+func TestLiveBazelBinaryOfAnotherJob(t *testing.T) {
+	const tenant = "live-bazel"
+	root, loop, flags := cgroupTenant(t, tenant)
+	job := strconv.Itoa(700000000 + int(randomUint16()))
+	rel := "system.slice/slurmstepd.scope/job_" + job + "/step_0"
+	delegated(t, root, rel, 0) // root's, as slurmstepd makes it
+	home, err := os.MkdirTemp("/var/lib", "gpusnap-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	exe := filepath.Join(home, ".cache/bazel/_bazel_ann/1f2e3d/execroot/_main/bazel-out/k8-opt/bin/server")
+	w := livetest.StartWorker(t, loop.Node, livetest.WorkerOptions{Exe: exe})
+	writeProcs(t, filepath.Join(root, rel), w.Proc.PID)
+	code, stdout, stderr := gpusnap(t, append([]string{"diff", "--json", "--tenant", tenant}, flags...)...)
+	if code == 2 {
+		t.Fatalf("diff: exit 2: %s", stderr)
+	}
+	n := 0
+	for _, f := range decodeResult(t, stdout, stderr).Findings {
+		if f.Process == nil || f.Process.PID != w.Proc.PID {
+			continue
+		}
+		n++
+		if f.Triage == nil || f.Triage.Class != diff.ClassAnotherTenant || !strings.Contains(strings.Join(f.Triage.Why, "\n"), "slurm job "+job) {
+			t.Errorf("%s: triage %+v, want another_tenant of slurm job %s", f.Kind, f.Triage, job)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no finding for the Bazel binary %d: %s", w.Proc.PID, stdout)
+	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,6 +51,16 @@ func TestLiveHiddenDeviceUseParkedFd(t *testing.T) {
 	hidden("diff", code, out, errs)
 	code, out, errs = gpusnap(t, append([]string{"check", "--json"}, g...)...)
 	hidden("check", code, out, errs)
+
+	// The parker maps no device and was read in full, so the capture did not
+	// read its code (its libraries, its loader variables): an exe entry
+	// naming its binary does not vouch for it.
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(parker.PID) + "/exe")
+	noErr(t, err)
+	allow := filepath.Join(t.TempDir(), "allow.list")
+	noErr(t, os.WriteFile(allow, []byte("exe="+exe+"\n"), 0o600))
+	code, out, errs = gpusnap(t, append([]string{"diff", "--tenant", "parker", "--json", "--allow", allow}, g...)...)
+	hidden("diff with an exe entry for the parker", code, out, errs)
 }
 
 // TestLiveFlushRaceTransientCaught: a worker that opens and maps the GPU

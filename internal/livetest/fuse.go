@@ -51,23 +51,11 @@ func StuckFUSE(t testing.TB) string {
 func MapThenStick(t testing.TB, node, path string) Proc {
 	t.Helper()
 	Require(t, "python3")
-	cmd := exec.Command("python3", "-c", `import mmap, os, sys
+	pid := startReady(t, `import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR)
 m = mmap.mmap(fd, 65536, mmap.MAP_SHARED)
 print("ready", flush=True)
 open(sys.argv[2]).read()`, node, path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("livetest: %v", err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("livetest: python3: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("livetest: python3 did not map %s: %q %v", node, line, err)
-	}
-	pid := cmd.Process.Pid
 	start, state, err := readStat(pid)
 	_ = testwait.For(10*time.Second, fmt.Sprintf("pid %d to enter D state", pid), func() bool {
 		_, state, err = readStat(pid)
@@ -82,7 +70,7 @@ open(sys.argv[2]).read()`, node, path)
 
 // StallingFUSE mounts at mnt a FUSE passthrough of backing, with
 // allow_other, named tenantfs. Once the flag it returns is set, its nodes'
-// open and getattr requests wait (until the request is interrupted,
+// open, getattr and read requests wait (until the request is interrupted,
 // or the test ends), as a tenant's server that stops answering.
 func StallingFUSE(t testing.TB, backing, mnt string) *atomic.Bool {
 	t.Helper()
@@ -132,12 +120,78 @@ func (n *stallingNode) wait(ctx context.Context) {
 	}
 }
 
+// Open opens the backing file behind a handle that hides it from the
+// kernel (no FUSE passthrough), so that each read of the file asks this
+// server.
 func (n *stallingNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.wait(ctx)
-	return n.LoopbackNode.Open(ctx, flags)
+	fh, out, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return &servedFile{fh}, out, 0
+}
+
+// servedFile is a loopback file served by this process alone.
+type servedFile struct{ inner fs.FileHandle }
+
+func (f *servedFile) Release(ctx context.Context) syscall.Errno {
+	if r, ok := f.inner.(fs.FileReleaser); ok {
+		return r.Release(ctx)
+	}
+	return 0
+}
+
+// Read serves a page a mapping of the file faults in, or a read(2).
+func (n *stallingNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n.wait(ctx)
+	if sf, ok := f.(*servedFile); ok {
+		f = sf.inner
+	}
+	if r, ok := f.(fs.FileReader); ok {
+		return r.Read(ctx, dest, off)
+	}
+	return nil, syscall.ENOTSUP
 }
 
 func (n *stallingNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.wait(ctx)
 	return n.LoopbackNode.Getattr(ctx, f, out)
+}
+
+// MapFile starts a process that maps path read-only, touching none of its
+// pages, and sleeps: a page of it is read from its filesystem only when
+// something reads the mapping.
+func MapFile(t testing.TB, path string) Proc {
+	t.Helper()
+	Require(t, "python3")
+	pid := startReady(t, `import mmap, sys, time
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+print("ready", flush=True)
+time.sleep(600)`, path)
+	start, _, err := readStat(pid)
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	return Proc{PID: pid, NSPID: pid, StartTime: start}
+}
+
+// startReady runs python3 -c script args, killed at cleanup, waits for it
+// to print "ready" and returns its PID.
+func startReady(t testing.TB, script string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command("python3", append([]string{"-c", script}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("livetest: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("livetest: python3: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("livetest: python3 %s did not get ready: %q %v", args, line, err)
+	}
+	return cmd.Process.Pid
 }
