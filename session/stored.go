@@ -65,22 +65,23 @@ func (h *Host) StoredJSON(id string) (raw []byte, err error) {
 }
 
 // Remove removes the snapshots ids name (any unique prefix), a tenant's
-// latest baseline only when force, and tells removed each full id in turn.
-// Each removal is its own transaction, so an error on the third leaves the
-// first two removed, as removed was told.
-func (h *Host) Remove(ids []string, force bool, removed func(id string) error) error {
-	return h.use(true, func(st *store.Store) error {
+// latest baseline only when force, and returns each full id it removed. Each
+// removal is its own transaction, so an error on the third leaves the first
+// two removed and returned. The caller prints them after the store is
+// closed: a reader slow to take the output must not hold the write lock
+// that a prolog's baseline waits for.
+func (h *Host) Remove(ids []string, force bool) (removed []string, err error) {
+	err = h.use(true, func(st *store.Store) error {
 		for _, arg := range ids {
 			id, err := st.Remove(arg, force)
 			if err != nil {
 				return err
 			}
-			if err := removed(id); err != nil {
-				return err
-			}
+			removed = append(removed, id)
 		}
 		return nil
 	})
+	return removed, err
 }
 
 // Prune removes the snapshots p selects and returns them, newest first. A

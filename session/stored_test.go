@@ -50,11 +50,7 @@ func TestStoredCommandsOpenOnceAndSayWhatTheyDid(t *testing.T) {
 	}
 	once("a dry Prune", true)
 
-	var told []string
-	err = f.host.Remove([]string{first.ID, latest.ID, post.ID}, false, func(id string) error {
-		told = append(told, id)
-		return nil
-	})
+	told, err := f.host.Remove([]string{first.ID, latest.ID, post.ID}, false)
 	wantIn(t, "removing the tenant's latest baseline", err, "latest baseline")
 	if !slices.Equal(told, []string{first.ID}) {
 		t.Errorf("told %q, want the first baseline alone", told)

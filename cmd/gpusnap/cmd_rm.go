@@ -37,9 +37,14 @@ func parseRm(c *cli.Context) (rmOptions, error) {
 	return o, nil
 }
 
+// runRm prints each id removed, after the store is closed, and then the
+// error that stopped the removals, if one did.
 func runRm(_ context.Context, g globals, o rmOptions) error {
-	return g.host().Remove(o.IDs, o.Force, func(id string) error {
-		_, err := fmt.Fprintln(g.Stdout, safetext.Escape(id)) // a crafted store's id may hold anything
-		return err
-	})
+	removed, err := g.host().Remove(o.IDs, o.Force)
+	for _, id := range removed {
+		if _, perr := fmt.Fprintln(g.Stdout, safetext.Escape(id)); perr != nil { // a crafted store's id may hold anything
+			return errors.Join(err, perr)
+		}
+	}
+	return err
 }
