@@ -78,7 +78,6 @@ const colonHabitBound = 0.10
 // leaves the list.
 var colonHabitToday = map[string]float64{
 	"capture": 0.55,
-	"reap":    0.49,
 }
 
 // maxMarksPerGroup bounds the colons and semicolons of one comment group
