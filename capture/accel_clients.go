@@ -8,8 +8,8 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// sysRoot is the sys root a capture reads accelerators from: the one given,
-// else /sys on this host's procfs; another proc root's host has another
+// sysRoot is the sys root a capture reads accelerators from, the one given,
+// else /sys on this host's procfs. Another proc root's host has another
 // /sys, so there "" reads none.
 func sysRoot(given, procRoot string) string {
 	if given == "" && isProcfs(procRoot) {
@@ -36,8 +36,9 @@ func (cfg *scanConfig) readAccelerators(r *procfs.Reader, s *snapshot.Snapshot, 
 	return nil
 }
 
-// drmClients reads the fdinfo of each accelerator node p holds: its access
-// mode, and its DRM client, one per client id however many fds share it.
+// drmClients reads the fdinfo of each accelerator node p holds, for its
+// access mode and its DRM client, one per client id however many fds share
+// it.
 func (cfg *scanConfig) drmClients(r *procfs.Reader, p *snapshot.Process, kfd snapshot.DeviceNumber, buf []byte) []byte {
 	byID := map[string]int{} // driver, device and client id -> index in p.DRMClients
 	for i := range p.Holders {

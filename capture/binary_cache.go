@@ -17,15 +17,15 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Bounds of the binary cache: it names the GPU users' binaries, a handful on
-// any host; a tenant that runs thousands of binaries in turn only pushes the
-// oldest out.
+// Bounds of the binary cache. It names the GPU users' binaries, a handful on
+// any host, and a tenant that runs thousands of binaries in turn only pushes
+// the oldest out.
 const (
 	binaryCacheBytes   = 1 << 20
 	binaryCacheEntries = 1024
 )
 
-// binaryKey names one version of one executable file: its path (as
+// binaryKey names one version of one executable file by its path (as
 // /proc/PID/exe names it), device, inode, size, mtime and ctime. A binary
 // rewritten in place and touched back to its old mtime still has a new
 // ctime, which no one can set back.
@@ -48,7 +48,7 @@ type cachedBinary struct {
 // binaryFile is the cache file's content.
 type binaryFile struct {
 	// Dpkg is the dpkg database's stamp (provenance.DB.Stamp) under which
-	// Owners were found; under another stamp they are all looked up again.
+	// Owners were found. Under another stamp they are all looked up again.
 	Dpkg string `json:"dpkg"`
 	// Owners maps an exe path to the package that owns it, "" for none.
 	Owners   map[string]string `json:"owners"`
@@ -56,10 +56,10 @@ type binaryFile struct {
 }
 
 // binaryCache is what one capture hands the next about GPU users' binaries
-// (Options.BinaryCache): each binary's digests by its key, and each exe
-// path's dpkg owner. A GPU host runs the same few binaries capture after
-// capture; with the cache a later capture re-reads no unchanged binary and
-// no .list file. It is as trusted as the store it sits beside.
+// (Options.BinaryCache), that is each binary's digests by its key, and each
+// exe path's dpkg owner. A GPU host runs the same few binaries capture after
+// capture, and with the cache a later capture re-reads no unchanged binary
+// and no .list file. It is as trusted as the store it sits beside.
 type binaryCache struct {
 	path    string
 	file    binaryFile
@@ -68,9 +68,9 @@ type binaryCache struct {
 	changed bool
 }
 
-// loadBinaryCache reads the cache file at path; "" is no cache. A missing
-// file is an empty cache; a damaged one is an empty cache and a note (it
-// is rewritten whole at the end of the capture).
+// loadBinaryCache reads the cache file at path, where "" is no cache. A
+// missing file is an empty cache, and a damaged one is an empty cache and a
+// note (it is rewritten whole at the end of the capture).
 func loadBinaryCache(path string) (*binaryCache, string) {
 	if path == "" {
 		return nil, ""
@@ -115,7 +115,7 @@ func readCacheFile(path string, limit int64) ([]byte, error) {
 }
 
 // adopt takes a decoded file's entries, refusing the file whole where one
-// is malformed: a digest of the wrong length is no digest.
+// is malformed, as a digest of the wrong length is no digest.
 func (c *binaryCache) adopt(f binaryFile) error {
 	if len(f.Binaries) > binaryCacheEntries || len(f.Owners) > binaryCacheEntries {
 		return fmt.Errorf("more than %d entries", binaryCacheEntries)
@@ -147,7 +147,7 @@ func (c *binaryCache) digest(key binaryKey) (exeDigest, bool) {
 	return d, ok
 }
 
-// put keeps a binary read whole; what was not (too large, unreadable) is
+// put keeps a binary read whole. What was not (too large, unreadable) is
 // read again next time, as the hash limit or the access may have changed.
 func (c *binaryCache) put(key binaryKey, d exeDigest) {
 	if c == nil || d.status != snapshot.HashOK {
@@ -174,8 +174,8 @@ func (c *binaryCache) owners(stamp string, paths []string) (known map[string]str
 }
 
 // learnOwners keeps the owners of paths found under stamp by a scan that
-// read every .list file (found: the owners it found; every other path of
-// paths has none).
+// read every .list file. found holds the owners it found, and every other
+// path of paths has none.
 func (c *binaryCache) learnOwners(stamp string, paths []string, found map[string]string) {
 	if c == nil || stamp == "" || len(paths) == 0 {
 		return
@@ -192,7 +192,7 @@ func (c *binaryCache) learnOwners(stamp string, paths []string, found map[string
 	c.changed = true
 }
 
-// save writes the cache back where it changed: the binaries this capture
+// save writes the cache back where it changed, the binaries this capture
 // used first, then the others it had, up to the bound. A directory that
 // does not exist (a user who has no store yet) is no failure.
 func (c *binaryCache) save(ctx context.Context) string {

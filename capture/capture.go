@@ -21,62 +21,63 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Version is gpusnap's version, recorded in every snapshot; the CLI sets it.
+// Version is gpusnap's version, recorded in every snapshot. The CLI sets it.
 var Version = "dev"
 
 // Options say where a capture reads from.
 type Options struct {
-	ProcRoot string // a directory laid out like /proc; "" means /proc
+	ProcRoot string // a directory laid out like /proc, where "" means /proc
 	// NVML reads NVML's view beside the /proc walk (cmd passes an
-	// nvmlread.Options); nil reads none, recorded as not read.
+	// nvmlread.Options). A nil NVML reads none, recorded as not read.
 	NVML NVMLReader
-	// KernelLog is the kernel log to record the position of: /dev/kmsg or a
+	// KernelLog is the kernel log to record the position of, /dev/kmsg or a
 	// file in its format. "" means /dev/kmsg when ProcRoot is this host's
-	// procfs; another proc root's host has another kernel log, so there "" reads none.
+	// procfs. Another proc root's host has another kernel log, so there ""
+	// reads none.
 	KernelLog string
 	Label     string
 	Tenant    string
-	// Path chooses how processes are read: PathAuto (BPF iterators where
+	// Path chooses how processes are read, PathAuto (BPF iterators where
 	// they load, else /proc), PathBPF (BPF or an error) or PathProc.
 	Path string
-	// HashLimit is the largest executable hashed (--hash-limit); 0 means
-	// DefaultHashLimit.
+	// HashLimit is the largest executable hashed (--hash-limit), where 0
+	// means DefaultHashLimit.
 	HashLimit int64
 	// RefusalRecord is the file where auto remembers that the kernel
 	// refused the BPF path for good, so that later captures this boot read
-	// /proc at once (cmd: beside the store); "" remembers nothing.
+	// /proc at once (cmd puts it beside the store). "" remembers nothing.
 	RefusalRecord string
 	// RuntimeRefusalRecord is the record auto reads and writes before the
-	// store's directory exists (a fresh host, --no-store): in a runtime
-	// directory, which a reboot empties; "" is none.
+	// store's directory exists (a fresh host, --no-store). It lies in a
+	// runtime directory, which a reboot empties, and "" is none.
 	RuntimeRefusalRecord string
 	// Warn, where not nil, is told in one line what the operator should hear
-	// now and the snapshot only records: a refusal record ignored.
+	// now and the snapshot only records, such as a refusal record ignored.
 	Warn func(string)
 	// DpkgDir is the dpkg database that names the package of each GPU
-	// user's exe; "" means provenance.DefaultDir on the live procfs, and
+	// user's exe. "" means provenance.DefaultDir on the live procfs, and
 	// none for another proc root (its host's database is not this one).
 	DpkgDir string
 	// BinaryCache is a file that keeps, from one capture to the next, the
 	// GPU users' exe digests (by path, device, inode, size, mtime and
 	// ctime) and their paths' dpkg owners (while the database's stamp
-	// holds): an unchanged binary is not read again. "" keeps none.
+	// holds), so an unchanged binary is not read again. "" keeps none.
 	BinaryCache string
 	// ProcessCache is a file that keeps, from one /proc capture to the
 	// next, what a process cannot change (its pid namespace and NSpid) with
 	// what proves it the same process that did not exec (see
-	// processCache). "" keeps none: every process is read whole.
+	// processCache). "" keeps none, and every process is read whole.
 	ProcessCache string
 	// UnitRoot is the root that systemd's unit directories (etc/systemd/system,
 	// usr/lib/systemd/system ...) lie under, read for the Restart= and timer
-	// of each GPU user's unit; "" means / on the live procfs, and none for
+	// of each GPU user's unit. "" means / on the live procfs, and none for
 	// another proc root.
 	UnitRoot string
 	// SysRoot is a directory laid out like /sys, where the accelerators
-	// other than NVIDIA's are read (capture/accel); "" means /sys on the
+	// other than NVIDIA's are read (capture/accel). "" means /sys on the
 	// live procfs, and none for another proc root.
 	SysRoot string
-	// GPUIdentityOnly is the gate's capture (check): on the /proc path, a
+	// GPUIdentityOnly is the gate's capture (check). On the /proc path, a
 	// process that holds and maps no device but a terminal or a memory
 	// device (null, zero, random) is read for its stat, maps and fds alone.
 	// Who the others are (exe, command line, cgroup, credentials) is read
@@ -89,9 +90,9 @@ type Options struct {
 	noCorroborate bool // a benchmark's capture without triage's reads
 }
 
-// Capture reads the host now: every process under the proc root, and NVML.
-// An unreadable proc root is an error; a process that vanishes or refuses a
-// read is recorded in Scan and the capture goes on.
+// Capture reads the host now, every process under the proc root, and NVML.
+// An unreadable proc root is an error, while a process that vanishes or
+// refuses a read is recorded in Scan and the capture goes on.
 func Capture(ctx context.Context, opts Options) (*snapshot.Snapshot, error) {
 	return capture(ctx, opts, nil)
 }
@@ -109,9 +110,9 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 	s.Host.ProcRoot = root
 
 	// NVML answers at the driver's pace (its init alone can take longer
-	// than the /proc walk on a GPU host): it is read beside /proc, and
+	// than the /proc walk on a GPU host). So it is read beside /proc, and
 	// waited for on every return, up to its own timeout, or until the
-	// capture is cancelled (SIGTERM): a hung driver must not outlive it.
+	// capture is cancelled (SIGTERM), since a hung driver must not outlive it.
 	var nv snapshot.NVML
 	var nvErr error
 	nvDone := make(chan struct{})
@@ -125,7 +126,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		case <-ctx.Done():
 		}
 	}()
-	// The kernel log is read beside /proc too: one read(2) per record.
+	// The kernel log is read beside /proc too, at one read(2) per record.
 	var kernelLog snapshot.KernelLogPosition
 	klDone := make(chan struct{})
 	go func() {
@@ -148,7 +149,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 		s.Scan.Errors = append(s.Scan.Errors, fmt.Sprintf("proc root: %s: ignored entries that are no PID (a leading zero, 0, or %d and above): %q", root, procfs.PIDMax, r.BadNames))
 	}
 	if len(pids) == 0 {
-		// gpusnap itself is a process: a root without one is a mistyped
+		// gpusnap itself is a process, so a root without one is a mistyped
 		// path, and a baseline of nothing would hide everything a diff finds.
 		return nil, fmt.Errorf("proc root: %s holds no process directories (is it a /proc?)", root)
 	}
@@ -198,7 +199,7 @@ func capture(ctx context.Context, opts Options, faults func(string) error) (*sna
 	return s, nil
 }
 
-// keepProcesses makes the scan's results s's processes: a process that
+// keepProcesses makes the scan's results s's processes. A process that
 // vanished or hid is counted (the BPF walk's hidden ones kept, with what it
 // read beneath the mount), a refused one counted and kept.
 func (cfg *scanConfig) keepProcesses(r *procfs.Reader, results []result, s *snapshot.Snapshot) {
@@ -209,7 +210,7 @@ func (cfg *scanConfig) keepProcesses(r *procfs.Reader, results []result, s *snap
 			hidden := cfg.hidden(r, res, &s.Scan)
 			if hidden && res.hidden != "" && (len(res.p.Mappings) > 0 || len(res.p.Holders) > 0) {
 				// The BPF path's walk read these in the kernel, beneath
-				// any mount: they are kept, with nothing of the tree.
+				// any mount, so they are kept, with nothing of the tree.
 				break
 			}
 			if !hidden {
@@ -229,7 +230,7 @@ func (cfg *scanConfig) keepProcesses(r *procfs.Reader, results []result, s *snap
 	}
 }
 
-// readKernelLog reads where the kernel log at path stands; see Options.KernelLog.
+// readKernelLog reads where the kernel log at path stands (see Options.KernelLog).
 func readKernelLog(path, root string) snapshot.KernelLogPosition {
 	if path == "" {
 		if !isProcfs(root) {
@@ -246,7 +247,7 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMe
 	switch path {
 	case PathAuto, PathBPF:
 		if path == PathAuto && cfg.root != "/proc" {
-			break // a tree laid out like /proc: nothing to choose
+			break // a tree laid out like /proc, with nothing to choose
 		}
 		results, why, err := cfg.tryBPF(ctx, path, mem, pids, scan)
 		if err != nil || why == "" {
@@ -261,14 +262,14 @@ func (cfg *scanConfig) scanPath(ctx context.Context, path string, mem *refusalMe
 		return nil, fmt.Errorf("capture path %q: want bpf or proc", path)
 	}
 	scan.CapturePath = PathProc
-	cfg.socks.built = true // the /proc walk reads every fd link: it indexes the sockets
+	cfg.socks.built = true // the /proc walk reads every fd link, so it indexes the sockets
 	return cfg.scan(ctx, pids)
 }
 
 // tryBPF reads the processes by the BPF path, or says why it did not. Auto
-// does not try where mem recalls the kernel's refusal; a lasting refusal
+// does not try where mem recalls the kernel's refusal. A lasting refusal
 // (bpf.Refused) is remembered, and a record that BPF then proves wrong is
-// forgotten. Only the load is judged: a walk that fails is tried again.
+// forgotten. Only the load is judged, and a walk that fails is tried again.
 func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemory, pids []int, scan *snapshot.Scan) (results []result, why string, err error) {
 	why = bpfUnavailable(cfg.root)
 	if why == "" && cfg.faults != nil {
@@ -310,48 +311,49 @@ type result struct {
 	p        snapshot.Process
 	vanished bool
 	refused  bool
-	// exiting: the process had begun to exit as it was read (PF_EXITING):
-	// it maps and holds nothing any more, and a successor it forked may be
-	// what uses its devices now.
+	// exiting says the process had begun to exit as it was read
+	// (PF_EXITING). It maps and holds nothing any more, and a successor it
+	// forked may be what uses its devices now.
 	exiting bool
-	// glanced: only stat, maps and fds were read (scanConfig.glance).
+	// glanced says only stat, maps and fds were read (scanConfig.glance).
 	glanced bool
 	// hidden says how the process's directory lies on another filesystem
-	// than the proc root's (a mount over /proc/PID): nothing in it was
-	// read. On the /proc path such a process is also vanished; the BPF
-	// path keeps what its walk saw.
+	// than the proc root's (a mount over /proc/PID), and nothing in it was
+	// read. On the /proc path such a process is also vanished, while the
+	// BPF path keeps what its walk saw.
 	hidden string
 	// cache is what this read proved of the process for the next
-	// capture's process cache; nil where it proved nothing.
+	// capture's process cache, nil where it proved nothing.
 	cache *cachedIdentity
 }
 
 // scanConfig is what every worker of one capture shares.
 type scanConfig struct {
 	root    string
-	rootfd  int // root, open (O_PATH): process directories are opened in it
+	rootfd  int // root, open (O_PATH), in which process directories are opened
 	classes snapshot.DeviceClasses
 	boot    time.Time
-	live    bool   // root is procfs: stat of map_files and fd links is the truth
-	rootDev uint64 // st_dev of the live procfs: every process directory's
-	// ownPIDs: root is the procfs of this process's pid namespace, whose
+	live    bool   // root is procfs, where stat of map_files and fd links is the truth
+	rootDev uint64 // st_dev of the live procfs, every process directory's
+	// ownPIDs says root is the procfs of this process's pid namespace, whose
 	// PIDs kcmp takes (threads' own fd tables are looked for only then).
 	ownPIDs bool
 	faults  func(string) error
-	users   *userCache // nil unless live: no names for another machine's uids
+	users   *userCache // nil unless live, as another machine's uids get no names
 	// rootNS is the proc root's pid namespace (its ns/pid link), where it
-	// is the capture's own; "" where not known.
+	// is the capture's own, or "" where not known.
 	rootNS string
-	// glance: the /proc walk reads who a process is only where it uses a
+	// glance says the /proc walk reads who a process is only where it uses a
 	// device (Options.GPUIdentityOnly).
 	glance bool
-	// procCache is the last capture's identities; nil reads every process whole.
+	// procCache is the last capture's identities. A nil one reads every
+	// process whole.
 	procCache *processCache
 	// socks is the socket fds the scan saw, for unix peers (followUnixPeers).
 	socks socketIndex
 }
 
-// scan reads the processes with one worker per CPU: the kernel's work of
+// scan reads the processes with one worker per CPU, as the kernel's work of
 // generating maps and fd links dominates, and runs in parallel.
 func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 	results := make([]result, len(pids))
@@ -363,7 +365,7 @@ func (cfg *scanConfig) scan(ctx context.Context, pids []int) ([]result, error) {
 		wg.Go(func() {
 			w := newWorker(cfg)
 			for ctx.Err() == nil {
-				// Hand out PIDs in small batches: one lock per batch, not per process.
+				// Hand out PIDs in small batches, one lock per batch, not per process.
 				mu.Lock()
 				lo := next
 				next = min(next+8, len(pids))
@@ -389,7 +391,7 @@ type worker struct {
 	*scanConfig
 	r    *procfs.Reader
 	maps procfs.MapsScanner
-	// kinds caches stat of map_files by the maps dev field and inode: every
+	// kinds caches stat of map_files by the maps dev field and inode. Every
 	// process maps the same libraries, and one stat per file (not per line
 	// per process) keeps "stat decides" affordable. An entry answers only
 	// for the same path in the same mount namespace (mntOf).
@@ -398,28 +400,28 @@ type worker struct {
 	mnt     string
 	mntRead bool
 	// sockInodes are the socket fds of the process being read, for the
-	// socket index; sockCut: some were left out.
+	// socket index. sockCut says some were left out.
 	sockInodes []uint64
 	sockCut    bool
 	// rootNS is the pid namespace procfs was mounted in, once seen.
 	rootNS string
-	// noPidfdInfo: the kernel has no PIDFD_GET_INFO (before Linux 6.13),
+	// noPidfdInfo says the kernel has no PIDFD_GET_INFO (before Linux 6.13),
 	// and status gives every process's uids (credentials).
 	noPidfdInfo bool
 	// cgroups keeps each distinct cgroup text parsed, so that the many
 	// processes of one cgroup set are parsed once (see cgroupOf).
 	cgroups map[string]*cgroupSet
 	// dir is the directory of the process being read, open as dirfd
-	// (O_PATH): its files are opened relative to it.
+	// (O_PATH), and its files are opened relative to it.
 	dir   string
 	dirfd int
 
-	// Buffers kept until the process is done: its raw text is copied out
-	// only if it uses an NVIDIA device.
+	// Buffers are kept until the process is done, as its raw text is copied
+	// out only if it uses an NVIDIA device.
 	mapsBuf, statusBuf, cmdBuf []byte
 	rawMaps                    []byte // the first TextLimit bytes of a maps text scanned as read
 	ring                       []byte // an io_uring's fdinfo
-	small                      []byte // stat, cgroup, fdinfo: parsed at once
+	small                      []byte // stat, cgroup and fdinfo, parsed at once
 	fds, tids                  []int
 	holderRuns                 holderRuns        // of the process being read
 	otherHolders               []snapshot.Holder // holders' scratch
@@ -433,7 +435,7 @@ type fileID struct {
 // knownFile is what stat said of a file, with the path maps gave it and the
 // mount namespace of the process that mapped it. One maps dev field can
 // stand for files of several filesystems whose inode numbers repeat
-// (overlayfs layers, btrfs subvolumes): a tenant's device node could
+// (overlayfs layers, btrfs subvolumes), and a tenant's device node could
 // otherwise pass for a library another process maps.
 type knownFile struct {
 	path, mnt string
@@ -457,7 +459,7 @@ func newWorker(cfg *scanConfig) *worker {
 }
 
 // process reads one process. Files are read in the order that lets it stop
-// early: stat first (no stat, no process), maps and fds last. The identity
+// early, stat first (no stat, no process), maps and fds last. The identity
 // step reads who the process is, the devices step what it maps and holds,
 // and then who it runs as.
 func (w *worker) process(pid int) result { return w.read(pid, false) }
@@ -485,7 +487,7 @@ func (w *worker) read(pid int, glance bool) result {
 	defer w.r.Close(dirfd, true)
 	w.dirfd = dirfd
 	if res.hidden = hidden; res.hidden != "" {
-		// A tenant's tree in the process's place: none of it is the
+		// A tenant's tree in the process's place. None of it is the
 		// process's, which is as good as gone unless probed (hidden).
 		res.vanished = true
 		return res
@@ -512,8 +514,8 @@ func (w *worker) read(pid int, glance bool) result {
 }
 
 // provenIdentity is what the next capture may take from this read of the
-// process: nil where the process cache is off, its stat had no exec marks,
-// or a read failed.
+// process, or nil where the process cache is off, its stat had no exec
+// marks, or a read failed.
 func (w *worker) provenIdentity(res *result, id *identity) *cachedIdentity {
 	p := &res.p
 	if w.procCache == nil || !id.marks.Known() || p.LiveThread != 0 || res.vanished || len(p.Errors) > 0 || p.PIDNamespace == "" {
@@ -543,8 +545,8 @@ func (w *worker) openProcessDir(name string) (dirfd int, hidden string, err erro
 	return dirfd, w.otherFS(dirfd), nil
 }
 
-// note records a failed read of the process being read; it reports whether
-// the process is gone.
+// note records a failed read of the process being read, and reports
+// whether the process is gone.
 func (w *worker) note(res *result, what string, err error) bool {
 	if procfs.VanishedErr(err) && w.gone() {
 		res.vanished = true
@@ -553,7 +555,7 @@ func (w *worker) note(res *result, what string, err error) bool {
 	if procfs.RefusedErr(err) {
 		res.refused = true
 	}
-	// A file that is not there is not one that could not be read: a
+	// A file that is not there is not one that could not be read, as a
 	// fixture tree leaves out what a process does not have.
 	if (what == "maps" || what == "fd") && !errors.Is(err, syscall.ENOENT) {
 		res.p.Unreadable = append(res.p.Unreadable, what)
@@ -562,14 +564,14 @@ func (w *worker) note(res *result, what string, err error) bool {
 	return false
 }
 
-// identity is what the identity step hands the devices step: where the
+// identity is what the identity step hands the devices step, where the
 // leader's files are, and the raw text kept for a process that uses an
 // NVIDIA device.
 type identity struct {
 	leaderfd  int
 	leaderDir string
 	// threadfd is a zombie leader's live thread's task directory, open
-	// (O_PATH) until the process is done; -1 when none was opened.
+	// (O_PATH) until the process is done, or -1 when none was opened.
 	threadfd        int
 	status          []byte
 	cmdline, cgroup string
@@ -577,14 +579,14 @@ type identity struct {
 	exe             string           // the exe link's text
 	marks           procfs.ExecMarks // stat's
 	// known is the process cache's identity of the process where stat and
-	// exe prove it still holds; pidfd is then a pidfd of the process
+	// exe prove it still holds. pidfd is then a pidfd of the process
 	// opened before its maps were read (-1 when none).
 	known    *cachedIdentity
 	pidfd    int
 	mapsRead bool // maps were read through the process's directory
 }
 
-// statIdentity reads the process's stat: its identity (PID and start
+// statIdentity reads the process's stat, its identity (PID and start
 // time), name, state and parent. done is as identity's.
 func (w *worker) statIdentity(res *result) (id identity, done bool) {
 	p := &res.p
@@ -593,7 +595,7 @@ func (w *worker) statIdentity(res *result) (id identity, done bool) {
 	data, err := w.r.ReadTaskFileAt(dirfd, w.dir, "stat", w.small)
 	w.small = data
 	if err != nil {
-		// Without stat there is no identity (no start time): a process whose
+		// Without stat there is no identity (no start time). A process whose
 		// stat is gone has exited between the listing and now.
 		if procfs.VanishedErr(err) {
 			res.vanished = true
@@ -607,8 +609,8 @@ func (w *worker) statIdentity(res *result) (id identity, done bool) {
 		p.Errors = append(p.Errors, "stat: "+err.Error())
 	} else {
 		if w.live && st.PID != p.PID {
-			// Another process's directory bound over this one's: nothing in
-			// it is this process's, which is as good as gone unless probed.
+			// Another process's directory is bound over this one's. Nothing
+			// in it is this process's, which is as good as gone unless probed.
 			res.hidden = boundOver(st.PID)
 			res.vanished = true
 			return id, true
@@ -623,7 +625,7 @@ func (w *worker) statIdentity(res *result) (id identity, done bool) {
 
 	// A kernel thread (PF_KTHREAD, which only the kernel sets) has no
 	// command line and no exe, and maps, holds and belongs to nothing worth a
-	// read: it runs as root in the root cgroup. Nothing more is read for it.
+	// read, as it runs as root in the root cgroup. Nothing more is read for it.
 	if flags&procfs.PFKthread != 0 {
 		p.KernelThread = true
 		p.User = w.users.name(0)
@@ -633,8 +635,9 @@ func (w *worker) statIdentity(res *result) (id identity, done bool) {
 }
 
 // identity reads who the process is (stat, cmdline, exe, cgroup) from
-// w.dirfd; who it runs as is read once its fds are (credentials). done says nothing more is to be read: the
-// process is gone, has no stat, or is a kernel thread.
+// w.dirfd. Who it runs as is read once its fds are (credentials). done says
+// nothing more is to be read, as the process is gone, has no stat, or is a
+// kernel thread.
 func (w *worker) identity(res *result) (id identity, done bool) {
 	if id, done = w.statIdentity(res); done {
 		return id, true
@@ -643,9 +646,9 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	dirfd := w.dirfd
 
 	// A leader that has exited while its other threads run is a zombie
-	// whose /proc/PID shows no command line, exe, maps or fds: they are read
-	// through a live thread (task/TID). Its status stays the leader's: a
-	// thread's NSpid would name the thread.
+	// whose /proc/PID shows no command line, exe, maps or fds, so they are
+	// read through a live thread (task/TID). Its status stays the leader's,
+	// since a thread's NSpid would name the thread.
 	if p.State == "Z" && p.Threads > 1 {
 		if tid, tfd, ok := w.liveThread(p.PID); ok {
 			id.threadfd = tfd
@@ -663,7 +666,7 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	case noExe && w.gone():
 		res.vanished = true
 		return id, true
-	case !noExe: // ENOENT is a zombie's: no exe to have
+	case !noExe: // ENOENT is a zombie's, with no exe to have
 		w.note(res, "exe", err)
 	}
 	if w.commandLine(res, &id, err == nil) {
@@ -681,9 +684,9 @@ func (w *worker) identity(res *result) (id identity, done bool) {
 	return id, false
 }
 
-// commandLine reads the process's command line, every time: a process can
-// write over its arguments in place (setproctitle) without an exec, and the
-// kernel shows that memory as it is now. Where the process's stat marks and
+// commandLine reads the process's command line, every time, since a process
+// can write over its arguments in place (setproctitle) without an exec, and
+// the kernel shows that memory as it is now. Where the process's stat marks and
 // comm and its exe link (exeRead) are those the last capture saw, the
 // process cache's identity is taken (id.known). It reports whether the
 // process is gone.
@@ -714,14 +717,14 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 	if uid, euid, ok := w.pidfdCreds(p, id.pidfd); ok {
 		if id.known != nil && id.pidfd >= 0 && id.mapsRead {
 			// The pidfd was opened before the maps were read through the
-			// directory open since before: that they read proves it this
+			// directory open since before. That they read proves it this
 			// process's, whose pid namespace and NSpid no call changes.
 			p.UID, p.EUID, p.NSpid, p.PIDNamespace = uid, euid, slices.Clone(id.known.nspid), id.known.pidNS
 			p.User = w.users.name(uid)
 			return false
 		}
 		// The link is read after the pidfd was opened, through the
-		// directory open since before: that it reads proves the PID was
+		// directory open since before. That it reads proves the PID was
 		// still this process's when the pidfd took it (a PID is reused
 		// only once its process is reaped, and its directory then reads
 		// nothing).
@@ -732,12 +735,12 @@ func (w *worker) credentials(res *result, id *identity) (gone bool) {
 			p.User = w.users.name(uid)
 			return false
 		case err == nil:
-			ns = string(link) // another pid namespace: its NSpid is in status
+			ns = string(link) // another pid namespace, whose NSpid is in status
 		case procfs.VanishedErr(err) && w.gone():
 			res.vanished = true
 			return true
 		}
-		// Refused (no ptrace access without root): status says it all.
+		// Refused (no ptrace access without root), and status says it all.
 	}
 	status, err := w.r.ReadTaskFileAt(id.leaderfd, id.leaderDir, "status", w.statusBuf)
 	w.statusBuf, id.status = status, status
@@ -771,7 +774,7 @@ func (w *worker) pidfdCreds(p *snapshot.Process, pidfd int) (uid, euid int, ok b
 	}
 	info, err := w.r.PidfdInfo(pidfd)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTTY) || errors.Is(err, syscall.EINVAL) {
-		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO: not asked again
+		w.noPidfdInfo = true // no pidfd_open, or no PIDFD_GET_INFO, so not asked again
 	}
 	if err != nil || info.Mask&unix.PIDFD_INFO_CREDS == 0 {
 		return 0, 0, false
@@ -780,7 +783,7 @@ func (w *worker) pidfdCreds(p *snapshot.Process, pidfd int) (uid, euid int, ok b
 }
 
 // pidfdOf opens a pidfd of process p where credentials may read its uids
-// from one (see pidfdCreds); -1 where not.
+// from one (see pidfdCreds), or -1 where not.
 func (w *worker) pidfdOf(p *snapshot.Process) int {
 	if w.noPidfdInfo || w.rootNS == "" || !w.ownPIDs || p.LiveThread != 0 {
 		return -1
@@ -795,12 +798,12 @@ func (w *worker) pidfdOf(p *snapshot.Process) int {
 	return fd
 }
 
-// pidNamespace records the process's pid namespace: ns where the caller
-// read it already, else read from the process's directory; it reports
+// pidNamespace records the process's pid namespace, ns where the caller
+// read it already, else read from the process's directory. It reports
 // whether the process is gone.
 func (w *worker) pidNamespace(res *result, ns string) (gone bool) {
 	p := &res.p
-	// NSpid counts pid namespaces from the one procfs was mounted in: a
+	// NSpid counts pid namespaces from the one procfs was mounted in. A
 	// process with one entry lives in that namespace, as most do, and the
 	// link need not be read again for it.
 	if ns == "" && w.live && len(p.NSpid) == 1 && w.rootNS != "" {
@@ -849,7 +852,7 @@ func (w *worker) readDevices(res *result, id *identity) (mr procfs.MapsResult, m
 		return mr, maps, mapsCut, true
 	}
 	id.mapsRead = err == nil
-	// A user process always maps its executable: empty maps mean its memory
+	// A user process always maps its executable, so empty maps mean its memory
 	// was torn down between the stat read and now, as an exiting process's
 	// is, so what it mapped was not seen (the settle step looks again).
 	if err == nil && len(maps) == 0 {
@@ -910,9 +913,10 @@ func (w *worker) liveThread(pid int) (tid, fd int, ok bool) {
 }
 
 // mapFilesStat returns the stat function of the maps scanner for one
-// process: stat of /proc/PID/map_files/RANGE (root only), cached by file.
-// After a refusal it stops asking for the rest of the process: the kernel
-// refuses map_files without CAP_SYS_ADMIN and for non-dumpable processes.
+// process, stat of /proc/PID/map_files/RANGE (root only), cached by file.
+// After a refusal it stops asking for the rest of the process, as the
+// kernel refuses map_files without CAP_SYS_ADMIN and for non-dumpable
+// processes.
 func (w *worker) mapFilesStat() func([]byte, []byte, uint32, uint32, uint64) (snapshot.FileKind, bool) {
 	refused := false
 	w.mnt, w.mntRead = "", false
@@ -950,7 +954,7 @@ func (w *worker) knownKind(path []byte, major, minor uint32, inode uint64) (snap
 }
 
 // mntOf is the mount namespace of the process being read, read once, and
-// whether it could be read: a path names one file only within one.
+// whether it could be read, since a path names one file only within one.
 func (w *worker) mntOf() (string, bool) {
 	if !w.mntRead {
 		w.mntRead = true
@@ -966,9 +970,9 @@ func isProcfs(root string) bool {
 	return syscall.Statfs(root, &fs) == nil && fs.Type == procSuperMagic
 }
 
-// gone reports whether the process being read has exited: its directory,
-// open since before its first read, has lost its files (a new process with
-// the same PID would have a new directory).
+// gone reports whether the process being read has exited, that is whether
+// its directory, open since before its first read, has lost its files (a
+// new process with the same PID would have a new directory).
 func (w *worker) gone() bool {
 	var st unix.Stat_t
 	err := unix.Fstatat(w.dirfd, "stat", &st, unix.AT_SYMLINK_NOFOLLOW)
@@ -1008,9 +1012,9 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// openScan opens the proc root and reads what reading its processes needs:
-// the host (h), the device classes, and whether it is the live procfs of this
-// pid namespace. errs say what could not be read; the caller closes
+// openScan opens the proc root and reads what reading its processes needs,
+// the host (h), the device classes, and whether it is the live procfs of
+// this pid namespace. errs say what could not be read, and the caller closes
 // cfg.rootfd. Only the live procfs has this host's links and users, so a
 // copied tree gets the path rule alone.
 func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *scanConfig, r *procfs.Reader, errs []string, err error) {
@@ -1049,7 +1053,7 @@ func openScan(root string, faults func(string) error, h *snapshot.Host) (cfg *sc
 }
 
 // ownPIDNamespace reports whether the procfs open as rootfd is that of this
-// process's pid namespace: its "self" names this process's PID.
+// process's pid namespace, where its "self" names this process's PID.
 func ownPIDNamespace(rootfd int) bool {
 	buf := make([]byte, 16)
 	n, err := unix.Readlinkat(rootfd, "self", buf)

@@ -19,7 +19,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The BPF capture path (docs/snapshot.md): BPF iterators walk every task,
+// The BPF capture path (docs/snapshot.md) has BPF iterators walk every task,
 // device mapping and open device file in the kernel and write fixed records
 // (bpf/c/iter.c), so a process without a device is never rendered as text.
 // /proc still gives command lines, cgroups and NVIDIA users' raw files. A
@@ -37,7 +37,7 @@ const (
 )
 
 // initPIDNamespace is the inode of the host's pid namespace
-// (PROC_PID_INIT_INO): the iterators see the caller's pid namespace only,
+// (PROC_PID_INIT_INO). The iterators see the caller's pid namespace only,
 // so the BPF path runs only in this one.
 const initPIDNamespace = "pid:[4026531836]"
 
@@ -64,8 +64,9 @@ var openWalk = bpf.OpenWalk
 // scanBPF builds the processes from one walk of the iterators.
 //
 // pids is the listing of /proc taken before the walk. The task iterators of
-// this kernel (6.18) never visit PID 1: every listed PID the walk lacks is
-// read the /proc path's way, as is any process the walk could not finish.
+// this kernel (6.18) never visit PID 1, so every listed PID the walk lacks
+// is read the /proc path's way, as is any process the walk could not
+// finish.
 func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) ([]result, error) {
 	s := newBPFScan(cfg, len(pids))
 	if err := walk.EachTask(s.task); err != nil {
@@ -103,10 +104,10 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 	return s.results, nil
 }
 
-// bpfScan is the state of one scanBPF: the processes of the task walk, and
+// bpfScan is the state of one scanBPF, the processes of the task walk and
 // what the mapping and file walks add to them, by thread-group id. Its
-// methods are its phases, in order: task, vma, file (one call a record),
-// then fillIn (one call a process: what /proc still gives).
+// methods are its phases, in order task, vma, file (one call a record),
+// then fillIn (one call a process, for what /proc still gives).
 type bpfScan struct {
 	cfg         *scanConfig
 	results     []result
@@ -114,17 +115,18 @@ type bpfScan struct {
 	kthreadComm map[int]bool
 	cgroupKeys  []uint64 // by results index
 	cmdlines    []kernelCmdline
-	// A process's mappings and fds come from one task: its leader, or where
+	// A process's mappings and fds come from one task, its leader or, where
 	// the leader has exited, the first of its live threads the kernel
-	// walked. walkedBy is the current walk's; vmaWalker the mapping walk's.
+	// walked. walkedBy is the current walk's, and vmaWalker the mapping
+	// walk's.
 	walkedBy, vmaWalker map[uint32]uint32
 	unwalked            map[uint32]bool // read the /proc path's way instead
 
 	// The mapping walk's.
 	anon map[uint32]*procfs.SuspectAnon
-	runs map[uint32]*procfs.MappingRuns // the maps scanner's rule: 256 lines per device, the rest counted
+	runs map[uint32]*procfs.MappingRuns // the maps scanner's rule of 256 lines per device, the rest counted
 	id   []byte
-	// A process's records come in a row: its Process and runs are looked
+	// A process's records come in a row, so its Process and runs are looked
 	// up once per row, not per mapping (a tenant may have 100,000).
 	last struct {
 		pid, tid uint32
@@ -132,7 +134,7 @@ type bpfScan struct {
 		rs       *procfs.MappingRuns
 	}
 
-	// For the file walk: threads' own fd tables, by process, each table's key
+	// For the file walk, threads' own fd tables by process, each table's key
 	// and the first thread walked with it, which the /proc path names it by.
 	// Where the leader has exited every live thread is walked, the reading
 	// thread's table being the process's (baseTable) and any other thread's its
@@ -140,7 +142,7 @@ type bpfScan struct {
 	ownTables    map[uint32]map[uint64]uint32
 	holderRunsOf map[uint32]*holderRuns // the /proc path's rule of what fds may cost
 	baseTable    map[uint32]uint64
-	// The records of a process's table come in a row: the process of the
+	// The records of a process's table come in a row, so the process of the
 	// last one taken from the process's table is looked up once a row.
 	lastTable struct {
 		pid, tid uint32
@@ -148,7 +150,7 @@ type bpfScan struct {
 		p        *snapshot.Process
 	}
 	// Most fds a host holds on devices are of a few nodes (/dev/null, a
-	// tty), one after another: the last one's rendering is reused.
+	// tty), one after another, so the last one's rendering is reused.
 	lastFile struct {
 		valid      bool
 		path       []byte
@@ -156,11 +158,11 @@ type bpfScan struct {
 		h          snapshot.Holder
 	}
 
-	// The fill-in's: cgroup text, read and parsed once per css_set.
+	// The fill-in's cgroup text, read and parsed once per css_set.
 	cgroups map[uint64]*cgroupSet
 }
 
-// procDir is where fillIn reads a process's files: rel+NAME in the
+// procDir is where fillIn reads a process's files, rel+NAME in the
 // directory open as fd, whose path is dir.
 type procDir struct {
 	fd       int
@@ -168,8 +170,8 @@ type procDir struct {
 }
 
 // kernelCmdline is what the task walk gave of a process's command line
-// (have: the kernel copied it whole) and whether its exe is still to be
-// read (procExe: the kernel's program could not take it).
+// (have says the kernel copied it whole) and whether its exe is still to
+// be read (procExe says the kernel's program could not take it).
 type kernelCmdline struct {
 	have, procExe bool
 	text          string
@@ -183,7 +185,7 @@ type cgroupSet struct {
 	owners []snapshot.OwnerCgroup // read on the live procfs only
 }
 
-// newBPFScan is the state of a scan sized by a listing of n PIDs: a Process
+// newBPFScan is the state of a scan sized by a listing of n PIDs. A Process
 // is large, and growing thousands of them by copying cost more than
 // building them.
 func newBPFScan(cfg *scanConfig, n int) *bpfScan {
@@ -223,7 +225,7 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 	s.index[r.Pid] = len(s.results)
 	s.cgroupKeys = append(s.cgroupKeys, r.CgroupKey)
 	if uint64(r.Flags)&procfs.PFKthread != 0 {
-		// As the /proc path: nothing more is read for a kernel thread.
+		// As on the /proc path, nothing more is read for a kernel thread.
 		p.KernelThread = true
 		p.User = cfg.users.name(0)
 		s.kthreadComm[p.PID] = true
@@ -249,8 +251,8 @@ func (s *bpfScan) task(r *bpf.TaskRecord, exe, cmd []byte) {
 }
 
 // from is the process whose records task tid writes for process pid, or
-// false where they are not to be kept: a process started after the task
-// walk (the next capture sees it), or a thread other than the one its
+// false where they are not to be kept, for a process started after the
+// task walk (the next capture sees it), or a thread other than the one its
 // records come from.
 func (s *bpfScan) from(pid, tid uint32) (*snapshot.Process, bool) {
 	i, ok := s.index[pid]
@@ -335,7 +337,7 @@ func (s *bpfScan) anonExec(r *bpf.VMARecord, path []byte, perms [4]byte) {
 // file adds the holder of a file record to its process.
 func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 	if r.RecFlags&(bpf.RecordNoScratch|bpf.RecordRing) != 0 {
-		// Its fds, or some, were not rendered; or it holds an io_uring,
+		// Its fds, or some, were not rendered, or it holds an io_uring,
 		// whose registered files only the ring's fdinfo lists.
 		s.unwalked[r.Pid] = true
 		return
@@ -382,14 +384,14 @@ func (s *bpfScan) file(r *bpf.FileRecord, path []byte) {
 		p.Errors = append(p.Errors, threadError(tid, unnamedDeviceFd(h.FD, syscall.ENAMETOOLONG)))
 	}
 	if len(p.Holders) == cap(p.Holders) {
-		// Doubled, not append's quarter: a process may hold 20,000.
+		// Doubled, not append's quarter, as a process may hold 20,000.
 		p.Holders = slices.Grow(p.Holders, max(len(p.Holders), 4))
 	}
 	p.Holders = append(p.Holders, h)
 }
 
 // holder is the Holder of a file record of path, without its fd and
-// thread: the last record's rendering where it is of the same node.
+// thread, the last record's rendering where it is of the same node.
 func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 	last := &s.lastFile
 	if !last.valid || r.Mode != last.mode || r.Rdev != last.rdev || !bytes.Equal(path, last.path) {
@@ -409,7 +411,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 		h.GPUMinor = &minor
 	}
 	if h.Class == snapshot.ClassNVIDIA {
-		// fdinfo's flags field: "0%o" of f_flags, O_CLOEXEC included.
+		// fdinfo's flags field is "0%o" of f_flags, O_CLOEXEC included.
 		h.Flags = "0" + strconv.FormatUint(uint64(r.Flags), 8)
 		h.Access, _ = procfs.AccessMode(uint64(r.Flags))
 	}
@@ -417,7 +419,7 @@ func (s *bpfScan) holder(r *bpf.FileRecord, path []byte) snapshot.Holder {
 }
 
 // ownTable is the process of a record of a thread's own fd table, or nil
-// where that record is not to be kept: another thread's of a table already
+// where that record is not to be kept, another thread's of a table already
 // taken (threads may share a table of their own), or a table past the
 // process's maxFdTables (the process is then marked unreadable, as the
 // /proc path marks it).
@@ -449,8 +451,8 @@ func (s *bpfScan) ownTable(r *bpf.FileRecord) *snapshot.Process {
 	return p
 }
 
-// fillIn completes process i of the walk with what /proc still gives:
-// its command line, cgroup text and raw text, read with the /proc path's
+// fillIn completes process i of the walk with what /proc still gives, that
+// is its command line, cgroup text and raw text, read with the /proc path's
 // worker and buffers. A process to be read the /proc way is left as it is.
 func (s *bpfScan) fillIn(w *worker, i int) {
 	cfg := s.cfg
@@ -481,7 +483,7 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 		}
 		return
 	}
-	// What /proc shows of the process must be its own: a directory a
+	// What /proc shows of the process must be its own, so a directory a
 	// mount hides (a tenant's tree in its place) is read no further. Its
 	// files are read in the directory opened to prove it (in /proc where
 	// it could not be opened, which then says why).
@@ -494,10 +496,10 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	if res.hidden = hidden; hidden != "" {
 		return
 	}
-	// A leader that has exited while its threads run has no mm: its
-	// mappings and fds came from a live thread, and so do its command
-	// line and exe, read in that thread's task directory (where it
-	// maps and holds no device, no thread was seen: /proc/PID's are read).
+	// A leader that has exited while its threads run has no mm. Its
+	// mappings and fds came from a live thread, and so do its command line
+	// and exe, read in that thread's task directory. Where it maps and holds
+	// no device, no thread was seen, and /proc/PID's are read.
 	taskRel := d.rel
 	tid := s.vmaWalker[pid]
 	if tid == 0 {
@@ -513,7 +515,7 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 		switch {
 		case err == nil:
 			p.Exe, p.ExeDeleted = procfs.CutDeletedString(exe)
-		case kc.procExe && !errors.Is(err, syscall.ENOENT): // ENOENT: a zombie's, no exe to have
+		case kc.procExe && !errors.Is(err, syscall.ENOENT): // ENOENT is a zombie's, with no exe to have
 			p.Errors = append(p.Errors, "exe: "+errText(err))
 		}
 	}
@@ -545,8 +547,8 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 }
 
 // cgroupSet is the cgroup set of key, read in the process's
-// /proc/PID/cgroup (in d) where it is the first of the set; false where the
-// process vanished meanwhile (res says so). A read that fails otherwise is
+// /proc/PID/cgroup (in d) where it is the first of the set, or false where
+// the process vanished meanwhile (res says so). A read that fails otherwise is
 // an error of the process, with no cgroup, and is not kept for the set.
 func (s *bpfScan) cgroupSet(w *worker, res *result, d procDir, key uint64) (*cgroupSet, bool) {
 	if set, ok := s.cgroups[key]; ok {
@@ -570,7 +572,7 @@ func (s *bpfScan) cgroupSet(w *worker, res *result, d procDir, key uint64) (*cgr
 }
 
 // evidence adds to an NVIDIA user its suspect anonymous mappings and the
-// raw text of its files: the first TextLimit bytes of maps, the rest hashed
+// raw text of its files, the first TextLimit bytes of maps, the rest hashed
 // as read (the mappings themselves came from the iterator), and its status.
 // Maps is read in the task directory taskRel (within d) the mappings came from.
 func (s *bpfScan) evidence(w *worker, p *snapshot.Process, d procDir, taskRel, cmdline string, cut *snapshot.Cut, cgroup string) {
@@ -596,7 +598,7 @@ func (s *bpfScan) evidence(w *worker, p *snapshot.Process, d procDir, taskRel, c
 // nvidiaFirst orders NVIDIA entries before the others, each kept in order,
 // as the /proc path lists them.
 func nvidiaFirst[T any](xs []T, nvidia func(T) bool) []T {
-	// Already so (no NVIDIA entry after another one): nothing to copy.
+	// Already so (no NVIDIA entry after another one), with nothing to copy.
 	other := slices.IndexFunc(xs, func(x T) bool { return !nvidia(x) })
 	if other < 0 || !slices.ContainsFunc(xs[other:], nvidia) {
 		return xs
@@ -636,7 +638,7 @@ func taskState(state, exitState uint32) string {
 }
 
 // kernelDevice is the FileKind of an inode's mode and i_rdev (the kernel's
-// dev_t: major above bit 20).
+// dev_t, major above bit 20).
 func kernelDevice(mode, rdev uint32) snapshot.FileKind {
 	typ := mode & syscall.S_IFMT
 	return snapshot.FileKind{
@@ -677,10 +679,10 @@ func vmPerms(flags uint32) [4]byte {
 	return b
 }
 
-// mapsRange renders an address range as maps does: "%08lx-%08lx".
+// mapsRange renders an address range as maps does, "%08lx-%08lx".
 func mapsRange(start, end uint64) string {
 	return fmt.Sprintf("%08x-%08x", start, end)
 }
 
-// pageShift is log2 of the page size: vm_pgoff counts pages.
+// pageShift is log2 of the page size, as vm_pgoff counts pages.
 var pageShift = bits.TrailingZeros(uint(os.Getpagesize()))

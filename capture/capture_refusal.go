@@ -19,26 +19,27 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// The refusal record (docs/snapshot.md, "A refused BPF path"): where the
-// kernel refused the capture iterators for good (bpf.Refused), auto remembers
-// it in a small file beside the store. Later captures then read /proc at once
-// instead of paying 63-72 ms of CPU for a load refused again. The record
-// holds for one boot, kernel, program build and set of credentials.
+// The refusal record (docs/snapshot.md, "A refused BPF path") is how auto
+// remembers, in a small file beside the store, that the kernel refused the
+// capture iterators for good (bpf.Refused). Later captures then read /proc
+// at once instead of paying for a load refused again (its cost is in
+// docs/performance-notes.md, "The process cache against the floor"). The
+// record holds for one boot, kernel, program build and set of credentials.
 
 // refusal is the record, as stored (JSON).
 type refusal struct {
 	BootID        string `json:"boot_id"`
 	KernelRelease string `json:"kernel_release"`
-	// Programs is bpf.CaptureBuild: a newer gpusnap's programs may load.
+	// Programs is bpf.CaptureBuild, since a newer gpusnap's programs may load.
 	Programs string `json:"programs"`
-	// Credentials are who was refused (refusalCredentials): root in a
+	// Credentials are who was refused (refusalCredentials). Root in a
 	// container without CAP_BPF is refused what the host's root is not.
 	Credentials string    `json:"credentials"`
 	Reason      string    `json:"reason"`
 	At          time.Time `json:"at"`
 }
 
-// A record is a few hundred bytes: anything far larger is not one, and is
+// A record is a few hundred bytes, so anything far larger is not one and is
 // not read. A reason is cut to reasonLimit before it is written.
 const (
 	refusalLimit = 16 << 10
@@ -46,22 +47,22 @@ const (
 )
 
 // refusalMemory reads and writes one capture's refusal record. A nil
-// memory remembers nothing: auto tries BPF every time.
+// memory remembers nothing, and auto tries BPF every time.
 type refusalMemory struct {
 	path string
 	// runtime is the record used before the store's directory exists
-	// (Options.RuntimeRefusalRecord); "" is none.
+	// (Options.RuntimeRefusalRecord), or "" for none.
 	runtime string
 	host    *snapshot.Host
 	warn    func(string)
 	// key is what a record must hold to apply here (Reason and At unset),
-	// made when first wanted: the /proc path pays nothing for it. keyErr
-	// says why there is none (an unreadable boot id): then no record is
-	// trusted or written.
+	// made when first wanted so that the /proc path pays nothing for it.
+	// keyErr says why there is none (an unreadable boot id), and then no
+	// record is trusted or written.
 	key    *refusal
 	keyErr error
 	// seen is the record recall found and trusted, matching or not, and
-	// seenPath where: the store's, or the runtime one before the store.
+	// seenPath where, the store's or the runtime one before the store.
 	seen     *refusal
 	seenPath string
 }
@@ -74,7 +75,7 @@ func newRefusalMemory(opts Options, h *snapshot.Host) *refusalMemory {
 	return &refusalMemory{path: opts.RefusalRecord, runtime: opts.RuntimeRefusalRecord, host: h, warn: opts.Warn}
 }
 
-// keyed makes the key, once; it reports whether there is one.
+// keyed makes the key, once, and reports whether there is one.
 func (m *refusalMemory) keyed() bool {
 	if m.key == nil && m.keyErr == nil {
 		h := m.host
@@ -93,7 +94,7 @@ func (m *refusalMemory) keyed() bool {
 
 // recall returns the record's refusal where one applies to this capture and
 // is trusted, else nil. An untrusted record (not a regular file, not the
-// caller's, writable by others, damaged) is never obeyed: it is reported on
+// caller's, writable by others, damaged) is never obeyed. It is reported on
 // Warn and in scan's errors, and BPF is tried. A stale one is ignored too,
 // and replaced if BPF is refused again.
 func (m *refusalMemory) recall(scan *snapshot.Scan) *refusal {
@@ -130,9 +131,9 @@ func (m *refusalMemory) note(r *refusal) string {
 		r.Reason, r.At.UTC().Format(time.RFC3339), m.seenPath)
 }
 
-// remember writes the record of reason, the kernel's refusal: replaced
-// whole, never written through a link (safefile.Create), where recordPath
-// says, the runtime record's directory made as needed.
+// remember writes the record of reason, the kernel's refusal, where
+// recordPath says. It is replaced whole, never written through a link
+// (safefile.Create), and the runtime record's directory is made as needed.
 func (m *refusalMemory) remember(ctx context.Context, reason string) error {
 	if m == nil {
 		return nil
@@ -164,7 +165,7 @@ func (m *refusalMemory) remember(ctx context.Context, reason string) error {
 	})
 }
 
-// recordPath is the record's file: beside the store, or before the store's
+// recordPath is the record's file, beside the store, or before the store's
 // directory exists the runtime one ("" where there is none).
 func (m *refusalMemory) recordPath() string {
 	if _, err := os.Stat(filepath.Dir(m.path)); errors.Is(err, fs.ErrNotExist) {
@@ -174,9 +175,10 @@ func (m *refusalMemory) recordPath() string {
 }
 
 // forget removes the trusted record once BPF loaded after all, where the
-// load proves it wrong or old: --capture bpf past this caller's own record
-// (a policy changed), or a record of another boot or kernel. Another
-// caller's refusal this boot still stands, and stays.
+// load proves it wrong or old. That is this caller's own record once
+// --capture bpf went past it (a policy changed), or a record of another
+// boot or kernel. Another caller's refusal this boot still stands, and
+// stays.
 func (m *refusalMemory) forget() {
 	if m == nil || m.seen == nil {
 		return
@@ -198,8 +200,8 @@ func readRefusal(path string) (refusal, error) {
 		return refusal{}, fmt.Errorf("%s: %w", path, err)
 	}
 	// Looked at before it is opened (a file of another user may not open at
-	// all, to a root without CAP_DAC_OVERRIDE), and again once open: what
-	// is read is what was checked.
+	// all, to a root without CAP_DAC_OVERRIDE), and again once open, so
+	// that what is read is what was checked.
 	fi, err := os.Lstat(resolved)
 	if err != nil {
 		return refusal{}, err
@@ -250,8 +252,9 @@ func trustedRecord(path string, fi fs.FileInfo, euid uint32) error {
 }
 
 // refusalCredentials names what decides, besides the kernel, whether this
-// process may load the capture programs: its uids, effective capabilities,
-// seccomp mode and user namespace (/proc/self/status, /proc/self/ns/user).
+// process may load the capture programs. That is its uids, effective
+// capabilities, seccomp mode and user namespace (/proc/self/status,
+// /proc/self/ns/user).
 func refusalCredentials() (string, error) {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {

@@ -20,8 +20,8 @@ const (
 // cgroupMountDir is where this host mounts the cgroup filesystems.
 const cgroupMountDir = "/sys/fs/cgroup"
 
-// maxOwnerDepth bounds the directories read above an owner id: a tenant can
-// nest cgroups as deep as it likes, a manager puts its ids a few levels down.
+// maxOwnerDepth bounds the directories read above an owner id. A tenant can
+// nest cgroups as deep as it likes, while a manager puts its ids a few levels down.
 const maxOwnerDepth = 32
 
 // CgroupV2Root is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup,
@@ -38,7 +38,7 @@ func CgroupV2Root() string {
 
 // CgroupOwner returns what one cgroup v2 path says about who runs the
 // processes in it, and what the live cgroup filesystem says of the
-// directories that carry those ids: watch names a process by the path of
+// directories that carry those ids. watch names a process by the path of
 // its cgroup id, under the owner rule the capture's snapshots are judged by.
 func CgroupOwner(path string) (containerID, podUID, slurmJobID string, facts []snapshot.OwnerCgroup) {
 	var a procfs.Attribution
@@ -47,7 +47,7 @@ func CgroupOwner(path string) (containerID, podUID, slurmJobID string, facts []s
 }
 
 // readOwnerCgroups reads, for each owner id of a, the ownership of its
-// directory and every directory above it in the live cgroup filesystem:
+// directory and every directory above it in the live cgroup filesystem,
 // the facts the owner rule (snapshot.OwnerDoubt) weighs. Nil where a has no
 // id.
 func readOwnerCgroups(a procfs.Attribution) []snapshot.OwnerCgroup {
@@ -72,9 +72,9 @@ func readOwnerCgroups(a procfs.Attribution) []snapshot.OwnerCgroup {
 
 // delegation walks from the hierarchy's root down to dir and names the
 // first directory that a non-root uid owns, or whose cgroup.procs a
-// non-root uid or group can write; unread says why the walk could not be
-// made. Nothing is followed through a link: cgroupfs has none, and a path
-// element that is one is refused.
+// non-root uid or group can write. unread says why the walk could not be
+// made. Nothing is followed through a link, as cgroupfs has none, and a
+// path element that is one is refused.
 func delegation(dir procfs.OwnerDir) (delegated, unread string) {
 	mount, err := hierarchyMount(dir.Hierarchy)
 	if err != nil {

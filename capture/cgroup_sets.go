@@ -7,12 +7,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// maxCgroupSets bounds the cgroup texts one worker keeps parsed: a tenant
-// can put each of its processes in a cgroup of its own.
+// maxCgroupSets bounds the cgroup texts one worker keeps parsed, since a
+// tenant can put each of its processes in a cgroup of its own.
 const maxCgroupSets = 4096
 
-// cgroupOf returns the cgroup text data parsed, once per distinct text:
-// most of a host's processes share a few cgroup sets (a service's, a
+// cgroupOf returns the cgroup text data parsed, once per distinct text.
+// Most of a host's processes share a few cgroup sets (a service's, a
 // session's, a job's), and parsing each again cost more than reading it.
 // Past maxCgroupSets texts, a new one is parsed and not kept.
 func (w *worker) cgroupOf(data []byte) *cgroupSet {
@@ -28,7 +28,7 @@ func (w *worker) cgroupOf(data []byte) *cgroupSet {
 }
 
 // parse parses the set's text and, on the live procfs, reads the
-// ownership of the cgroup directories that carry its owner ids: once per
+// ownership of the cgroup directories that carry its owner ids, once per
 // set, as the set is.
 func (set *cgroupSet) parse(live bool) {
 	set.lines, set.a = procfs.ParseCgroup(set.text)
@@ -39,7 +39,7 @@ func (set *cgroupSet) parse(live bool) {
 
 // setCgroups records the cgroup set of process p and what it reveals.
 func setCgroups(p *snapshot.Process, set *cgroupSet) {
-	p.Cgroups = slices.Clone(set.lines) // each process's own: makeValidUTF8 edits in place
+	p.Cgroups = slices.Clone(set.lines) // each process's own, as makeValidUTF8 edits in place
 	a := set.a
 	p.ContainerID, p.ContainerRuntime, p.PodUID, p.SlurmJobID, p.SystemdUnit =
 		a.ContainerID, a.Runtime, a.PodUID, a.SlurmJobID, a.SystemdUnit

@@ -18,25 +18,26 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Limits of what a capture reads to corroborate a GPU user: a tenant
-// controls its sockets, fds and network namespaces.
+// Limits of what a capture reads to corroborate a GPU user, whose sockets,
+// fds and network namespaces a tenant controls.
 const (
 	// SocketsPerProcess is how many sockets of one process a snapshot keeps.
 	SocketsPerProcess = 256
 	// netnsPerCapture is how many network namespaces' tables one capture reads.
 	netnsPerCapture = 64
 	// socketFdsPerProcess is how many fds of one process are looked at for
-	// sockets: the readlink of each costs a microsecond, and a tenant can
-	// hold a million.
+	// sockets. Each costs a readlink (docs/performance-notes.md has its
+	// cost), and a tenant can hold a million.
 	socketFdsPerProcess = 1 << 16
 )
 
 // netTables are the tables of a network namespace that name internet sockets.
 var netTables = []string{"tcp", "tcp6", "udp", "udp6"}
 
-// gpuUsers returns the processes of s that use a GPU: NVML lists them (by
+// gpuUsers returns the processes of s that use a GPU. NVML lists them (by
 // host PID or NSpid, as GPUUsage joins them), or they hold or map an NVIDIA
-// device, or work on another accelerator (AcceleratorWork). A defunct process runs nothing and holds nothing: it is left out.
+// device, or work on another accelerator (AcceleratorWork). A defunct
+// process runs nothing and holds nothing, so it is left out.
 func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 	seen := map[*snapshot.Process]bool{}
 	var out []*snapshot.Process
@@ -60,7 +61,7 @@ func gpuUsers(s *snapshot.Snapshot) []*snapshot.Process {
 }
 
 // withCode is users and the other processes whose code an exe allow entry
-// may be asked to vouch for: those that map a device, or whose maps or fds
+// may be asked to vouch for, those that map a device or whose maps or fds
 // could not be read (other_device_mapping, unreadable_process).
 func withCode(s *snapshot.Snapshot, users []*snapshot.Process) []*snapshot.Process {
 	out := slices.Clone(users)
@@ -78,8 +79,8 @@ func withCode(s *snapshot.Snapshot, users []*snapshot.Process) []*snapshot.Proce
 }
 
 // corroborate reads, for every process that uses a GPU and for no other,
-// the evidence triage weighs beside its device use: its sockets, its
-// lineage and its units. Its cost is bounded by the GPU users, not by the
+// the evidence triage weighs beside its device use, that is its sockets,
+// its lineage and its units. Its cost is bounded by the GPU users, not by the
 // host. Its binary's hash and package and its foreign code are read for
 // withCode's processes too, so that an exe allow entry vouches for no
 // process whose code was not read.
@@ -152,7 +153,7 @@ func (cfg *scanConfig) readSockets(r *procfs.Reader, s *snapshot.Snapshot, users
 
 // placeSockets joins each of procs' socket fds to its network namespace's
 // tables, each namespace read once for all of procs (keyed by its inode, as
-// osquery does) and only for the inodes they hold: what it costs grows
+// osquery does) and only for the inodes they hold. What it costs grows
 // with the namespaces, not with the processes in one. who names procs in
 // the scan's errors. It returns the socket fds of those that hold any.
 func (cfg *scanConfig) placeSockets(r *procfs.Reader, s *snapshot.Snapshot, procs []*snapshot.Process, who string) []*sockFds {

@@ -14,12 +14,12 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// DefaultHashLimit is --hash-limit's default: no GPU job's executable is
+// DefaultHashLimit is --hash-limit's default. No GPU job's executable is
 // larger, and a tenant's 100 GiB sparse file must not cost a capture minutes.
 const DefaultHashLimit = 512 << 20
 
-// exeKey names one executable file within a capture: the same file, not
-// changed since, is hashed once however many processes run it.
+// exeKey names one executable file within a capture, so that the same file,
+// not changed since, is hashed once however many processes run it.
 type exeKey struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
@@ -30,7 +30,7 @@ type exeDigest struct {
 }
 
 // exeHasher hashes executables through /proc/PID/exe, which opens the very
-// file the process runs: a deleted binary or a memfd included.
+// file the process runs, a deleted binary or a memfd included.
 type exeHasher struct {
 	limit int64
 	cache map[exeKey]exeDigest
@@ -40,7 +40,7 @@ type exeHasher struct {
 }
 
 // hash hashes the exe of the task directory dir (PID or PID/task/TID) under
-// the live proc root rootfd; path is where that exe link points.
+// the live proc root rootfd. path is where that exe link points.
 func (h *exeHasher) hash(rootfd int, dir, path string) exeDigest {
 	fd, err := unix.Openat(rootfd, dir+"/exe", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
@@ -96,7 +96,7 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 		n += int64(k)
 	}
 	if n != st.Size {
-		// Truncated or grown while read: a hash of part of a file is no
+		// Truncated or grown while read. A hash of part of a file is no
 		// one's hash.
 		return exeDigest{status: snapshot.HashUnreadable, err: fmt.Sprintf("exe: read %d bytes of %d", n, st.Size)}
 	}
@@ -104,9 +104,10 @@ func (h *exeHasher) read(fd int, st unix.Stat_t) exeDigest {
 }
 
 // readBinaries hashes each user's exe and names the package that owns its
-// path, on the live procfs only: a tree's exe links name another machine's
-// files. An exe on a filesystem a server answers (FUSE), or on one that
-// could not be told, is not read, and its ForeignCode says so. dpkg is nil where the host has no dpkg database; known (nil: none)
+// path, on the live procfs only, since a tree's exe links name another
+// machine's files. An exe on a filesystem a server answers (FUSE), or on
+// one that could not be told, is not read, and its ForeignCode says so.
+// dpkg is nil where the host has no dpkg database. known (nil for none)
 // holds what earlier captures found of the same binaries and paths.
 func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg *provenance.DB, known *binaryCache) {
 	if !cfg.live {
@@ -118,7 +119,7 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 	md5s := map[*snapshot.Process]string{}
 	for _, p := range users {
 		if p.Exe == "" {
-			continue // a refused or absent exe: nothing to hash or look up
+			continue // a refused or absent exe, with nothing to hash or look up
 		}
 		dir := strconv.Itoa(p.PID)
 		if p.LiveThread != 0 {
@@ -126,7 +127,7 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 		}
 		var d exeDigest
 		if why, served := mounts.refusal(cfg.rootfd, cfg.root, dir); why != "" {
-			// Not read: its bytes are a server's word, or of a filesystem unknown.
+			// Not read, as its bytes are a server's word, or of a filesystem unknown.
 			d = exeDigest{status: snapshot.HashUnreadable, err: "exe: " + why}
 			p.ForeignCode = refusedExe(p.Exe, why, served)
 		} else {
@@ -149,7 +150,7 @@ func (cfg *scanConfig) readBinaries(users []*snapshot.Process, limit int64, dpkg
 }
 
 // refusedExe is the ForeignCode record of an exe whose bytes no digest
-// vouches for: an exe entry never matches its process.
+// vouches for, so that an exe entry never matches its process.
 func refusedExe(exe, why string, served bool) *snapshot.ForeignCode {
 	if served {
 		return &snapshot.ForeignCode{Mapped: []string{exe + ": " + why}}

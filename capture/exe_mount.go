@@ -16,12 +16,12 @@ import (
 const mountinfoLimit = 4 << 20
 
 // exeMounts tells the filesystem a process's exe lies on without asking
-// that filesystem: statx of the exe link asking no attribute gives the
+// that filesystem. statx of the exe link asking no attribute gives the
 // mount id from the kernel alone (a FUSE server is not asked), found in the
 // process's mountinfo, read once per mount namespace.
 type exeMounts struct {
 	r    *procfs.Reader
-	byNS map[string]map[uint64]string // mount namespace, mount id: filesystem type
+	byNS map[string]map[uint64]string // mount namespace, then mount id, to filesystem type
 	buf  []byte
 }
 
@@ -30,7 +30,7 @@ func newExeMounts() *exeMounts {
 }
 
 // refusal says why the exe of the task directory dir is not hashed nor
-// vouched for by its path: a served filesystem (served true), or one that
+// vouched for by its path, a served filesystem (served true) or one that
 // could not be told. It is "" for a file the kernel serves.
 func (m *exeMounts) refusal(rootfd int, root, dir string) (why string, served bool) {
 	var stx unix.Statx_t

@@ -11,18 +11,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// /proc/PID/fd/N links to what fd N has open: a path, "socket:[ino]",
+// /proc/PID/fd/N links to what fd N has open, a path, "socket:[ino]",
 // "pipe:[ino]" or "anon_inode:...". stat follows the link to the open file,
 // so its type and device number are true even for a node in another mount
 // namespace.
 //
-// procfs FileDescriptorTargets is not used: it drops fd numbers and hides an
-// unreadable link as "".
+// procfs FileDescriptorTargets is not used, as it drops fd numbers and
+// hides an unreadable link as "".
 
 // holders reads the fd directory of the task open as taskfd (a process's
 // directory, or a thread's task/TID) and returns its device holders. err is
 // the error of listing the directory or a refusal of its links, or that of
-// an io_uring whose registered files could not all be read (ringHolders);
+// an io_uring whose registered files could not all be read (ringHolders).
 // errs are per-fd errors worth recording.
 func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs []string, err error) {
 	dir := taskDir + "/fd"
@@ -37,18 +37,18 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 	}
 	slices.Sort(w.fds)
 	// Other devices' holders are gathered in the worker's scratch and
-	// copied out once, after the NVIDIA ones: every process holds a few
-	// (/dev/null, a tty).
+	// copied out once, after the NVIDIA ones, since every process holds a
+	// few (/dev/null, a tty).
 	other := w.otherHolders[:0]
 	defer func() { w.otherHolders = other[:0] }()
 	var unreadable error // of a ring whose registered files could not all be read
 	for _, fd := range w.fds {
 		name := strconv.Itoa(fd)
-		// readlink first: its text classifies sockets, pipes and anonymous
-		// inodes (eventfds, epolls, io_urings), the most of a host's fds,
-		// as no device. Only a path can be a device node, under any name
-		// (a container's mknod, a bind mount): on the live procfs its stat
-		// decides (fdKind).
+		// readlink comes first, as its text classifies sockets, pipes and
+		// anonymous inodes (eventfds, epolls, io_urings), the most of a
+		// host's fds, as no device. Only a path can be a device node, under
+		// any name (a container's mknod, a bind mount), and on the live
+		// procfs its stat decides (fdKind).
 		target, err := w.r.ReadlinkBytesAt(dirfd, dir, name)
 		var kind snapshot.FileKind
 		known := false
@@ -69,7 +69,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 				}
 				continue
 			}
-			known, unnamedErr = true, err // said where the fd is kept: a tenant can hold 500,000
+			known, unnamedErr = true, err // said where the fd is kept, as a tenant can hold 500,000
 		case err != nil:
 			errs = append(errs, "fd "+strconv.Itoa(fd)+": "+errText(err))
 			continue
@@ -82,7 +82,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 			continue
 		case len(target) == 0 || target[0] != '/':
 			w.noteSocket(target)
-			continue // socket, pipe, anon_inode: d_path starts every file's path with '/'
+			continue // a socket, pipe or anon_inode, as d_path starts every file's path with '/'
 		case w.live:
 			var fate fdFate
 			switch kind, fate, err = w.fdKind(dirfd, dir, name, nil); fate {
@@ -103,8 +103,8 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 		}
 		h.Class, h.GPUMinor = w.classes.Classify(h.Target, kind, known)
 		if h.Class != snapshot.ClassNVIDIA {
-			// No fdinfo for other devices: every process holds /dev/null or a
-			// tty, and the diff judges only NVIDIA holders by access mode.
+			// No fdinfo for other devices, since every process holds /dev/null
+			// or a tty, and the diff judges only NVIDIA holders by access mode.
 			if w.holderRuns.kept(&h) {
 				other = append(other, h)
 				if unnamedErr != nil {
@@ -131,7 +131,7 @@ func (w *worker) holders(taskfd int, taskDir string) (hs []snapshot.Holder, errs
 	return withOther(hs, other), errs, unreadable
 }
 
-// withOther is the holders of one fd table: the NVIDIA ones hs, then the
+// withOther is the holders of one fd table, the NVIDIA ones hs, then the
 // other devices', copied out of the worker's scratch.
 func withOther(hs, other []snapshot.Holder) []snapshot.Holder {
 	if len(other) == 0 {
@@ -145,17 +145,17 @@ func withOther(hs, other []snapshot.Holder) []snapshot.Holder {
 type fdFate int
 
 const (
-	fdDevice  fdFate = iota // a device node: kind holds its number
-	fdNone                  // a file, a directory, a socket: no device
-	fdUnknown               // stat failed otherwise, or an anonymous inode: the path rule decides
+	fdDevice  fdFate = iota // a device node, whose number kind holds
+	fdNone                  // a file, a directory, a socket, no device
+	fdUnknown               // stat failed otherwise, or an anonymous inode, and the path rule decides
 	fdGone                  // closed since the listing
-	fdRefused               // refused: the kernel refuses every fd of a process alike
-	fdError                 // readlink failed (linkErr) on what is no device: worth recording
+	fdRefused               // refused, as the kernel refuses every fd of a process alike
+	fdError                 // readlink failed (linkErr) on what is no device, worth recording
 )
 
 // fdKind stats fd name in the fd directory open as dirfd, following the link
 // so the type and device number are true even in another mount namespace.
-// linkErr is readlink's error (a path past PATH_MAX): a device is then kept
+// linkErr is readlink's error (a path past PATH_MAX). A device is then kept
 // by its number alone, and an anonymous inode's error recorded.
 func (w *worker) fdKind(dirfd int, dir, name string, linkErr error) (snapshot.FileKind, fdFate, error) {
 	kind, err := w.r.StatAt(dirfd, dir, name)
@@ -195,18 +195,18 @@ func (r *holderRuns) kept(h *snapshot.Holder) bool {
 }
 
 // unnamedDeviceFd is the error of a device fd whose path the kernel could
-// not render (longer than PATH_MAX: a tenant can open a node through a
-// path that deep). It is kept, with no path: its device number still
+// not render (longer than PATH_MAX, as a tenant can open a node through a
+// path that deep). It is kept with no path. Its device number still
 // classifies it, and a tenant must not hide a GPU that way.
 func unnamedDeviceFd(fd int, err error) string {
 	return "fd " + strconv.Itoa(fd) + ": " + errText(err) + ": kept by its device number, without a path"
 }
 
-// maxFdTables bounds the fd tables of one process's threads that are read:
-// a tenant can give each of thousands of threads a table of its own.
+// maxFdTables bounds the fd tables of one process's threads that are read,
+// since a tenant can give each of thousands of threads a table of its own.
 const maxFdTables = 16
 
-// errTooManyFdTables: the threads' tables past maxFdTables were not read.
+// errTooManyFdTables says the threads' tables past maxFdTables were not read.
 var errTooManyFdTables = fmt.Errorf("threads with more than %d fd tables of their own: the rest were not read", maxFdTables)
 
 // threadHolders reads the device holders of process pid's threads that have
@@ -241,7 +241,7 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 		case err != nil && procfs.RefusedErr(err):
 			return hs, errs, err
 		case errors.Is(err, unix.ESRCH) && taskGone(taskfd, base):
-			// The thread the process is read by ended since: the rest
+			// The thread the process is read by ended since, so the rest
 			// cannot be compared with it.
 			return hs, append(errs, "task fd tables: thread "+strconv.Itoa(base)+", by which the process was read, ended: the other threads' own tables were not compared"), nil
 		case err != nil || same:
@@ -271,7 +271,7 @@ func (w *worker) threadHolders(pidfd int, procDir string, pid, base int) (hs []s
 		switch {
 		case err != nil && procfs.RefusedErr(err):
 			return hs, errs, err
-		case err != nil: // a ring's registered files unknown: said once the tables are read
+		case err != nil: // a ring's registered files unknown, said once the tables are read
 			unread = fmt.Errorf("task %d: %w", tid, err)
 		}
 	}
@@ -293,8 +293,8 @@ func taskGone(taskfd, tid int) bool {
 	return errors.Is(unix.Fstatat(taskfd, strconv.Itoa(tid), &st, 0), unix.ENOENT)
 }
 
-// sameFdTable reports whether tasks a and b share one fd table
-// (kcmp KCMP_FILES; CONFIG_KCMP, root or ptrace access to both).
+// sameFdTable reports whether tasks a and b share one fd table, by kcmp
+// KCMP_FILES (which needs CONFIG_KCMP, and root or ptrace access to both).
 func sameFdTable(a, b int) (bool, error) {
 	const kcmpFiles = 2
 	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpFiles, 0, 0, 0)

@@ -12,7 +12,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Bounds on what is read of a GPU user's code: its whole maps (a tenant can
+// Bounds on what is read of a GPU user's code, its whole maps (a tenant can
 // push a library past the first lines) and its environment.
 const (
 	codeMapsLimit    = 8 << 20
@@ -28,7 +28,7 @@ var loaderVars = []string{"LD_PRELOAD=", "LD_LIBRARY_PATH=", "LD_AUDIT="}
 // kernelCode are the executable mappings the kernel itself gives a process.
 var kernelCode = map[string]bool{"[vdso]": true, "[vsyscall]": true, "[uprobes]": true}
 
-// readForeignCode fills each user's ForeignCode on the live procfs: the
+// readForeignCode fills each user's ForeignCode on the live procfs with the
 // executable mappings of files no package installed (where the host has no
 // dpkg database, of files outside snapshot.SystemDirs), of deleted files
 // and of no file, the loader's variables in its environment, and whether
@@ -98,8 +98,8 @@ func (cfg *scanConfig) readForeignCode(users []*snapshot.Process, dpkg *provenan
 }
 
 // outsideSystemDirs names, on a host with no package database to ask, each
-// of files that lies outside the directories only packages install into:
-// only root puts a library there, and a tenant's lies elsewhere.
+// of files that lies outside the directories only packages install into.
+// Only root puts a library there, and a tenant's lies elsewhere.
 func outsideSystemDirs(files []string) []string {
 	var foreign []string
 	for _, f := range files {
@@ -110,7 +110,7 @@ func outsideSystemDirs(files []string) []string {
 	return foreign
 }
 
-// readBounded reads a file of the process directory dir up to limit; what
+// readBounded reads a file of the process directory dir up to limit. What
 // could not be read whole is said in c.Unread.
 func readBounded(r *procfs.Reader, cfg *scanConfig, dir, name string, buf []byte, limit int, c *snapshot.ForeignCode) (text, next []byte) {
 	text, cut, err := r.ReadCappedAt(cfg.rootfd, cfg.root, dir+"/"+name, buf, limit, false)
@@ -138,20 +138,20 @@ func loaderEnv(environ []byte) []string {
 }
 
 // codeScan gathers a process's executable mappings from its maps text, fed
-// a buffer of whole lines at a time: those of no file (anonymous, or a
-// kernel region other than the vDSO's) or of a deleted file in foreign, at
-// most MaxForeignCode and then a count, and the distinct paths of the other
-// executable files, its exe aside, in files.
+// a buffer of whole lines at a time. It keeps those of no file (anonymous,
+// or a kernel region other than the vDSO's) or of a deleted file in
+// foreign, at most MaxForeignCode and then a count, and the distinct paths
+// of the other executable files, its exe aside, in files.
 type codeScan struct {
 	foreign, files []string
 	more           int
-	filesCut       bool // past codeFilesLimit files: the rest's packages are unknown
+	filesCut       bool // past codeFilesLimit files, where the rest's packages are unknown
 	seen           map[string]bool
 }
 
 func newCodeScan(exe string) *codeScan { return &codeScan{seen: map[string]bool{exe: true}} }
 
-// read streams the maps of dir through buf, a buffer's worth at a time: a
+// read streams the maps of dir through buf, a buffer's worth at a time. A
 // tenant's maps may run to megabytes, and only its executable lines cost
 // more than a scan. What could not be read whole is said in c.Unread.
 func (s *codeScan) read(r *procfs.Reader, cfg *scanConfig, dir string, buf []byte, c *snapshot.ForeignCode) []byte {
@@ -173,7 +173,7 @@ func (s *codeScan) read(r *procfs.Reader, cfg *scanConfig, dir string, buf []byt
 		}
 		end := bytes.LastIndexByte(buf, '\n') + 1
 		if !full {
-			end = len(buf) // the end of the file: its last line too
+			end = len(buf) // the end of the file, its last line too
 		}
 		s.feed(buf[:end])
 		buf = buf[:copy(buf, buf[end:])]
@@ -183,7 +183,7 @@ func (s *codeScan) read(r *procfs.Reader, cfg *scanConfig, dir string, buf []byt
 			return buf
 		case total >= codeMapsLimit || len(buf) == cap(buf):
 			// Past the limit, or a line longer than the buffer (a path
-			// past PATH_MAX): the rest is not judged.
+			// past PATH_MAX), the rest is not judged.
 			c.Unread = append(c.Unread, "maps: past "+strconv.Itoa(codeMapsLimit>>10)+" KiB, or a line longer than "+strconv.Itoa(cap(buf))+" bytes")
 			s.finish()
 			return buf
@@ -191,8 +191,8 @@ func (s *codeScan) read(r *procfs.Reader, cfg *scanConfig, dir string, buf []byt
 	}
 }
 
-// feed scans whole lines of maps text; a line not executable costs a byte
-// comparison.
+// feed scans whole lines of maps text, where a line not executable costs a
+// byte comparison.
 func (s *codeScan) feed(text []byte) {
 	for line := range bytes.Lines(text) {
 		sp := bytes.IndexByte(line, ' ')
@@ -249,7 +249,7 @@ func executableMappings(text []byte, exe string) (foreign, files []string) {
 
 // ownersOf finds the package that owns each of paths, from the binary
 // cache where it knows them under the database's stamp, else from the
-// database (learnt into the cache where it was read whole); complete is
+// database (learnt into the cache where it was read whole). complete is
 // false where some path's owner may be unknown.
 func ownersOf(paths []string, dpkg *provenance.DB, known *binaryCache) (owners map[string]string, complete bool) {
 	owners, missing := known.owners(dpkg.Stamp(), paths)

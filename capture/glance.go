@@ -7,7 +7,7 @@ import (
 )
 
 // glance reads the process open as w.dirfd as the gate needs one that uses
-// no GPU: its stat, maps and fds (Options.GPUIdentityOnly). It reports
+// no GPU, its stat, maps and fds (Options.GPUIdentityOnly). It reports
 // whether that is all there is to read, where the process is gone, is a
 // kernel thread, or was read without a fault and holds and maps no device
 // but plain ones. Anything else is read again whole by the caller.
@@ -18,7 +18,7 @@ func (w *worker) glance(res *result) bool {
 	}
 	p := &res.p
 	if p.State == "Z" && p.Threads > 1 {
-		return false // its fds and maps are a live thread's: identity finds it
+		return false // its fds and maps are a live thread's, which identity finds
 	}
 	if _, _, _, gone := w.readDevices(res, &id); gone {
 		return true
@@ -41,7 +41,7 @@ func (w *worker) glance(res *result) bool {
 }
 
 // plainDevice reports whether a device is one every process may hold and
-// none computes on: a memory device (null, zero, random) or a terminal.
+// none computes on, a memory device (null, zero, random) or a terminal.
 // A device whose number is not known is not.
 func plainDevice(n snapshot.DeviceNumber) bool {
 	switch {
@@ -54,7 +54,7 @@ func plainDevice(n snapshot.DeviceNumber) bool {
 }
 
 // fillIdentity reads whole, once NVML and the accelerators are read, the
-// glanced processes that a check names: the GPU users NVML lists and their
+// glanced processes that a check names, the GPU users NVML lists and their
 // ancestors, whose exe their ancestry records. A process that is no longer
 // the one glanced keeps what was read and says why the rest is not there.
 func (cfg *scanConfig) fillIdentity(ctx context.Context, results []result, s *snapshot.Snapshot) {

@@ -12,7 +12,7 @@ import (
 )
 
 // gpuNodes are the minor numbers of the GPUs the host whose /proc is root
-// shows: each <root>/driver/nvidia/gpus/*/information's "Device Minor:" line,
+// shows, in each <root>/driver/nvidia/gpus/*/information's `Device Minor:` line,
 // and, on the live procfs, each /dev/nvidiaN character device. A check asked
 // about a GPU that neither NVML nor these show has not seen it.
 func gpuNodes(r *procfs.Reader, rootfd int, root string, live bool) []int {

@@ -19,9 +19,9 @@ func (cfg *scanConfig) hiddenProbe(r *procfs.Reader, pid int, shown string) (why
 	how := "pidfd_open succeeds"
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return "", false // exited and reaped: vanished, as it looked
+			return "", false // exited and reaped, so vanished, as it looked
 		}
-		// No pidfd_open (before Linux 5.3, or seccomp): kill 0 asks the same.
+		// Without pidfd_open (before Linux 5.3, or under seccomp), kill 0 asks the same.
 		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 			return "", false
 		}
@@ -35,7 +35,7 @@ func (cfg *scanConfig) hiddenProbe(r *procfs.Reader, pid int, shown string) (why
 	}
 	if pidfd >= 0 {
 		if errors.Is(unix.PidfdSendSignal(pidfd, 0, nil, 0), unix.ESRCH) {
-			return "", false // it exited after pidfd_open: its directory went with it
+			return "", false // it exited after pidfd_open, and its directory went with it
 		}
 	} else if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 		return "", false
@@ -44,7 +44,7 @@ func (cfg *scanConfig) hiddenProbe(r *procfs.Reader, pid int, shown string) (why
 }
 
 // readsAsProcess reports whether root/name is a directory of the proc
-// root's own filesystem whose stat parses and names PID name: a process as
+// root's own filesystem whose stat parses and names PID name, a process as
 // /proc shows one (a bind mount of another process's directory names that one).
 func (cfg *scanConfig) readsAsProcess(r *procfs.Reader, name string) bool {
 	fd, err := r.OpenAt(cfg.rootfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
@@ -65,8 +65,8 @@ func (cfg *scanConfig) readsAsProcess(r *procfs.Reader, name string) bool {
 
 // otherFS says how the directory open as fd lies on another filesystem
 // than the proc root (something mounted over /proc/PID), or "" when it lies
-// on the root's own, as every process directory of a procfs does. Only on
-// the live procfs: a tree's directories may lie anywhere.
+// on the root's own, as every process directory of a procfs does. It looks
+// only on the live procfs, as a tree's directories may lie anywhere.
 func (cfg *scanConfig) otherFS(fd int) string {
 	if !cfg.live {
 		return ""
@@ -81,7 +81,7 @@ func (cfg *scanConfig) otherFS(fd int) string {
 
 // hidden records res, a listed PID whose directory read as no process, in
 // scan.Hidden where the kernel still has the process, and reports whether
-// it did. On another pid namespace's procfs nothing can be probed: a
+// it did. On another pid namespace's procfs nothing can be probed, so a
 // mount over a directory there is said in scan.Errors.
 func (cfg *scanConfig) hidden(r *procfs.Reader, res result, scan *snapshot.Scan) bool {
 	shown := res.hidden
@@ -103,12 +103,13 @@ func (cfg *scanConfig) hidden(r *procfs.Reader, res result, scan *snapshot.Scan)
 }
 
 // ownDir opens root/name (O_PATH) for reading the process's files and says
-// how it is not the process's own directory: it lies on another filesystem
-// than the proc root (otherFS), or on the live procfs its stat names another
-// PID. It returns -1 and "" where the directory cannot be opened (the process
-// is gone). On the live procfs an open that refuses to cross a mount
-// (RESOLVE_NO_XDEV) proves the directory the process's own at the cost of
-// that open: only a directory with a mount over it is looked at further.
+// how it is not the process's own directory. It may lie on another
+// filesystem than the proc root (otherFS), or on the live procfs its stat
+// may name another PID. It returns -1 and "" where the directory cannot be
+// opened (the process is gone). On the live procfs an open that refuses to
+// cross a mount (RESOLVE_NO_XDEV) proves the directory the process's own at
+// the cost of that open, and only a directory with a mount over it is
+// looked at further.
 func (cfg *scanConfig) ownDir(r *procfs.Reader, name string) (int, string) {
 	if cfg.live && !r.NoOpenat2 {
 		fd, err := r.OpenNoXdev(cfg.rootfd, name)
@@ -126,8 +127,8 @@ func (cfg *scanConfig) ownDir(r *procfs.Reader, name string) (int, string) {
 	if why := cfg.otherFS(fd); why != "" || !cfg.live {
 		return fd, why
 	}
-	// The same procfs can be bound there too: another process's directory,
-	// whose stat names that process.
+	// The same procfs can be bound there too, as another process's
+	// directory, whose stat names that process.
 	data, err := r.ReadTaskFileAt(fd, cfg.root+"/"+name, "stat", make([]byte, 0, 512))
 	if err != nil {
 		return fd, ""
@@ -138,7 +139,7 @@ func (cfg *scanConfig) ownDir(r *procfs.Reader, name string) (int, string) {
 	return fd, ""
 }
 
-// boundOver says that a process's directory reads as process other's: a
+// boundOver says that a process's directory reads as process other's, a
 // directory of the same procfs bound over it.
 func boundOver(other int) string {
 	return "reads as process " + strconv.Itoa(other) + " (a directory bound over the process's)"

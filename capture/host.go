@@ -8,7 +8,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// readHost fills the host facts from the proc root open as rootfd: btime from
+// readHost fills the host facts from the proc root open as rootfd, btime from
 // <root>/stat, and hostname, kernel release and boot id from
 // <root>/sys/kernel. A fixture root without them records each as unreadable,
 // never the test machine's facts. The capture's own reader reads them, only

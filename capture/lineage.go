@@ -12,7 +12,7 @@ import (
 
 // readLineage gives each GPU user its ancestry from the snapshot's own
 // processes, its and its ancestors' process groups and sessions (read again
-// from stat: the BPF path does not carry them), whether it was reparented
+// from stat, as the BPF path does not carry them), whether it was reparented
 // (its session is not its parent's), and its wchan when in D state.
 func (cfg *scanConfig) readLineage(r *procfs.Reader, s *snapshot.Snapshot, users []*snapshot.Process) {
 	byPID := make(map[int]*snapshot.Process, len(s.Processes))

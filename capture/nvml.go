@@ -8,13 +8,13 @@ import (
 )
 
 // NVMLReader gives a capture NVML's view. Package nvmlread implements it
-// over libnvidia-ml, go-nvml's mocks or a fixture; the capture takes an
+// over libnvidia-ml, go-nvml's mocks or a fixture. The capture takes an
 // interface so that what needs only these types links no cgo.
 type NVMLReader interface {
 	ReadNVML() (snapshot.NVML, error)
 }
 
-// readNVML is r's view; a capture given no reader records NVML as not read,
+// readNVML is r's view. A capture given no reader records NVML as not read,
 // so the diff notes that GPU memory was not compared.
 func readNVML(r NVMLReader) (snapshot.NVML, error) {
 	if r == nil {
@@ -24,8 +24,8 @@ func readNVML(r NVMLReader) (snapshot.NVML, error) {
 }
 
 // NVIDIADriverSign names what shows that the NVIDIA driver is loaded on the
-// host whose /proc is procRoot: <procRoot>/driver/nvidia, or, on the live
-// /proc, a /dev/nvidia* node; "" when neither does. A capture without NVML
+// host whose /proc is procRoot, <procRoot>/driver/nvidia or, on the live
+// /proc, a /dev/nvidia* node, and "" when neither does. A capture without NVML
 // there has no GPU memory to compare, and the operator should hear it then.
 func NVIDIADriverSign(procRoot string) string {
 	if fi, err := os.Stat(filepath.Join(procRoot, "driver", "nvidia")); err == nil && fi.IsDir() {

@@ -12,7 +12,7 @@ import (
 )
 
 // ProcRoot is a proc root held open between captures, for gpusnap watch. What
-// it reads goes through the capture's own reader and its rules: in a tree
+// it reads goes through the capture's own reader and its rules, in a tree
 // only regular files of bounded size beneath the root, never through a
 // symbolic link, and only canonical PIDs ("04242" is none).
 type ProcRoot struct {
@@ -53,7 +53,7 @@ func (p *ProcRoot) PIDs() ([]int, error) {
 }
 
 // Processes reads the processes pids as Capture reads each, and leaves out
-// those that are gone: watch's fallback rescans new processes and those
+// those that are gone. watch's fallback rescans new processes and those
 // using a device with it, not the whole host.
 func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]snapshot.Process, error) {
 	results, err := p.cfg.scan(ctx, pids)
@@ -71,7 +71,7 @@ func (p *ProcRoot) Processes(ctx context.Context, pids []int) ([]snapshot.Proces
 }
 
 // Exe reads the exe of pid, and ok only while pid still has the start time
-// start (stat's field 22): a PID reused since names another program.
+// start (stat's field 22), since a PID reused since names another program.
 func (p *ProcRoot) Exe(pid int, start uint64) (exe string, deleted, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -91,7 +91,7 @@ func (p *ProcRoot) Exe(pid int, start uint64) (exe string, deleted, ok bool) {
 }
 
 // StartTime reads pid's start time (stat's field 22), the second half of
-// its identity; ok is false when pid is gone or its stat cannot be read.
+// its identity. ok is false when pid is gone or its stat cannot be read.
 func (p *ProcRoot) StartTime(pid int) (start uint64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,8 +103,8 @@ func (p *ProcRoot) StartTime(pid int) (start uint64, ok bool) {
 	return start, ok
 }
 
-// inPID runs fn on pid's directory, held open; false when it cannot be
-// opened. The caller holds mu.
+// inPID runs fn on pid's directory, held open, and returns false when it
+// cannot be opened. The caller holds mu.
 func (p *ProcRoot) inPID(pid int, fn func(dirfd int, dir string) bool) bool {
 	dirfd, err := p.r.OpenAt(p.cfg.rootfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, true)
 	if err != nil {

@@ -14,15 +14,15 @@ import (
 	"github.com/gpusnap/gpusnap/internal/safefile"
 )
 
-// processCacheBytes bounds the process cache file: a host has at most
-// procfs.PIDMax processes, each a record of a few hundred bytes, and a file past
-// this bound is refused rather than read.
+// processCacheBytes bounds the process cache file. A host has at most
+// procfs.PIDMax processes, each a record of a few hundred bytes, and a file
+// past this bound is refused rather than read.
 const processCacheBytes = 256 << 20
 
-// processCacheMagic opens the file; another version is a cold cache.
+// processCacheMagic opens the file, and another version is a cold cache.
 const processCacheMagic = "gpusnap process cache 2\n"
 
-// procKey names one process for its whole life: a PID is reused only by
+// procKey names one process for its whole life, as a PID is reused only by
 // another process, which starts at another time.
 type procKey struct {
 	pid   int
@@ -39,7 +39,7 @@ type cachedIdentity struct {
 	pidNS     string
 }
 
-// processCache is what one /proc capture hands the next: a process whose
+// processCache is what one /proc capture hands the next. A process whose
 // stat marks, comm and exe link are those the last capture saw is not asked
 // its pid namespace or NSpid again. The rest is read every time, its command
 // line too (see commandLine). It holds for one boot and pid namespace, as
@@ -51,9 +51,9 @@ type processCache struct {
 	entries map[procKey]*cachedIdentity
 }
 
-// loadProcessCache reads the cache at path for this boot and pid namespace;
-// "" is none. A missing file, or one of another boot, is an empty cache; a
-// damaged one is an empty cache and a note.
+// loadProcessCache reads the cache at path for this boot and pid
+// namespace, where "" is none. A missing file, or one of another boot, is
+// an empty cache, and a damaged one is an empty cache and a note.
 func loadProcessCache(path, boot, pidNS string) (*processCache, string) {
 	if path == "" || boot == "" || pidNS == "" {
 		return nil, ""
@@ -87,7 +87,7 @@ func (c *processCache) recall(key procKey, st procfs.Stat) *cachedIdentity {
 }
 
 // save writes the identities of this capture's processes as the cache,
-// whole; a directory that does not exist (no store yet) is no failure.
+// whole. A directory that does not exist (no store yet) is no failure.
 func (c *processCache) save(ctx context.Context, results []result) string {
 	if c == nil {
 		return ""
@@ -106,8 +106,8 @@ func (c *processCache) save(ctx context.Context, results []result) string {
 	return ""
 }
 
-// encode lays the file out: the magic, the boot ID and pid namespace, then
-// one record a process: PID, start time, marks, NSpid and the texts.
+// encode lays the file out as the magic, the boot ID and pid namespace,
+// then one record a process of PID, start time, marks, NSpid and the texts.
 func (c *processCache) encode(results []result) []byte {
 	buf := appendString(appendString([]byte(processCacheMagic), c.boot), c.pidNS)
 	for i := range results {
@@ -135,7 +135,7 @@ func appendString(buf []byte, s string) []byte {
 	return append(binary.AppendUvarint(buf, uint64(len(s))), s...)
 }
 
-// decode reads the file's records; a file of another boot or pid namespace
+// decode reads the file's records. A file of another boot or pid namespace
 // is an empty cache, a malformed one an error.
 func (c *processCache) decode(data []byte) error {
 	d := cacheDecoder{data: data}
@@ -161,7 +161,7 @@ func (c *processCache) decode(data []byte) error {
 	return d.err
 }
 
-// cacheDecoder reads a cache file's fields; the first malformed one sets err
+// cacheDecoder reads a cache file's fields. The first malformed one sets err
 // and every later read returns zero.
 type cacheDecoder struct {
 	data []byte

@@ -7,7 +7,7 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// newRaw keeps the raw text of a process, each file cut to TextLimit;
+// newRaw keeps the raw text of a process, each file cut to TextLimit.
 // cmdline comes cut already (cmdCut names the whole of it), and so does maps
 // where mapsCut is set.
 func newRaw(maps []byte, mapsCut *snapshot.Cut, status []byte, cmdline string, cmdCut *snapshot.Cut, cgroup string) *snapshot.Raw {

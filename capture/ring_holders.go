@@ -12,7 +12,7 @@ import (
 // ringTarget is the fd link of an io_uring instance.
 const ringTarget = "anon_inode:[io_uring]"
 
-// ringInfoLimit bounds the fdinfo of one ring that is read: a ring may
+// ringInfoLimit bounds the fdinfo of one ring that is read, as a ring may
 // register a million files (about 20 MB of text). Past it, the rest of the
 // ring's files are unknown, and the process is said to be unreadable.
 const ringInfoLimit = 4 << 20
@@ -21,7 +21,7 @@ const ringInfoLimit = 4 << 20
 // table is read again before its files count as unknown.
 const ringTries = 3
 
-// errRingUnread: a ring's registered files could not all be read.
+// errRingUnread says a ring's registered files could not all be read.
 var errRingUnread = errors.New("registered files unknown")
 
 // ringHolders returns the device holders among the registered files of

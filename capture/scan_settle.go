@@ -11,14 +11,14 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Bounds of settle: a tenant controls how fast its processes fork and
+// Bounds of settle. A tenant controls how fast its processes fork and
 // exit, so the chase after them is bounded in listings, in children files
 // read and in processes read, whatever they do.
 const (
 	maxRelists   = 8    // listings of the proc root after the first
 	maxChildren  = 64   // children files (task/TID/children) read
 	maxLateReads = 4096 // processes read after the first pass
-	// childrenLimit is the most of one children file read: the rest of a
+	// childrenLimit is the most of one children file read. The rest of a
 	// subreaper's children are found by the next listing.
 	childrenLimit = 64 << 10
 )
@@ -82,7 +82,7 @@ func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []resul
 			return nil, fmt.Errorf("proc root: %s: %s", cfg.root, errText(err))
 		}
 		scan.Relists++
-		// Newest first: of the PIDs a fork chain left, the last is the one alive.
+		// Newest first, since of the PIDs a fork chain left, the last is the one alive.
 		slices.SortFunc(pids, func(a, b int) int { return b - a })
 		for _, pid := range pids {
 			if !seen[pid] && reads < maxLateReads {
@@ -99,7 +99,7 @@ func (cfg *scanConfig) settle(ctx context.Context, listed []int, results []resul
 // each of its threads (a child belongs to the thread that forked it, or to
 // the subreaper thread that inherited it), counting the files read in n and
 // reading none past maxChildren. Kernels without CONFIG_PROC_CHILDREN have
-// no such file: the listing alone finds the successor there.
+// no such file, and the listing alone finds the successor there.
 func (w *worker) children(pid int, n *int) []int {
 	dir := procfs.PIDDir(w.root, pid)
 	taskfd, err := w.r.OpenDirAt(w.rootfd, w.root, strconv.Itoa(pid)+"/task")

@@ -9,8 +9,8 @@ import (
 )
 
 // otherTables are the tables of a network namespace that name sockets
-// other than TCP and UDP ones, with the field of each line holding the inode:
-// a socket found there is placed, not a connection that was missed.
+// other than TCP and UDP ones, with the field of each line holding the
+// inode. A socket found there is placed, not a connection that was missed.
 var otherTables = []struct {
 	name  string
 	field int
@@ -27,7 +27,7 @@ type nsTables struct {
 
 // readNamespace reads the tables of network namespace ns through
 // /proc/PID/net, for the inodes in want. An internet table that cannot be
-// read is an error; the other tables only place sockets.
+// read is an error, while the other tables only place sockets.
 func (cfg *scanConfig) readNamespace(r *procfs.Reader, pid int, ns uint64, want map[uint64]bool) (*nsTables, error) {
 	dir := strconv.Itoa(pid) + "/net/"
 	var socks []snapshot.Socket
@@ -79,7 +79,7 @@ func (t *nsTables) give(sf *sockFds, ino uint64) bool {
 }
 
 // placeElsewhere looks for the sockets no GPU user's own namespace holds in
-// the namespaces of s's other processes, read excepted: a process can
+// the namespaces of s's other processes, read excepted. A process can
 // connect, then move to a fresh namespace, and its sockets stay where they
 // were made. A socket still not placed is said as not read.
 func (cfg *scanConfig) placeElsewhere(r *procfs.Reader, s *snapshot.Snapshot, read []uint64, unplaced map[*sockFds][]uint64) {

@@ -40,8 +40,8 @@ const (
 // of GPU users to be found in without a second walk of every fd table.
 type socketIndex struct {
 	mu      sync.Mutex
-	holders map[uint64][]int // socket inode: the PIDs holding it, the first few
-	cut     map[uint64]bool  // socket inode: more processes hold it than holders keeps
+	holders map[uint64][]int // socket inode to the PIDs holding it, the first few
+	cut     map[uint64]bool  // socket inode to whether more processes hold it than holders keeps
 	full    bool             // some socket fds were not indexed
 	built   bool             // the /proc walk indexed fds (the BPF path does not)
 }
@@ -92,11 +92,11 @@ type unixMember struct {
 }
 
 // unixPeersUnread says that the unix sockets of namespace ns could not be
-// dumped (err): once in the scan's errors, and once in the record of each
+// dumped (err), once in the scan's errors and once in the record of each
 // user with sockets there, whose egress is then not known. A tenant makes
 // as many sockets and processes as it likes, but each namespace costs it
-// one: the refusal is said once a namespace and once a user, never once a
-// socket.
+// one. So the refusal is said once a namespace and once a user, never once
+// a socket.
 func unixPeersUnread(s *snapshot.Snapshot, ns uint64, err error, members []unixMember) {
 	said := map[*sockFds]bool{}
 	for _, m := range members {
@@ -111,13 +111,13 @@ func unixPeersUnread(s *snapshot.Snapshot, ns uint64, err error, members []unixM
 // followUnixPeers adds to each GPU user's sockets the connections of the
 // processes at the other end of its unix sockets, one hop. A peer that no
 // process read holds, or a namespace whose sockets could not be dumped, is
-// an error of the user: its egress is then not known.
+// an error of the user, whose egress is then not known.
 func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, sfs []*sockFds) {
 	if !cfg.live {
 		return
 	}
 	// A socket lives in the namespace it was made in, which its process
-	// may have left: each is looked for in the dump of its own.
+	// may have left, so each is looked for in the dump of its own.
 	byNS := map[uint64][]unixMember{}
 	var order []uint64
 	for _, sf := range sfs {
@@ -160,7 +160,7 @@ func (cfg *scanConfig) followUnixPeers(r *procfs.Reader, s *snapshot.Snapshot, s
 			case !listed:
 				m.sf.p.Errors = append(m.sf.p.Errors, fmt.Sprintf("sockets: unix socket %d is not in the sock_diag dump of network namespace %d: its peer was not seen", m.u.ino, ns))
 			case peer != 0 && !m.sf.inodes[peer]:
-				// Not unconnected, nor a socketpair within the process: a hop.
+				// Not unconnected, nor a socketpair within the process, so a hop.
 				hops = append(hops, hop{m.sf, m.u.ino, peer})
 				want[peer] = true
 			}
@@ -250,7 +250,7 @@ func giveVia(p, h *snapshot.Process) {
 	}
 }
 
-// peerHolders finds the processes that hold the sockets in want: in the
+// peerHolders finds the processes that hold the sockets in want, in the
 // index the /proc walk built, or, after the BPF path (whose walk keeps
 // device files alone), by reading fd tables until each is found. cut
 // names the sockets whose holders were not all kept, full says some fds
@@ -282,7 +282,7 @@ func (cfg *scanConfig) peerHolders(r *procfs.Reader, s *snapshot.Snapshot, want 
 }
 
 // unixPeers dumps the unix sockets of pid's network namespace through
-// sock_diag, and returns the peer of each one asked for by inode (0: none).
+// sock_diag, and returns the peer of each one asked for by inode (0 for none).
 func (cfg *scanConfig) unixPeers(pid int, asked map[uint64]bool) (map[uint64]uint64, error) {
 	fd, err := diagSocketIn(cfg.root + "/" + strconv.Itoa(pid) + "/ns/net")
 	if err != nil {
@@ -347,7 +347,7 @@ const (
 )
 
 // parseUnixDiag reads a unix_diag_msg (family, type, state, pad, ino,
-// cookie) and its attributes: the socket's inode and its peer's, 0 for
+// cookie) and its attributes, the socket's inode and its peer's, 0 for
 // none.
 func parseUnixDiag(b []byte) (ino, peer uint64, ok bool) {
 	const msgLen = 16
@@ -369,7 +369,7 @@ func parseUnixDiag(b []byte) (ino, peer uint64, ok bool) {
 }
 
 // diagSocketIn opens a sock_diag netlink socket in the network namespace
-// of nsPath: a socket belongs to the namespace it is made in. The thread
+// of nsPath, as a socket belongs to the namespace it is made in. The thread
 // that enters the namespace is locked and, should it fail to come back,
 // ends with its goroutine, so no other code runs in the tenant's namespace.
 func diagSocketIn(nsPath string) (int, error) {
@@ -390,7 +390,7 @@ func diagSocketIn(nsPath string) (int, error) {
 	return m.fd, m.err
 }
 
-// diagSocketInLocked is diagSocketIn on a locked thread; back reports that
+// diagSocketInLocked is diagSocketIn on a locked thread. back reports that
 // the thread is in its own namespace again.
 func diagSocketInLocked(nsPath string) (fd int, back bool, err error) {
 	own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)

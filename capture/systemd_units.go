@@ -16,15 +16,16 @@ import (
 )
 
 // unitDirs are systemd's system unit directories, most binding first, as
-// systemd(1) reads them: an administrator's unit in /etc hides the
+// systemd(1) reads them. An administrator's unit in /etc hides the
 // package's of the same name in /usr/lib.
 var unitDirs = []string{
 	"etc/systemd/system", "run/systemd/system", "run/systemd/transient",
 	"usr/local/lib/systemd/system", "usr/lib/systemd/system", "lib/systemd/system",
 }
 
-// Bounds on what the unit directories cost: root's files, but a host with
-// thousands of units, or a planted huge one, must not cost a capture.
+// Bounds on what the unit directories cost. They are root's files, but a
+// host with thousands of units, or a planted huge one, must not cost a
+// capture.
 const (
 	unitFileBytes  = 64 << 10 // one unit or drop-in file
 	unitDropIns    = 16       // drop-ins read per unit directory
@@ -32,7 +33,7 @@ const (
 )
 
 // unitReader reads unit files under a root, each unit directory opened as an
-// os.Root: nothing is followed out of it (an /etc unit linked to a file in
+// os.Root, so nothing is followed out of it (an /etc unit linked to a file in
 // /usr/lib is read where that directory is read, a mask to /dev/null never).
 type unitReader struct {
 	dirs   []*os.Root
@@ -61,7 +62,7 @@ func (u *unitReader) close() {
 	}
 }
 
-// read reads a regular file of dir, bounded; a missing one is (nil, nil).
+// read reads a regular file of dir, bounded. A missing one is (nil, nil).
 func (u *unitReader) read(dir *os.Root, name string) []byte {
 	st, err := dir.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -73,7 +74,7 @@ func (u *unitReader) read(dir *os.Root, name string) []byte {
 		return nil
 	case !st.Mode().IsRegular():
 		// A link (an /etc unit aliased, or masked to /dev/null) is not
-		// followed: the unit is read where its own directory holds it.
+		// followed. The unit is read where its own directory holds it.
 		return nil
 	case st.Size() > unitFileBytes:
 		u.notes = append(u.notes, fmt.Sprintf("units: %s/%s: larger than %d KiB (not read)", dir.Name(), name, unitFileBytes>>10))
@@ -86,7 +87,7 @@ func (u *unitReader) read(dir *os.Root, name string) []byte {
 	return data
 }
 
-// restart is the Restart= value of unit: the first directory holding its
+// restart is the Restart= value of unit, from the first directory holding its
 // file, then its drop-ins (unit.d/*.conf, in name order, each directory's),
 // the last assignment winning as in systemd. "" where no file names it.
 func (u *unitReader) restart(unit string) string {
@@ -146,7 +147,7 @@ func (u *unitReader) dropIns(d *os.Root, dir string) []string {
 	return names
 }
 
-// timer names the timer that starts unit: a .timer whose Unit= names it,
+// timer names the timer that starts unit, a .timer whose Unit= names it,
 // or, without Unit=, whose name is the unit's with .timer for .service. The
 // unit directories' timers are read once a capture, at most unitTimerFiles.
 func (u *unitReader) timer(unit string) string {
@@ -190,9 +191,9 @@ func (u *unitReader) readTimers() {
 }
 
 // unitSetting is the value of key in section of a unit file, the last
-// assignment winning, starting from value (an earlier file's); an empty
+// assignment winning, starting from value (an earlier file's). An empty
 // assignment resets it, as systemd's does. Lines it cannot parse are
-// skipped: a malformed unit is not a failed capture.
+// skipped, as a malformed unit is not a failed capture.
 func unitSetting(data []byte, section, key, value string) string {
 	in := false
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -40,7 +40,7 @@ func makeValidUTF8(p *snapshot.Process) {
 	for i := range p.Holders {
 		fix(&p.Holders[i].Target)
 	}
-	// p.Raw stays the kernel's bytes: its JSON carries them exactly (raw_json.go).
+	// p.Raw stays the kernel's bytes, which its JSON carries exactly (raw_json.go).
 	fixAll(p.Errors)
 }
 

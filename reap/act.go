@@ -16,10 +16,10 @@ import (
 // Results of an action.
 const (
 	ResultDone    = "done"    // carried out, and it had the effect meant
-	ResultGone    = "gone"    // the process had already exited: nothing to do
-	ResultSkipped = "skipped" // not carried out: the process is not the one judged, or is now spared
+	ResultGone    = "gone"    // the process had already exited, so there was nothing to do
+	ResultSkipped = "skipped" // not carried out, as the process is not the one judged or is now spared
 	ResultFailed  = "failed"  // tried, and it did not have the effect meant
-	ResultLeft    = "left"    // a leave or name step: nothing done, by design
+	ResultLeft    = "left"    // a leave or name step, where nothing is done by design
 )
 
 // Outcome is what one action came to.
@@ -44,18 +44,18 @@ type Actor struct {
 	// CgroupRoot is the cgroup v2 mount that plan cgroups lie under.
 	CgroupRoot string
 	// KeepMemory keeps target's memory outside device mappings as evidence
-	// and says where and its SHA-256; nil refuses the step.
+	// and says where and its SHA-256. A nil KeepMemory refuses the step.
 	KeepMemory func(t Target) (string, error)
 }
 
 // exitWait bounds the wait for a process to exit after SIGKILL, and for a
-// cgroup to report itself frozen: the kernel's part of each is quick unless
+// cgroup to report itself frozen. The kernel's part of each is quick unless
 // the process sits in an uninterruptible wait.
 const exitWait = 10 * time.Second
 
 // Run carries out p's actions in order and returns one outcome each. Every
 // process is reached through a pidfd opened, and checked against the
-// start time judged, before the first action: a PID reused since the
+// start time judged, before the first action. A PID reused since the
 // judgement is skipped, never signalled.
 func (a Actor) Run(ctx context.Context, p Plan) []Outcome {
 	h := newHandles()
@@ -98,8 +98,9 @@ func (a Actor) do(ctx context.Context, h *handles, act Action) (string, string) 
 	return ResultSkipped, "unknown step " + act.Step
 }
 
-// ready says whether t may be acted on now: its pidfd open and checked,
-// still alive and not in D state. When not, the result and why.
+// ready says whether t may be acted on now, with its pidfd open and
+// checked, still alive and not in D state. When not, it gives the result
+// and why.
 func (h *handles) ready(t Target) (fd int, result, why string) {
 	fd, err := h.fd(t)
 	switch {
@@ -132,7 +133,7 @@ func (a Actor) keepMemory(h *handles, t Target) (string, string) {
 
 func (a Actor) stopUnit(ctx context.Context, act Action) (string, string) {
 	var stopped []string
-	// The timer first: stopped after its unit, it could start the unit again.
+	// The timer goes first, since stopped after its unit it could start the unit again.
 	for _, u := range []string{act.Timer, act.Unit} {
 		if u == "" {
 			continue
@@ -155,8 +156,8 @@ func systemctl(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// freeze stops a process: through the cgroup.freeze of a cgroup it is alone
-// in, else SIGSTOP through its pidfd.
+// freeze stops a process through the cgroup.freeze of a cgroup it is alone
+// in, else by SIGSTOP through its pidfd.
 func (a Actor) freeze(h *handles, act Action) (string, string) {
 	fd, result, why := h.ready(act.Process)
 	if result != "" {
@@ -176,7 +177,7 @@ func (a Actor) freeze(h *handles, act Action) (string, string) {
 	return ResultDone, "SIGSTOP"
 }
 
-// terminate sends t SIGTERM, lets it run again if frozen (thaw: a cgroup
+// terminate sends t SIGTERM, lets it run again if frozen (thaw is a cgroup
 // dir, or "SIGSTOP"), waits Grace, then sends SIGKILL, and waits for it to
 // exit.
 func (a Actor) terminate(ctx context.Context, h *handles, t Target, thaw string) (string, string) {

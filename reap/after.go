@@ -12,8 +12,9 @@ import (
 )
 
 // GPUAfter is one GPU asked about, as the judgement after the actions sees
-// it: clean, not clean (a process still holds, maps or is listed on it, or
-// memory no process accounts for), or not known to be clean (not read).
+// it. It is clean, not clean (a process still holds, maps or is listed on
+// it, or memory no process accounts for), or not known to be clean (not
+// read).
 type GPUAfter struct {
 	// GPU is its minor number (the N of /dev/nvidiaN), or the UUID asked
 	// for where NVML gave no minor number.
@@ -37,7 +38,7 @@ func (g GPUAfter) String() string {
 }
 
 // GPUsAfter says what r, judged on the host to, makes of each GPU of asked
-// (nil: every GPU the snapshots show). A failing finding lands on the GPUs
+// (nil means every GPU the snapshots show). A failing finding lands on the GPUs
 // its process uses or its UUID names, and one naming no GPU on every GPU.
 // No GPU is clean unless r's verdict is (docs/reap.md, The proof).
 func GPUsAfter(r *diff.Result, to *snapshot.Snapshot, asked *snapshot.GPUSet, failOn diff.FailOn, seen ...*snapshot.Snapshot) []GPUAfter {
@@ -132,7 +133,7 @@ type gpuAfter struct {
 	lines         map[string]int // a process's line in after.Why, by PID@START and suffix
 }
 
-// why adds what finding f says of the GPU: one line a process, naming its
+// why adds what finding f says of the GPU, one line a process, naming its
 // class and the kinds of its findings, and one line each finding of no
 // process.
 func (g *gpuAfter) why(f diff.Finding, suffix string) {
@@ -154,7 +155,7 @@ func (g *gpuAfter) why(f diff.Finding, suffix string) {
 	g.after.Why = append(g.after.Why, fmt.Sprintf("%s (%s)%s: %s%s", f.Process.Key(), f.Process.Comm, class, f.Kind, suffix))
 }
 
-// seenGPUs are the GPUs the snapshots show: NVML's, the device nodes the
+// seenGPUs are the GPUs the snapshots show, as NVML's, the device nodes the
 // host showed, and those a process holds or maps. A GPU reaped clean is
 // seen in the judgement before, where it was used.
 func seenGPUs(snaps []*snapshot.Snapshot) *snapshot.GPUSet {
@@ -207,8 +208,8 @@ func accelNamed(id string, snaps []*snapshot.Snapshot) []*snapshot.Accelerator {
 	return out
 }
 
-// accelUses says whether a process uses one of devs: it holds or maps one
-// of their nodes (by device number or path), or KFD (a) says it
+// accelUses says whether a process uses one of devs. It does if it holds or
+// maps one of their nodes (by device number or path), or KFD (a) says it
 // holds memory on one.
 func accelUses(devs []*snapshot.Accelerator, a *snapshot.Accelerators) func(*snapshot.Process) bool {
 	paths, numbers, kfd := map[string]bool{}, map[snapshot.DeviceNumber]bool{}, map[int]bool{}
@@ -227,7 +228,7 @@ func accelUses(devs []*snapshot.Accelerator, a *snapshot.Accelerators) func(*sna
 			}
 		}
 	}
-	// A path matches too: a node bound elsewhere under that name is a
+	// A path matches too. A node bound elsewhere under that name is a
 	// finding's to tell, and the line errs on not clean.
 	node := func(path string, n snapshot.DeviceNumber) bool { return numbers[n] || paths[path] }
 	return func(p *snapshot.Process) bool {

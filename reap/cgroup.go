@@ -31,10 +31,11 @@ func CgroupV2Mount() string {
 	return ""
 }
 
-// Cgroups is Options.Cgroups for the cgroup v2 hierarchy mounted at mnt: a
-// process's own cgroup ("0::" in /proc/PID/cgroup) and the PIDs in it, when
-// gpusnap may freeze or kill it. The root, init's, a slice (systemd's
-// grouping of many units), and one with cgroups below it are never.
+// Cgroups is Options.Cgroups for the cgroup v2 hierarchy mounted at mnt.
+// It gives a process's own cgroup ("0::" in /proc/PID/cgroup) and the PIDs
+// in it, when gpusnap may freeze or kill it. The root, init's, a slice
+// (systemd's grouping of many units), and one with cgroups below it are
+// never.
 func Cgroups(mnt string) func(p *snapshot.Process) (string, []int) {
 	return func(p *snapshot.Process) (string, []int) {
 		cg := ""
@@ -66,8 +67,8 @@ func freezable(cg string) bool {
 		!strings.HasSuffix(base, ".slice") && base != "init.scope"
 }
 
-// hasChildren says whether dir has cgroups below it: freezing or killing it
-// would reach them too.
+// hasChildren says whether dir has cgroups below it, which freezing or
+// killing it would reach too.
 func hasChildren(dir string) bool {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

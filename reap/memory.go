@@ -17,7 +17,7 @@ import (
 	"github.com/gpusnap/gpusnap/internal/mountinfo"
 )
 
-// Memory is a process's memory kept as evidence: the readable regions of
+// Memory is a process's memory kept as evidence, the readable regions of
 // its maps outside device mappings, one after another in File, each named
 // with its place in File in Index.
 type Memory struct {
@@ -28,8 +28,8 @@ type Memory struct {
 	// Cut says the regions went on past the limit, where keeping stopped.
 	Cut bool `json:"cut,omitempty"`
 	// Unread counts the regions of a file that a FUSE server, or a
-	// filesystem gpusnap could not tell, holds: they are not read (their
-	// server may never answer), each named in Index.
+	// filesystem gpusnap could not tell, holds. They are not read (their
+	// server may never answer), and each is named in Index.
 	Unread int `json:"unread,omitempty"`
 }
 
@@ -46,9 +46,10 @@ func (m Memory) String() string {
 
 // KeepMemory writes t's memory outside device mappings under dir, at most
 // limit bytes. The file of /proc/PID/mem is checked, once open, to belong
-// to the process judged: an open mem file stays bound to its process. A
-// page of a mapped file not in memory is read from its filesystem, and a
-// FUSE server may never answer: such a region is not read (fileSystems).
+// to the process judged, since an open mem file stays bound to its
+// process. A page of a mapped file not in memory is read from its
+// filesystem, and a FUSE server may never answer, so such a region is not
+// read (fileSystems).
 func KeepMemory(dir string, limit int64, t Target) (Memory, error) {
 	proc := "/proc/" + strconv.Itoa(t.PID)
 	mem, err := os.Open(proc + "/mem")
@@ -114,8 +115,8 @@ type region struct {
 }
 
 // keptRegions are the readable regions of a maps text outside device
-// mappings: a GPU's memory is the device's to hold, not the process's, and
-// reading it can hang or fault; the kernel's vvar and vsyscall pages read
+// mappings. A GPU's memory is the device's to hold, not the process's, and
+// reading it can hang or fault. The kernel's vvar and vsyscall pages read
 // as nothing.
 func keptRegions(maps string) []region {
 	var out []region
@@ -147,15 +148,15 @@ func keptRegions(maps string) []region {
 	return out
 }
 
-// mountinfoLimit bounds one mount table read: a tenant with a mount
+// mountinfoLimit bounds one mount table read. A tenant with a mount
 // namespace of its own makes its table as long as it likes, and a file
 // whose filesystem lies past it is of a filesystem not told.
 const mountinfoLimit = 4 << 20
 
 // fileSystems are filesystem types by device (MAJ:MIN), told without asking
-// any filesystem: from the target's mount table and gpusnap's own, and the
-// kernel's shared memory (memfd, SysV, a shared /dev/zero: mounted nowhere),
-// whose device a memfd of gpusnap's own shows.
+// any filesystem. They come from the target's mount table and gpusnap's
+// own, and from the kernel's shared memory (memfd, SysV, a shared
+// /dev/zero, mounted nowhere), whose device a memfd of gpusnap's own shows.
 type fileSystems map[string]string
 
 func fileSystemsOf(pid int) fileSystems {
@@ -184,10 +185,10 @@ func fileSystemsOf(pid int) fileSystems {
 	return fs
 }
 
-// refusal says why region r is not read, "" where it is: anonymous memory,
-// or a file of a filesystem the kernel serves. A FUSE server's file, or one
-// of a filesystem no table names (a FUSE mount detached since it was
-// mapped), is not.
+// refusal says why region r is not read, or "" where it is, as anonymous
+// memory or a file of a filesystem the kernel serves is. A FUSE server's
+// file, or one of a filesystem no table names (a FUSE mount detached since
+// it was mapped), is not.
 func (fs fileSystems) refusal(r region) string {
 	if r.dev == "0:0" && r.inode == 0 {
 		return ""
@@ -203,9 +204,9 @@ func (fs fileSystems) refusal(r region) string {
 }
 
 // isDeviceName says whether a maps path names a device node, by the device
-// rule's path test: the /dev tree but its shared memory and the kernel's
-// name for shared anonymous memory, or a node in a directory named dev (a
-// container's /dev seen from the host).
+// rule's path test. That takes the /dev tree but its shared memory and the
+// kernel's name for shared anonymous memory, or a node in a directory named
+// dev (a container's /dev seen from the host).
 func isDeviceName(name string) bool {
 	if filepath.Base(filepath.Dir(name)) == "dev" && !strings.HasPrefix(name, "/dev/") {
 		return true

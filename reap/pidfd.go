@@ -12,17 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errExited: the process judged has exited (its PID free, or a zombie).
+// errExited says the process judged has exited (its PID free, or a zombie).
 var errExited = errors.New("exited")
 
 // handles are the pidfds of a plan's processes, by PID@START, each opened
-// once and checked against the start time judged: a pidfd names one process
+// once and checked against the start time judged. A pidfd names one process
 // for its whole life, so what is checked once is what every signal reaches.
 type handles struct {
 	fds    map[string]int
 	errs   map[string]error
 	pids   map[int]bool      // PIDs whose pidfd was opened and checked
-	frozen map[string]string // PID@START -> how it was frozen: a cgroup dir, or "SIGSTOP"
+	frozen map[string]string // PID@START to how it was frozen, a cgroup dir or "SIGSTOP"
 }
 
 func newHandles() *handles {
@@ -48,8 +48,8 @@ func (h *handles) open(t Target) {
 		h.errs[k] = fmt.Errorf("pidfd_open %d: %w", t.PID, err)
 		return
 	}
-	// Checked after the open: the pidfd now holds whichever process had the
-	// PID, and only the start time says whether it is the one judged.
+	// Checked after the open, since the pidfd now holds whichever process had
+	// the PID, and only the start time says whether it is the one judged.
 	st, err := readStat(t.PID)
 	switch {
 	case err != nil:
@@ -101,7 +101,7 @@ func (h *handles) close() {
 	}
 }
 
-// exited waits up to d for the process of pidfd fd to exit; 0 only looks.
+// exited waits up to d for the process of pidfd fd to exit. A d of 0 only looks.
 func exited(fd int, d time.Duration) bool {
 	return exitedCtx(context.Background(), fd, d)
 }
@@ -142,7 +142,7 @@ func readStat(pid int) (stat, error) {
 	if err != nil {
 		return stat{}, err
 	}
-	// comm may hold spaces and parentheses: the fields start after the last ')'.
+	// comm may hold spaces and parentheses, so the fields start after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {

@@ -1,8 +1,8 @@
-// Package reap turns one judgement's findings into what gpusnap reap does:
-// a plan of actions, each on a process named by PID@START and chosen by its
-// finding's triage (docs/reap.md has the decision table), and the actions
-// themselves, each through a handle that cannot reach another process.
-// Planning is pure; acting reads /proc and signals.
+// Package reap turns one judgement's findings into what gpusnap reap does.
+// That is a plan of actions, each on a process named by PID@START and
+// chosen by its finding's triage (docs/reap.md has the decision table), and
+// the actions themselves, each through a handle that cannot reach another
+// process. Planning is pure, while acting reads /proc and signals.
 package reap
 
 import (
@@ -16,9 +16,9 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// Steps: what one action does, in the order a plan runs them.
+// Steps say what one action does, in the order a plan runs them.
 const (
-	StepLeave      = "leave"       // never touched: the reason and what to do instead
+	StepLeave      = "leave"       // never touched, with the reason and what to do instead
 	StepName       = "name"        // a restarting source gpusnap does not edit (a crontab, an at job)
 	StepKeepMemory = "keep_memory" // the process's memory outside device mappings, kept as evidence
 	StepStopUnit   = "stop_unit"   // systemctl stop the unit and its timer (--stop-units)
@@ -29,12 +29,12 @@ const (
 	StepReapParent = "reap_defunct"
 )
 
-// stepOrder is the order steps run in: evidence first, then the sources that
+// stepOrder is the order steps run in, evidence first, then the sources that
 // would bring a process back, then the freeze that keeps anything new from
 // starting while the kills run.
 var stepOrder = []string{StepLeave, StepName, StepKeepMemory, StepStopUnit, StepFreeze, StepEndParent, StepTerminate, StepKillCgroup, StepReapParent}
 
-// Target is a process as the judgement saw it: an action reaches it only
+// Target is a process as the judgement saw it. An action reaches it only
 // while its PID still has this start time.
 type Target struct {
 	PID       int    `json:"pid"`
@@ -46,7 +46,7 @@ type Target struct {
 // Key is the target's PID@START.
 func (t Target) Key() string { return snapshot.ProcessKey(t.PID, t.StartTime) }
 
-// String names the process, or says there is none: a finding of no
+// String names the process, or says there is none, since a finding of no
 // process (memory no process accounts for) plans a leave line too.
 func (t Target) String() string {
 	if t.PID == 0 {
@@ -64,7 +64,7 @@ type Action struct {
 	Finding string `json:"finding"`
 	Class   string `json:"class"`
 	Rule    string `json:"rule"`
-	// Unit and Timer are what StepStopUnit stops; Cgroup is what
+	// Unit and Timer are what StepStopUnit stops, and Cgroup is what
 	// StepFreeze freezes or StepKillCgroup kills ("" for SIGSTOP).
 	Unit   string `json:"unit,omitempty"`
 	Timer  string `json:"timer,omitempty"`
@@ -105,21 +105,22 @@ func (p Plan) Targets() []Target {
 
 // Options tune a plan.
 type Options struct {
-	// StopUnits lets the plan stop a restarting unit and its timer; without
+	// StopUnits lets the plan stop a restarting unit and its timer. Without
 	// it a process a unit restarts is left, with the flag named.
 	StopUnits bool
-	// JobEnded says the tenant's job has ended (an epilog runs after it):
-	// a process its cgroup still names the job's is a leftover, not the
-	// running job's.
+	// JobEnded says the tenant's job has ended (an epilog runs after it).
+	// A process its cgroup still names the job's is then a leftover, not
+	// the running job's.
 	JobEnded bool
 	// Cgroups gives a process's cgroup v2 path and the PIDs in it, where it
-	// is one gpusnap may freeze or kill (not the root, a slice or init's);
-	// "" where not. nil (a fixture, another proc root) freezes with SIGSTOP.
+	// is one gpusnap may freeze or kill (not the root, a slice or init's),
+	// and "" where not. A nil Cgroups (a fixture, another proc root) freezes
+	// with SIGSTOP.
 	Cgroups func(p *snapshot.Process) (path string, members []int)
 }
 
 // Build plans what to do about r's findings on the host to (the snapshot r
-// judged): one decision per process, by its triage; findings with no
+// judged), one decision per process, by its triage. Findings with no
 // process and no triage plan nothing.
 func Build(r *diff.Result, to *snapshot.Snapshot, o Options) Plan {
 	procs := map[int]*snapshot.Process{}
@@ -172,7 +173,7 @@ func rank(f diff.Finding, o Options) int {
 	return 0
 }
 
-// gpuUse are the kinds that say a live process uses a GPU now: the only
+// gpuUse are the kinds that say a live process uses a GPU now, the only
 // ones a process is ended for. An unreadable process may use none.
 var gpuUse = map[string]bool{
 	diff.KindLeftoverDeviceMapping: true, diff.KindLeftoverDeviceHolder: true, diff.KindUnexpectedGPUProcess: true,
@@ -181,11 +182,11 @@ var gpuUse = map[string]bool{
 	diff.KindOrphanGPUProcess: true,
 }
 
-// RuleOf names the row of docs/triage.md's decision table that chose t; a
+// RuleOf names the row of docs/triage.md's decision table that chose t. A
 // verdict recorded before triage named its rows gives its class.
 func RuleOf(t *diff.Triage) string { return cmp.Or(t.Rule, t.Class) }
 
-// sparedWhy says why a process of class is never touched, or "": the
+// sparedWhy says why a process of class is never touched, or "". The
 // tenant's own is the running job's until the job has ended.
 func sparedWhy(class string, o Options) string {
 	if class == diff.ClassTenant && o.JobEnded {
@@ -205,7 +206,7 @@ var spared = map[string]string{
 // decision is the plan for one process's finding.
 type decision struct {
 	f     diff.Finding
-	p     *snapshot.Process // at the judgement; nil when gone
+	p     *snapshot.Process // at the judgement, nil when gone
 	procs map[int]*snapshot.Process
 	to    *snapshot.Snapshot
 	opts  Options
@@ -232,7 +233,7 @@ func (d decision) actions() []Action {
 	case d.p == nil:
 		return []Action{d.action(StepLeave, "gone since the judgement: "+t.Next)}
 	case d.p.State == "D":
-		// Judged before it entered D state: still no signal ends it.
+		// Judged before it entered D state, and still no signal ends it.
 		return []Action{d.action(StepLeave, spared[diff.ClassUnkillable])}
 	case d.p.Defunct():
 		return d.reapDefunct()
@@ -268,9 +269,9 @@ func (d decision) actions() []Action {
 	return append(acts, d.action(StepTerminate, "SIGTERM, then SIGKILL after the grace: "+why))
 }
 
-// restartSources are the steps for what would start p again: its unit and
-// timer (stopped only with StopUnits; else p is left), a crontab or at job
-// (named). ok is false when p must be left.
+// restartSources are the steps for what would start p again, its unit and
+// timer (stopped only with StopUnits, else p is left) and a crontab or at
+// job (named). ok is false when p must be left.
 func (d decision) restartSources() (acts []Action, ok bool) {
 	p := d.f.Process
 	if (p.UnitRestart != "" && p.UnitRestart != "no") || p.UnitTimer != "" {
@@ -295,7 +296,7 @@ func (d decision) restartSources() (acts []Action, ok bool) {
 var schedulers = map[string]bool{"cron": true, "crond": true, "anacron": true, "atd": true}
 
 // keepParents are the parents that start processes for others, never a
-// job's loop: ending one ends far more than the leftover.
+// job's loop. Ending one ends far more than the leftover.
 var keepParents = map[string]bool{
 	"systemd": true, "init": true, "sshd": true, "login": true, "su": true, "sudo": true,
 	"slurmd": true, "slurmstepd": true, "containerd-shim": true, "containerd-shim-runc-v2": true,
@@ -303,9 +304,9 @@ var keepParents = map[string]bool{
 	"containerd": true, "cron": true, "crond": true, "atd": true, "nvidia-cuda-mps": true,
 }
 
-// restartingParent is p's parent when it would start p again: alive, not
-// init, run by p's user, outside any job, pod or container, and no daemon
-// that starts processes for others. A job's loop, a Ray raylet or a
+// restartingParent is p's parent when it would start p again, that is
+// alive, not init, run by p's user, outside any job, pod or container, and
+// no daemon that starts processes for others. A job's loop, a Ray raylet or a
 // launcher left behind with its worker, is a leftover too.
 func (d decision) restartingParent() *Target {
 	parent := d.procs[d.p.PPID]
@@ -320,8 +321,8 @@ func (d decision) restartingParent() *Target {
 	return &Target{PID: parent.PID, StartTime: parent.StartTime, Comm: parent.Comm, UID: parent.UID}
 }
 
-// reapDefunct asks p's parent to reap it: a defunct process runs nothing
-// and only its parent's wait frees it.
+// reapDefunct asks p's parent to reap it, since a defunct process runs
+// nothing and only its parent's wait frees it.
 func (d decision) reapDefunct() []Action {
 	parent := d.procs[d.p.PPID]
 	if parent == nil || parent.StartTime > d.p.StartTime {
@@ -333,7 +334,7 @@ func (d decision) reapDefunct() []Action {
 }
 
 // mpsClients names the live processes NVML lists as MPS clients on a GPU
-// where it lists p, an MPS server; "" when p is none or has none.
+// where it lists p, an MPS server, or "" when p is none or has none.
 func (d decision) mpsClients() string {
 	if !d.p.MPSServer() {
 		return ""
@@ -354,8 +355,9 @@ func (d decision) mpsClients() string {
 
 // cgroupActions freezes through its cgroup a process alone in one gpusnap
 // may freeze, and adds one cgroup.kill, after the terminates, for each such
-// cgroup that holds more than one process, all of them ended by the plan:
-// an escaped cgroup of leftovers, emptied whatever its processes do.
+// cgroup that holds more than one process, all of them ended by the plan.
+// Such a cgroup is an escaped cgroup of leftovers, emptied whatever its
+// processes do.
 func cgroupActions(acts []Action, procs map[int]*snapshot.Process, o Options) []Action {
 	if o.Cgroups == nil {
 		return acts

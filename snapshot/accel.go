@@ -9,10 +9,10 @@ import (
 )
 
 // Accelerators is what the kernel showed of the host's accelerators other
-// than NVIDIA's (whose view is NVML's): DRM and accel devices from sysfs,
-// AMD's compute interface (KFD) and the processes it serves. Package
-// capture/accel reads it, one file per vendor; the rules on it are
-// vendor-neutral. Nil in a snapshot that read no sys root.
+// than NVIDIA's, whose view is NVML's. It holds the DRM and accel devices
+// from sysfs, AMD's compute interface (KFD) and the processes it serves.
+// Package capture/accel reads it, one file per vendor, and the rules on it
+// are vendor-neutral. Nil in a snapshot that read no sys root.
 type Accelerators struct {
 	// SysRoot is the directory read as /sys.
 	SysRoot string        `json:"sys_root"`
@@ -26,32 +26,32 @@ type Accelerators struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// Accelerator is one device: a PCI function (or a virtual device) with its
-// DRM or accel nodes.
+// Accelerator is one device, a PCI function (or a virtual device), with
+// its DRM or accel nodes.
 type Accelerator struct {
-	// Vendor is amd, intel or habana; for another, the PCI vendor id
-	// ("0x1af4") or, for a device on no PCI bus, its driver's name.
+	// Vendor is amd, intel or habana. Another vendor is named by its PCI
+	// vendor id ("0x1af4"), or by its driver's name for a device on no PCI bus.
 	Vendor  string `json:"vendor"`
 	Driver  string `json:"driver,omitempty"`   // the bound driver, from sysfs
 	PCISlot string `json:"pci_slot,omitempty"` // 0000:03:00.0; "" for a virtual device
-	// Name is how findings name the device: its PCI slot, else its
+	// Name is how findings name the device, its PCI slot or else its
 	// sysfs device directory's name.
 	Name  string      `json:"name"`
 	Nodes []AccelNode `json:"nodes"`
-	// IDs are the names a scheduler or an operator gives the device by:
-	// VENDOR:N (its index among its vendor's devices in PCI slot order,
-	// as ROCm and Level Zero count them), its PCI slot, and its DRM card
-	// node's name (Intel's device plugin's). A GPUSet's Accel holds them.
+	// IDs are the names a scheduler or an operator gives the device by.
+	// They are VENDOR:N (its index among its vendor's devices in PCI slot
+	// order, as ROCm and Level Zero count them), its PCI slot, and its DRM
+	// card node's name (Intel's device plugin's). A GPUSet's Accel holds them.
 	IDs []string `json:"ids,omitempty"`
 	// KFDGPUID is KFD's id of the device (topology/nodes/N/gpu_id), which
-	// names it in KFD's per-process files; 0 when KFD does not serve it.
+	// names it in KFD's per-process files. It is 0 when KFD does not serve it.
 	KFDGPUID uint32 `json:"kfd_gpu_id,omitempty"`
 	// MemoryTotal and MemoryUsed are the device memory in bytes, where the
 	// driver gives them in sysfs (amdgpu's mem_info_vram_total and _used).
 	MemoryTotal *uint64 `json:"memory_total,omitempty"`
 	MemoryUsed  *uint64 `json:"memory_used,omitempty"`
 	// PerProcess names what the kernel tells per process of this device
-	// ("drm fdinfo", "kfd"); Missing says what it does not tell.
+	// ("drm fdinfo", "kfd"). Missing says what it does not tell.
 	PerProcess []string `json:"per_process,omitempty"`
 	Missing    string   `json:"missing,omitempty"`
 }
@@ -65,8 +65,8 @@ type AccelNode struct {
 
 // Kinds of accelerator nodes (AccelNodeKind).
 const (
-	NodeCard   = "card"   // a DRM primary node, /dev/dri/cardN: display servers hold it
-	NodeRender = "render" // a DRM render node, /dev/dri/renderDN: unprivileged GPU work
+	NodeCard   = "card"   // a DRM primary node, /dev/dri/cardN, which display servers hold
+	NodeRender = "render" // a DRM render node, /dev/dri/renderDN, for unprivileged GPU work
 	NodeAccel  = "accel"  // a compute accelerator node, /dev/accel/accelN
 	NodeKFD    = "kfd"    // AMD's compute interface, /dev/kfd
 )
@@ -81,8 +81,9 @@ const (
 const drmRenderMinBase = 128
 
 // AccelNodeKind says which accelerator node a device is (a NodeX), or ""
-// for none: by its device number where known (kfd is the number KFD
-// gave /dev/kfd), else by the last element of its path in a dev directory.
+// for none. It goes by the device number where known (kfd is the number
+// KFD gave /dev/kfd), else by the last element of its path in a dev
+// directory.
 func AccelNodeKind(path string, devno, kfd DeviceNumber) string {
 	switch {
 	case !kfd.IsZero() && devno == kfd:
@@ -134,25 +135,25 @@ type DRMClient struct {
 	Node     string `json:"node"`               // the holder's path
 	FDs      []int  `json:"fds"`
 	TID      int    `json:"tid,omitempty"` // as Holder.TID
-	// Memory is per memory region; Engines the busy time per engine.
+	// Memory is per memory region, and Engines the busy time per engine.
 	Memory  []DRMMemory `json:"memory,omitempty"`
 	Engines []DRMEngine `json:"engines,omitempty"`
 }
 
-// DRMMemory is one memory region of a DRM client, in bytes: drm-total-
-// (or the older drm-memory-), drm-resident-, drm-shared-.
+// DRMMemory is one memory region of a DRM client in bytes, from drm-total-
+// (or the older drm-memory-), drm-resident- and drm-shared-.
 type DRMMemory struct {
 	Region   string `json:"region"`
 	Total    uint64 `json:"total"`
 	Resident uint64 `json:"resident,omitempty"`
 	Shared   uint64 `json:"shared,omitempty"`
-	// Device: the region is the device's own memory (VRAM), as its
+	// Device says the region is the device's own memory (VRAM), as its
 	// vendor names regions.
 	Device bool `json:"device,omitempty"`
 }
 
-// DRMEngine is one engine's use by a DRM client: drm-engine- busy time, or
-// drm-cycles- and drm-total-cycles- where the driver counts cycles (xe).
+// DRMEngine is one engine's use by a DRM client, as drm-engine- busy time,
+// or drm-cycles- and drm-total-cycles- where the driver counts cycles (xe).
 type DRMEngine struct {
 	Name        string `json:"name"`
 	BusyNS      uint64 `json:"busy_ns,omitempty"`
@@ -161,7 +162,7 @@ type DRMEngine struct {
 	Capacity    uint64 `json:"capacity,omitempty"`
 }
 
-// DeviceMemory is the client's device memory: the sum of its regions that
+// DeviceMemory is the client's device memory, the sum of its regions that
 // are the device's own.
 func (c *DRMClient) DeviceMemory() uint64 {
 	var n uint64
@@ -183,15 +184,15 @@ func (c *DRMClient) Busy() bool {
 	return false
 }
 
-// Working reports whether the client did GPU work: device memory, or
-// engine time. Holding a node is not work: a compositor holds one.
+// Working reports whether the client did GPU work, that is device memory or
+// engine time. Holding a node is not work, as a compositor holds one.
 func (c *DRMClient) Working() bool { return c.DeviceMemory() > 0 || c.Busy() }
 
 // AcceleratorWork reports whether the process works on an accelerator
-// other than NVIDIA's, as a recorded (nil: none recorded): it holds or maps
-// /dev/kfd, or a DRM client of its has device memory or engine time. ps
-// lists such a process, and a capture reads its triage evidence, as an
-// NVIDIA device's user.
+// other than NVIDIA's, as a recorded (nil when none was recorded). It does
+// if it holds or maps /dev/kfd, or a DRM client of its has device memory
+// or engine time. ps lists such a process, and a capture reads its triage
+// evidence, as an NVIDIA device's user.
 func (p *Process) AcceleratorWork(a *Accelerators) bool {
 	if a == nil {
 		return false
@@ -224,14 +225,14 @@ var (
 )
 
 // accelItem reports whether a GPU list's item names another vendor's
-// accelerator: VENDOR:..., a PCI slot or a card node's name.
+// accelerator by VENDOR:..., a PCI slot or a card node's name.
 func accelItem(item string) bool {
 	vendor, _, ok := strings.Cut(item, ":")
 	return ok && slices.Contains(AccelVendors, vendor) || pciSlot.MatchString(item) || cardName.MatchString(item)
 }
 
-// accelIDs reads one accelerator item: VENDOR:N, VENDOR:N-M (each index),
-// VENDOR:GPU-... (a vendor's UUID), a PCI slot or a card name.
+// accelIDs reads one accelerator item, one of VENDOR:N, VENDOR:N-M (each
+// index), VENDOR:GPU-... (a vendor's UUID), a PCI slot or a card name.
 func accelIDs(item string) ([]string, error) {
 	vendor, rest, ok := strings.Cut(item, ":")
 	if !ok || !slices.Contains(AccelVendors, vendor) {

@@ -1,7 +1,7 @@
 package snapshot
 
-// MaxAncestry bounds a process's ancestry: a tenant can fork a chain of
-// thousands.
+// MaxAncestry bounds a process's ancestry, since a tenant can fork a chain
+// of thousands.
 const MaxAncestry = 32
 
 // Ancestor is one parent in a process's ancestry, as the same snapshot saw it.

@@ -8,7 +8,7 @@ const NVIDIAMajor = 195
 
 // nvidiactlMinor is 195:255, /dev/nvidiactl, the one minor of major 195 that
 // names no GPU. docs/spec.md (Device rule) has every minor below it name GPU
-// N, nvidia-modeset (195:254) included: no GPU has NVML minor 254, so that
+// N, nvidia-modeset (195:254) included. No GPU has NVML minor 254, so that
 // joins to no GPU.
 const nvidiactlMinor = 255
 
@@ -19,7 +19,7 @@ type DeviceClasses struct {
 	// besides 195, from <proc-root>/devices.
 	NVIDIAMajors map[uint32]string
 	// Registered is true where <proc-root>/devices lists a character major
-	// of the NVIDIA driver (195 or another): its module is loaded.
+	// of the NVIDIA driver (195 or another), so its module is loaded.
 	Registered bool
 }
 
@@ -31,14 +31,14 @@ type DeviceClasses struct {
 func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string, *int) {
 	byNumber := known && kind.Char && (kind.Major == NVIDIAMajor || dc.NVIDIAMajors[kind.Major] != "")
 	dir, base := splitPath(path)
-	// By name: nvidia* in a dev directory (a container's /dev, /srv/x/dev) or
+	// By name, nvidia* in a dev directory (a container's /dev, /srv/x/dev) or
 	// anywhere in the /dev tree (/dev/nvidia-caps/nvidia-cap1).
 	inDev := lastElem(dir) == "dev" || len(path) > 5 && path[:5] == "/dev/"
 	byName := inDev && len(base) >= 6 && base[:6] == "nvidia"
 	if !byNumber && !byName {
 		return ClassOther, nil
 	}
-	// The device number is the truth where known: a renamed 195:N node is GPU N.
+	// The device number is the truth where known, so a renamed 195:N node is GPU N.
 	if known && kind.Char && kind.Major == NVIDIAMajor {
 		if kind.Minor < nvidiactlMinor {
 			n := int(kind.Minor)
@@ -55,11 +55,12 @@ func (dc DeviceClasses) Classify(path string, kind FileKind, known bool) (string
 }
 
 // DevicePathRule is the path rule of docs/spec.md (Device rule) for a path
-// whose file type cannot be read: a node of the /dev tree or in any directory named dev, except
-// /dev/shm, /dev/mqueue, /dev/hugepages and below, and the "/dev/zero
-// (deleted)" name the kernel gives a shared anonymous mapping of /dev/zero.
+// whose file type cannot be read. It takes a node of the /dev tree or of any
+// directory named dev, except /dev/shm, /dev/mqueue, /dev/hugepages and
+// below, and the "/dev/zero (deleted)" name the kernel gives a shared
+// anonymous mapping of /dev/zero.
 func DevicePathRule(path []byte, deleted, shared bool) bool {
-	p := string(path) // no allocation: used only for comparisons
+	p := string(path) // no allocation, as it is used only for comparisons
 	if len(p) > 5 && p[:5] == "/dev/" {
 		second, _, _ := cutSlash(p[5:])
 		switch second {
@@ -81,7 +82,7 @@ func cutSlash(s string) (before, after string, found bool) {
 	return s, "", false
 }
 
-// splitPath splits at the last slash: "/dev/nvidia0" -> "/dev", "nvidia0".
+// splitPath splits at the last slash, "/dev/nvidia0" into "/dev" and "nvidia0".
 func splitPath(p string) (dir, base string) {
 	for i := len(p) - 1; i >= 0; i-- {
 		if p[i] == '/' {

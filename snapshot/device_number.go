@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// DeviceNumber is a device's own number, as stat gives it (st_rdev): what
+// DeviceNumber is a device's own number as stat gives it (st_rdev), which
 // names the device whatever its path. It travels in JSON as "MAJOR:MINOR" in
 // decimal ("195:0"). The zero value means unknown (no device has major 0) and
 // is left out of JSON.

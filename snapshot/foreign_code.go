@@ -3,33 +3,35 @@ package snapshot
 import "strings"
 
 // ForeignCode is what the capture read, for a process that uses a GPU on the
-// live procfs, of code it runs beside its exe: an allowed binary vouches for
+// live procfs, of code it runs beside its exe. An allowed binary vouches for
 // its own file, not for a library a tenant loads into it.
 type ForeignCode struct {
 	// Mapped names each executable mapping of a file no package installed,
-	// of a deleted file, or of no file at all: "/tmp/x.so: no package
-	// installed it", "/x.so (deleted)", "anonymous 7f00-7f40", and the exe
-	// where a FUSE server answers its reads. A host with no dpkg database
-	// names each file outside SystemDirs. At most MaxForeignCode are kept.
+	// of a deleted file, or of no file at all, as in `/tmp/x.so: no package
+	// installed it`, "/x.so (deleted)" or "anonymous 7f00-7f40". It names
+	// the exe too where a FUSE server answers its reads. A host with no dpkg
+	// database names each file outside SystemDirs. At most MaxForeignCode
+	// are kept.
 	Mapped []string `json:"mapped,omitempty"`
 	// LoaderEnv are the dynamic loader's variables the process's environment
 	// sets (LD_PRELOAD=..., LD_LIBRARY_PATH=...), each value cut at 256 bytes.
 	LoaderEnv []string `json:"loader_env,omitempty"`
-	// OtherMountNamespace: the process's mount namespace is not the
+	// OtherMountNamespace says the process's mount namespace is not the
 	// capture's, so its paths are not this host's.
 	OtherMountNamespace bool `json:"other_mount_namespace,omitempty"`
-	// Unread names what could not be read whole ("environ: permission
-	// denied", "maps: past 8 MiB").
+	// Unread names what could not be read whole (`environ: permission
+	// denied`, `maps: past 8 MiB`).
 	Unread []string `json:"unread,omitempty"`
 }
 
-// MaxForeignCode bounds ForeignCode.Mapped: a tenant can map thousands.
+// MaxForeignCode bounds ForeignCode.Mapped, since a tenant can map thousands.
 const MaxForeignCode = 16
 
-// RunsForeignCode lists why p may run code its exe does not vouch for:
-// what ForeignCode names, and what could not be read. Empty where the
-// capture found nothing, and where it did not look (no ForeignCode: an
-// older snapshot, a --proc-root tree, a process that uses no GPU).
+// RunsForeignCode lists why p may run code its exe does not vouch for,
+// that is what ForeignCode names and what could not be read. It is empty
+// where the capture found nothing, and where it did not look (no
+// ForeignCode in an older snapshot, a --proc-root tree, a process that
+// uses no GPU).
 func (p *Process) RunsForeignCode() []string {
 	c := p.ForeignCode
 	if c == nil {
@@ -49,7 +51,7 @@ func (p *Process) RunsForeignCode() []string {
 }
 
 // SystemDirs are the directories only packages install executables into,
-// which only root can write: what dpkg's checksums vouch for, and where a
+// which only root can write. dpkg's checksums vouch for them, and by them a
 // host without a package database still tells a library of its own from
 // one a tenant brought.
 var SystemDirs = []string{"/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/", "/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/", "/usr/libexec/"}

@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// GPUSet names GPUs the way a scheduler hands them out: by minor number (N of
+// GPUSet names GPUs the way a scheduler hands them out, by minor number (N of
 // /dev/nvidiaN, the index Slurm's gres.conf File=/dev/nvidia[0-7] and its
 // SLURM_JOB_GPUS give) or by UUID (GPU-..., MIG-...). It is the allocation
-// model of every scheduler gpusnap serves: a tenant is given a set of GPUs.
+// model of every scheduler gpusnap serves, where a tenant is given a set of
+// GPUs.
 type GPUSet struct {
 	Minors []int    `json:"minors,omitempty"`
 	UUIDs  []string `json:"uuids,omitempty"`
@@ -19,7 +20,7 @@ type GPUSet struct {
 	Accel []string `json:"accel,omitempty"`
 }
 
-// Limits of a GPU list: a minor of 255 or above is not a GPU (nvidiactl is
+// Limits of a GPU list. A minor of 255 or above is not a GPU (nvidiactl is
 // 195:255), and no host has more GPUs than a list may name.
 const (
 	maxGPUMinor    = 254
@@ -27,10 +28,11 @@ const (
 	maxUUIDLen     = 96
 )
 
-// ParseGPUList reads a GPU list as Slurm and CUDA write one: "0,1", "0-3",
-// "GPU-8f2c...,MIG-1a2b...", or a mix, and other vendors' accelerators by
+// ParseGPUList reads a GPU list as Slurm and CUDA write one ("0,1", "0-3",
+// "GPU-8f2c...,MIG-1a2b...", or a mix), and other vendors' accelerators by
 // their IDs ("amd:0-1", "0000:03:00.0", "card1"). An empty list is an empty
-// set (a job given no GPU). Duplicates are dropped; the set comes back sorted.
+// set (a job given no GPU). Duplicates are dropped, and the set comes back
+// sorted.
 func ParseGPUList(list string) (GPUSet, error) {
 	var s GPUSet
 	list = strings.TrimSpace(list)
@@ -90,7 +92,7 @@ func minorRange(item string) (lo, hi int, err error) {
 }
 
 func minor(s string) (int, error) {
-	// Base 10 takes no sign, prefix or underscore: digits alone.
+	// Base 10 takes digits alone, with no sign, prefix or underscore.
 	n, err := strconv.ParseUint(s, 10, 16)
 	if err != nil || len(s) > 3 {
 		return 0, fmt.Errorf("not a number")
@@ -101,8 +103,8 @@ func minor(s string) (int, error) {
 	return int(n), nil
 }
 
-// validUUID accepts what NVML prints in a UUID: letters, digits, '-' and, in
-// MIG UUIDs of old drivers, '/'.
+// validUUID accepts what NVML prints in a UUID, that is letters, digits,
+// '-' and, in MIG UUIDs of old drivers, '/'.
 func validUUID(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -113,7 +115,7 @@ func validUUID(s string) bool {
 	return true
 }
 
-// String writes the set as a list ParseGPUList reads back: "0,1,GPU-...".
+// String writes the set as a list ParseGPUList reads back, as "0,1,GPU-...".
 func (s GPUSet) String() string {
 	parts := make([]string, 0, len(s.Minors)+len(s.UUIDs)+len(s.Accel))
 	for _, n := range s.Minors {
@@ -126,7 +128,7 @@ func (s GPUSet) String() string {
 
 // AllocationEnv are the variables a Slurm prolog (or a job's launcher) is
 // given that name the job's GPUs, NVIDIA's then AMD's then Intel's. Of
-// each vendor's the first set is trusted (envVendors): SLURM_JOB_GPUS is
+// each vendor's the first set is trusted (envVendors). SLURM_JOB_GPUS is
 // Slurm's own, and CUDA_VISIBLE_DEVICES holds the same numbers in a prolog.
 var AllocationEnv = []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}
 
@@ -177,9 +179,9 @@ func AllocationFromEnv(getenv func(string) string) (set *GPUSet, source string, 
 	return nil, "", nil
 }
 
-// vendorList reads one vendor's variable: NVIDIA's as ParseGPUList does,
-// another's indexes ("0,2"; Level Zero's "0.1" is tile 1 of device 0) as
-// VENDOR:N, and an AMD UUID (GPU-...) as amd:GPU-....
+// vendorList reads one vendor's variable. NVIDIA's is read as ParseGPUList
+// does, another's indexes ("0,2", or Level Zero's "0.1", tile 1 of device
+// 0) as VENDOR:N, and an AMD UUID (GPU-...) as amd:GPU-....
 func vendorList(vendor, v string) (GPUSet, error) {
 	if vendor == "" {
 		return ParseGPUList(v)
@@ -196,9 +198,10 @@ func vendorList(vendor, v string) (GPUSet, error) {
 }
 
 // Select keeps, of gpus, those the set names by minor number, by UUID or by
-// one of their MIG devices' UUIDs, and gives the test of a process on them:
-// NVML lists it on a GPU kept, or it holds or maps a /dev/nvidiaN the set
-// names (directly, or through a UUID NVML linked to minor N).
+// one of their MIG devices' UUIDs, and gives the test of a process on them.
+// A process is on them if NVML lists it on a GPU kept, or it holds or maps a
+// /dev/nvidiaN the set names (directly, or through a UUID NVML linked to
+// minor N).
 func (s GPUSet) Select(gpus []GPUUse) (kept []GPUUse, uses func(*Process) bool) {
 	minors := map[int]bool{}
 	for _, n := range s.Minors {

@@ -8,7 +8,7 @@ package snapshot
 type HiddenProcess struct {
 	PID int `json:"pid"`
 	// StartTime and Comm are the kernel's, where the BPF path's task walk
-	// saw the process; zero and empty where /proc alone was read.
+	// saw the process. They are zero and empty where /proc alone was read.
 	StartTime uint64 `json:"start_time,omitempty"`
 	Comm      string `json:"comm,omitempty"`
 	// Why is what /proc showed instead, and how the kernel vouched for the PID.

@@ -7,16 +7,16 @@ import (
 )
 
 // MPSServerExe is the executable of CUDA MPS's server. The control daemon
-// (nvidia-cuda-mps-control) starts one under the UID of its first client; it
+// (nvidia-cuda-mps-control) starts one under the UID of its first client. It
 // owns the GPU contexts its clients' work runs in, and NVML lists it as a
 // compute process beside the clients it lists on the MPS list.
 const MPSServerExe = "nvidia-cuda-mps-server"
 
-// MPSServer reports whether p runs CUDA MPS's server: its exe, not deleted,
-// is named nvidia-cuda-mps-server and its comm is that name cut to 15 bytes.
-// A tenant can name a process so, which the callers bound. Credits credits
-// such a process less, never more, and diff asks for more before it spares
-// one.
+// MPSServer reports whether p runs CUDA MPS's server, that is its exe, not
+// deleted, is named nvidia-cuda-mps-server and its comm is that name cut to
+// 15 bytes. A tenant can name a process so, which the callers bound.
+// Credits credits such a process less, never more, and diff asks for more
+// before it spares one.
 func (p *Process) MPSServer() bool {
 	const commLen = 15 // TASK_COMM_LEN less its NUL
 	return p != nil && !p.ExeDeleted && path.Base(p.Exe) == MPSServerExe && p.Comm == MPSServerExe[:commLen]

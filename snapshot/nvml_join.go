@@ -20,16 +20,16 @@ type GPUUse struct {
 	// Unlisted hold or map the GPU's /dev/nvidiaN but are not listed by NVML.
 	Unlisted []DeviceUser `json:"unlisted,omitempty"`
 	// Unaccounted is the memory no live process accounts for (see
-	// Unaccounted); nil when it cannot be told (no memory, a list NVML
-	// refused, a live process whose memory is not available).
+	// Unaccounted). It is nil when that cannot be told (no memory, a list
+	// NVML refused, a live process whose memory is not available).
 	Unaccounted *uint64  `json:"unaccounted,omitempty"`
 	MIG         []MIGUse `json:"mig,omitempty"`
-	// AccountingMode is GPU.AccountingMode: where "disabled", a process that
-	// uses the GPU and exits between two snapshots leaves no NVML record.
+	// AccountingMode is GPU.AccountingMode. Where it is "disabled", a process
+	// that uses the GPU and exits between two snapshots leaves no NVML record.
 	AccountingMode string `json:"accounting_mode,omitempty"`
 }
 
-// MIGUse is one MIG device: its memory, its processes and what they leave unaccounted.
+// MIGUse is one MIG device with its memory, its processes and what they leave unaccounted.
 type MIGUse struct {
 	GPUInstanceID     int             `json:"gpu_instance_id"`
 	ComputeInstanceID int             `json:"compute_instance_id"`
@@ -43,25 +43,26 @@ type MIGUse struct {
 const (
 	JoinPID       = "pid"       // a process with that host PID
 	JoinNSpid     = "nspid"     // the only process with that PID further down its NSpid chain
-	JoinAmbiguous = "ambiguous" // several processes have that namespaced PID: none is chosen
-	JoinNone      = ""          // no live process: an orphan
-	// JoinDefunct: only a defunct process (a zombie: exited, not reaped) has
-	// that PID, so no live process does: an orphan. Process is the zombie.
+	JoinAmbiguous = "ambiguous" // several processes have that namespaced PID, and none is chosen
+	JoinNone      = ""          // no live process, an orphan
+	// JoinDefunct says only a defunct process (a zombie, exited and not
+	// reaped) has that PID. No live process does, so it is an orphan.
+	// Process is the zombie.
 	JoinDefunct = "defunct"
 )
 
 // GPUProcessUse is a PID NVML lists, joined to its /proc process.
 type GPUProcessUse struct {
-	PID int `json:"pid"` // as NVML gave it: a host PID
-	// Types are the lists it is in: C (compute), G (graphics), M (MPS client).
+	PID int `json:"pid"` // as NVML gave it, a host PID
+	// Types are the lists it is in, C (compute), G (graphics), M (MPS client).
 	Types string `json:"types"`
 	// UsedGPUMemory is the most any list reports for it (a C+G process is
-	// reported in both); nil when NVML has it as not available.
+	// reported in both). It is nil when NVML has it as not available.
 	UsedGPUMemory     *uint64             `json:"used_gpu_memory,omitempty"`
 	GPUInstanceID     *uint32             `json:"gpu_instance_id,omitempty"`
 	ComputeInstanceID *uint32             `json:"compute_instance_id,omitempty"`
 	Utilization       *ProcessUtilization `json:"utilization,omitempty"`
-	Process           *Process            `json:"-"` // the live process; the zombie for JoinDefunct
+	Process           *Process            `json:"-"` // the live process, or the zombie for JoinDefunct
 	Join              string              `json:"join,omitempty"`
 }
 
@@ -74,8 +75,8 @@ type DeviceUser struct {
 }
 
 // GPUUsage joins NVML's GPUs with the snapshot's processes. It works on any
-// Snapshot: one without NVML gives nil, one without processes gives every
-// listed PID as an orphan.
+// Snapshot. One without NVML gives nil, and one without processes gives
+// every listed PID as an orphan.
 func GPUUsage(s *Snapshot) []GPUUse {
 	if len(s.NVML.Devices) == 0 {
 		return nil
@@ -91,7 +92,7 @@ func GPUUsage(s *Snapshot) []GPUUse {
 type joiner struct {
 	s    *Snapshot
 	pids *PIDJoin
-	// byMinor: GPU minor number -> live processes holding or mapping its node.
+	// byMinor maps a GPU minor number to the live processes holding or mapping its node.
 	byMinor map[int][]*Process
 }
 
@@ -113,15 +114,15 @@ func newJoiner(s *Snapshot) *joiner {
 // (docs/spec.md, Process identity). gpusnap ps and diff both join through it,
 // so they never disagree on whether a PID is an orphan.
 type PIDJoin struct {
-	// hostView: the proc root shows kernel threads, which only a procfs of the
-	// host's pid namespace does. Its PIDs are the host PIDs NVML gives, so a
-	// PID not among them is an orphan, never a namespaced PID of some
-	// container process that happens to have the same number.
+	// hostView says the proc root shows kernel threads, which only a procfs
+	// of the host's pid namespace does. Its PIDs are the host PIDs NVML
+	// gives, so a PID not among them is an orphan, never a namespaced PID of
+	// some container process that happens to have the same number.
 	hostView bool
 	byPID    map[int]*Process
-	// nsPIDs: PID in a namespace below the host's -> the live processes that
-	// have it there and hold or map an NVIDIA device, as a process with a GPU
-	// context does.
+	// nsPIDs maps a PID in a namespace below the host's to the live processes
+	// that have it there and hold or map an NVIDIA device, as a process with
+	// a GPU context does.
 	nsPIDs map[int][]*Process
 }
 
@@ -144,10 +145,11 @@ func NewPIDJoin(procs []Process) *PIDJoin {
 	return j
 }
 
-// Process finds the live process NVML means by pid: the process with that
-// host PID; else, where the proc root is not the host's, the only process
-// that has pid further down its NSpid chain and uses an NVIDIA device; else a
-// zombie with that PID, or none. The string says which (JoinPID ...).
+// Process finds the live process NVML means by pid. That is the process
+// with that host PID, else, where the proc root is not the host's, the only
+// process that has pid further down its NSpid chain and uses an NVIDIA
+// device, else a zombie with that PID, or none. The string says which
+// (JoinPID ...).
 func (j *PIDJoin) Process(pid int) (*Process, string) {
 	p := j.byPID[pid]
 	if p != nil && !p.Defunct() {
@@ -232,7 +234,7 @@ type ProcessMerge struct {
 	by    map[int]*GPUProcessUse
 }
 
-// Add merges one of NVML's lists; kind is its letter in Types (C, G or M).
+// Add merges one of NVML's lists, whose letter in Types (C, G or M) is kind.
 func (m *ProcessMerge) Add(kind string, list []GPUProcess) {
 	for _, p := range list {
 		m.Merge(GPUProcessUse{PID: p.PID, Types: kind, UsedGPUMemory: p.UsedGPUMemory,
@@ -295,9 +297,10 @@ func (j *joiner) joined(uses []GPUProcessUse, util []ProcessUtilization) []GPUPr
 }
 
 // Unaccounted is the memory of a GPU or MIG device that no live process
-// accounts for, so a ghost's counts: used memory less the live PIDs' Credits
-// and DriverOwn, floored at zero (NVML's figures can sum past it); nil without
-// a memory figure or a live process's. ps, check, the metrics and diff agree.
+// accounts for, so a ghost's counts. It is used memory less the live PIDs'
+// Credits and DriverOwn, floored at zero (NVML's figures can sum past it),
+// and nil without a memory figure or a live process's. ps, check, the
+// metrics and diff agree.
 func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	if m == nil {
 		return nil
@@ -319,10 +322,11 @@ func Unaccounted(m *Memory, uses []GPUProcessUse) *uint64 {
 	return &left
 }
 
-// DriverOwn is the part of m's used memory the driver keeps for itself:
-// its reserve, where used counts it. NVML's v1 figure does (total = used +
-// free); v2's does not (total = reserved + used + free), so a v2 figure
-// keeps all of used: a dead context smaller than the reserve still shows.
+// DriverOwn is the part of m's used memory the driver keeps for itself, its
+// reserve, where used counts it. NVML's v1 figure does (total = used +
+// free) and v2's does not (total = reserved + used + free). So a v2 figure
+// keeps all of used, and a dead context smaller than the reserve still
+// shows.
 func DriverOwn(m *Memory) uint64 {
 	if m == nil || m.Reserved == nil || m.Used+m.Free != m.Total {
 		return 0

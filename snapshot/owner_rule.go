@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Owner kinds: the ids a cgroup path can carry, as the allow list names them.
+// Owner kinds are the ids a cgroup path can carry, as the allow list names them.
 const (
 	OwnerSlurmJob  = "slurm_job"
 	OwnerPod       = "pod"
@@ -13,8 +13,8 @@ const (
 )
 
 // OwnerCgroup is what the capture read of the cgroup directory whose name
-// carries one owner id, and of every directory above it: whether anyone
-// but root could have made or entered it. Whoever can write a cgroup
+// carries one owner id, and of every directory above it, to tell whether
+// anyone but root could have made or entered it. Whoever can write a cgroup
 // directory can name a child after any job, pod or container, and whoever
 // can write its cgroup.procs can move a process in.
 type OwnerCgroup struct {
@@ -26,7 +26,7 @@ type OwnerCgroup struct {
 	Hierarchy string `json:"hierarchy,omitempty"`
 	// Delegated names the first directory from the root down to Dir that a
 	// non-root uid owns, or whose cgroup.procs a non-root uid or group can
-	// write, and who: "/user.slice/.../x: owned by uid 1001".
+	// write, and who (`/user.slice/.../x: owned by uid 1001`).
 	Delegated string `json:"delegated,omitempty"`
 	// Unread says why the directories could not all be read.
 	Unread string `json:"unread,omitempty"`
@@ -45,7 +45,7 @@ func (p *Process) VerifiedOwner(kind string) string {
 }
 
 // OwnerDoubts says, for each id p's cgroup carries that the owner rule does
-// not vouch for, why: the triage's evidence.
+// not vouch for, why. The reasons are the triage's evidence.
 func (p *Process) OwnerDoubts() []string {
 	var doubts []string
 	for _, kind := range []string{OwnerSlurmJob, OwnerPod, OwnerContainer} {
@@ -82,11 +82,11 @@ func (p *Process) cgroupPaths() []string {
 	return paths
 }
 
-// OwnerDoubt is the owner rule: why an id of kind may be the tenant's own
-// word, or "" where no directory at or above the one that carries it could
-// be written by anyone but root (facts). Without facts (an older snapshot,
-// a --proc-root tree), an id below a user manager (user@UID.service) is
-// doubted by name.
+// OwnerDoubt is the owner rule. It says why an id of kind may be the
+// tenant's own word, or "" where no directory at or above the one that
+// carries it could be written by anyone but root (facts). Without facts
+// (an older snapshot, a --proc-root tree), an id below a user manager
+// (user@UID.service) is doubted by name.
 func OwnerDoubt(kind string, facts []OwnerCgroup, paths []string) string {
 	if facts == nil {
 		for _, path := range paths {
@@ -111,14 +111,14 @@ func OwnerDoubt(kind string, facts []OwnerCgroup, paths []string) string {
 	return "its " + kind + " id's cgroup directory was not read"
 }
 
-// UnderUserManager reports whether p runs below a systemd user manager: a
-// unit there is its user's, not the system's.
+// UnderUserManager reports whether p runs below a systemd user manager,
+// where a unit is its user's, not the system's.
 func (p *Process) UnderUserManager() bool {
 	return slices.ContainsFunc(p.cgroupPaths(), selfNamed)
 }
 
 // selfNamed reports whether a cgroup path lies below a systemd user manager
-// (user@UID.service): that subtree is delegated to its user.
+// (user@UID.service), a subtree delegated to its user.
 func selfNamed(path string) bool {
 	for e := range strings.SplitSeq(path, "/") {
 		if strings.HasPrefix(e, "user@") && strings.HasSuffix(e, ".service") {

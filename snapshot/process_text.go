@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// ProcessKey writes a process's identity, PID@START: its PID and its start
+// ProcessKey writes a process's identity, PID@START, its PID and its start
 // time in clock ticks since boot (docs/spec.md, Process identity). Findings,
 // maps diffs and bundles name processes by it.
 func ProcessKey(pid int, start uint64) string {
@@ -34,10 +34,10 @@ func digits(s string) bool {
 	return s != ""
 }
 
-// ExeText is an executable's path as the kernel's exe link shows it: with
-// " (deleted)" when the file was deleted after the process started; "" when
-// there is none (a kernel thread, a zombie). The path is as captured: escape
-// it before it reaches a terminal.
+// ExeText is an executable's path as the kernel's exe link shows it, with
+// " (deleted)" when the file was deleted after the process started, and ""
+// when there is none (a kernel thread, a zombie). The path is as captured,
+// so escape it before it reaches a terminal.
 func ExeText(exe string, deleted bool) string {
 	if exe != "" && deleted {
 		return exe + " (deleted)"
@@ -45,8 +45,8 @@ func ExeText(exe string, deleted bool) string {
 	return exe
 }
 
-// UserText names the owner of a process: the user name where the capture had
-// one, else "uid N".
+// UserText names the owner of a process by the user name where the capture
+// had one, else "uid N".
 func UserText(user string, uid int) string {
 	if user == "" {
 		return "uid " + strconv.Itoa(uid)
@@ -54,7 +54,7 @@ func UserText(user string, uid int) string {
 	return user
 }
 
-// AttributionText names what a process belongs to, as a summary line says it:
+// AttributionText names what a process belongs to as a summary line says it,
 // "container ID" (shortened as docker ps does), "pod UID", "slurm job ID",
 // each only where known.
 func AttributionText(containerID, podUID, slurmJobID string) []string {

@@ -10,6 +10,6 @@ type Package struct {
 // Hash statuses of Process.HashStatus.
 const (
 	HashOK         = "ok"
-	HashTooLarge   = "too_large"  // larger than the hash limit: not read
-	HashUnreadable = "unreadable" // not opened, or read short: no hash is given for what was not read whole
+	HashTooLarge   = "too_large"  // larger than the hash limit, so not read
+	HashUnreadable = "unreadable" // not opened, or read short, as no hash is given for what was not read whole
 )

@@ -7,10 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// A Raw text is the kernel's bytes, byte for byte, in memory and in JSON:
-// valid UTF-8 is a JSON string, anything else the object {"base64": ...}
+// A Raw text is the kernel's bytes, byte for byte, in memory and in JSON.
+// Valid UTF-8 is a JSON string, anything else the object `{"base64": ...}`
 // of its exact bytes (a JSON string would carry each invalid byte as
-// U+FFFD). Capture never rewrites these texts; the parsed fields beside
+// U+FFFD). Capture never rewrites these texts. The parsed fields beside
 // them are made valid UTF-8 instead.
 
 // rawText is one Raw text in JSON.

@@ -1,7 +1,8 @@
-// Package snapshot captures the GPU-relevant state of a Linux host: every
-// process's identity, device mappings and device holders from /proc, and
-// NVML's view of the GPUs. A Snapshot is plain data: it is stored, diffed and
-// bundled by other packages, and round-trips through JSON unchanged.
+// Package snapshot captures the GPU-relevant state of a Linux host, that is
+// every process's identity, device mappings and device holders from /proc,
+// and NVML's view of the GPUs. A Snapshot is plain data. It is stored,
+// diffed and bundled by other packages, and round-trips through JSON
+// unchanged.
 package snapshot
 
 import (
@@ -11,7 +12,7 @@ import (
 	"time"
 )
 
-// Labels of a snapshot: what it was taken for.
+// Labels of a snapshot say what it was taken for.
 const (
 	LabelSnapshot = "snapshot" // gpusnap snapshot
 	LabelBaseline = "baseline" // gpusnap baseline, before a tenant runs
@@ -24,7 +25,7 @@ type Snapshot struct {
 	Label  string `json:"label"`
 	Tenant string `json:"tenant,omitempty"`
 	// Allocation is the GPUs the scheduler gave Tenant (baseline --gpus, or
-	// the Slurm prolog's environment); nil when no one said.
+	// the Slurm prolog's environment), nil when no one said.
 	Allocation *GPUSet   `json:"allocation,omitempty"`
 	Host       Host      `json:"host"`
 	Scan       Scan      `json:"scan"`
@@ -32,22 +33,22 @@ type Snapshot struct {
 	NVML       NVML      `json:"nvml"`
 	// Accelerators are the other vendors' devices, from the kernel (accel.go).
 	Accelerators *Accelerators `json:"accelerators,omitempty"`
-	// KernelLog is where the kernel log stood: a diff reads the records
+	// KernelLog is where the kernel log stood, so that a diff reads the records
 	// between two snapshots' positions. Nil in snapshots taken before
 	// gpusnap kept it.
 	KernelLog *KernelLogPosition `json:"kernel_log,omitempty"`
 }
 
-// KernelLogPosition is where a kernel log stood when a snapshot was taken:
-// package kmsg reads it, and the records between two of them.
+// KernelLogPosition is where a kernel log stood when a snapshot was taken.
+// Package kmsg reads it, and the records between two of them.
 type KernelLogPosition struct {
 	Source string `json:"source"`            // /dev/kmsg, or the file given with --kmsg
 	BootID string `json:"boot_id,omitempty"` // the boot the log belongs to
 	First  uint64 `json:"first_seq"`         // the oldest record the log still held
-	// Next is the sequence number of the next record to come: the newest
-	// record's plus one, 0 for an empty log.
+	// Next is the sequence number of the next record to come, the newest
+	// record's plus one, or 0 for an empty log.
 	Next uint64 `json:"next_seq"`
-	// Unavailable says why the log could not be read; the other fields are then empty.
+	// Unavailable says why the log could not be read, and the other fields are then empty.
 	Unavailable string `json:"unavailable,omitempty"`
 }
 
@@ -62,11 +63,11 @@ type Host struct {
 	GpusnapVersion string    `json:"gpusnap_version"`
 	ProcRoot       string    `json:"proc_root"`
 	// GPUNodes are the minor numbers (the N of /dev/nvidiaN) of the GPUs the
-	// host showed without NVML: its driver's /proc entries, and its /dev
-	// where the proc root is the live procfs.
+	// host showed without NVML, in its driver's /proc entries and in its
+	// /dev where the proc root is the live procfs.
 	GPUNodes []int `json:"gpu_nodes,omitempty"`
 	// NVIDIADriver is DriverLoaded or DriverNotLoaded, as <proc-root>/devices
-	// says; "" where it could not be read. A check of every GPU on a host
+	// says, or "" where it could not be read. A check of every GPU on a host
 	// where none was seen trusts only DriverNotLoaded to mean none is there.
 	NVIDIADriver string `json:"nvidia_driver,omitempty"`
 }
@@ -78,7 +79,7 @@ const (
 )
 
 // Scan counts what the /proc walk met. A vanished or refused process is not
-// an error: processes exit mid-scan, and PID 1 refuses reads even to root.
+// an error, as processes exit mid-scan and PID 1 refuses reads even to root.
 type Scan struct {
 	ProcessesRead int      `json:"processes_read"`
 	Vanished      int      `json:"vanished"`
@@ -86,27 +87,27 @@ type Scan struct {
 	Refused       int      `json:"refused"`
 	RefusedPIDs   []int    `json:"refused_pids,omitempty"`
 	Errors        []string `json:"errors,omitempty"` // host-level files that could not be read
-	// CapturePath is how the processes were read: "bpf", BPF iterators with
-	// /proc for command lines and cgroups, or "proc", /proc alone. Empty in
+	// CapturePath is how the processes were read, "bpf" for BPF iterators with
+	// /proc for command lines and cgroups, or "proc" for /proc alone. Empty in
 	// snapshots taken before gpusnap had two.
 	CapturePath string `json:"capture_path,omitempty"`
 	// CaptureNote says how the iterators ran (pinned or loaded) on the BPF
 	// path, and why the BPF path was not taken where it was wanted.
 	CaptureNote string `json:"capture_note,omitempty"`
 	// Unreadable counts the processes whose maps or fds could not be read
-	// (Process.Unreadable): what they map or hold is unknown.
+	// (Process.Unreadable), so what they map or hold is unknown.
 	Unreadable int `json:"unreadable"`
 	// Hidden are the PIDs the kernel still had whose /proc directory did
-	// not read as the process (a mount over /proc/PID): what they map or
+	// not read as the process (a mount over /proc/PID). What they map or
 	// hold was not seen.
 	Hidden []HiddenProcess `json:"hidden_processes,omitempty"`
-	// Relists counts the listings of the proc root after the first: while
+	// Relists counts the listings of the proc root after the first. While
 	// processes vanish before they are read, the root is listed again and
 	// the new PIDs read (and the children of a vanished process's parent),
 	// so a process that keeps forking and exiting is seen.
 	Relists int `json:"relists,omitempty"`
 	// Unsettled says why the relisting stopped while processes were still
-	// vanishing unread (a bound was reached): a process that changes its PID
+	// vanishing unread (a bound was reached). A process that changes its PID
 	// faster than the capture reads may have been missed. "" when the
 	// listing settled.
 	Unsettled string `json:"unsettled,omitempty"`
@@ -123,31 +124,31 @@ func (s *Scan) Partial() bool { return s.Unreadable > 0 }
 // Process is one process as /proc showed it.
 type Process struct {
 	PID       int       `json:"pid"`
-	StartTime uint64    `json:"start_time"` // field 22 of /proc/PID/stat: clock ticks since boot
+	StartTime uint64    `json:"start_time"` // field 22 of /proc/PID/stat, in clock ticks since boot
 	Started   time.Time `json:"started"`    // BootTime + StartTime/CLK_TCK
 	PPID      int       `json:"ppid"`
 	// PGID and Session are fields 5 and 6 of stat, the process group and
 	// session, as the capturing procfs numbers them, read for a GPU user and
-	// its ancestors (0 when not read): what tells a restarting loop from a
-	// login session, and what kill -- -PGID ends.
+	// its ancestors (0 when not read). They tell a restarting loop from a
+	// login session, and the group is what kill -- -PGID ends.
 	PGID    int    `json:"pgid,omitempty"`
 	Session int    `json:"session,omitempty"`
 	Comm    string `json:"comm"`
-	// State is the kernel's state letter, field 3 of /proc/PID/stat: R
+	// State is the kernel's state letter, field 3 of /proc/PID/stat. It is R
 	// running, S sleeping, D uninterruptible (disk) wait, Z zombie (exited,
 	// not yet reaped by its parent), T stopped, t traced, X dead, I idle
 	// kernel thread. Empty in snapshots taken before gpusnap kept it.
 	State string `json:"state,omitempty"`
 	// Threads is field 20 of stat, the threads of the process. A Z process
-	// with more than one is alive: its main thread exited, others run.
+	// with more than one is alive, as its main thread exited and others run.
 	Threads int `json:"threads,omitempty"`
 	// LiveThread is the thread (TID) whose task directory was read for the
 	// command line, exe, maps and fds, because the leader had exited (state
-	// Z) while other threads ran; 0 when the process was read as usual.
+	// Z) while other threads ran. It is 0 when the process was read as usual.
 	LiveThread int      `json:"live_thread,omitempty"`
 	Cmdline    []string `json:"cmdline,omitempty"`
 	// CmdlineCut names the whole command line when it was longer than
-	// CmdlineLimit: Cmdline holds the arguments of its first CmdlineLimit bytes.
+	// CmdlineLimit. Cmdline holds the arguments of its first CmdlineLimit bytes.
 	CmdlineCut *Cut `json:"cmdline_cut,omitempty"`
 
 	Exe        string `json:"exe,omitempty"`         // target of /proc/PID/exe, without " (deleted)"
@@ -155,21 +156,21 @@ type Process struct {
 
 	// ExeSHA256 is the SHA-256 of the file the process runs, read through
 	// /proc/PID/exe (a deleted or memfd binary included), for a process that
-	// uses a GPU on the live procfs; HashStatus says whether it was read
+	// uses a GPU on the live procfs. HashStatus says whether it was read
 	// (HashOK, HashTooLarge, HashUnreadable), and Package who installed it.
 	ExeSHA256  string   `json:"exe_sha256,omitempty"`
 	HashStatus string   `json:"hash_status,omitempty"`
 	Package    *Package `json:"package,omitempty"`
-	// ForeignCode is what else it runs: libraries no package installed,
-	// the loader's variables, its mount namespace (a process that uses a
-	// GPU, on the live procfs).
+	// ForeignCode is what else it runs, as libraries no package installed,
+	// the loader's variables and its mount namespace (for a process that
+	// uses a GPU, on the live procfs).
 	ForeignCode *ForeignCode `json:"foreign_code,omitempty"`
 
-	UID  int    `json:"uid"`  // real uid, from status Uid:
+	UID  int    `json:"uid"`  // real uid, from the Uid line of status
 	EUID int    `json:"euid"` // effective uid
 	User string `json:"user,omitempty"`
 
-	NSpid        []int  `json:"nspid,omitempty"`         // status NSpid: host PID first, innermost last
+	NSpid        []int  `json:"nspid,omitempty"`         // status NSpid, host PID first, innermost last
 	PIDNamespace string `json:"pid_namespace,omitempty"` // target of /proc/PID/ns/pid, e.g. pid:[4026531836]
 
 	Cgroups          []string `json:"cgroups,omitempty"` // lines of /proc/PID/cgroup
@@ -179,34 +180,34 @@ type Process struct {
 	SlurmJobID       string   `json:"slurm_job_id,omitempty"`
 	SystemdUnit      string   `json:"systemd_unit,omitempty"`
 	// OwnerCgroups are what the capture read of the cgroup directories that
-	// carry ContainerID, PodUID and SlurmJobID: the owner rule
+	// carry ContainerID, PodUID and SlurmJobID. The owner rule
 	// (VerifiedOwner) vouches for an id only where no one but root could
 	// write them. Nil in a snapshot that did not read them.
 	OwnerCgroups []OwnerCgroup `json:"owner_cgroups,omitempty"`
 	// UnitRestart is the Restart= of SystemdUnit's file (and drop-ins), and
-	// UnitTimer the timer that starts it, for a process that uses a GPU:
-	// what brings it back after a kill.
+	// UnitTimer the timer that starts it, for a process that uses a GPU.
+	// They say what brings it back after a kill.
 	UnitRestart string `json:"unit_restart,omitempty"`
 	UnitTimer   string `json:"unit_timer,omitempty"`
 
 	KernelThread bool `json:"kernel_thread,omitempty"`
 
-	// Mappings are the device mappings: NVIDIA devices first, then every
+	// Mappings are the device mappings, NVIDIA devices first, then every
 	// other device. Past the first MappingsPerDevice lines of one device,
-	// only a line with permissions not yet seen on it is kept; the rest are
-	// counted in MappingRuns.
+	// only a line with permissions not yet seen on it is kept, and the rest
+	// are counted in MappingRuns.
 	Mappings []Mapping `json:"mappings,omitempty"`
 	// MappingRuns summarise, per device, the mapping lines not kept one by one.
 	MappingRuns []MappingRun `json:"mapping_runs,omitempty"`
 	// SuspectAnon are anonymous executable mappings of 64 MiB or more in a
-	// process that also uses an NVIDIA device: CUDA driver allocations look
+	// process that also uses an NVIDIA device, as CUDA driver allocations look
 	// like this. Past the first MappingsPerDevice, they are counted in a run
 	// of MappingRuns of class anon_exec.
 	SuspectAnon []Mapping `json:"suspect_anon_mappings,omitempty"`
 	Holders     []Holder  `json:"holders,omitempty"`
 	// HolderRuns summarise, per device node, the fds not kept one by one
-	// (the mappings' rule: 256 per node, then only a new access mode):
-	// lines counts them, perms holds their access modes.
+	// (by the mappings' rule of 256 per node, then only a new access mode).
+	// Its lines counts them and its perms holds their access modes.
 	HolderRuns []MappingRun `json:"holder_runs,omitempty"`
 	// DRMClients are its open DRM and accel files with their memory and
 	// engine time, where a sys root was read (accel.go).
@@ -218,13 +219,13 @@ type Process struct {
 
 	// Sockets are the internet sockets of a process that uses a GPU (NVML
 	// lists it, or it holds or maps an NVIDIA device), joined by inode to its
-	// network namespace's tables: at most SocketsPerProcess, the rest
-	// counted in SocketsDropped. UnixSockets counts its unix sockets.
+	// network namespace's tables. At most SocketsPerProcess are kept, the
+	// rest counted in SocketsDropped. UnixSockets counts its unix sockets.
 	Sockets        []Socket `json:"sockets,omitempty"`
 	SocketsDropped int      `json:"sockets_dropped,omitempty"`
 	UnixSockets    int      `json:"unix_sockets,omitempty"`
 
-	// Ancestry, Reparented and Wchan place a GPU process (as Sockets): its
+	// Ancestry, Reparented and Wchan place a GPU process (as Sockets) by its
 	// parents up to PID 1 (at most MaxAncestry, nearest first), whether init
 	// or a subreaper adopted it after its parent left, judged by its session,
 	// and in D state the kernel function it waits in, since such a process
@@ -234,15 +235,15 @@ type Process struct {
 	Wchan      string     `json:"wchan,omitempty"`
 
 	// Unreadable names which of the files that show device use, "maps" and
-	// "fd", could not be read (refused, or another error): what the
+	// "fd", could not be read (refused, or another error), so what the
 	// process maps or holds is unknown.
 	Unreadable []string `json:"unreadable,omitempty"`
 
-	// Errors names what could not be read for this process ("exe: permission denied").
+	// Errors names what could not be read for this process (`exe: permission denied`).
 	Errors []string `json:"errors,omitempty"`
 }
 
-// Raw is the unparsed text of a process's files, as captured: each at most
+// Raw is the unparsed text of a process's files as captured, each at most
 // TextLimit bytes, the whole of a longer one named in Cuts.
 type Raw struct {
 	Maps    string `json:"maps"`
@@ -267,17 +268,17 @@ const (
 type Cut struct {
 	Length int64  `json:"length"` // bytes in the whole text
 	SHA256 string `json:"sha256"` // of the whole text
-	// Partial: the text went on past maxFileSize (64 MiB), where reading
-	// stopped; Length and SHA256 are of its first 64 MiB.
+	// Partial says the text went on past maxFileSize (64 MiB), where reading
+	// stopped. Length and SHA256 are of its first 64 MiB.
 	Partial bool `json:"partial,omitempty"`
 }
 
 // MappingsPerDevice is how many maps lines of one device a snapshot keeps one
-// by one; MappingRun counts the rest.
+// by one. MappingRun counts the rest.
 const MappingsPerDevice = 256
 
-// MappingRun summarises the maps lines of one device that were not kept:
-// a tenant can map a device 100,000 times.
+// MappingRun summarises the maps lines of one device that were not kept,
+// since a tenant can map a device 100,000 times.
 type MappingRun struct {
 	Path     string   `json:"path"` // "" for the lines of devices past the last run kept
 	Class    string   `json:"class"`
@@ -303,7 +304,7 @@ type Mapping struct {
 	Size    uint64 `json:"size"`
 	Perms   string `json:"perms"` // rwxs / rwxp as in maps
 	Offset  uint64 `json:"offset"`
-	Dev     string `json:"dev"` // the maps dev field: the filesystem holding the node, not the device
+	Dev     string `json:"dev"` // the maps dev field, the filesystem holding the node, not the device
 	Inode   uint64 `json:"inode"`
 	Path    string `json:"path,omitempty"` // without " (deleted)"
 	Deleted bool   `json:"deleted,omitempty"`
@@ -311,7 +312,7 @@ type Mapping struct {
 	DeviceNumber DeviceNumber `json:"device_number,omitzero"`
 	DeviceType   string       `json:"device_type,omitempty"` // char or block, where DeviceNumber is known
 	Class        string       `json:"class"`
-	// GPUMinor is N of /dev/nvidiaN (or the minor of a 195 device below 255): the GPU with NVML minor number N.
+	// GPUMinor is N of /dev/nvidiaN (or the minor of a 195 device below 255), the GPU with NVML minor number N.
 	GPUMinor *int `json:"gpu_minor,omitempty"`
 }
 
@@ -327,7 +328,7 @@ func (m Mapping) Line() string {
 	return fmt.Sprintf("%s %s %08x %s %d %s", m.Address, m.Perms, m.Offset, m.Dev, m.Inode, path)
 }
 
-// Holder is an open file descriptor on a device: what fuser -v shows.
+// Holder is an open file descriptor on a device, as fuser -v shows it.
 type Holder struct {
 	FD           int          `json:"fd"`
 	Target       string       `json:"target"` // link target of /proc/PID/fd/FD, without " (deleted)"
@@ -338,13 +339,13 @@ type Holder struct {
 	DeviceType   string       `json:"device_type,omitempty"`
 	Class        string       `json:"class"`
 	GPUMinor     *int         `json:"gpu_minor,omitempty"`
-	// TID is the thread whose own fd table holds the fd (a thread cloned
-	// without CLONE_FILES: /proc/PID/fd shows the leader's table only); 0
-	// for the process's table.
+	// TID is the thread whose own fd table holds the fd, for a thread cloned
+	// without CLONE_FILES, as /proc/PID/fd shows the leader's table only. It
+	// is 0 for the process's table.
 	TID int `json:"tid,omitempty"`
 	// RingSlot is set for a file registered with the io_uring open as FD
-	// (IORING_REGISTER_FILES): the slot of the ring's table that holds it.
-	// Such a file has no fd of its own; its Access is the most it can be
+	// (IORING_REGISTER_FILES), the slot of the ring's table that holds it.
+	// Such a file has no fd of its own. Its Access is the most it can be
 	// (rw), the ring showing none, and its class comes from its path alone.
 	RingSlot *int `json:"ring_slot,omitempty"`
 }
@@ -352,7 +353,7 @@ type Holder struct {
 // Writable reports whether the descriptor was opened for writing.
 func (h Holder) Writable() bool { return h.Access == "w" || h.Access == "rw" }
 
-// Key is the process identity PID@START (ProcessKey): a reused PID is a new process.
+// Key is the process identity PID@START (ProcessKey), so a reused PID is a new process.
 func (p *Process) Key() string { return ProcessKey(p.PID, p.StartTime) }
 
 // Defunct reports whether the process has exited, as an unreaped zombie (Z)
@@ -382,13 +383,13 @@ func (p *Process) UsesNVIDIA() bool {
 // NVML is NVML's view of the host at capture time.
 type NVML struct {
 	Source string `json:"source"` // library, fixture:PATH, or disabled
-	// Unavailable says why NVML could not be read at all ("library not found"); empty when it was.
+	// Unavailable says why NVML could not be read at all ("library not found"), empty when it was.
 	Unavailable       string `json:"unavailable,omitempty"`
 	DriverVersion     string `json:"driver_version,omitempty"`
 	NVMLVersion       string `json:"nvml_version,omitempty"`
 	CUDADriverVersion int    `json:"cuda_driver_version,omitempty"`
 	Devices           []GPU  `json:"devices,omitempty"`
-	// Missing records, per value NVML could not give, why ("devices[0].memory.reserved": "not supported").
+	// Missing records, per value NVML could not give, why (`"devices[0].memory.reserved": "not supported"`).
 	Missing map[string]string `json:"missing,omitempty"`
 }
 
@@ -406,10 +407,10 @@ type GPU struct {
 	ProcessUtilization []ProcessUtilization `json:"process_utilization,omitempty"`
 	// Utilization is the GPU's own busy figures (nvmlDeviceGetUtilizationRates).
 	Utilization *Utilization `json:"utilization,omitempty"`
-	MIGMode     *int         `json:"mig_mode,omitempty"` // current mode: 1 enabled, 0 disabled
+	MIGMode     *int         `json:"mig_mode,omitempty"` // current mode, 1 enabled, 0 disabled
 	MIGDevices  []MIGDevice  `json:"mig_devices,omitempty"`
-	// AccountingMode is NVML's accounting mode: "enabled" or "disabled"
-	// (nvidia-smi -am 1 turns it on, as root); empty where it was not read.
+	// AccountingMode is NVML's accounting mode, "enabled" or "disabled"
+	// (nvidia-smi -am 1 turns it on, as root), empty where it was not read.
 	AccountingMode string `json:"accounting_mode,omitempty"`
 	// Accounting is the driver's record of each process that ran on the GPU
 	// while accounting was on, exited ones included (nvmlDeviceGetAccountingPids
@@ -473,7 +474,7 @@ type ProcessUtilization struct {
 	Timestamp uint64 `json:"timestamp,omitempty"` // microseconds, NVML's clock
 }
 
-// ProcessList is one of NVML's process lists of a GPU or MIG device: the
+// ProcessList is one of NVML's process lists of a GPU or MIG device, with the
 // kind letter ProcessMerge records, the JSON field (the key of its Missing
 // entry) and the processes.
 type ProcessList struct {
@@ -481,7 +482,7 @@ type ProcessList struct {
 	Processes   []GPUProcess
 }
 
-// ProcessLists are the GPU's compute, graphics and MPS lists: every reader
+// ProcessLists are the GPU's compute, graphics and MPS lists. Every reader
 // of who NVML lists walks these, so a list added is seen by all of them.
 func (g *GPU) ProcessLists() []ProcessList {
 	return processLists(g.ComputeProcesses, g.GraphicsProcesses, g.MPSProcesses)
@@ -510,7 +511,7 @@ type MIGDevice struct {
 	Utilization *Utilization `json:"utilization,omitempty"`
 }
 
-// NewID returns a snapshot id that sorts by time: UTC to the microsecond, then
+// NewID returns a snapshot id that sorts by time, UTC to the microsecond, then
 // random hex so two hosts or two captures in one microsecond never collide.
 func NewID(t time.Time) string {
 	var b [3]byte

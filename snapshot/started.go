@@ -2,8 +2,8 @@ package snapshot
 
 import "time"
 
-// UserHZ is USER_HZ, the unit of stat's starttime: 100 on every Linux ABI
-// (sysconf(_SC_CLK_TCK) would need cgo for a constant).
+// UserHZ is USER_HZ, the unit of stat's starttime, which is 100 on every
+// Linux ABI (sysconf(_SC_CLK_TCK) would need cgo for a constant).
 const UserHZ = 100
 
 // StartedAt is the wall time of a start time in clock ticks since boot

@@ -72,16 +72,6 @@ func sourceFilesUnder(t *testing.T, fset *token.FileSet, root string) map[string
 // measured by colonHabit (docs/testing.md has the figures).
 const colonHabitBound = 0.10
 
-// colonHabitToday holds each package that ran above colonHabitBound when
-// the bound came in at the figure it had then, and two hundredths more for
-// work under way, so that none gets worse. A package rewritten to the bound
-// leaves the list.
-var colonHabitToday = map[string]float64{
-	"capture":  0.55,
-	"reap":     0.49,
-	"snapshot": 0.48,
-}
-
 // maxMarksPerGroup bounds the colons and semicolons of one comment group
 // beyond its sentences: a group of two sentences may hold two.
 const maxMarksPerGroup = 1
@@ -111,7 +101,8 @@ func colonHabit(g *ast.CommentGroup) (marks, sentences int) {
 
 // TestCommentColonHabit fails on a comment group with more colons and
 // semicolons than sentences by more than maxMarksPerGroup, naming its file
-// and line. It fails on a package whose comments run above its bound too.
+// and line. It fails on a package whose comments run above
+// colonHabitBound too.
 func TestCommentColonHabit(t *testing.T) {
 	fset := token.NewFileSet()
 	var failed []string
@@ -132,20 +123,8 @@ func TestCommentColonHabit(t *testing.T) {
 		}
 	}
 	for pkg, c := range byPackage {
-		habit := float64(c.marks) / float64(c.sentences)
-		bound, listed := colonHabitToday[pkg]
-		switch {
-		case !listed && habit > colonHabitBound:
+		if habit := float64(c.marks) / float64(c.sentences); habit > colonHabitBound {
 			failed = append(failed, fmt.Sprintf("%s: %.3f colons and semicolons a sentence, over %.2f", pkg, habit, colonHabitBound))
-		case listed && habit > bound:
-			failed = append(failed, fmt.Sprintf("%s: %.3f colons and semicolons a sentence, over the %.2f it had", pkg, habit, bound))
-		case listed && habit <= colonHabitBound:
-			failed = append(failed, fmt.Sprintf("%s: %.3f colons and semicolons a sentence: take it off colonHabitToday", pkg, habit))
-		}
-	}
-	for pkg := range colonHabitToday {
-		if byPackage[pkg] == nil {
-			failed = append(failed, pkg+": in colonHabitToday, but no such package")
 		}
 	}
 	sort.Strings(failed)
