@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -118,4 +119,27 @@ func FuzzJSONWriter(f *testing.F) {
 			t.Fatalf("the writer gave\n%s\njson.Marshal (%v)\n%s", got, err, want)
 		}
 	})
+}
+
+// A record whose written JSON is not the JSON it was stored with, or that
+// the writer refuses, is decoded and marshalled instead: the writer can make
+// show --json faster, never different.
+func TestJSONWriterFallsBack(t *testing.T) {
+	codec, _ := processWriter(t)
+	p := fullProcess(t)
+	want, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := func(r *reader, out []byte) ([]byte, bool, bool, error) {
+		r.pos = len(r.b)
+		return append(out, "{}"...), false, false, nil
+	}
+	refuse := func(_ *reader, out []byte) ([]byte, bool, bool, error) { return out, false, false, errNoWriter }
+	for name, w := range map[string]jsonWriter{"wrong": wrong, "refused": refuse} {
+		rec := storedRec{sum: sha256.Sum256(want), bin: codec.encode(p), dec: codec.dec, js: w}
+		if got, err := rec.marshalJSON(); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: marshalJSON gives (%v)\n%s\nwant\n%s", name, err, got, want)
+		}
+	}
 }
