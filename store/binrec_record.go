@@ -141,6 +141,7 @@ type storedRec struct {
 	bin  []byte
 	typ  uint64
 	dec  decoder
+	js   jsonWriter // nil where the stored type has none (compileJSONWriter)
 }
 
 // decode fills out, a zero Process, from the record. A binary record's
@@ -156,6 +157,11 @@ func (r *storedRec) decode(out *snapshot.Process, lists map[*desc]sharedList) er
 // record's JSON is what its process marshals to.
 func (r *storedRec) marshalJSON() ([]byte, error) {
 	js := r.json
+	if r.js != nil {
+		if out, err := writeJSON(r.js, r.bin); err == nil && sha256.Sum256(out) == r.sum {
+			return out, nil
+		}
+	}
 	if r.dec != nil {
 		var p snapshot.Process
 		if err := decodeBinary(r.dec, r.bin, &p); err != nil {
@@ -177,7 +183,7 @@ func (r *storedRec) marshalJSON() ([]byte, error) {
 type records struct {
 	procs *bolt.Bucket
 	types *bolt.Bucket // nil in a store no binary record was written to
-	plans map[uint64]decoder
+	plans map[uint64]plan
 	cur   *bolt.Cursor
 	at    uint64 // the record cur is on, or 0 for none
 }
@@ -223,7 +229,7 @@ func detach(recs []*storedRec) {
 }
 
 func newRecords(tx *bolt.Tx, procs *bolt.Bucket) *records {
-	return &records{procs: procs, types: tx.Bucket(bucketTypes), plans: map[uint64]decoder{}}
+	return &records{procs: procs, types: tx.Bucket(bucketTypes), plans: map[uint64]plan{}}
 }
 
 // get reads record seq. missing is a record too short to hold its hash.
@@ -257,31 +263,41 @@ func (rs *records) parse(v []byte) (storedRec, error) {
 	if k <= 0 {
 		return rec, fmt.Errorf("binary record without a type")
 	}
-	dec, err := rs.plan(typ)
-	rec.bin, rec.typ, rec.dec = bin[k:], typ, dec
+	pl, err := rs.plan(typ)
+	rec.bin, rec.typ, rec.dec, rec.js = bin[k:], typ, pl.dec, pl.js
 	return rec, err
 }
 
-// plan compiles the decoder of stored type id into today's Process.
-func (rs *records) plan(id uint64) (decoder, error) {
-	if dec, ok := rs.plans[id]; ok {
-		return dec, nil
+// A plan is how a stored record type reads into today's Process: its
+// decoder, and its JSON writer where it has one.
+type plan struct {
+	dec decoder
+	js  jsonWriter
+}
+
+// plan compiles the decoder and JSON writer of stored type id into today's
+// Process.
+func (rs *records) plan(id uint64) (plan, error) {
+	if pl, ok := rs.plans[id]; ok {
+		return pl, nil
 	}
 	var v []byte
 	if rs.types != nil {
 		v = rs.types.Get(seqKey(id))
 	}
 	if v == nil {
-		return nil, fmt.Errorf("record type %d is missing", id)
+		return plan{}, fmt.Errorf("record type %d is missing", id)
 	}
 	d, err := parseDesc(v)
 	if err != nil {
-		return nil, fmt.Errorf("record type %d: %w", id, err)
+		return plan{}, fmt.Errorf("record type %d: %w", id, err)
 	}
 	dec, err := compileDecoder(d, processType)
 	if err != nil {
-		return nil, fmt.Errorf("record type %d: %w", id, err)
+		return plan{}, fmt.Errorf("record type %d: %w", id, err)
 	}
-	rs.plans[id] = dec
-	return dec, nil
+	pl := plan{dec: dec}
+	pl.js, _ = compileJSONWriter(d, processType) // none: decode and marshal
+	rs.plans[id] = pl
+	return pl, nil
 }

@@ -108,6 +108,10 @@ func roundTrip(t *testing.T, p *snapshot.Process) {
 		t.Errorf("binary record decodes to\n%+v\nJSON to\n%+v", got, viaJSON)
 	}
 	bin := codec.encode(p)
+	_, w := processWriter(t)
+	if js, err := writeJSON(w, bin); err != nil || !bytes.Equal(js, want) {
+		t.Fatalf("the JSON writer gives (%v)\n%s\nwant\n%s", err, js, want)
+	}
 	wantForm := byte(formBinary)
 	if len(bin) >= compressFrom {
 		wantForm = formBinaryDeflate
