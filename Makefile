@@ -34,9 +34,10 @@ GOBUILD := $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)'
 # The release binary leaves out urfave/cli's Markdown and roff renderers,
 # which every command paid for at start-up (docs/performance.md, Start-up):
 # the man pages come from gpusnap-man, the same source built with them.
-# gpusnap also leaves out the NRI plugin's packages (gpusnap_common): its
-# nri command execs gpusnap-full, every command linked, installed beside it
-# or in ../libexec/gpusnap.
+# gpusnap also leaves out the NRI plugin's packages and Prometheus's client
+# library (gpusnap_common): its nri command and watch --listen exec
+# gpusnap-full, every command linked, installed beside it or in
+# ../libexec/gpusnap.
 FULL_TAGS := urfave_cli_no_docs
 RELEASE_TAGS := $(FULL_TAGS),gpusnap_common
 

@@ -2,7 +2,8 @@
 # bench/startup.sh: what does a gpusnap command cost before it does anything?
 #
 # Builds the release binary as the Makefile does (make's gpusnap: PIE,
-# stripped, urfave/cli's docs and the NRI plugin left out), gpusnap-man (the
+# stripped, urfave/cli's docs, the NRI plugin and Prometheus's client
+# library left out), gpusnap-man (the
 # same source with every command and the docs, as the package's build runs
 # it) and a Go hello world built with the same flags, without and with cgo,
 # then in ONE hyperfine run times, on one host state:

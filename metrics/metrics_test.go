@@ -1,10 +1,9 @@
 package metrics
 
 import (
-	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +69,10 @@ func TestObserve(t *testing.T) {
 	s.Observe(ghostRun())
 	names := []string{"gpusnap_findings", "gpusnap_gpu_unaccounted_memory_bytes", "gpusnap_last_run_timestamp_seconds",
 		"gpusnap_last_run_unchecked", "gpusnap_last_run_verdict"}
-	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(ghostText), names...); err != nil {
+	if err := testutil.GatherAndCompare(s, strings.NewReader(ghostText), names...); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(s.Registry(), "gpusnap_build_info"); err != nil || n != 1 {
+	if n, err := testutil.GatherAndCount(s, "gpusnap_build_info"); err != nil || n != 1 {
 		t.Fatalf("gpusnap_build_info: %d series, %v", n, err)
 	}
 
@@ -82,13 +81,13 @@ func TestObserve(t *testing.T) {
 	s.Observe(Run{Command: "diff", End: time.Unix(1764500100, 0), Verdict: VerdictClean,
 		GPUs: []snapshot.GPUUse{{UUID: "GPU-aaaa", Memory: &snapshot.Memory{}, Unaccounted: u64(0)}}})
 	for name, want := range map[string]int{"gpusnap_findings": 0, "gpusnap_gpu_unaccounted_memory_bytes": 1, "gpusnap_last_run_verdict": 3} {
-		if n, err := testutil.GatherAndCount(s.Registry(), name); err != nil || n != want {
+		if n, err := testutil.GatherAndCount(s, name); err != nil || n != want {
 			t.Errorf("%s after a clean run: %d series (want %d), %v", name, n, want, err)
 		}
 	}
 	// Another command's run sits beside it.
 	s.Observe(Run{Command: "check", End: time.Unix(1764500200, 0), Verdict: VerdictError})
-	if n, _ := testutil.GatherAndCount(s.Registry(), "gpusnap_last_run_verdict"); n != 6 {
+	if n, _ := testutil.GatherAndCount(s, "gpusnap_last_run_verdict"); n != 6 {
 		t.Errorf("verdicts of diff and check: %d series, want 6", n)
 	}
 }
@@ -114,51 +113,31 @@ func TestWriteTextfile(t *testing.T) {
 		t.Errorf("textfile dir holds %d entries, want the file alone (no temporary left)", len(entries))
 	}
 	data, _ := os.ReadFile(path)
-	if !strings.Contains(string(data), `gpusnap_findings{class="leftover_worker",command="diff",kind="leftover_device_mapping",severity="high"} 2`) {
-		t.Errorf("textfile lacks the findings:\n%s", data)
+	// The text is client_golang's, byte for byte: families by name, labels
+	// by name, series by their values.
+	want := `# HELP gpusnap_build_info Always 1: the gpusnap version and Go version the command was built with.
+# TYPE gpusnap_build_info gauge
+gpusnap_build_info{command="diff",goversion="` + runtime.Version() + `",version="v1.2.3"} 1` + ghostText
+	if string(data) != want {
+		t.Errorf("textfile:\n%s\nwant:\n%s", data, want)
 	}
 	livetest.PromtoolCheck(t, data)
+
+	// A label value that is not UTF-8 is refused, as client_golang refuses
+	// it, and the file is left as it was.
+	s.Observe(Run{Command: "diff", End: time.Unix(1764500100, 0), Verdict: VerdictClean,
+		GPUs: []snapshot.GPUUse{{UUID: "GPU-\xff", Unaccounted: u64(1)}}})
+	if err := s.WriteTextfile(t.Context(), path); err == nil || !strings.Contains(err.Error(), "not UTF-8") {
+		t.Errorf("a GPU UUID that is not UTF-8: %v", err)
+	}
+	if again, _ := os.ReadFile(path); string(again) != want {
+		t.Errorf("a refused write changed the textfile:\n%s", again)
+	}
 
 	// A directory that is not there: an error naming the file, and nothing written.
 	if err := s.WriteTextfile(t.Context(), filepath.Join(dir, "missing", "gpusnap.prom")); err == nil || !strings.Contains(err.Error(), "missing/gpusnap.prom") {
 		t.Errorf("write into a missing directory: %v", err)
 	}
-}
-
-func TestWatchHandler(t *testing.T) {
-	s := New("v1.2.3")
-	w := s.Watch()
-	w.Events.WithLabelValues("open").Add(3)
-	w.LostEvents.Add(2)
-	w.LastFlush.Set(1764500000)
-	w.SetMode("tracepoint")
-	w.SetMode("proc-connector")
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	res, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := string(raw)
-	for _, want := range []string{
-		`gpusnap_watch_events_total{kind="open"} 3`,
-		`gpusnap_watch_lost_events_total 2`,
-		`gpusnap_watch_last_flush_timestamp_seconds 1.7645e+09`,
-		`gpusnap_watch_mode{mode="proc-connector"} 1`,
-		`gpusnap_watch_mode{mode="tracepoint"} 0`,
-		`gpusnap_build_info{command="watch",`,
-		`process_cpu_seconds_total`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	livetest.PromtoolCheck(t, []byte(body))
 }
 
 // A reap counts its actions by step and outcome, and its next run replaces
@@ -173,11 +152,11 @@ gpusnap_reap_actions{command="reap",result="done",step="freeze"} 1
 gpusnap_reap_actions{command="reap",result="done",step="terminate"} 2
 gpusnap_reap_actions{command="reap",result="left",step="leave"} 1
 `
-	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(reaped), "gpusnap_reap_actions"); err != nil {
+	if err := testutil.GatherAndCompare(s, strings.NewReader(reaped), "gpusnap_reap_actions"); err != nil {
 		t.Error(err)
 	}
 	s.Observe(Run{Command: "reap", End: time.Unix(1764500160, 0), Verdict: VerdictClean})
-	if n, err := testutil.GatherAndCount(s.Registry(), "gpusnap_reap_actions"); err != nil || n != 0 {
+	if n, err := testutil.GatherAndCount(s, "gpusnap_reap_actions"); err != nil || n != 0 {
 		t.Errorf("gpusnap_reap_actions after a reap of nothing: %d series, %v", n, err)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build !gpusnap_common
+
 package metrics
 
 import (
@@ -13,7 +15,9 @@ import (
 
 // Watch is the families of a running `gpusnap watch`, served on /metrics
 // beside the run families and the watch process's own CPU and memory (what
-// watch costs a node is read off process_cpu_seconds_total).
+// watch costs a node is read off process_cpu_seconds_total). They live on a
+// client_golang registry, which only gpusnap-full links (the common build
+// hands watch --listen to it).
 type Watch struct {
 	// Events counts the events recorded, by kind.
 	Events *prometheus.CounterVec
@@ -24,17 +28,22 @@ type Watch struct {
 	// since the epoch.
 	LastFlush prometheus.Gauge
 
+	set   *Set
+	reg   *prometheus.Registry
 	mu    sync.Mutex
 	mode  *prometheus.GaugeVec
 	modes []string // every mode set so far
 }
 
-// Watch registers the watch families on the set's registry. Call it once.
+// Watch registers the watch families on a registry served with the set's
+// families. Call it once.
 // Each of kinds is exported from the start at zero, since a rate over a
 // series that appears late misses its first increase.
 func (s *Set) Watch(kinds ...string) *Watch {
-	s.setBuild("watch")
+	s.SetBuild("watch")
 	w := &Watch{
+		set: s,
+		reg: prometheus.NewRegistry(),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpusnap_watch_events_total",
 			Help: "Events watch recorded, by kind.",
@@ -52,7 +61,7 @@ func (s *Set) Watch(kinds ...string) *Watch {
 			Help: "1 for the way watch hears of events (the hook it loaded, or its fallback), 0 for a mode it left.",
 		}, []string{"mode"}),
 	}
-	s.reg.MustRegister(w.Events, w.LostEvents, w.LastFlush, w.mode,
+	w.reg.MustRegister(w.Events, w.LostEvents, w.LastFlush, w.mode,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	for _, k := range kinds {
@@ -98,8 +107,9 @@ func (w *Watch) SetMode(mode string) {
 	}
 }
 
-// Handler serves the set's families for Prometheus to scrape. A family that
-// fails to gather is an HTTP 500, not a partial page read as complete.
-func (s *Set) Handler() http.Handler {
-	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+// Handler serves the watch's and the set's families for Prometheus to
+// scrape. A family that fails to gather is an HTTP 500, not a partial page
+// read as complete.
+func (w *Watch) Handler() http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{w.set, w.reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }

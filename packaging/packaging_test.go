@@ -369,12 +369,15 @@ var startupCosts = []string{
 }
 
 // fullOnly are the packages the common gpusnap leaves to gpusnap-full, which
-// its nri command execs: the NRI plugin's stub, its WebAssembly runtime and
-// ttrpc.
+// its nri command and watch --listen exec: the NRI plugin's stub, its
+// WebAssembly runtime and ttrpc, and client_golang's registry with the
+// procfs its process collector reads (the textfile writers need neither).
 var fullOnly = []string{
 	"github.com/containerd/nri/pkg/stub",
 	"github.com/tetratelabs/wazero",
 	"github.com/containerd/ttrpc",
+	"github.com/prometheus/client_golang/prometheus",
+	"github.com/prometheus/procfs",
 }
 
 // TestReleaseLeavesStartupCostsOut reads the build commands make runs for
@@ -425,7 +428,7 @@ func TestReleaseLeavesStartupCostsOut(t *testing.T) {
 	}
 	for _, pkg := range fullOnly {
 		if !slices.Contains(full, pkg) {
-			t.Errorf("gpusnap-full (tags %q) lacks %s: it cannot run the nri command", tags["gpusnap-full"], pkg)
+			t.Errorf("gpusnap-full (tags %q) lacks %s: it cannot run nri or watch --listen", tags["gpusnap-full"], pkg)
 		}
 	}
 	if man := deps(tags["gpusnap-man"]); !slices.Contains(man, startupCosts[0]) {

@@ -71,7 +71,7 @@ func idleFallback(b *testing.B, run string) time.Duration {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	r := &recorder{j: j, stats: Stats{Events: map[string]int{}}, log: b.Output(), repeats: newRepeats()}
+	r := &recorder{j: j, metrics: noMetrics{}, stats: Stats{Events: map[string]int{}}, log: b.Output(), repeats: newRepeats()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fb := newFallbackSource(proc, DefaultInterval)

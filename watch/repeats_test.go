@@ -29,7 +29,7 @@ func TestLineageHopsCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	r := &recorder{j: j, stats: Stats{Events: map[string]int{}}, log: io.Discard, repeats: newRepeats()}
+	r := &recorder{j: j, metrics: noMetrics{}, stats: Stats{Events: map[string]int{}}, log: io.Discard, repeats: newRepeats()}
 	ids := newIdentities(proc)
 	at := time.Now()
 	root := &eventlog.Process{PID: 1000, StartTime: 50, Comm: "hop"}

@@ -22,7 +22,6 @@ import (
 	"github.com/gpusnap/gpusnap/bpf"
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/eventlog"
-	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/nvmlread"
 )
 
@@ -48,6 +47,23 @@ const (
 	maxPending = 1 << 17
 )
 
+// Metrics counts what watch records for a metrics server (gpusnap-full's
+// watch --listen serves metrics.Watch). Options without one count nothing.
+type Metrics interface {
+	AddEvent(kind string)
+	AddLost(n uint64)
+	Flushed(t time.Time)
+	SetMode(mode string)
+}
+
+// noMetrics counts nothing, for a watch without a metrics server.
+type noMetrics struct{}
+
+func (noMetrics) AddEvent(string)   {}
+func (noMetrics) AddLost(uint64)    {}
+func (noMetrics) Flushed(time.Time) {}
+func (noMetrics) SetMode(string)    {}
+
 // Options say what to watch and where to record it.
 type Options struct {
 	DB       string // the store file, whose log is eventlog.JournalDir(DB)
@@ -58,10 +74,10 @@ type Options struct {
 	// utilization samples of util records.
 	UtilInterval time.Duration
 	Mode         string
-	Hooks        []bpf.Hook     // the BPF hooks to try, best first (all when nil)
-	Retain       time.Duration  // segments older than this are removed
-	Metrics      *metrics.Watch // none when nil
-	Log          io.Writer      // what the watch says about itself (its mode, what it cannot see, lost events)
+	Hooks        []bpf.Hook    // the BPF hooks to try, best first (all when nil)
+	Retain       time.Duration // segments older than this are removed
+	Metrics      Metrics       // none when nil
+	Log          io.Writer     // what the watch says about itself (its mode, what it cannot see, lost events)
 	// Started, when set, is called once the watch records, with its start record.
 	Started func(eventlog.Event)
 }
@@ -82,6 +98,9 @@ type Stats struct {
 func Run(ctx context.Context, opts Options) (Stats, error) {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = "/proc"
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
 	}
 	opts.Interval = cmpOr(opts.Interval, DefaultInterval)
 	opts.UtilInterval = cmpOr(opts.UtilInterval, DefaultUtilInterval)
@@ -330,7 +349,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 // recorder batches events and appends them to the journal.
 type recorder struct {
 	j       *eventlog.Journal
-	metrics *metrics.Watch
+	metrics Metrics
 	log     io.Writer
 
 	mu      sync.Mutex

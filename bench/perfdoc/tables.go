@@ -17,7 +17,7 @@ type table struct {
 // which runs the in-process benchmarks at their smallest size only.
 func tables(sizes []string, quick bool) []table {
 	return []table{
-		{"Start-up", "`bench/startup.sh`: the release binary as `make` builds it (PIE, stripped, urfave/cli's docs and the NRI plugin left out: `gpusnap nri` execs gpusnap-full) against a Go hello world built with the same flags, the same hello world with cgo (libc linked, as go-nvml needs), and gpusnap-man (the same source with every command and the docs, as the package's build runs it), in one hyperfine run. The figure is CPU (user + system), wall the ratio of medians.", []row{
+		{"Start-up", "`bench/startup.sh`: the release binary as `make` builds it (PIE, stripped, urfave/cli's docs, the NRI plugin and Prometheus's client library left out: `gpusnap nri` and `watch --listen` exec gpusnap-full) against a Go hello world built with the same flags, the same hello world with cgo (libc linked, as go-nvml needs), and gpusnap-man (the same source with every command and the docs, as the package's build runs it), in one hyperfine run. The figure is CPU (user + system), wall the ratio of medians.", []row{
 			hyperfineRatio("`gpusnap --version` / Go hello world", "startup", "version", "hello", atMost(2, "x")),
 			hyperfineRatio("Go hello world with cgo / Go hello world", "startup", "cgo", "hello", nil),
 			hyperfineRatio("`gpusnap --version` / Go hello world with cgo", "startup", "version", "cgo", nil),

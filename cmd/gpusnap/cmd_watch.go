@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/gpusnap/gpusnap/eventlog"
-	"github.com/gpusnap/gpusnap/metrics"
 	"github.com/gpusnap/gpusnap/watch"
 )
 
@@ -31,7 +27,7 @@ func watchCommand() *cli.Command {
 			&cli.StringFlag{Name: "mode", Value: watch.ModeAuto, Usage: "`MODE`: auto (BPF where it loads, else the fallback), bpf (BPF or exit 2), fallback"},
 			&cli.DurationFlag{Name: "retain", Value: watch.DefaultRetain, Usage: "remove event log segments older than `DUR`"},
 		},
-		Action: action(parseWatch, runWatch),
+		Action: watchAction(),
 	}
 }
 
@@ -63,18 +59,12 @@ func runWatch(ctx context.Context, g globals, o watchOptions) error {
 	opts := watch.Options{DB: g.DB, ProcRoot: g.ProcRoot, NVML: g.nvmlOptions(),
 		Interval: o.Interval, UtilInterval: o.UtilInterval, Mode: o.Mode, Retain: o.Retain, Log: g.Stderr}
 	if o.Listen != "" {
-		set := metrics.New(buildVersion())
-		opts.Metrics = set.Watch(eventlog.KindOpen, eventlog.KindMmap, eventlog.KindExec, eventlog.KindFork, eventlog.KindInherit,
-			eventlog.KindExit, eventlog.KindUsing, eventlog.KindNVML, eventlog.KindGPUEvent, eventlog.KindUtil, eventlog.KindLost)
-		ln, err := net.Listen("tcp", o.Listen)
+		m, stop, err := listenMetrics(g, o.Listen)
 		if err != nil {
-			return fmt.Errorf("--listen: %w", err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", set.Handler())
-		srv := metrics.Serve(ln, mux)
-		defer srv.Close()
-		fmt.Fprintf(g.Stderr, "gpusnap watch: metrics at http://%s/metrics\n", ln.Addr())
+		defer stop()
+		opts.Metrics = m
 	}
 	stats, err := watch.Run(ctx, opts)
 	if err != nil {

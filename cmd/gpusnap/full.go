@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/gpusnap/gpusnap/internal/safepath"
+	"github.com/gpusnap/gpusnap/watch"
 	"github.com/urfave/cli/v2"
 )
 
@@ -29,6 +31,25 @@ func fullPaths(exe string) []string {
 // nriAction hands the NRI plugin (containerd's NRI, its WebAssembly runtime
 // and ttrpc) to gpusnap-full.
 func nriAction() cli.ActionFunc { return execFull }
+
+// watchAction hands watch --listen (client_golang's registry, its process
+// and Go collectors, and the HTTP server) to gpusnap-full. A watch without
+// it runs here.
+func watchAction() cli.ActionFunc {
+	run := action(parseWatch, runWatch)
+	return func(c *cli.Context) error {
+		if c.String("listen") != "" {
+			return execFull(c)
+		}
+		return run(c)
+	}
+}
+
+// listenMetrics is never reached in this build, since watchAction hands
+// --listen over first. It fails closed should that change.
+func listenMetrics(globals, string) (watch.Metrics, func(), error) {
+	return nil, nil, errors.New("watch --listen runs in " + fullName)
+}
 
 // execFull replaces this process by gpusnap-full with the same arguments,
 // environment and descriptors, so that the command's output, signals and

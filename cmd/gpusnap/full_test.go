@@ -36,10 +36,11 @@ func runBin(t *testing.T, bin string, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), stderr.String()
 }
 
-// The common gpusnap (gpusnap_common) hands nri to gpusnap-full beside it
-// or in ../libexec/gpusnap, with its arguments: the plugin's own error
-// reaches the operator, and so does a usage error, word for word as
-// gpusnap-full says it. Without gpusnap-full it exits 2 naming both places.
+// The common gpusnap (gpusnap_common) hands nri and watch --listen to
+// gpusnap-full beside it or in ../libexec/gpusnap, with their arguments: the
+// command's own error reaches the operator, and so does a usage error, word
+// for word as gpusnap-full says it. Without gpusnap-full it exits 2 naming
+// both places, and a watch without --listen still runs in the common build.
 func TestCommonRunsNRIInFull(t *testing.T) {
 	testenv.NotShort(t, "builds gpusnap twice")
 	root := t.TempDir()
@@ -63,6 +64,16 @@ func TestCommonRunsNRIInFull(t *testing.T) {
 	if code != fullCode || stderr != fullStderr || fullCode != exitError {
 		t.Errorf("gpusnap nri --reap-grace -1s: exit %d %q, gpusnap-full's exit %d %q", code, stderr, fullCode, fullStderr)
 	}
+	for _, args := range [][]string{
+		{"watch", "--listen", "127.0.0.1:0", "--mode", "bogus"},                           // gpusnap-full's usage error
+		{"--db", filepath.Join(root, "store.db"), "watch", "--listen", "127.0.0.1:99999"}, // gpusnap-full's listener
+	} {
+		code, stderr = runBin(t, common, args...)
+		fullCode, fullStderr = runBin(t, full, args...)
+		if code != fullCode || stderr != fullStderr || fullCode != exitError || !strings.Contains(stderr, "--") {
+			t.Errorf("gpusnap %v: exit %d %q, gpusnap-full's exit %d %q", args, code, stderr, fullCode, fullStderr)
+		}
+	}
 
 	if err := os.Rename(full, filepath.Join(libexec, "gpusnap-full")); err != nil {
 		t.Fatal(err)
@@ -82,6 +93,14 @@ func TestCommonRunsNRIInFull(t *testing.T) {
 	}
 	if code, stderr := runBin(t, common, "--version"); code != exitClean {
 		t.Errorf("gpusnap --version without gpusnap-full: exit %d\n%s", code, stderr)
+	}
+	code, stderr = runBin(t, common, "watch", "--listen", "127.0.0.1:0")
+	if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "watch runs in gpusnap-full, which cannot be run") {
+		t.Errorf("gpusnap watch --listen without gpusnap-full: exit %d, want 2 and one line\n%s", code, stderr)
+	}
+	code, stderr = runBin(t, common, "watch", "--mode", "bogus")
+	if code != exitError || !strings.Contains(stderr, `--mode "bogus"`) {
+		t.Errorf("gpusnap watch --mode bogus without gpusnap-full: exit %d, want its own usage error\n%s", code, stderr)
 	}
 	refusesFull(t, common, bin, kept, plugin)
 }
