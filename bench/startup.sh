@@ -13,6 +13,7 @@
 #   version   gpusnap --version (it prints whether libnvidia-ml is found)
 #   help      gpusnap --help
 #   man       gpusnap-man --version: what the docs and the NRI plugin cost
+#   nopie     gpusnap --version linked without PIE: what PIE costs
 #   before    $BEFORE --version, when BEFORE names another gpusnap binary
 # and prints each over hello (and version over cgo), CPU (user+system)
 # beside wall. Ratios, not times: these machines are shared and noisy.
@@ -30,6 +31,10 @@ RUNS=${RUNS:-200}
 require_tools go gcc make hyperfine
 
 make -s BUILD="$work" "$work/gpusnap" "$work/gpusnap-man"
+# The same release binary linked without PIE: what position independence
+# costs at start-up (its relocations are applied to every pointer in the
+# binary's data before main runs).
+make -s BUILD="$work/nopie" GOBUILD="go build -trimpath -ldflags '-s -w'" "$work/nopie/gpusnap"
 mkdir "$work/hello"
 cat >"$work/hello/main.go" <<'GO'
 package main
@@ -67,6 +72,7 @@ in_background hyperfine -N --warmup 10 --runs "$RUNS" --export-csv "$work/times.
 	-n version "$work/gpusnap --version" \
 	-n help "$work/gpusnap --help" \
 	-n man "$work/gpusnap-man --version" \
+	-n nopie "$work/nopie/gpusnap --version" \
 	"${before[@]}"
 
 # times.csv: command,mean,stddev,median,user,system,min,max (seconds)
@@ -74,8 +80,8 @@ awk -F, '
 	NR > 1 { median[$1] = $4; cpu[$1] = $5 + $6 }
 	END {
 		printf "\nratio          cpu (user+system)  wall (median)\n"
-		split("cgo version help man before", a, " ")
-		for (i = 1; i <= 5; i++)
+		split("cgo version help man nopie before", a, " ")
+		for (i = 1; i <= 6; i++)
 			if (a[i] in cpu)
 				printf "  %-7s/hello %.2fx              %.2fx\n", a[i], cpu[a[i]] / cpu["hello"], median[a[i]] / median["hello"]
 		printf "  version/cgo   %.2fx              %.2fx\n", cpu["version"] / cpu["cgo"], median["version"] / median["cgo"]

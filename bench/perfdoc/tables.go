@@ -23,6 +23,8 @@ func tables(sizes []string, quick bool) []table {
 			hyperfineRatio("`gpusnap --version` / Go hello world with cgo", "startup", "version", "cgo", nil),
 			hyperfineRatio("`gpusnap --help` / Go hello world", "startup", "help", "hello", nil),
 			hyperfineRatio("`gpusnap-man --version` (urfave/cli's docs and NRI linked) / Go hello world", "startup", "man", "hello", nil),
+			hyperfineRatio("`gpusnap --version` linked without PIE / Go hello world", "startup", "nopie", "hello", nil),
+			hyperfineRatio("`gpusnap --version` / the same linked without PIE", "startup", "version", "nopie", nil),
 		}},
 		commandTable(sizes),
 		inProcessTable(quick),
