@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusnap/gpusnap/capture"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"github.com/gpusnap/gpusnap/store"
 )
@@ -203,7 +204,7 @@ func (sb *storeBench) read() {
 			sb.b.Fatal(err)
 		}
 		mid := time.Now()
-		if _, err := st.GetJSON(m.ID); err != nil {
+		if _, _, err := st.GetJSON(m.ID, render.AppendProcessJSON); err != nil {
 			sb.b.Fatal(err)
 		}
 		d, j := mid.Sub(start), time.Since(mid)

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"runtime"
 	"sync"
@@ -11,16 +12,26 @@ import (
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
-// StoredSnapshotJSON prints a snapshot's stored JSON (compact, as
-// json.Marshal writes it, as store.GetJSON returns it) exactly as
-// SnapshotJSON prints the snapshot, indenting it without decoding and
-// re-encoding it, and without json.Indent's validating scan, which cost more
-// than the rest of show --json (docs/performance.md, The store). raw must be
-// valid JSON, and GetJSON checks what it did not make itself.
-func StoredSnapshotJSON(w io.Writer, raw []byte) error {
-	out := appendIndent(make([]byte, 0, 2*len(raw)), raw, "")
-	_, err := w.Write(append(out, '\n'))
-	return err
+// StoredSnapshotJSON prints a snapshot's stored JSON, as store.GetJSON
+// returns it with AppendProcessJSON, exactly as SnapshotJSON prints the
+// snapshot. head is the snapshot's compact JSON (as json.Marshal writes it)
+// with its processes null, or all of it when procs is nil, and procs are
+// its processes in parts, already indented. Nothing is decoded and
+// encoded again, and head is indented without json.Indent's validating
+// scan, which cost more than the rest of show --json (docs/performance.md,
+// The store). head must be valid JSON, and GetJSON checks what it did not
+// make itself.
+func StoredSnapshotJSON(w io.Writer, head []byte, procs [][]byte) error {
+	hb := appendIndent(nil, head, "")
+	if procs == nil {
+		_, err := w.Write(append(hb, '\n'))
+		return err
+	}
+	at := bytes.Index(hb, processesNull)
+	if at < 0 {
+		return errors.New("the stored snapshot has no processes field")
+	}
+	return writeProcesses(w, hb, at, len(procs), func(c int) ([]byte, error) { return procs[c], nil })
 }
 
 // processesNull is where the processes go in the indented header.
@@ -83,33 +94,63 @@ func SnapshotJSON(w io.Writer, snap *snapshot.Snapshot, encoded [][]byte) error 
 		})
 	}
 
-	// A process is an element of the array "processes" in the top object,
-	// so its lines sit two levels deep, its first after the array's newline.
-	if _, err := io.WriteString(w, string(hb[:at])+`"processes": [`+"\n    "); err != nil {
+	err = writeProcesses(w, hb, at, chunks, func(c int) ([]byte, error) {
+		<-ready[c]
+		if c > 0 { // written, since chunks are asked for in order
+			chunkBufs.Put(out[c-1])
+			out[c-1] = nil
+		}
+		if errs[c] != nil {
+			return nil, errs[c]
+		}
+		return *out[c], nil
+	})
+	if err != nil {
 		next.Store(int64(chunks)) // the workers stop after their chunk
 		return err
 	}
+	chunkBufs.Put(out[chunks-1])
+	return nil
+}
+
+// writeProcesses writes hb, an indented snapshot whose processes field, at
+// at, is null, with the processes of chunk(0) to chunk(chunks-1) in that
+// field instead. Each chunk holds processes as AppendProcessJSON appends them.
+func writeProcesses(w io.Writer, hb []byte, at, chunks int, chunk func(c int) ([]byte, error)) error {
+	// A process is an element of the array "processes" in the top object,
+	// so its lines sit two levels deep, its first after the array's newline.
+	if _, err := io.WriteString(w, string(hb[:at])+`"processes": [`+"\n    "); err != nil {
+		return err
+	}
 	for c := range chunks {
-		<-ready[c]
-		if errs[c] != nil {
-			next.Store(int64(chunks))
-			return errs[c]
+		b, err := chunk(c)
+		if err != nil {
+			return err
 		}
 		if c > 0 {
-			if _, err := io.WriteString(w, ",\n    "); err != nil {
-				next.Store(int64(chunks))
+			if _, err := io.WriteString(w, processSep); err != nil {
 				return err
 			}
 		}
-		if _, err := w.Write(*out[c]); err != nil {
-			next.Store(int64(chunks))
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
-		chunkBufs.Put(out[c])
-		out[c] = nil
 	}
-	_, err = io.WriteString(w, "\n  ]"+string(hb[at+len(processesNull):])+"\n")
+	_, err := io.WriteString(w, "\n  ]"+string(hb[at+len(processesNull):])+"\n")
 	return err
+}
+
+// processSep is what separates two processes in the indented array.
+const processSep = ",\n    "
+
+// AppendProcessJSON appends process, one process's compact JSON, to chunk as
+// the next element of an indented snapshot's processes array, as
+// json.Indent would lay it out there.
+func AppendProcessJSON(chunk, process []byte) []byte {
+	if len(chunk) > 0 {
+		chunk = append(chunk, processSep...)
+	}
+	return appendIndent(chunk, process, "    ")
 }
 
 // encodeProcesses indents procs as the elements of the snapshot's
@@ -120,11 +161,8 @@ func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process, encoded []
 	*buf = (*buf)[:0]
 	enc := json.NewEncoder(scratch)
 	for i := range procs {
-		if i > 0 {
-			*buf = append(*buf, ",\n    "...)
-		}
 		if encoded != nil {
-			*buf = appendIndent(*buf, encoded[i], "    ")
+			*buf = AppendProcessJSON(*buf, encoded[i])
 			continue
 		}
 		scratch.Reset()
@@ -132,7 +170,7 @@ func encodeProcesses(scratch *bytes.Buffer, procs []snapshot.Process, encoded []
 			return nil, err
 		}
 		compact := scratch.Bytes()
-		*buf = appendIndent(*buf, compact[:len(compact)-1], "    ") // less Encode's newline
+		*buf = AppendProcessJSON(*buf, compact[:len(compact)-1]) // less Encode's newline
 	}
 	return buf, nil
 }

@@ -50,13 +50,30 @@ func TestSnapshotJSONAsEncoder(t *testing.T) {
 				t.Errorf("%d processes (stored JSON given: %t): writer printed\n%s\nencoder printed\n%s", n, encoded != nil, got.Bytes(), want.Bytes())
 			}
 		}
-		compact, err := json.Marshal(&s)
+		// As store.GetJSON gives it: the whole when there are no processes,
+		// else the header and the processes in one part and in up to three.
+		head := s
+		head.Processes = nil
+		if n == 0 {
+			head = s
+		}
+		compact, err := json.Marshal(&head)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.Reset()
-		if err := StoredSnapshotJSON(&got, compact); err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Errorf("%d processes: from the stored JSON (%v):\n%s", n, err, got.Bytes())
+		for _, parts := range []int{min(1, n), min(3, n)} {
+			var procs [][]byte
+			for part := range parts {
+				var b []byte
+				for _, p := range stored[part*n/parts : (part+1)*n/parts] {
+					b = AppendProcessJSON(b, p)
+				}
+				procs = append(procs, b)
+			}
+			got.Reset()
+			if err := StoredSnapshotJSON(&got, compact, procs); err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("%d processes in %d parts: from the stored JSON (%v):\n%s", n, parts, err, got.Bytes())
+			}
 		}
 	}
 }

@@ -55,13 +55,15 @@ func (h *Host) Show(id string) (snap *snapshot.Snapshot, err error) {
 }
 
 // StoredJSON is the stored snapshot id (any unique prefix) as the JSON the
-// snapshot was captured as.
-func (h *Host) StoredJSON(id string) (raw []byte, err error) {
+// snapshot was captured as, in store.GetJSON's parts, each process appended
+// by add. The store is closed before the caller writes it out, so a slow
+// reader of the output does not hold it.
+func (h *Host) StoredJSON(id string, add func(part, process []byte) []byte) (head []byte, procs [][]byte, err error) {
 	err = h.read(func(st *store.Store) error {
-		raw, err = st.GetJSON(id)
+		head, procs, err = st.GetJSON(id, add)
 		return err
 	})
-	return raw, err
+	return head, procs, err
 }
 
 // Remove removes the snapshots ids name (any unique prefix), a tenant's

@@ -39,8 +39,8 @@ func TestStoredCommandsOpenOnceAndSayWhatTheyDid(t *testing.T) {
 		t.Errorf("show by prefix: %v", err)
 	}
 	once("Show", true)
-	if raw, err := f.host.StoredJSON(post.ID); err != nil || len(raw) == 0 {
-		t.Errorf("stored JSON: %v, %d bytes", err, len(raw))
+	if head, procs, err := f.host.StoredJSON(post.ID, func(part, process []byte) []byte { return append(part, process...) }); err != nil || len(head) == 0 || len(procs) == 0 {
+		t.Errorf("stored JSON: %v, %d bytes and %d parts", err, len(head), len(procs))
 	}
 	once("StoredJSON", true)
 

@@ -63,7 +63,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 	b.Run("writer", func(b *testing.B) {
 		for b.Loop() {
 			for _, bin := range bins {
-				if _, err := writeJSON(w, bin); err != nil {
+				if _, err := writeJSON(w, bin, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -60,7 +60,7 @@ func wantLoadDamaged(t *testing.T, path, id, want string) {
 	start := time.Now()
 	_, err = s.Get(id)
 	wantDamaged(t, err, want, time.Since(start))
-	_, err = s.GetJSON(id)
+	_, err = compactJSON(s, id)
 	wantDamaged(t, err, want, time.Since(start))
 	wantDamaged(t, checkErr(s.Check()), want, time.Since(start))
 }
@@ -166,7 +166,7 @@ func TestBinaryRecordChangedIsNamed(t *testing.T) {
 	if _, err := s.Get(id); err != nil {
 		t.Fatalf("the changed record no longer decodes: %v", err)
 	}
-	_, err = s.GetJSON(id)
+	_, err = compactJSON(s, id)
 	wantDamaged(t, err, "another SHA-256", 0)
 	rep := mustVerify(t, s, nil)
 	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Detail, "was changed outside gpusnap") {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -30,11 +31,11 @@ var (
 	isZeroerType  = reflect.TypeFor[interface{ IsZero() bool }]()
 )
 
-// writeJSON is the JSON of a whole binary payload, which must be used to its
-// last byte.
-func writeJSON(w jsonWriter, payload []byte) ([]byte, error) {
+// writeJSON appends to dst the JSON of a whole binary payload, which must be
+// used to its last byte.
+func writeJSON(w jsonWriter, payload, dst []byte) ([]byte, error) {
 	r := &reader{b: payload, s: unsafe.String(unsafe.SliceData(payload), len(payload)), budget: decodeBudget(len(payload))}
-	out, _, _, err := w(r, make([]byte, 0, 2*len(payload)+64))
+	out, _, _, err := w(r, slices.Grow(dst, 2*len(payload)+64))
 	if err == nil && r.pos != len(payload) {
 		err = fmt.Errorf("%d bytes after the record", len(payload)-r.pos)
 	}

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/gpusnap/gpusnap/capture"
 	"github.com/gpusnap/gpusnap/internal/scenariodir"
+	"github.com/gpusnap/gpusnap/render"
 	"github.com/gpusnap/gpusnap/snapshot"
 )
 
@@ -44,7 +46,7 @@ func checkWriter(t *testing.T, codec *processCodec, w jsonWriter, p *snapshot.Pr
 		t.Fatalf("pid %d: %v", p.PID, err)
 	}
 	want, wantErr := json.Marshal(&back)
-	got, err := writeJSON(w, bin)
+	got, err := writeJSON(w, bin, nil)
 	if (err != nil) != (wantErr != nil) || (err == nil && !bytes.Equal(got, want)) {
 		i := 0
 		for i < min(len(got), len(want)) && got[i] == want[i] {
@@ -56,9 +58,13 @@ func checkWriter(t *testing.T, codec *processCodec, w jsonWriter, p *snapshot.Pr
 }
 
 // Every process of every side of every scenario, captured from its proc
-// root, writes the JSON that json.Marshal does.
+// root, writes the JSON that json.Marshal does. And each side stored, as show
+// --json prints it from GetJSON's parts made on 1, 2 and 5 CPUs, is byte for
+// byte json.Marshal of the capture indented by json.Indent.
 func TestJSONWriterOnScenarios(t *testing.T) {
 	codec, w := processWriter(t)
+	s, _ := openTemp(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	root := filepath.Join("..", "fixtures", "scenarios")
 	dirs, err := os.ReadDir(root)
 	if err != nil {
@@ -83,12 +89,46 @@ func TestJSONWriterOnScenarios(t *testing.T) {
 				checkWriter(t, codec, w, &snap.Processes[i])
 				procs++
 			}
+			checkShowJSON(t, s, snap)
 		}
 	}
 	if procs < 100 {
 		t.Fatalf("only %d processes in the scenarios", procs)
 	}
 	t.Logf("%d processes", procs)
+}
+
+// checkShowJSON stores snap and checks that show --json's parts, printed,
+// are json.Marshal of snap indented by json.Indent, however many CPUs make
+// them.
+func checkShowJSON(t *testing.T, s *Store, snap *snapshot.Snapshot) {
+	t.Helper()
+	if err := s.Put(snap); err != nil {
+		t.Fatal(err)
+	}
+	compact, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := json.Indent(&want, compact, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	want.WriteByte('\n')
+	for _, cpus := range []int{1, 2, 5} {
+		runtime.GOMAXPROCS(cpus)
+		head, procs, err := s.GetJSON(snap.ID, render.AppendProcessJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := render.StoredSnapshotJSON(&got, head, procs); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("%s on %d CPUs (%d parts): show --json prints\n%s\njson.Indent\n%s", snap.ID, cpus, len(procs), got.Bytes(), want.Bytes())
+		}
+	}
 }
 
 // FuzzJSONWriter writes arbitrary payloads as records of today's Process.
@@ -106,7 +146,7 @@ func FuzzJSONWriter(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		got, err := writeJSON(w, payload)
+		got, err := writeJSON(w, payload, nil)
 		if err != nil {
 			return
 		}
@@ -138,8 +178,8 @@ func TestJSONWriterFallsBack(t *testing.T) {
 	refuse := func(_ *reader, out []byte) ([]byte, bool, bool, error) { return out, false, false, errNoWriter }
 	for name, w := range map[string]jsonWriter{"wrong": wrong, "refused": refuse} {
 		rec := storedRec{sum: sha256.Sum256(want), bin: codec.encode(p), dec: codec.dec, js: w}
-		if got, err := rec.marshalJSON(); err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s: marshalJSON gives (%v)\n%s\nwant\n%s", name, err, got, want)
+		if got, err := rec.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: appendJSON gives (%v)\n%s\nwant\n%s", name, err, got, want)
 		}
 	}
 }

@@ -153,12 +153,12 @@ func (r *storedRec) decode(out *snapshot.Process, lists map[*desc]sharedList) er
 	return decodeShared(r.dec, r.bin, out, lists)
 }
 
-// marshalJSON is the record's JSON, checked against its hash. A binary
-// record's JSON is what its process marshals to.
-func (r *storedRec) marshalJSON() ([]byte, error) {
+// appendJSON appends the record's JSON to dst, checked against its hash. A
+// binary record's JSON is what its process marshals to.
+func (r *storedRec) appendJSON(dst []byte) ([]byte, error) {
 	js := r.json
 	if r.js != nil {
-		if out, err := writeJSON(r.js, r.bin); err == nil && sha256.Sum256(out) == r.sum {
+		if out, err := writeJSON(r.js, r.bin, dst); err == nil && sha256.Sum256(out[len(dst):]) == r.sum {
 			return out, nil
 		}
 	}
@@ -175,7 +175,7 @@ func (r *storedRec) marshalJSON() ([]byte, error) {
 	if sha256.Sum256(js) != r.sum {
 		return nil, errors.New("its JSON has another SHA-256")
 	}
-	return js, nil
+	return append(dst, js...), nil
 }
 
 // records reads process records in one transaction, each record type's

@@ -109,7 +109,7 @@ func roundTrip(t *testing.T, p *snapshot.Process) {
 	}
 	bin := codec.encode(p)
 	_, w := processWriter(t)
-	if js, err := writeJSON(w, bin); err != nil || !bytes.Equal(js, want) {
+	if js, err := writeJSON(w, bin, nil); err != nil || !bytes.Equal(js, want) {
 		t.Fatalf("the JSON writer gives (%v)\n%s\nwant\n%s", err, js, want)
 	}
 	wantForm := byte(formBinary)
@@ -153,7 +153,7 @@ func TestBinaryRecordLiveCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := json.Marshal(snap)
-	got, err := s.GetJSON(snap.ID)
+	got, err := compactJSON(s, snap.ID)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("GetJSON differs from the capture's JSON (%v)", err)
 	}

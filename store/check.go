@@ -96,7 +96,7 @@ func (s *Store) checkRecords(tx *bolt.Tx, r *CheckResult, add func(string, ...an
 		}
 		rec, err := recs.parse(v)
 		if err == nil {
-			_, err = rec.marshalJSON()
+			_, err = rec.appendJSON(nil)
 		}
 		if err != nil {
 			add("process record %d does not match its hash: %v", seq, err)

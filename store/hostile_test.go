@@ -83,7 +83,7 @@ func TestRecordListedAMillionTimes(t *testing.T) {
 	s := reopen(t, path)
 	for name, op := range map[string]func() error{
 		"get":   func() error { _, err := s.Get(snap.ID); return err },
-		"json":  func() error { _, err := s.GetJSON(snap.ID); return err },
+		"json":  func() error { _, err := compactJSON(s, snap.ID); return err },
 		"check": func() error { r, err := s.Check(); return checkErr(r, err) },
 	} {
 		start := time.Now()
@@ -121,7 +121,7 @@ func TestHeaderNotJSON(t *testing.T) {
 	broken := compress(nil, []byte(`{"id":"x","processes":null,"host":{"name":"`))
 	craft(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Put([]byte(snap.ID), broken) })
 	start := time.Now()
-	_, err := reopen(t, path).GetJSON(snap.ID)
+	_, err := compactJSON(reopen(t, path), snap.ID)
 	wantDamaged(t, err, "header is not JSON", time.Since(start))
 }
 

@@ -194,7 +194,7 @@ func (s *Store) storedDigest(tx *bolt.Tx, id string, checked map[uint64]bool) (s
 		// must still hash to what the leaf's digest was made of.
 		if rec, err := recs.parse(v); err != nil {
 			return "", s.damaged("snapshot %s: process record %d was changed: %v", id, seq, err)
-		} else if _, err := rec.marshalJSON(); err != nil {
+		} else if _, err := rec.appendJSON(nil); err != nil {
 			return "", s.damaged("snapshot %s: process record %d was changed: %v", id, seq, err)
 		}
 		checked[seq] = true

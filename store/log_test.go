@@ -375,7 +375,7 @@ func TestDigestIsTheLeafs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.GetJSON(snap.ID)
+	b, err := compactJSON(s, snap.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func allJSON(t *testing.T, s *Store) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, m := range metas {
-		if out[m.ID], err = s.GetJSON(m.ID); err != nil {
+		if out[m.ID], err = compactJSON(s, m.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +90,7 @@ func allJSON(t *testing.T, s *Store) map[string][]byte {
 func wantSameJSON(t *testing.T, s *Store, before map[string][]byte) {
 	t.Helper()
 	for id, want := range before {
-		got, err := s.GetJSON(id)
+		got, err := compactJSON(s, id)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("snapshot %s: JSON changed across the upgrade (%v)", id, err)
 		}
@@ -159,7 +159,7 @@ func TestSchema1Store(t *testing.T) {
 	}
 	wantSameJSON(t, s, before)
 	wantVerified(t, s, cp, cp.Size+1)
-	if got, err := s.GetJSON(again.ID); err != nil || !bytes.Equal(got, jsonWithID(t, before[oldID], oldID, again)) {
+	if got, err := compactJSON(s, again.ID); err != nil || !bytes.Equal(got, jsonWithID(t, before[oldID], oldID, again)) {
 		t.Errorf("the new snapshot's JSON is not the one it shares records with (%v)", err)
 	}
 }

@@ -202,7 +202,7 @@ func (w *recordWriter) reuse(seq uint64, sum [sha256.Size]byte, js, bin []byte) 
 	case err == nil && rec.dec != nil && rec.typ == w.typ && bytes.Equal(rec.bin, bin):
 		return nil
 	case err == nil:
-		_, err = rec.marshalJSON()
+		_, err = rec.appendJSON(nil)
 	}
 	if err != nil {
 		return w.s.damaged("process record %d does not match its hash: %v", seq, err)
@@ -449,10 +449,14 @@ var nullProcesses = []byte(`"processes":null`)
 // the Snapshot given to Put, which marshalling Get's result may not be
 // (invalid UTF-8 reads back as U+FFFD). show --json prints it, so it matches
 // what snapshot --json printed, and each record is checked against its stored
-// JSON hash.
-func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
-	var out []byte
-	err := s.view(func(tx *bolt.Tx) error {
+// JSON hash. It comes in parts. head is the snapshot with `"processes":null`
+// for its processes, or all of it when procs is nil. procs are the processes
+// in order, in as many parts as CPUs, each process's JSON appended to its
+// part by add, so a caller reformatting them does so on every CPU and
+// without a copy of the whole (docs/performance-notes.md, "show --json at
+// 2x show").
+func (s *Store) GetJSON(idOrPrefix string, add func(part, process []byte) []byte) (head []byte, procs [][]byte, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
 		id, err := s.resolve(tx, idOrPrefix)
 		if err != nil {
 			return err
@@ -467,49 +471,71 @@ func (s *Store) GetJSON(idOrPrefix string) ([]byte, error) {
 		if !json.Valid(r.header) {
 			return s.damaged("snapshot %s: header is not JSON", id)
 		}
+		head = r.header
 		if r.procs == nil {
-			out = r.header
 			return nil
 		}
 		at := bytes.Index(r.header, nullProcesses)
 		if at < 0 {
 			return s.damaged("snapshot %s: header has no processes field", id)
 		}
-		procs := make([][]byte, len(r.procs))
-		err = s.parallel(len(procs), func(i int) (err error) {
-			if procs[i], err = r.procs[i].marshalJSON(); err != nil {
-				return s.damaged("snapshot %s: process record %d: %v", id, r.procs[i].seq, err)
+		if len(r.procs) == 0 {
+			head = slices.Concat(r.header[:at], []byte(`"processes":[]`), r.header[at+len(nullProcesses):])
+			return nil
+		}
+		parts := min(runtime.GOMAXPROCS(0), len(r.procs))
+		procs = make([][]byte, parts)
+		return s.parallel(parts, func(w int) error {
+			recs := r.procs[w*len(r.procs)/parts : (w+1)*len(r.procs)/parts]
+			var err error
+			if procs[w], err = processesJSON(recs, add); err != nil {
+				var d *decodeError
+				errors.As(err, &d)
+				return s.damaged("snapshot %s: process record %d: %v", id, recs[d.at].seq, d.err)
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		out = spliceProcesses(r.header, at, procs)
-		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return head, procs, nil
 }
 
-// spliceProcesses puts the processes' JSON in the header's processes field,
-// which starts at at.
-func spliceProcesses(header []byte, at int, procs [][]byte) []byte {
-	size := len(header) + len(procs)
-	for _, p := range procs {
-		size += len(p)
+// processesJSON is the JSON of recs, each process appended by add, in one
+// buffer sized once where it can be, as growing it copied it and faulted in
+// its pages twice (docs/performance-notes.md, "show --json at 2x show"). A
+// record whose JSON does not match its hash is a decodeError.
+func processesJSON(recs []storedRec, add func(part, process []byte) []byte) ([]byte, error) {
+	left := 0
+	for i := range recs {
+		left += recs[i].size()
 	}
-	out := make([]byte, 0, size)
-	out = append(out, header[:at]...)
-	out = append(out, `"processes":[`...)
-	for i, p := range procs {
-		if i > 0 {
-			out = append(out, ',')
+	// Pages the buffer's end never reaches are never faulted in, so room for
+	// more than is made costs nothing.
+	out := make([]byte, 0, 4*left)
+	var one []byte // a process's JSON, reused
+	read := 0
+	for i := range recs {
+		// Room for what is left at the ratio so far, with an eighth more.
+		if read > 0 {
+			if need := left * len(out) / read * 9 / 8; cap(out)-len(out) < need {
+				out = slices.Grow(out, need)
+			}
 		}
-		out = append(out, p...)
+		var err error
+		if one, err = recs[i].appendJSON(one[:0]); err != nil {
+			return nil, &decodeError{at: i, err: err}
+		}
+		out = add(out, one)
+		n := recs[i].size()
+		read, left = read+n, left-n
 	}
-	out = append(out, ']')
-	return append(out, header[at+len(nullProcesses):]...)
+	return out, nil
 }
+
+// size is how many bytes the record holds.
+func (r *storedRec) size() int { return len(r.bin) + len(r.json) }
 
 // decodeProcesses decodes the records on every CPU. A record that does not
 // decode is a decodeError. With share, a worker reuses the list of its

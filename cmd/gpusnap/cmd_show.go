@@ -34,11 +34,11 @@ func parseShow(c *cli.Context) (showOptions, error) {
 
 func runShow(_ context.Context, g globals, o showOptions) error {
 	if g.JSON {
-		raw, err := g.host().StoredJSON(o.ID)
+		head, procs, err := g.host().StoredJSON(o.ID, render.AppendProcessJSON)
 		if err != nil {
 			return err
 		}
-		return render.StoredSnapshotJSON(g.Stdout, raw)
+		return render.StoredSnapshotJSON(g.Stdout, head, procs)
 	}
 	snap, err := g.host().Show(o.ID)
 	if err != nil {
