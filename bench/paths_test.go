@@ -66,20 +66,27 @@ func pinOnPrivateBPFFS(b *testing.B) {
 }
 
 // startSleepers starts n sleep processes and kills them, by PID, at cleanup.
+// Each child's handle (a pidfd) is released as it starts. Held, the
+// benchmark would hold one fd per sleep, and each later sleep would inherit
+// a fd table as large (thousands of slots for three fds) that every walk of
+// its fds, the floor's and the captures' alike, scans to its end.
 func startSleepers(b *testing.B, n int) {
-	var cmds []*exec.Cmd
+	var pids []int
 	b.Cleanup(func() {
-		for _, c := range cmds {
-			_ = c.Process.Kill()
-			_ = c.Wait()
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_, _ = syscall.Wait4(pid, nil, 0, nil)
 		}
 	})
 	for range n {
 		c := exec.Command("sleep", "3600")
 		if err := c.Start(); err != nil {
-			b.Fatalf("start sleep %d of %d: %v", len(cmds)+1, n, err)
+			b.Fatalf("start sleep %d of %d: %v", len(pids)+1, n, err)
 		}
-		cmds = append(cmds, c)
+		pids = append(pids, c.Process.Pid)
+		if err := c.Process.Release(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
