@@ -291,10 +291,22 @@ func (cfg *scanConfig) tryBPF(ctx context.Context, path string, mem *refusalMemo
 			}
 		}
 	} else {
-		results, err = cfg.scanBPF(ctx, walk, pids)
+		watch := cfg.watchMounts()
+		results, err = cfg.scanBPF(ctx, walk, pids, watch)
 		walk.Close()
+		watch.close()
+		how := ""
+		if errors.Is(err, errMountsMoved) {
+			// What the fill-in read proves nothing, so the walk is taken
+			// again, with each directory proven.
+			if walk, err = openWalk(); err == nil {
+				results, err = cfg.scanBPF(ctx, walk, pids, nil)
+				walk.Close()
+				how = ", walked again with each directory proven (a mount was made or removed during the fill-in)"
+			}
+		}
 		if err == nil {
-			scan.CapturePath, scan.CaptureNote = PathBPF, walk.How
+			scan.CapturePath, scan.CaptureNote = PathBPF, walk.How+how
 			mem.forget()
 			return results, "", nil
 		}

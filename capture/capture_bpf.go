@@ -61,14 +61,23 @@ const nsecPerTick = uint64(time.Second / snapshot.UserHZ)
 // openWalk opens the iterators.
 var openWalk = bpf.OpenWalk
 
+// fillInRead is called where a fill-in that did not prove directories has
+// read them all, before its mount watch is asked (a test's hook).
+var fillInRead = func() {}
+
 // scanBPF builds the processes from one walk of the iterators.
 //
 // pids is the listing of /proc taken before the walk. The task iterators of
 // this kernel (6.18) never visit PID 1, so every listed PID the walk lacks
 // is read the /proc path's way, as is any process the walk could not
 // finish.
-func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) ([]result, error) {
+//
+// With a mount watch the fill-in reads each process's files in /proc without
+// proving its directory (watchMounts), and the scan fails with
+// errMountsMoved where the watch saw a mount move meanwhile.
+func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int, watch *mountWatch) ([]result, error) {
 	s := newBPFScan(cfg, len(pids))
+	s.unproven = watch != nil
 	if err := walk.EachTask(s.task); err != nil {
 		return nil, err
 	}
@@ -90,6 +99,12 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 		}
 		s.fillIn(w, i)
 	}
+	if watch != nil {
+		fillInRead()
+		if watch.moved() {
+			return nil, errMountsMoved
+		}
+	}
 	for _, pid := range pids {
 		if _, ok := s.index[uint32(pid)]; !ok {
 			s.results = append(s.results, w.process(pid))
@@ -110,6 +125,7 @@ func (cfg *scanConfig) scanBPF(ctx context.Context, walk *bpf.Walk, pids []int) 
 // then fillIn (one call a process, for what /proc still gives).
 type bpfScan struct {
 	cfg         *scanConfig
+	unproven    bool // the fill-in reads in /proc without proving directories (watchMounts)
 	results     []result
 	index       map[uint32]int // pid -> results
 	kthreadComm map[int]bool
@@ -486,15 +502,18 @@ func (s *bpfScan) fillIn(w *worker, i int) {
 	// What /proc shows of the process must be its own, so a directory a
 	// mount hides (a tenant's tree in its place) is read no further. Its
 	// files are read in the directory opened to prove it (in /proc where
-	// it could not be opened, which then says why).
-	fd, hidden := cfg.ownDir(w.r, name)
+	// it could not be opened, which then says why), or in /proc where the
+	// scan's mount watch vouches for every directory.
 	d := procDir{fd: cfg.rootfd, dir: cfg.root, rel: name + "/"}
-	if fd >= 0 {
-		defer w.r.Close(fd, true)
-		d = procDir{fd: fd, dir: cfg.root + "/" + name}
-	}
-	if res.hidden = hidden; hidden != "" {
-		return
+	if !s.unproven {
+		fd, hidden := cfg.ownDir(w.r, name)
+		if fd >= 0 {
+			defer w.r.Close(fd, true)
+			d = procDir{fd: fd, dir: cfg.root + "/" + name}
+		}
+		if res.hidden = hidden; hidden != "" {
+			return
+		}
 	}
 	// A leader that has exited while its threads run has no mm. Its
 	// mappings and fds came from a live thread, and so do its command line

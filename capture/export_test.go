@@ -43,3 +43,12 @@ func CaptureCounting(ctx context.Context, opts Options, suffix string) (*snapsho
 	})
 	return s, n, err
 }
+
+// OnFillInRead has fn called where a BPF capture's fill-in that did not
+// prove directories has read them all, until the returned function
+// restores the hook.
+func OnFillInRead(fn func()) (restore func()) {
+	old := fillInRead
+	fillInRead = fn
+	return func() { fillInRead = old }
+}

@@ -3,8 +3,10 @@ package capture
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/gpusnap/gpusnap/capture/procfs"
+	"github.com/gpusnap/gpusnap/internal/mountinfo"
 	"github.com/gpusnap/gpusnap/snapshot"
 	"golang.org/x/sys/unix"
 )
@@ -143,4 +145,87 @@ func (cfg *scanConfig) ownDir(r *procfs.Reader, name string) (int, string) {
 // directory of the same procfs bound over it.
 func boundOver(other int) string {
 	return "reads as process " + strconv.Itoa(other) + " (a directory bound over the process's)"
+}
+
+// The BPF path's fill-in reads a few files of every process (its exe link,
+// mostly), and proving each directory its own (ownDir) cost as much as those
+// reads. A read lands in the process's own directory without that proof
+// where no mount lies under any process directory of the capture's mount
+// namespace and none is made or removed until the reads are done. mountinfo
+// says the first, and its poll the second, as the kernel marks an open
+// mountinfo on every mount and unmount in its namespace, one made and removed
+// again included (docs/snapshot.md, the BPF path's fill-in).
+
+// mountWatch is the capture's mountinfo, open since before the reads it
+// vouches for.
+type mountWatch struct{ fd int }
+
+// mountInfoLimit bounds the mountinfo read. A namespace with a larger table
+// has every directory proven.
+const mountInfoLimit = 4 << 20
+
+// errMountsMoved says a mount was made or removed while the fill-in read
+// without proving directories, so those reads prove nothing.
+var errMountsMoved = errors.New("a mount was made or removed during the fill-in")
+
+// watchMounts opens the capture's mountinfo and returns its watch where no
+// mount point lies under a process directory of the proc root, else nil, as
+// where mountinfo cannot be read whole: every directory is then proven.
+func (cfg *scanConfig) watchMounts() *mountWatch {
+	fd, err := unix.Open(cfg.root+"/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	m := &mountWatch{fd: fd}
+	var data []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || len(data)+n > mountInfoLimit {
+			m.close()
+			return nil
+		}
+		if n == 0 {
+			break
+		}
+		data = append(data, buf[:n]...)
+	}
+	for line := range strings.Lines(string(data)) {
+		mnt, ok := mountinfo.ParseLine(strings.TrimSuffix(line, "\n"))
+		if !ok || underProcessDir(mnt.Point, cfg.root) {
+			m.close()
+			return nil
+		}
+	}
+	return m
+}
+
+// underProcessDir says whether mount point mp is a process directory of the
+// proc root, or lies within one.
+func underProcessDir(mp, root string) bool {
+	rest, ok := strings.CutPrefix(mp, root+"/")
+	return ok && rest != "" && rest[0] >= '0' && rest[0] <= '9'
+}
+
+// moved says whether a mount was made or removed in the namespace since the
+// watch was opened, or whether the poll that asks failed.
+func (m *mountWatch) moved() bool {
+	fds := []unix.PollFd{{Fd: int32(m.fd), Events: unix.POLLPRI}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n != 0
+	}
+}
+
+// close closes the watch, if any.
+func (m *mountWatch) close() {
+	if m != nil {
+		unix.Close(m.fd)
+	}
 }

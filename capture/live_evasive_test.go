@@ -246,3 +246,67 @@ func TestLiveHiddenWithoutDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveHiddenDuringFillIn: where no mount lies under a process directory,
+// the BPF path's fill-in reads in /proc without proving each directory its
+// own, watched by mountinfo's poll. A mount over a process's directory made
+// once those reads are done (the hook) is seen: the walk is taken again with
+// each directory proven, and the PID is hidden with nothing of the mounted
+// tree read as it. Without the mount, the unproven read gives the exe that
+// /proc/PID/exe gives. Another test's mount under /proc (this host is
+// shared) leaves nothing to watch, or moves the watch: the capture is then
+// taken again, a few times at most.
+func TestLiveHiddenDuringFillIn(t *testing.T) {
+	livetest.Require(t, "sleep", "mount")
+	fakeStat := "1 (bash) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n"
+	for _, mount := range []bool{false, true} {
+		plain := exec.Command("sleep", "300")
+		if err := plain.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = plain.Process.Kill(); _ = plain.Wait() })
+		pid := plain.Process.Pid
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var snap *snapshot.Snapshot
+		watched, mounted := false, false
+		for try := 0; try < 5 && !(watched && (mount || !strings.Contains(snap.Scan.CaptureNote, "walked again"))); try++ {
+			watched = false
+			restore := capture.OnFillInRead(func() {
+				watched = true
+				if mount && !mounted {
+					mounted = true
+					livetest.HideProc(t, pid, map[string]string{"stat": fakeStat, "cgroup": "0::/system.slice/sshd.service\n"})
+				}
+			})
+			snap = capturePath(t, capture.PathBPF)
+			restore()
+		}
+		if !watched {
+			t.Fatalf("mount %v: no capture read without proving directories in 5 tries (note %q)", mount, snap.Scan.CaptureNote)
+		}
+		var q *snapshot.Process
+		if i := slices.IndexFunc(snap.Processes, func(p snapshot.Process) bool { return p.PID == pid }); i >= 0 {
+			q = &snap.Processes[i]
+		}
+		if !mount {
+			if q == nil || q.Exe != exe {
+				t.Errorf("pid %d: the unproven fill-in gave %+v, want exe %q", pid, q, exe)
+			}
+			continue
+		}
+		if !strings.Contains(snap.Scan.CaptureNote, "walked again with each directory proven") {
+			t.Errorf("a mount made during the fill-in, yet the walk was not taken again: note %q", snap.Scan.CaptureNote)
+		}
+		if !slices.ContainsFunc(snap.Scan.Hidden, func(h snapshot.HiddenProcess) bool {
+			return h.PID == pid && strings.Contains(h.Why, "pidfd_open")
+		}) {
+			t.Errorf("pid %d, mounted over during the fill-in, not hidden: %+v", pid, snap.Scan.Hidden)
+		}
+		if q != nil && (q.Comm != "sleep" || len(q.Cgroups) > 0 || q.Raw != nil) {
+			t.Errorf("pid %d kept with the mounted tree's text: %+v", pid, q)
+		}
+	}
+}
