@@ -21,6 +21,7 @@ var (
 	caughtLine = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) caught (\d+/\d+) short-lived device users`)
 	refusedHk  = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) refused: (.*)$`)
 	costLine   = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) open/close: empty programs ([\d.]+x), watch ([\d.]+x)`)
+	aboveLine  = regexp.MustCompile(`^(lsm|fentry|kprobe|tracepoint) watch above empty programs: (-?[\d.]+ points)`)
 	outcome    = regexp.MustCompile(`^\s*--- (FAIL|SKIP): (\S+)`)
 	// cilium/ebpf's words for a kfunc the kernel lacks, shortened for a cell.
 	noKfunc = regexp.MustCompile(`program \S+: fixing up kfuncs: kfunc "(\w+)": not supported`)
@@ -62,6 +63,9 @@ func parseLog(log string) result {
 		case costLine.MatchString(text):
 			c := costLine.FindStringSubmatch(text)
 			r.costs[c[1]] = "; open/close " + c[3] + " (empty programs " + c[2] + ")"
+		case aboveLine.MatchString(text):
+			c := aboveLine.FindStringSubmatch(text)
+			r.costs[c[1]] += ", " + c[2] + " above them round by round"
 		case refusedHk.MatchString(text):
 			c := refusedHk.FindStringSubmatch(text)
 			r.hooks[c[1]] = "refused: " + c[2]
