@@ -258,6 +258,9 @@ func TestLiveHiddenWithoutDevice(t *testing.T) {
 // taken again, a few times at most.
 func TestLiveHiddenDuringFillIn(t *testing.T) {
 	livetest.Require(t, "sleep", "mount")
+	// Taken here, not by the mount in the capture's hook, where waiting on
+	// another package's quiet test would stall the capture.
+	livetest.OwnNoisyHost(t)
 	fakeStat := "1 (bash) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n"
 	for _, mount := range []bool{false, true} {
 		plain := exec.Command("sleep", "300")

@@ -87,6 +87,7 @@ func HideProcBehind(t testing.TB, pid, other int) {
 func mountOverProc(t testing.TB, pid int, mount func(target string) error) string {
 	t.Helper()
 	Require(t)
+	OwnNoisyHost(t)
 	target := "/proc/" + strconv.Itoa(pid)
 	if err := mount(target); err != nil {
 		t.Skipf("livetest: mount over %s: %v", target, err)

@@ -2,6 +2,8 @@ package livetest
 
 import (
 	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -29,20 +31,38 @@ func lockKernelLog(t testing.TB, how int) { lockHost(t, kernelLogLock, how) }
 const deviceNoiseLock = "/tmp/gpusnap-test-device-noise.lock"
 
 // ShareQuietHost is for a test whose watch must lose no event, or whose
-// verdict must not meet another test's short-lived device users. It runs
-// beside other such tests, never beside one that floods the host with device
-// users (a PID hopper's forks, an open flood). Those fill a watch's ring
+// verdict must not meet another test's short-lived device users or hidden
+// processes. It runs beside other such tests, never beside one that floods
+// the host with device users (a PID hopper's forks, an open flood) or hides
+// a process under a mount over /proc/PID. The floods fill a watch's ring
 // buffer, and a process that exits while it is read fails its allow entry
-// closed.
+// closed. A hidden process is rightly a high finding of any whole-host
+// verdict, a gate's refusal.
 func ShareQuietHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_SH) }
 
-// OwnNoisyHost is for a test that floods the host with device users. It
-// waits until no quiet test runs and keeps them out until it ends.
+// OwnNoisyHost is for a test that floods the host with device users or
+// hides a process. It waits until no quiet test runs and keeps them out
+// until it ends.
 func OwnNoisyHost(t testing.TB) { lockHost(t, deviceNoiseLock, syscall.LOCK_EX) }
+
+// heldLocks names, for each lock file, the tests of this process that hold
+// it and how. A test (or a subtest of one) that holds a lock already has it
+// again for free, since a second flock of the same file from this process
+// would wait on the first forever.
+var heldLocks = struct {
+	sync.Mutex
+	by map[string]map[string]int // path -> test name -> how
+}{by: map[string]map[string]int{}}
 
 // lockHost holds the flock how on path until the test ends.
 func lockHost(t testing.TB, path string, how int) {
 	t.Helper()
+	if held, ok := heldBy(t.Name(), path); ok {
+		if held == syscall.LOCK_SH && how == syscall.LOCK_EX {
+			t.Fatalf("test lock %s: held shared by this test, wanted exclusive: take the exclusive one first", path)
+		}
+		return
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatalf("test lock %s: %v", path, err)
@@ -53,7 +73,32 @@ func lockHost(t testing.TB, path string, how int) {
 		f.Close()
 		t.Fatalf("test lock %s: %v", path, err)
 	}
-	t.Cleanup(func() { f.Close() })
+	name := t.Name()
+	heldLocks.Lock()
+	if heldLocks.by[path] == nil {
+		heldLocks.by[path] = map[string]int{}
+	}
+	heldLocks.by[path][name] = how
+	heldLocks.Unlock()
+	t.Cleanup(func() {
+		heldLocks.Lock()
+		delete(heldLocks.by[path], name)
+		heldLocks.Unlock()
+		f.Close()
+	})
+}
+
+// heldBy reports how the test named name, or a test it runs under, holds
+// path.
+func heldBy(name, path string) (how int, ok bool) {
+	heldLocks.Lock()
+	defer heldLocks.Unlock()
+	for holder, h := range heldLocks.by[path] {
+		if name == holder || strings.HasPrefix(name, holder+"/") {
+			return h, true
+		}
+	}
+	return 0, false
 }
 
 // fakeGPULock is one file for every gpusnap test run on the host, since a

@@ -202,3 +202,49 @@ func TestHoldDevZeroIsShmem(t *testing.T) {
 		t.Errorf("pid %d should hold /dev/zero twice", p.PID)
 	}
 }
+
+// fatalRecorder keeps the message of a Fatalf instead of ending the test.
+type fatalRecorder struct {
+	testing.TB
+	fatal string
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(format, args...) }
+
+// TestHostLockTakenOncePerTest: a test, or a subtest of it, that takes a host
+// lock it holds already goes on at once instead of waiting on itself, while
+// any other open of the file is kept out. Asking for the exclusive lock while
+// holding the shared one fails with a line rather than a hang.
+func TestHostLockTakenOncePerTest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.lock")
+	othersKeptOut := func(t *testing.T) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+			t.Errorf("another open took the lock: %v", err)
+		}
+	}
+	t.Run("exclusive", func(t *testing.T) {
+		lockHost(t, path, syscall.LOCK_EX)
+		lockHost(t, path, syscall.LOCK_EX)
+		t.Run("sub", func(t *testing.T) {
+			lockHost(t, path, syscall.LOCK_EX)
+			othersKeptOut(t)
+		})
+		othersKeptOut(t)
+	})
+	t.Run("released", func(t *testing.T) {
+		if _, held := heldBy(t.Name(), path); held {
+			t.Error("still recorded as held after its test ended")
+		}
+		lockHost(t, path, syscall.LOCK_SH)
+		r := &fatalRecorder{TB: t}
+		lockHost(r, path, syscall.LOCK_EX)
+		if !strings.Contains(r.fatal, "held shared by this test") {
+			t.Errorf("shared then exclusive: %q", r.fatal)
+		}
+	})
+}
