@@ -95,6 +95,10 @@ func TestFallbackBlindSaysItsSweep(t *testing.T) {
 // host PID.
 func TestLiveConnectorHearsExec(t *testing.T) {
 	livetest.Require(t)
+	// The connector carries every fork and exit on the host, and another
+	// package's hopper forks thousands a second, enough to overrun the
+	// socket and drop the one exec this test waits for.
+	livetest.ShareQuietHost(t)
 	c, err := openConnector()
 	if err != nil {
 		t.Fatalf("proc connector: %v", err)

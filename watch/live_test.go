@@ -46,10 +46,13 @@ func (l *syncLog) String() string {
 }
 
 // startWatch runs a watch on the store db until stop; it skips the test
-// where BPF is asked for and the kernel refuses it.
+// where BPF is asked for and the kernel refuses it. It shares the quiet
+// host, since each test waits for its own device users' events, which
+// another package's hopper would crowd out of the ring buffer.
 func startWatch(t *testing.T, db string, opts Options) *running {
 	t.Helper()
 	livetest.Require(t)
+	livetest.ShareQuietHost(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{db: db, cancel: cancel, done: make(chan struct{}), log: &syncLog{}}
 	started := make(chan eventlog.Event, 1)
