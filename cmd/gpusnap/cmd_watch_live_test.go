@@ -117,9 +117,12 @@ type liveWatch struct {
 }
 
 // startWatch starts gpusnap watch --mode bpf with args and waits until it
-// records; Cleanup stops it.
+// records; Cleanup stops it. It shares the quiet host, since every test of
+// a live watch counts on the events of its own device users, which another
+// package's hopper would crowd out of the ring buffer.
 func startWatch(t *testing.T, args ...string) *liveWatch {
 	t.Helper()
+	livetest.ShareQuietHost(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &liveWatch{cancel: cancel, done: make(chan int, 1)}
 	go func() {
@@ -214,6 +217,10 @@ func waitEvents(t *testing.T, db string, pids []int) {
 // take the GPU again, and the same gate is clean.
 func TestLiveGateLingererUnderWatch(t *testing.T) {
 	livetest.Require(t, "gcc")
+	// Its gate judges the whole host and its watch's window, which another
+	// package's hidden process or hopper would fail. The quiet host is shared
+	// before the fake GPUs are owned, in the order every test takes them.
+	livetest.ShareQuietHost(t)
 	livetest.OwnFakeGPUs(t)
 	loop := livetest.NewLoop(t)
 	// The GPU is a node outside /tmp: other packages' live tests map
