@@ -54,6 +54,10 @@ type liveHost struct {
 func newLiveHost(t *testing.T, user string) *liveHost {
 	t.Helper()
 	livetest.Require(t, "losetup", "gcc", "unshare", "nsenter", "python3", "setpriv")
+	// The namespace hides other tests' processes, not the kernel log, which
+	// reap's judgements and the diffs read. A record forged there in the
+	// window would be a finding on every GPU.
+	livetest.ShareKernelLog(t)
 	h := &liveHost{t: t, loop: livetest.NewLoop(t), user: user, tenant: "reap-live"}
 	if user != "" {
 		// The user opens the fake GPU as a tenant opens its GPU.
