@@ -54,7 +54,10 @@ var heldLocks = struct {
 	by map[string]map[string]int // path -> test name -> how
 }{by: map[string]map[string]int{}}
 
-// lockHost holds the flock how on path until the test ends.
+// lockHost holds the flock how on path until the test ends. A test that
+// takes several host locks takes them in one order, the kernel log's, the
+// quiet host's, then the fake GPUs', so that no two tests, each holding one,
+// wait on each other's.
 func lockHost(t testing.TB, path string, how int) {
 	t.Helper()
 	if held, ok := heldBy(t.Name(), path); ok {
