@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -55,6 +56,8 @@ func summarize(in io.Reader, out io.Writer) ([]skip, error) {
 			fmt.Fprint(out, e.Output)
 		case e.Action == "output":
 			logs[key] = append(logs[key], e.Output)
+		case e.Action == "fail" && e.Test == "":
+			printUnended(out, logs, e.Package)
 		case e.Action == "fail":
 			fmt.Fprint(out, strings.Join(logs[key], ""))
 			delete(logs, key)
@@ -66,6 +69,24 @@ func summarize(in io.Reader, out io.Writer) ([]skip, error) {
 		}
 	}
 	return skips, sc.Err()
+}
+
+// printUnended prints the output of pkg's tests that never ended. A test
+// binary that crashes (a panic off the test's goroutine, an exit, a
+// timeout) ends its package with a fail but not the test that was running,
+// and that test's output is the only account of why.
+func printUnended(out io.Writer, logs map[string][]string, pkg string) {
+	var keys []string
+	for key := range logs {
+		if strings.HasPrefix(key, pkg+" ") {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		fmt.Fprintf(out, "output of %s, which never ended:\n%s", key, strings.Join(logs[key], ""))
+		delete(logs, key)
+	}
 }
 
 // reason is the message a skipped test logged last, the t.Skip text.

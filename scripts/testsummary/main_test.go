@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,54 @@ func TestSummarizeRealStream(t *testing.T) {
 	skips, err := summarize(strings.NewReader(string(data)), &out)
 	if err != nil || len(skips) != 0 || !strings.Contains(out.String(), "ok  \tgithub.com/gpusnap/gpusnap/scripts/testsummary") {
 		t.Errorf("skips %v, err %v, output:\n%s", skips, err, out.String())
+	}
+}
+
+// A test binary that crashes (here a panic off the test's goroutine) fails
+// its package but never the running test: that test's output, the panic,
+// is printed all the same, and a passing test's is not.
+func TestSummarizeCrash(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module crash\n\ngo 1.26\n",
+		"crash_test.go": `package crash
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFine(t *testing.T) { t.Log("chatty") }
+
+func TestCrash(t *testing.T) {
+	t.Log("before the crash")
+	go func() { panic("boom off the test's goroutine") }()
+	time.Sleep(10 * time.Second) // workload: the panic ends the binary first
+}
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-json", ".")
+	cmd.Dir = dir
+	data, err := cmd.Output()
+	if err == nil {
+		t.Fatalf("go test of a crashing test passed:\n%s", data)
+	}
+	var out strings.Builder
+	if _, err := summarize(strings.NewReader(string(data)), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"crash TestCrash, which never ended", "before the crash", "panic: boom off the test's goroutine", "FAIL\tcrash"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "chatty") {
+		t.Errorf("a passing test's output printed:\n%s", got)
 	}
 }
