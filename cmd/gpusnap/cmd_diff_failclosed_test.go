@@ -39,7 +39,10 @@ func wantGhostReported(t *testing.T, what string, code int, stdout, stderr strin
 		t.Errorf("%s: exit %d, want 1; stderr %q", what, code, stderr)
 	}
 	if sev, ok := ghostFindings(r, sc)[diff.KindLeftoverDeviceMapping]; !ok || sev != diff.High {
-		t.Errorf("%s: no high %s for the ghost %d; findings %+v", what, diff.KindLeftoverDeviceMapping, sc.Ghost.PID, r.Findings)
+		// Whether the ghost still ran, and what the diff said of its
+		// capture, tell a missed mapping from a ghost gone.
+		t.Errorf("%s: no high %s for the ghost %d (alive now: %v); findings %+v; notes %q", what, diff.KindLeftoverDeviceMapping,
+			sc.Ghost.PID, sc.Ghost.Alive(), r.Findings, r.Notes)
 	}
 }
 

@@ -73,6 +73,14 @@ func TestSlurmPrologEpilog(t *testing.T) {
 	if ev := c.evidence(a); len(ev) != 0 {
 		t.Errorf("job a left evidence %q: a clean job must leave none\n%s", ev, c.syslog.text())
 	}
+	// Its tenant, killed with its mapping of the loop device, may take a
+	// while to exit on a loaded host (its dirty pages go to the loop's
+	// file). Until it has, the next jobs' verdicts rightly see it.
+	tenant := c.proc("a", "tenant")
+	if err := testwait.For(time.Minute, fmt.Sprintf("job a's tenant %d to exit", tenant.PID), func() bool { return !tenant.Alive() }); err != nil {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tenant.PID))
+		t.Fatalf("%v: %s", err, stat)
+	}
 
 	// b: forks a setsid ghost that keeps GPU 0 mapped rw-s, and exits. Slurm
 	// (proctrack/linuxproc) does not see the ghost: the epilog does.
@@ -538,17 +546,23 @@ func (c *cluster) waitFile(path string) {
 }
 
 // ghost reads the PID of the ghost a job's tenant helper left, from its PID file.
-func (c *cluster) ghost(job string) int {
+func (c *cluster) ghost(job string) int { return c.proc(job, "ghost").PID }
+
+// proc is the job's tenant or ghost, by the host PID and start time its PID
+// file names.
+func (c *cluster) proc(job, role string) livetest.Proc {
 	c.t.Helper()
 	for _, line := range strings.Split(c.read(filepath.Join(c.dir, job+".pids")), "\n") {
-		if f := strings.Fields(line); len(f) == 4 && f[0] == "ghost" {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == role {
 			pid, err := strconv.Atoi(f[1])
 			must(c.t, err)
-			return pid
+			start, err := strconv.ParseUint(f[3], 10, 64)
+			must(c.t, err)
+			return livetest.Proc{PID: pid, StartTime: start}
 		}
 	}
-	c.t.Fatalf("job %s: no ghost in its PID file\n%s", job, c.logs())
-	return 0
+	c.t.Fatalf("job %s: no %s in its PID file\n%s", job, role, c.logs())
+	return livetest.Proc{}
 }
 
 func (c *cluster) evidence(job string) []string {
